@@ -1,0 +1,20 @@
+//! Postern's pure model. Values and rules only: no tokio, no files, no sockets.
+//!
+//! Everything untrusted (CLI arguments, stored configuration) becomes one of these
+//! typed values at the edge, so the rest of the engine never re-validates.
+
+mod label;
+mod server;
+
+pub use label::{LabelError, ServerLabel};
+pub use server::{ConfigError, EnvVar, ServerConfig};
+
+/// The MCP protocol revision Postern speaks to agents and to upstream servers.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// Legacy (handshake-era) revisions an agent may ask for and get echoed back.
+pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
+    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The label under which Postern's own built-in tools will be served.
+pub const BUILTIN_LABEL: &str = "postern";

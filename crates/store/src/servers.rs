@@ -1,0 +1,137 @@
+//! The `servers` table: configured stdio MCP servers.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use postern_domain::{EnvVar, ServerConfig, ServerLabel};
+use rusqlite::{OptionalExtension, params};
+
+use crate::{Store, StoreError};
+
+/// Whether `add_server` created a new server or replaced one with the same label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddOutcome {
+    /// No server had this label before.
+    Added,
+    /// A server with this label existed and was replaced.
+    Replaced,
+}
+
+impl Store {
+    /// Adds a server, replacing any existing one with the same label.
+    pub fn add_server(&self, config: &ServerConfig) -> Result<AddOutcome, StoreError> {
+        let existed = self.server(&config.label)?.is_some();
+        let env: Vec<[&str; 2]> =
+            config.env.iter().map(|v| [v.name.as_str(), v.value.as_str()]).collect();
+        self.conn.execute(
+            "INSERT INTO servers (label, command, cwd, env, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(label) DO UPDATE SET command = ?2, cwd = ?3, env = ?4",
+            params![
+                config.label.as_str(),
+                serde_json::Value::from(config.command.clone()).to_string(),
+                config.cwd.as_ref().map(|p| p.to_string_lossy().into_owned()),
+                serde_json::to_string(&env).unwrap_or_default(),
+                now_ms(),
+            ],
+        )?;
+        Ok(if existed { AddOutcome::Replaced } else { AddOutcome::Added })
+    }
+
+    /// Removes a server; `false` when no server had that label.
+    pub fn remove_server(&self, label: &ServerLabel) -> Result<bool, StoreError> {
+        Ok(self.conn.execute("DELETE FROM servers WHERE label = ?1", [label.as_str()])? > 0)
+    }
+
+    /// One server by label.
+    pub fn server(&self, label: &ServerLabel) -> Result<Option<ServerConfig>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT label, command, cwd, env FROM servers WHERE label = ?1",
+                [label.as_str()],
+                Row::read,
+            )
+            .optional()?
+            .map(Row::into_config)
+            .transpose()
+    }
+
+    /// Every configured server, ordered by label.
+    pub fn servers(&self) -> Result<Vec<ServerConfig>, StoreError> {
+        let mut stmt =
+            self.conn.prepare_cached("SELECT label, command, cwd, env FROM servers ORDER BY label")?;
+        let rows = stmt.query_map([], Row::read)?.collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter().map(Row::into_config).collect()
+    }
+}
+
+struct Row {
+    label: String,
+    command: String,
+    cwd: Option<String>,
+    env: String,
+}
+
+impl Row {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self { label: row.get(0)?, command: row.get(1)?, cwd: row.get(2)?, env: row.get(3)? })
+    }
+
+    fn into_config(self) -> Result<ServerConfig, StoreError> {
+        let corrupt = |why: String| StoreError::Corrupt { what: format!("server {:?}", self.label), why };
+        let label: ServerLabel = self.label.parse().map_err(|e| corrupt(format!("{e}")))?;
+        let command: Vec<String> =
+            serde_json::from_str(&self.command).map_err(|e| corrupt(format!("command: {e}")))?;
+        let env: Vec<(String, String)> =
+            serde_json::from_str(&self.env).map_err(|e| corrupt(format!("env: {e}")))?;
+        let env = env.into_iter().map(|(name, value)| EnvVar { name, value }).collect();
+        ServerConfig::new(label, command, self.cwd.map(PathBuf::from), env)
+            .map_err(|e| corrupt(format!("{e}")))
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(label: &str, command: &[&str]) -> ServerConfig {
+        ServerConfig::new(
+            label.parse().expect("label"),
+            command.iter().map(|s| (*s).to_owned()).collect(),
+            Some("/srv/work".into()),
+            vec!["TZ=UTC".parse().expect("env")],
+        )
+        .expect("config")
+    }
+
+    #[test]
+    fn servers_round_trip_and_survive_reopening() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let time = config("time", &["uvx", "mcp-server-time", "--local-timezone", "UTC"]);
+        assert_eq!(store.add_server(&time).expect("add"), AddOutcome::Added);
+        assert_eq!(store.add_server(&config("alpha", &["node", "a.js"])).expect("add"), AddOutcome::Added);
+        drop(store);
+
+        let store = Store::open(dir.path()).expect("reopen");
+        let all = store.servers().expect("list");
+        assert_eq!(all.iter().map(|s| s.label.as_str()).collect::<Vec<_>>(), ["alpha", "time"]);
+        assert_eq!(all[1], time);
+    }
+
+    #[test]
+    fn adding_an_existing_label_replaces_it_and_remove_reports_absence() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        store.add_server(&config("x", &["one"])).expect("add");
+        assert_eq!(store.add_server(&config("x", &["two"])).expect("add"), AddOutcome::Replaced);
+        let label: ServerLabel = "x".parse().expect("label");
+        assert_eq!(store.server(&label).expect("get").expect("present").command, ["two"]);
+        assert!(store.remove_server(&label).expect("remove"));
+        assert!(!store.remove_server(&label).expect("remove again"));
+        assert_eq!(store.server(&label).expect("get"), None);
+    }
+}
