@@ -1,8 +1,12 @@
 //! The engine's status model as shells see it. These types cross the app's IPC
 //! boundary; their TypeScript twins in `ui/src/bindings.ts` are generated from here.
 
+use postern_domain::ServerConfig;
+use postern_gateway::{Phase, SessionInfo};
 use serde::Serialize;
 use ts_rs::TS;
+
+use crate::Home;
 
 /// Everything the status view shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
@@ -61,6 +65,46 @@ pub enum SessionState {
     Starting,
     /// Running and initialized.
     Running,
+}
+
+/// Builds the status view from configuration and live sessions.
+pub(crate) fn status(home: &Home, configs: &[ServerConfig], sessions: &[SessionInfo]) -> Status {
+    let servers = configs
+        .iter()
+        .map(|c| ServerStatus {
+            label: c.label.to_string(),
+            command: c.command.clone(),
+            cwd: c.cwd.as_ref().map(|p| p.display().to_string()),
+            running: sessions
+                .iter()
+                .filter(|s| s.server == c.label && matches!(s.phase, Phase::Running { .. }))
+                .count() as u32,
+        })
+        .collect();
+    let sessions = sessions
+        .iter()
+        .map(|s| SessionStatus {
+            id: format!("#{}", s.id),
+            server: s.server.to_string(),
+            client: s.client.clone(),
+            connected_at_ms: s.connected_at_ms,
+            state: match s.phase {
+                Phase::Stopped => SessionState::Stopped,
+                Phase::Starting => SessionState::Starting,
+                Phase::Running { .. } => SessionState::Running,
+            },
+            server_pid: match s.phase {
+                Phase::Running { pid } => Some(pid),
+                _ => None,
+            },
+        })
+        .collect();
+    Status {
+        home: home.path().display().to_string(),
+        socket: home.socket_path().display().to_string(),
+        servers,
+        sessions,
+    }
 }
 
 /// The TypeScript declarations of every type above, as committed in `ui/src/bindings.ts`.

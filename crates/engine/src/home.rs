@@ -39,6 +39,16 @@ impl Home {
         Self { root: root.into() }
     }
 
+    /// Creates the home (mode 0700) if it does not exist.
+    pub fn prepare(&self) -> Result<(), HomeError> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.root)
+            .map_err(|source| HomeError::Prepare { path: self.root.clone(), source })
+    }
+
     /// The home directory.
     pub fn path(&self) -> &Path {
         &self.root

@@ -5,7 +5,15 @@
 pub mod api;
 mod home;
 
+use std::fs::{File, TryLockError};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use postern_domain::{ServerConfig, ServerLabel};
+use postern_gateway::{ServerDirectory, Sessions};
+use postern_store::{Store, StoreError};
+use tokio::sync::watch;
 
 pub use api::{ServerStatus, SessionState, SessionStatus, Status, typescript_bindings};
 pub use home::{Home, HomeError};
@@ -14,7 +22,12 @@ pub use home::{Home, HomeError};
 #[derive(Debug)]
 pub struct Engine {
     home: Home,
-    changes: tokio::sync::watch::Sender<u64>,
+    store: Arc<Mutex<Store>>,
+    sessions: Sessions,
+    shutdown: watch::Sender<bool>,
+    serving: tokio::task::JoinHandle<()>,
+    /// Held for the engine's life: the home's single-owner lock.
+    _lock: File,
 }
 
 /// Why the engine could not start or answer.
@@ -26,16 +39,43 @@ pub enum EngineError {
     /// The home could not be prepared.
     #[error(transparent)]
     Home(#[from] HomeError),
+    /// The database could not be opened or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// A filesystem or socket operation failed.
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
 }
 
 impl Engine {
-    /// Starts the engine for `home`: takes the lock, opens the store, binds the socket.
+    /// Starts the engine for `home`: takes the single-owner lock, opens the store,
+    /// binds the socket and starts accepting agents. Must run inside a tokio runtime.
     pub async fn start(home: Home) -> Result<Self, EngineError> {
-        let (changes, _) = tokio::sync::watch::channel(0);
-        Ok(Self { home, changes })
+        home.prepare()?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(home.lock_path())
+            .map_err(|source| EngineError::Io { what: format!("cannot open {}", home.lock_path().display()), source })?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(EngineError::AlreadyRunning { home: home.path().to_owned() }),
+            Err(TryLockError::Error(source)) => {
+                return Err(EngineError::Io { what: format!("cannot lock {}", home.lock_path().display()), source });
+            }
+        }
+        let store = Arc::new(Mutex::new(Store::open(home.path())?));
+        let listener = postern_gateway::bind(&home.socket_path()).map_err(|source| EngineError::Io {
+            what: format!("cannot listen on {}", home.socket_path().display()),
+            source,
+        })?;
+        let sessions = Sessions::new();
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let directory = Arc::new(StoreDirectory(Arc::clone(&store)));
+        let serving = tokio::spawn(postern_gateway::serve(listener, directory, sessions.clone(), shutdown_rx));
+        tracing::info!(home = %home.path().display(), socket = %home.socket_path().display(), "engine listening");
+        Ok(Self { home, store, sessions, shutdown, serving, _lock: lock })
     }
 
     /// The home this engine owns.
@@ -44,20 +84,48 @@ impl Engine {
     }
 
     /// A snapshot of configured servers and connected agent sessions.
-    pub fn status(&self) -> Status {
-        Status {
-            home: self.home.path().display().to_string(),
-            socket: self.home.socket_path().display().to_string(),
-            servers: Vec::new(),
-            sessions: Vec::new(),
-        }
+    pub fn status(&self) -> Result<Status, EngineError> {
+        let configs = self.store.lock().map_err(|_| poisoned())?.servers()?;
+        let sessions = self.sessions.snapshot();
+        Ok(api::status(&self.home, &configs, &sessions))
     }
 
-    /// A receiver whose value changes whenever the status may have changed.
-    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.changes.subscribe()
+    /// A receiver whose value changes whenever a session connects, disconnects, or its
+    /// server starts or stops. Configuration edited through the CLI does not pass
+    /// through the engine: status readers also refresh on a timer.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.sessions.changes()
     }
 
     /// Stops accepting agents, ends every session and its server, releases the home.
-    pub async fn shutdown(self) {}
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.serving.await;
+        let mut changes = self.sessions.changes();
+        let drained = tokio::time::timeout(Duration::from_secs(5), async {
+            while !self.sessions.is_empty() {
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+        if drained.await.is_err() {
+            tracing::warn!(left = self.sessions.len(), "sessions still closing at shutdown");
+        }
+        let _ = std::fs::remove_file(self.home.socket_path());
+        tracing::info!("engine stopped");
+    }
+}
+
+struct StoreDirectory(Arc<Mutex<Store>>);
+
+impl ServerDirectory for StoreDirectory {
+    fn lookup(&self, label: &ServerLabel) -> Result<Option<ServerConfig>, String> {
+        let store = self.0.lock().map_err(|_| poisoned().to_string())?;
+        store.server(label).map_err(|e| e.to_string())
+    }
+}
+
+fn poisoned() -> EngineError {
+    EngineError::Io { what: "engine state".into(), source: std::io::Error::other("a thread panicked holding the store") }
 }

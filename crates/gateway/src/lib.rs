@@ -1,1 +1,20 @@
-//! placeholder
+//! The MCP data path. Agents' shims connect to the engine's local socket; each
+//! connection becomes a session that owns one server process and carries the
+//! conversation both ways, forwarding original bytes and answering only what the gate
+//! must answer itself (`initialize`, `ping`, `server/discover`, and errors).
+//! Only this crate touches sockets.
+
+pub mod framing;
+mod handshake;
+pub mod hello;
+mod listener;
+pub mod message;
+mod registry;
+mod session;
+pub mod shim;
+mod upstream;
+
+pub use framing::MAX_FRAME;
+pub use listener::{bind, serve};
+pub use registry::{Phase, SessionInfo, Sessions};
+pub use upstream::ServerDirectory;

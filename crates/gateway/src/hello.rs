@@ -1,0 +1,38 @@
+//! The first exchange on the engine's socket: the shim names the server it wants and,
+//! when it reconnects, the agent's `initialize` params so the session resumes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The version of the socket protocol.
+pub const SOCKET_PROTOCOL: u32 = 1;
+
+/// The shim's first line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    /// Always [`SOCKET_PROTOCOL`].
+    pub postern: u32,
+    /// The server label the agent launched `postern mcp <label>` for.
+    pub server: String,
+    /// The agent's `initialize` params when the agent already initialized (a
+    /// reconnect): the engine then treats the session as initialized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Value>,
+}
+
+/// The engine's answer to [`Hello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum Welcome {
+    /// The session is open; MCP messages follow, one per line, both ways.
+    Accepted {
+        /// The session's id, for logs.
+        session: u64,
+    },
+    /// The engine will not serve this connection.
+    Refused {
+        /// Why, for the agent's user.
+        error: String,
+    },
+}

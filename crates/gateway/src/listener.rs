@@ -1,0 +1,127 @@
+//! The engine's local socket: a private directory, a 0600 socket, one session per
+//! connection.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use postern_domain::ServerLabel;
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::UnixListener;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::{mpsc, watch};
+
+use crate::framing::{Line, LineReader};
+use crate::hello::{Hello, SOCKET_PROTOCOL, Welcome};
+use crate::registry::Sessions;
+use crate::session::{self, Context};
+use crate::upstream::ServerDirectory;
+
+/// How long a new connection has to send its hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Creates the socket's directory (0700) and binds the socket (0600). A stale socket
+/// file is replaced: the caller must hold the home's single-owner lock.
+pub fn bind(socket: &Path) -> std::io::Result<UnixListener> {
+    if let Some(dir) = socket.parent() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    match std::fs::remove_file(socket) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let listener = UnixListener::bind(socket)?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Accepts agent connections until `shutdown` turns true.
+pub async fn serve(
+    listener: UnixListener,
+    directory: Arc<dyn ServerDirectory>,
+    sessions: Sessions,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let ctx = Context { directory, sessions, shutdown: shutdown.clone() };
+    let next_id = Arc::new(AtomicU64::new(1));
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let ctx = ctx.clone();
+                    let id = next_id.fetch_add(1, Ordering::Relaxed);
+                    tokio::spawn(async move {
+                        let (read, write) = stream.into_split();
+                        connection(ctx, id, LineReader::new(BufReader::new(read)), write).await;
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+async fn connection(
+    ctx: Context,
+    id: u64,
+    mut reader: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    mut write: OwnedWriteHalf,
+) {
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, reader.next()).await {
+        Ok(Ok(Some(Line::Frame(line)))) => serde_json::from_slice::<Hello>(&line).map_err(|e| format!("bad hello: {e}")),
+        Ok(Ok(Some(Line::Oversize { .. }))) => Err("bad hello: too large".to_owned()),
+        Ok(Ok(None) | Err(_)) => return,
+        Err(_) => Err("no hello within 10s".to_owned()),
+    };
+    let accepted = hello.and_then(|h| {
+        if h.postern != SOCKET_PROTOCOL {
+            return Err(format!("this engine speaks socket protocol {SOCKET_PROTOCOL}, the shim {}: update Postern", h.postern));
+        }
+        let label: ServerLabel = h.server.parse().map_err(|e| format!("{e}"))?;
+        Ok((label, h.resume))
+    });
+    let welcome = match &accepted {
+        Ok(_) => Welcome::Accepted { session: id },
+        Err(error) => Welcome::Refused { error: error.clone() },
+    };
+    if write_json(&mut write, &welcome).await.is_err() {
+        return;
+    }
+    let Ok((label, resume)) = accepted else {
+        tracing::warn!(connection = id, ?welcome, "connection refused");
+        return;
+    };
+    tracing::info!(session = id, server = %label, resumed = resume.is_some(), "agent session started");
+    let (to_agent, rx) = mpsc::unbounded_channel();
+    tokio::spawn(write_lines(write, rx));
+    session::run(ctx, id, label, resume, reader, to_agent).await;
+}
+
+async fn write_json(write: &mut OwnedWriteHalf, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    write.write_all(&line).await
+}
+
+/// Writes queued lines, flushing whenever the queue runs dry.
+pub(crate) async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(write: W, mut rx: mpsc::UnboundedReceiver<Bytes>) {
+    let mut out = BufWriter::new(write);
+    while let Some(line) = rx.recv().await {
+        if out.write_all(&line).await.is_err() || out.write_all(b"\n").await.is_err() {
+            return;
+        }
+        if rx.is_empty() && out.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = out.flush().await;
+    let _ = out.shutdown().await;
+}

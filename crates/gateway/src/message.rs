@@ -1,0 +1,233 @@
+//! JSON-RPC messages as the gateway sees them: the original bytes plus just enough
+//! typed structure to route them. Bytes are forwarded unchanged unless the gateway
+//! deliberately answers or rewrites.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use crate::framing::{FrameError, parse_object};
+
+/// JSON-RPC error codes the gateway itself uses.
+pub mod code {
+    /// The line is not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// Not a valid JSON-RPC message.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Method not found (also the legacy answer to `server/discover`).
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid params.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error: used when the server cannot answer (it exited, or never started).
+    pub const INTERNAL_ERROR: i64 = -32603;
+}
+
+/// A request id: a string or a number, kept exactly as sent.
+#[derive(Debug, Clone)]
+pub struct Id {
+    value: Value,
+}
+
+impl Id {
+    /// Reads an id; `None` for null, objects, arrays, booleans.
+    pub fn from_value(value: &Value) -> Option<Self> {
+        match value {
+            Value::String(_) | Value::Number(_) => Some(Self { value: value.clone() }),
+            _ => None,
+        }
+    }
+
+    /// The id as JSON, same type and value as received.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+}
+
+impl PartialEq for Id {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl Eq for Id {}
+
+impl Hash for Id {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match &self.value {
+            Value::String(s) => (0u8, s).hash(state),
+            other => (1u8, other.to_string()).hash(state),
+        }
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.value)
+    }
+}
+
+/// What a message is, for routing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// Has an id and a method: expects a response.
+    Request { id: Id, method: String },
+    /// Has a method and no id.
+    Notification { method: String },
+    /// Has an id and a result or an error.
+    Response { id: Id },
+}
+
+/// One parsed message with its original bytes.
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// The line as received, without its newline.
+    pub raw: Bytes,
+    /// The parsed object (duplicate keys already refused).
+    pub body: Map<String, Value>,
+    /// Its routing kind.
+    pub kind: Kind,
+}
+
+/// Why a line is not a JSON-RPC message, with the id when one could be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// The id of the offending message, when it had a readable one.
+    pub id: Option<Id>,
+    /// The JSON-RPC error code to answer with.
+    pub code: i64,
+    /// A human-readable reason.
+    pub reason: String,
+}
+
+impl Message {
+    /// Parses and classifies one line.
+    pub fn parse(raw: Bytes) -> Result<Self, Rejected> {
+        let body = parse_object(&raw).map_err(|e| Rejected {
+            id: None,
+            code: match e {
+                FrameError::NotJson(_) => code::PARSE_ERROR,
+                _ => code::INVALID_REQUEST,
+            },
+            reason: e.to_string(),
+        })?;
+        let id_value = body.get("id");
+        let id = id_value.and_then(Id::from_value);
+        let invalid = |reason: &str| Rejected { id: id.clone(), code: code::INVALID_REQUEST, reason: reason.to_owned() };
+        if body.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(invalid("missing \"jsonrpc\": \"2.0\""));
+        }
+        let kind = match (body.get("method"), id_value) {
+            (Some(Value::String(method)), None) => Kind::Notification { method: method.clone() },
+            (Some(Value::String(method)), Some(_)) => match &id {
+                Some(id) => Kind::Request { id: id.clone(), method: method.clone() },
+                None => return Err(invalid("a request id must be a string or a number")),
+            },
+            (Some(_), _) => return Err(invalid("\"method\" must be a string")),
+            (None, Some(_)) => match (&id, body.contains_key("result"), body.contains_key("error")) {
+                (Some(id), true, false) | (Some(id), false, true) => Kind::Response { id: id.clone() },
+                (None, _, _) => return Err(invalid("a response id must be a string or a number")),
+                _ => return Err(invalid("a response needs exactly one of \"result\" and \"error\"")),
+            },
+            (None, None) => return Err(invalid("neither a request, a notification nor a response")),
+        };
+        Ok(Self { raw, body, kind })
+    }
+
+    /// The `params` object, when present.
+    pub fn params(&self) -> Option<&Value> {
+        self.body.get("params")
+    }
+}
+
+/// Serializes a success response.
+pub fn result(id: &Id, result: Value) -> Bytes {
+    encode(&json!({"jsonrpc": "2.0", "id": id.value(), "result": result}))
+}
+
+/// Serializes an error response; `id` is null when the request's id was unreadable.
+pub fn error(id: Option<&Id>, code: i64, message: &str, data: Option<Value>) -> Bytes {
+    let mut err = json!({"code": code, "message": message});
+    if let Some(data) = data {
+        err["data"] = data;
+    }
+    encode(&json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, |i| i.value().clone()), "error": err}))
+}
+
+/// Serializes a request.
+pub fn request(id: &Value, method: &str, params: Value) -> Bytes {
+    encode(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+}
+
+/// Serializes a notification.
+pub fn notification(method: &str, params: Option<Value>) -> Bytes {
+    let mut msg = json!({"jsonrpc": "2.0", "method": method});
+    if let Some(params) = params {
+        msg["params"] = params;
+    }
+    encode(&msg)
+}
+
+/// Best effort: the id of a message from the first bytes of its line (used for lines
+/// too large to parse, so the request they answer is not left hanging).
+pub fn sniff_id(prefix: &[u8]) -> Option<Id> {
+    let text = String::from_utf8_lossy(prefix);
+    let start = text.find("\"id\"")? + 4;
+    let rest = text[start..].trim_start().strip_prefix(':')?.trim_start();
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    let value: Value = serde_json::from_str(rest[..end].trim()).ok()?;
+    Id::from_value(&value)
+}
+
+fn encode(value: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(value).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Kind, Rejected> {
+        Message::parse(Bytes::copy_from_slice(s.as_bytes())).map(|m| m.kind)
+    }
+
+    #[test]
+    fn classifies_requests_notifications_and_responses() {
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":"a","method":"tools/list"}"#),
+            Ok(Kind::Request { method, .. }) if method == "tools/list"
+        ));
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Kind::Notification { .. })
+        ));
+        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#), Ok(Kind::Response { .. })));
+        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"x"}}"#), Ok(Kind::Response { .. })));
+    }
+
+    #[test]
+    fn ids_keep_their_type() {
+        let s = Id::from_value(&json!("1")).expect("id");
+        let n = Id::from_value(&json!(1)).expect("id");
+        assert_ne!(s, n);
+        assert_eq!(String::from_utf8_lossy(&result(&s, json!({}))), r#"{"jsonrpc":"2.0","id":"1","result":{}}"#);
+        assert_eq!(String::from_utf8_lossy(&result(&n, json!({}))), r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    }
+
+    #[test]
+    fn rejects_malformed_messages_with_the_id_when_readable() {
+        let r = parse(r#"{"jsonrpc":"2.0","id":9}"#).expect_err("no result or error");
+        assert_eq!((r.id.map(|i| i.to_string()), r.code), (Some("9".into()), code::INVALID_REQUEST));
+        assert_eq!(parse(r#"{"id":1,"method":"x"}"#).expect_err("no jsonrpc").code, code::INVALID_REQUEST);
+        assert_eq!(parse(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).expect_err("null id").code, code::INVALID_REQUEST);
+        assert_eq!(parse("garbage").expect_err("not json").code, code::PARSE_ERROR);
+    }
+
+    #[test]
+    fn sniffs_ids_from_truncated_lines() {
+        assert_eq!(sniff_id(br#"{"jsonrpc":"2.0","id":42,"result":{"content":[{"te"#), Id::from_value(&json!(42)));
+        assert_eq!(sniff_id(br#"{"id" : "abc","result":"#), Id::from_value(&json!("abc")));
+        assert_eq!(sniff_id(br#"{"jsonrpc":"2.0","result":{"#), None);
+    }
+}

@@ -1,0 +1,91 @@
+//! The live list of agent sessions, shared between the gateway and status readers.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use postern_domain::ServerLabel;
+use tokio::sync::watch;
+
+/// Where a session's server process is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Not running; the next request starts it.
+    Stopped,
+    /// Launched; `initialize` in progress.
+    Starting,
+    /// Running and initialized.
+    Running { pid: u32 },
+}
+
+/// What status views show about one agent session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// Unique within this engine's run.
+    pub id: u64,
+    /// The server label the agent connected to.
+    pub server: ServerLabel,
+    /// The agent's self-reported name and version, once it initialized.
+    pub client: Option<String>,
+    /// Unix milliseconds at connection.
+    pub connected_at_ms: i64,
+    /// Its server process.
+    pub phase: Phase,
+}
+
+/// The shared session list. Cloning shares it.
+#[derive(Debug, Clone)]
+pub struct Sessions {
+    inner: Arc<Mutex<BTreeMap<u64, SessionInfo>>>,
+    changed: Arc<watch::Sender<u64>>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sessions {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self { inner: Arc::default(), changed: Arc::new(watch::channel(0).0) }
+    }
+
+    /// Every session, in connection order.
+    pub fn snapshot(&self) -> Vec<SessionInfo> {
+        self.inner.lock().map(|m| m.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// A receiver that changes whenever the list or a session's phase changes.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// How many sessions are connected.
+    pub fn len(&self) -> usize {
+        self.inner.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether no session is connected.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn upsert(&self, info: SessionInfo) {
+        if let Ok(mut map) = self.inner.lock() {
+            map.insert(info.id, info);
+        }
+        self.bump();
+    }
+
+    pub(crate) fn remove(&self, id: u64) {
+        if let Ok(mut map) = self.inner.lock() {
+            map.remove(&id);
+        }
+        self.bump();
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}

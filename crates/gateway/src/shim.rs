@@ -1,0 +1,202 @@
+//! The agent's end: `postern mcp <label>` carries the agent's stdio to the engine's
+//! socket. It forwards bytes untouched while the engine is there. While it is not, the
+//! shim keeps the agent's session alive: it answers `initialize` and `ping` itself,
+//! answers every other request with a clear error, and reconnects when the engine
+//! appears (then tells the agent to list tools again).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+
+use crate::framing::{Line, LineReader};
+use crate::handshake::initialize_result;
+use crate::hello::{Hello, SOCKET_PROTOCOL, Welcome};
+use crate::listener::write_lines;
+use crate::message::{self, Id, Kind, Message, code, sniff_id};
+
+/// How often the shim looks for the engine while it is away.
+const RECONNECT_EVERY: Duration = Duration::from_millis(500);
+
+/// The error every call gets while no engine is reachable.
+pub const NOT_RUNNING: &str = "Postern is not running: start the app or `postern daemon`";
+
+/// Runs the shim until the agent closes its stdin.
+pub async fn run<I, O>(socket: PathBuf, label: String, stdin: I, stdout: O)
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
+    let (events, mut rx) = mpsc::unbounded_channel();
+    let (to_agent, agent_rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_lines(stdout, agent_rx));
+    tokio::spawn(read_lines(LineReader::new(BufReader::new(stdin)), events.clone(), Event::Agent, Event::AgentClosed));
+
+    let mut shim = Shim { socket, label, events, to_agent, engine: None, generation: 0, init: None, in_flight: HashSet::new(), offline_reason: NOT_RUNNING.to_owned() };
+    shim.connect().await;
+    let mut retry = tokio::time::interval(RECONNECT_EVERY);
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            event = rx.recv() => match event {
+                Some(Event::AgentClosed) | None => break,
+                Some(event) => shim.on_event(event),
+            },
+            _ = retry.tick(), if shim.engine.is_none() => {
+                if shim.connect().await && shim.init.is_some() {
+                    shim.reply(message::notification("notifications/tools/list_changed", None));
+                }
+            }
+        }
+    }
+    drop(shim);
+    let _ = writer.await;
+}
+
+struct Shim {
+    socket: PathBuf,
+    label: String,
+    events: mpsc::UnboundedSender<Event>,
+    to_agent: mpsc::UnboundedSender<Bytes>,
+    /// Lines to the engine, while connected.
+    engine: Option<mpsc::UnboundedSender<Bytes>>,
+    generation: u64,
+    /// The agent's `initialize` params once it initialized.
+    init: Option<Value>,
+    /// Agent requests the engine has not answered.
+    in_flight: HashSet<Id>,
+    offline_reason: String,
+}
+
+enum Event {
+    Agent(Line),
+    AgentClosed,
+    Engine(u64, Line),
+    EngineClosed(u64),
+}
+
+impl Shim {
+    /// Tries to reach the engine; true when connected.
+    async fn connect(&mut self) -> bool {
+        let Ok(stream) = UnixStream::connect(&self.socket).await else { return false };
+        let (read, mut write) = stream.into_split();
+        let hello = Hello { postern: SOCKET_PROTOCOL, server: self.label.clone(), resume: self.init.clone() };
+        let Ok(mut line) = serde_json::to_vec(&hello) else { return false };
+        line.push(b'\n');
+        if write.write_all(&line).await.is_err() {
+            return false;
+        }
+        let mut reader = LineReader::new(BufReader::new(read));
+        let welcome = match tokio::time::timeout(Duration::from_secs(10), reader.next()).await {
+            Ok(Ok(Some(Line::Frame(line)))) => serde_json::from_slice::<Welcome>(&line).ok(),
+            _ => None,
+        };
+        match welcome {
+            Some(Welcome::Accepted { .. }) => {}
+            Some(Welcome::Refused { error }) => {
+                tracing::error!("the Postern engine refused this session: {error}");
+                self.offline_reason = format!("Postern refused this session: {error}");
+                return false;
+            }
+            None => return false,
+        }
+        self.generation += 1;
+        let generation = self.generation;
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_lines(write, rx));
+        tokio::spawn(read_lines(reader, self.events.clone(), move |l| Event::Engine(generation, l), Event::EngineClosed(generation)));
+        self.engine = Some(tx);
+        self.offline_reason = NOT_RUNNING.to_owned();
+        tracing::info!(server = %self.label, "connected to the Postern engine");
+        true
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Agent(line) => self.on_agent(line),
+            Event::Engine(generation, Line::Frame(raw)) if generation == self.generation => {
+                if let Ok(Message { kind: Kind::Response { id }, .. }) = Message::parse(raw.clone()) {
+                    self.in_flight.remove(&id);
+                }
+                self.reply(raw);
+            }
+            Event::EngineClosed(generation) if generation == self.generation => {
+                tracing::warn!("lost the Postern engine; answering calls locally until it is back");
+                self.engine = None;
+                for id in std::mem::take(&mut self.in_flight) {
+                    let reason = "the Postern engine stopped before answering";
+                    self.reply(message::error(Some(&id), code::INTERNAL_ERROR, reason, Some(json!({"error": "engine_unavailable"}))));
+                }
+            }
+            Event::Engine(..) | Event::EngineClosed(_) | Event::AgentClosed => {}
+        }
+    }
+
+    fn on_agent(&mut self, line: Line) {
+        let parsed = match &line {
+            Line::Frame(raw) => Message::parse(raw.clone()).ok(),
+            Line::Oversize { .. } => None,
+        };
+        if let Some(msg) = &parsed
+            && let Kind::Request { id, method } = &msg.kind
+        {
+            if method == "initialize" && self.init.is_none() {
+                self.init = Some(msg.params().cloned().unwrap_or_else(|| json!({})));
+            }
+            if self.engine.is_none() {
+                return self.answer_offline(id, method);
+            }
+            self.in_flight.insert(id.clone());
+        }
+        // Everything else, malformed lines included, is the engine's to judge.
+        match (&self.engine, line) {
+            (Some(engine), Line::Frame(raw)) => {
+                let _ = engine.send(raw);
+            }
+            (_, Line::Oversize { len, prefix }) => {
+                // Never forwarded: the engine would refuse it anyway, and it is large.
+                let reason = format!("message of {len}+ bytes exceeds Postern's {} MiB limit", crate::MAX_FRAME >> 20);
+                self.reply(message::error(sniff_id(&prefix).as_ref(), code::INVALID_REQUEST, &reason, None));
+            }
+            (None, Line::Frame(raw)) => {
+                if let Err(rejected) = Message::parse(raw) {
+                    self.reply(message::error(rejected.id.as_ref(), rejected.code, &rejected.reason, None));
+                }
+            }
+        }
+    }
+
+    fn answer_offline(&self, id: &Id, method: &str) {
+        let reply = match method {
+            "initialize" => {
+                let params = self.init.clone().unwrap_or_else(|| json!({}));
+                message::result(id, initialize_result(&self.label, &params, None))
+            }
+            "ping" => message::result(id, json!({})),
+            _ => message::error(Some(id), code::INTERNAL_ERROR, &self.offline_reason, Some(json!({"error": "engine_unavailable"}))),
+        };
+        self.reply(reply);
+    }
+
+    fn reply(&self, line: Bytes) {
+        let _ = self.to_agent.send(line);
+    }
+}
+
+async fn read_lines<R, F>(mut reader: LineReader<R>, events: mpsc::UnboundedSender<Event>, wrap: F, closed: Event)
+where
+    R: AsyncBufRead + Unpin,
+    F: Fn(Line) -> Event,
+{
+    while let Ok(Some(line)) = reader.next().await {
+        if events.send(wrap(line)).is_err() {
+            return;
+        }
+    }
+    let _ = events.send(closed);
+}

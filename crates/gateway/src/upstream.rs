@@ -1,0 +1,128 @@
+//! Starting one server for one session: launch it and complete the `initialize`
+//! handshake on the agent's behalf.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use postern_domain::{ServerConfig, ServerLabel};
+use postern_supervisor::{ProcessHandle, spawn};
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+
+use crate::framing::{Line, LineReader};
+use crate::handshake::upstream_initialize_params;
+use crate::message::{self, Kind, Message};
+
+/// How long a server gets to answer `initialize` (a first `npx` run may download).
+const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The id of the `initialize` request Postern sends upstream. No agent request can be
+/// in flight to the server before its handshake, so it cannot collide.
+const INIT_ID: &str = "postern-initialize";
+
+/// Where the engine finds server configurations.
+pub trait ServerDirectory: Send + Sync + 'static {
+    /// The configuration for `label`, `None` when no such server is configured.
+    fn lookup(&self, label: &ServerLabel) -> Result<Option<ServerConfig>, String>;
+}
+
+/// A server that launched and completed `initialize`.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub stdin: ChildStdin,
+    pub stdout: LineReader<BufReader<ChildStdout>>,
+    pub handle: ProcessHandle,
+    /// The server's `initialize` result.
+    pub init: Map<String, Value>,
+}
+
+/// Launches the server for `label` and initializes it with `agent_params`.
+pub(crate) async fn start(
+    directory: &dyn ServerDirectory,
+    label: &ServerLabel,
+    agent_params: &Value,
+) -> Result<Started, String> {
+    let config = directory
+        .lookup(label)?
+        .ok_or_else(|| format!("no server is configured as '{label}': add it with `postern server add {label} -- <command>`"))?;
+    let spawned = spawn(&config).map_err(|e| e.to_string())?;
+    let mut stdin = spawned.stdin;
+    let mut stdout = LineReader::new(BufReader::new(spawned.stdout));
+    let mut handle = spawned.handle;
+
+    let request = message::request(&json!(INIT_ID), "initialize", upstream_initialize_params(agent_params));
+    let handshake = async {
+        write_line(&mut stdin, &request).await.map_err(|e| format!("cannot write to the server: {e}"))?;
+        loop {
+            match stdout.next().await {
+                Ok(Some(Line::Frame(raw))) => match Message::parse(raw) {
+                    Ok(msg) if is_init_response(&msg) => return init_result(msg),
+                    Ok(msg) => tracing::debug!(server = %label, kind = ?msg.kind, "message before initialize answered; dropped"),
+                    Err(rej) => tracing::warn!(server = %label, reason = %rej.reason, "server wrote a line that is not JSON-RPC; dropped"),
+                },
+                Ok(Some(Line::Oversize { len, .. })) => {
+                    tracing::warn!(server = %label, len, "server wrote an oversized line; dropped");
+                }
+                Ok(None) | Err(_) => return Err(None),
+            }
+        }
+    };
+    let outcome = tokio::time::timeout(INITIALIZE_TIMEOUT, handshake).await;
+    match outcome {
+        Ok(Ok(init)) => Ok(Started { stdin, stdout, handle, init }),
+        Ok(Err(Some(reason))) => Err(reason),
+        Ok(Err(None)) => {
+            let report = handle.exited().await;
+            Err(with_stderr(format!("server '{label}' exited during initialize ({report})"), &handle))
+        }
+        Err(_) => {
+            handle.stop();
+            Err(with_stderr(
+                format!("server '{label}' did not answer initialize within {}s", INITIALIZE_TIMEOUT.as_secs()),
+                &handle,
+            ))
+        }
+    }
+}
+
+/// Writes one message and its newline.
+pub(crate) async fn write_line(stdin: &mut ChildStdin, line: &Bytes) -> std::io::Result<()> {
+    stdin.write_all(line).await?;
+    stdin.write_all(b"\n").await?;
+    stdin.flush().await
+}
+
+/// Feeds queued lines to the server's stdin until the queue closes or the pipe breaks.
+pub(crate) async fn pump_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Bytes>) {
+    while let Some(line) = rx.recv().await {
+        if write_line(&mut stdin, &line).await.is_err() {
+            break;
+        }
+    }
+}
+
+fn is_init_response(msg: &Message) -> bool {
+    matches!(&msg.kind, Kind::Response { id } if id.value().as_str() == Some(INIT_ID))
+}
+
+fn init_result(mut msg: Message) -> Result<Map<String, Value>, Option<String>> {
+    match msg.body.remove("result") {
+        Some(Value::Object(result)) => Ok(result),
+        Some(_) => Err(Some("the server's initialize result is not an object".to_owned())),
+        None => {
+            let err = msg.body.get("error").and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("no message");
+            Err(Some(format!("the server refused initialize: {err}")))
+        }
+    }
+}
+
+/// The stderr tail goes to the log, not to the agent: a server may print a secret.
+fn with_stderr(reason: String, handle: &ProcessHandle) -> String {
+    let tail = handle.stderr_tail();
+    if !tail.is_empty() {
+        tracing::warn!(stderr = %tail.join("\n"), "{reason}");
+    }
+    format!("{reason}; see the Postern log for its stderr")
+}
