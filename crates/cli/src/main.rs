@@ -1,7 +1,7 @@
 //! `postern`: the stdio shim agents launch (`postern mcp <label>`), the headless
 //! engine (`postern daemon`), and management commands.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -176,5 +176,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn init_logging(default: &str) {
     let filter = EnvFilter::try_from_env("POSTERN_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }

@@ -1,0 +1,391 @@
+//! Bad input from either peer (issue 2, "Bad input"): each gets a clear error or a logged
+//! drop, and the gate and every other session keep working.
+//!
+//! These speak raw JSON-RPC lines on purpose: a real client library would refuse to send
+//! most of this. The fixture server (`src/bin/fixture_server.rs`) misbehaves on command.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use postern_e2e::{Gate, binaries, servers, within};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const ANSWER: Duration = Duration::from_secs(20);
+
+/// An agent speaking raw lines to `postern mcp <label>`.
+struct RawAgent {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+    /// Lines read while waiting for something else.
+    backlog: Vec<Value>,
+}
+
+impl RawAgent {
+    async fn launch(postern: &Path, home: &Path, label: &str) -> Result<Self> {
+        let mut child = tokio::process::Command::new(postern)
+            .arg("--home")
+            .arg(home)
+            .args(["mcp", label])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("launching postern mcp")?;
+        let stdin = child.stdin.take().context("stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("stdout")?).lines();
+        Ok(Self { child, stdin, stdout, backlog: Vec::new() })
+    }
+
+    /// Launches and completes the MCP handshake.
+    async fn connect(gate: &Gate, label: &str) -> Result<Self> {
+        let mut agent = Self::launch(gate.bin(), gate.home(), label).await?;
+        agent.initialize().await?;
+        Ok(agent)
+    }
+
+    async fn initialize(&mut self) -> Result<Value> {
+        let init = self
+            .request(json!(0), "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
+                "clientInfo": {"name": "raw-agent", "version": "1"}}))
+            .await?;
+        self.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
+        Ok(init)
+    }
+
+    async fn send_raw(&mut self, line: &str) -> Result<()> {
+        self.stdin.write_all(line.as_bytes()).await?;
+        self.stdin.write_all(b"\n").await?;
+        self.stdin.flush().await?;
+        Ok(())
+    }
+
+    async fn send(&mut self, msg: &Value) -> Result<()> {
+        self.send_raw(&msg.to_string()).await
+    }
+
+    /// Sends a request and returns its whole response.
+    async fn request(&mut self, id: Value, method: &str, params: Value) -> Result<Value> {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        self.response(&id).await
+    }
+
+    async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Result<Value> {
+        self.request(json!(id), "tools/call", json!({"name": tool, "arguments": arguments})).await
+    }
+
+    /// Waits for the message matching `pred`, keeping others in the backlog.
+    async fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Result<Value> {
+        if let Some(i) = self.backlog.iter().position(&pred) {
+            return Ok(self.backlog.remove(i));
+        }
+        let deadline = tokio::time::Instant::now() + ANSWER;
+        loop {
+            let line = match tokio::time::timeout_at(deadline, self.stdout.next_line()).await {
+                Ok(line) => line?.with_context(|| format!("the shim closed stdout while waiting for {what}"))?,
+                Err(_) => bail!("no {what} within {ANSWER:?}; saw {:?}", self.backlog),
+            };
+            let msg: Value = serde_json::from_str(&line).with_context(|| format!("the shim wrote non-JSON: {line}"))?;
+            if pred(&msg) {
+                return Ok(msg);
+            }
+            self.backlog.push(msg);
+        }
+    }
+
+    async fn response(&mut self, id: &Value) -> Result<Value> {
+        let id = id.clone();
+        self.wait_for(&format!("the response to {id}"), move |m| m.get("id") == Some(&id) && m.get("method").is_none())
+            .await
+    }
+
+    /// Proves the session still works end to end: a call reaches the server and returns.
+    async fn assert_alive(&mut self, id: i64) -> Result<()> {
+        let answer = self.call(id, "echo", json!({"text": format!("alive {id}")})).await?;
+        assert_eq!(answer["result"]["content"][0]["text"], format!("alive {id}"), "{answer}");
+        Ok(())
+    }
+}
+
+fn error_code(response: &Value) -> Option<i64> {
+    response["error"]["code"].as_i64()
+}
+
+async fn fixture_gate() -> Result<Gate> {
+    Gate::start(&[("fixture", &servers::fixture()?)]).await
+}
+
+#[tokio::test]
+async fn lines_that_are_not_json_rpc_objects_get_clear_errors_and_the_session_continues() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+
+        agent.send_raw("this is not json").await?;
+        let err = agent.wait_for("a parse error", |m| m["id"].is_null() && m.get("error").is_some()).await?;
+        assert_eq!(error_code(&err), Some(-32700), "{err}");
+
+        for (line, what) in [("[1,2,3]", "an array"), ("42", "a number"), ("\"hello\"", "a string")] {
+            agent.send_raw(line).await?;
+            let err = agent.wait_for("an invalid-request error", |m| m["id"].is_null() && m.get("error").is_some()).await?;
+            assert_eq!(error_code(&err), Some(-32600), "{line}: {err}");
+            let message = err["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(what), "{line}: {message}");
+        }
+
+        // A request without "jsonrpc" names what is missing and keeps its id.
+        agent.send_raw(r#"{"id":"no-version","method":"ping"}"#).await?;
+        let err = agent.response(&json!("no-version")).await?;
+        assert_eq!(error_code(&err), Some(-32600), "{err}");
+
+        agent.assert_alive(10).await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn duplicate_keys_are_refused_and_never_reach_the_server() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        agent
+            .send_raw(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"checked","text":"forwarded"}}}"#)
+            .await?;
+        let err = agent.wait_for("the refusal", |m| m.get("error").is_some()).await?;
+        assert_eq!(error_code(&err), Some(-32600), "{err}");
+        assert!(err["error"]["message"].as_str().unwrap_or_default().contains("duplicate key \"text\""), "{err}");
+        // Had it been forwarded, the server would have answered id 5 with an echo.
+        agent.assert_alive(6).await?;
+        assert!(
+            !agent.backlog.iter().any(|m| m["id"] == json!(5) && m.get("result").is_some()),
+            "the server answered the refused request: {:?}",
+            agent.backlog
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_line_over_the_size_cap_is_refused_by_id_and_the_next_one_works() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let huge = "y".repeat(postern_gateway::MAX_FRAME + 10);
+        let line = format!(r#"{{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{huge}"}}}}}}"#);
+        agent.send_raw(&line).await?;
+        let err = agent.response(&json!(77)).await?;
+        assert_eq!(error_code(&err), Some(-32600), "{err}");
+        assert!(err["error"]["message"].as_str().unwrap_or_default().contains("8 MiB"), "{err}");
+        agent.assert_alive(78).await?;
+
+        // The same cap holds for the server's answers: an oversized result is an error
+        // for that one call, not a dead session.
+        let answer = agent.call(79, "big", json!({"bytes": postern_gateway::MAX_FRAME + 1})).await?;
+        assert_eq!(error_code(&answer), Some(-32603), "{answer}");
+        agent.assert_alive(80).await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn garbage_and_stray_responses_from_the_server_are_dropped() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let answer = agent.call(1, "garbage", json!({})).await?;
+        assert_eq!(answer["result"]["content"][0]["text"], "garbage sent", "{answer}");
+        agent.assert_alive(2).await?;
+        assert!(
+            !agent.backlog.iter().any(|m| m["id"] == json!("nobody-asked")),
+            "a response nobody asked for reached the agent: {:?}",
+            agent.backlog
+        );
+        assert!(gate.daemon_log().contains("server answered a request nobody sent"), "{}", gate.daemon_log());
+        assert!(gate.daemon_log().contains("not JSON-RPC"), "{}", gate.daemon_log());
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_response_from_the_agent_with_an_unknown_id_is_dropped() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        agent.send(&json!({"jsonrpc": "2.0", "id": "never-asked", "result": {"roots": []}})).await?;
+        agent.assert_alive(1).await?;
+        assert!(gate.daemon_log().contains("agent answered a request nobody sent"), "{}", gate.daemon_log());
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_server_exiting_mid_call_answers_the_call_and_restarts_on_the_next() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let first_pid = agent.call(1, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
+
+        // A slow call in flight when the server dies is answered too, never left hanging.
+        agent.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {"ms": 30000}}})).await?;
+        let crash = agent.call(2, "crash", json!({"code": 3})).await?;
+        assert_eq!(error_code(&crash), Some(-32603), "{crash}");
+        let message = crash["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("server 'fixture' exited (exit status 3)"), "{message}");
+        assert_eq!(crash["error"]["data"]["error"], "server_exited");
+        let slow = agent.response(&json!("slow")).await?;
+        assert_eq!(slow["error"]["data"]["error"], "server_exited", "{slow}");
+
+        // The session is alive, and the next call starts a new server process.
+        agent.assert_alive(3).await?;
+        let second_pid = agent.call(4, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
+        assert_ne!(first_pid, second_pid);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_agent_disconnecting_mid_call_ends_only_its_own_session() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut leaving = RawAgent::connect(&gate, "fixture").await?;
+        let mut staying = RawAgent::connect(&gate, "fixture").await?;
+        let pid: i32 = leaving.call(1, "pid", json!({})).await?["result"]["content"][0]["text"]
+            .as_str()
+            .context("pid text")?
+            .parse()?;
+        leaving.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {"ms": 30000}}})).await?;
+        leaving.child.kill().await?;
+
+        // Its server process goes with it...
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid) {
+            if tokio::time::Instant::now() > deadline {
+                bail!("the server of the disconnected agent (pid {pid}) is still running");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // ...and the other session never noticed.
+        staying.assert_alive(1).await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_slow_call_never_blocks_a_ping_or_another_call() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        agent.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {"ms": 3000}}})).await?;
+        let pong = agent.request(json!("ping-1"), "ping", json!({})).await?;
+        assert_eq!(pong["result"], json!({}));
+        agent.assert_alive(1).await?;
+        // Neither waited for the slow call: it has not answered yet.
+        assert!(!agent.backlog.iter().any(|m| m["id"] == json!("slow")), "{:?}", agent.backlog);
+        let slow = agent.response(&json!("slow")).await?;
+        assert_eq!(slow["result"]["content"][0]["text"], "slept 3000 ms");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn server_to_client_requests_travel_to_the_agent_and_back() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        agent.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "roots", "arguments": {}}})).await?;
+        let ask = agent.wait_for("roots/list", |m| m["method"] == "roots/list").await?;
+        agent.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": "file:///work", "name": "work"}]}})).await?;
+        let answer = agent.response(&json!(1)).await?;
+        assert_eq!(answer["result"]["content"][0]["text"], r#"[{"uri":"file:///work","name":"work"}]"#, "{answer}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_label_that_is_not_configured_gets_a_clear_error_per_call() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = RawAgent::connect(&gate, "nosuch").await?;
+        let err = agent.request(json!(1), "tools/list", json!({})).await?;
+        let message = err["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("no server is configured as 'nosuch'"), "{err}");
+        // Configuring it later makes the same session work without reconnecting.
+        gate.add_server("nosuch", &servers::fixture()?)?;
+        agent.assert_alive(2).await?;
+
+        // A label that cannot exist is refused before anything starts.
+        let out = tokio::process::Command::new(gate.bin())
+            .arg("--home").arg(gate.home()).args(["mcp", "Not A Label"])
+            .stdin(Stdio::null()).output().await?;
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("a server label may hold only"), "{stderr}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_shim_outlives_the_engine_and_reconnects_when_it_appears() -> Result<()> {
+    within(LIMIT, async {
+        let postern = binaries::postern()?;
+        let dir = tempfile::tempdir()?;
+        let home = dir.path().join("home");
+        let fixture = servers::fixture()?;
+        let status = std::process::Command::new(&postern).arg("--home").arg(&home)
+            .args(["server", "add", "fixture", "--"]).args(fixture.argv()).status()?;
+        assert!(status.success());
+
+        // No engine yet: the agent still gets a session and a clear answer per call.
+        let mut agent = RawAgent::launch(&postern, &home, "fixture").await?;
+        let init = agent.initialize().await?;
+        assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true, "{init}");
+        let err = agent.call(1, "echo", json!({"text": "x"})).await?;
+        assert_eq!(err["error"]["message"], "Postern is not running: start the app or `postern daemon`");
+        let pong = agent.request(json!(2), "ping", json!({})).await?;
+        assert_eq!(pong["result"], json!({}));
+
+        // The engine appears: the shim reconnects and tells the agent to list tools again.
+        let mut daemon = tokio::process::Command::new(&postern).arg("--home").arg(&home).arg("daemon")
+            .stderr(Stdio::null()).kill_on_drop(true).spawn()?;
+        agent.wait_for("tools/list_changed", |m| m["method"] == "notifications/tools/list_changed").await?;
+        let tools = agent.request(json!(3), "tools/list", json!({})).await?;
+        assert!(tools["result"]["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "echo")), "{tools}");
+        agent.assert_alive(4).await?;
+
+        // The engine goes away mid-session: calls fail clearly, the shim stays up.
+        daemon.kill().await?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let answer = agent.call(5, "echo", json!({"text": "x"})).await?;
+            if answer["error"]["data"]["error"] == "engine_unavailable" {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("the shim still answers from a dead engine: {answer}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    })
+    .await
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}
