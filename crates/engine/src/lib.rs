@@ -129,3 +129,59 @@ impl ServerDirectory for StoreDirectory {
 fn poisoned() -> EngineError {
     EngineError::Io { what: "engine state".into(), source: std::io::Error::other("a thread panicked holding the store") }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+    }
+
+    #[tokio::test]
+    async fn one_engine_per_home_with_a_private_socket() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Home::at(dir.path().join("home"));
+        let engine = Engine::start(home.clone()).await.expect("first engine");
+        assert_eq!(mode(&home.run_dir()), 0o700);
+        assert_eq!(mode(&home.socket_path()), 0o600);
+        assert_eq!(mode(home.path()), 0o700);
+
+        let second = Engine::start(home.clone()).await.expect_err("second engine must be refused");
+        assert!(matches!(second, EngineError::AlreadyRunning { .. }), "{second}");
+        assert!(second.to_string().contains("another Postern engine is already running"));
+        // The refused engine did not disturb the first one's socket.
+        assert!(std::os::unix::net::UnixStream::connect(home.socket_path()).is_ok());
+
+        engine.shutdown().await;
+        assert!(!home.socket_path().exists(), "shutdown removes the socket");
+        // The home is free again.
+        Engine::start(home).await.expect("engine after shutdown").shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn status_lists_configured_servers_from_the_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Home::at(dir.path());
+        let engine = Engine::start(home.clone()).await.expect("engine");
+        let config = ServerConfig::new(
+            "time".parse().expect("label"),
+            vec!["mcp-server-time".into()],
+            None,
+            vec!["TOKEN=secret-value".parse().expect("env")],
+        )
+        .expect("config");
+        // Configuration written by another process (the CLI) shows up at once.
+        Store::open(home.path()).expect("store").add_server(&config).expect("add");
+        let status = engine.status().expect("status");
+        assert_eq!(status.servers.len(), 1);
+        assert_eq!(status.servers[0].label, "time");
+        assert_eq!(status.servers[0].running, 0);
+        assert!(status.sessions.is_empty());
+        let json = serde_json::to_string(&status).expect("json");
+        assert!(!json.contains("secret-value"), "env values never reach status payloads: {json}");
+        engine.shutdown().await;
+    }
+}
