@@ -3,9 +3,13 @@
 //! Everything untrusted (CLI arguments, stored configuration) becomes one of these
 //! typed values at the edge, so the rest of the engine never re-validates.
 
+mod digest;
+mod epoch;
 mod label;
 mod server;
 
+pub use digest::{Digest, DigestError};
+pub use epoch::{Artifact, ExecutionEpoch, ExecutionRecord, Pinning, RestartPolicy};
 pub use label::{LabelError, ServerLabel};
 pub use server::{ConfigError, EnvVar, ServerConfig};
 

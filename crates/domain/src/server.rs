@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ServerLabel;
+use crate::{RestartPolicy, ServerLabel};
 
 /// One configured stdio MCP server: what to run, where, with which extra environment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +19,17 @@ pub struct ServerConfig {
     pub cwd: Option<PathBuf>,
     /// Extra environment variables, in the order given.
     pub env: Vec<EnvVar>,
+    /// Extra paths that are part of the server's identity (files, or directories hashed
+    /// as trees), relative to `cwd` unless absolute.
+    #[serde(default)]
+    pub identity_paths: Vec<PathBuf>,
+    /// What happens when identity artifacts change under a running process.
+    #[serde(default)]
+    pub restart: RestartPolicy,
+    /// The server reloads its own code when its files change (nodemon-style): a change
+    /// to its artifacts ends the epoch at once.
+    #[serde(default)]
+    pub self_reloading: bool,
 }
 
 /// Why a server configuration was refused.
@@ -51,7 +62,7 @@ impl ServerConfig {
         {
             return Err(ConfigError::RelativeCwd(dir.clone()));
         }
-        Ok(Self { label, command, cwd, env })
+        Ok(Self { label, command, cwd, env, identity_paths: Vec::new(), restart: RestartPolicy::Manual, self_reloading: false })
     }
 
     /// The program to run.

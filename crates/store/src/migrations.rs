@@ -16,6 +16,10 @@ const MIGRATIONS: &[&str] = &[
         env        TEXT NOT NULL,          -- JSON array of [name, value]
         created_at INTEGER NOT NULL        -- unix milliseconds
     ) STRICT;",
+    // 2: identity paths, restart policy, self-reloading servers (refresh contract).
+    "ALTER TABLE servers ADD COLUMN identity_paths TEXT NOT NULL DEFAULT '[]';  -- JSON array of paths
+     ALTER TABLE servers ADD COLUMN restart TEXT NOT NULL DEFAULT 'manual';      -- manual | on-change
+     ALTER TABLE servers ADD COLUMN self_reloading INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.

@@ -24,14 +24,19 @@ impl Store {
         let env: Vec<[&str; 2]> =
             config.env.iter().map(|v| [v.name.as_str(), v.value.as_str()]).collect();
         self.conn.execute(
-            "INSERT INTO servers (label, command, cwd, env, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT(label) DO UPDATE SET command = ?2, cwd = ?3, env = ?4",
+            "INSERT INTO servers (label, command, cwd, env, created_at, identity_paths, restart, self_reloading)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT(label) DO UPDATE SET command = ?2, cwd = ?3, env = ?4, identity_paths = ?6,
+                                               restart = ?7, self_reloading = ?8",
             params![
                 config.label.as_str(),
                 serde_json::Value::from(config.command.clone()).to_string(),
                 config.cwd.as_ref().map(|p| p.to_string_lossy().into_owned()),
                 serde_json::to_string(&env).unwrap_or_default(),
                 now_ms(),
+                serde_json::to_string(&config.identity_paths).unwrap_or_default(),
+                config.restart.to_string(),
+                config.self_reloading,
             ],
         )?;
         Ok(if existed { AddOutcome::Replaced } else { AddOutcome::Added })
@@ -46,7 +51,7 @@ impl Store {
     pub fn server(&self, label: &ServerLabel) -> Result<Option<ServerConfig>, StoreError> {
         self.conn
             .query_row(
-                "SELECT label, command, cwd, env FROM servers WHERE label = ?1",
+                "SELECT label, command, cwd, env, identity_paths, restart, self_reloading FROM servers WHERE label = ?1",
                 [label.as_str()],
                 Row::read,
             )
@@ -58,7 +63,7 @@ impl Store {
     /// Every configured server, ordered by label.
     pub fn servers(&self) -> Result<Vec<ServerConfig>, StoreError> {
         let mut stmt =
-            self.conn.prepare_cached("SELECT label, command, cwd, env FROM servers ORDER BY label")?;
+            self.conn.prepare_cached("SELECT label, command, cwd, env, identity_paths, restart, self_reloading FROM servers ORDER BY label")?;
         let rows = stmt.query_map([], Row::read)?.collect::<Result<Vec<_>, _>>()?;
         rows.into_iter().map(Row::into_config).collect()
     }
@@ -69,11 +74,22 @@ struct Row {
     command: String,
     cwd: Option<String>,
     env: String,
+    identity_paths: String,
+    restart: String,
+    self_reloading: bool,
 }
 
 impl Row {
     fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { label: row.get(0)?, command: row.get(1)?, cwd: row.get(2)?, env: row.get(3)? })
+        Ok(Self {
+            label: row.get(0)?,
+            command: row.get(1)?,
+            cwd: row.get(2)?,
+            env: row.get(3)?,
+            identity_paths: row.get(4)?,
+            restart: row.get(5)?,
+            self_reloading: row.get(6)?,
+        })
     }
 
     fn into_config(self) -> Result<ServerConfig, StoreError> {
@@ -84,8 +100,13 @@ impl Row {
         let env: Vec<(String, String)> =
             serde_json::from_str(&self.env).map_err(|e| corrupt(format!("env: {e}")))?;
         let env = env.into_iter().map(|(name, value)| EnvVar { name, value }).collect();
-        ServerConfig::new(label, command, self.cwd.map(PathBuf::from), env)
-            .map_err(|e| corrupt(format!("{e}")))
+        let mut config = ServerConfig::new(label, command, self.cwd.map(PathBuf::from), env)
+            .map_err(|e| corrupt(format!("{e}")))?;
+        config.identity_paths =
+            serde_json::from_str(&self.identity_paths).map_err(|e| corrupt(format!("identity paths: {e}")))?;
+        config.restart = self.restart.parse().map_err(corrupt)?;
+        config.self_reloading = self.self_reloading;
+        Ok(config)
     }
 }
 
@@ -98,13 +119,16 @@ mod tests {
     use super::*;
 
     fn config(label: &str, command: &[&str]) -> ServerConfig {
-        ServerConfig::new(
+        let mut config = ServerConfig::new(
             label.parse().expect("label"),
             command.iter().map(|s| (*s).to_owned()).collect(),
             Some("/srv/work".into()),
             vec!["TZ=UTC".parse().expect("env")],
         )
-        .expect("config")
+        .expect("config");
+        config.identity_paths = vec!["dist".into()];
+        config.restart = postern_domain::RestartPolicy::OnChange;
+        config
     }
 
     #[test]

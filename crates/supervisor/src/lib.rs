@@ -1,10 +1,79 @@
-//! Launching and supervising stdio MCP server processes. Only this crate touches
-//! processes.
+//! Launching and supervising stdio MCP server processes, and capturing what they are.
+//! Only this crate touches processes.
 //!
-//! Each server runs in its own process group, so stopping it also stops what it
-//! spawned (`npx` starts `node`, `uv run` starts `python`): a wrapper can never leave
-//! its real server behind.
+//! Each launch begins an execution epoch (docs/refresh-contract.md §1): the supervisor
+//! observes the executable identity before the process starts, and the epoch is a fresh
+//! ULID, never taken from the server. Each server runs in its own process group, so
+//! stopping it also stops what it spawned (`npx` starts `node`, `uv run` starts
+//! `python`): a wrapper can never leave its real server behind.
 
+mod identity;
 mod process;
+mod watch;
 
-pub use process::{ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use postern_domain::{ExecutionEpoch, ExecutionRecord, ServerConfig};
+
+pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
+pub use process::{ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program};
+pub use watch::{ArtifactWatch, ProcessGroupSample, sample_process_group};
+
+/// A launched server: its pipes, its supervising handle, and its execution record.
+#[derive(Debug)]
+pub struct Launched {
+    /// Pipes and handle.
+    pub spawned: Spawned,
+    /// What was observed at launch, with the new epoch.
+    pub record: ExecutionRecord,
+}
+
+/// Why a server was not launched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// Its identity could not be captured.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// The OS refused to start it.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+}
+
+/// Observes `config`'s identity, launches it, and records the launch as a new epoch.
+pub fn launch(config: &ServerConfig, cache: &DigestCache) -> Result<Launched, LaunchError> {
+    let observed = cache.observe(config)?;
+    let spawned = spawn_program(&observed.program, config)?;
+    let started_at_ms = now_ms();
+    let record = record(config, observed, spawned.handle.pid(), started_at_ms);
+    Ok(Launched { spawned, record })
+}
+
+/// A fresh epoch for a launch (or a replacement) happening now.
+pub fn new_epoch() -> ExecutionEpoch {
+    let ulid = ulid::Ulid::new();
+    ExecutionEpoch::new(ulid.timestamp_ms(), ulid.random())
+}
+
+/// The record of `observed` for a process started now, with a fresh epoch.
+pub fn record(config: &ServerConfig, observed: Observed, pid: u32, started_at_ms: i64) -> ExecutionRecord {
+    ExecutionRecord {
+        server_label: config.label.clone(),
+        epoch: new_epoch(),
+        launch_command: observed.launch_command,
+        executable: observed.executable,
+        wrappers: observed.wrappers,
+        entry: observed.entry,
+        lockfiles: observed.lockfiles,
+        extra_paths: observed.extra_paths,
+        runtime: observed.runtime,
+        working_directory: observed.working_directory,
+        env_names: observed.env_names,
+        pinning: observed.pinning,
+        pid,
+        started_at_ms,
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

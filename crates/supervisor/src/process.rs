@@ -1,6 +1,7 @@
 //! One server process: spawn, stderr capture, graceful stop, exit reporting.
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::fmt;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -76,7 +77,12 @@ pub struct SpawnError {
 
 /// Launches `config`'s command in a new process group with piped stdio.
 pub fn spawn(config: &ServerConfig) -> Result<Spawned, SpawnError> {
-    let mut command = Command::new(config.program());
+    spawn_program(Path::new(config.program()), config)
+}
+
+/// Like [`spawn`], with the program already resolved (so what runs is what was hashed).
+pub fn spawn_program(program: &Path, config: &ServerConfig) -> Result<Spawned, SpawnError> {
+    let mut command = Command::new(program);
     command
         .args(config.args())
         .envs(config.env.iter().map(|v| (&v.name, &v.value)))
@@ -269,10 +275,20 @@ mod tests {
         };
         handle.stop();
         assert_eq!(handle.exited().await, ExitReport::Signal(15));
-        // The grandchild (the "real server" behind a wrapper) is gone too.
-        let gone = nix::sys::signal::kill(Pid::from_raw(grandchild), None).is_err()
-            || std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
-                .is_ok_and(|s| s.contains(") Z "));
+        // The grandchild (the "real server" behind a wrapper) is gone too (signals are
+        // delivered asynchronously: allow it a moment to die).
+        let is_gone = || {
+            nix::sys::signal::kill(Pid::from_raw(grandchild), None).is_err()
+                || std::fs::read_to_string(format!("/proc/{grandchild}/stat")).is_ok_and(|s| s.contains(") Z "))
+        };
+        let mut gone = is_gone();
+        for _ in 0..100 {
+            if gone {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            gone = is_gone();
+        }
         assert!(gone, "grandchild {grandchild} survived the stop");
     }
 

@@ -1,0 +1,508 @@
+//! Capturing executable identity at launch (docs/refresh-contract.md §2): resolve the
+//! program as the launch will, follow `#!` wrappers to the real interpreter, find the
+//! entry file and the lockfiles, hash everything, and say when the result proves less
+//! than it seems (unpinned).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use postern_domain::{Artifact, Digest, Pinning, ServerConfig};
+use sha2::{Digest as _, Sha256};
+
+/// Lockfiles looked for in the working directory, in this order.
+pub const LOCKFILES: [&str; 9] = [
+    "package-lock.json",
+    "pnpm-lock.yaml",
+    "yarn.lock",
+    "bun.lockb",
+    "uv.lock",
+    "poetry.lock",
+    "Pipfile.lock",
+    "Cargo.lock",
+    "requirements.txt",
+];
+
+/// Programs that run an entry file given as an argument.
+const INTERPRETERS: [&str; 8] = ["node", "python", "deno", "bun", "ruby", "perl", "php", "uv"];
+/// Programs that fetch and run a package by name.
+const PACKAGE_RUNNERS: [&str; 6] = ["npx", "uvx", "pipx", "bunx", "pnpx", "npm"];
+/// How many `#!` hops are followed before giving up.
+const MAX_WRAPPERS: usize = 8;
+
+/// Everything in an execution record that the host observes before launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// The command with the program resolved to an absolute path.
+    pub launch_command: Vec<String>,
+    /// The resolved program (what is exec'd).
+    pub program: PathBuf,
+    /// The real executable at the end of the `#!` chain.
+    pub executable: Artifact,
+    /// `#!` scripts on the way, outermost first.
+    pub wrappers: Vec<Artifact>,
+    /// The entry file of an interpreter.
+    pub entry: Option<Artifact>,
+    /// Lockfiles in the working directory.
+    pub lockfiles: Vec<Artifact>,
+    /// User-configured identity paths.
+    pub extra_paths: Vec<Artifact>,
+    /// The interpreter's version line.
+    pub runtime: Option<String>,
+    /// The resolved working directory.
+    pub working_directory: PathBuf,
+    /// Names of the environment the process gets, sorted.
+    pub env_names: Vec<String>,
+    /// Pinned or not.
+    pub pinning: Pinning,
+}
+
+/// Why identity could not be captured (the server is then not launched).
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// The program is not on PATH, or not executable.
+    #[error("cannot find `{program}`{where_}")]
+    NotFound { program: String, where_: String },
+    /// A file could not be read for hashing.
+    #[error("cannot hash {path}: {source}")]
+    Unreadable { path: PathBuf, source: std::io::Error },
+}
+
+/// Digests keyed on file metadata, so a relaunch of an unchanged server costs a few
+/// `stat` calls; a file whose metadata changed is always re-hashed.
+#[derive(Debug, Default)]
+pub struct DigestCache {
+    files: Mutex<HashMap<PathBuf, (FileKey, Digest)>>,
+    runtimes: Mutex<HashMap<Digest, Option<String>>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl DigestCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Observes everything about `config` that identity needs, as the launch will see it.
+    pub fn observe(&self, config: &ServerConfig) -> Result<Observed, IdentityError> {
+        let working_directory = match &config.cwd {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let path_var = config
+            .env
+            .iter()
+            .rev()
+            .find(|v| v.name == "PATH")
+            .map(|v| v.value.clone().into())
+            .or_else(|| std::env::var_os("PATH"));
+        let program = resolve_program(config.program(), &working_directory, path_var.as_deref())?;
+
+        // Follow `#!` scripts to the binary that finally runs. A script whose `#!` names
+        // an interpreter is that interpreter's entry; other scripts are wrappers.
+        let mut wrappers = Vec::new();
+        let mut entry = None;
+        let mut interpreter = (program_kind(&program) == Kind::Interpreter).then(|| program.clone());
+        let mut current = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
+        let mut through_shell = false;
+        while let Some(next_name) = shebang(&current) {
+            if wrappers.len() == MAX_WRAPPERS {
+                break;
+            }
+            let script = self.artifact(&current)?;
+            let next = resolve_program(&next_name, &working_directory, path_var.as_deref())?;
+            match program_kind(Path::new(&next_name)) {
+                Kind::Interpreter if entry.is_none() && interpreter.is_none() => {
+                    entry = Some(script);
+                    interpreter = Some(next.clone());
+                }
+                kind => {
+                    through_shell = kind == Kind::Shell;
+                    wrappers.push(script);
+                }
+            }
+            current = std::fs::canonicalize(&next).unwrap_or(next);
+        }
+        let executable = self.artifact(&current)?;
+        let kind = match program_kind(&program) {
+            Kind::PackageRunner => Kind::PackageRunner,
+            _ if interpreter.is_some() || program_kind(&current) == Kind::Interpreter => Kind::Interpreter,
+            other => other,
+        };
+        if kind == Kind::Interpreter && entry.is_none() {
+            if let Some(file) = entry_argument(config.args(), &working_directory) {
+                entry = Some(self.artifact(&file)?);
+            }
+        }
+        let shell_wrapper = through_shell || (wrappers.is_empty() && program_kind(&current) == Kind::Shell);
+
+        let lockfiles = LOCKFILES
+            .iter()
+            .map(|name| working_directory.join(name))
+            .filter(|p| p.is_file())
+            .map(|p| self.artifact(&p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let extra_paths = config
+            .identity_paths
+            .iter()
+            .map(|p| if p.is_absolute() { p.clone() } else { working_directory.join(p) })
+            .map(|p| self.artifact(&p))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        let runtime = match (&interpreter, kind) {
+            (Some(interp), _) => self.runtime_version(interp, executable.digest),
+            (None, Kind::Interpreter) => self.runtime_version(&current, executable.digest),
+            _ => None,
+        };
+
+        let pinning = pinning(config, kind, shell_wrapper, entry.is_some(), !lockfiles.is_empty(), !extra_paths.is_empty());
+
+        let mut env_names: Vec<String> = std::env::vars_os()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .chain(config.env.iter().map(|v| v.name.clone()))
+            .collect();
+        env_names.sort();
+        env_names.dedup();
+
+        let mut launch_command = vec![program.to_string_lossy().into_owned()];
+        launch_command.extend(config.args().iter().cloned());
+        Ok(Observed {
+            launch_command,
+            program,
+            executable,
+            wrappers,
+            entry,
+            lockfiles,
+            extra_paths,
+            runtime,
+            working_directory,
+            env_names,
+            pinning,
+        })
+    }
+
+    /// The digest of a file, or of a directory as a tree.
+    pub fn artifact(&self, path: &Path) -> Result<Artifact, IdentityError> {
+        let unreadable = |source| IdentityError::Unreadable { path: path.to_owned(), source };
+        let meta = std::fs::metadata(path).map_err(unreadable)?;
+        let digest = if meta.is_dir() { self.tree_digest(path)? } else { self.file_digest(path, &meta)? };
+        Ok(Artifact { path: path.to_owned(), digest })
+    }
+
+    fn file_digest(&self, path: &Path, meta: &std::fs::Metadata) -> Result<Digest, IdentityError> {
+        let key = FileKey {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+        };
+        if let Some((cached_key, digest)) = self.files.lock().ok().and_then(|f| f.get(path).copied())
+            && cached_key == key
+        {
+            return Ok(digest);
+        }
+        let unreadable = |source| IdentityError::Unreadable { path: path.to_owned(), source };
+        let mut file = std::fs::File::open(path).map_err(unreadable)?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = file.read(&mut buf).map_err(unreadable)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+        }
+        let digest = Digest::from_bytes(hasher.finalize().into());
+        if let Ok(mut files) = self.files.lock() {
+            files.insert(path.to_owned(), (key, digest));
+        }
+        Ok(digest)
+    }
+
+    /// A tree digest: for every entry under `root` in sorted order, its relative path,
+    /// its kind and mode, and its content digest (symlinks by target, not followed).
+    fn tree_digest(&self, root: &Path) -> Result<Digest, IdentityError> {
+        let mut lines = String::new();
+        let mut stack = vec![root.to_owned()];
+        let mut entries = Vec::new();
+        while let Some(dir) = stack.pop() {
+            let unreadable = |source| IdentityError::Unreadable { path: dir.clone(), source };
+            for entry in std::fs::read_dir(&dir).map_err(unreadable)? {
+                let entry = entry.map_err(|source| IdentityError::Unreadable { path: dir.clone(), source })?;
+                entries.push(entry.path());
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(entry.path());
+                }
+            }
+        }
+        entries.sort();
+        for path in entries {
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
+            let meta = std::fs::symlink_metadata(&path).map_err(|source| IdentityError::Unreadable { path: path.clone(), source })?;
+            let mode = meta.permissions().mode() & 0o7777;
+            let content = if meta.file_type().is_symlink() {
+                format!("link:{}", std::fs::read_link(&path).map(|t| t.to_string_lossy().into_owned()).unwrap_or_default())
+            } else if meta.is_dir() {
+                "dir".to_owned()
+            } else {
+                self.file_digest(&path, &meta)?.to_string()
+            };
+            lines.push_str(&format!("{rel}\t{mode:o}\t{content}\n"));
+        }
+        Ok(Digest::of(lines.as_bytes()))
+    }
+
+    fn runtime_version(&self, interpreter: &Path, digest: Digest) -> Option<String> {
+        if let Some(known) = self.runtimes.lock().ok().and_then(|r| r.get(&digest).cloned()) {
+            return known;
+        }
+        let version = run_version(interpreter);
+        if let Ok(mut runtimes) = self.runtimes.lock() {
+            runtimes.insert(digest, version.clone());
+        }
+        version
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Interpreter,
+    PackageRunner,
+    Shell,
+    Binary,
+}
+
+fn program_kind(path: &Path) -> Kind {
+    let name = path.file_name().and_then(OsStr::to_str).unwrap_or_default();
+    // python3.11 -> python, node20 -> node
+    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if INTERPRETERS.contains(&base) {
+        Kind::Interpreter
+    } else if PACKAGE_RUNNERS.contains(&base) {
+        Kind::PackageRunner
+    } else if matches!(base, "sh" | "bash" | "dash" | "zsh" | "fish") {
+        Kind::Shell
+    } else {
+        Kind::Binary
+    }
+}
+
+fn pinning(config: &ServerConfig, kind: Kind, through_shell: bool, has_entry: bool, has_lock: bool, has_extra: bool) -> Pinning {
+    let unpinned = |reason: String| Pinning::Unpinned { reason };
+    let program_name = Path::new(config.program()).file_name().and_then(OsStr::to_str).unwrap_or_default();
+    if kind == Kind::PackageRunner && !has_lock {
+        return unpinned(format!(
+            "`{program_name}` fetches and runs a package by name, and there is no lockfile in the working directory"
+        ));
+    }
+    if kind == Kind::Interpreter && program_name == "uv" && config.args().iter().any(|a| a == "--with") && !has_lock {
+        return unpinned("`uv run --with` resolves packages at launch, and there is no lockfile".to_owned());
+    }
+    if kind == Kind::Interpreter && !has_entry && !has_lock && !has_extra {
+        return unpinned(match config.args().first().map(String::as_str) {
+            Some("-m") => "the entry is a module name, not a file, and there is no lockfile".to_owned(),
+            _ => "no entry file could be found among the arguments, and there is no lockfile".to_owned(),
+        });
+    }
+    if through_shell && !has_extra {
+        return unpinned(
+            "a shell script dispatches to the program that runs (a wrapper or a version-manager shim), \
+             which is not hashed; name it with --identity"
+                .to_owned(),
+        );
+    }
+    Pinning::Pinned
+}
+
+/// Resolves a program name as `execvp` would: a path (relative to the working
+/// directory) when it contains a slash, else the first executable on PATH.
+fn resolve_program(program: &str, cwd: &Path, path_var: Option<&OsStr>) -> Result<PathBuf, IdentityError> {
+    if program.contains('/') {
+        let path = cwd.join(program);
+        return if is_executable(&path) {
+            Ok(path)
+        } else {
+            Err(IdentityError::NotFound { program: program.to_owned(), where_: format!(" (resolved to {})", path.display()) })
+        };
+    }
+    path_var
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| if dir.is_absolute() { dir.join(program) } else { cwd.join(dir).join(program) })
+        .find(|candidate| is_executable(candidate))
+        .ok_or_else(|| IdentityError::NotFound { program: program.to_owned(), where_: " on PATH".to_owned() })
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The interpreter named by a `#!` line (`/usr/bin/env node` gives `node`).
+fn shebang(path: &Path) -> Option<String> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    let line = std::str::from_utf8(line).ok()?.trim();
+    let mut words = line.split_whitespace();
+    let first = words.next()?;
+    if Path::new(first).file_name() == Some(OsStr::new("env")) {
+        words.find(|w| !w.starts_with('-') && !w.contains('='))
+            .map(str::to_owned)
+    } else {
+        Some(first.to_owned())
+    }
+}
+
+/// The first argument naming an existing file, skipping options (and `run` for uv).
+fn entry_argument(args: &[String], cwd: &Path) -> Option<PathBuf> {
+    args.iter()
+        .filter(|a| !a.starts_with('-') && a.as_str() != "run")
+        .map(|a| cwd.join(a))
+        .find(|p| p.is_file())
+}
+
+fn run_version(interpreter: &Path) -> Option<String> {
+    let mut child = std::process::Command::new(interpreter)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while child.try_wait().ok()?.is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().ok()?;
+    let text = if out.stdout.is_empty() { out.stderr } else { out.stdout };
+    let line = String::from_utf8_lossy(&text).lines().next()?.trim().to_owned();
+    let name = interpreter.file_name().and_then(OsStr::to_str).unwrap_or_default();
+    Some(if line.starts_with('v') { format!("{name} {line}") } else { line })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path, command: &[&str]) -> ServerConfig {
+        ServerConfig::new(
+            "t".parse().expect("label"),
+            command.iter().map(|s| (*s).to_owned()).collect(),
+            Some(dir.to_owned()),
+            vec!["API_TOKEN=never-recorded".parse().expect("env")],
+        )
+        .expect("config")
+    }
+
+    fn write_exec(path: &Path, text: &str) {
+        std::fs::write(path, text).expect("write");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    #[test]
+    fn an_interpreter_gets_its_entry_lockfile_and_runtime() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+        std::fs::write(dir.path().join("requirements.txt"), "mcp==1.0").expect("write");
+        let cache = DigestCache::new();
+        // The real interpreter binary, not a version-manager shim in front of it.
+        let python = real_python();
+        let seen = cache.observe(&config(dir.path(), &[&python, "-u", "server.py"])).expect("observe");
+        assert!(seen.program.is_absolute(), "{:?}", seen.program);
+        assert_eq!(seen.launch_command[1..], ["-u", "server.py"]);
+        assert_eq!(seen.entry.as_ref().map(|e| e.path.clone()), Some(dir.path().join("server.py")));
+        assert_eq!(seen.entry.as_ref().map(|e| e.digest), Some(Digest::of(b"print('hi')")));
+        assert_eq!(seen.lockfiles.iter().map(|a| a.path.clone()).collect::<Vec<_>>(), [dir.path().join("requirements.txt")]);
+        assert!(seen.runtime.as_deref().is_some_and(|r| r.starts_with("Python 3")), "{:?}", seen.runtime);
+        assert_eq!(seen.pinning, Pinning::Pinned);
+        // Names, never values.
+        assert!(seen.env_names.contains(&"API_TOKEN".to_owned()));
+        assert!(!format!("{seen:?}").contains("never-recorded"));
+    }
+
+    fn real_python() -> String {
+        let out = std::process::Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3 runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    #[test]
+    fn a_shebang_script_is_the_entry_of_its_interpreter_and_a_shell_wrapper_is_a_wrapper() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tool = dir.path().join("mcp-tool");
+        write_exec(&tool, "#!/usr/bin/env python3\nprint(1)\n");
+        let wrapper = dir.path().join("run.sh");
+        write_exec(&wrapper, "#!/bin/sh\nexec ./mcp-tool\n");
+        let cache = DigestCache::new();
+
+        let seen = cache.observe(&config(dir.path(), &["./mcp-tool"])).expect("observe");
+        assert_eq!(seen.entry.map(|e| e.path), Some(tool.clone()));
+        assert!(seen.runtime.as_deref().is_some_and(|r| r.starts_with("Python 3")), "{:?}", seen.runtime);
+
+        let seen = cache.observe(&config(dir.path(), &["./run.sh"])).expect("observe");
+        assert_eq!(seen.wrappers.iter().map(|w| w.path.clone()).collect::<Vec<_>>(), [wrapper]);
+        assert!(matches!(seen.pinning, Pinning::Unpinned { ref reason } if reason.contains("shell script")), "{:?}", seen.pinning);
+        assert!(seen.entry.is_none(), "a shell wrapper's target is unknown: {:?}", seen.entry);
+    }
+
+    #[test]
+    fn a_package_runner_without_a_lockfile_is_unpinned() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).expect("mkdir");
+        write_exec(&bin.join("npx"), "#!/usr/bin/env node\n");
+        let mut cfg = config(dir.path(), &["npx", "-y", "some-server"]);
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        cfg.env.push(postern_domain::EnvVar { name: "PATH".into(), value: path });
+        let cache = DigestCache::new();
+        let seen = cache.observe(&cfg).expect("observe");
+        assert!(matches!(&seen.pinning, Pinning::Unpinned { reason } if reason.contains("no lockfile")), "{:?}", seen.pinning);
+        std::fs::write(dir.path().join("package-lock.json"), "{}").expect("write");
+        assert_eq!(cache.observe(&cfg).expect("observe").pinning, Pinning::Pinned);
+    }
+
+    #[test]
+    fn a_changed_file_is_rehashed_and_a_tree_digest_sees_any_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dist = dir.path().join("dist");
+        std::fs::create_dir_all(dist.join("lib")).expect("mkdir");
+        std::fs::write(dist.join("server.js"), "a").expect("write");
+        std::fs::write(dist.join("lib/util.js"), "u1").expect("write");
+        let cache = DigestCache::new();
+        let file = cache.artifact(&dist.join("server.js")).expect("hash");
+        let tree = cache.artifact(&dist).expect("hash");
+        assert_eq!(cache.artifact(&dist).expect("again").digest, tree.digest, "unchanged tree, same digest");
+
+        std::fs::write(dist.join("server.js"), "b").expect("write");
+        assert_ne!(cache.artifact(&dist.join("server.js")).expect("rehash").digest, file.digest);
+        std::fs::write(dist.join("lib/util.js"), "u2").expect("write");
+        assert_ne!(cache.artifact(&dist).expect("rehash").digest, tree.digest);
+    }
+
+    #[test]
+    fn a_missing_program_names_itself() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = DigestCache::new().observe(&config(dir.path(), &["no-such-server-xyz"])).expect_err("missing");
+        assert_eq!(err.to_string(), "cannot find `no-such-server-xyz` on PATH");
+    }
+}

@@ -1,0 +1,193 @@
+//! Noticing change: identity artifacts changing on disk (the `notify` crate), and a
+//! server replacing its own worker behind one stdio pipe (process-group sampling).
+//! See docs/refresh-contract.md §6.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+/// How long a burst of file events is collected before it is reported (a build writes
+/// many files).
+const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// Watches a set of identity artifacts; [`ArtifactWatch::changed`] resolves after any
+/// of them is written, replaced, or removed.
+#[derive(Debug)]
+pub struct ArtifactWatch {
+    _watcher: notify::RecommendedWatcher,
+    events: mpsc::UnboundedReceiver<()>,
+}
+
+impl ArtifactWatch {
+    /// Watches `paths`: files through their parent directory (so an atomic
+    /// rename-over is seen), directories recursively.
+    pub fn new(paths: &[PathBuf]) -> notify::Result<Self> {
+        let (tx, events) = mpsc::unbounded_channel();
+        let files: HashSet<PathBuf> = paths.iter().filter(|p| !p.is_dir()).cloned().collect();
+        let dirs: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).cloned().collect();
+        let relevant = {
+            let (files, dirs) = (files.clone(), dirs.clone());
+            move |path: &Path| files.contains(path) || dirs.iter().any(|d| path.starts_with(d))
+        };
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Ok(event) = event
+                && !matches!(event.kind, notify::EventKind::Access(_))
+                && event.paths.iter().any(|p| relevant(p))
+            {
+                let _ = tx.send(());
+            }
+        })?;
+        let mut parents: Vec<&Path> = files.iter().filter_map(|f| f.parent()).collect();
+        parents.sort();
+        parents.dedup();
+        for parent in parents {
+            watcher.watch(parent, RecursiveMode::NonRecursive)?;
+        }
+        for dir in &dirs {
+            watcher.watch(dir, RecursiveMode::Recursive)?;
+        }
+        Ok(Self { _watcher: watcher, events })
+    }
+
+    /// Resolves once a change has happened and the burst it belongs to is over.
+    pub async fn changed(&mut self) {
+        if self.events.recv().await.is_none() {
+            return std::future::pending().await;
+        }
+        loop {
+            match tokio::time::timeout(DEBOUNCE, self.events.recv()).await {
+                Ok(Some(())) => continue,
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+}
+
+/// The direct children of a server's process-group leader, with how long each has
+/// been seen: the "workers" of a self-reloading server (nodemon, `tsx watch`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessGroupSample {
+    /// (pid, start time in clock ticks) -> (command name, samples seen in a row).
+    workers: BTreeMap<(i32, u64), (String, u32)>,
+}
+
+impl ProcessGroupSample {
+    /// Takes the next sample of `leader`'s group and tells whether a worker was
+    /// replaced: a child seen in at least two samples in a row has gone, and a new child
+    /// with the same command name has appeared. A short-lived helper (a `git` run per
+    /// call) is never seen twice, so it never counts.
+    pub fn next(&mut self, leader: u32) -> Option<String> {
+        self.observe(children_of(leader))
+    }
+
+    fn observe(&mut self, now: Vec<((i32, u64), String)>) -> Option<String> {
+        let mut next = BTreeMap::new();
+        for (key, name) in now {
+            let seen = self.workers.get(&key).map_or(1, |(_, n)| n + 1);
+            next.insert(key, (name, seen));
+        }
+        let gone: Vec<(&(i32, u64), &String)> = self
+            .workers
+            .iter()
+            .filter(|(key, (_, seen))| *seen >= 2 && !next.contains_key(key))
+            .map(|(key, (name, _))| (key, name))
+            .collect();
+        let replaced = gone.iter().find_map(|((old_pid, _), name)| {
+            next.iter()
+                .find(|(key, (new_name, seen))| *seen == 1 && new_name == *name && !self.workers.contains_key(key))
+                .map(|((new_pid, _), _)| format!("worker {name} replaced: pid {old_pid} -> {new_pid}"))
+        });
+        self.workers = next;
+        replaced
+    }
+}
+
+/// Samples a process group once (see [`ProcessGroupSample::next`]).
+pub fn sample_process_group(leader: u32, sample: &mut ProcessGroupSample) -> Option<String> {
+    sample.next(leader)
+}
+
+/// (pid, start time) and command name of every direct child of `leader` (Linux procfs;
+/// empty elsewhere).
+fn children_of(leader: u32) -> Vec<((i32, u64), String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // After the name: state(0) ppid(1) pgrp(2) ... starttime(19)
+            let ppid: u32 = fields.get(1)?.parse().ok()?;
+            let state = *fields.first()?;
+            let start: u64 = fields.get(19)?.parse().ok()?;
+            (ppid == leader && state != "Z").then(|| ((pid, start), name.to_owned()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_rewritten_file_is_reported_once_per_burst() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let entry = dir.path().join("server.js");
+        std::fs::write(&entry, "v1").expect("write");
+        let mut watch = ArtifactWatch::new(std::slice::from_ref(&entry)).expect("watch");
+        // An unrelated file in the same directory is not a change.
+        std::fs::write(dir.path().join("notes.txt"), "x").expect("write");
+        let quiet = tokio::time::timeout(Duration::from_millis(400), watch.changed()).await;
+        assert!(quiet.is_err(), "an unrelated file was reported");
+        // An atomic replace (write elsewhere, rename over) is.
+        let tmp = dir.path().join(".server.js.tmp");
+        std::fs::write(&tmp, "v2").expect("write");
+        std::fs::rename(&tmp, &entry).expect("rename");
+        tokio::time::timeout(Duration::from_secs(5), watch.changed()).await.expect("change reported");
+    }
+
+    #[test]
+    fn only_a_worker_seen_twice_and_replaced_by_its_like_counts() {
+        let mut s = ProcessGroupSample::default();
+        let child = |pid: i32, name: &str| ((pid, pid as u64 * 10), name.to_owned());
+        assert_eq!(s.observe(vec![child(10, "node")]), None);
+        assert_eq!(s.observe(vec![child(10, "node"), child(11, "git")]), None);
+        // The helper `git` was seen once and went: not a replacement.
+        assert_eq!(s.observe(vec![child(10, "node"), child(12, "git")]), None);
+        // The worker `node`, seen three times, went and another `node` came.
+        assert_eq!(s.observe(vec![child(13, "node")]).as_deref(), Some("worker node replaced: pid 10 -> 13"));
+        // A worker that simply exits, with nothing new, is not a replacement.
+        assert_eq!(s.observe(vec![child(13, "node")]), None);
+        assert_eq!(s.observe(vec![]), None);
+    }
+
+    #[test]
+    fn a_replaced_worker_is_noticed_in_a_real_process_group() {
+        use std::process::{Command, Stdio};
+        // sh (the leader) runs a long-lived worker, kills it, and starts another.
+        let mut leader = Command::new("sh")
+            .args(["-c", "sleep 30 & w=$!; sleep 1.2; kill $w; sleep 30 & wait"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("sh");
+        let pid = leader.id();
+        let mut sample = ProcessGroupSample::default();
+        let mut replaced = None;
+        for _ in 0..40 {
+            if let Some(what) = sample.next(pid) {
+                replaced = Some(what);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = leader.kill();
+        let _ = leader.wait();
+        let what = replaced.expect("the replacement was noticed");
+        assert!(what.starts_with("worker sleep replaced: pid "), "{what}");
+    }
+}
