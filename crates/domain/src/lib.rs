@@ -3,6 +3,7 @@
 //! Everything untrusted (CLI arguments, stored configuration) becomes one of these
 //! typed values at the edge, so the rest of the engine never re-validates.
 
+pub mod catalog;
 mod digest;
 mod epoch;
 mod label;
