@@ -238,12 +238,15 @@ async fn a_server_exiting_mid_call_answers_the_call_and_restarts_on_the_next() -
         agent.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
             "params": {"name": "sleep", "arguments": {"ms": 30000}}})).await?;
         let crash = agent.call(2, "crash", json!({"code": 3})).await?;
-        assert_eq!(error_code(&crash), Some(-32603), "{crash}");
-        let message = crash["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("server 'fixture' exited (exit status 3)"), "{message}");
-        assert_eq!(crash["error"]["data"]["error"], "server_exited");
+        // refresh-contract §5: a tool error naming the epoch transition, never a retry.
+        let detail = &crash["result"]["structuredContent"];
+        assert_eq!(crash["result"]["isError"], true, "{crash}");
+        assert_eq!(detail["error"], "epoch_transition", "{crash}");
+        assert_eq!(detail["reason"], "server exited (exit status 3)", "{crash}");
+        assert!(detail["oldEpoch"].as_str().is_some_and(|e| e.len() == 26), "{crash}");
         let slow = agent.response(&json!("slow")).await?;
-        assert_eq!(slow["error"]["data"]["error"], "server_exited", "{slow}");
+        assert_eq!(slow["result"]["structuredContent"]["error"], "epoch_transition", "{slow}");
+        assert_eq!(slow["result"]["structuredContent"]["oldEpoch"], detail["oldEpoch"]);
 
         // The session is alive, and the next call starts a new server process.
         agent.assert_alive(3).await?;

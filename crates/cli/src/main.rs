@@ -6,10 +6,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use postern_domain::{EnvVar, ServerConfig, ServerLabel};
-use postern_engine::{Engine, Home};
+use postern_domain::{EnvVar, RestartPolicy, ServerConfig, ServerLabel};
+use postern_engine::{Engine, Home, Status};
+use postern_gateway::control::{ControlError, request};
+use postern_gateway::hello::ControlCommand;
 use postern_store::{AddOutcome, Store};
 use tracing_subscriber::EnvFilter;
+
+mod status;
 
 /// Postern: a gate between AI agents and the MCP servers and credentials they use.
 #[derive(Debug, Parser)]
@@ -48,12 +52,35 @@ enum ServerCommand {
         /// An environment variable for the server (repeatable).
         #[arg(long = "env", value_name = "KEY=VALUE")]
         env: Vec<String>,
+        /// A file, or a directory hashed as a tree, that is part of the server's identity
+        /// (e.g. dist/ or node_modules); relative to --cwd (repeatable).
+        #[arg(long = "identity", value_name = "PATH")]
+        identity: Vec<PathBuf>,
+        /// When its files change: `manual` (keep running; status says the files are newer)
+        /// or `on-change` (restart it: a new epoch).
+        #[arg(long, value_name = "POLICY", default_value = "manual")]
+        restart: RestartPolicy,
+        /// The server reloads its own code when its files change (nodemon-style): a change
+        /// ends its epoch at once.
+        #[arg(long)]
+        self_reloading: bool,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
     /// List configured servers.
     List,
+    /// Show each server's state, execution epoch and record, catalog revision, and
+    /// whether its files are newer than the running process.
+    Status {
+        /// Only this server.
+        label: Option<String>,
+    },
+    /// Restart a server's running processes (each gets a new execution epoch).
+    Restart {
+        /// The server to restart.
+        label: String,
+    },
     /// Remove a server.
     Remove {
         /// The label to remove.
@@ -111,7 +138,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
     let store = Store::open(home.path())?;
     let mut out = std::io::stdout().lock();
     match cmd {
-        ServerCommand::Add { label, cwd, env, command } => {
+        ServerCommand::Add { label, cwd, env, identity, restart, self_reloading, command } => {
             let label = ServerLabel::parse_configurable(&label)?;
             let cwd = match cwd {
                 Some(dir) => Some(
@@ -121,7 +148,10 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                 None => None,
             };
             let env = env.iter().map(|e| e.parse::<EnvVar>()).collect::<Result<Vec<_>, _>>()?;
-            let config = ServerConfig::new(label, command, cwd, env)?;
+            let mut config = ServerConfig::new(label, command, cwd, env)?;
+            config.identity_paths = identity;
+            config.restart = restart;
+            config.self_reloading = self_reloading;
             let verb = match store.add_server(&config)? {
                 AddOutcome::Added => "added",
                 AddOutcome::Replaced => "replaced",
@@ -142,6 +172,37 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                     format!("  env: {}", s.env.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", "))
                 };
                 writeln!(out, "{}\t{}{cwd}{env}", s.label, shell_words(&s.command))?;
+            }
+        }
+        ServerCommand::Status { label } => {
+            let label = label.map(|l| l.parse::<ServerLabel>()).transpose()?;
+            let answer = runtime()?.block_on(request(&home.socket_path(), ControlCommand::Status));
+            match answer {
+                Ok(value) => {
+                    let status: Status = serde_json::from_value(value.clone())
+                        .with_context(|| format!("the engine answered: {value}"))?;
+                    status::print(&mut out, &status, label.as_ref())?;
+                }
+                Err(e @ ControlError::NotRunning(_)) => {
+                    writeln!(out, "{e}\nconfigured servers (none running):")?;
+                    for s in store.servers()?.iter().filter(|s| label.as_ref().is_none_or(|l| *l == s.label)) {
+                        writeln!(out, "  {}\t{}  (restart {})", s.label, shell_words(&s.command), s.restart)?;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        ServerCommand::Restart { label } => {
+            let label: ServerLabel = label.parse()?;
+            if store.server(&label)?.is_none() {
+                bail!("no server is configured as '{label}'");
+            }
+            let command = ControlCommand::Restart { server: label.to_string() };
+            let answer = runtime()?.block_on(request(&home.socket_path(), command))?;
+            match answer.get("restarted").and_then(serde_json::Value::as_u64) {
+                Some(0) => writeln!(out, "'{label}' is not running; it starts with a new epoch on its next call")?,
+                Some(n) => writeln!(out, "restarting {n} process(es) of '{label}': each gets a new execution epoch")?,
+                None => bail!("the engine refused: {answer}"),
             }
         }
         ServerCommand::Remove { label } => {

@@ -1,15 +1,15 @@
 //! The engine's status model as shells see it. These types cross the app's IPC
 //! boundary; their TypeScript twins in `ui/src/bindings.ts` are generated from here.
 
-use postern_domain::ServerConfig;
+use postern_domain::{Artifact, ExecutionRecord, Pinning, ServerConfig};
 use postern_gateway::{Phase, SessionInfo};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::Home;
 
 /// Everything the status view shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     /// The home directory this engine owns.
@@ -23,7 +23,7 @@ pub struct Status {
 }
 
 /// One configured server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerStatus {
     /// The label agents use: `postern mcp <label>`.
@@ -34,10 +34,16 @@ pub struct ServerStatus {
     pub cwd: Option<String>,
     /// How many processes of this server are running now (one per agent session).
     pub running: u32,
+    /// `manual` or `on-change`.
+    pub restart: String,
+    /// Whether the server reloads its own code (nodemon-style).
+    pub self_reloading: bool,
+    /// Extra identity paths the user configured.
+    pub identity_paths: Vec<String>,
 }
 
-/// One connected agent session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+/// One connected agent session and the server process it owns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionStatus {
     /// The session's id, unique within this engine's run.
@@ -49,22 +55,98 @@ pub struct SessionStatus {
     /// When the agent connected, in unix milliseconds.
     #[ts(type = "number")]
     pub connected_at_ms: i64,
-    /// The state of this session's server process.
+    /// Where the server is in the refresh contract's state machine.
     pub state: SessionState,
     /// The server process id while it runs.
     pub server_pid: Option<u32>,
+    /// The current (or last) execution epoch and what was launched.
+    pub execution: Option<ExecutionView>,
+    /// The current epoch's catalog.
+    pub catalog: Option<CatalogView>,
+    /// Identity artifacts that changed on disk since the running process started.
+    pub artifacts_newer: Vec<String>,
+    /// Why the server last stopped or failed to start.
+    pub last_exit: Option<String>,
+    /// Crash back-off: no launch before this time (unix ms).
+    #[ts(type = "number | null")]
+    pub backoff_until_ms: Option<i64>,
 }
 
-/// The state of a session's server process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+/// The state of a session's server (docs/refresh-contract.md §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub enum SessionState {
-    /// Not started yet, or stopped after an exit; the next call starts it.
+    /// Not running; the next request starts it.
     Stopped,
     /// Launched, handshake in progress.
     Starting,
-    /// Running and initialized.
-    Running,
+    /// A new epoch whose catalog is being fetched: requests are held.
+    IdentityPending,
+    /// Running, its catalog known.
+    CatalogReady,
+}
+
+/// An execution record as shells show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionView {
+    /// The epoch (a ULID).
+    pub epoch: String,
+    /// One digest over the whole identity.
+    pub identity: String,
+    /// The command, program resolved.
+    pub launch_command: Vec<String>,
+    /// The program that runs.
+    pub executable: ArtifactView,
+    /// `#!` wrappers on the way.
+    pub wrappers: Vec<ArtifactView>,
+    /// The interpreter's entry file.
+    pub entry: Option<ArtifactView>,
+    /// Lockfiles in the working directory.
+    pub lockfiles: Vec<ArtifactView>,
+    /// Configured identity paths.
+    pub extra_paths: Vec<ArtifactView>,
+    /// The interpreter's version.
+    pub runtime: Option<String>,
+    /// The working directory.
+    pub working_directory: String,
+    /// Names of the environment variables the process got (never values).
+    pub env_names: Vec<String>,
+    /// Whether the digests pin the code that runs.
+    pub pinned: bool,
+    /// Why not, when not.
+    pub unpinned_reason: Option<String>,
+    /// The process id at launch.
+    pub pid: u32,
+    /// Launch time, unix ms.
+    #[ts(type = "number")]
+    pub started_at_ms: i64,
+}
+
+/// A hashed file or tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactView {
+    /// Its path.
+    pub path: String,
+    /// `sha256:<hex>`.
+    pub digest: String,
+}
+
+/// A catalog revision as shells show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogView {
+    /// The revision digest.
+    pub revision: String,
+    /// The tool names, sorted.
+    pub tools: Vec<String>,
+    /// The revision this agent was last shown, if it listed tools.
+    pub presented_revision: Option<String>,
+    /// What changed from the previous revision, one line per change.
+    pub changes: Vec<String>,
+    /// Whether a change makes a tool look safer than before (an annotation hint flip).
+    pub escalation: bool,
 }
 
 /// Builds the status view from configuration and live sessions.
@@ -75,35 +157,72 @@ pub(crate) fn status(home: &Home, configs: &[ServerConfig], sessions: &[SessionI
             label: c.label.to_string(),
             command: c.command.clone(),
             cwd: c.cwd.as_ref().map(|p| p.display().to_string()),
-            running: sessions
-                .iter()
-                .filter(|s| s.server == c.label && matches!(s.phase, Phase::Running { .. }))
-                .count() as u32,
+            running: sessions.iter().filter(|s| s.server == c.label && s.pid().is_some()).count() as u32,
+            restart: c.restart.to_string(),
+            self_reloading: c.self_reloading,
+            identity_paths: c.identity_paths.iter().map(|p| p.display().to_string()).collect(),
         })
         .collect();
-    let sessions = sessions
-        .iter()
-        .map(|s| SessionStatus {
-            id: format!("#{}", s.id),
-            server: s.server.to_string(),
-            client: s.client.clone(),
-            connected_at_ms: s.connected_at_ms,
-            state: match s.phase {
-                Phase::Stopped => SessionState::Stopped,
-                Phase::Starting => SessionState::Starting,
-                Phase::Running { .. } => SessionState::Running,
-            },
-            server_pid: match s.phase {
-                Phase::Running { pid } => Some(pid),
-                _ => None,
-            },
-        })
-        .collect();
+    let sessions = sessions.iter().map(session_status).collect();
     Status {
         home: home.path().display().to_string(),
         socket: home.socket_path().display().to_string(),
         servers,
         sessions,
+    }
+}
+
+fn session_status(s: &SessionInfo) -> SessionStatus {
+    SessionStatus {
+        id: format!("#{}", s.id),
+        server: s.server.to_string(),
+        client: s.client.clone(),
+        connected_at_ms: s.connected_at_ms,
+        state: match s.phase {
+            Phase::Stopped => SessionState::Stopped,
+            Phase::Starting => SessionState::Starting,
+            Phase::IdentityPending => SessionState::IdentityPending,
+            Phase::CatalogReady => SessionState::CatalogReady,
+        },
+        server_pid: s.pid(),
+        execution: s.record.as_ref().map(execution_view),
+        catalog: s.catalog.as_ref().map(|c| {
+            let diff = s.previous_catalog.as_ref().map(|old| old.diff(c));
+            CatalogView {
+                revision: c.digest().to_string(),
+                tools: c.tools_by_name().map(|t| t.name().to_owned()).collect(),
+                presented_revision: s.presented.as_ref().map(|p| p.digest().to_string()),
+                changes: diff.as_ref().map(|d| d.lines()).unwrap_or_default(),
+                escalation: diff.as_ref().is_some_and(|d| d.has_escalation()),
+            }
+        }),
+        artifacts_newer: s.artifacts_newer.iter().map(|p| p.display().to_string()).collect(),
+        last_exit: s.last_exit.clone(),
+        backoff_until_ms: s.backoff_until_ms,
+    }
+}
+
+fn execution_view(r: &ExecutionRecord) -> ExecutionView {
+    let artifact = |a: &Artifact| ArtifactView { path: a.path.display().to_string(), digest: a.digest.to_string() };
+    ExecutionView {
+        epoch: r.epoch.to_string(),
+        identity: r.identity_digest().to_string(),
+        launch_command: r.launch_command.clone(),
+        executable: artifact(&r.executable),
+        wrappers: r.wrappers.iter().map(artifact).collect(),
+        entry: r.entry.as_ref().map(artifact),
+        lockfiles: r.lockfiles.iter().map(artifact).collect(),
+        extra_paths: r.extra_paths.iter().map(artifact).collect(),
+        runtime: r.runtime.clone(),
+        working_directory: r.working_directory.display().to_string(),
+        env_names: r.env_names.clone(),
+        pinned: matches!(r.pinning, Pinning::Pinned),
+        unpinned_reason: match &r.pinning {
+            Pinning::Unpinned { reason } => Some(reason.clone()),
+            Pinning::Pinned => None,
+        },
+        pid: r.pid,
+        started_at_ms: r.started_at_ms,
     }
 }
 
@@ -114,6 +233,9 @@ pub fn typescript_bindings() -> String {
         ServerStatus::decl(),
         SessionStatus::decl(),
         SessionState::decl(),
+        ExecutionView::decl(),
+        ArtifactView::decl(),
+        CatalogView::decl(),
     ];
     let mut out = String::from(
         "// Generated from crates/engine/src/api.rs by `cargo run -p postern-app --bin gen-bindings`. Do not edit.\n\n",

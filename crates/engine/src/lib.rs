@@ -11,11 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postern_domain::{ServerConfig, ServerLabel};
-use postern_gateway::{ServerDirectory, Sessions};
+use postern_gateway::control::ControlHandler;
+use postern_gateway::hello::ControlCommand;
+use postern_gateway::{Command, Gateway, ServerDirectory, Sessions};
 use postern_store::{Store, StoreError};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
-pub use api::{ServerStatus, SessionState, SessionStatus, Status, typescript_bindings};
+pub use api::{
+    ArtifactView, CatalogView, ExecutionView, ServerStatus, SessionState, SessionStatus, Status, typescript_bindings,
+};
 pub use home::{Home, HomeError};
 
 /// A running engine. Dropping it without [`Engine::shutdown`] stops it too, less politely.
@@ -24,6 +28,7 @@ pub struct Engine {
     home: Home,
     store: Arc<Mutex<Store>>,
     sessions: Sessions,
+    gateway: Gateway,
     shutdown: watch::Sender<bool>,
     serving: tokio::task::JoinHandle<()>,
     /// Held for the engine's life: the home's single-owner lock.
@@ -70,12 +75,18 @@ impl Engine {
             what: format!("cannot listen on {}", home.socket_path().display()),
             source,
         })?;
-        let sessions = Sessions::new();
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let directory = Arc::new(StoreDirectory(Arc::clone(&store)));
-        let serving = tokio::spawn(postern_gateway::serve(listener, directory, sessions.clone(), shutdown_rx));
+        let mut gateway = Gateway::new(Arc::new(StoreDirectory(Arc::clone(&store))));
+        gateway.control = Some(Arc::new(Control {
+            home: home.clone(),
+            store: Arc::clone(&store),
+            sessions: gateway.sessions.clone(),
+            commands: gateway.commands.clone(),
+        }));
+        let sessions = gateway.sessions.clone();
+        let serving = tokio::spawn(postern_gateway::serve(listener, gateway.clone(), shutdown_rx));
         tracing::info!(home = %home.path().display(), socket = %home.socket_path().display(), "engine listening");
-        Ok(Self { home, store, sessions, shutdown, serving, _lock: lock })
+        Ok(Self { home, store, sessions, gateway, shutdown, serving, _lock: lock })
     }
 
     /// The home this engine owns.
@@ -85,9 +96,7 @@ impl Engine {
 
     /// A snapshot of configured servers and connected agent sessions.
     pub fn status(&self) -> Result<Status, EngineError> {
-        let configs = self.store.lock().map_err(|_| poisoned())?.servers()?;
-        let sessions = self.sessions.snapshot();
-        Ok(api::status(&self.home, &configs, &sessions))
+        status(&self.home, &self.store, &self.sessions)
     }
 
     /// A receiver whose value changes whenever a session connects, disconnects, or its
@@ -95,6 +104,12 @@ impl Engine {
     /// through the engine: status readers also refresh on a timer.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.sessions.changes()
+    }
+
+    /// Restarts every running process of `label` (each gets a new epoch). Returns how
+    /// many sessions had one running.
+    pub fn restart(&self, label: &ServerLabel) -> usize {
+        restart(&self.sessions, &self.gateway.commands, label)
     }
 
     /// Stops accepting agents, ends every session and its server, releases the home.
@@ -114,6 +129,41 @@ impl Engine {
         }
         let _ = std::fs::remove_file(self.home.socket_path());
         tracing::info!("engine stopped");
+    }
+}
+
+fn status(home: &Home, store: &Mutex<Store>, sessions: &Sessions) -> Result<Status, EngineError> {
+    let configs = store.lock().map_err(|_| poisoned())?.servers()?;
+    Ok(api::status(home, &configs, &sessions.snapshot()))
+}
+
+fn restart(sessions: &Sessions, commands: &broadcast::Sender<Command>, label: &ServerLabel) -> usize {
+    let running =
+        sessions.snapshot().iter().filter(|s| &s.server == label && s.phase != postern_gateway::Phase::Stopped).count();
+    let _ = commands.send(Command::Restart(label.clone()));
+    running
+}
+
+/// Answers the CLI's management requests on the socket.
+struct Control {
+    home: Home,
+    store: Arc<Mutex<Store>>,
+    sessions: Sessions,
+    commands: broadcast::Sender<Command>,
+}
+
+impl ControlHandler for Control {
+    fn handle(&self, command: ControlCommand) -> serde_json::Value {
+        let answer = match command {
+            ControlCommand::Status => status(&self.home, &self.store, &self.sessions)
+                .map_err(|e| e.to_string())
+                .and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string())),
+            ControlCommand::Restart { server } => server
+                .parse::<ServerLabel>()
+                .map_err(|e| e.to_string())
+                .map(|label| serde_json::json!({"restarted": restart(&self.sessions, &self.commands, &label)})),
+        };
+        answer.unwrap_or_else(|error| serde_json::json!({"error": error}))
     }
 }
 

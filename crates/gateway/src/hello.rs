@@ -36,3 +36,35 @@ pub enum Welcome {
         error: String,
     },
 }
+
+/// A management request on the engine's socket (the CLI's `server status`, `server
+/// restart`), instead of a [`Hello`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlRequest {
+    /// Always [`SOCKET_PROTOCOL`].
+    pub postern: u32,
+    /// What to do.
+    pub control: ControlCommand,
+}
+
+/// What a [`ControlRequest`] asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "camelCase")]
+pub enum ControlCommand {
+    /// The engine's status (the same value the app shows).
+    Status,
+    /// Restart every running process of a server.
+    Restart {
+        /// The server label.
+        server: String,
+    },
+}
+
+/// The first line on the engine's socket.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Opening {
+    Session(Hello),
+    Control(ControlRequest),
+}

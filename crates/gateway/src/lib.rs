@@ -4,6 +4,7 @@
 //! must answer itself (`initialize`, `ping`, `server/discover`, and errors).
 //! Only this crate touches sockets.
 
+pub mod control;
 pub mod framing;
 mod handshake;
 pub mod hello;
@@ -15,6 +16,7 @@ pub mod shim;
 mod upstream;
 
 pub use framing::MAX_FRAME;
-pub use listener::{bind, serve};
+pub use listener::{Gateway, bind, serve};
+pub use session::Command;
 pub use registry::{Phase, SessionInfo, Sessions};
 pub use upstream::ServerDirectory;

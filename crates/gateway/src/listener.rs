@@ -12,16 +12,52 @@ use postern_domain::ServerLabel;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::UnixListener;
 use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::{mpsc, watch};
+use postern_supervisor::DigestCache;
+use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::framing::{Line, LineReader};
-use crate::hello::{Hello, SOCKET_PROTOCOL, Welcome};
+use crate::control::ControlHandler;
+use crate::hello::{Opening, SOCKET_PROTOCOL, Welcome};
 use crate::registry::Sessions;
-use crate::session::{self, Context};
+use crate::session::{self, Command, Context};
 use crate::upstream::ServerDirectory;
 
 /// How long a new connection has to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the gateway serves agents with; cloning shares it.
+#[derive(Clone)]
+pub struct Gateway {
+    /// Where server configurations come from.
+    pub directory: Arc<dyn ServerDirectory>,
+    /// The live session list.
+    pub sessions: Sessions,
+    /// Digests of launched artifacts, shared by every launch.
+    pub cache: Arc<DigestCache>,
+    /// Commands to every session (restarts).
+    pub commands: broadcast::Sender<Command>,
+    /// Answers management requests on the socket.
+    pub control: Option<Arc<dyn ControlHandler>>,
+}
+
+impl Gateway {
+    /// A gateway over `directory` with an empty session list.
+    pub fn new(directory: Arc<dyn ServerDirectory>) -> Self {
+        Self {
+            directory,
+            sessions: Sessions::new(),
+            cache: Arc::new(DigestCache::new()),
+            commands: broadcast::channel(64).0,
+            control: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway").field("sessions", &self.sessions.len()).finish_non_exhaustive()
+    }
+}
 
 /// Creates the socket's directory (0700) and binds the socket (0600). A stale socket
 /// file is replaced: the caller must hold the home's single-owner lock.
@@ -40,13 +76,15 @@ pub fn bind(socket: &Path) -> std::io::Result<UnixListener> {
 }
 
 /// Accepts agent connections until `shutdown` turns true.
-pub async fn serve(
-    listener: UnixListener,
-    directory: Arc<dyn ServerDirectory>,
-    sessions: Sessions,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let ctx = Context { directory, sessions, shutdown: shutdown.clone() };
+pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch::Receiver<bool>) {
+    let ctx = Context {
+        directory: gateway.directory,
+        sessions: gateway.sessions,
+        cache: gateway.cache,
+        commands: gateway.commands,
+        control: gateway.control,
+        shutdown: shutdown.clone(),
+    };
     let next_id = Arc::new(AtomicU64::new(1));
     loop {
         tokio::select! {
@@ -75,11 +113,24 @@ async fn connection(
     mut reader: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
     mut write: OwnedWriteHalf,
 ) {
-    let hello = match tokio::time::timeout(HELLO_TIMEOUT, reader.next()).await {
-        Ok(Ok(Some(Line::Frame(line)))) => serde_json::from_slice::<Hello>(&line).map_err(|e| format!("bad hello: {e}")),
+    let opening = match tokio::time::timeout(HELLO_TIMEOUT, reader.next()).await {
+        Ok(Ok(Some(Line::Frame(line)))) => serde_json::from_slice::<Opening>(&line).map_err(|e| format!("bad hello: {e}")),
         Ok(Ok(Some(Line::Oversize { .. }))) => Err("bad hello: too large".to_owned()),
         Ok(Ok(None) | Err(_)) => return,
         Err(_) => Err("no hello within 10s".to_owned()),
+    };
+    let hello = match opening {
+        Ok(Opening::Control(request)) => {
+            let answer = match (&ctx.control, request.postern == SOCKET_PROTOCOL) {
+                (Some(control), true) => control.handle(request.control),
+                (None, _) => serde_json::json!({"error": "this engine takes no management requests"}),
+                (_, false) => serde_json::json!({"error": "socket protocol mismatch: update Postern"}),
+            };
+            let _ = write_json(&mut write, &answer).await;
+            return;
+        }
+        Ok(Opening::Session(hello)) => Ok(hello),
+        Err(e) => Err(e),
     };
     let accepted = hello.and_then(|h| {
         if h.postern != SOCKET_PROTOCOL {

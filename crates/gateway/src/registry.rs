@@ -1,24 +1,29 @@
 //! The live list of agent sessions, shared between the gateway and status readers.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use postern_domain::ServerLabel;
+use postern_domain::catalog::Catalog;
+use postern_domain::{ExecutionRecord, ServerLabel};
 use tokio::sync::watch;
 
-/// Where a session's server process is in its life.
+/// Where a session's server is, in the refresh contract's state machine
+/// (docs/refresh-contract.md §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Not running; the next request starts it.
     Stopped,
     /// Launched; `initialize` in progress.
     Starting,
-    /// Running and initialized.
-    Running { pid: u32 },
+    /// A new epoch whose catalog is not known yet: requests are held.
+    IdentityPending,
+    /// The epoch's catalog is known: requests flow.
+    CatalogReady,
 }
 
 /// What status views show about one agent session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SessionInfo {
     /// Unique within this engine's run.
     pub id: u64,
@@ -28,8 +33,33 @@ pub struct SessionInfo {
     pub client: Option<String>,
     /// Unix milliseconds at connection.
     pub connected_at_ms: i64,
-    /// Its server process.
+    /// Its server's state.
     pub phase: Phase,
+    /// The current (or last) epoch's execution record.
+    pub record: Option<ExecutionRecord>,
+    /// The current epoch's catalog, once fetched.
+    pub catalog: Option<Arc<Catalog>>,
+    /// The catalog before the current one, for diffs.
+    pub previous_catalog: Option<Arc<Catalog>>,
+    /// The catalog revision this agent was last shown (a forwarded tools/list).
+    pub presented: Option<Arc<Catalog>>,
+    /// Identity artifacts that changed on disk since the running process started
+    /// (manual restart policy): the running process is older than its files.
+    pub artifacts_newer: Vec<PathBuf>,
+    /// Why the last launch failed or the process exited, while stopped.
+    pub last_exit: Option<String>,
+    /// Unix ms before which the server will not be launched again (crash back-off).
+    pub backoff_until_ms: Option<i64>,
+}
+
+impl SessionInfo {
+    /// The running process id, while one runs.
+    pub fn pid(&self) -> Option<u32> {
+        match self.phase {
+            Phase::Stopped => None,
+            _ => self.record.as_ref().map(|r| r.pid),
+        }
+    }
 }
 
 /// The shared session list. Cloning shares it.
@@ -56,7 +86,7 @@ impl Sessions {
         self.inner.lock().map(|m| m.values().cloned().collect()).unwrap_or_default()
     }
 
-    /// A receiver that changes whenever the list or a session's phase changes.
+    /// A receiver that changes whenever the list or a session's state changes.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
     }

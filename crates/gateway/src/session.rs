@@ -2,29 +2,47 @@
 //! it owns. Everything the session does happens in one loop over one event queue, so
 //! the order of messages is the order they arrived, and nothing in the loop waits on
 //! a peer: a slow call never holds up a `ping` or another call.
+//!
+//! The server side (launches, epochs, the catalog) lives in `session/server.rs` and
+//! follows docs/refresh-contract.md; this file is the agent side.
+
+mod server;
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use postern_domain::ServerLabel;
-use postern_supervisor::{ExitReport, ProcessHandle};
+use postern_supervisor::{DigestCache, ExitReport};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufRead;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::framing::{Line, LineReader, MAX_FRAME};
-use crate::handshake::{client_name, initialize_result};
+use crate::handshake::client_name;
 use crate::message::{self, Id, Kind, Message, code, sniff_id};
 use crate::registry::{Phase, SessionInfo, Sessions};
-use crate::upstream::{self, ServerDirectory, Started};
+use crate::upstream::{ServerDirectory, StartError, Started};
+
+use server::Upstream;
+
+/// A command for every session of a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Restart the server's running processes (`postern server restart <label>`).
+    Restart(ServerLabel),
+}
 
 /// Everything a session needs from its surroundings.
 #[derive(Clone)]
 pub(crate) struct Context {
     pub directory: Arc<dyn ServerDirectory>,
     pub sessions: Sessions,
+    pub cache: Arc<DigestCache>,
+    pub commands: broadcast::Sender<Command>,
+    pub control: Option<Arc<dyn crate::control::ControlHandler>>,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -43,6 +61,7 @@ pub(crate) async fn run<R>(
     let (events, mut rx) = mpsc::unbounded_channel();
     tokio::spawn(read_agent(from_agent, events.clone()));
     let mut shutdown = ctx.shutdown.clone();
+    let mut commands = ctx.commands.subscribe();
     let mut session = Session {
         info: SessionInfo {
             id,
@@ -50,6 +69,13 @@ pub(crate) async fn run<R>(
             client: resume.as_ref().and_then(client_name),
             connected_at_ms: now_ms(),
             phase: Phase::Stopped,
+            record: None,
+            catalog: None,
+            previous_catalog: None,
+            presented: None,
+            artifacts_newer: Vec::new(),
+            last_exit: None,
+            backoff_until_ms: None,
         },
         agent_initialized: resume.is_some(),
         client_init: resume,
@@ -59,8 +85,10 @@ pub(crate) async fn run<R>(
         pending_init: None,
         upstream: Upstream::Down,
         generation: 0,
+        held: Vec::new(),
         in_flight: HashMap::new(),
         server_requests: HashSet::new(),
+        crashes: 0,
     };
     session.publish();
     loop {
@@ -68,6 +96,9 @@ pub(crate) async fn run<R>(
             event = rx.recv() => match event {
                 Some(Event::AgentClosed) | None => break,
                 Some(event) => session.on_event(event),
+            },
+            command = commands.recv() => if let Ok(command) = command {
+                session.on_command(command);
             },
             _ = shutdown.changed() => break,
         }
@@ -87,34 +118,34 @@ struct Session {
     /// The agent's `initialize` request, answered once the server is up.
     pending_init: Option<Id>,
     upstream: Upstream,
-    /// Bumped at every launch; events from older launches are ignored.
+    /// Bumped at every launch and every epoch change; older events are ignored.
     generation: u64,
-    /// Agent requests sent to the current server and not yet answered.
-    in_flight: HashMap<Id, String>,
+    /// Agent messages waiting for the server to start or its catalog to arrive.
+    held: Vec<Message>,
+    /// Agent requests sent to the current epoch and not yet answered: id -> method, tool.
+    in_flight: HashMap<Id, InFlight>,
     /// Server-to-agent requests the agent has not answered yet.
     server_requests: HashSet<Id>,
+    /// Launches in a row that ended in a crash soon after starting.
+    crashes: u32,
 }
 
-enum Upstream {
-    Down,
-    Starting { queue: Vec<Message> },
-    Running(Running),
-}
-
-struct Running {
-    stdin: mpsc::UnboundedSender<Bytes>,
-    handle: ProcessHandle,
-    stdout_closed: bool,
-    exit: Option<ExitReport>,
+#[derive(Debug, Clone)]
+struct InFlight {
+    method: String,
 }
 
 enum Event {
     Agent(Line),
     AgentClosed,
-    Started { generation: u64, outcome: Result<Box<Started>, String> },
+    Started { generation: u64, outcome: Result<Box<Started>, StartError> },
     Server { generation: u64, line: Line },
     ServerStdoutClosed { generation: u64 },
     ServerExited { generation: u64, report: ExitReport },
+    ArtifactsChanged { generation: u64, record: Box<postern_domain::ExecutionRecord>, changed: Vec<PathBuf> },
+    WorkerReplaced { generation: u64, what: String },
+    RefetchCatalog { generation: u64 },
+    BackoffOver,
 }
 
 impl Session {
@@ -122,23 +153,15 @@ impl Session {
         match event {
             Event::Agent(line) => self.on_agent_line(line),
             Event::AgentClosed => {}
-            Event::Started { generation, outcome } if generation == self.generation => self.on_started(outcome),
-            Event::Server { generation, line } if generation == self.generation => self.on_server_line(line),
-            Event::ServerStdoutClosed { generation } if generation == self.generation => {
-                if let Upstream::Running(running) = &mut self.upstream {
-                    running.stdout_closed = true;
-                    // A server that closes stdout has ended its side of the session.
-                    running.handle.stop();
-                }
-                self.finish_if_gone();
-            }
-            Event::ServerExited { generation, report } if generation == self.generation => {
-                if let Upstream::Running(running) = &mut self.upstream {
-                    running.exit = Some(report);
-                }
-                self.finish_if_gone();
-            }
-            Event::Started { .. } | Event::Server { .. } | Event::ServerStdoutClosed { .. } | Event::ServerExited { .. } => {}
+            Event::BackoffOver => self.on_backoff_over(),
+            event => self.on_server_event(event),
+        }
+    }
+
+    fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Restart(label) if label == self.info.server => self.restart("restart requested"),
+            Command::Restart(_) => {}
         }
     }
 
@@ -201,7 +224,7 @@ impl Session {
                 "send initialize before other requests",
                 None,
             )),
-            _ if self.in_flight.contains_key(&id) || self.queued(&id) => self.reply(message::error(
+            _ if self.id_in_use(&id) => self.reply(message::error(
                 Some(&id),
                 code::INVALID_REQUEST,
                 &format!("request id {id} is already in use by a request in flight"),
@@ -218,9 +241,15 @@ impl Session {
                 self.to_server(msg);
             }
             "notifications/cancelled" => {
-                // Once cancelled, a late answer is dropped and an exit owes no error.
+                // Once cancelled, a late answer is dropped and an exit owes no error; a
+                // held request is simply never sent.
                 if let Some(id) = msg.params().and_then(|p| p.get("requestId")).and_then(Id::from_value) {
                     self.in_flight.remove(&id);
+                    let before = self.held.len();
+                    self.held.retain(|m| !matches!(&m.kind, Kind::Request { id: held, .. } if *held == id));
+                    if self.held.len() != before {
+                        return;
+                    }
                 }
                 self.to_server(msg);
             }
@@ -228,164 +257,10 @@ impl Session {
         }
     }
 
-    /// Sends an agent message to the server, starting the server when needed.
-    fn to_server(&mut self, msg: Message) {
-        match &mut self.upstream {
-            Upstream::Running(_) => self.forward(msg),
-            Upstream::Starting { queue } => queue.push(msg),
-            Upstream::Down if matches!(msg.kind, Kind::Request { .. }) => {
-                self.start_upstream();
-                if let Upstream::Starting { queue } = &mut self.upstream {
-                    queue.push(msg);
-                }
-            }
-            Upstream::Down => {
-                tracing::debug!(session = self.info.id, kind = ?msg.kind, "notification while the server is down; dropped");
-            }
-        }
-    }
-
-    fn forward(&mut self, msg: Message) {
-        if let Kind::Request { id, method } = msg.kind {
-            self.in_flight.insert(id, method);
-        }
-        self.send_upstream(msg.raw);
-    }
-
-    fn queued(&self, id: &Id) -> bool {
-        matches!(&self.upstream, Upstream::Starting { queue }
-            if queue.iter().any(|m| matches!(&m.kind, Kind::Request { id: q, .. } if q == id)))
-    }
-
-    // ---- the server's life ----
-
-    fn start_upstream(&mut self) {
-        self.generation += 1;
-        let generation = self.generation;
-        self.upstream = Upstream::Starting { queue: Vec::new() };
-        self.info.phase = Phase::Starting;
-        self.publish();
-        let directory = Arc::clone(&self.ctx.directory);
-        let label = self.info.server.clone();
-        let params = self.client_init.clone().unwrap_or_else(|| json!({}));
-        let events = self.events.clone();
-        tokio::spawn(async move {
-            let outcome = upstream::start(&*directory, &label, &params).await.map(Box::new);
-            let _ = events.send(Event::Started { generation, outcome });
-        });
-    }
-
-    fn on_started(&mut self, outcome: Result<Box<Started>, String>) {
-        let queue = match std::mem::replace(&mut self.upstream, Upstream::Down) {
-            Upstream::Starting { queue } => queue,
-            _ => Vec::new(),
-        };
-        let started = match outcome {
-            Ok(started) => *started,
-            Err(reason) => {
-                tracing::warn!(session = self.info.id, server = %self.info.server, "{reason}");
-                self.info.phase = Phase::Stopped;
-                self.publish();
-                self.answer_init(None);
-                for msg in queue {
-                    if let Kind::Request { id, .. } = &msg.kind {
-                        let data = json!({"error": "server_unavailable", "server": self.info.server.as_str()});
-                        self.reply(message::error(Some(id), code::INTERNAL_ERROR, &reason, Some(data)));
-                    }
-                }
-                return;
-            }
-        };
-        let Started { stdin, stdout, handle, init } = started;
-        let generation = self.generation;
-        let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
-        tokio::spawn(upstream::pump_stdin(stdin, stdin_rx));
-        tokio::spawn(read_server(stdout, generation, self.events.clone()));
-        let waiter = handle.waiter();
-        let events = self.events.clone();
-        tokio::spawn(async move {
-            let report = waiter.wait().await;
-            let _ = events.send(Event::ServerExited { generation, report });
-        });
-        self.info.phase = Phase::Running { pid: handle.pid() };
-        self.publish();
-        self.upstream = Upstream::Running(Running { stdin: stdin_tx, handle, stdout_closed: false, exit: None });
-        self.answer_init(Some(&init));
-        // A restarted server never saw the agent's `initialized`: send it on its behalf.
-        let agent_said_initialized = queue.iter().any(|m| matches!(&m.kind, Kind::Notification { method } if method == "notifications/initialized"));
-        if self.agent_initialized && !agent_said_initialized {
-            self.send_upstream(message::notification("notifications/initialized", None));
-        }
-        for msg in queue {
-            self.forward(msg);
-        }
-    }
-
-    fn answer_init(&mut self, upstream: Option<&serde_json::Map<String, Value>>) {
-        if let Some(id) = self.pending_init.take() {
-            let params = self.client_init.clone().unwrap_or_else(|| json!({}));
-            self.reply(message::result(&id, initialize_result(self.info.server.as_str(), &params, upstream)));
-        }
-    }
-
-    /// Ends the running server's life once both its stdout has closed (every line it
-    /// wrote has been routed) and its process has exited.
-    fn finish_if_gone(&mut self) {
-        let report = match &self.upstream {
-            Upstream::Running(Running { stdout_closed: true, exit: Some(report), .. }) => *report,
-            _ => return,
-        };
-        self.upstream = Upstream::Down;
-        self.server_requests.clear();
-        self.info.phase = Phase::Stopped;
-        self.publish();
-        let label = self.info.server.clone();
-        tracing::warn!(session = self.info.id, server = %label, %report, unanswered = self.in_flight.len(), "server exited");
-        let reason = format!(
-            "server '{label}' exited ({report}) before answering; Postern starts it again on the next request"
-        );
-        for (id, method) in std::mem::take(&mut self.in_flight) {
-            let data = json!({"error": "server_exited", "server": label.as_str(), "exit": report.to_string(), "method": method});
-            self.reply(message::error(Some(&id), code::INTERNAL_ERROR, &reason, Some(data)));
-        }
-    }
-
-    // ---- from the server ----
-
-    fn on_server_line(&mut self, line: Line) {
-        let raw = match line {
-            Line::Frame(raw) => raw,
-            Line::Oversize { len, prefix } => {
-                tracing::warn!(session = self.info.id, len, "server message over the size cap; dropped");
-                if let Some(id) = sniff_id(&prefix).filter(|id| self.in_flight.contains_key(id)) {
-                    self.in_flight.remove(&id);
-                    let reason = format!("the server's answer of {len}+ bytes exceeds Postern's {} MiB limit", MAX_FRAME >> 20);
-                    self.reply(message::error(Some(&id), code::INTERNAL_ERROR, &reason, None));
-                }
-                return;
-            }
-        };
-        let msg = match Message::parse(raw) {
-            Ok(msg) => msg,
-            Err(rejected) => {
-                tracing::warn!(session = self.info.id, reason = %rejected.reason, "server wrote a line that is not JSON-RPC; dropped");
-                return;
-            }
-        };
-        match &msg.kind {
-            Kind::Response { id } => {
-                if self.in_flight.remove(id).is_some() {
-                    self.reply(msg.raw);
-                } else {
-                    tracing::warn!(session = self.info.id, %id, "server answered a request nobody sent; dropped");
-                }
-            }
-            Kind::Request { id, .. } => {
-                self.server_requests.insert(id.clone());
-                self.reply(msg.raw);
-            }
-            Kind::Notification { .. } => self.reply(msg.raw),
-        }
+    fn id_in_use(&self, id: &Id) -> bool {
+        self.in_flight.contains_key(id)
+            || self.upstream.is_internal(id)
+            || self.held.iter().any(|m| matches!(&m.kind, Kind::Request { id: q, .. } if q == id))
     }
 
     // ---- plumbing ----
@@ -394,27 +269,13 @@ impl Session {
         let _ = self.to_agent.send(line);
     }
 
-    fn send_upstream(&self, line: Bytes) {
-        if let Upstream::Running(running) = &self.upstream {
-            let _ = running.stdin.send(line);
-        }
-    }
-
     fn publish(&self) {
         self.ctx.sessions.upsert(self.info.clone());
     }
 
     async fn close(self) {
         self.ctx.sessions.remove(self.info.id);
-        if let Upstream::Running(Running { stdin, mut handle, .. }) = self.upstream {
-            // Closing stdin is the polite stop (MCP stdio shutdown); signals follow.
-            drop(stdin);
-            let exited = handle.waiter();
-            if tokio::time::timeout(std::time::Duration::from_millis(500), exited.wait()).await.is_err() {
-                handle.stop();
-                handle.exited().await;
-            }
-        }
+        self.upstream.stop_gracefully().await;
         tracing::info!(session = self.info.id, server = %self.info.server, "session ended");
     }
 }
@@ -426,19 +287,6 @@ async fn read_agent<R: AsyncBufRead + Unpin>(mut reader: LineReader<R>, events: 
         }
     }
     let _ = events.send(Event::AgentClosed);
-}
-
-async fn read_server<R: AsyncBufRead + Unpin>(
-    mut reader: LineReader<R>,
-    generation: u64,
-    events: mpsc::UnboundedSender<Event>,
-) {
-    while let Ok(Some(line)) = reader.next().await {
-        if events.send(Event::Server { generation, line }).is_err() {
-            return;
-        }
-    }
-    let _ = events.send(Event::ServerStdoutClosed { generation });
 }
 
 fn now_ms() -> i64 {

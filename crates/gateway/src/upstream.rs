@@ -1,11 +1,12 @@
 //! Starting one server for one session: launch it and complete the `initialize`
 //! handshake on the agent's behalf.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use postern_domain::{ServerConfig, ServerLabel};
-use postern_supervisor::{ProcessHandle, spawn};
+use postern_domain::{ExecutionRecord, ServerConfig, ServerLabel};
+use postern_supervisor::{DigestCache, ProcessHandle, launch};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
@@ -36,18 +37,53 @@ pub(crate) struct Started {
     pub handle: ProcessHandle,
     /// The server's `initialize` result.
     pub init: Map<String, Value>,
+    /// What was launched: the new epoch.
+    pub record: ExecutionRecord,
+    /// The configuration it was launched from.
+    pub config: ServerConfig,
+}
+
+/// Why a server did not start.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// Nothing to launch: not configured, or the configuration cannot be launched.
+    Config(String),
+    /// It launched, then failed or refused its handshake: counts toward crash back-off.
+    Crashed(String),
+}
+
+impl StartError {
+    pub(crate) fn reason(&self) -> &str {
+        match self {
+            Self::Config(reason) | Self::Crashed(reason) => reason,
+        }
+    }
 }
 
 /// Launches the server for `label` and initializes it with `agent_params`.
 pub(crate) async fn start(
     directory: &dyn ServerDirectory,
+    cache: &Arc<DigestCache>,
     label: &ServerLabel,
     agent_params: &Value,
-) -> Result<Started, String> {
+) -> Result<Started, StartError> {
     let config = directory
-        .lookup(label)?
-        .ok_or_else(|| format!("no server is configured as '{label}': add it with `postern server add {label} -- <command>`"))?;
-    let spawned = spawn(&config).map_err(|e| e.to_string())?;
+        .lookup(label)
+        .map_err(StartError::Config)?
+        .ok_or_else(|| StartError::Config(format!("no server is configured as '{label}': add it with `postern server add {label} -- <command>`")))?;
+    // Hashing is blocking file I/O; a first hash of a large binary takes a moment.
+    let launched = {
+        let (config, cache) = (config.clone(), Arc::clone(cache));
+        tokio::task::spawn_blocking(move || launch(&config, &cache))
+            .await
+            .map_err(|e| StartError::Config(format!("launch task failed: {e}")))?
+            .map_err(|e| StartError::Config(e.to_string()))?
+    };
+    let (spawned, record) = (launched.spawned, launched.record);
+    tracing::info!(
+        server = %label, epoch = %record.epoch, pid = record.pid, identity = %record.identity_digest(),
+        pinning = ?record.pinning, "server_started"
+    );
     let mut stdin = spawned.stdin;
     let mut stdout = LineReader::new(BufReader::new(spawned.stdout));
     let mut handle = spawned.handle;
@@ -71,18 +107,18 @@ pub(crate) async fn start(
     };
     let outcome = tokio::time::timeout(INITIALIZE_TIMEOUT, handshake).await;
     match outcome {
-        Ok(Ok(init)) => Ok(Started { stdin, stdout, handle, init }),
-        Ok(Err(Some(reason))) => Err(reason),
+        Ok(Ok(init)) => Ok(Started { stdin, stdout, handle, init, record, config }),
+        Ok(Err(Some(reason))) => Err(StartError::Crashed(reason)),
         Ok(Err(None)) => {
             let report = handle.exited().await;
-            Err(with_stderr(format!("server '{label}' exited during initialize ({report})"), &handle))
+            Err(StartError::Crashed(with_stderr(format!("server '{label}' exited during initialize ({report})"), &handle)))
         }
         Err(_) => {
             handle.stop();
-            Err(with_stderr(
+            Err(StartError::Crashed(with_stderr(
                 format!("server '{label}' did not answer initialize within {}s", INITIALIZE_TIMEOUT.as_secs()),
                 &handle,
-            ))
+            )))
         }
     }
 }

@@ -1,0 +1,91 @@
+//! `postern server status`: the refresh contract's state, readable in a terminal.
+
+use std::io::Write;
+
+use postern_domain::ServerLabel;
+use postern_engine::{ArtifactView, SessionState, SessionStatus, Status};
+
+/// Prints every server (or one), then each of its running processes.
+pub fn print(out: &mut impl Write, status: &Status, only: Option<&ServerLabel>) -> std::io::Result<()> {
+    let servers = status.servers.iter().filter(|s| only.is_none_or(|l| l.as_str() == s.label));
+    let mut any = false;
+    for server in servers {
+        any = true;
+        let self_reloading = if server.self_reloading { ", self-reloading" } else { "" };
+        writeln!(out, "{}  (restart {}{self_reloading})", server.label, server.restart)?;
+        writeln!(out, "  command: {}", server.command.join(" "))?;
+        let sessions: Vec<&SessionStatus> = status.sessions.iter().filter(|s| s.server == server.label).collect();
+        if sessions.is_empty() {
+            writeln!(out, "  not running (starts on an agent's first call)")?;
+        }
+        for session in sessions {
+            print_session(out, session)?;
+        }
+    }
+    if !any {
+        writeln!(out, "no such server configured")?;
+    }
+    Ok(())
+}
+
+fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()> {
+    let state = match s.state {
+        SessionState::Stopped => "stopped",
+        SessionState::Starting => "starting",
+        SessionState::IdentityPending => "identity-pending",
+        SessionState::CatalogReady => "catalog-ready",
+    };
+    let client = s.client.as_deref().unwrap_or("agent");
+    writeln!(out, "  session {} ({client}): {state}", s.id)?;
+    if let Some(e) = &s.execution {
+        let running = if s.server_pid.is_some() { "running" } else { "last" };
+        writeln!(out, "    {running} epoch {}  pid {}", e.epoch, e.pid)?;
+        writeln!(out, "    identity {}", e.identity)?;
+        if e.pinned {
+            writeln!(out, "    pinned")?;
+        } else {
+            writeln!(out, "    UNPINNED: {}", e.unpinned_reason.as_deref().unwrap_or("unknown reason"))?;
+        }
+        artifact(out, "executable", &e.executable)?;
+        for w in &e.wrappers {
+            artifact(out, "wrapper", w)?;
+        }
+        if let Some(entry) = &e.entry {
+            artifact(out, "entry", entry)?;
+        }
+        for l in &e.lockfiles {
+            artifact(out, "lockfile", l)?;
+        }
+        for x in &e.extra_paths {
+            artifact(out, "identity", x)?;
+        }
+        if let Some(runtime) = &e.runtime {
+            writeln!(out, "    runtime {runtime}")?;
+        }
+        writeln!(out, "    cwd {}", e.working_directory)?;
+    }
+    if let Some(c) = &s.catalog {
+        writeln!(out, "    catalog {} ({} tools)", c.revision, c.tools.len())?;
+        match &c.presented_revision {
+            Some(shown) if *shown != c.revision => writeln!(out, "    agent was shown {shown}: its next calls to changed tools are refused")?,
+            _ => {}
+        }
+        for change in &c.changes {
+            writeln!(out, "      changed: {change}")?;
+        }
+    }
+    if !s.artifacts_newer.is_empty() {
+        writeln!(out, "    FILES NEWER THAN THE RUNNING PROCESS (restart to use them):")?;
+        for path in &s.artifacts_newer {
+            writeln!(out, "      {path}")?;
+        }
+    }
+    if let Some(exit) = &s.last_exit {
+        writeln!(out, "    last exit: {exit}")?;
+    }
+    Ok(())
+}
+
+fn artifact(out: &mut impl Write, what: &str, a: &ArtifactView) -> std::io::Result<()> {
+    writeln!(out, "    {what:<10} {}  {}", a.digest, a.path)
+}

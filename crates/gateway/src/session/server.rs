@@ -1,0 +1,684 @@
+//! The server side of a session: launches, execution epochs, the catalog, and what
+//! each state lets through (docs/refresh-contract.md).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use postern_domain::catalog::Catalog;
+use postern_domain::{ExecutionEpoch, ExecutionRecord, RestartPolicy, ServerConfig};
+use postern_supervisor::{ArtifactWatch, DigestCache, ExitReport, ProcessGroupSample, ProcessHandle};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::{Event, InFlight, Session, now_ms};
+use crate::framing::{Line, LineReader, MAX_FRAME};
+use crate::handshake::initialize_result;
+use crate::message::{self, Id, Kind, Message, code, sniff_id};
+use crate::registry::Phase;
+use crate::upstream::{self, StartError, Started};
+
+/// A launch that ends sooner than this after starting counts as a crash for back-off.
+const CRASH_WINDOW: Duration = Duration::from_secs(10);
+/// Bursts of `tools/list_changed` are collected this long before the catalog is fetched.
+const REFETCH_DEBOUNCE: Duration = Duration::from_millis(250);
+/// How often a running server's process group is sampled for replaced workers.
+const SAMPLE_EVERY: Duration = Duration::from_millis(500);
+
+pub(super) enum Upstream {
+    Down,
+    Starting,
+    Running(Box<Running>),
+}
+
+pub(super) struct Running {
+    stdin: mpsc::UnboundedSender<Bytes>,
+    handle: ProcessHandle,
+    record: ExecutionRecord,
+    config: ServerConfig,
+    init: Map<String, Value>,
+    started: Instant,
+    stdout_closed: bool,
+    exit: Option<ExitReport>,
+    /// The catalog fetch in progress: the internal request id and the pages so far.
+    fetch: Option<Fetch>,
+    fetches: u32,
+    refetch_scheduled: bool,
+    /// Agent `tools/list` requests in flight: their answers present the catalog.
+    listing: Vec<Id>,
+    _watchers: Watchers,
+}
+
+struct Fetch {
+    id: Id,
+    pages: Vec<Value>,
+    /// Tell the agent to list again if the catalog differs from what it was shown.
+    announce: bool,
+}
+
+/// Background tasks tied to one running process, stopped with it.
+struct Watchers(Vec<JoinHandle<()>>);
+
+impl Drop for Watchers {
+    fn drop(&mut self) {
+        for watcher in &self.0 {
+            watcher.abort();
+        }
+    }
+}
+
+impl Upstream {
+    pub(super) fn is_internal(&self, id: &Id) -> bool {
+        matches!(self, Upstream::Running(r) if r.fetch.as_ref().is_some_and(|f| f.id == *id))
+    }
+
+    /// Closes stdin (the polite stop), then signals the process group.
+    pub(super) async fn stop_gracefully(self) {
+        if let Upstream::Running(running) = self {
+            stop_gracefully(*running).await;
+        }
+    }
+}
+
+impl Session {
+    /// Sends an agent message toward the server, starting it or holding the message as
+    /// the state requires (refresh-contract §7).
+    pub(super) fn to_server(&mut self, msg: Message) {
+        let is_request = matches!(msg.kind, Kind::Request { .. });
+        match &mut self.upstream {
+            Upstream::Running(running) if running.fetch.is_some() && is_request => self.held.push(msg),
+            Upstream::Running(_) => self.forward(msg),
+            Upstream::Starting => self.held.push(msg),
+            Upstream::Down if is_request => {
+                if let Some(until) = self.info.backoff_until_ms.filter(|until| *until > now_ms()) {
+                    if let Kind::Request { id, .. } = &msg.kind {
+                        let wait = (until - now_ms()) as f64 / 1000.0;
+                        let reason = format!(
+                            "server '{}' crashed {} times in a row; Postern launches it again in {wait:.1}s",
+                            self.info.server, self.crashes
+                        );
+                        let data = json!({"error": "server_backoff", "server": self.info.server.as_str(), "retryAfterMs": until - now_ms()});
+                        self.reply(message::error(Some(id), code::INTERNAL_ERROR, &reason, Some(data)));
+                    }
+                    return;
+                }
+                self.held.push(msg);
+                self.start_upstream();
+            }
+            Upstream::Down => {
+                tracing::debug!(session = self.info.id, kind = ?msg.kind, "notification while the server is down; dropped");
+            }
+        }
+    }
+
+    fn forward(&mut self, msg: Message) {
+        let Upstream::Running(running) = &mut self.upstream else { return };
+        match &msg.kind {
+            Kind::Request { id, method } => {
+                if method == "tools/call"
+                    && let Some(refusal) = stale_call(&self.info.presented, &self.info.catalog, &msg)
+                {
+                    tracing::warn!(session = self.info.id, %id, "call refused: catalog_stale");
+                    self.reply(message::result(id, refusal));
+                    return;
+                }
+                if method == "tools/list" {
+                    running.listing.push(id.clone());
+                }
+                self.in_flight.insert(id.clone(), InFlight { method: method.clone() });
+                let _ = running.stdin.send(msg.raw);
+            }
+            Kind::Notification { method } => {
+                let initialized = method == "notifications/initialized";
+                let _ = running.stdin.send(msg.raw);
+                if initialized {
+                    self.begin_fetch(false);
+                }
+            }
+            Kind::Response { .. } => {
+                let _ = running.stdin.send(msg.raw);
+            }
+        }
+    }
+
+    pub(super) fn send_upstream(&self, line: Bytes) {
+        if let Upstream::Running(running) = &self.upstream {
+            let _ = running.stdin.send(line);
+        }
+    }
+
+    // ---- launching ----
+
+    pub(super) fn start_upstream(&mut self) {
+        self.generation += 1;
+        let generation = self.generation;
+        self.upstream = Upstream::Starting;
+        self.info.phase = Phase::Starting;
+        self.publish();
+        let (directory, cache) = (Arc::clone(&self.ctx.directory), Arc::clone(&self.ctx.cache));
+        let label = self.info.server.clone();
+        let params = self.client_init.clone().unwrap_or_else(|| json!({}));
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let outcome = upstream::start(&*directory, &cache, &label, &params).await.map(Box::new);
+            let _ = events.send(Event::Started { generation, outcome });
+        });
+    }
+
+    pub(super) fn on_server_event(&mut self, event: Event) {
+        match event {
+            Event::Started { generation, outcome } if generation == self.generation => self.on_started(outcome),
+            Event::Server { generation, line } if generation == self.generation => self.on_server_line(line),
+            Event::ServerStdoutClosed { generation } if generation == self.generation => {
+                if let Upstream::Running(running) = &mut self.upstream {
+                    running.stdout_closed = true;
+                    // A server that closes stdout has ended its side of the session.
+                    running.handle.stop();
+                }
+                self.finish_if_gone();
+            }
+            Event::ServerExited { generation, report } if generation == self.generation => {
+                if let Upstream::Running(running) = &mut self.upstream {
+                    running.exit = Some(report);
+                }
+                self.finish_if_gone();
+            }
+            Event::ArtifactsChanged { generation, record, changed } if generation == self.generation => {
+                self.on_artifacts_changed(*record, changed);
+            }
+            Event::WorkerReplaced { generation, what } if generation == self.generation => {
+                if let Upstream::Running(running) = &self.upstream {
+                    let record = fresh_record(&running.record);
+                    self.replace_epoch(record, &what);
+                }
+            }
+            Event::RefetchCatalog { generation } if generation == self.generation => {
+                if let Upstream::Running(running) = &mut self.upstream {
+                    running.refetch_scheduled = false;
+                    if running.fetch.is_none() {
+                        self.begin_fetch(false);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_started(&mut self, outcome: Result<Box<Started>, StartError>) {
+        let started = match outcome {
+            Ok(started) => *started,
+            Err(reason) => return self.on_start_failed(reason),
+        };
+        let Started { stdin, stdout, handle, init, record, config } = started;
+        let generation = self.generation;
+        let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
+        tokio::spawn(upstream::pump_stdin(stdin, stdin_rx));
+        tokio::spawn(read_server(stdout, generation, self.events.clone()));
+        let waiter = handle.waiter();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let report = waiter.wait().await;
+            let _ = events.send(Event::ServerExited { generation, report });
+        });
+        let watchers = Watchers(vec![
+            tokio::spawn(watch_artifacts(config.clone(), Arc::clone(&self.ctx.cache), record.clone(), generation, self.events.clone())),
+            tokio::spawn(sample_workers(record.pid, generation, self.events.clone())),
+        ]);
+        self.info.record = Some(record.clone());
+        self.info.artifacts_newer.clear();
+        self.info.last_exit = None;
+        self.info.phase = Phase::IdentityPending;
+        self.upstream = Upstream::Running(Box::new(Running {
+            stdin: stdin_tx,
+            handle,
+            record,
+            config,
+            init,
+            started: Instant::now(),
+            stdout_closed: false,
+            exit: None,
+            fetch: None,
+            fetches: 0,
+            refetch_scheduled: false,
+            listing: Vec::new(),
+            _watchers: watchers,
+        }));
+        self.publish();
+        self.answer_init();
+
+        let held = std::mem::take(&mut self.held);
+        let agent_sends_initialized = held
+            .iter()
+            .any(|m| matches!(&m.kind, Kind::Notification { method } if method == "notifications/initialized"));
+        if self.agent_initialized && !agent_sends_initialized {
+            // A relaunched server never saw the agent's `initialized`: send it on its behalf.
+            self.send_upstream(message::notification("notifications/initialized", None));
+            self.begin_fetch(true);
+        }
+        for msg in held {
+            self.to_server(msg);
+        }
+    }
+
+    fn on_start_failed(&mut self, error: StartError) {
+        let reason = error.reason().to_owned();
+        tracing::warn!(session = self.info.id, server = %self.info.server, "{reason}");
+        self.upstream = Upstream::Down;
+        self.info.phase = Phase::Stopped;
+        self.info.last_exit = Some(reason.clone());
+        self.count_crash(matches!(error, StartError::Crashed(_)));
+        self.answer_init();
+        let data = json!({"error": "server_unavailable", "server": self.info.server.as_str()});
+        for msg in std::mem::take(&mut self.held) {
+            if let Kind::Request { id, .. } = &msg.kind {
+                self.reply(message::error(Some(id), code::INTERNAL_ERROR, &reason, Some(data.clone())));
+            }
+        }
+        self.publish();
+    }
+
+    fn answer_init(&mut self) {
+        if let Some(id) = self.pending_init.take() {
+            let params = self.client_init.clone().unwrap_or_else(|| json!({}));
+            let upstream = match &self.upstream {
+                Upstream::Running(running) => Some(&running.init),
+                _ => None,
+            };
+            self.reply(message::result(&id, initialize_result(self.info.server.as_str(), &params, upstream)));
+        }
+    }
+
+    // ---- the catalog ----
+
+    fn begin_fetch(&mut self, announce: bool) {
+        let generation = self.generation;
+        let Upstream::Running(running) = &mut self.upstream else { return };
+        running.fetches += 1;
+        let id_value = json!(format!("postern-catalog-{generation}-{}", running.fetches));
+        let Some(id) = Id::from_value(&id_value) else { return };
+        let announce = announce || running.fetch.as_ref().is_some_and(|f| f.announce);
+        running.fetch = Some(Fetch { id, pages: Vec::new(), announce });
+        let _ = running.stdin.send(message::request(&id_value, "tools/list", json!({})));
+    }
+
+    fn on_fetch_response(&mut self, mut msg: Message) {
+        let generation = self.generation;
+        let Upstream::Running(running) = &mut self.upstream else { return };
+        let Some(fetch) = running.fetch.as_mut() else { return };
+        match msg.body.remove("result") {
+            Some(page) => {
+                let cursor = page.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
+                fetch.pages.push(page);
+                if let Some(cursor) = cursor {
+                    running.fetches += 1;
+                    let id_value = json!(format!("postern-catalog-{generation}-{}", running.fetches));
+                    if let Some(id) = Id::from_value(&id_value) {
+                        fetch.id = id;
+                        let _ = running.stdin.send(message::request(&id_value, "tools/list", json!({"cursor": cursor})));
+                        return;
+                    }
+                }
+            }
+            None => tracing::warn!(session = self.info.id, server = %self.info.server, "the server refused tools/list; its catalog is empty"),
+        }
+        let Some(fetch) = running.fetch.take() else { return };
+        let instructions = running.init.get("instructions").and_then(Value::as_str).map(str::to_owned);
+        let capabilities = running.init.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+        let catalog = Catalog::from_pages(fetch.pages, instructions.clone(), capabilities.clone()).unwrap_or_else(|e| {
+            tracing::warn!(session = self.info.id, server = %self.info.server, "unusable tools/list ({e}); catalog treated as empty");
+            Catalog::from_pages(Vec::new(), instructions, capabilities).unwrap_or_else(|_| unreachable_empty())
+        });
+        let epoch = running.record.epoch;
+        self.install_catalog(Arc::new(catalog), epoch, fetch.announce);
+    }
+
+    fn install_catalog(&mut self, catalog: Arc<Catalog>, epoch: ExecutionEpoch, announce: bool) {
+        let changed = self.info.catalog.as_ref().is_none_or(|old| old.digest() != catalog.digest());
+        if changed {
+            if let Some(old) = self.info.catalog.take() {
+                let diff = old.diff(&catalog);
+                tracing::info!(
+                    session = self.info.id, server = %self.info.server, %epoch, revision = %catalog.digest(),
+                    changes = %diff.lines().join("; "), "catalog_refreshed"
+                );
+                self.info.previous_catalog = Some(old);
+            } else {
+                tracing::info!(session = self.info.id, server = %self.info.server, %epoch, revision = %catalog.digest(), tools = catalog.len(), "catalog_refreshed");
+            }
+        }
+        let differs_from_shown = self.info.presented.as_ref().is_some_and(|shown| shown.digest() != catalog.digest());
+        self.info.catalog = Some(catalog);
+        self.info.phase = Phase::CatalogReady;
+        self.publish();
+        if announce && differs_from_shown {
+            self.reply(message::notification("notifications/tools/list_changed", None));
+        }
+        for msg in std::mem::take(&mut self.held) {
+            self.to_server(msg);
+        }
+    }
+
+    // ---- from the server ----
+
+    fn on_server_line(&mut self, line: Line) {
+        let raw = match line {
+            Line::Frame(raw) => raw,
+            Line::Oversize { len, prefix } => {
+                tracing::warn!(session = self.info.id, len, "server message over the size cap; dropped");
+                if let Some(id) = sniff_id(&prefix).filter(|id| self.in_flight.contains_key(id)) {
+                    self.in_flight.remove(&id);
+                    let reason = format!("the server's answer of {len}+ bytes exceeds Postern's {} MiB limit", MAX_FRAME >> 20);
+                    self.reply(message::error(Some(&id), code::INTERNAL_ERROR, &reason, None));
+                }
+                return;
+            }
+        };
+        let msg = match Message::parse(raw) {
+            Ok(msg) => msg,
+            Err(rejected) => {
+                tracing::warn!(session = self.info.id, reason = %rejected.reason, "server wrote a line that is not JSON-RPC; dropped");
+                return;
+            }
+        };
+        match &msg.kind {
+            Kind::Response { id } if self.upstream.is_internal(id) => self.on_fetch_response(msg),
+            Kind::Response { id } => {
+                if self.in_flight.remove(id).is_some() {
+                    self.note_listing_answered(id);
+                    self.reply(msg.raw);
+                } else {
+                    tracing::warn!(session = self.info.id, %id, "server answered a request nobody sent; dropped");
+                }
+            }
+            Kind::Request { id, .. } => {
+                self.server_requests.insert(id.clone());
+                self.reply(msg.raw);
+            }
+            Kind::Notification { method } => {
+                if method == "notifications/tools/list_changed" {
+                    self.schedule_refetch();
+                }
+                self.reply(msg.raw);
+            }
+        }
+    }
+
+    /// The agent was shown the catalog through a forwarded `tools/list` answer.
+    fn note_listing_answered(&mut self, id: &Id) {
+        if let Upstream::Running(running) = &mut self.upstream
+            && let Some(i) = running.listing.iter().position(|l| l == id)
+        {
+            running.listing.swap_remove(i);
+            self.info.presented.clone_from(&self.info.catalog);
+            self.publish();
+        }
+    }
+
+    fn schedule_refetch(&mut self) {
+        let generation = self.generation;
+        let Upstream::Running(running) = &mut self.upstream else { return };
+        if running.refetch_scheduled {
+            return;
+        }
+        running.refetch_scheduled = true;
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(REFETCH_DEBOUNCE).await;
+            let _ = events.send(Event::RefetchCatalog { generation });
+        });
+    }
+
+    // ---- epochs ending ----
+
+    /// Ends the running server's life once both its stdout has closed (every line it
+    /// wrote has been routed) and its process has exited.
+    fn finish_if_gone(&mut self) {
+        let (report, started, old_epoch) = match &self.upstream {
+            Upstream::Running(r) if r.stdout_closed && r.exit.is_some() => {
+                (r.exit.unwrap_or(ExitReport::Unknown), r.started, r.record.epoch)
+            }
+            _ => return,
+        };
+        self.upstream = Upstream::Down;
+        self.server_requests.clear();
+        self.info.phase = Phase::Stopped;
+        let reason = format!("server exited ({report})");
+        self.info.last_exit = Some(reason.clone());
+        tracing::warn!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, %report, unanswered = self.in_flight.len(), "server exited");
+        self.count_crash(started.elapsed() < CRASH_WINDOW);
+        self.end_epoch(old_epoch, None, &reason);
+        self.publish();
+    }
+
+    /// Restarts the server (on-change policy, or `postern server restart`).
+    pub(super) fn restart(&mut self, why: &str) {
+        let Upstream::Running(running) = std::mem::replace(&mut self.upstream, Upstream::Down) else { return };
+        let old_epoch = running.record.epoch;
+        tracing::info!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, "restarting: {why}");
+        tokio::spawn(stop_gracefully(*running));
+        self.server_requests.clear();
+        self.crashes = 0;
+        self.end_epoch(old_epoch, None, why);
+        self.start_upstream();
+    }
+
+    /// The same process now runs other code (it reloaded itself): a new epoch without
+    /// a new process (refresh-contract §6).
+    fn replace_epoch(&mut self, record: ExecutionRecord, why: &str) {
+        let Upstream::Running(running) = &mut self.upstream else { return };
+        let old_epoch = running.record.epoch;
+        let new_epoch = record.epoch;
+        tracing::warn!(session = self.info.id, server = %self.info.server, old_epoch = %old_epoch, new_epoch = %new_epoch, "server_replaced: {why}");
+        running.record = record.clone();
+        running.fetch = None;
+        running.listing.clear();
+        self.info.record = Some(record);
+        self.info.artifacts_newer.clear();
+        self.info.phase = Phase::IdentityPending;
+        self.end_epoch(old_epoch, Some(new_epoch), why);
+        self.begin_fetch(true);
+        self.publish();
+    }
+
+    /// Answers every request in flight to the ended epoch, and every held one, with
+    /// `epoch_transition` (refresh-contract §5). Nothing is retried.
+    fn end_epoch(&mut self, old: ExecutionEpoch, new: Option<ExecutionEpoch>, reason: &str) {
+        let label = self.info.server.as_str();
+        let detail = json!({
+            "error": "epoch_transition",
+            "server": label,
+            "oldEpoch": old.to_string(),
+            "newEpoch": new.map(|e| e.to_string()),
+            "reason": reason,
+            "retry": "not retried: check whether the call took effect, refresh tools/list, call again",
+        });
+        let text = format!("server '{label}' changed execution epoch ({reason}) before answering; the call was not retried");
+        let mut owed: Vec<(Id, String)> =
+            std::mem::take(&mut self.in_flight).into_iter().map(|(id, f)| (id, f.method)).collect();
+        let held = std::mem::take(&mut self.held);
+        owed.extend(held.into_iter().filter_map(|m| match m.kind {
+            Kind::Request { id, method } => Some((id, method)),
+            _ => None,
+        }));
+        for (id, method) in owed {
+            let line = if method == "tools/call" {
+                message::result(&id, tool_error(&text, detail.clone()))
+            } else {
+                message::error(Some(&id), code::INTERNAL_ERROR, &text, Some(detail.clone()))
+            };
+            self.reply(line);
+        }
+    }
+
+    fn on_artifacts_changed(&mut self, observed: ExecutionRecord, _changed: Vec<PathBuf>) {
+        let Upstream::Running(running) = &self.upstream else { return };
+        let changed = running.record.changed_artifacts(&observed);
+        if changed.is_empty() {
+            return;
+        }
+        for path in &changed {
+            tracing::info!(server = %self.info.server, "build complete: {} changed", path.display());
+        }
+        let (policy, self_reloading) = (running.config.restart, running.config.self_reloading);
+        let (pid, epoch) = (running.record.pid, running.record.epoch);
+        if self_reloading {
+            let mut record = observed;
+            record.pid = pid;
+            self.replace_epoch(record, "artifacts changed under a self-reloading server");
+        } else if policy == RestartPolicy::OnChange {
+            self.restart("artifacts changed (restart on-change)");
+        } else {
+            tracing::info!(server = %self.info.server, "running server unchanged: pid={pid} epoch={epoch}");
+            self.info.artifacts_newer = changed;
+            self.publish();
+        }
+    }
+
+    fn count_crash(&mut self, crashed: bool) {
+        if !crashed {
+            self.crashes = 0;
+            self.info.backoff_until_ms = None;
+            return;
+        }
+        self.crashes += 1;
+        if self.crashes < 2 {
+            return;
+        }
+        let delay = Duration::from_secs(1 << (self.crashes - 2).min(5)).min(Duration::from_secs(30));
+        self.info.backoff_until_ms = Some(now_ms() + delay.as_millis() as i64);
+        tracing::warn!(server = %self.info.server, crashes = self.crashes, delay_s = delay.as_secs(), "server crash loop: backing off");
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = events.send(Event::BackoffOver);
+        });
+    }
+
+    pub(super) fn on_backoff_over(&mut self) {
+        if self.info.backoff_until_ms.is_some_and(|until| until <= now_ms()) {
+            self.info.backoff_until_ms = None;
+            self.publish();
+        }
+    }
+}
+
+/// A `tools/call` to a tool whose definition changed since the catalog this session
+/// was shown is refused (refresh-contract §3).
+fn stale_call(presented: &Option<Arc<Catalog>>, current: &Option<Arc<Catalog>>, msg: &Message) -> Option<Value> {
+    let (presented, current) = (presented.as_ref()?, current.as_ref()?);
+    if presented.digest() == current.digest() {
+        return None;
+    }
+    let tool = msg.params()?.get("name")?.as_str()?;
+    if !presented.tool_drift(tool, current).is_stale() {
+        return None;
+    }
+    let detail = json!({
+        "error": "catalog_stale",
+        "tool": tool,
+        "presentedRevision": presented.digest().to_string(),
+        "currentRevision": current.digest().to_string(),
+        "retry": "refresh tools/list",
+    });
+    let text = format!("the definition of tool '{tool}' changed since this session listed tools; refresh tools/list and call again");
+    Some(tool_error(&text, detail))
+}
+
+/// A tool result the model sees as an error, with a readable text and structured detail.
+fn tool_error(text: &str, detail: Value) -> Value {
+    json!({"content": [{"type": "text", "text": format!("{text}\n{detail}")}], "structuredContent": detail, "isError": true})
+}
+
+/// The running record under a new epoch, re-observed from disk where possible.
+fn fresh_record(current: &ExecutionRecord) -> ExecutionRecord {
+    let mut record = current.clone();
+    record.epoch = postern_supervisor::new_epoch();
+    record
+}
+
+fn unreachable_empty() -> Catalog {
+    // An empty page list with plain values cannot fail to build.
+    Catalog::new(Vec::new(), None, json!({})).unwrap_or_else(|_| panic!("an empty catalog is always valid"))
+}
+
+async fn stop_gracefully(running: Running) {
+    let Running { stdin, mut handle, .. } = running;
+    drop(stdin);
+    let exited = handle.waiter();
+    if tokio::time::timeout(Duration::from_millis(500), exited.wait()).await.is_err() {
+        handle.stop();
+        handle.exited().await;
+    }
+}
+
+async fn read_server<R: tokio::io::AsyncBufRead + Unpin>(
+    mut reader: LineReader<R>,
+    generation: u64,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    while let Ok(Some(line)) = reader.next().await {
+        if events.send(Event::Server { generation, line }).is_err() {
+            return;
+        }
+    }
+    let _ = events.send(Event::ServerStdoutClosed { generation });
+}
+
+/// Watches the running epoch's artifacts and reports what is on disk now.
+async fn watch_artifacts(
+    config: ServerConfig,
+    cache: Arc<DigestCache>,
+    record: ExecutionRecord,
+    generation: u64,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let paths: Vec<PathBuf> = record.artifacts().map(|a| a.path.clone()).collect();
+    let mut watch = match ArtifactWatch::new(&paths) {
+        Ok(watch) => watch,
+        Err(e) => {
+            tracing::warn!(server = %config.label, "cannot watch the server's files ({e}); rebuilds will not be noticed");
+            return;
+        }
+    };
+    loop {
+        watch.changed().await;
+        let (cfg, cache2) = (config.clone(), Arc::clone(&cache));
+        let observed = tokio::task::spawn_blocking(move || cache2.observe(&cfg)).await;
+        let observed = match observed {
+            Ok(Ok(observed)) => observed,
+            Ok(Err(e)) => {
+                tracing::info!(server = %config.label, "build in progress? {e}");
+                continue;
+            }
+            Err(_) => return,
+        };
+        let now = postern_supervisor::record(&config, observed, record.pid, record.started_at_ms);
+        let changed = record.changed_artifacts(&now);
+        if events.send(Event::ArtifactsChanged { generation, record: Box::new(now), changed }).is_err() {
+            return;
+        }
+    }
+}
+
+/// Samples the server's process group for a replaced worker (refresh-contract §6).
+async fn sample_workers(pid: u32, generation: u64, events: mpsc::UnboundedSender<Event>) {
+    let mut sample = ProcessGroupSample::default();
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    loop {
+        tick.tick().await;
+        let (replaced, back) = tokio::task::spawn_blocking(move || {
+            let replaced = sample.next(pid);
+            (replaced, sample)
+        })
+        .await
+        .unwrap_or_default();
+        sample = back;
+        if let Some(what) = replaced
+            && events.send(Event::WorkerReplaced { generation, what }).is_err()
+        {
+            return;
+        }
+    }
+}

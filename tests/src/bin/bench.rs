@@ -1,0 +1,205 @@
+//! The gate benchmark (not a test: it asserts nothing about time).
+//!
+//! In one run, against one server command, with the same rmcp client:
+//! 1. latency: sequential `tools/call echo` round trips, directly and through `postern mcp`,
+//!    interleaved in blocks so drift on the machine hits both alike; prints both medians (and
+//!    p90/p99) and their ratio;
+//! 2. throughput: many calls in flight on ONE session, directly and through Postern; prints
+//!    calls/s and messages/s (a call is two messages through the session: request + result).
+//!
+//! Run: `cargo run --release -p postern-e2e --bin bench -- [--server fixture|everything]
+//! [--calls N] [--throughput-calls N] [--in-flight N]`. A release bench drives a release
+//! `postern`. Figures go to docs/benchmarks.md.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use postern_e2e::client::call_params;
+use postern_e2e::{Client, Gate, Profile, ServerCommand, servers};
+use serde_json::json;
+
+const LABEL: &str = "bench";
+
+#[derive(Debug)]
+struct Options {
+    server: String,
+    calls: usize,
+    warmup: usize,
+    block: usize,
+    throughput_calls: usize,
+    in_flight: usize,
+}
+
+impl Options {
+    fn parse() -> Result<Options> {
+        let mut o = Options {
+            server: "auto".into(),
+            calls: 2000,
+            warmup: 200,
+            block: 100,
+            throughput_calls: 20_000,
+            in_flight: 32,
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(flag) = args.next() {
+            let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--server" => o.server = value()?,
+                "--calls" => o.calls = value()?.parse()?,
+                "--warmup" => o.warmup = value()?.parse()?,
+                "--block" => o.block = value()?.parse()?,
+                "--throughput-calls" => o.throughput_calls = value()?.parse()?,
+                "--in-flight" => o.in_flight = value()?.parse()?,
+                "-h" | "--help" => {
+                    println!(
+                        "bench [--server auto|fixture|everything] [--calls N] [--warmup N] \
+                         [--block N] [--throughput-calls N] [--in-flight N]"
+                    );
+                    std::process::exit(0);
+                }
+                other => bail!("unknown argument {other} (try --help)"),
+            }
+        }
+        if o.block == 0 || o.in_flight == 0 {
+            bail!("--block and --in-flight must be positive");
+        }
+        Ok(o)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let o = Options::parse()?;
+    let (name, server) = pick_server(&o.server)?;
+    let gate = Gate::start(&[(LABEL, &server)]).await?;
+    let direct = Client::direct(&server, Profile::bare()).await?;
+    let gated = Client::through(&gate, LABEL, Profile::bare()).await?;
+    direct.wire().set_recording(false);
+    gated.wire().set_recording(false);
+
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    println!("server: {name} ({})", server.program.display());
+    println!("postern: {} ({profile} build)", gate.bin().display());
+    println!(
+        "machine: {} cores; calls: {} (+{} warm-up), blocks of {}; throughput: {} calls, {} in flight",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        o.calls,
+        o.warmup,
+        o.block,
+        o.throughput_calls,
+        o.in_flight
+    );
+
+    // 1. Latency.
+    for _ in 0..o.warmup {
+        echo(&direct).await?;
+        echo(&gated).await?;
+    }
+    let mut d = Vec::with_capacity(o.calls);
+    let mut g = Vec::with_capacity(o.calls);
+    while d.len() < o.calls {
+        let n = o.block.min(o.calls - d.len());
+        for _ in 0..n {
+            d.push(echo(&direct).await?);
+        }
+        for _ in 0..n {
+            g.push(echo(&gated).await?);
+        }
+    }
+    let (dm, gm) = (percentile(&mut d, 50.0), percentile(&mut g, 50.0));
+    println!();
+    println!("| tools/call round trip | median | p90 | p99 |");
+    println!("|---|---|---|---|");
+    for (label, samples, median) in [("direct", &mut d, dm), ("through Postern", &mut g, gm)] {
+        println!(
+            "| {label} | {} | {} | {} |",
+            us(median),
+            us(percentile(samples, 90.0)),
+            us(percentile(samples, 99.0))
+        );
+    }
+    println!(
+        "\nmedian ratio (through Postern / direct): {:.2}x; added per round trip: {}",
+        gm.as_secs_f64() / dm.as_secs_f64(),
+        us(gm.saturating_sub(dm))
+    );
+
+    // 2. Throughput on one session.
+    let dt = throughput(&direct, o.throughput_calls, o.in_flight).await?;
+    let gt = throughput(&gated, o.throughput_calls, o.in_flight).await?;
+    println!();
+    println!(
+        "| one session, {} calls in flight | calls/s | messages/s |",
+        o.in_flight
+    );
+    println!("|---|---|---|");
+    for (label, rate) in [("direct", dt), ("through Postern", gt)] {
+        println!("| {label} | {rate:.0} | {:.0} |", rate * 2.0);
+    }
+    println!(
+        "\nthroughput ratio (through Postern / direct): {:.2}x",
+        gt / dt
+    );
+    Ok(())
+}
+
+fn pick_server(choice: &str) -> Result<(&'static str, ServerCommand)> {
+    match choice {
+        "fixture" => Ok(("fixture_server", servers::fixture()?)),
+        "everything" => Ok(("server-everything", servers::everything()?)),
+        "auto" => match servers::fixture() {
+            Ok(cmd) => Ok(("fixture_server", cmd)),
+            Err(e) => {
+                eprintln!("fixture server unavailable ({e:#}); using server-everything");
+                Ok(("server-everything", servers::everything()?))
+            }
+        },
+        other => bail!("--server must be auto, fixture or everything, not {other}"),
+    }
+}
+
+async fn echo(client: &Client) -> Result<Duration> {
+    let params = call_params("echo", json!({ "message": "bench" }))?;
+    let start = Instant::now();
+    let result = client.peer().call_tool(params).await?;
+    let took = start.elapsed();
+    if result.is_error == Some(true) {
+        bail!("echo failed: {result:?}");
+    }
+    Ok(took)
+}
+
+/// Calls per second with `in_flight` concurrent callers sharing one session.
+async fn throughput(client: &Client, calls: usize, in_flight: usize) -> Result<f64> {
+    let start = Instant::now();
+    let mut workers = Vec::with_capacity(in_flight);
+    for w in 0..in_flight {
+        let peer = client.peer().clone();
+        let share = calls / in_flight + usize::from(w < calls % in_flight);
+        workers.push(tokio::spawn(async move {
+            for _ in 0..share {
+                let params = call_params("echo", json!({ "message": "bench" }))?;
+                peer.call_tool(params).await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for worker in workers {
+        worker.await??;
+    }
+    Ok(calls as f64 / start.elapsed().as_secs_f64())
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort_unstable();
+    let rank = ((p / 100.0) * (samples.len() - 1) as f64).round() as usize;
+    samples[rank]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}

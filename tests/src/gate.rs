@@ -1,0 +1,248 @@
+//! A running Postern: a private temporary home, its configured servers, and `postern daemon`.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tempfile::TempDir;
+
+use crate::binaries;
+use crate::servers::ServerCommand;
+
+/// How long the daemon may take to open its socket.
+const DAEMON_READY: Duration = Duration::from_secs(30);
+/// How long one [`Gate::scenario`] may take.
+const SCENARIO_LIMIT: Duration = Duration::from_secs(120);
+
+/// A Postern engine running in a fresh temporary home. Stopped (SIGTERM, then SIGKILL) and
+/// its home deleted on drop. Its logs reach a failing test's output through
+/// [`Gate::scenario`] (or, on a panic, from drop).
+#[derive(Debug)]
+pub struct Gate {
+    daemon: Option<Child>,
+    bin: PathBuf,
+    home: PathBuf,
+    logs: PathBuf,
+    shims: AtomicUsize,
+    // Last: deleted after the daemon has stopped.
+    _dir: TempDir,
+}
+
+impl Gate {
+    /// Creates a home, configures `servers` (label, command) with `postern server add`, starts
+    /// `postern daemon` and waits until its socket accepts connections.
+    pub async fn start(servers: &[(&str, &ServerCommand)]) -> Result<Gate> {
+        let dir = tempfile::Builder::new()
+            .prefix("postern-e2e-")
+            .tempdir()
+            .context("creating a temporary Postern home")?;
+        let home = dir.path().join("home");
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs)?;
+        let mut gate = Gate {
+            daemon: None,
+            bin: binaries::postern()?,
+            home,
+            logs,
+            shims: AtomicUsize::new(0),
+            _dir: dir,
+        };
+        for (label, server) in servers {
+            gate.add_server(label, server)?;
+        }
+        gate.start_daemon().await?;
+        Ok(gate)
+    }
+
+    /// The Postern home (`--home`).
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// The engine's socket, which shims connect to.
+    pub fn socket(&self) -> PathBuf {
+        self.home.join("run/engine.sock")
+    }
+
+    /// The `postern` executable under test.
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+
+    /// Runs `postern --home H <args>` to completion; fails unless it exits 0. Returns stdout.
+    pub fn cli<I, S>(&self, args: I) -> Result<String>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let out = Command::new(&self.bin)
+            .arg("--home")
+            .arg(&self.home)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running {}", self.bin.display()))?;
+        if !out.status.success() {
+            bail!(
+                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}",
+                show(&args),
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `postern server add <label> -- <command...>`.
+    pub fn add_server(&self, label: &str, server: &ServerCommand) -> Result<()> {
+        let mut args: Vec<OsString> = vec!["server".into(), "add".into(), label.into()];
+        args.push("--".into());
+        args.extend(server.argv());
+        self.cli(args).map(drop)
+    }
+
+    /// The command an agent's MCP configuration would run: `postern --home H mcp <label>`,
+    /// with its stderr going to a log file that is printed if the test fails.
+    pub fn mcp_command(&self, label: &str) -> Result<(tokio::process::Command, PathBuf)> {
+        let n = self.shims.fetch_add(1, Ordering::Relaxed);
+        let log = self.logs.join(format!("shim-{n}-{label}.log"));
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.arg("--home").arg(&self.home).arg("mcp").arg(label);
+        Ok((cmd, log))
+    }
+
+    /// Runs a test scenario against this gate with an overall deadline (so a request left
+    /// hanging fails instead of hanging CI). If it fails, the error carries the daemon's and
+    /// the shims' logs: a returned error, unlike a panic, leaves no other trace of them.
+    pub async fn scenario<T>(&self, scenario: impl Future<Output = Result<T>>) -> Result<T> {
+        let outcome = match tokio::time::timeout(SCENARIO_LIMIT, scenario).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(anyhow::anyhow!(
+                "the scenario did not finish within {SCENARIO_LIMIT:?}"
+            )),
+        };
+        outcome.map_err(|e| anyhow::anyhow!("{e:?}\n{}", self.logs_report()))
+    }
+
+    /// The tails of the daemon's and every shim's log, for failure messages.
+    pub fn logs_report(&self) -> String {
+        let mut out = format!(
+            "----- postern daemon log ({}) -----\n{}",
+            self.home.display(),
+            tail(&self.daemon_log(), 120)
+        );
+        if let Ok(entries) = std::fs::read_dir(&self.logs) {
+            let mut shims: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+            shims.sort();
+            for path in shims.iter().filter(|p| !p.ends_with("daemon.log")) {
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                out.push_str(&format!(
+                    "\n----- {} -----\n{}",
+                    path.display(),
+                    tail(&text, 60)
+                ));
+            }
+        }
+        out
+    }
+
+    /// Everything the daemon has logged so far.
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.logs.join("daemon.log")).unwrap_or_default()
+    }
+
+    async fn start_daemon(&mut self) -> Result<()> {
+        let log = File::create(self.logs.join("daemon.log"))?;
+        let child = Command::new(&self.bin)
+            .arg("--home")
+            .arg(&self.home)
+            .arg("daemon")
+            .env(
+                "POSTERN_LOG",
+                std::env::var_os("POSTERN_LOG").unwrap_or_else(|| "debug".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {} daemon", self.bin.display()))?;
+        self.daemon = Some(child);
+        let socket = self.socket();
+        let deadline = Instant::now() + DAEMON_READY;
+        loop {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                return Ok(());
+            }
+            if let Some(status) = self
+                .daemon
+                .as_mut()
+                .and_then(|d| d.try_wait().ok().flatten())
+            {
+                bail!(
+                    "`postern daemon` exited ({status}) before its socket {} accepted a \
+                     connection; its log:\n{}",
+                    socket.display(),
+                    self.daemon_log()
+                );
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "`postern daemon` did not accept connections on {} within {DAEMON_READY:?}; \
+                     its log:\n{}",
+                    socket.display(),
+                    self.daemon_log()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn stop_daemon(&mut self) {
+        let Some(mut child) = self.daemon.take() else {
+            return;
+        };
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("postern daemon ignored SIGTERM for 5 s; killing it");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.stop_daemon();
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs_report());
+        }
+    }
+}
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn show(args: &[OsString]) -> String {
+    args.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}

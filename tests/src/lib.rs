@@ -1,0 +1,34 @@
+//! The end-to-end harness: drive the real `postern` binary with a real MCP client (rmcp's)
+//! against real MCP servers, and compare what an agent sees through Postern with what it sees
+//! talking to the same server directly.
+//!
+//! - [`gate::Gate`]: a temporary Postern home with servers configured, and `postern daemon`.
+//! - [`client::Client`]: an rmcp client session over stdio, either [`client::Client::direct`]
+//!   (the server command itself) or [`client::Client::through`] (`postern mcp <label>`).
+//! - [`wire`]: a tap on the client's stdio that keeps the exact JSON it sent and received.
+//! - [`servers`]: the third-party test peers installed by `scripts/setup-test-deps.sh`.
+//! - [`compare`]: JSON comparisons with readable failure messages.
+//! - [`binaries`]: finds (and builds, under cargo) `postern` and the fixture server.
+
+pub mod binaries;
+pub mod client;
+pub mod compare;
+pub mod gate;
+pub mod servers;
+pub mod wire;
+
+pub use client::{Client, Profile, Seen};
+pub use gate::Gate;
+pub use servers::ServerCommand;
+
+/// Runs a test scenario with an overall deadline, so a request left hanging fails the test
+/// with a message instead of hanging CI.
+pub async fn within<T>(
+    limit: std::time::Duration,
+    scenario: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    match tokio::time::timeout(limit, scenario).await {
+        Ok(result) => result,
+        Err(_) => anyhow::bail!("the scenario did not finish within {limit:?}"),
+    }
+}
