@@ -138,7 +138,15 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
     let store = Store::open(home.path())?;
     let mut out = std::io::stdout().lock();
     match cmd {
-        ServerCommand::Add { label, cwd, env, identity, restart, self_reloading, command } => {
+        ServerCommand::Add {
+            label,
+            cwd,
+            env,
+            identity,
+            restart,
+            self_reloading,
+            command,
+        } => {
             let label = ServerLabel::parse_configurable(&label)?;
             let cwd = match cwd {
                 Some(dir) => Some(
@@ -147,7 +155,10 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                 ),
                 None => None,
             };
-            let env = env.iter().map(|e| e.parse::<EnvVar>()).collect::<Result<Vec<_>, _>>()?;
+            let env = env
+                .iter()
+                .map(|e| e.parse::<EnvVar>())
+                .collect::<Result<Vec<_>, _>>()?;
             let mut config = ServerConfig::new(label, command, cwd, env)?;
             config.identity_paths = identity;
             config.restart = restart;
@@ -156,20 +167,39 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                 AddOutcome::Added => "added",
                 AddOutcome::Replaced => "replaced",
             };
-            writeln!(out, "{verb} server '{}': {}", config.label, shell_words(&config.command))?;
+            writeln!(
+                out,
+                "{verb} server '{}': {}",
+                config.label,
+                shell_words(&config.command)
+            )?;
             writeln!(out, "agents reach it with: postern mcp {}", config.label)?;
         }
         ServerCommand::List => {
             let servers = store.servers()?;
             if servers.is_empty() {
-                writeln!(out, "no servers configured; add one with: postern server add <label> -- <command> [args...]")?;
+                writeln!(
+                    out,
+                    "no servers configured; add one with: postern server add <label> -- <command> [args...]"
+                )?;
             }
             for s in servers {
-                let cwd = s.cwd.as_ref().map(|d| format!("  (in {})", d.display())).unwrap_or_default();
+                let cwd = s
+                    .cwd
+                    .as_ref()
+                    .map(|d| format!("  (in {})", d.display()))
+                    .unwrap_or_default();
                 let env = if s.env.is_empty() {
                     String::new()
                 } else {
-                    format!("  env: {}", s.env.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", "))
+                    format!(
+                        "  env: {}",
+                        s.env
+                            .iter()
+                            .map(|v| v.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
                 };
                 writeln!(out, "{}\t{}{cwd}{env}", s.label, shell_words(&s.command))?;
             }
@@ -185,8 +215,18 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                 }
                 Err(e @ ControlError::NotRunning(_)) => {
                     writeln!(out, "{e}\nconfigured servers (none running):")?;
-                    for s in store.servers()?.iter().filter(|s| label.as_ref().is_none_or(|l| *l == s.label)) {
-                        writeln!(out, "  {}\t{}  (restart {})", s.label, shell_words(&s.command), s.restart)?;
+                    for s in store
+                        .servers()?
+                        .iter()
+                        .filter(|s| label.as_ref().is_none_or(|l| *l == s.label))
+                    {
+                        writeln!(
+                            out,
+                            "  {}\t{}  (restart {})",
+                            s.label,
+                            shell_words(&s.command),
+                            s.restart
+                        )?;
                     }
                 }
                 Err(e) => return Err(e.into()),
@@ -197,11 +237,19 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             if store.server(&label)?.is_none() {
                 bail!("no server is configured as '{label}'");
             }
-            let command = ControlCommand::Restart { server: label.to_string() };
+            let command = ControlCommand::Restart {
+                server: label.to_string(),
+            };
             let answer = runtime()?.block_on(request(&home.socket_path(), command))?;
             match answer.get("restarted").and_then(serde_json::Value::as_u64) {
-                Some(0) => writeln!(out, "'{label}' is not running; it starts with a new epoch on its next call")?,
-                Some(n) => writeln!(out, "restarting {n} process(es) of '{label}': each gets a new execution epoch")?,
+                Some(0) => writeln!(
+                    out,
+                    "'{label}' is not running; it starts with a new epoch on its next call"
+                )?,
+                Some(n) => writeln!(
+                    out,
+                    "restarting {n} process(es) of '{label}': each gets a new execution epoch"
+                )?,
                 None => bail!("the engine refused: {answer}"),
             }
         }
@@ -221,7 +269,10 @@ fn shell_words(words: &[String]) -> String {
     words
         .iter()
         .map(|w| {
-            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@+,".contains(c)) {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:@+,".contains(c))
+            {
                 w.clone()
             } else {
                 format!("'{}'", w.replace('\'', r"'\''"))
@@ -232,7 +283,9 @@ fn shell_words(words: &[String]) -> String {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 fn init_logging(default: &str) {

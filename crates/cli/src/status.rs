@@ -6,15 +6,34 @@ use postern_domain::ServerLabel;
 use postern_engine::{ArtifactView, SessionState, SessionStatus, Status};
 
 /// Prints every server (or one), then each of its running processes.
-pub fn print(out: &mut impl Write, status: &Status, only: Option<&ServerLabel>) -> std::io::Result<()> {
-    let servers = status.servers.iter().filter(|s| only.is_none_or(|l| l.as_str() == s.label));
+pub fn print(
+    out: &mut impl Write,
+    status: &Status,
+    only: Option<&ServerLabel>,
+) -> std::io::Result<()> {
+    let servers = status
+        .servers
+        .iter()
+        .filter(|s| only.is_none_or(|l| l.as_str() == s.label));
     let mut any = false;
     for server in servers {
         any = true;
-        let self_reloading = if server.self_reloading { ", self-reloading" } else { "" };
-        writeln!(out, "{}  (restart {}{self_reloading})", server.label, server.restart)?;
+        let self_reloading = if server.self_reloading {
+            ", self-reloading"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "{}  (restart {}{self_reloading})",
+            server.label, server.restart
+        )?;
         writeln!(out, "  command: {}", server.command.join(" "))?;
-        let sessions: Vec<&SessionStatus> = status.sessions.iter().filter(|s| s.server == server.label).collect();
+        let sessions: Vec<&SessionStatus> = status
+            .sessions
+            .iter()
+            .filter(|s| s.server == server.label)
+            .collect();
         if sessions.is_empty() {
             writeln!(out, "  not running (starts on an agent's first call)")?;
         }
@@ -38,13 +57,21 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
     let client = s.client.as_deref().unwrap_or("agent");
     writeln!(out, "  session {} ({client}): {state}", s.id)?;
     if let Some(e) = &s.execution {
-        let running = if s.server_pid.is_some() { "running" } else { "last" };
+        let running = if s.server_pid.is_some() {
+            "running"
+        } else {
+            "last"
+        };
         writeln!(out, "    {running} epoch {}  pid {}", e.epoch, e.pid)?;
         writeln!(out, "    identity {}", e.identity)?;
         if e.pinned {
             writeln!(out, "    pinned")?;
         } else {
-            writeln!(out, "    UNPINNED: {}", e.unpinned_reason.as_deref().unwrap_or("unknown reason"))?;
+            writeln!(
+                out,
+                "    UNPINNED: {}",
+                e.unpinned_reason.as_deref().unwrap_or("unknown reason")
+            )?;
         }
         artifact(out, "executable", &e.executable)?;
         for w in &e.wrappers {
@@ -67,7 +94,10 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
     if let Some(c) = &s.catalog {
         writeln!(out, "    catalog {} ({} tools)", c.revision, c.tools.len())?;
         match &c.presented_revision {
-            Some(shown) if *shown != c.revision => writeln!(out, "    agent was shown {shown}: its next calls to changed tools are refused")?,
+            Some(shown) if *shown != c.revision => writeln!(
+                out,
+                "    agent was shown {shown}: its next calls to changed tools are refused"
+            )?,
             _ => {}
         }
         for change in &c.changes {
@@ -75,7 +105,10 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
         }
     }
     if !s.artifacts_newer.is_empty() {
-        writeln!(out, "    FILES NEWER THAN THE RUNNING PROCESS (restart to use them):")?;
+        writeln!(
+            out,
+            "    FILES NEWER THAN THE RUNNING PROCESS (restart to use them):"
+        )?;
         for path in &s.artifacts_newer {
             writeln!(out, "      {path}")?;
         }

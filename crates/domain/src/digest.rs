@@ -61,7 +61,8 @@ impl FromStr for Digest {
         }
         let mut out = [0u8; 32];
         for (i, byte) in out.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(hexed.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16).map_err(|_| bad())?;
+            *byte = u8::from_str_radix(hexed.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
+                .map_err(|_| bad())?;
         }
         Ok(Self(out))
     }
@@ -83,10 +84,12 @@ impl From<Digest> for String {
 
 fn hex(bytes: &[u8]) -> String {
     use fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 #[cfg(test)]
@@ -96,10 +99,17 @@ mod tests {
     #[test]
     fn displays_and_parses_back() {
         let d = Digest::of(b"abc");
-        assert_eq!(d.to_string(), "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            d.to_string(),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         assert_eq!(d.to_string().parse::<Digest>(), Ok(d));
         assert_eq!(d.short(), "ba7816bf8f01");
         assert!("sha256:xyz".parse::<Digest>().is_err());
-        assert!("md5:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".parse::<Digest>().is_err());
+        assert!(
+            "md5:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+                .parse::<Digest>()
+                .is_err()
+        );
     }
 }

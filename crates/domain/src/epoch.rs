@@ -149,14 +149,20 @@ impl ExecutionRecord {
 
     /// The artifacts whose digest differs in `newer` (or that only one record has).
     pub fn changed_artifacts(&self, newer: &ExecutionRecord) -> Vec<PathBuf> {
-        let old: std::collections::BTreeMap<_, _> = self.artifacts().map(|a| (&a.path, a.digest)).collect();
-        let new: std::collections::BTreeMap<_, _> = newer.artifacts().map(|a| (&a.path, a.digest)).collect();
+        let old: std::collections::BTreeMap<_, _> =
+            self.artifacts().map(|a| (&a.path, a.digest)).collect();
+        let new: std::collections::BTreeMap<_, _> =
+            newer.artifacts().map(|a| (&a.path, a.digest)).collect();
         let mut changed: Vec<PathBuf> = new
             .iter()
             .filter(|(path, digest)| old.get(*path) != Some(digest))
             .map(|(path, _)| (*path).clone())
             .collect();
-        changed.extend(old.keys().filter(|p| !new.contains_key(*p)).map(|p| (*p).clone()));
+        changed.extend(
+            old.keys()
+                .filter(|p| !new.contains_key(*p))
+                .map(|p| (*p).clone()),
+        );
         changed
     }
 }
@@ -180,7 +186,9 @@ impl FromStr for RestartPolicy {
         match s {
             "manual" => Ok(Self::Manual),
             "on-change" => Ok(Self::OnChange),
-            other => Err(format!("restart policy is `manual` or `on-change`, not {other:?}")),
+            other => Err(format!(
+                "restart policy is `manual` or `on-change`, not {other:?}"
+            )),
         }
     }
 }
@@ -199,7 +207,10 @@ mod tests {
     use super::*;
 
     fn record(entry_bytes: &[u8], epoch: u128) -> ExecutionRecord {
-        let artifact = |p: &str, b: &[u8]| Artifact { path: p.into(), digest: Digest::of(b) };
+        let artifact = |p: &str, b: &[u8]| Artifact {
+            path: p.into(),
+            digest: Digest::of(b),
+        };
         ExecutionRecord {
             server_label: "inventory".parse().expect("label"),
             epoch: ExecutionEpoch::new(1_700_000_000_000, epoch),
@@ -227,7 +238,10 @@ mod tests {
         assert_eq!(a.identity_digest(), same_code.identity_digest());
         let rebuilt = record(b"v2", 3);
         assert_ne!(a.identity_digest(), rebuilt.identity_digest());
-        assert_eq!(a.changed_artifacts(&rebuilt), [PathBuf::from("/w/dist/server.js")]);
+        assert_eq!(
+            a.changed_artifacts(&rebuilt),
+            [PathBuf::from("/w/dist/server.js")]
+        );
     }
 
     #[test]
@@ -236,6 +250,9 @@ mod tests {
         assert_eq!(e.to_string().len(), 26);
         assert_eq!(e.to_string().parse::<ExecutionEpoch>().expect("parse"), e);
         let json = serde_json::to_string(&e).expect("json");
-        assert_eq!(serde_json::from_str::<ExecutionEpoch>(&json).expect("back"), e);
+        assert_eq!(
+            serde_json::from_str::<ExecutionEpoch>(&json).expect("back"),
+            e
+        );
     }
 }

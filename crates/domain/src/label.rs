@@ -56,12 +56,13 @@ impl FromStr for ServerLabel {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let first = s.chars().next().ok_or(LabelError::Empty)?;
         if s.len() > Self::MAX_LEN {
-            return Err(LabelError::TooLong { len: s.chars().count() });
+            return Err(LabelError::TooLong {
+                len: s.chars().count(),
+            });
         }
-        if let Some(found) = s
-            .chars()
-            .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.')))
-        {
+        if let Some(found) = s.chars().find(|c| {
+            !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'))
+        }) {
             return Err(LabelError::BadChar { found });
         }
         if !first.is_ascii_alphanumeric() {
@@ -97,17 +98,36 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_labels() {
-        for ok in ["everything", "time", "inventory-local", "a", "v2.api_x", "9lives"] {
-            assert_eq!(ok.parse::<ServerLabel>().map(|l| l.to_string()), Ok(ok.to_owned()));
+        for ok in [
+            "everything",
+            "time",
+            "inventory-local",
+            "a",
+            "v2.api_x",
+            "9lives",
+        ] {
+            assert_eq!(
+                ok.parse::<ServerLabel>().map(|l| l.to_string()),
+                Ok(ok.to_owned())
+            );
         }
     }
 
     #[test]
     fn rejects_each_kind_of_bad_label() {
         assert_eq!("".parse::<ServerLabel>(), Err(LabelError::Empty));
-        assert_eq!("Time".parse::<ServerLabel>(), Err(LabelError::BadChar { found: 'T' }));
-        assert_eq!("a b".parse::<ServerLabel>(), Err(LabelError::BadChar { found: ' ' }));
-        assert_eq!("../etc".parse::<ServerLabel>(), Err(LabelError::BadChar { found: '/' }));
+        assert_eq!(
+            "Time".parse::<ServerLabel>(),
+            Err(LabelError::BadChar { found: 'T' })
+        );
+        assert_eq!(
+            "a b".parse::<ServerLabel>(),
+            Err(LabelError::BadChar { found: ' ' })
+        );
+        assert_eq!(
+            "../etc".parse::<ServerLabel>(),
+            Err(LabelError::BadChar { found: '/' })
+        );
         assert_eq!("-x".parse::<ServerLabel>(), Err(LabelError::BadStart));
         assert_eq!(
             "x".repeat(65).parse::<ServerLabel>(),

@@ -62,7 +62,15 @@ impl ServerConfig {
         {
             return Err(ConfigError::RelativeCwd(dir.clone()));
         }
-        Ok(Self { label, command, cwd, env, identity_paths: Vec::new(), restart: RestartPolicy::Manual, self_reloading: false })
+        Ok(Self {
+            label,
+            command,
+            cwd,
+            env,
+            identity_paths: Vec::new(),
+            restart: RestartPolicy::Manual,
+            self_reloading: false,
+        })
     }
 
     /// The program to run.
@@ -96,9 +104,10 @@ impl FromStr for EnvVar {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.split_once('=') {
-            Some((name, value)) if !name.is_empty() && !s.contains('\0') => {
-                Ok(Self { name: name.to_owned(), value: value.to_owned() })
-            }
+            Some((name, value)) if !name.is_empty() && !s.contains('\0') => Ok(Self {
+                name: name.to_owned(),
+                value: value.to_owned(),
+            }),
             _ => Err(ConfigError::BadEnv(s.to_owned())),
         }
     }
@@ -114,7 +123,10 @@ mod tests {
 
     #[test]
     fn refuses_empty_command_and_relative_cwd() {
-        assert_eq!(ServerConfig::new(label(), vec![], None, vec![]), Err(ConfigError::EmptyCommand));
+        assert_eq!(
+            ServerConfig::new(label(), vec![], None, vec![]),
+            Err(ConfigError::EmptyCommand)
+        );
         assert_eq!(
             ServerConfig::new(label(), vec!["x".into()], Some("rel/dir".into()), vec![]),
             Err(ConfigError::RelativeCwd("rel/dir".into()))
@@ -125,8 +137,14 @@ mod tests {
     fn env_parses_key_value_and_keeps_later_equals_signs() {
         let v: EnvVar = "TOKEN=a=b".parse().expect("valid");
         assert_eq!((v.name.as_str(), v.value.as_str()), ("TOKEN", "a=b"));
-        assert_eq!("=x".parse::<EnvVar>(), Err(ConfigError::BadEnv("=x".into())));
-        assert_eq!("NOEQUALS".parse::<EnvVar>(), Err(ConfigError::BadEnv("NOEQUALS".into())));
+        assert_eq!(
+            "=x".parse::<EnvVar>(),
+            Err(ConfigError::BadEnv("=x".into()))
+        );
+        assert_eq!(
+            "NOEQUALS".parse::<EnvVar>(),
+            Err(ConfigError::BadEnv("NOEQUALS".into()))
+        );
     }
 
     #[test]

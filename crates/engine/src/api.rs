@@ -157,10 +157,17 @@ pub(crate) fn status(home: &Home, configs: &[ServerConfig], sessions: &[SessionI
             label: c.label.to_string(),
             command: c.command.clone(),
             cwd: c.cwd.as_ref().map(|p| p.display().to_string()),
-            running: sessions.iter().filter(|s| s.server == c.label && s.pid().is_some()).count() as u32,
+            running: sessions
+                .iter()
+                .filter(|s| s.server == c.label && s.pid().is_some())
+                .count() as u32,
             restart: c.restart.to_string(),
             self_reloading: c.self_reloading,
-            identity_paths: c.identity_paths.iter().map(|p| p.display().to_string()).collect(),
+            identity_paths: c
+                .identity_paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         })
         .collect();
     let sessions = sessions.iter().map(session_status).collect();
@@ -196,14 +203,21 @@ fn session_status(s: &SessionInfo) -> SessionStatus {
                 escalation: diff.as_ref().is_some_and(|d| d.has_escalation()),
             }
         }),
-        artifacts_newer: s.artifacts_newer.iter().map(|p| p.display().to_string()).collect(),
+        artifacts_newer: s
+            .artifacts_newer
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
         last_exit: s.last_exit.clone(),
         backoff_until_ms: s.backoff_until_ms,
     }
 }
 
 fn execution_view(r: &ExecutionRecord) -> ExecutionView {
-    let artifact = |a: &Artifact| ArtifactView { path: a.path.display().to_string(), digest: a.digest.to_string() };
+    let artifact = |a: &Artifact| ArtifactView {
+        path: a.path.display().to_string(),
+        digest: a.digest.to_string(),
+    };
     ExecutionView {
         epoch: r.epoch.to_string(),
         identity: r.identity_digest().to_string(),

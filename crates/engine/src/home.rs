@@ -19,7 +19,10 @@ pub enum HomeError {
     NoDefault,
     /// The home directory could not be created or secured.
     #[error("cannot prepare the Postern home {path}: {source}")]
-    Prepare { path: PathBuf, source: std::io::Error },
+    Prepare {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl Home {
@@ -28,7 +31,11 @@ impl Home {
     /// `~/Library/Application Support/postern`).
     pub fn resolve(explicit: Option<PathBuf>) -> Result<Self, HomeError> {
         let root = explicit
-            .or_else(|| std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+            .or_else(|| {
+                std::env::var_os(HOME_ENV)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
             .or_else(|| dirs::data_dir().map(|d| d.join("postern")))
             .ok_or(HomeError::NoDefault)?;
         Ok(Self { root })
@@ -46,7 +53,10 @@ impl Home {
             .recursive(true)
             .mode(0o700)
             .create(&self.root)
-            .map_err(|source| HomeError::Prepare { path: self.root.clone(), source })
+            .map_err(|source| HomeError::Prepare {
+                path: self.root.clone(),
+                source,
+            })
     }
 
     /// The home directory.

@@ -18,7 +18,8 @@ use postern_store::{Store, StoreError};
 use tokio::sync::{broadcast, watch};
 
 pub use api::{
-    ArtifactView, CatalogView, ExecutionView, ServerStatus, SessionState, SessionStatus, Status, typescript_bindings,
+    ArtifactView, CatalogView, ExecutionView, ServerStatus, SessionState, SessionStatus, Status,
+    typescript_bindings,
 };
 pub use home::{Home, HomeError};
 
@@ -39,7 +40,9 @@ pub struct Engine {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// Another engine (the app or `postern daemon`) already owns this home.
-    #[error("another Postern engine is already running for {home} (the app or `postern daemon`); use it, or stop it first")]
+    #[error(
+        "another Postern engine is already running for {home} (the app or `postern daemon`); use it, or stop it first"
+    )]
     AlreadyRunning { home: PathBuf },
     /// The home could not be prepared.
     #[error(transparent)]
@@ -49,7 +52,10 @@ pub enum EngineError {
     Store(#[from] StoreError),
     /// A filesystem or socket operation failed.
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
 }
 
 impl Engine {
@@ -62,19 +68,30 @@ impl Engine {
             .truncate(false)
             .write(true)
             .open(home.lock_path())
-            .map_err(|source| EngineError::Io { what: format!("cannot open {}", home.lock_path().display()), source })?;
+            .map_err(|source| EngineError::Io {
+                what: format!("cannot open {}", home.lock_path().display()),
+                source,
+            })?;
         match lock.try_lock() {
             Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Err(EngineError::AlreadyRunning { home: home.path().to_owned() }),
+            Err(TryLockError::WouldBlock) => {
+                return Err(EngineError::AlreadyRunning {
+                    home: home.path().to_owned(),
+                });
+            }
             Err(TryLockError::Error(source)) => {
-                return Err(EngineError::Io { what: format!("cannot lock {}", home.lock_path().display()), source });
+                return Err(EngineError::Io {
+                    what: format!("cannot lock {}", home.lock_path().display()),
+                    source,
+                });
             }
         }
         let store = Arc::new(Mutex::new(Store::open(home.path())?));
-        let listener = postern_gateway::bind(&home.socket_path()).map_err(|source| EngineError::Io {
-            what: format!("cannot listen on {}", home.socket_path().display()),
-            source,
-        })?;
+        let listener =
+            postern_gateway::bind(&home.socket_path()).map_err(|source| EngineError::Io {
+                what: format!("cannot listen on {}", home.socket_path().display()),
+                source,
+            })?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut gateway = Gateway::new(Arc::new(StoreDirectory(Arc::clone(&store))));
         gateway.control = Some(Arc::new(Control {
@@ -84,9 +101,21 @@ impl Engine {
             commands: gateway.commands.clone(),
         }));
         let sessions = gateway.sessions.clone();
-        let serving = tokio::spawn(postern_gateway::serve(listener, gateway.clone(), shutdown_rx));
+        let serving = tokio::spawn(postern_gateway::serve(
+            listener,
+            gateway.clone(),
+            shutdown_rx,
+        ));
         tracing::info!(home = %home.path().display(), socket = %home.socket_path().display(), "engine listening");
-        Ok(Self { home, store, sessions, gateway, shutdown, serving, _lock: lock })
+        Ok(Self {
+            home,
+            store,
+            sessions,
+            gateway,
+            shutdown,
+            serving,
+            _lock: lock,
+        })
     }
 
     /// The home this engine owns.
@@ -125,7 +154,10 @@ impl Engine {
             }
         });
         if drained.await.is_err() {
-            tracing::warn!(left = self.sessions.len(), "sessions still closing at shutdown");
+            tracing::warn!(
+                left = self.sessions.len(),
+                "sessions still closing at shutdown"
+            );
         }
         let _ = std::fs::remove_file(self.home.socket_path());
         tracing::info!("engine stopped");
@@ -137,9 +169,16 @@ fn status(home: &Home, store: &Mutex<Store>, sessions: &Sessions) -> Result<Stat
     Ok(api::status(home, &configs, &sessions.snapshot()))
 }
 
-fn restart(sessions: &Sessions, commands: &broadcast::Sender<Command>, label: &ServerLabel) -> usize {
-    let running =
-        sessions.snapshot().iter().filter(|s| &s.server == label && s.phase != postern_gateway::Phase::Stopped).count();
+fn restart(
+    sessions: &Sessions,
+    commands: &broadcast::Sender<Command>,
+    label: &ServerLabel,
+) -> usize {
+    let running = sessions
+        .snapshot()
+        .iter()
+        .filter(|s| &s.server == label && s.phase != postern_gateway::Phase::Stopped)
+        .count();
     let _ = commands.send(Command::Restart(label.clone()));
     running
 }
@@ -177,7 +216,10 @@ impl ServerDirectory for StoreDirectory {
 }
 
 fn poisoned() -> EngineError {
-    EngineError::Io { what: "engine state".into(), source: std::io::Error::other("a thread panicked holding the store") }
+    EngineError::Io {
+        what: "engine state".into(),
+        source: std::io::Error::other("a thread panicked holding the store"),
+    }
 }
 
 #[cfg(test)]
@@ -187,7 +229,11 @@ mod tests {
     use super::*;
 
     fn mode(path: &std::path::Path) -> u32 {
-        std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+        std::fs::metadata(path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777
     }
 
     #[tokio::test]
@@ -199,16 +245,29 @@ mod tests {
         assert_eq!(mode(&home.socket_path()), 0o600);
         assert_eq!(mode(home.path()), 0o700);
 
-        let second = Engine::start(home.clone()).await.expect_err("second engine must be refused");
-        assert!(matches!(second, EngineError::AlreadyRunning { .. }), "{second}");
-        assert!(second.to_string().contains("another Postern engine is already running"));
+        let second = Engine::start(home.clone())
+            .await
+            .expect_err("second engine must be refused");
+        assert!(
+            matches!(second, EngineError::AlreadyRunning { .. }),
+            "{second}"
+        );
+        assert!(
+            second
+                .to_string()
+                .contains("another Postern engine is already running")
+        );
         // The refused engine did not disturb the first one's socket.
         assert!(std::os::unix::net::UnixStream::connect(home.socket_path()).is_ok());
 
         engine.shutdown().await;
         assert!(!home.socket_path().exists(), "shutdown removes the socket");
         // The home is free again.
-        Engine::start(home).await.expect("engine after shutdown").shutdown().await;
+        Engine::start(home)
+            .await
+            .expect("engine after shutdown")
+            .shutdown()
+            .await;
     }
 
     #[tokio::test]
@@ -224,14 +283,20 @@ mod tests {
         )
         .expect("config");
         // Configuration written by another process (the CLI) shows up at once.
-        Store::open(home.path()).expect("store").add_server(&config).expect("add");
+        Store::open(home.path())
+            .expect("store")
+            .add_server(&config)
+            .expect("add");
         let status = engine.status().expect("status");
         assert_eq!(status.servers.len(), 1);
         assert_eq!(status.servers[0].label, "time");
         assert_eq!(status.servers[0].running, 0);
         assert!(status.sessions.is_empty());
         let json = serde_json::to_string(&status).expect("json");
-        assert!(!json.contains("secret-value"), "env values never reach status payloads: {json}");
+        assert!(
+            !json.contains("secret-value"),
+            "env values never reach status payloads: {json}"
+        );
         engine.shutdown().await;
     }
 }

@@ -30,10 +30,15 @@ pub enum ControlError {
 /// Sends one management request to the engine at `socket` and returns its answer.
 pub async fn request(socket: &Path, command: ControlCommand) -> Result<Value, ControlError> {
     let not_running = || ControlError::NotRunning(socket.display().to_string());
-    let stream = UnixStream::connect(socket).await.map_err(|_| not_running())?;
+    let stream = UnixStream::connect(socket)
+        .await
+        .map_err(|_| not_running())?;
     let (read, mut write) = stream.into_split();
-    let mut line = serde_json::to_vec(&ControlRequest { postern: SOCKET_PROTOCOL, control: command })
-        .map_err(|e| ControlError::BadAnswer(e.to_string()))?;
+    let mut line = serde_json::to_vec(&ControlRequest {
+        postern: SOCKET_PROTOCOL,
+        control: command,
+    })
+    .map_err(|e| ControlError::BadAnswer(e.to_string()))?;
     line.push(b'\n');
     write.write_all(&line).await.map_err(|_| not_running())?;
     let mut reader = LineReader::new(BufReader::new(read));

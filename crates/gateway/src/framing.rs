@@ -67,7 +67,11 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                     Some(i) => (&available[..i], Some(i + 1)),
                     None => (available, None),
                 };
-                let keep = if len <= self.cap { (self.cap + 1 - len).min(chunk.len()) } else { 0 };
+                let keep = if len <= self.cap {
+                    (self.cap + 1 - len).min(chunk.len())
+                } else {
+                    0
+                };
                 buf.extend_from_slice(&chunk[..keep]);
                 len += chunk.len();
                 let consumed = done.unwrap_or(available.len());
@@ -81,7 +85,10 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             }
             if len > self.cap {
                 buf.truncate(OVERSIZE_PREFIX);
-                return Ok(Some(Line::Oversize { len, prefix: buf.freeze() }));
+                return Ok(Some(Line::Oversize {
+                    len,
+                    prefix: buf.freeze(),
+                }));
             }
             if buf.last() == Some(&b'\r') {
                 buf.truncate(buf.len() - 1);
@@ -129,7 +136,9 @@ pub fn parse_object(line: &[u8]) -> Result<Map<String, Value>, FrameError> {
     de.end().map_err(|e| FrameError::NotJson(e.to_string()))?;
     match value {
         Value::Object(map) => Ok(map),
-        Value::Array(_) => Err(FrameError::NotObject("an array (batches are not part of MCP since 2025-06-18)")),
+        Value::Array(_) => Err(FrameError::NotObject(
+            "an array (batches are not part of MCP since 2025-06-18)",
+        )),
         Value::String(_) => Err(FrameError::NotObject("a string")),
         Value::Number(_) => Err(FrameError::NotObject("a number")),
         Value::Bool(_) => Err(FrameError::NotObject("a boolean")),
@@ -229,7 +238,10 @@ mod tests {
     #[tokio::test]
     async fn splits_lines_skips_blanks_and_strips_carriage_returns() {
         let lines = read_all(b"{\"a\":1}\n\n  \r\n{\"b\":2}\r\n{\"c\":3}", 64).await;
-        assert_eq!(lines, [frame("{\"a\":1}"), frame("{\"b\":2}"), frame("{\"c\":3}")]);
+        assert_eq!(
+            lines,
+            [frame("{\"a\":1}"), frame("{\"b\":2}"), frame("{\"c\":3}")]
+        );
     }
 
     #[tokio::test]
@@ -251,16 +263,31 @@ mod tests {
     #[tokio::test]
     async fn a_line_exactly_at_the_cap_is_accepted() {
         let line = "x".repeat(32);
-        assert_eq!(read_all(format!("{line}\n").as_bytes(), 32).await, [frame(&line)]);
+        assert_eq!(
+            read_all(format!("{line}\n").as_bytes(), 32).await,
+            [frame(&line)]
+        );
     }
 
     #[test]
     fn parses_objects_and_names_what_else_it_got() {
         assert!(parse_object(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_ok());
-        assert!(matches!(parse_object(b"not json"), Err(FrameError::NotJson(_))));
-        assert!(matches!(parse_object(b"[1,2]"), Err(FrameError::NotObject(_))));
-        assert!(matches!(parse_object(b"42"), Err(FrameError::NotObject("a number"))));
-        assert!(matches!(parse_object(b"{} {}"), Err(FrameError::NotJson(_))));
+        assert!(matches!(
+            parse_object(b"not json"),
+            Err(FrameError::NotJson(_))
+        ));
+        assert!(matches!(
+            parse_object(b"[1,2]"),
+            Err(FrameError::NotObject(_))
+        ));
+        assert!(matches!(
+            parse_object(b"42"),
+            Err(FrameError::NotObject("a number"))
+        ));
+        assert!(matches!(
+            parse_object(b"{} {}"),
+            Err(FrameError::NotJson(_))
+        ));
     }
 
     #[test]

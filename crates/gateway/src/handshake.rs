@@ -8,14 +8,21 @@ use serde_json::{Map, Value, json};
 /// when Postern speaks it, else Postern's own.
 pub fn negotiate(agent_params: &Value) -> &'static str {
     let asked = agent_params.get("protocolVersion").and_then(Value::as_str);
-    SUPPORTED_PROTOCOL_VERSIONS.into_iter().find(|v| Some(*v) == asked).unwrap_or(PROTOCOL_VERSION)
+    SUPPORTED_PROTOCOL_VERSIONS
+        .into_iter()
+        .find(|v| Some(*v) == asked)
+        .unwrap_or(PROTOCOL_VERSION)
 }
 
 /// The result of the agent's `initialize`. With the upstream server's own result,
 /// its capabilities and instructions are passed on, and `tools.listChanged` is always
 /// advertised: Postern tells the agent when the catalog changes, even if the server
 /// would not.
-pub fn initialize_result(label: &str, agent_params: &Value, upstream: Option<&Map<String, Value>>) -> Value {
+pub fn initialize_result(
+    label: &str,
+    agent_params: &Value,
+    upstream: Option<&Map<String, Value>>,
+) -> Value {
     let mut capabilities = upstream
         .and_then(|u| u.get("capabilities"))
         .and_then(Value::as_object)
@@ -36,7 +43,10 @@ pub fn initialize_result(label: &str, agent_params: &Value, upstream: Option<&Ma
             "version": env!("CARGO_PKG_VERSION"),
         },
     });
-    if let Some(instructions) = upstream.and_then(|u| u.get("instructions")).filter(|i| i.is_string()) {
+    if let Some(instructions) = upstream
+        .and_then(|u| u.get("instructions"))
+        .filter(|i| i.is_string())
+    {
         result["instructions"] = instructions.clone();
     }
     result
@@ -70,8 +80,14 @@ mod tests {
 
     #[test]
     fn echoes_a_supported_version_and_falls_back_to_ours() {
-        assert_eq!(negotiate(&json!({"protocolVersion": "2025-06-18"})), "2025-06-18");
-        assert_eq!(negotiate(&json!({"protocolVersion": "2099-01-01"})), PROTOCOL_VERSION);
+        assert_eq!(
+            negotiate(&json!({"protocolVersion": "2025-06-18"})),
+            "2025-06-18"
+        );
+        assert_eq!(
+            negotiate(&json!({"protocolVersion": "2099-01-01"})),
+            PROTOCOL_VERSION
+        );
         assert_eq!(negotiate(&json!({})), PROTOCOL_VERSION);
     }
 
@@ -83,13 +99,19 @@ mod tests {
         });
         let result = initialize_result("time", &json!({}), upstream.as_object());
         assert_eq!(result["capabilities"]["tools"]["listChanged"], true);
-        assert_eq!(result["capabilities"]["prompts"], json!({"listChanged": true}));
+        assert_eq!(
+            result["capabilities"]["prompts"],
+            json!({"listChanged": true})
+        );
         assert_eq!(result["capabilities"]["logging"], json!({}));
         assert_eq!(result["instructions"], "Use get_current_time for clocks.");
         assert_eq!(result["serverInfo"]["title"], "time (via Postern)");
 
         let offline = initialize_result("time", &json!({}), None);
-        assert_eq!(offline["capabilities"], json!({"tools": {"listChanged": true}}));
+        assert_eq!(
+            offline["capabilities"],
+            json!({"tools": {"listChanged": true}})
+        );
     }
 
     #[test]
@@ -97,7 +119,10 @@ mod tests {
         let agent = json!({"protocolVersion": "2025-11-25", "capabilities": {"roots": {"listChanged": true}},
                            "clientInfo": {"name": "claude-code", "version": "2.1"}});
         let params = upstream_initialize_params(&agent);
-        assert_eq!(params["capabilities"], json!({"roots": {"listChanged": true}}));
+        assert_eq!(
+            params["capabilities"],
+            json!({"roots": {"listChanged": true}})
+        );
         assert_eq!(params["clientInfo"]["name"], "claude-code");
         assert_eq!(client_name(&agent).as_deref(), Some("claude-code 2.1"));
     }

@@ -17,6 +17,6 @@ mod upstream;
 
 pub use framing::MAX_FRAME;
 pub use listener::{Gateway, bind, serve};
-pub use session::Command;
 pub use registry::{Phase, SessionInfo, Sessions};
+pub use session::Command;
 pub use upstream::ServerDirectory;

@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use postern_domain::ServerLabel;
+use postern_supervisor::DigestCache;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::UnixListener;
 use tokio::net::unix::OwnedWriteHalf;
-use postern_supervisor::DigestCache;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::framing::{Line, LineReader};
 use crate::control::ControlHandler;
+use crate::framing::{Line, LineReader};
 use crate::hello::{Opening, SOCKET_PROTOCOL, Welcome};
 use crate::registry::Sessions;
 use crate::session::{self, Command, Context};
@@ -55,7 +55,9 @@ impl Gateway {
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway").field("sessions", &self.sessions.len()).finish_non_exhaustive()
+        f.debug_struct("Gateway")
+            .field("sessions", &self.sessions.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -63,7 +65,10 @@ impl std::fmt::Debug for Gateway {
 /// file is replaced: the caller must hold the home's single-owner lock.
 pub fn bind(socket: &Path) -> std::io::Result<UnixListener> {
     if let Some(dir) = socket.parent() {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     match std::fs::remove_file(socket) {
@@ -114,7 +119,9 @@ async fn connection(
     mut write: OwnedWriteHalf,
 ) {
     let opening = match tokio::time::timeout(HELLO_TIMEOUT, reader.next()).await {
-        Ok(Ok(Some(Line::Frame(line)))) => serde_json::from_slice::<Opening>(&line).map_err(|e| format!("bad hello: {e}")),
+        Ok(Ok(Some(Line::Frame(line)))) => {
+            serde_json::from_slice::<Opening>(&line).map_err(|e| format!("bad hello: {e}"))
+        }
         Ok(Ok(Some(Line::Oversize { .. }))) => Err("bad hello: too large".to_owned()),
         Ok(Ok(None) | Err(_)) => return,
         Err(_) => Err("no hello within 10s".to_owned()),
@@ -123,8 +130,12 @@ async fn connection(
         Ok(Opening::Control(request)) => {
             let answer = match (&ctx.control, request.postern == SOCKET_PROTOCOL) {
                 (Some(control), true) => control.handle(request.control),
-                (None, _) => serde_json::json!({"error": "this engine takes no management requests"}),
-                (_, false) => serde_json::json!({"error": "socket protocol mismatch: update Postern"}),
+                (None, _) => {
+                    serde_json::json!({"error": "this engine takes no management requests"})
+                }
+                (_, false) => {
+                    serde_json::json!({"error": "socket protocol mismatch: update Postern"})
+                }
             };
             let _ = write_json(&mut write, &answer).await;
             return;
@@ -134,14 +145,19 @@ async fn connection(
     };
     let accepted = hello.and_then(|h| {
         if h.postern != SOCKET_PROTOCOL {
-            return Err(format!("this engine speaks socket protocol {SOCKET_PROTOCOL}, the shim {}: update Postern", h.postern));
+            return Err(format!(
+                "this engine speaks socket protocol {SOCKET_PROTOCOL}, the shim {}: update Postern",
+                h.postern
+            ));
         }
         let label: ServerLabel = h.server.parse().map_err(|e| format!("{e}"))?;
         Ok((label, h.resume))
     });
     let welcome = match &accepted {
         Ok(_) => Welcome::Accepted { session: id },
-        Err(error) => Welcome::Refused { error: error.clone() },
+        Err(error) => Welcome::Refused {
+            error: error.clone(),
+        },
     };
     if write_json(&mut write, &welcome).await.is_err() {
         return;
@@ -156,14 +172,20 @@ async fn connection(
     session::run(ctx, id, label, resume, reader, to_agent).await;
 }
 
-async fn write_json(write: &mut OwnedWriteHalf, value: &impl serde::Serialize) -> std::io::Result<()> {
+async fn write_json(
+    write: &mut OwnedWriteHalf,
+    value: &impl serde::Serialize,
+) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     line.push(b'\n');
     write.write_all(&line).await
 }
 
 /// Writes queued lines, flushing whenever the queue runs dry.
-pub(crate) async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(write: W, mut rx: mpsc::UnboundedReceiver<Bytes>) {
+pub(crate) async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
+    write: W,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+) {
     let mut out = BufWriter::new(write);
     while let Some(line) = rx.recv().await {
         if out.write_all(&line).await.is_err() || out.write_all(b"\n").await.is_err() {

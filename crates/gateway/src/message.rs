@@ -34,7 +34,9 @@ impl Id {
     /// Reads an id; `None` for null, objects, arrays, booleans.
     pub fn from_value(value: &Value) -> Option<Self> {
         match value {
-            Value::String(_) | Value::Number(_) => Some(Self { value: value.clone() }),
+            Value::String(_) | Value::Number(_) => Some(Self {
+                value: value.clone(),
+            }),
             _ => None,
         }
     }
@@ -114,23 +116,41 @@ impl Message {
         })?;
         let id_value = body.get("id");
         let id = id_value.and_then(Id::from_value);
-        let invalid = |reason: &str| Rejected { id: id.clone(), code: code::INVALID_REQUEST, reason: reason.to_owned() };
+        let invalid = |reason: &str| Rejected {
+            id: id.clone(),
+            code: code::INVALID_REQUEST,
+            reason: reason.to_owned(),
+        };
         if body.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(invalid("missing \"jsonrpc\": \"2.0\""));
         }
         let kind = match (body.get("method"), id_value) {
-            (Some(Value::String(method)), None) => Kind::Notification { method: method.clone() },
+            (Some(Value::String(method)), None) => Kind::Notification {
+                method: method.clone(),
+            },
             (Some(Value::String(method)), Some(_)) => match &id {
-                Some(id) => Kind::Request { id: id.clone(), method: method.clone() },
+                Some(id) => Kind::Request {
+                    id: id.clone(),
+                    method: method.clone(),
+                },
                 None => return Err(invalid("a request id must be a string or a number")),
             },
             (Some(_), _) => return Err(invalid("\"method\" must be a string")),
-            (None, Some(_)) => match (&id, body.contains_key("result"), body.contains_key("error")) {
-                (Some(id), true, false) | (Some(id), false, true) => Kind::Response { id: id.clone() },
+            (None, Some(_)) => match (&id, body.contains_key("result"), body.contains_key("error"))
+            {
+                (Some(id), true, false) | (Some(id), false, true) => {
+                    Kind::Response { id: id.clone() }
+                }
                 (None, _, _) => return Err(invalid("a response id must be a string or a number")),
-                _ => return Err(invalid("a response needs exactly one of \"result\" and \"error\"")),
+                _ => {
+                    return Err(invalid(
+                        "a response needs exactly one of \"result\" and \"error\"",
+                    ));
+                }
             },
-            (None, None) => return Err(invalid("neither a request, a notification nor a response")),
+            (None, None) => {
+                return Err(invalid("neither a request, a notification nor a response"));
+            }
         };
         Ok(Self { raw, body, kind })
     }
@@ -152,7 +172,9 @@ pub fn error(id: Option<&Id>, code: i64, message: &str, data: Option<Value>) -> 
     if let Some(data) = data {
         err["data"] = data;
     }
-    encode(&json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, |i| i.value().clone()), "error": err}))
+    encode(
+        &json!({"jsonrpc": "2.0", "id": id.map_or(Value::Null, |i| i.value().clone()), "error": err}),
+    )
 }
 
 /// Serializes a request.
@@ -202,8 +224,14 @@ mod tests {
             parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Ok(Kind::Notification { .. })
         ));
-        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#), Ok(Kind::Response { .. })));
-        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"x"}}"#), Ok(Kind::Response { .. })));
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            Ok(Kind::Response { .. })
+        ));
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"x"}}"#),
+            Ok(Kind::Response { .. })
+        ));
     }
 
     #[test]
@@ -211,23 +239,51 @@ mod tests {
         let s = Id::from_value(&json!("1")).expect("id");
         let n = Id::from_value(&json!(1)).expect("id");
         assert_ne!(s, n);
-        assert_eq!(String::from_utf8_lossy(&result(&s, json!({}))), r#"{"jsonrpc":"2.0","id":"1","result":{}}"#);
-        assert_eq!(String::from_utf8_lossy(&result(&n, json!({}))), r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        assert_eq!(
+            String::from_utf8_lossy(&result(&s, json!({}))),
+            r#"{"jsonrpc":"2.0","id":"1","result":{}}"#
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&result(&n, json!({}))),
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+        );
     }
 
     #[test]
     fn rejects_malformed_messages_with_the_id_when_readable() {
         let r = parse(r#"{"jsonrpc":"2.0","id":9}"#).expect_err("no result or error");
-        assert_eq!((r.id.map(|i| i.to_string()), r.code), (Some("9".into()), code::INVALID_REQUEST));
-        assert_eq!(parse(r#"{"id":1,"method":"x"}"#).expect_err("no jsonrpc").code, code::INVALID_REQUEST);
-        assert_eq!(parse(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).expect_err("null id").code, code::INVALID_REQUEST);
-        assert_eq!(parse("garbage").expect_err("not json").code, code::PARSE_ERROR);
+        assert_eq!(
+            (r.id.map(|i| i.to_string()), r.code),
+            (Some("9".into()), code::INVALID_REQUEST)
+        );
+        assert_eq!(
+            parse(r#"{"id":1,"method":"x"}"#)
+                .expect_err("no jsonrpc")
+                .code,
+            code::INVALID_REQUEST
+        );
+        assert_eq!(
+            parse(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#)
+                .expect_err("null id")
+                .code,
+            code::INVALID_REQUEST
+        );
+        assert_eq!(
+            parse("garbage").expect_err("not json").code,
+            code::PARSE_ERROR
+        );
     }
 
     #[test]
     fn sniffs_ids_from_truncated_lines() {
-        assert_eq!(sniff_id(br#"{"jsonrpc":"2.0","id":42,"result":{"content":[{"te"#), Id::from_value(&json!(42)));
-        assert_eq!(sniff_id(br#"{"id" : "abc","result":"#), Id::from_value(&json!("abc")));
+        assert_eq!(
+            sniff_id(br#"{"jsonrpc":"2.0","id":42,"result":{"content":[{"te"#),
+            Id::from_value(&json!(42))
+        );
+        assert_eq!(
+            sniff_id(br#"{"id" : "abc","result":"#),
+            Id::from_value(&json!("abc"))
+        );
         assert_eq!(sniff_id(br#"{"jsonrpc":"2.0","result":{"#), None);
     }
 }

@@ -78,12 +78,18 @@ impl Default for Sessions {
 impl Sessions {
     /// An empty list.
     pub fn new() -> Self {
-        Self { inner: Arc::default(), changed: Arc::new(watch::channel(0).0) }
+        Self {
+            inner: Arc::default(),
+            changed: Arc::new(watch::channel(0).0),
+        }
     }
 
     /// Every session, in connection order.
     pub fn snapshot(&self) -> Vec<SessionInfo> {
-        self.inner.lock().map(|m| m.values().cloned().collect()).unwrap_or_default()
+        self.inner
+            .lock()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// A receiver that changes whenever the list or a session's state changes.

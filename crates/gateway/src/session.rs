@@ -138,13 +138,33 @@ struct InFlight {
 enum Event {
     Agent(Line),
     AgentClosed,
-    Started { generation: u64, outcome: Result<Box<Started>, StartError> },
-    Server { generation: u64, line: Line },
-    ServerStdoutClosed { generation: u64 },
-    ServerExited { generation: u64, report: ExitReport },
-    ArtifactsChanged { generation: u64, record: Box<postern_domain::ExecutionRecord>, changed: Vec<PathBuf> },
-    WorkerReplaced { generation: u64, what: String },
-    RefetchCatalog { generation: u64 },
+    Started {
+        generation: u64,
+        outcome: Result<Box<Started>, StartError>,
+    },
+    Server {
+        generation: u64,
+        line: Line,
+    },
+    ServerStdoutClosed {
+        generation: u64,
+    },
+    ServerExited {
+        generation: u64,
+        report: ExitReport,
+    },
+    ArtifactsChanged {
+        generation: u64,
+        record: Box<postern_domain::ExecutionRecord>,
+        changed: Vec<PathBuf>,
+    },
+    WorkerReplaced {
+        generation: u64,
+        what: String,
+    },
+    RefetchCatalog {
+        generation: u64,
+    },
     BackoffOver,
 }
 
@@ -160,7 +180,9 @@ impl Session {
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::Restart(label) if label == self.info.server => self.restart("restart requested"),
+            Command::Restart(label) if label == self.info.server => {
+                self.restart("restart requested")
+            }
             Command::Restart(_) => {}
         }
     }
@@ -172,9 +194,21 @@ impl Session {
             Line::Frame(raw) => raw,
             Line::Oversize { len, prefix } => {
                 let id = sniff_id(&prefix);
-                tracing::warn!(session = self.info.id, len, "agent message over the size cap; refused");
-                let reason = format!("message of {len}+ bytes exceeds Postern's {} MiB limit", MAX_FRAME >> 20);
-                self.reply(message::error(id.as_ref(), code::INVALID_REQUEST, &reason, None));
+                tracing::warn!(
+                    session = self.info.id,
+                    len,
+                    "agent message over the size cap; refused"
+                );
+                let reason = format!(
+                    "message of {len}+ bytes exceeds Postern's {} MiB limit",
+                    MAX_FRAME >> 20
+                );
+                self.reply(message::error(
+                    id.as_ref(),
+                    code::INVALID_REQUEST,
+                    &reason,
+                    None,
+                ));
                 return;
             }
         };
@@ -182,7 +216,12 @@ impl Session {
             Ok(msg) => msg,
             Err(rejected) => {
                 tracing::warn!(session = self.info.id, reason = %rejected.reason, "malformed agent message; refused");
-                self.reply(message::error(rejected.id.as_ref(), rejected.code, &rejected.reason, None));
+                self.reply(message::error(
+                    rejected.id.as_ref(),
+                    rejected.code,
+                    &rejected.reason,
+                    None,
+                ));
                 return;
             }
         };
@@ -209,7 +248,12 @@ impl Session {
                 None,
             )),
             "initialize" if self.client_init.is_some() => {
-                self.reply(message::error(Some(&id), code::INVALID_REQUEST, "already initialized", None));
+                self.reply(message::error(
+                    Some(&id),
+                    code::INVALID_REQUEST,
+                    "already initialized",
+                    None,
+                ));
             }
             "initialize" => {
                 let params = msg.params().cloned().unwrap_or_else(|| json!({}));
@@ -230,7 +274,7 @@ impl Session {
                 &format!("request id {id} is already in use by a request in flight"),
                 None,
             )),
-            _ => self.to_server(msg),
+            _ => self.toward_server(msg),
         }
     }
 
@@ -238,29 +282,38 @@ impl Session {
         match method {
             "notifications/initialized" => {
                 self.agent_initialized = true;
-                self.to_server(msg);
+                self.toward_server(msg);
             }
             "notifications/cancelled" => {
                 // Once cancelled, a late answer is dropped and an exit owes no error; a
                 // held request is simply never sent.
-                if let Some(id) = msg.params().and_then(|p| p.get("requestId")).and_then(Id::from_value) {
+                if let Some(id) = msg
+                    .params()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(Id::from_value)
+                {
                     self.in_flight.remove(&id);
                     let before = self.held.len();
-                    self.held.retain(|m| !matches!(&m.kind, Kind::Request { id: held, .. } if *held == id));
+                    self.held.retain(
+                        |m| !matches!(&m.kind, Kind::Request { id: held, .. } if *held == id),
+                    );
                     if self.held.len() != before {
                         return;
                     }
                 }
-                self.to_server(msg);
+                self.toward_server(msg);
             }
-            _ => self.to_server(msg),
+            _ => self.toward_server(msg),
         }
     }
 
     fn id_in_use(&self, id: &Id) -> bool {
         self.in_flight.contains_key(id)
             || self.upstream.is_internal(id)
-            || self.held.iter().any(|m| matches!(&m.kind, Kind::Request { id: q, .. } if q == id))
+            || self
+                .held
+                .iter()
+                .any(|m| matches!(&m.kind, Kind::Request { id: q, .. } if q == id))
     }
 
     // ---- plumbing ----
@@ -280,7 +333,10 @@ impl Session {
     }
 }
 
-async fn read_agent<R: AsyncBufRead + Unpin>(mut reader: LineReader<R>, events: mpsc::UnboundedSender<Event>) {
+async fn read_agent<R: AsyncBufRead + Unpin>(
+    mut reader: LineReader<R>,
+    events: mpsc::UnboundedSender<Event>,
+) {
     while let Ok(Some(line)) = reader.next().await {
         if events.send(Event::Agent(line)).is_err() {
             return;
@@ -290,5 +346,7 @@ async fn read_agent<R: AsyncBufRead + Unpin>(mut reader: LineReader<R>, events: 
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

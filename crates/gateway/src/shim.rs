@@ -35,9 +35,24 @@ where
     let (events, mut rx) = mpsc::unbounded_channel();
     let (to_agent, agent_rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_lines(stdout, agent_rx));
-    tokio::spawn(read_lines(LineReader::new(BufReader::new(stdin)), events.clone(), Event::Agent, Event::AgentClosed));
+    tokio::spawn(read_lines(
+        LineReader::new(BufReader::new(stdin)),
+        events.clone(),
+        Event::Agent,
+        Event::AgentClosed,
+    ));
 
-    let mut shim = Shim { socket, label, events, to_agent, engine: None, generation: 0, init: None, in_flight: HashSet::new(), offline_reason: NOT_RUNNING.to_owned() };
+    let mut shim = Shim {
+        socket,
+        label,
+        events,
+        to_agent,
+        engine: None,
+        generation: 0,
+        init: None,
+        in_flight: HashSet::new(),
+        offline_reason: NOT_RUNNING.to_owned(),
+    };
     shim.connect().await;
     let mut retry = tokio::time::interval(RECONNECT_EVERY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -83,10 +98,18 @@ enum Event {
 impl Shim {
     /// Tries to reach the engine; true when connected.
     async fn connect(&mut self) -> bool {
-        let Ok(stream) = UnixStream::connect(&self.socket).await else { return false };
+        let Ok(stream) = UnixStream::connect(&self.socket).await else {
+            return false;
+        };
         let (read, mut write) = stream.into_split();
-        let hello = Hello { postern: SOCKET_PROTOCOL, server: self.label.clone(), resume: self.init.clone() };
-        let Ok(mut line) = serde_json::to_vec(&hello) else { return false };
+        let hello = Hello {
+            postern: SOCKET_PROTOCOL,
+            server: self.label.clone(),
+            resume: self.init.clone(),
+        };
+        let Ok(mut line) = serde_json::to_vec(&hello) else {
+            return false;
+        };
         line.push(b'\n');
         if write.write_all(&line).await.is_err() {
             return false;
@@ -109,7 +132,12 @@ impl Shim {
         let generation = self.generation;
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(write_lines(write, rx));
-        tokio::spawn(read_lines(reader, self.events.clone(), move |l| Event::Engine(generation, l), Event::EngineClosed(generation)));
+        tokio::spawn(read_lines(
+            reader,
+            self.events.clone(),
+            move |l| Event::Engine(generation, l),
+            Event::EngineClosed(generation),
+        ));
         self.engine = Some(tx);
         self.offline_reason = NOT_RUNNING.to_owned();
         tracing::info!(server = %self.label, "connected to the Postern engine");
@@ -120,7 +148,11 @@ impl Shim {
         match event {
             Event::Agent(line) => self.on_agent(line),
             Event::Engine(generation, Line::Frame(raw)) if generation == self.generation => {
-                if let Ok(Message { kind: Kind::Response { id }, .. }) = Message::parse(raw.clone()) {
+                if let Ok(Message {
+                    kind: Kind::Response { id },
+                    ..
+                }) = Message::parse(raw.clone())
+                {
                     self.in_flight.remove(&id);
                 }
                 self.reply(raw);
@@ -130,7 +162,12 @@ impl Shim {
                 self.engine = None;
                 for id in std::mem::take(&mut self.in_flight) {
                     let reason = "the Postern engine stopped before answering";
-                    self.reply(message::error(Some(&id), code::INTERNAL_ERROR, reason, Some(json!({"error": "engine_unavailable"}))));
+                    self.reply(message::error(
+                        Some(&id),
+                        code::INTERNAL_ERROR,
+                        reason,
+                        Some(json!({"error": "engine_unavailable"})),
+                    ));
                 }
             }
             Event::Engine(..) | Event::EngineClosed(_) | Event::AgentClosed => {}
@@ -160,12 +197,25 @@ impl Shim {
             }
             (_, Line::Oversize { len, prefix }) => {
                 // Never forwarded: the engine would refuse it anyway, and it is large.
-                let reason = format!("message of {len}+ bytes exceeds Postern's {} MiB limit", crate::MAX_FRAME >> 20);
-                self.reply(message::error(sniff_id(&prefix).as_ref(), code::INVALID_REQUEST, &reason, None));
+                let reason = format!(
+                    "message of {len}+ bytes exceeds Postern's {} MiB limit",
+                    crate::MAX_FRAME >> 20
+                );
+                self.reply(message::error(
+                    sniff_id(&prefix).as_ref(),
+                    code::INVALID_REQUEST,
+                    &reason,
+                    None,
+                ));
             }
             (None, Line::Frame(raw)) => {
                 if let Err(rejected) = Message::parse(raw) {
-                    self.reply(message::error(rejected.id.as_ref(), rejected.code, &rejected.reason, None));
+                    self.reply(message::error(
+                        rejected.id.as_ref(),
+                        rejected.code,
+                        &rejected.reason,
+                        None,
+                    ));
                 }
             }
         }
@@ -178,7 +228,12 @@ impl Shim {
                 message::result(id, initialize_result(&self.label, &params, None))
             }
             "ping" => message::result(id, json!({})),
-            _ => message::error(Some(id), code::INTERNAL_ERROR, &self.offline_reason, Some(json!({"error": "engine_unavailable"}))),
+            _ => message::error(
+                Some(id),
+                code::INTERNAL_ERROR,
+                &self.offline_reason,
+                Some(json!({"error": "engine_unavailable"})),
+            ),
         };
         self.reply(reply);
     }
@@ -188,8 +243,12 @@ impl Shim {
     }
 }
 
-async fn read_lines<R, F>(mut reader: LineReader<R>, events: mpsc::UnboundedSender<Event>, wrap: F, closed: Event)
-where
+async fn read_lines<R, F>(
+    mut reader: LineReader<R>,
+    events: mpsc::UnboundedSender<Event>,
+    wrap: F,
+    closed: Event,
+) where
     R: AsyncBufRead + Unpin,
     F: Fn(Line) -> Event,
 {

@@ -88,15 +88,25 @@ pub(crate) async fn start(
     let mut stdout = LineReader::new(BufReader::new(spawned.stdout));
     let mut handle = spawned.handle;
 
-    let request = message::request(&json!(INIT_ID), "initialize", upstream_initialize_params(agent_params));
+    let request = message::request(
+        &json!(INIT_ID),
+        "initialize",
+        upstream_initialize_params(agent_params),
+    );
     let handshake = async {
-        write_line(&mut stdin, &request).await.map_err(|e| format!("cannot write to the server: {e}"))?;
+        write_line(&mut stdin, &request)
+            .await
+            .map_err(|e| format!("cannot write to the server: {e}"))?;
         loop {
             match stdout.next().await {
                 Ok(Some(Line::Frame(raw))) => match Message::parse(raw) {
                     Ok(msg) if is_init_response(&msg) => return init_result(msg),
-                    Ok(msg) => tracing::debug!(server = %label, kind = ?msg.kind, "message before initialize answered; dropped"),
-                    Err(rej) => tracing::warn!(server = %label, reason = %rej.reason, "server wrote a line that is not JSON-RPC; dropped"),
+                    Ok(msg) => {
+                        tracing::debug!(server = %label, kind = ?msg.kind, "message before initialize answered; dropped")
+                    }
+                    Err(rej) => {
+                        tracing::warn!(server = %label, reason = %rej.reason, "server wrote a line that is not JSON-RPC; dropped")
+                    }
                 },
                 Ok(Some(Line::Oversize { len, .. })) => {
                     tracing::warn!(server = %label, len, "server wrote an oversized line; dropped");
@@ -107,16 +117,29 @@ pub(crate) async fn start(
     };
     let outcome = tokio::time::timeout(INITIALIZE_TIMEOUT, handshake).await;
     match outcome {
-        Ok(Ok(init)) => Ok(Started { stdin, stdout, handle, init, record, config }),
+        Ok(Ok(init)) => Ok(Started {
+            stdin,
+            stdout,
+            handle,
+            init,
+            record,
+            config,
+        }),
         Ok(Err(Some(reason))) => Err(StartError::Crashed(reason)),
         Ok(Err(None)) => {
             let report = handle.exited().await;
-            Err(StartError::Crashed(with_stderr(format!("server '{label}' exited during initialize ({report})"), &handle)))
+            Err(StartError::Crashed(with_stderr(
+                format!("server '{label}' exited during initialize ({report})"),
+                &handle,
+            )))
         }
         Err(_) => {
             handle.stop();
             Err(StartError::Crashed(with_stderr(
-                format!("server '{label}' did not answer initialize within {}s", INITIALIZE_TIMEOUT.as_secs()),
+                format!(
+                    "server '{label}' did not answer initialize within {}s",
+                    INITIALIZE_TIMEOUT.as_secs()
+                ),
                 &handle,
             )))
         }
@@ -146,9 +169,16 @@ fn is_init_response(msg: &Message) -> bool {
 fn init_result(mut msg: Message) -> Result<Map<String, Value>, Option<String>> {
     match msg.body.remove("result") {
         Some(Value::Object(result)) => Ok(result),
-        Some(_) => Err(Some("the server's initialize result is not an object".to_owned())),
+        Some(_) => Err(Some(
+            "the server's initialize result is not an object".to_owned(),
+        )),
         None => {
-            let err = msg.body.get("error").and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("no message");
+            let err = msg
+                .body
+                .get("error")
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or("no message");
             Err(Some(format!("the server refused initialize: {err}")))
         }
     }

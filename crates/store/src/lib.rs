@@ -27,7 +27,9 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// The database was written by a newer Postern.
-    #[error("the database is at schema version {found}, newer than this Postern knows ({known}); upgrade Postern")]
+    #[error(
+        "the database is at schema version {found}, newer than this Postern knows ({known}); upgrade Postern"
+    )]
     TooNew { found: i64, known: i64 },
     /// A stored row no longer parses (edited by hand, or corrupted).
     #[error("stored row for {what} is invalid: {why}")]
@@ -53,7 +55,9 @@ impl Store {
 
     /// The schema version the database is at.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
-        Ok(self.conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
+        Ok(self
+            .conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))?)
     }
 }
 
@@ -66,8 +70,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("open");
         assert_eq!(store.schema_version().expect("version"), migrations::LATEST);
-        let mode: String =
-            store.conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).expect("mode");
+        let mode: String = store
+            .conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .expect("mode");
         assert_eq!(mode, "wal");
         drop(store);
         // Reopening an up-to-date database is a no-op, not an error.
@@ -82,6 +88,9 @@ mod tests {
         conn.pragma_update(None, "user_version", 999).expect("bump");
         drop(conn);
         let err = Store::open(dir.path()).expect_err("must refuse");
-        assert!(matches!(err, StoreError::TooNew { found: 999, .. }), "{err}");
+        assert!(
+            matches!(err, StoreError::TooNew { found: 999, .. }),
+            "{err}"
+        );
     }
 }

@@ -29,7 +29,10 @@ pub(crate) fn apply(conn: &mut Connection) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if found > LATEST {
-        return Err(StoreError::TooNew { found, known: LATEST });
+        return Err(StoreError::TooNew {
+            found,
+            known: LATEST,
+        });
     }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
         tx.execute_batch(sql)?;

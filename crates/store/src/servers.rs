@@ -21,8 +21,11 @@ impl Store {
     /// Adds a server, replacing any existing one with the same label.
     pub fn add_server(&self, config: &ServerConfig) -> Result<AddOutcome, StoreError> {
         let existed = self.server(&config.label)?.is_some();
-        let env: Vec<[&str; 2]> =
-            config.env.iter().map(|v| [v.name.as_str(), v.value.as_str()]).collect();
+        let env: Vec<[&str; 2]> = config
+            .env
+            .iter()
+            .map(|v| [v.name.as_str(), v.value.as_str()])
+            .collect();
         self.conn.execute(
             "INSERT INTO servers (label, command, cwd, env, created_at, identity_paths, restart, self_reloading)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -39,12 +42,19 @@ impl Store {
                 config.self_reloading,
             ],
         )?;
-        Ok(if existed { AddOutcome::Replaced } else { AddOutcome::Added })
+        Ok(if existed {
+            AddOutcome::Replaced
+        } else {
+            AddOutcome::Added
+        })
     }
 
     /// Removes a server; `false` when no server had that label.
     pub fn remove_server(&self, label: &ServerLabel) -> Result<bool, StoreError> {
-        Ok(self.conn.execute("DELETE FROM servers WHERE label = ?1", [label.as_str()])? > 0)
+        Ok(self
+            .conn
+            .execute("DELETE FROM servers WHERE label = ?1", [label.as_str()])?
+            > 0)
     }
 
     /// One server by label.
@@ -64,7 +74,9 @@ impl Store {
     pub fn servers(&self) -> Result<Vec<ServerConfig>, StoreError> {
         let mut stmt =
             self.conn.prepare_cached("SELECT label, command, cwd, env, identity_paths, restart, self_reloading FROM servers ORDER BY label")?;
-        let rows = stmt.query_map([], Row::read)?.collect::<Result<Vec<_>, _>>()?;
+        let rows = stmt
+            .query_map([], Row::read)?
+            .collect::<Result<Vec<_>, _>>()?;
         rows.into_iter().map(Row::into_config).collect()
     }
 }
@@ -93,17 +105,23 @@ impl Row {
     }
 
     fn into_config(self) -> Result<ServerConfig, StoreError> {
-        let corrupt = |why: String| StoreError::Corrupt { what: format!("server {:?}", self.label), why };
+        let corrupt = |why: String| StoreError::Corrupt {
+            what: format!("server {:?}", self.label),
+            why,
+        };
         let label: ServerLabel = self.label.parse().map_err(|e| corrupt(format!("{e}")))?;
         let command: Vec<String> =
             serde_json::from_str(&self.command).map_err(|e| corrupt(format!("command: {e}")))?;
         let env: Vec<(String, String)> =
             serde_json::from_str(&self.env).map_err(|e| corrupt(format!("env: {e}")))?;
-        let env = env.into_iter().map(|(name, value)| EnvVar { name, value }).collect();
+        let env = env
+            .into_iter()
+            .map(|(name, value)| EnvVar { name, value })
+            .collect();
         let mut config = ServerConfig::new(label, command, self.cwd.map(PathBuf::from), env)
             .map_err(|e| corrupt(format!("{e}")))?;
-        config.identity_paths =
-            serde_json::from_str(&self.identity_paths).map_err(|e| corrupt(format!("identity paths: {e}")))?;
+        config.identity_paths = serde_json::from_str(&self.identity_paths)
+            .map_err(|e| corrupt(format!("identity paths: {e}")))?;
         config.restart = self.restart.parse().map_err(corrupt)?;
         config.self_reloading = self.self_reloading;
         Ok(config)
@@ -111,7 +129,9 @@ impl Row {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]
@@ -135,14 +155,25 @@ mod tests {
     fn servers_round_trip_and_survive_reopening() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("open");
-        let time = config("time", &["uvx", "mcp-server-time", "--local-timezone", "UTC"]);
+        let time = config(
+            "time",
+            &["uvx", "mcp-server-time", "--local-timezone", "UTC"],
+        );
         assert_eq!(store.add_server(&time).expect("add"), AddOutcome::Added);
-        assert_eq!(store.add_server(&config("alpha", &["node", "a.js"])).expect("add"), AddOutcome::Added);
+        assert_eq!(
+            store
+                .add_server(&config("alpha", &["node", "a.js"]))
+                .expect("add"),
+            AddOutcome::Added
+        );
         drop(store);
 
         let store = Store::open(dir.path()).expect("reopen");
         let all = store.servers().expect("list");
-        assert_eq!(all.iter().map(|s| s.label.as_str()).collect::<Vec<_>>(), ["alpha", "time"]);
+        assert_eq!(
+            all.iter().map(|s| s.label.as_str()).collect::<Vec<_>>(),
+            ["alpha", "time"]
+        );
         assert_eq!(all[1], time);
     }
 
@@ -151,9 +182,15 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("open");
         store.add_server(&config("x", &["one"])).expect("add");
-        assert_eq!(store.add_server(&config("x", &["two"])).expect("add"), AddOutcome::Replaced);
+        assert_eq!(
+            store.add_server(&config("x", &["two"])).expect("add"),
+            AddOutcome::Replaced
+        );
         let label: ServerLabel = "x".parse().expect("label");
-        assert_eq!(store.server(&label).expect("get").expect("present").command, ["two"]);
+        assert_eq!(
+            store.server(&label).expect("get").expect("present").command,
+            ["two"]
+        );
         assert!(store.remove_server(&label).expect("remove"));
         assert!(!store.remove_server(&label).expect("remove again"));
         assert_eq!(store.server(&label).expect("get"), None);

@@ -69,7 +69,10 @@ pub enum IdentityError {
     NotFound { program: String, where_: String },
     /// A file could not be read for hashing.
     #[error("cannot hash {path}: {source}")]
-    Unreadable { path: PathBuf, source: std::io::Error },
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Digests keyed on file metadata, so a relaunch of an unchanged server costs a few
@@ -114,7 +117,8 @@ impl DigestCache {
         // an interpreter is that interpreter's entry; other scripts are wrappers.
         let mut wrappers = Vec::new();
         let mut entry = None;
-        let mut interpreter = (program_kind(&program) == Kind::Interpreter).then(|| program.clone());
+        let mut interpreter =
+            (program_kind(&program) == Kind::Interpreter).then(|| program.clone());
         let mut current = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
         let mut through_shell = false;
         while let Some(next_name) = shebang(&current) {
@@ -138,15 +142,19 @@ impl DigestCache {
         let executable = self.artifact(&current)?;
         let kind = match program_kind(&program) {
             Kind::PackageRunner => Kind::PackageRunner,
-            _ if interpreter.is_some() || program_kind(&current) == Kind::Interpreter => Kind::Interpreter,
+            _ if interpreter.is_some() || program_kind(&current) == Kind::Interpreter => {
+                Kind::Interpreter
+            }
             other => other,
         };
-        if kind == Kind::Interpreter && entry.is_none() {
-            if let Some(file) = entry_argument(config.args(), &working_directory) {
-                entry = Some(self.artifact(&file)?);
-            }
+        if kind == Kind::Interpreter
+            && entry.is_none()
+            && let Some(file) = entry_argument(config.args(), &working_directory)
+        {
+            entry = Some(self.artifact(&file)?);
         }
-        let shell_wrapper = through_shell || (wrappers.is_empty() && program_kind(&current) == Kind::Shell);
+        let shell_wrapper =
+            through_shell || (wrappers.is_empty() && program_kind(&current) == Kind::Shell);
 
         let lockfiles = LOCKFILES
             .iter()
@@ -157,7 +165,13 @@ impl DigestCache {
         let extra_paths = config
             .identity_paths
             .iter()
-            .map(|p| if p.is_absolute() { p.clone() } else { working_directory.join(p) })
+            .map(|p| {
+                if p.is_absolute() {
+                    p.clone()
+                } else {
+                    working_directory.join(p)
+                }
+            })
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
 
@@ -167,7 +181,14 @@ impl DigestCache {
             _ => None,
         };
 
-        let pinning = pinning(config, kind, shell_wrapper, entry.is_some(), !lockfiles.is_empty(), !extra_paths.is_empty());
+        let pinning = pinning(
+            config,
+            kind,
+            shell_wrapper,
+            entry.is_some(),
+            !lockfiles.is_empty(),
+            !extra_paths.is_empty(),
+        );
 
         let mut env_names: Vec<String> = std::env::vars_os()
             .map(|(k, _)| k.to_string_lossy().into_owned())
@@ -195,10 +216,20 @@ impl DigestCache {
 
     /// The digest of a file, or of a directory as a tree.
     pub fn artifact(&self, path: &Path) -> Result<Artifact, IdentityError> {
-        let unreadable = |source| IdentityError::Unreadable { path: path.to_owned(), source };
+        let unreadable = |source| IdentityError::Unreadable {
+            path: path.to_owned(),
+            source,
+        };
         let meta = std::fs::metadata(path).map_err(unreadable)?;
-        let digest = if meta.is_dir() { self.tree_digest(path)? } else { self.file_digest(path, &meta)? };
-        Ok(Artifact { path: path.to_owned(), digest })
+        let digest = if meta.is_dir() {
+            self.tree_digest(path)?
+        } else {
+            self.file_digest(path, &meta)?
+        };
+        Ok(Artifact {
+            path: path.to_owned(),
+            digest,
+        })
     }
 
     fn file_digest(&self, path: &Path, meta: &std::fs::Metadata) -> Result<Digest, IdentityError> {
@@ -209,12 +240,16 @@ impl DigestCache {
             mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
             ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
         };
-        if let Some((cached_key, digest)) = self.files.lock().ok().and_then(|f| f.get(path).copied())
+        if let Some((cached_key, digest)) =
+            self.files.lock().ok().and_then(|f| f.get(path).copied())
             && cached_key == key
         {
             return Ok(digest);
         }
-        let unreadable = |source| IdentityError::Unreadable { path: path.to_owned(), source };
+        let unreadable = |source| IdentityError::Unreadable {
+            path: path.to_owned(),
+            source,
+        };
         let mut file = std::fs::File::open(path).map_err(unreadable)?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 256 * 1024];
@@ -239,9 +274,15 @@ impl DigestCache {
         let mut stack = vec![root.to_owned()];
         let mut entries = Vec::new();
         while let Some(dir) = stack.pop() {
-            let unreadable = |source| IdentityError::Unreadable { path: dir.clone(), source };
+            let unreadable = |source| IdentityError::Unreadable {
+                path: dir.clone(),
+                source,
+            };
             for entry in std::fs::read_dir(&dir).map_err(unreadable)? {
-                let entry = entry.map_err(|source| IdentityError::Unreadable { path: dir.clone(), source })?;
+                let entry = entry.map_err(|source| IdentityError::Unreadable {
+                    path: dir.clone(),
+                    source,
+                })?;
                 entries.push(entry.path());
                 if entry.file_type().is_ok_and(|t| t.is_dir()) {
                     stack.push(entry.path());
@@ -250,11 +291,24 @@ impl DigestCache {
         }
         entries.sort();
         for path in entries {
-            let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
-            let meta = std::fs::symlink_metadata(&path).map_err(|source| IdentityError::Unreadable { path: path.clone(), source })?;
+            let rel = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            let meta =
+                std::fs::symlink_metadata(&path).map_err(|source| IdentityError::Unreadable {
+                    path: path.clone(),
+                    source,
+                })?;
             let mode = meta.permissions().mode() & 0o7777;
             let content = if meta.file_type().is_symlink() {
-                format!("link:{}", std::fs::read_link(&path).map(|t| t.to_string_lossy().into_owned()).unwrap_or_default())
+                format!(
+                    "link:{}",
+                    std::fs::read_link(&path)
+                        .map(|t| t.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                )
             } else if meta.is_dir() {
                 "dir".to_owned()
             } else {
@@ -266,7 +320,12 @@ impl DigestCache {
     }
 
     fn runtime_version(&self, interpreter: &Path, digest: Digest) -> Option<String> {
-        if let Some(known) = self.runtimes.lock().ok().and_then(|r| r.get(&digest).cloned()) {
+        if let Some(known) = self
+            .runtimes
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&digest).cloned())
+        {
             return known;
         }
         let version = run_version(interpreter);
@@ -300,21 +359,40 @@ fn program_kind(path: &Path) -> Kind {
     }
 }
 
-fn pinning(config: &ServerConfig, kind: Kind, through_shell: bool, has_entry: bool, has_lock: bool, has_extra: bool) -> Pinning {
+fn pinning(
+    config: &ServerConfig,
+    kind: Kind,
+    through_shell: bool,
+    has_entry: bool,
+    has_lock: bool,
+    has_extra: bool,
+) -> Pinning {
     let unpinned = |reason: String| Pinning::Unpinned { reason };
-    let program_name = Path::new(config.program()).file_name().and_then(OsStr::to_str).unwrap_or_default();
+    let program_name = Path::new(config.program())
+        .file_name()
+        .and_then(OsStr::to_str)
+        .unwrap_or_default();
     if kind == Kind::PackageRunner && !has_lock {
         return unpinned(format!(
             "`{program_name}` fetches and runs a package by name, and there is no lockfile in the working directory"
         ));
     }
-    if kind == Kind::Interpreter && program_name == "uv" && config.args().iter().any(|a| a == "--with") && !has_lock {
-        return unpinned("`uv run --with` resolves packages at launch, and there is no lockfile".to_owned());
+    if kind == Kind::Interpreter
+        && program_name == "uv"
+        && config.args().iter().any(|a| a == "--with")
+        && !has_lock
+    {
+        return unpinned(
+            "`uv run --with` resolves packages at launch, and there is no lockfile".to_owned(),
+        );
     }
     if kind == Kind::Interpreter && !has_entry && !has_lock && !has_extra {
         return unpinned(match config.args().first().map(String::as_str) {
-            Some("-m") => "the entry is a module name, not a file, and there is no lockfile".to_owned(),
-            _ => "no entry file could be found among the arguments, and there is no lockfile".to_owned(),
+            Some("-m") => {
+                "the entry is a module name, not a file, and there is no lockfile".to_owned()
+            }
+            _ => "no entry file could be found among the arguments, and there is no lockfile"
+                .to_owned(),
         });
     }
     if through_shell && !has_extra {
@@ -329,21 +407,37 @@ fn pinning(config: &ServerConfig, kind: Kind, through_shell: bool, has_entry: bo
 
 /// Resolves a program name as `execvp` would: a path (relative to the working
 /// directory) when it contains a slash, else the first executable on PATH.
-fn resolve_program(program: &str, cwd: &Path, path_var: Option<&OsStr>) -> Result<PathBuf, IdentityError> {
+fn resolve_program(
+    program: &str,
+    cwd: &Path,
+    path_var: Option<&OsStr>,
+) -> Result<PathBuf, IdentityError> {
     if program.contains('/') {
         let path = cwd.join(program);
         return if is_executable(&path) {
             Ok(path)
         } else {
-            Err(IdentityError::NotFound { program: program.to_owned(), where_: format!(" (resolved to {})", path.display()) })
+            Err(IdentityError::NotFound {
+                program: program.to_owned(),
+                where_: format!(" (resolved to {})", path.display()),
+            })
         };
     }
     path_var
         .into_iter()
         .flat_map(std::env::split_paths)
-        .map(|dir| if dir.is_absolute() { dir.join(program) } else { cwd.join(dir).join(program) })
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir.join(program)
+            } else {
+                cwd.join(dir).join(program)
+            }
+        })
         .find(|candidate| is_executable(candidate))
-        .ok_or_else(|| IdentityError::NotFound { program: program.to_owned(), where_: " on PATH".to_owned() })
+        .ok_or_else(|| IdentityError::NotFound {
+            program: program.to_owned(),
+            where_: " on PATH".to_owned(),
+        })
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -353,14 +447,17 @@ fn is_executable(path: &Path) -> bool {
 /// The interpreter named by a `#!` line (`/usr/bin/env node` gives `node`).
 fn shebang(path: &Path) -> Option<String> {
     let mut head = [0u8; 256];
-    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).ok()?;
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
     let line = head[..n].strip_prefix(b"#!")?;
     let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
     let line = std::str::from_utf8(line).ok()?.trim();
     let mut words = line.split_whitespace();
     let first = words.next()?;
     if Path::new(first).file_name() == Some(OsStr::new("env")) {
-        words.find(|w| !w.starts_with('-') && !w.contains('='))
+        words
+            .find(|w| !w.starts_with('-') && !w.contains('='))
             .map(str::to_owned)
     } else {
         Some(first.to_owned())
@@ -392,10 +489,25 @@ fn run_version(interpreter: &Path) -> Option<String> {
         std::thread::sleep(Duration::from_millis(5));
     }
     let out = child.wait_with_output().ok()?;
-    let text = if out.stdout.is_empty() { out.stderr } else { out.stdout };
-    let line = String::from_utf8_lossy(&text).lines().next()?.trim().to_owned();
-    let name = interpreter.file_name().and_then(OsStr::to_str).unwrap_or_default();
-    Some(if line.starts_with('v') { format!("{name} {line}") } else { line })
+    let text = if out.stdout.is_empty() {
+        out.stderr
+    } else {
+        out.stdout
+    };
+    let line = String::from_utf8_lossy(&text)
+        .lines()
+        .next()?
+        .trim()
+        .to_owned();
+    let name = interpreter
+        .file_name()
+        .and_then(OsStr::to_str)
+        .unwrap_or_default();
+    Some(if line.starts_with('v') {
+        format!("{name} {line}")
+    } else {
+        line
+    })
 }
 
 #[cfg(test)]
@@ -425,13 +537,33 @@ mod tests {
         let cache = DigestCache::new();
         // The real interpreter binary, not a version-manager shim in front of it.
         let python = real_python();
-        let seen = cache.observe(&config(dir.path(), &[&python, "-u", "server.py"])).expect("observe");
+        let seen = cache
+            .observe(&config(dir.path(), &[&python, "-u", "server.py"]))
+            .expect("observe");
         assert!(seen.program.is_absolute(), "{:?}", seen.program);
         assert_eq!(seen.launch_command[1..], ["-u", "server.py"]);
-        assert_eq!(seen.entry.as_ref().map(|e| e.path.clone()), Some(dir.path().join("server.py")));
-        assert_eq!(seen.entry.as_ref().map(|e| e.digest), Some(Digest::of(b"print('hi')")));
-        assert_eq!(seen.lockfiles.iter().map(|a| a.path.clone()).collect::<Vec<_>>(), [dir.path().join("requirements.txt")]);
-        assert!(seen.runtime.as_deref().is_some_and(|r| r.starts_with("Python 3")), "{:?}", seen.runtime);
+        assert_eq!(
+            seen.entry.as_ref().map(|e| e.path.clone()),
+            Some(dir.path().join("server.py"))
+        );
+        assert_eq!(
+            seen.entry.as_ref().map(|e| e.digest),
+            Some(Digest::of(b"print('hi')"))
+        );
+        assert_eq!(
+            seen.lockfiles
+                .iter()
+                .map(|a| a.path.clone())
+                .collect::<Vec<_>>(),
+            [dir.path().join("requirements.txt")]
+        );
+        assert!(
+            seen.runtime
+                .as_deref()
+                .is_some_and(|r| r.starts_with("Python 3")),
+            "{:?}",
+            seen.runtime
+        );
         assert_eq!(seen.pinning, Pinning::Pinned);
         // Names, never values.
         assert!(seen.env_names.contains(&"API_TOKEN".to_owned()));
@@ -455,14 +587,38 @@ mod tests {
         write_exec(&wrapper, "#!/bin/sh\nexec ./mcp-tool\n");
         let cache = DigestCache::new();
 
-        let seen = cache.observe(&config(dir.path(), &["./mcp-tool"])).expect("observe");
+        let seen = cache
+            .observe(&config(dir.path(), &["./mcp-tool"]))
+            .expect("observe");
         assert_eq!(seen.entry.map(|e| e.path), Some(tool.clone()));
-        assert!(seen.runtime.as_deref().is_some_and(|r| r.starts_with("Python 3")), "{:?}", seen.runtime);
+        assert!(
+            seen.runtime
+                .as_deref()
+                .is_some_and(|r| r.starts_with("Python 3")),
+            "{:?}",
+            seen.runtime
+        );
 
-        let seen = cache.observe(&config(dir.path(), &["./run.sh"])).expect("observe");
-        assert_eq!(seen.wrappers.iter().map(|w| w.path.clone()).collect::<Vec<_>>(), [wrapper]);
-        assert!(matches!(seen.pinning, Pinning::Unpinned { ref reason } if reason.contains("shell script")), "{:?}", seen.pinning);
-        assert!(seen.entry.is_none(), "a shell wrapper's target is unknown: {:?}", seen.entry);
+        let seen = cache
+            .observe(&config(dir.path(), &["./run.sh"]))
+            .expect("observe");
+        assert_eq!(
+            seen.wrappers
+                .iter()
+                .map(|w| w.path.clone())
+                .collect::<Vec<_>>(),
+            [wrapper]
+        );
+        assert!(
+            matches!(seen.pinning, Pinning::Unpinned { ref reason } if reason.contains("shell script")),
+            "{:?}",
+            seen.pinning
+        );
+        assert!(
+            seen.entry.is_none(),
+            "a shell wrapper's target is unknown: {:?}",
+            seen.entry
+        );
     }
 
     #[test]
@@ -472,13 +628,27 @@ mod tests {
         std::fs::create_dir(&bin).expect("mkdir");
         write_exec(&bin.join("npx"), "#!/usr/bin/env node\n");
         let mut cfg = config(dir.path(), &["npx", "-y", "some-server"]);
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-        cfg.env.push(postern_domain::EnvVar { name: "PATH".into(), value: path });
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        cfg.env.push(postern_domain::EnvVar {
+            name: "PATH".into(),
+            value: path,
+        });
         let cache = DigestCache::new();
         let seen = cache.observe(&cfg).expect("observe");
-        assert!(matches!(&seen.pinning, Pinning::Unpinned { reason } if reason.contains("no lockfile")), "{:?}", seen.pinning);
+        assert!(
+            matches!(&seen.pinning, Pinning::Unpinned { reason } if reason.contains("no lockfile")),
+            "{:?}",
+            seen.pinning
+        );
         std::fs::write(dir.path().join("package-lock.json"), "{}").expect("write");
-        assert_eq!(cache.observe(&cfg).expect("observe").pinning, Pinning::Pinned);
+        assert_eq!(
+            cache.observe(&cfg).expect("observe").pinning,
+            Pinning::Pinned
+        );
     }
 
     #[test]
@@ -491,10 +661,20 @@ mod tests {
         let cache = DigestCache::new();
         let file = cache.artifact(&dist.join("server.js")).expect("hash");
         let tree = cache.artifact(&dist).expect("hash");
-        assert_eq!(cache.artifact(&dist).expect("again").digest, tree.digest, "unchanged tree, same digest");
+        assert_eq!(
+            cache.artifact(&dist).expect("again").digest,
+            tree.digest,
+            "unchanged tree, same digest"
+        );
 
         std::fs::write(dist.join("server.js"), "b").expect("write");
-        assert_ne!(cache.artifact(&dist.join("server.js")).expect("rehash").digest, file.digest);
+        assert_ne!(
+            cache
+                .artifact(&dist.join("server.js"))
+                .expect("rehash")
+                .digest,
+            file.digest
+        );
         std::fs::write(dist.join("lib/util.js"), "u2").expect("write");
         assert_ne!(cache.artifact(&dist).expect("rehash").digest, tree.digest);
     }
@@ -502,7 +682,9 @@ mod tests {
     #[test]
     fn a_missing_program_names_itself() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let err = DigestCache::new().observe(&config(dir.path(), &["no-such-server-xyz"])).expect_err("missing");
+        let err = DigestCache::new()
+            .observe(&config(dir.path(), &["no-such-server-xyz"]))
+            .expect_err("missing");
         assert_eq!(err.to_string(), "cannot find `no-such-server-xyz` on PATH");
     }
 }

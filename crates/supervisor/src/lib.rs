@@ -16,7 +16,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use postern_domain::{ExecutionEpoch, ExecutionRecord, ServerConfig};
 
 pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
-pub use process::{ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program};
+pub use process::{
+    ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,
+};
 pub use watch::{ArtifactWatch, ProcessGroupSample, sample_process_group};
 
 /// A launched server: its pipes, its supervising handle, and its execution record.
@@ -55,7 +57,12 @@ pub fn new_epoch() -> ExecutionEpoch {
 }
 
 /// The record of `observed` for a process started now, with a fresh epoch.
-pub fn record(config: &ServerConfig, observed: Observed, pid: u32, started_at_ms: i64) -> ExecutionRecord {
+pub fn record(
+    config: &ServerConfig,
+    observed: Observed,
+    pid: u32,
+    started_at_ms: i64,
+) -> ExecutionRecord {
     ExecutionRecord {
         server_label: config.label.clone(),
         epoch: new_epoch(),
@@ -75,5 +82,7 @@ pub fn record(config: &ServerConfig, observed: Observed, pid: u32, started_at_ms
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

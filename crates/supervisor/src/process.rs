@@ -1,8 +1,8 @@
 //! One server process: spawn, stderr capture, graceful stop, exit reporting.
 
 use std::collections::VecDeque;
-use std::path::Path;
 use std::fmt;
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -94,9 +94,14 @@ pub fn spawn_program(program: &Path, config: &ServerConfig) -> Result<Spawned, S
     if let Some(dir) = &config.cwd {
         command.current_dir(dir);
     }
-    let spawn_error = |source| SpawnError { program: config.program().to_owned(), source };
+    let spawn_error = |source| SpawnError {
+        program: config.program().to_owned(),
+        source,
+    };
     let mut child = command.spawn().map_err(spawn_error)?;
-    let pid = child.id().ok_or_else(|| spawn_error(std::io::Error::other("exited at once")))?;
+    let pid = child
+        .id()
+        .ok_or_else(|| spawn_error(std::io::Error::other("exited at once")))?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -104,7 +109,11 @@ pub fn spawn_program(program: &Path, config: &ServerConfig) -> Result<Spawned, S
     };
 
     let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
-    tokio::spawn(capture_stderr(config.label.to_string(), stderr, Arc::clone(&tail)));
+    tokio::spawn(capture_stderr(
+        config.label.to_string(),
+        stderr,
+        Arc::clone(&tail),
+    ));
 
     let (exit_tx, exit) = watch::channel(None);
     let (stop_tx, stop_rx) = oneshot::channel();
@@ -128,7 +137,16 @@ pub fn spawn_program(program: &Path, config: &ServerConfig) -> Result<Spawned, S
     });
 
     tracing::info!(server = %config.label, pid, "server started");
-    Ok(Spawned { stdin, stdout, handle: ProcessHandle { pid, exit, stop: Some(stop_tx), stderr: tail } })
+    Ok(Spawned {
+        stdin,
+        stdout,
+        handle: ProcessHandle {
+            pid,
+            exit,
+            stop: Some(stop_tx),
+            stderr: tail,
+        },
+    })
 }
 
 impl ProcessHandle {
@@ -156,7 +174,10 @@ impl ProcessHandle {
 
     /// The last lines the server wrote to stderr, oldest first.
     pub fn stderr_tail(&self) -> Vec<String> {
-        self.stderr.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default()
+        self.stderr
+            .lock()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -242,8 +263,14 @@ mod tests {
 
     #[tokio::test]
     async fn pipes_env_and_exit_status_reach_the_supervisor() {
-        let Spawned { mut stdin, mut stdout, handle } =
-            spawn(&sh("read line; echo \"$GREETING $line\"; echo oops >&2; exit 3")).expect("spawn");
+        let Spawned {
+            mut stdin,
+            mut stdout,
+            handle,
+        } = spawn(&sh(
+            "read line; echo \"$GREETING $line\"; echo oops >&2; exit 3",
+        ))
+        .expect("spawn");
         stdin.write_all(b"world\n").await.expect("write");
         let mut out = String::new();
         stdout.read_to_string(&mut out).await.expect("read");
@@ -279,7 +306,8 @@ mod tests {
         // delivered asynchronously: allow it a moment to die).
         let is_gone = || {
             nix::sys::signal::kill(Pid::from_raw(grandchild), None).is_err()
-                || std::fs::read_to_string(format!("/proc/{grandchild}/stat")).is_ok_and(|s| s.contains(") Z "))
+                || std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+                    .is_ok_and(|s| s.contains(") Z "))
         };
         let mut gone = is_gone();
         for _ in 0..100 {
@@ -302,6 +330,10 @@ mod tests {
         )
         .expect("config");
         let err = spawn(&config).expect_err("must fail");
-        assert!(err.to_string().starts_with("cannot start `/nonexistent/server`: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("cannot start `/nonexistent/server`: "),
+            "{err}"
+        );
     }
 }

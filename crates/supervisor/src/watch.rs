@@ -32,14 +32,15 @@ impl ArtifactWatch {
             let (files, dirs) = (files.clone(), dirs.clone());
             move |path: &Path| files.contains(path) || dirs.iter().any(|d| path.starts_with(d))
         };
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event
-                && !matches!(event.kind, notify::EventKind::Access(_))
-                && event.paths.iter().any(|p| relevant(p))
-            {
-                let _ = tx.send(());
-            }
-        })?;
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if let Ok(event) = event
+                    && !matches!(event.kind, notify::EventKind::Access(_))
+                    && event.paths.iter().any(|p| relevant(p))
+                {
+                    let _ = tx.send(());
+                }
+            })?;
         let mut parents: Vec<&Path> = files.iter().filter_map(|f| f.parent()).collect();
         parents.sort();
         parents.dedup();
@@ -49,7 +50,10 @@ impl ArtifactWatch {
         for dir in &dirs {
             watcher.watch(dir, RecursiveMode::Recursive)?;
         }
-        Ok(Self { _watcher: watcher, events })
+        Ok(Self {
+            _watcher: watcher,
+            events,
+        })
     }
 
     /// Resolves once a change has happened and the burst it belongs to is over.
@@ -97,8 +101,12 @@ impl ProcessGroupSample {
             .collect();
         let replaced = gone.iter().find_map(|((old_pid, _), name)| {
             next.iter()
-                .find(|(key, (new_name, seen))| *seen == 1 && new_name == *name && !self.workers.contains_key(key))
-                .map(|((new_pid, _), _)| format!("worker {name} replaced: pid {old_pid} -> {new_pid}"))
+                .find(|(key, (new_name, seen))| {
+                    *seen == 1 && new_name == *name && !self.workers.contains_key(key)
+                })
+                .map(|((new_pid, _), _)| {
+                    format!("worker {name} replaced: pid {old_pid} -> {new_pid}")
+                })
         });
         self.workers = next;
         replaced
@@ -113,7 +121,9 @@ pub fn sample_process_group(leader: u32, sample: &mut ProcessGroupSample) -> Opt
 /// (pid, start time) and command name of every direct child of `leader` (Linux procfs;
 /// empty elsewhere).
 fn children_of(leader: u32) -> Vec<((i32, u64), String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
@@ -148,7 +158,9 @@ mod tests {
         let tmp = dir.path().join(".server.js.tmp");
         std::fs::write(&tmp, "v2").expect("write");
         std::fs::rename(&tmp, &entry).expect("rename");
-        tokio::time::timeout(Duration::from_secs(5), watch.changed()).await.expect("change reported");
+        tokio::time::timeout(Duration::from_secs(5), watch.changed())
+            .await
+            .expect("change reported");
     }
 
     #[test]
@@ -160,7 +172,10 @@ mod tests {
         // The helper `git` was seen once and went: not a replacement.
         assert_eq!(s.observe(vec![child(10, "node"), child(12, "git")]), None);
         // The worker `node`, seen three times, went and another `node` came.
-        assert_eq!(s.observe(vec![child(13, "node")]).as_deref(), Some("worker node replaced: pid 10 -> 13"));
+        assert_eq!(
+            s.observe(vec![child(13, "node")]).as_deref(),
+            Some("worker node replaced: pid 10 -> 13")
+        );
         // A worker that simply exits, with nothing new, is not a replacement.
         assert_eq!(s.observe(vec![child(13, "node")]), None);
         assert_eq!(s.observe(vec![]), None);

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use postern_domain::catalog::Catalog;
 use postern_domain::{ExecutionEpoch, ExecutionRecord, RestartPolicy, ServerConfig};
-use postern_supervisor::{ArtifactWatch, DigestCache, ExitReport, ProcessGroupSample, ProcessHandle};
+use postern_supervisor::{
+    ArtifactWatch, DigestCache, ExitReport, ProcessGroupSample, ProcessHandle,
+};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -85,10 +87,12 @@ impl Upstream {
 impl Session {
     /// Sends an agent message toward the server, starting it or holding the message as
     /// the state requires (refresh-contract §7).
-    pub(super) fn to_server(&mut self, msg: Message) {
+    pub(super) fn toward_server(&mut self, msg: Message) {
         let is_request = matches!(msg.kind, Kind::Request { .. });
         match &mut self.upstream {
-            Upstream::Running(running) if running.fetch.is_some() && is_request => self.held.push(msg),
+            Upstream::Running(running) if running.fetch.is_some() && is_request => {
+                self.held.push(msg)
+            }
             Upstream::Running(_) => self.forward(msg),
             Upstream::Starting => self.held.push(msg),
             Upstream::Down if is_request => {
@@ -100,7 +104,12 @@ impl Session {
                             self.info.server, self.crashes
                         );
                         let data = json!({"error": "server_backoff", "server": self.info.server.as_str(), "retryAfterMs": until - now_ms()});
-                        self.reply(message::error(Some(id), code::INTERNAL_ERROR, &reason, Some(data)));
+                        self.reply(message::error(
+                            Some(id),
+                            code::INTERNAL_ERROR,
+                            &reason,
+                            Some(data),
+                        ));
                     }
                     return;
                 }
@@ -114,11 +123,14 @@ impl Session {
     }
 
     fn forward(&mut self, msg: Message) {
-        let Upstream::Running(running) = &mut self.upstream else { return };
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
         match &msg.kind {
             Kind::Request { id, method } => {
                 if method == "tools/call"
-                    && let Some(refusal) = stale_call(&self.info.presented, &self.info.catalog, &msg)
+                    && let Some(refusal) =
+                        stale_call(&self.info.presented, &self.info.catalog, &msg)
                 {
                     tracing::warn!(session = self.info.id, %id, "call refused: catalog_stale");
                     self.reply(message::result(id, refusal));
@@ -127,7 +139,12 @@ impl Session {
                 if method == "tools/list" {
                     running.listing.push(id.clone());
                 }
-                self.in_flight.insert(id.clone(), InFlight { method: method.clone() });
+                self.in_flight.insert(
+                    id.clone(),
+                    InFlight {
+                        method: method.clone(),
+                    },
+                );
                 let _ = running.stdin.send(msg.raw);
             }
             Kind::Notification { method } => {
@@ -162,15 +179,25 @@ impl Session {
         let params = self.client_init.clone().unwrap_or_else(|| json!({}));
         let events = self.events.clone();
         tokio::spawn(async move {
-            let outcome = upstream::start(&*directory, &cache, &label, &params).await.map(Box::new);
-            let _ = events.send(Event::Started { generation, outcome });
+            let outcome = upstream::start(&*directory, &cache, &label, &params)
+                .await
+                .map(Box::new);
+            let _ = events.send(Event::Started {
+                generation,
+                outcome,
+            });
         });
     }
 
     pub(super) fn on_server_event(&mut self, event: Event) {
         match event {
-            Event::Started { generation, outcome } if generation == self.generation => self.on_started(outcome),
-            Event::Server { generation, line } if generation == self.generation => self.on_server_line(line),
+            Event::Started {
+                generation,
+                outcome,
+            } if generation == self.generation => self.on_started(outcome),
+            Event::Server { generation, line } if generation == self.generation => {
+                self.on_server_line(line)
+            }
             Event::ServerStdoutClosed { generation } if generation == self.generation => {
                 if let Upstream::Running(running) = &mut self.upstream {
                     running.stdout_closed = true;
@@ -185,7 +212,11 @@ impl Session {
                 }
                 self.finish_if_gone();
             }
-            Event::ArtifactsChanged { generation, record, changed } if generation == self.generation => {
+            Event::ArtifactsChanged {
+                generation,
+                record,
+                changed,
+            } if generation == self.generation => {
                 self.on_artifacts_changed(*record, changed);
             }
             Event::WorkerReplaced { generation, what } if generation == self.generation => {
@@ -211,7 +242,14 @@ impl Session {
             Ok(started) => *started,
             Err(reason) => return self.on_start_failed(reason),
         };
-        let Started { stdin, stdout, handle, init, record, config } = started;
+        let Started {
+            stdin,
+            stdout,
+            handle,
+            init,
+            record,
+            config,
+        } = started;
         let generation = self.generation;
         let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
         tokio::spawn(upstream::pump_stdin(stdin, stdin_rx));
@@ -223,7 +261,13 @@ impl Session {
             let _ = events.send(Event::ServerExited { generation, report });
         });
         let watchers = Watchers(vec![
-            tokio::spawn(watch_artifacts(config.clone(), Arc::clone(&self.ctx.cache), record.clone(), generation, self.events.clone())),
+            tokio::spawn(watch_artifacts(
+                config.clone(),
+                Arc::clone(&self.ctx.cache),
+                record.clone(),
+                generation,
+                self.events.clone(),
+            )),
             tokio::spawn(sample_workers(record.pid, generation, self.events.clone())),
         ]);
         self.info.record = Some(record.clone());
@@ -258,7 +302,7 @@ impl Session {
             self.begin_fetch(true);
         }
         for msg in held {
-            self.to_server(msg);
+            self.toward_server(msg);
         }
     }
 
@@ -273,7 +317,12 @@ impl Session {
         let data = json!({"error": "server_unavailable", "server": self.info.server.as_str()});
         for msg in std::mem::take(&mut self.held) {
             if let Kind::Request { id, .. } = &msg.kind {
-                self.reply(message::error(Some(id), code::INTERNAL_ERROR, &reason, Some(data.clone())));
+                self.reply(message::error(
+                    Some(id),
+                    code::INTERNAL_ERROR,
+                    &reason,
+                    Some(data.clone()),
+                ));
             }
         }
         self.publish();
@@ -286,7 +335,10 @@ impl Session {
                 Upstream::Running(running) => Some(&running.init),
                 _ => None,
             };
-            self.reply(message::result(&id, initialize_result(self.info.server.as_str(), &params, upstream)));
+            self.reply(message::result(
+                &id,
+                initialize_result(self.info.server.as_str(), &params, upstream),
+            ));
         }
     }
 
@@ -294,38 +346,72 @@ impl Session {
 
     fn begin_fetch(&mut self, announce: bool) {
         let generation = self.generation;
-        let Upstream::Running(running) = &mut self.upstream else { return };
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
         running.fetches += 1;
         let id_value = json!(format!("postern-catalog-{generation}-{}", running.fetches));
-        let Some(id) = Id::from_value(&id_value) else { return };
+        let Some(id) = Id::from_value(&id_value) else {
+            return;
+        };
         let announce = announce || running.fetch.as_ref().is_some_and(|f| f.announce);
-        running.fetch = Some(Fetch { id, pages: Vec::new(), announce });
-        let _ = running.stdin.send(message::request(&id_value, "tools/list", json!({})));
+        running.fetch = Some(Fetch {
+            id,
+            pages: Vec::new(),
+            announce,
+        });
+        let _ = running
+            .stdin
+            .send(message::request(&id_value, "tools/list", json!({})));
     }
 
     fn on_fetch_response(&mut self, mut msg: Message) {
         let generation = self.generation;
-        let Upstream::Running(running) = &mut self.upstream else { return };
-        let Some(fetch) = running.fetch.as_mut() else { return };
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
+        let Some(fetch) = running.fetch.as_mut() else {
+            return;
+        };
         match msg.body.remove("result") {
             Some(page) => {
-                let cursor = page.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
+                let cursor = page
+                    .get("nextCursor")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 fetch.pages.push(page);
                 if let Some(cursor) = cursor {
                     running.fetches += 1;
-                    let id_value = json!(format!("postern-catalog-{generation}-{}", running.fetches));
+                    let id_value =
+                        json!(format!("postern-catalog-{generation}-{}", running.fetches));
                     if let Some(id) = Id::from_value(&id_value) {
                         fetch.id = id;
-                        let _ = running.stdin.send(message::request(&id_value, "tools/list", json!({"cursor": cursor})));
+                        let _ = running.stdin.send(message::request(
+                            &id_value,
+                            "tools/list",
+                            json!({"cursor": cursor}),
+                        ));
                         return;
                     }
                 }
             }
-            None => tracing::warn!(session = self.info.id, server = %self.info.server, "the server refused tools/list; its catalog is empty"),
+            None => {
+                tracing::warn!(session = self.info.id, server = %self.info.server, "the server refused tools/list; its catalog is empty")
+            }
         }
-        let Some(fetch) = running.fetch.take() else { return };
-        let instructions = running.init.get("instructions").and_then(Value::as_str).map(str::to_owned);
-        let capabilities = running.init.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+        let Some(fetch) = running.fetch.take() else {
+            return;
+        };
+        let instructions = running
+            .init
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let capabilities = running
+            .init
+            .get("capabilities")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
         let catalog = Catalog::from_pages(fetch.pages, instructions.clone(), capabilities.clone()).unwrap_or_else(|e| {
             tracing::warn!(session = self.info.id, server = %self.info.server, "unusable tools/list ({e}); catalog treated as empty");
             Catalog::from_pages(Vec::new(), instructions, capabilities).unwrap_or_else(|_| unreachable_empty())
@@ -335,7 +421,11 @@ impl Session {
     }
 
     fn install_catalog(&mut self, catalog: Arc<Catalog>, epoch: ExecutionEpoch, announce: bool) {
-        let changed = self.info.catalog.as_ref().is_none_or(|old| old.digest() != catalog.digest());
+        let changed = self
+            .info
+            .catalog
+            .as_ref()
+            .is_none_or(|old| old.digest() != catalog.digest());
         if changed {
             if let Some(old) = self.info.catalog.take() {
                 let diff = old.diff(&catalog);
@@ -348,15 +438,22 @@ impl Session {
                 tracing::info!(session = self.info.id, server = %self.info.server, %epoch, revision = %catalog.digest(), tools = catalog.len(), "catalog_refreshed");
             }
         }
-        let differs_from_shown = self.info.presented.as_ref().is_some_and(|shown| shown.digest() != catalog.digest());
+        let differs_from_shown = self
+            .info
+            .presented
+            .as_ref()
+            .is_some_and(|shown| shown.digest() != catalog.digest());
         self.info.catalog = Some(catalog);
         self.info.phase = Phase::CatalogReady;
         self.publish();
         if announce && differs_from_shown {
-            self.reply(message::notification("notifications/tools/list_changed", None));
+            self.reply(message::notification(
+                "notifications/tools/list_changed",
+                None,
+            ));
         }
         for msg in std::mem::take(&mut self.held) {
-            self.to_server(msg);
+            self.toward_server(msg);
         }
     }
 
@@ -366,11 +463,23 @@ impl Session {
         let raw = match line {
             Line::Frame(raw) => raw,
             Line::Oversize { len, prefix } => {
-                tracing::warn!(session = self.info.id, len, "server message over the size cap; dropped");
+                tracing::warn!(
+                    session = self.info.id,
+                    len,
+                    "server message over the size cap; dropped"
+                );
                 if let Some(id) = sniff_id(&prefix).filter(|id| self.in_flight.contains_key(id)) {
                     self.in_flight.remove(&id);
-                    let reason = format!("the server's answer of {len}+ bytes exceeds Postern's {} MiB limit", MAX_FRAME >> 20);
-                    self.reply(message::error(Some(&id), code::INTERNAL_ERROR, &reason, None));
+                    let reason = format!(
+                        "the server's answer of {len}+ bytes exceeds Postern's {} MiB limit",
+                        MAX_FRAME >> 20
+                    );
+                    self.reply(message::error(
+                        Some(&id),
+                        code::INTERNAL_ERROR,
+                        &reason,
+                        None,
+                    ));
                 }
                 return;
             }
@@ -418,7 +527,9 @@ impl Session {
 
     fn schedule_refetch(&mut self) {
         let generation = self.generation;
-        let Upstream::Running(running) = &mut self.upstream else { return };
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
         if running.refetch_scheduled {
             return;
         }
@@ -436,9 +547,11 @@ impl Session {
     /// wrote has been routed) and its process has exited.
     fn finish_if_gone(&mut self) {
         let (report, started, old_epoch) = match &self.upstream {
-            Upstream::Running(r) if r.stdout_closed && r.exit.is_some() => {
-                (r.exit.unwrap_or(ExitReport::Unknown), r.started, r.record.epoch)
-            }
+            Upstream::Running(r) if r.stdout_closed && r.exit.is_some() => (
+                r.exit.unwrap_or(ExitReport::Unknown),
+                r.started,
+                r.record.epoch,
+            ),
             _ => return,
         };
         self.upstream = Upstream::Down;
@@ -454,7 +567,10 @@ impl Session {
 
     /// Restarts the server (on-change policy, or `postern server restart`).
     pub(super) fn restart(&mut self, why: &str) {
-        let Upstream::Running(running) = std::mem::replace(&mut self.upstream, Upstream::Down) else { return };
+        let Upstream::Running(running) = std::mem::replace(&mut self.upstream, Upstream::Down)
+        else {
+            return;
+        };
         let old_epoch = running.record.epoch;
         tracing::info!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, "restarting: {why}");
         tokio::spawn(stop_gracefully(*running));
@@ -467,7 +583,9 @@ impl Session {
     /// The same process now runs other code (it reloaded itself): a new epoch without
     /// a new process (refresh-contract §6).
     fn replace_epoch(&mut self, record: ExecutionRecord, why: &str) {
-        let Upstream::Running(running) = &mut self.upstream else { return };
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
         let old_epoch = running.record.epoch;
         let new_epoch = record.epoch;
         tracing::warn!(session = self.info.id, server = %self.info.server, old_epoch = %old_epoch, new_epoch = %new_epoch, "server_replaced: {why}");
@@ -494,9 +612,13 @@ impl Session {
             "reason": reason,
             "retry": "not retried: check whether the call took effect, refresh tools/list, call again",
         });
-        let text = format!("server '{label}' changed execution epoch ({reason}) before answering; the call was not retried");
-        let mut owed: Vec<(Id, String)> =
-            std::mem::take(&mut self.in_flight).into_iter().map(|(id, f)| (id, f.method)).collect();
+        let text = format!(
+            "server '{label}' changed execution epoch ({reason}) before answering; the call was not retried"
+        );
+        let mut owed: Vec<(Id, String)> = std::mem::take(&mut self.in_flight)
+            .into_iter()
+            .map(|(id, f)| (id, f.method))
+            .collect();
         let held = std::mem::take(&mut self.held);
         owed.extend(held.into_iter().filter_map(|m| match m.kind {
             Kind::Request { id, method } => Some((id, method)),
@@ -513,7 +635,9 @@ impl Session {
     }
 
     fn on_artifacts_changed(&mut self, observed: ExecutionRecord, _changed: Vec<PathBuf>) {
-        let Upstream::Running(running) = &self.upstream else { return };
+        let Upstream::Running(running) = &self.upstream else {
+            return;
+        };
         let changed = running.record.changed_artifacts(&observed);
         if changed.is_empty() {
             return;
@@ -546,7 +670,8 @@ impl Session {
         if self.crashes < 2 {
             return;
         }
-        let delay = Duration::from_secs(1 << (self.crashes - 2).min(5)).min(Duration::from_secs(30));
+        let delay =
+            Duration::from_secs(1 << (self.crashes - 2).min(5)).min(Duration::from_secs(30));
         self.info.backoff_until_ms = Some(now_ms() + delay.as_millis() as i64);
         tracing::warn!(server = %self.info.server, crashes = self.crashes, delay_s = delay.as_secs(), "server crash loop: backing off");
         let events = self.events.clone();
@@ -557,7 +682,11 @@ impl Session {
     }
 
     pub(super) fn on_backoff_over(&mut self) {
-        if self.info.backoff_until_ms.is_some_and(|until| until <= now_ms()) {
+        if self
+            .info
+            .backoff_until_ms
+            .is_some_and(|until| until <= now_ms())
+        {
             self.info.backoff_until_ms = None;
             self.publish();
         }
@@ -566,7 +695,11 @@ impl Session {
 
 /// A `tools/call` to a tool whose definition changed since the catalog this session
 /// was shown is refused (refresh-contract §3).
-fn stale_call(presented: &Option<Arc<Catalog>>, current: &Option<Arc<Catalog>>, msg: &Message) -> Option<Value> {
+fn stale_call(
+    presented: &Option<Arc<Catalog>>,
+    current: &Option<Arc<Catalog>>,
+    msg: &Message,
+) -> Option<Value> {
     let (presented, current) = (presented.as_ref()?, current.as_ref()?);
     if presented.digest() == current.digest() {
         return None;
@@ -582,7 +715,9 @@ fn stale_call(presented: &Option<Arc<Catalog>>, current: &Option<Arc<Catalog>>, 
         "currentRevision": current.digest().to_string(),
         "retry": "refresh tools/list",
     });
-    let text = format!("the definition of tool '{tool}' changed since this session listed tools; refresh tools/list and call again");
+    let text = format!(
+        "the definition of tool '{tool}' changed since this session listed tools; refresh tools/list and call again"
+    );
     Some(tool_error(&text, detail))
 }
 
@@ -600,14 +735,20 @@ fn fresh_record(current: &ExecutionRecord) -> ExecutionRecord {
 
 fn unreachable_empty() -> Catalog {
     // An empty page list with plain values cannot fail to build.
-    Catalog::new(Vec::new(), None, json!({})).unwrap_or_else(|_| panic!("an empty catalog is always valid"))
+    Catalog::new(Vec::new(), None, json!({}))
+        .unwrap_or_else(|_| panic!("an empty catalog is always valid"))
 }
 
 async fn stop_gracefully(running: Running) {
-    let Running { stdin, mut handle, .. } = running;
+    let Running {
+        stdin, mut handle, ..
+    } = running;
     drop(stdin);
     let exited = handle.waiter();
-    if tokio::time::timeout(Duration::from_millis(500), exited.wait()).await.is_err() {
+    if tokio::time::timeout(Duration::from_millis(500), exited.wait())
+        .await
+        .is_err()
+    {
         handle.stop();
         handle.exited().await;
     }
@@ -656,7 +797,14 @@ async fn watch_artifacts(
         };
         let now = postern_supervisor::record(&config, observed, record.pid, record.started_at_ms);
         let changed = record.changed_artifacts(&now);
-        if events.send(Event::ArtifactsChanged { generation, record: Box::new(now), changed }).is_err() {
+        if events
+            .send(Event::ArtifactsChanged {
+                generation,
+                record: Box::new(now),
+                changed,
+            })
+            .is_err()
+        {
             return;
         }
     }
@@ -676,7 +824,9 @@ async fn sample_workers(pid: u32, generation: u64, events: mpsc::UnboundedSender
         .unwrap_or_default();
         sample = back;
         if let Some(what) = replaced
-            && events.send(Event::WorkerReplaced { generation, what }).is_err()
+            && events
+                .send(Event::WorkerReplaced { generation, what })
+                .is_err()
         {
             return;
         }
