@@ -6,11 +6,13 @@
 pub mod catalog;
 mod digest;
 mod epoch;
+mod event;
 mod label;
 mod server;
 
 pub use digest::{Digest, DigestError};
 pub use epoch::{Artifact, ExecutionEpoch, ExecutionRecord, Pinning, RestartPolicy};
+pub use event::{AuditEvent, CallOutcome, shape};
 pub use label::{LabelError, ServerLabel};
 pub use server::{ConfigError, EnvVar, ServerConfig};
 

@@ -4,6 +4,7 @@
 //! must answer itself (`initialize`, `ping`, `server/discover`, and errors).
 //! Only this crate touches sockets.
 
+pub mod audit;
 pub mod control;
 pub mod framing;
 mod handshake;

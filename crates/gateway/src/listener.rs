@@ -15,6 +15,7 @@ use tokio::net::UnixListener;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{broadcast, mpsc, watch};
 
+use crate::audit::{AuditSink, NoAudit};
 use crate::control::ControlHandler;
 use crate::framing::{Line, LineReader};
 use crate::hello::{Opening, SOCKET_PROTOCOL, Welcome};
@@ -38,6 +39,8 @@ pub struct Gateway {
     pub commands: broadcast::Sender<Command>,
     /// Answers management requests on the socket.
     pub control: Option<Arc<dyn ControlHandler>>,
+    /// Where decisions and transitions are recorded.
+    pub audit: Arc<dyn AuditSink>,
 }
 
 impl Gateway {
@@ -49,6 +52,7 @@ impl Gateway {
             cache: Arc::new(DigestCache::new()),
             commands: broadcast::channel(64).0,
             control: None,
+            audit: Arc::new(NoAudit),
         }
     }
 }
@@ -88,6 +92,7 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
         cache: gateway.cache,
         commands: gateway.commands,
         control: gateway.control,
+        audit: gateway.audit,
         shutdown: shutdown.clone(),
     };
     let next_id = Arc::new(AtomicU64::new(1));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use postern_domain::ServerLabel;
+use postern_domain::{AuditEvent, ServerLabel};
 use postern_supervisor::{DigestCache, ExitReport};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufRead;
@@ -43,6 +43,7 @@ pub(crate) struct Context {
     pub cache: Arc<DigestCache>,
     pub commands: broadcast::Sender<Command>,
     pub control: Option<Arc<dyn crate::control::ControlHandler>>,
+    pub audit: Arc<dyn crate::audit::AuditSink>,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -91,6 +92,11 @@ pub(crate) async fn run<R>(
         crashes: 0,
     };
     session.publish();
+    session.audit(AuditEvent::SessionStarted {
+        session: session.info.id,
+        server: session.info.server.clone(),
+        client: session.info.client.clone(),
+    });
     loop {
         tokio::select! {
             event = rx.recv() => match event {
@@ -133,11 +139,19 @@ struct Session {
 #[derive(Debug, Clone)]
 struct InFlight {
     method: String,
+    /// For tools/call: the tool, for the audit record of its result.
+    tool: Option<String>,
+    sent: std::time::Instant,
 }
 
 enum Event {
     Agent(Line),
     AgentClosed,
+    IntentDurable {
+        generation: u64,
+        id: Id,
+        result: Result<(), String>,
+    },
     Started {
         generation: u64,
         outcome: Result<Box<Started>, StartError>,
@@ -326,8 +340,17 @@ impl Session {
         self.ctx.sessions.upsert(self.info.clone());
     }
 
+    fn audit(&self, event: AuditEvent) {
+        self.ctx.audit.record(event);
+    }
+
     async fn close(self) {
         self.ctx.sessions.remove(self.info.id);
+        self.audit(AuditEvent::SessionEnded {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            reason: "agent disconnected".into(),
+        });
         self.upstream.stop_gracefully().await;
         tracing::info!(session = self.info.id, server = %self.info.server, "session ended");
     }

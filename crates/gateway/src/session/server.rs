@@ -1,13 +1,16 @@
 //! The server side of a session: launches, execution epochs, the catalog, and what
 //! each state lets through (docs/refresh-contract.md).
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use postern_domain::catalog::Catalog;
-use postern_domain::{ExecutionEpoch, ExecutionRecord, RestartPolicy, ServerConfig};
+use postern_domain::{
+    AuditEvent, CallOutcome, ExecutionEpoch, ExecutionRecord, RestartPolicy, ServerConfig,
+};
 use postern_supervisor::{
     ArtifactWatch, DigestCache, ExitReport, ProcessGroupSample, ProcessHandle,
 };
@@ -50,6 +53,9 @@ pub(super) struct Running {
     refetch_scheduled: bool,
     /// Agent `tools/list` requests in flight: their answers present the catalog.
     listing: Vec<Id>,
+    /// Lines to the server queued behind a tool call whose intent is not durable yet,
+    /// so nothing overtakes it; `Some(id)` marks the call still waiting.
+    outbox: VecDeque<(Bytes, Option<Id>)>,
     _watchers: Watchers,
 }
 
@@ -67,6 +73,46 @@ impl Drop for Watchers {
     fn drop(&mut self) {
         for watcher in &self.0 {
             watcher.abort();
+        }
+    }
+}
+
+impl Running {
+    /// Sends a line, behind any tool call still waiting for its intent to be durable.
+    fn send(&mut self, line: Bytes) {
+        if self.outbox.is_empty() {
+            let _ = self.stdin.send(line);
+        } else {
+            self.outbox.push_back((line, None));
+        }
+    }
+
+    /// Queues a tool call until its intent is durable.
+    fn send_after_intent(&mut self, line: Bytes, id: Id) {
+        self.outbox.push_back((line, Some(id)));
+    }
+
+    /// The intent of call `id` is durable (`send`), or could not be written (drop it).
+    fn release(&mut self, id: &Id, send: bool) {
+        if let Some(i) = self
+            .outbox
+            .iter()
+            .position(|(_, waiting)| waiting.as_ref() == Some(id))
+        {
+            if send {
+                self.outbox[i].1 = None;
+            } else {
+                self.outbox.remove(i);
+            }
+        }
+        while self
+            .outbox
+            .front()
+            .is_some_and(|(_, waiting)| waiting.is_none())
+        {
+            if let Some((line, _)) = self.outbox.pop_front() {
+                let _ = self.stdin.send(line);
+            }
         }
     }
 }
@@ -123,19 +169,68 @@ impl Session {
     }
 
     fn forward(&mut self, msg: Message) {
+        let generation = self.generation;
         let Upstream::Running(running) = &mut self.upstream else {
             return;
         };
         match &msg.kind {
-            Kind::Request { id, method } => {
-                if method == "tools/call"
-                    && let Some(refusal) =
-                        stale_call(&self.info.presented, &self.info.catalog, &msg)
-                {
+            Kind::Request { id, method } if method == "tools/call" => {
+                let tool = msg
+                    .params()
+                    .and_then(|p| p.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                if let Some(refusal) = stale_call(&self.info.presented, &self.info.catalog, &msg) {
                     tracing::warn!(session = self.info.id, %id, "call refused: catalog_stale");
+                    self.ctx.audit.record(AuditEvent::AuthorizationDenied {
+                        session: self.info.id,
+                        server: self.info.server.clone(),
+                        epoch: Some(running.record.epoch),
+                        call: id.value().clone(),
+                        tool,
+                        code: "catalog_stale".into(),
+                        detail: refusal["structuredContent"].clone(),
+                    });
                     self.reply(message::result(id, refusal));
                     return;
                 }
+                // Intent before effect: the call reaches the server only once its
+                // intent row is durable.
+                let intent = AuditEvent::ToolCallIntent {
+                    session: self.info.id,
+                    server: self.info.server.clone(),
+                    epoch: running.record.epoch,
+                    call: id.value().clone(),
+                    tool: tool.clone(),
+                    arguments: msg
+                        .params()
+                        .and_then(|p| p.get("arguments"))
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                };
+                self.in_flight.insert(
+                    id.clone(),
+                    InFlight {
+                        method: method.clone(),
+                        tool: Some(tool),
+                        sent: Instant::now(),
+                    },
+                );
+                running.send_after_intent(msg.raw.clone(), id.clone());
+                let (events, id) = (self.events.clone(), id.clone());
+                self.ctx.audit.record_durable(
+                    intent,
+                    Box::new(move |result| {
+                        let _ = events.send(Event::IntentDurable {
+                            generation,
+                            id,
+                            result,
+                        });
+                    }),
+                );
+            }
+            Kind::Request { id, method } => {
                 if method == "tools/list" {
                     running.listing.push(id.clone());
                 }
@@ -143,27 +238,62 @@ impl Session {
                     id.clone(),
                     InFlight {
                         method: method.clone(),
+                        tool: None,
+                        sent: Instant::now(),
                     },
                 );
-                let _ = running.stdin.send(msg.raw);
+                running.send(msg.raw);
             }
             Kind::Notification { method } => {
                 let initialized = method == "notifications/initialized";
-                let _ = running.stdin.send(msg.raw);
+                running.send(msg.raw);
                 if initialized {
                     self.begin_fetch(false);
                 }
             }
-            Kind::Response { .. } => {
-                let _ = running.stdin.send(msg.raw);
+            Kind::Response { .. } => running.send(msg.raw),
+        }
+    }
+
+    pub(super) fn send_upstream(&mut self, line: Bytes) {
+        if let Upstream::Running(running) = &mut self.upstream {
+            running.send(line);
+        }
+    }
+
+    fn on_intent_durable(&mut self, id: Id, result: Result<(), String>) {
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
+        match result {
+            Ok(()) => running.release(&id, true),
+            Err(reason) => {
+                running.release(&id, false);
+                if self.in_flight.remove(&id).is_some() {
+                    tracing::error!(session = self.info.id, %id, "call refused: its intent could not be recorded: {reason}");
+                    let detail = json!({"error": "audit_unavailable", "reason": reason});
+                    let text =
+                        "Postern could not record this call in its audit log, so it was not made";
+                    self.reply(message::result(&id, tool_error(text, detail)));
+                }
             }
         }
     }
 
-    pub(super) fn send_upstream(&self, line: Bytes) {
-        if let Upstream::Running(running) = &self.upstream {
-            let _ = running.stdin.send(line);
-        }
+    /// Records how a forwarded tool call ended.
+    fn audit_result(&self, id: &Id, call: &InFlight, outcome: CallOutcome) {
+        let (Some(tool), Some(record)) = (&call.tool, &self.info.record) else {
+            return;
+        };
+        self.ctx.audit.record(AuditEvent::ToolCallResult {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            epoch: record.epoch,
+            call: id.value().clone(),
+            tool: tool.clone(),
+            outcome,
+            duration_ms: call.sent.elapsed().as_millis() as u64,
+        });
     }
 
     // ---- launching ----
@@ -225,6 +355,13 @@ impl Session {
                     self.replace_epoch(record, &what);
                 }
             }
+            Event::IntentDurable {
+                generation,
+                id,
+                result,
+            } if generation == self.generation => {
+                self.on_intent_durable(id, result);
+            }
             Event::RefetchCatalog { generation } if generation == self.generation => {
                 if let Upstream::Running(running) = &mut self.upstream {
                     running.refetch_scheduled = false;
@@ -270,6 +407,10 @@ impl Session {
             )),
             tokio::spawn(sample_workers(record.pid, generation, self.events.clone())),
         ]);
+        self.ctx.audit.record(AuditEvent::ServerStarted {
+            session: self.info.id,
+            record: Box::new(record.clone()),
+        });
         self.info.record = Some(record.clone());
         self.info.artifacts_newer.clear();
         self.info.last_exit = None;
@@ -287,6 +428,7 @@ impl Session {
             fetches: 0,
             refetch_scheduled: false,
             listing: Vec::new(),
+            outbox: VecDeque::new(),
             _watchers: watchers,
         }));
         self.publish();
@@ -494,7 +636,15 @@ impl Session {
         match &msg.kind {
             Kind::Response { id } if self.upstream.is_internal(id) => self.on_fetch_response(msg),
             Kind::Response { id } => {
-                if self.in_flight.remove(id).is_some() {
+                if let Some(call) = self.in_flight.remove(id) {
+                    let outcome = match msg.body.get("result") {
+                        Some(result) if result.get("isError") == Some(&Value::Bool(true)) => {
+                            CallOutcome::ToolError
+                        }
+                        Some(_) => CallOutcome::Ok,
+                        None => CallOutcome::Error,
+                    };
+                    self.audit_result(id, &call, outcome);
                     self.note_listing_answered(id);
                     self.reply(msg.raw);
                 } else {
@@ -521,6 +671,14 @@ impl Session {
         {
             running.listing.swap_remove(i);
             self.info.presented.clone_from(&self.info.catalog);
+            if let Some(catalog) = &self.info.presented {
+                self.ctx.audit.record(AuditEvent::CatalogPresented {
+                    session: self.info.id,
+                    server: self.info.server.clone(),
+                    epoch: running.record.epoch,
+                    revision: catalog.digest(),
+                });
+            }
             self.publish();
         }
     }
@@ -592,6 +750,8 @@ impl Session {
         running.record = record.clone();
         running.fetch = None;
         running.listing.clear();
+        // Calls still waiting for their intent were meant for the old code.
+        running.outbox.retain(|(_, waiting)| waiting.is_none());
         self.info.record = Some(record);
         self.info.artifacts_newer.clear();
         self.info.phase = Phase::IdentityPending;
@@ -603,6 +763,16 @@ impl Session {
     /// Answers every request in flight to the ended epoch, and every held one, with
     /// `epoch_transition` (refresh-contract §5). Nothing is retried.
     fn end_epoch(&mut self, old: ExecutionEpoch, new: Option<ExecutionEpoch>, reason: &str) {
+        self.ctx.audit.record(AuditEvent::ServerReplaced {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            old_epoch: old,
+            new_epoch: new,
+            reason: reason.to_owned(),
+        });
+        for (id, call) in &self.in_flight {
+            self.audit_result(id, call, CallOutcome::EpochTransition);
+        }
         let label = self.info.server.as_str();
         let detail = json!({
             "error": "epoch_transition",
@@ -647,6 +817,20 @@ impl Session {
         }
         let (policy, self_reloading) = (running.config.restart, running.config.self_reloading);
         let (pid, epoch) = (running.record.pid, running.record.epoch);
+        let action = if self_reloading {
+            "new epoch (self-reloading server)"
+        } else if policy == RestartPolicy::OnChange {
+            "restart (on-change)"
+        } else {
+            "none: running server unchanged (manual)"
+        };
+        self.ctx.audit.record(AuditEvent::ArtifactsChanged {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            epoch,
+            changed: changed.clone(),
+            action: action.into(),
+        });
         if self_reloading {
             let mut record = observed;
             record.pid = pid;

@@ -1,0 +1,188 @@
+//! What the audit log records: every decision and transition the engine makes
+//! (docs/refresh-contract.md; the audit-log issue). Events are values; sealing, the hash
+//! chain and storage are elsewhere. Secrets never appear here: credentials by scope
+//! name, environment by variable name.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::catalog::CatalogDigest;
+use crate::{ExecutionEpoch, ExecutionRecord, ServerLabel};
+
+/// One audited event. The `type` tag is the event kind stored in the record header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AuditEvent {
+    /// An agent connected (through its shim).
+    SessionStarted {
+        session: u64,
+        server: ServerLabel,
+        /// The agent's self-reported client name (display only).
+        client: Option<String>,
+    },
+    /// An agent session ended.
+    SessionEnded {
+        session: u64,
+        server: ServerLabel,
+        reason: String,
+    },
+    /// A server process was launched: a new epoch and what it runs.
+    ServerStarted {
+        session: u64,
+        record: Box<ExecutionRecord>,
+    },
+    /// An epoch ended: the process exited, was restarted, or replaced its own worker.
+    ServerReplaced {
+        session: u64,
+        server: ServerLabel,
+        old_epoch: ExecutionEpoch,
+        /// The next epoch when it is already known (an in-place replacement).
+        new_epoch: Option<ExecutionEpoch>,
+        reason: String,
+    },
+    /// Identity artifacts changed on disk under a running epoch.
+    ArtifactsChanged {
+        session: u64,
+        server: ServerLabel,
+        epoch: ExecutionEpoch,
+        changed: Vec<PathBuf>,
+        action: String,
+    },
+    /// The engine fetched a catalog revision.
+    CatalogRefreshed {
+        session: u64,
+        server: ServerLabel,
+        epoch: ExecutionEpoch,
+        revision: CatalogDigest,
+        tools: usize,
+        /// One line per change from the previous revision.
+        changes: Vec<String>,
+    },
+    /// An agent was shown a catalog revision (a forwarded tools/list answer).
+    CatalogPresented {
+        session: u64,
+        server: ServerLabel,
+        epoch: ExecutionEpoch,
+        revision: CatalogDigest,
+    },
+    /// A tools/call is about to be forwarded: durable before the server sees it.
+    ToolCallIntent {
+        session: u64,
+        server: ServerLabel,
+        epoch: ExecutionEpoch,
+        /// The JSON-RPC id as the agent sent it.
+        call: Value,
+        tool: String,
+        /// The arguments (sealed; exports redact them to their shape by default).
+        arguments: Value,
+    },
+    /// How a forwarded tools/call ended.
+    ToolCallResult {
+        session: u64,
+        server: ServerLabel,
+        epoch: ExecutionEpoch,
+        call: Value,
+        tool: String,
+        outcome: CallOutcome,
+        duration_ms: u64,
+    },
+    /// A call was refused before anything was forwarded.
+    AuthorizationDenied {
+        session: u64,
+        server: ServerLabel,
+        epoch: Option<ExecutionEpoch>,
+        call: Value,
+        tool: String,
+        /// The stable code (`catalog_stale`, `authorization_stale`, `vault_locked`, ...).
+        code: String,
+        /// The structured detail the agent was given.
+        detail: Value,
+    },
+    /// Configuration changed (a server added, replaced, removed).
+    ConfigChanged {
+        what: String,
+        server: Option<ServerLabel>,
+    },
+}
+
+/// How a tools/call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// A result without `isError`.
+    Ok,
+    /// A result with `isError: true`.
+    ToolError,
+    /// A JSON-RPC error.
+    Error,
+    /// The epoch ended before an answer (refresh-contract §5).
+    EpochTransition,
+    /// The agent cancelled it.
+    Cancelled,
+}
+
+impl AuditEvent {
+    /// The event kind: the `type` tag, as stored in the record header.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::SessionStarted { .. } => "session_started",
+            Self::SessionEnded { .. } => "session_ended",
+            Self::ServerStarted { .. } => "server_started",
+            Self::ServerReplaced { .. } => "server_replaced",
+            Self::ArtifactsChanged { .. } => "artifacts_changed",
+            Self::CatalogRefreshed { .. } => "catalog_refreshed",
+            Self::CatalogPresented { .. } => "catalog_presented",
+            Self::ToolCallIntent { .. } => "tool_call_intent",
+            Self::ToolCallResult { .. } => "tool_call_result",
+            Self::AuthorizationDenied { .. } => "authorization_denied",
+            Self::ConfigChanged { .. } => "config_changed",
+        }
+    }
+}
+
+/// The shape of a JSON value with every leaf value replaced by its type name: what
+/// exports show of arguments unless asked for values.
+pub fn shape(value: &Value) -> Value {
+    match value {
+        Value::Null => Value::String("null".into()),
+        Value::Bool(_) => Value::String("boolean".into()),
+        Value::Number(_) => Value::String("number".into()),
+        Value::String(_) => Value::String("string".into()),
+        Value::Array(items) => Value::Array(items.iter().map(shape).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_kind_is_the_serialized_tag() {
+        let event = AuditEvent::SessionEnded {
+            session: 1,
+            server: "time".parse().expect("label"),
+            reason: "agent left".into(),
+        };
+        let json = serde_json::to_value(&event).expect("json");
+        assert_eq!(json["type"], event.kind());
+        assert_eq!(
+            serde_json::from_value::<AuditEvent>(json).expect("back"),
+            event
+        );
+    }
+
+    #[test]
+    fn shape_keeps_structure_and_drops_values() {
+        let args = json!({"branch": "main", "target": "production", "count": 3, "tags": ["a", true], "x": null});
+        assert_eq!(
+            shape(&args),
+            json!({"branch": "string", "target": "string", "count": "number", "tags": ["string", "boolean"], "x": "null"})
+        );
+    }
+}
