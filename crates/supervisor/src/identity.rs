@@ -386,14 +386,22 @@ fn pinning(
             "`uv run --with` resolves packages at launch, and there is no lockfile".to_owned(),
         );
     }
-    if kind == Kind::Interpreter && !has_entry && !has_lock && !has_extra {
-        return unpinned(match config.args().first().map(String::as_str) {
-            Some("-m") => {
-                "the entry is a module name, not a file, and there is no lockfile".to_owned()
-            }
-            _ => "no entry file could be found among the arguments, and there is no lockfile"
-                .to_owned(),
-        });
+    if kind == Kind::Interpreter && !has_lock && !has_extra {
+        return unpinned(
+            match (has_entry, config.args().first().map(String::as_str)) {
+                (false, Some("-m")) => {
+                    "the entry is a module name, not a file, and there is no lockfile".to_owned()
+                }
+                (false, _) => {
+                    "no entry file could be found among the arguments, and there is no lockfile"
+                        .to_owned()
+                }
+                (true, _) => "the entry file is hashed, but not the code it loads: there is no \
+                          lockfile in the working directory (add one, or name the dependency \
+                          tree with --identity)"
+                    .to_owned(),
+            },
+        );
     }
     if through_shell && !has_extra {
         return unpinned(
