@@ -1,0 +1,91 @@
+//! Execution-record capture for a node server (refresh contract §2): cold (every file
+//! hashed) and warm (the digest cache keyed on file metadata), against a baseline
+//! measured in the same run: one `stat` of every artifact, the least a relaunch must do.
+//!
+//! Run: `cargo bench -p postern-supervisor --bench identity`
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use postern_domain::ServerConfig;
+use postern_supervisor::DigestCache;
+
+fn main() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path();
+    // A node server as a developer has it: an entry, a lockfile, a dist/ tree.
+    std::fs::create_dir_all(work.join("dist/lib")).expect("mkdir");
+    std::fs::write(work.join("dist/server.js"), "x".repeat(200_000)).expect("write");
+    for i in 0..50 {
+        std::fs::write(work.join(format!("dist/lib/m{i}.js")), "y".repeat(20_000)).expect("write");
+    }
+    std::fs::write(work.join("package-lock.json"), "z".repeat(300_000)).expect("write");
+    let mut config = ServerConfig::new(
+        "bench".parse().expect("label"),
+        vec!["node".into(), "dist/server.js".into()],
+        Some(work.to_owned()),
+        vec![],
+    )
+    .expect("config");
+    config.identity_paths = vec![PathBuf::from("dist")];
+
+    let cold = median(5, || {
+        let cache = DigestCache::new();
+        cache.observe(&config).expect("observe");
+    });
+    let cache = DigestCache::new();
+    cache.observe(&config).expect("warm up");
+    let warm = median(50, || {
+        cache.observe(&config).expect("observe");
+    });
+    let seen = cache.observe(&config).expect("observe");
+    let mut paths: Vec<PathBuf> = vec![
+        seen.executable.path.clone(),
+        work.join("dist/server.js"),
+        work.join("package-lock.json"),
+    ];
+    paths.extend((0..50).map(|i| work.join(format!("dist/lib/m{i}.js"))));
+    let baseline = median(50, || {
+        for p in &paths {
+            std::fs::metadata(p).expect("stat");
+        }
+    });
+
+    println!("execution record capture, node server (entry + lockfile + dist/ tree of 51 files):");
+    println!(
+        "  cold (hash everything, node --version): {:>9.3} ms",
+        ms(cold)
+    );
+    println!(
+        "  warm (digest cache):                    {:>9.3} ms   target < 20 ms",
+        ms(warm)
+    );
+    println!(
+        "  baseline (stat every artifact once):    {:>9.3} ms",
+        ms(baseline)
+    );
+    println!(
+        "  warm / baseline:                        {:>9.1}x",
+        warm.as_secs_f64() / baseline.as_secs_f64()
+    );
+    println!(
+        "  cold / warm:                            {:>9.1}x",
+        cold.as_secs_f64() / warm.as_secs_f64()
+    );
+}
+
+fn median(runs: usize, mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[runs / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
