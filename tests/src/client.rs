@@ -1,8 +1,10 @@
 //! A real MCP client (rmcp's), launched against a server directly or through `postern mcp`.
 //!
-//! The client runs the server command as a child process over stdio, like an agent does. Its
-//! stdio is wrapped in a wire tap (see [`crate::wire`]) so tests can also check the exact JSON
-//! the client received; requests themselves always go through rmcp's API.
+//! The client runs the server command as a child process over stdio, like an agent does. The
+//! transport is what rmcp's `TokioChildProcess` builds (an `AsyncRwTransport` over the child's
+//! stdout and stdin), with one addition: the pipes are wrapped in a wire tap (see
+//! [`crate::wire`]), so tests can also check the exact JSON the client received. Requests,
+//! responses and the handshake always go through rmcp's client API.
 
 #![expect(
     deprecated,

@@ -14,6 +14,7 @@ pub mod binaries;
 pub mod client;
 pub mod compare;
 pub mod gate;
+pub mod rebuild;
 pub mod servers;
 pub mod wire;
 

@@ -175,6 +175,7 @@ enum Event {
     WorkerReplaced {
         generation: u64,
         what: String,
+        record: Box<postern_domain::ExecutionRecord>,
     },
     RefetchCatalog {
         generation: u64,

@@ -349,11 +349,12 @@ impl Session {
             } if generation == self.generation => {
                 self.on_artifacts_changed(*record, changed);
             }
-            Event::WorkerReplaced { generation, what } if generation == self.generation => {
-                if let Upstream::Running(running) = &self.upstream {
-                    let record = fresh_record(&running.record);
-                    self.replace_epoch(record, &what);
-                }
+            Event::WorkerReplaced {
+                generation,
+                what,
+                record,
+            } if generation == self.generation => {
+                self.replace_epoch(*record, &what);
             }
             Event::IntentDurable {
                 generation,
@@ -405,7 +406,13 @@ impl Session {
                 generation,
                 self.events.clone(),
             )),
-            tokio::spawn(sample_workers(record.pid, generation, self.events.clone())),
+            tokio::spawn(sample_workers(
+                config.clone(),
+                Arc::clone(&self.ctx.cache),
+                record.clone(),
+                generation,
+                self.events.clone(),
+            )),
         ]);
         self.ctx.audit.record(AuditEvent::ServerStarted {
             session: self.info.id,
@@ -910,13 +917,6 @@ fn tool_error(text: &str, detail: Value) -> Value {
     json!({"content": [{"type": "text", "text": format!("{text}\n{detail}")}], "structuredContent": detail, "isError": true})
 }
 
-/// The running record under a new epoch, re-observed from disk where possible.
-fn fresh_record(current: &ExecutionRecord) -> ExecutionRecord {
-    let mut record = current.clone();
-    record.epoch = postern_supervisor::new_epoch();
-    record
-}
-
 fn unreachable_empty() -> Catalog {
     // An empty page list with plain values cannot fail to build.
     Catalog::new(Vec::new(), None, json!({}))
@@ -951,7 +951,9 @@ async fn read_server<R: tokio::io::AsyncBufRead + Unpin>(
     let _ = events.send(Event::ServerStdoutClosed { generation });
 }
 
-/// Watches the running epoch's artifacts and reports what is on disk now.
+/// Watches the running epoch's artifacts and reports what is on disk now. The first
+/// look happens at once: the record was captured before the launch, and a build that
+/// landed while the server started must not go unseen.
 async fn watch_artifacts(
     config: ServerConfig,
     cache: Arc<DigestCache>,
@@ -967,20 +969,18 @@ async fn watch_artifacts(
             return;
         }
     };
+    let mut first = true;
     loop {
-        watch.changed().await;
-        let (cfg, cache2) = (config.clone(), Arc::clone(&cache));
-        let observed = tokio::task::spawn_blocking(move || cache2.observe(&cfg)).await;
-        let observed = match observed {
-            Ok(Ok(observed)) => observed,
-            Ok(Err(e)) => {
-                tracing::info!(server = %config.label, "build in progress? {e}");
-                continue;
-            }
-            Err(_) => return,
+        if !std::mem::take(&mut first) {
+            watch.changed().await;
+        }
+        let Some(now) = observe(&config, &cache, &record).await else {
+            continue;
         };
-        let now = postern_supervisor::record(&config, observed, record.pid, record.started_at_ms);
         let changed = record.changed_artifacts(&now);
+        if changed.is_empty() {
+            continue;
+        }
         if events
             .send(Event::ArtifactsChanged {
                 generation,
@@ -994,8 +994,39 @@ async fn watch_artifacts(
     }
 }
 
-/// Samples the server's process group for a replaced worker (refresh-contract §6).
-async fn sample_workers(pid: u32, generation: u64, events: mpsc::UnboundedSender<Event>) {
+/// What is on disk now for `config`, as a record of the running process with a fresh
+/// epoch; `None` while the files cannot be read (a build in progress).
+async fn observe(
+    config: &ServerConfig,
+    cache: &Arc<DigestCache>,
+    running: &ExecutionRecord,
+) -> Option<ExecutionRecord> {
+    let (cfg, cache) = (config.clone(), Arc::clone(cache));
+    match tokio::task::spawn_blocking(move || cache.observe(&cfg)).await {
+        Ok(Ok(observed)) => Some(postern_supervisor::record(
+            config,
+            observed,
+            running.pid,
+            running.started_at_ms,
+        )),
+        Ok(Err(e)) => {
+            tracing::info!(server = %config.label, "build in progress? {e}");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Samples the server's process group for a replaced worker (refresh-contract §6);
+/// the new epoch's record is captured again from disk.
+async fn sample_workers(
+    config: ServerConfig,
+    cache: Arc<DigestCache>,
+    record: ExecutionRecord,
+    generation: u64,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let pid = record.pid;
     let mut sample = ProcessGroupSample::default();
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     loop {
@@ -1007,10 +1038,22 @@ async fn sample_workers(pid: u32, generation: u64, events: mpsc::UnboundedSender
         .await
         .unwrap_or_default();
         sample = back;
-        if let Some(what) = replaced
-            && events
-                .send(Event::WorkerReplaced { generation, what })
-                .is_err()
+        let Some(what) = replaced else { continue };
+        let fresh = match observe(&config, &cache, &record).await {
+            Some(fresh) => fresh,
+            None => {
+                let mut same = record.clone();
+                same.epoch = postern_supervisor::new_epoch();
+                same
+            }
+        };
+        if events
+            .send(Event::WorkerReplaced {
+                generation,
+                what,
+                record: Box::new(fresh),
+            })
+            .is_err()
         {
             return;
         }
