@@ -13,6 +13,7 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 
 use crate::binaries;
+use crate::keychain::PrivateKeychain;
 use crate::servers::ServerCommand;
 
 /// How long the daemon may take to open its socket.
@@ -30,7 +31,8 @@ pub struct Gate {
     home: PathBuf,
     logs: PathBuf,
     shims: AtomicUsize,
-    // Last: deleted after the daemon has stopped.
+    // Dropped in this order, after the daemon has stopped: the keychain, then the directory.
+    keychain: Option<PrivateKeychain>,
     _dir: TempDir,
 }
 
@@ -45,12 +47,20 @@ impl Gate {
         let home = dir.path().join("home");
         let logs = dir.path().join("logs");
         std::fs::create_dir_all(&logs)?;
+        // Linux: a private Secret Service for this engine (see `keychain`); macOS: the
+        // login keychain.
+        let keychain = if cfg!(target_os = "linux") {
+            Some(PrivateKeychain::start(&dir.path().join("keychain"))?)
+        } else {
+            None
+        };
         let mut gate = Gate {
             daemon: None,
             bin: binaries::postern()?,
             home,
             logs,
             shims: AtomicUsize::new(0),
+            keychain,
             _dir: dir,
         };
         for (label, server) in servers {
@@ -82,7 +92,8 @@ impl Gate {
         S: Into<OsString>,
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-        let out = Command::new(&self.bin)
+        let out = self
+            .postern()
             .arg("--home")
             .arg(&self.home)
             .args(&args)
@@ -114,7 +125,7 @@ impl Gate {
     pub fn mcp_command(&self, label: &str) -> Result<(tokio::process::Command, PathBuf)> {
         let n = self.shims.fetch_add(1, Ordering::Relaxed);
         let log = self.logs.join(format!("shim-{n}-{label}.log"));
-        let mut cmd = tokio::process::Command::new(&self.bin);
+        let mut cmd = tokio::process::Command::from(self.postern());
         cmd.arg("--home").arg(&self.home).arg("mcp").arg(label);
         Ok((cmd, log))
     }
@@ -161,7 +172,8 @@ impl Gate {
 
     async fn start_daemon(&mut self) -> Result<()> {
         let log = File::create(self.logs.join("daemon.log"))?;
-        let child = Command::new(&self.bin)
+        let child = self
+            .postern()
             .arg("--home")
             .arg(&self.home)
             .arg("daemon")
@@ -203,6 +215,15 @@ impl Gate {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// `postern` with this gate's environment (its private keychain, if any).
+    fn postern(&self) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        if let Some(keychain) = &self.keychain {
+            cmd.envs(keychain.env().iter().map(|(k, v)| (k, v)));
+        }
+        cmd
     }
 
     fn stop_daemon(&mut self) {

@@ -5,6 +5,7 @@
 //! - [`gate::Gate`]: a temporary Postern home with servers configured, and `postern daemon`.
 //! - [`client::Client`]: an rmcp client session over stdio, either [`client::Client::direct`]
 //!   (the server command itself) or [`client::Client::through`] (`postern mcp <label>`).
+//! - [`keychain`]: a private, unlocked Secret Service (D-Bus + gnome-keyring) per gate.
 //! - [`wire`]: a tap on the client's stdio that keeps the exact JSON it sent and received.
 //! - [`servers`]: the third-party test peers installed by `scripts/setup-test-deps.sh`.
 //! - [`compare`]: JSON comparisons with readable failure messages.
@@ -14,6 +15,7 @@ pub mod binaries;
 pub mod client;
 pub mod compare;
 pub mod gate;
+pub mod keychain;
 pub mod rebuild;
 pub mod servers;
 pub mod wire;

@@ -40,7 +40,12 @@ impl RawAgent {
             .context("launching postern mcp")?;
         let stdin = child.stdin.take().context("stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        Ok(Self { child, stdin, stdout, backlog: Vec::new() })
+        Ok(Self {
+            child,
+            stdin,
+            stdout,
+            backlog: Vec::new(),
+        })
     }
 
     /// Launches and completes the MCP handshake.
@@ -52,10 +57,15 @@ impl RawAgent {
 
     async fn initialize(&mut self) -> Result<Value> {
         let init = self
-            .request(json!(0), "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
-                "clientInfo": {"name": "raw-agent", "version": "1"}}))
+            .request(
+                json!(0),
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
+                "clientInfo": {"name": "raw-agent", "version": "1"}}),
+            )
             .await?;
-        self.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
+        self.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await?;
         Ok(init)
     }
 
@@ -72,12 +82,18 @@ impl RawAgent {
 
     /// Sends a request and returns its whole response.
     async fn request(&mut self, id: Value, method: &str, params: Value) -> Result<Value> {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
         self.response(&id).await
     }
 
     async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Result<Value> {
-        self.request(json!(id), "tools/call", json!({"name": tool, "arguments": arguments})).await
+        self.request(
+            json!(id),
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+        )
+        .await
     }
 
     /// Waits for the message matching `pred`, keeping others in the backlog.
@@ -88,10 +104,12 @@ impl RawAgent {
         let deadline = tokio::time::Instant::now() + ANSWER;
         loop {
             let line = match tokio::time::timeout_at(deadline, self.stdout.next_line()).await {
-                Ok(line) => line?.with_context(|| format!("the shim closed stdout while waiting for {what}"))?,
+                Ok(line) => line?
+                    .with_context(|| format!("the shim closed stdout while waiting for {what}"))?,
                 Err(_) => bail!("no {what} within {ANSWER:?}; saw {:?}", self.backlog),
             };
-            let msg: Value = serde_json::from_str(&line).with_context(|| format!("the shim wrote non-JSON: {line}"))?;
+            let msg: Value = serde_json::from_str(&line)
+                .with_context(|| format!("the shim wrote non-JSON: {line}"))?;
             if pred(&msg) {
                 return Ok(msg);
             }
@@ -101,14 +119,22 @@ impl RawAgent {
 
     async fn response(&mut self, id: &Value) -> Result<Value> {
         let id = id.clone();
-        self.wait_for(&format!("the response to {id}"), move |m| m.get("id") == Some(&id) && m.get("method").is_none())
-            .await
+        self.wait_for(&format!("the response to {id}"), move |m| {
+            m.get("id") == Some(&id) && m.get("method").is_none()
+        })
+        .await
     }
 
     /// Proves the session still works end to end: a call reaches the server and returns.
     async fn assert_alive(&mut self, id: i64) -> Result<()> {
-        let answer = self.call(id, "echo", json!({"text": format!("alive {id}")})).await?;
-        assert_eq!(answer["result"]["content"][0]["text"], format!("alive {id}"), "{answer}");
+        let answer = self
+            .call(id, "echo", json!({"text": format!("alive {id}")}))
+            .await?;
+        assert_eq!(
+            answer["result"]["content"][0]["text"],
+            format!("alive {id}"),
+            "{answer}"
+        );
         Ok(())
     }
 }
@@ -122,25 +148,40 @@ async fn fixture_gate() -> Result<Gate> {
 }
 
 #[tokio::test]
-async fn lines_that_are_not_json_rpc_objects_get_clear_errors_and_the_session_continues() -> Result<()> {
+async fn lines_that_are_not_json_rpc_objects_get_clear_errors_and_the_session_continues()
+-> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
         let mut agent = RawAgent::connect(&gate, "fixture").await?;
 
         agent.send_raw("this is not json").await?;
-        let err = agent.wait_for("a parse error", |m| m["id"].is_null() && m.get("error").is_some()).await?;
+        let err = agent
+            .wait_for("a parse error", |m| {
+                m["id"].is_null() && m.get("error").is_some()
+            })
+            .await?;
         assert_eq!(error_code(&err), Some(-32700), "{err}");
 
-        for (line, what) in [("[1,2,3]", "an array"), ("42", "a number"), ("\"hello\"", "a string")] {
+        for (line, what) in [
+            ("[1,2,3]", "an array"),
+            ("42", "a number"),
+            ("\"hello\"", "a string"),
+        ] {
             agent.send_raw(line).await?;
-            let err = agent.wait_for("an invalid-request error", |m| m["id"].is_null() && m.get("error").is_some()).await?;
+            let err = agent
+                .wait_for("an invalid-request error", |m| {
+                    m["id"].is_null() && m.get("error").is_some()
+                })
+                .await?;
             assert_eq!(error_code(&err), Some(-32600), "{line}: {err}");
             let message = err["error"]["message"].as_str().unwrap_or_default();
             assert!(message.contains(what), "{line}: {message}");
         }
 
         // A request without "jsonrpc" names what is missing and keeps its id.
-        agent.send_raw(r#"{"id":"no-version","method":"ping"}"#).await?;
+        agent
+            .send_raw(r#"{"id":"no-version","method":"ping"}"#)
+            .await?;
         let err = agent.response(&json!("no-version")).await?;
         assert_eq!(error_code(&err), Some(-32600), "{err}");
 
@@ -200,15 +241,30 @@ async fn garbage_and_stray_responses_from_the_server_are_dropped() -> Result<()>
         let gate = fixture_gate().await?;
         let mut agent = RawAgent::connect(&gate, "fixture").await?;
         let answer = agent.call(1, "garbage", json!({})).await?;
-        assert_eq!(answer["result"]["content"][0]["text"], "garbage sent", "{answer}");
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "garbage sent",
+            "{answer}"
+        );
         agent.assert_alive(2).await?;
         assert!(
-            !agent.backlog.iter().any(|m| m["id"] == json!("nobody-asked")),
+            !agent
+                .backlog
+                .iter()
+                .any(|m| m["id"] == json!("nobody-asked")),
             "a response nobody asked for reached the agent: {:?}",
             agent.backlog
         );
-        assert!(gate.daemon_log().contains("server answered a request nobody sent"), "{}", gate.daemon_log());
-        assert!(gate.daemon_log().contains("not JSON-RPC"), "{}", gate.daemon_log());
+        assert!(
+            gate.daemon_log()
+                .contains("server answered a request nobody sent"),
+            "{}",
+            gate.daemon_log()
+        );
+        assert!(
+            gate.daemon_log().contains("not JSON-RPC"),
+            "{}",
+            gate.daemon_log()
+        );
         Ok(())
     })
     .await
@@ -219,9 +275,16 @@ async fn a_response_from_the_agent_with_an_unknown_id_is_dropped() -> Result<()>
     within(LIMIT, async {
         let gate = fixture_gate().await?;
         let mut agent = RawAgent::connect(&gate, "fixture").await?;
-        agent.send(&json!({"jsonrpc": "2.0", "id": "never-asked", "result": {"roots": []}})).await?;
+        agent
+            .send(&json!({"jsonrpc": "2.0", "id": "never-asked", "result": {"roots": []}}))
+            .await?;
         agent.assert_alive(1).await?;
-        assert!(gate.daemon_log().contains("agent answered a request nobody sent"), "{}", gate.daemon_log());
+        assert!(
+            gate.daemon_log()
+                .contains("agent answered a request nobody sent"),
+            "{}",
+            gate.daemon_log()
+        );
         Ok(())
     })
     .await
@@ -232,25 +295,40 @@ async fn a_server_exiting_mid_call_answers_the_call_and_restarts_on_the_next() -
     within(LIMIT, async {
         let gate = fixture_gate().await?;
         let mut agent = RawAgent::connect(&gate, "fixture").await?;
-        let first_pid = agent.call(1, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
+        let first_pid =
+            agent.call(1, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
 
         // A slow call in flight when the server dies is answered too, never left hanging.
-        agent.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-            "params": {"name": "sleep", "arguments": {"ms": 30000}}})).await?;
+        agent
+            .send(
+                &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {"ms": 30000}}}),
+            )
+            .await?;
         let crash = agent.call(2, "crash", json!({"code": 3})).await?;
         // refresh-contract §5: a tool error naming the epoch transition, never a retry.
         let detail = &crash["result"]["structuredContent"];
         assert_eq!(crash["result"]["isError"], true, "{crash}");
         assert_eq!(detail["error"], "epoch_transition", "{crash}");
         assert_eq!(detail["reason"], "server exited (exit status 3)", "{crash}");
-        assert!(detail["oldEpoch"].as_str().is_some_and(|e| e.len() == 26), "{crash}");
+        assert!(
+            detail["oldEpoch"].as_str().is_some_and(|e| e.len() == 26),
+            "{crash}"
+        );
         let slow = agent.response(&json!("slow")).await?;
-        assert_eq!(slow["result"]["structuredContent"]["error"], "epoch_transition", "{slow}");
-        assert_eq!(slow["result"]["structuredContent"]["oldEpoch"], detail["oldEpoch"]);
+        assert_eq!(
+            slow["result"]["structuredContent"]["error"], "epoch_transition",
+            "{slow}"
+        );
+        assert_eq!(
+            slow["result"]["structuredContent"]["oldEpoch"],
+            detail["oldEpoch"]
+        );
 
         // The session is alive, and the next call starts a new server process.
         agent.assert_alive(3).await?;
-        let second_pid = agent.call(4, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
+        let second_pid =
+            agent.call(4, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
         assert_ne!(first_pid, second_pid);
         Ok(())
     })
@@ -267,8 +345,10 @@ async fn an_agent_disconnecting_mid_call_ends_only_its_own_session() -> Result<(
             .as_str()
             .context("pid text")?
             .parse()?;
-        leaving.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "sleep", "arguments": {"ms": 30000}}})).await?;
+        leaving
+            .send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {"ms": 30000}}}))
+            .await?;
         leaving.child.kill().await?;
 
         // Its server process goes with it...
@@ -290,13 +370,21 @@ async fn a_slow_call_never_blocks_a_ping_or_another_call() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
         let mut agent = RawAgent::connect(&gate, "fixture").await?;
-        agent.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-            "params": {"name": "sleep", "arguments": {"ms": 3000}}})).await?;
+        agent
+            .send(
+                &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {"ms": 3000}}}),
+            )
+            .await?;
         let pong = agent.request(json!("ping-1"), "ping", json!({})).await?;
         assert_eq!(pong["result"], json!({}));
         agent.assert_alive(1).await?;
         // Neither waited for the slow call: it has not answered yet.
-        assert!(!agent.backlog.iter().any(|m| m["id"] == json!("slow")), "{:?}", agent.backlog);
+        assert!(
+            !agent.backlog.iter().any(|m| m["id"] == json!("slow")),
+            "{:?}",
+            agent.backlog
+        );
         let slow = agent.response(&json!("slow")).await?;
         assert_eq!(slow["result"]["content"][0]["text"], "slept 3000 ms");
         Ok(())
@@ -326,15 +414,22 @@ async fn a_label_that_is_not_configured_gets_a_clear_error_per_call() -> Result<
         let mut agent = RawAgent::connect(&gate, "nosuch").await?;
         let err = agent.request(json!(1), "tools/list", json!({})).await?;
         let message = err["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("no server is configured as 'nosuch'"), "{err}");
+        assert!(
+            message.contains("no server is configured as 'nosuch'"),
+            "{err}"
+        );
         // Configuring it later makes the same session work without reconnecting.
         gate.add_server("nosuch", &servers::fixture()?)?;
         agent.assert_alive(2).await?;
 
         // A label that cannot exist is refused before anything starts.
         let out = tokio::process::Command::new(gate.bin())
-            .arg("--home").arg(gate.home()).args(["mcp", "Not A Label"])
-            .stdin(Stdio::null()).output().await?;
+            .arg("--home")
+            .arg(gate.home())
+            .args(["mcp", "Not A Label"])
+            .stdin(Stdio::null())
+            .output()
+            .await?;
         assert!(!out.status.success());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("a server label may hold only"), "{stderr}");
@@ -350,25 +445,49 @@ async fn the_shim_outlives_the_engine_and_reconnects_when_it_appears() -> Result
         let dir = tempfile::tempdir()?;
         let home = dir.path().join("home");
         let fixture = servers::fixture()?;
-        let status = std::process::Command::new(&postern).arg("--home").arg(&home)
-            .args(["server", "add", "fixture", "--"]).args(fixture.argv()).status()?;
+        let status = std::process::Command::new(&postern)
+            .arg("--home")
+            .arg(&home)
+            .args(["server", "add", "fixture", "--"])
+            .args(fixture.argv())
+            .status()?;
         assert!(status.success());
 
         // No engine yet: the agent still gets a session and a clear answer per call.
         let mut agent = RawAgent::launch(&postern, &home, "fixture").await?;
         let init = agent.initialize().await?;
-        assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true, "{init}");
+        assert_eq!(
+            init["result"]["capabilities"]["tools"]["listChanged"], true,
+            "{init}"
+        );
         let err = agent.call(1, "echo", json!({"text": "x"})).await?;
-        assert_eq!(err["error"]["message"], "Postern is not running: start the app or `postern daemon`");
+        assert_eq!(
+            err["error"]["message"],
+            "Postern is not running: start the app or `postern daemon`"
+        );
         let pong = agent.request(json!(2), "ping", json!({})).await?;
         assert_eq!(pong["result"], json!({}));
 
         // The engine appears: the shim reconnects and tells the agent to list tools again.
-        let mut daemon = tokio::process::Command::new(&postern).arg("--home").arg(&home).arg("daemon")
-            .stderr(Stdio::null()).kill_on_drop(true).spawn()?;
-        agent.wait_for("tools/list_changed", |m| m["method"] == "notifications/tools/list_changed").await?;
+        let mut daemon = tokio::process::Command::new(&postern)
+            .arg("--home")
+            .arg(&home)
+            .arg("daemon")
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        agent
+            .wait_for("tools/list_changed", |m| {
+                m["method"] == "notifications/tools/list_changed"
+            })
+            .await?;
         let tools = agent.request(json!(3), "tools/list", json!({})).await?;
-        assert!(tools["result"]["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "echo")), "{tools}");
+        assert!(
+            tools["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == "echo")),
+            "{tools}"
+        );
         agent.assert_alive(4).await?;
 
         // The engine goes away mid-session: calls fail clearly, the shim stays up.

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{AppendError, FormatError, OpenError};
 use crate::header::{EventKind, Header, HeaderView, Seq, UnixMillis};
 use crate::keys::{OpeningKey, RecipientKey};
-use crate::seal::{self, SealedBody};
+use crate::seal::{self, PreparedSeal, SealedBody};
 
 /// A SHA-256 chain hash. Displays as 64 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -241,10 +241,27 @@ impl Chain {
         body: &[u8],
         rng: &mut R,
     ) -> Result<SealedRecord, AppendError> {
+        let prepared = PreparedSeal::new(&self.recipient, rng)?;
+        self.append_prepared(time, kind, body, prepared)
+    }
+
+    /// [`Chain::append`] with the key agreement done ahead of time ([`PreparedSeal`], on any
+    /// thread), so that the part that must run in chain order is cheap. The seal must be for
+    /// this chain's recipient. On error the chain is unchanged.
+    pub fn append_prepared(
+        &mut self,
+        time: UnixMillis,
+        kind: EventKind,
+        body: &[u8],
+        prepared: PreparedSeal,
+    ) -> Result<SealedRecord, AppendError> {
+        if *prepared.recipient() != self.recipient {
+            return Err(AppendError::RecipientMismatch);
+        }
         let after = self.next.next().ok_or(AppendError::SequenceExhausted)?;
         let header = Header::new(self.next, time, kind);
         let header_bytes = header.encode().into_boxed_slice();
-        let sealed_body = seal::seal(&self.recipient, &header_bytes, body, rng)?;
+        let sealed_body = seal::seal_prepared(prepared, &header_bytes, body);
         let chain_hash = ChainHash::link(&self.prev, &header_bytes, sealed_body.as_bytes());
         self.next = after;
         self.prev = chain_hash;
@@ -425,6 +442,61 @@ mod tests {
         assert_eq!(
             ChainHash::link(&ChainHash::GENESIS, b"a", b"bc").as_bytes()[..],
             expected[..]
+        );
+    }
+
+    /// Fills with a fixed byte: two chains fed the same sequence seal identically.
+    struct Fill(u8);
+
+    impl rand_core::TryRng for Fill {
+        type Error = core::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            unreachable!("sealing only fills bytes")
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            unreachable!("sealing only fills bytes")
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+            self.0 = self.0.wrapping_add(1);
+            dst.fill(self.0);
+            Ok(())
+        }
+    }
+    impl TryCryptoRng for Fill {}
+
+    #[test]
+    fn a_prepared_seal_gives_the_same_record_and_must_match_the_recipient() {
+        let key = OpeningKey::from_bytes([5; 32]);
+        let kind = EventKind::from_static("tool_call_intent");
+        let mut direct = Chain::genesis(key.recipient());
+        let mut prepared = direct.clone();
+        let mut rng_a = Fill(0);
+        let mut rng_b = Fill(0);
+        for i in 0..3 {
+            let time = UnixMillis::new(i);
+            let a = direct
+                .append(time, kind.clone(), b"body", &mut rng_a)
+                .unwrap();
+            let seal = PreparedSeal::new(&key.recipient(), &mut rng_b).unwrap();
+            let b = prepared
+                .append_prepared(time, kind.clone(), b"body", seal)
+                .unwrap();
+            assert_eq!(a, b);
+        }
+        let other = OpeningKey::from_bytes([6; 32]).recipient();
+        let foreign = PreparedSeal::new(&other, &mut rng_b).unwrap();
+        let before = prepared.clone().head();
+        assert_eq!(
+            prepared
+                .append_prepared(UnixMillis::new(9), kind, b"x", foreign)
+                .unwrap_err()
+                .code(),
+            "audit_recipient_mismatch"
+        );
+        assert_eq!(
+            prepared.head(),
+            before,
+            "a refused append leaves the chain as it was"
         );
     }
 

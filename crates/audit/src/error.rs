@@ -81,6 +81,9 @@ pub enum AppendError {
         /// The generator's own message.
         reason: String,
     },
+    /// A [`crate::PreparedSeal`] made for another recipient key than the chain's.
+    #[error("the prepared seal is for another recipient key than this log's")]
+    RecipientMismatch,
 }
 
 /// A sealed body that could not be opened.
@@ -197,6 +200,7 @@ impl AppendError {
         match self {
             AppendError::SequenceExhausted => "audit_sequence_exhausted",
             AppendError::Entropy { .. } => "audit_entropy_unavailable",
+            AppendError::RecipientMismatch => "audit_recipient_mismatch",
         }
     }
 }

@@ -58,7 +58,7 @@ pub use chain::{Chain, ChainHash, Head, OpenedRecord, RawRecord, SealedRecord};
 pub use error::{AppendError, FormatError, KeyError, OpenError, VerifyError};
 pub use header::{EventKind, FORMAT_VERSION, Header, MAX_KIND_LEN, Seq, UnixMillis};
 pub use keys::{OpeningKey, RecipientKey};
-pub use seal::{SEAL_OVERHEAD, SealedBody};
+pub use seal::{PreparedSeal, SEAL_OVERHEAD, SealedBody};
 pub use verify::{Bodies, Verified, Verifier, verify};
 
 /// The rand_core version this crate's RNG bounds come from (`TryCryptoRng`), re-exported so

@@ -70,32 +70,87 @@ impl SealedBody {
     }
 }
 
+/// The costly half of sealing one body, done ahead of time (on any thread, before the record's
+/// place in the chain is known): a fresh ephemeral X25519 key and its agreement with the
+/// recipient. Two scalar multiplications: about 95% of a seal. Consumed by
+/// [`crate::Chain::append_prepared`]; the bytes it produces are exactly those of
+/// [`crate::Chain::append`] with the same RNG output. Debug never shows the secret.
+pub struct PreparedSeal {
+    ephemeral_public: [u8; 32],
+    shared: Zeroizing<[u8; 32]>,
+    recipient: RecipientKey,
+}
+
+impl PreparedSeal {
+    /// Draws the ephemeral key from `rng` and agrees a secret with `recipient`.
+    pub fn new<R: TryCryptoRng + ?Sized>(
+        recipient: &RecipientKey,
+        rng: &mut R,
+    ) -> Result<PreparedSeal, AppendError> {
+        let mut ephemeral = Zeroizing::new([0u8; 32]);
+        rng.try_fill_bytes(ephemeral.as_mut())
+            .map_err(|e| AppendError::Entropy {
+                reason: e.to_string(),
+            })?;
+        let ephemeral = StaticSecret::from(*ephemeral);
+        let ephemeral_public = PublicKey::from(&ephemeral);
+        // `recipient` is never of small order, so the shared secret is never all zero.
+        let shared = ephemeral.diffie_hellman(recipient.point());
+        Ok(PreparedSeal {
+            ephemeral_public: ephemeral_public.to_bytes(),
+            shared: Zeroizing::new(shared.to_bytes()),
+            recipient: *recipient,
+        })
+    }
+
+    /// The key this seal is for.
+    pub fn recipient(&self) -> &RecipientKey {
+        &self.recipient
+    }
+}
+
+impl std::fmt::Debug for PreparedSeal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedSeal")
+            .field("recipient", &self.recipient)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Seals `body` to `recipient` with `header_bytes` as associated data.
+#[cfg(test)]
 pub(crate) fn seal<R: TryCryptoRng + ?Sized>(
     recipient: &RecipientKey,
     header_bytes: &[u8],
     body: &[u8],
     rng: &mut R,
 ) -> Result<SealedBody, AppendError> {
-    let mut ephemeral = Zeroizing::new([0u8; 32]);
-    rng.try_fill_bytes(ephemeral.as_mut())
-        .map_err(|e| AppendError::Entropy {
-            reason: e.to_string(),
-        })?;
-    let ephemeral = StaticSecret::from(*ephemeral);
-    let ephemeral_public = PublicKey::from(&ephemeral);
-    // `recipient` is never of small order, so the shared secret is never all zero.
-    let shared = ephemeral.diffie_hellman(recipient.point());
-    let (cipher, nonce) = body_cipher(shared.as_bytes(), ephemeral_public.as_bytes(), recipient);
+    Ok(seal_prepared(
+        PreparedSeal::new(recipient, rng)?,
+        header_bytes,
+        body,
+    ))
+}
 
+/// Finishes a prepared seal: `body` encrypted with `header_bytes` as associated data.
+pub(crate) fn seal_prepared(
+    prepared: PreparedSeal,
+    header_bytes: &[u8],
+    body: &[u8],
+) -> SealedBody {
+    let (cipher, nonce) = body_cipher(
+        &prepared.shared,
+        &prepared.ephemeral_public,
+        &prepared.recipient,
+    );
     let mut out = Vec::with_capacity(SEAL_OVERHEAD + body.len());
-    out.extend_from_slice(ephemeral_public.as_bytes());
+    out.extend_from_slice(&prepared.ephemeral_public);
     out.extend_from_slice(body);
     let tag = cipher
         .encrypt_inout_detached(&nonce, header_bytes, (&mut out[EPHEMERAL_LEN..]).into())
         .expect("ChaCha20-Poly1305 seals any body shorter than 256 GiB");
     out.extend_from_slice(&tag);
-    Ok(SealedBody(out))
+    SealedBody(out)
 }
 
 /// Opens `sealed` (stored bytes) with `key`, checking `header_bytes` as associated data.

@@ -13,6 +13,7 @@ use postern_gateway::hello::ControlCommand;
 use postern_store::{AddOutcome, Store};
 use tracing_subscriber::EnvFilter;
 
+mod audit;
 mod status;
 
 /// Postern: a gate between AI agents and the MCP servers and credentials they use.
@@ -38,6 +39,13 @@ enum Command {
     /// Configure MCP servers.
     #[command(subcommand)]
     Server(ServerCommand),
+    /// The audit log: verify, export, repair.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
+    /// The Sessions journal: one entry per agent session, newest first.
+    Sessions(audit::SessionsArgs),
+    /// The Activity journal: one entry per tool call, newest first, with filters.
+    Activity(audit::ActivityArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -118,6 +126,9 @@ fn run(cli: Cli) -> Result<()> {
             runtime()?.block_on(daemon(home))
         }
         Command::Server(cmd) => server(&home, cmd),
+        Command::Audit(cmd) => audit::audit(&home, cmd),
+        Command::Sessions(args) => audit::sessions(&home, args),
+        Command::Activity(args) => audit::activity(&home, args),
     }
 }
 

@@ -105,6 +105,11 @@ pub enum AuditEvent {
         what: String,
         server: Option<ServerLabel>,
     },
+    /// An engine opened the log: the first record of each engine run. Session numbers start
+    /// again at 1 after it, and sessions of earlier runs still open are over (a crash).
+    EngineStarted { version: String, pid: u32 },
+    /// The engine stopped cleanly: the last record of its run.
+    EngineStopped { reason: String },
 }
 
 /// How a tools/call ended.
@@ -138,6 +143,8 @@ impl AuditEvent {
             Self::ToolCallResult { .. } => "tool_call_result",
             Self::AuthorizationDenied { .. } => "authorization_denied",
             Self::ConfigChanged { .. } => "config_changed",
+            Self::EngineStarted { .. } => "engine_started",
+            Self::EngineStopped { .. } => "engine_stopped",
         }
     }
 }

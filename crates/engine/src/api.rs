@@ -6,7 +6,7 @@ use postern_gateway::{Phase, SessionInfo};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-use crate::Home;
+use crate::{AuditState, AuditStatus, Home};
 
 /// Everything the status view shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
@@ -20,6 +20,8 @@ pub struct Status {
     pub servers: Vec<ServerStatus>,
     /// Connected agent sessions, oldest first.
     pub sessions: Vec<SessionStatus>,
+    /// The audit log: calls are refused unless it is ready.
+    pub audit: AuditStatus,
 }
 
 /// One configured server.
@@ -150,7 +152,12 @@ pub struct CatalogView {
 }
 
 /// Builds the status view from configuration and live sessions.
-pub(crate) fn status(home: &Home, configs: &[ServerConfig], sessions: &[SessionInfo]) -> Status {
+pub(crate) fn status(
+    home: &Home,
+    configs: &[ServerConfig],
+    sessions: &[SessionInfo],
+    audit: AuditStatus,
+) -> Status {
     let servers = configs
         .iter()
         .map(|c| ServerStatus {
@@ -176,6 +183,7 @@ pub(crate) fn status(home: &Home, configs: &[ServerConfig], sessions: &[SessionI
         socket: home.socket_path().display().to_string(),
         servers,
         sessions,
+        audit,
     }
 }
 
@@ -250,6 +258,8 @@ pub fn typescript_bindings() -> String {
         ExecutionView::decl(),
         ArtifactView::decl(),
         CatalogView::decl(),
+        AuditStatus::decl(),
+        AuditState::decl(),
     ];
     let mut out = String::from(
         "// Generated from crates/engine/src/api.rs by `cargo run -p postern-app --bin gen-bindings`. Do not edit.\n\n",

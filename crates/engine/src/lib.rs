@@ -3,6 +3,7 @@
 //! the SQLite store, and the local socket agents' shims connect to.
 
 pub mod api;
+pub mod audit;
 mod home;
 
 use std::fs::{File, TryLockError};
@@ -15,12 +16,14 @@ use postern_gateway::control::ControlHandler;
 use postern_gateway::hello::ControlCommand;
 use postern_gateway::{Command, Gateway, ServerDirectory, Sessions};
 use postern_store::{Store, StoreError};
+use postern_vault::{Keychain, SecretStore};
 use tokio::sync::{broadcast, watch};
 
 pub use api::{
     ArtifactView, CatalogView, ExecutionView, ServerStatus, SessionState, SessionStatus, Status,
     typescript_bindings,
 };
+pub use audit::{AuditLog, AuditState, AuditStatus};
 pub use home::{Home, HomeError};
 
 /// A running engine. Dropping it without [`Engine::shutdown`] stops it too, less politely.
@@ -30,6 +33,7 @@ pub struct Engine {
     store: Arc<Mutex<Store>>,
     sessions: Sessions,
     gateway: Gateway,
+    audit: Arc<AuditLog>,
     shutdown: watch::Sender<bool>,
     serving: tokio::task::JoinHandle<()>,
     /// Held for the engine's life: the home's single-owner lock.
@@ -59,9 +63,20 @@ pub enum EngineError {
 }
 
 impl Engine {
-    /// Starts the engine for `home`: takes the single-owner lock, opens the store,
-    /// binds the socket and starts accepting agents. Must run inside a tokio runtime.
+    /// Starts the engine for `home`: takes the single-owner lock, opens the store and the
+    /// audit log (keys and anchor in the OS keychain), binds the socket and starts accepting
+    /// agents. Must run inside a tokio runtime.
     pub async fn start(home: Home) -> Result<Self, EngineError> {
+        home.prepare()?;
+        let secrets = Arc::new(Keychain::for_home(home.path()));
+        Self::start_with_secrets(home, secrets).await
+    }
+
+    /// [`Engine::start`] with another secret store (unit tests use an in-memory one).
+    pub async fn start_with_secrets(
+        home: Home,
+        secrets: Arc<dyn SecretStore>,
+    ) -> Result<Self, EngineError> {
         home.prepare()?;
         let lock = File::options()
             .create(true)
@@ -87,6 +102,15 @@ impl Engine {
             }
         }
         let store = Arc::new(Mutex::new(Store::open(home.path())?));
+        // Never fails: an unusable log starts unavailable or quarantined, and refuses calls.
+        let audit_home = home.path().to_owned();
+        let audit = tokio::task::spawn_blocking(move || AuditLog::open(&audit_home, secrets))
+            .await
+            .map(Arc::new)
+            .map_err(|e| EngineError::Io {
+                what: "opening the audit log".into(),
+                source: std::io::Error::other(e),
+            })?;
         let listener =
             postern_gateway::bind(&home.socket_path()).map_err(|source| EngineError::Io {
                 what: format!("cannot listen on {}", home.socket_path().display()),
@@ -94,11 +118,13 @@ impl Engine {
             })?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut gateway = Gateway::new(Arc::new(StoreDirectory(Arc::clone(&store))));
+        gateway.audit = Arc::clone(&audit) as Arc<dyn postern_gateway::audit::AuditSink>;
         gateway.control = Some(Arc::new(Control {
             home: home.clone(),
             store: Arc::clone(&store),
             sessions: gateway.sessions.clone(),
             commands: gateway.commands.clone(),
+            audit: Arc::clone(&audit),
         }));
         let sessions = gateway.sessions.clone();
         let serving = tokio::spawn(postern_gateway::serve(
@@ -112,6 +138,7 @@ impl Engine {
             store,
             sessions,
             gateway,
+            audit,
             shutdown,
             serving,
             _lock: lock,
@@ -125,7 +152,13 @@ impl Engine {
 
     /// A snapshot of configured servers and connected agent sessions.
     pub fn status(&self) -> Result<Status, EngineError> {
-        status(&self.home, &self.store, &self.sessions)
+        status(&self.home, &self.store, &self.sessions, &self.audit)
+    }
+
+    /// The audit log's state: ready, unavailable or quarantined (calls are refused in the
+    /// last two), its head and its anchor.
+    pub fn audit(&self) -> AuditStatus {
+        self.audit.status()
     }
 
     /// A receiver whose value changes whenever a session connects, disconnects, or its
@@ -159,14 +192,27 @@ impl Engine {
                 "sessions still closing at shutdown"
             );
         }
+        // Commits what is queued, records engine_stopped and anchors the final head.
+        let audit = Arc::clone(&self.audit);
+        let _ = tokio::task::spawn_blocking(move || audit.close("shutdown")).await;
         let _ = std::fs::remove_file(self.home.socket_path());
         tracing::info!("engine stopped");
     }
 }
 
-fn status(home: &Home, store: &Mutex<Store>, sessions: &Sessions) -> Result<Status, EngineError> {
+fn status(
+    home: &Home,
+    store: &Mutex<Store>,
+    sessions: &Sessions,
+    audit: &AuditLog,
+) -> Result<Status, EngineError> {
     let configs = store.lock().map_err(|_| poisoned())?.servers()?;
-    Ok(api::status(home, &configs, &sessions.snapshot()))
+    Ok(api::status(
+        home,
+        &configs,
+        &sessions.snapshot(),
+        audit.status(),
+    ))
 }
 
 fn restart(
@@ -189,12 +235,13 @@ struct Control {
     store: Arc<Mutex<Store>>,
     sessions: Sessions,
     commands: broadcast::Sender<Command>,
+    audit: Arc<AuditLog>,
 }
 
 impl ControlHandler for Control {
     fn handle(&self, command: ControlCommand) -> serde_json::Value {
         let answer = match command {
-            ControlCommand::Status => status(&self.home, &self.store, &self.sessions)
+            ControlCommand::Status => status(&self.home, &self.store, &self.sessions, &self.audit)
                 .map_err(|e| e.to_string())
                 .and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string())),
             ControlCommand::Restart { server } => server
@@ -236,16 +283,23 @@ mod tests {
             & 0o777
     }
 
+    fn memory() -> Arc<dyn SecretStore> {
+        Arc::new(postern_vault::MemoryStore::new())
+    }
+
     #[tokio::test]
     async fn one_engine_per_home_with_a_private_socket() {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = Home::at(dir.path().join("home"));
-        let engine = Engine::start(home.clone()).await.expect("first engine");
+        let secrets = memory();
+        let engine = Engine::start_with_secrets(home.clone(), Arc::clone(&secrets))
+            .await
+            .expect("first engine");
         assert_eq!(mode(&home.run_dir()), 0o700);
         assert_eq!(mode(&home.socket_path()), 0o600);
         assert_eq!(mode(home.path()), 0o700);
 
-        let second = Engine::start(home.clone())
+        let second = Engine::start_with_secrets(home.clone(), Arc::clone(&secrets))
             .await
             .expect_err("second engine must be refused");
         assert!(
@@ -263,18 +317,20 @@ mod tests {
         engine.shutdown().await;
         assert!(!home.socket_path().exists(), "shutdown removes the socket");
         // The home is free again.
-        Engine::start(home)
+        let again = Engine::start_with_secrets(home, secrets)
             .await
-            .expect("engine after shutdown")
-            .shutdown()
-            .await;
+            .expect("engine after shutdown");
+        assert_eq!(again.audit().state, AuditState::Ready);
+        again.shutdown().await;
     }
 
     #[tokio::test]
     async fn status_lists_configured_servers_from_the_store() {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = Home::at(dir.path());
-        let engine = Engine::start(home.clone()).await.expect("engine");
+        let engine = Engine::start_with_secrets(home.clone(), memory())
+            .await
+            .expect("engine");
         let config = ServerConfig::new(
             "time".parse().expect("label"),
             vec!["mcp-server-time".into()],

@@ -1,6 +1,8 @@
 //! The one SQLite file in a Postern home (`postern.db`): WAL mode, versioned migrations,
 //! and typed access to what the engine keeps. Only this crate touches SQLite.
 
+pub mod audit;
+pub mod journal;
 mod migrations;
 mod servers;
 
@@ -9,6 +11,8 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+pub use audit::{Append, AuditWriter, Opened, StoredRecord};
+pub use journal::{ActivityFilter, ActivityRow, SessionFilter, SessionRow};
 pub use servers::AddOutcome;
 
 /// The file name of the database inside a Postern home.
@@ -36,6 +40,24 @@ pub enum StoreError {
     Corrupt { what: String, why: String },
 }
 
+/// How hard a connection's commits wait for the disk.
+#[derive(Debug, Clone, Copy)]
+enum Sync {
+    /// WAL + NORMAL: durable at the next checkpoint; a power cut may lose the last commits.
+    Normal,
+    /// WAL + FULL: every commit is fsynced before it returns (the audit writer).
+    Full,
+}
+
+impl Sync {
+    fn pragma(self) -> &'static str {
+        match self {
+            Sync::Normal => "NORMAL",
+            Sync::Full => "FULL",
+        }
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the database in `home` and brings its schema up to date.
     pub fn open(home: &Path) -> Result<Self, StoreError> {
@@ -44,10 +66,14 @@ impl Store {
 
     /// Opens a database at an explicit path.
     pub fn open_file(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, Sync::Normal)
+    }
+
+    fn open_with(path: &Path, sync: Sync) -> Result<Self, StoreError> {
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "synchronous", sync.pragma())?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         migrations::apply(&mut conn)?;
         Ok(Self { conn })

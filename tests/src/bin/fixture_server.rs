@@ -21,15 +21,22 @@ fn main() {
     eprintln!("fixture server ready (pid {})", std::process::id());
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
         if msg.get("method").is_none() {
             // A response to one of our requests.
-            if let Some(tx) = msg.get("id").and_then(|id| waiters.lock().ok()?.remove(&id.to_string())) {
+            if let Some(tx) = msg
+                .get("id")
+                .and_then(|id| waiters.lock().ok()?.remove(&id.to_string()))
+            {
                 let _ = tx.send(msg);
             }
             continue;
         }
-        let Some(id) = msg.get("id").cloned() else { continue };
+        let Some(id) = msg.get("id").cloned() else {
+            continue;
+        };
         let method = msg["method"].as_str().unwrap_or_default().to_owned();
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let (out, waiters) = (Arc::clone(&out), Arc::clone(&waiters));
@@ -73,7 +80,10 @@ fn call(out: &Out, waiters: &Waiters, id: &Value, params: &Value) -> Value {
         "garbage" => {
             write_raw(out, "this is not json at all");
             write_raw(out, "[1,2,3]");
-            send(out, &json!({"jsonrpc": "2.0", "id": "nobody-asked", "result": {}}));
+            send(
+                out,
+                &json!({"jsonrpc": "2.0", "id": "nobody-asked", "result": {}}),
+            );
             "garbage sent".to_owned()
         }
         "big" => "x".repeat(args["bytes"].as_u64().unwrap_or(0) as usize),
@@ -83,14 +93,18 @@ fn call(out: &Out, waiters: &Waiters, id: &Value, params: &Value) -> Value {
             if let Ok(mut w) = waiters.lock() {
                 w.insert(request_id.to_string(), tx);
             }
-            send(out, &json!({"jsonrpc": "2.0", "id": request_id, "method": "roots/list"}));
+            send(
+                out,
+                &json!({"jsonrpc": "2.0", "id": request_id, "method": "roots/list"}),
+            );
             match rx.recv_timeout(Duration::from_secs(10)) {
                 Ok(answer) => answer["result"]["roots"].to_string(),
                 Err(_) => "no answer to roots/list".to_owned(),
             }
         }
         "pid" => std::process::id().to_string(),
-        "env" => std::env::var(args["name"].as_str().unwrap_or_default()).unwrap_or_else(|_| "<unset>".to_owned()),
+        "env" => std::env::var(args["name"].as_str().unwrap_or_default())
+            .unwrap_or_else(|_| "<unset>".to_owned()),
         other => {
             return json!({"content": [{"type": "text", "text": format!("unknown tool {other}")}], "isError": true});
         }
@@ -105,14 +119,42 @@ fn tools() -> Value {
                "annotations": {"readOnlyHint": name != "crash"}})
     };
     json!([
-        tool("echo", "Returns its text.", json!({"text": {"type": "string"}})),
-        tool("sleep", "Sleeps, then answers.", json!({"ms": {"type": "integer"}})),
-        tool("crash", "Exits the server mid-call.", json!({"code": {"type": "integer"}})),
-        tool("garbage", "Writes garbage and a stray response to stdout, then answers.", json!({})),
-        tool("big", "Answers with a text of the given size.", json!({"bytes": {"type": "integer"}})),
-        tool("roots", "Asks the client for its roots and returns them.", json!({})),
+        tool(
+            "echo",
+            "Returns its text.",
+            json!({"text": {"type": "string"}})
+        ),
+        tool(
+            "sleep",
+            "Sleeps, then answers.",
+            json!({"ms": {"type": "integer"}})
+        ),
+        tool(
+            "crash",
+            "Exits the server mid-call.",
+            json!({"code": {"type": "integer"}})
+        ),
+        tool(
+            "garbage",
+            "Writes garbage and a stray response to stdout, then answers.",
+            json!({})
+        ),
+        tool(
+            "big",
+            "Answers with a text of the given size.",
+            json!({"bytes": {"type": "integer"}})
+        ),
+        tool(
+            "roots",
+            "Asks the client for its roots and returns them.",
+            json!({})
+        ),
         tool("pid", "Returns the server's process id.", json!({})),
-        tool("env", "Returns an environment variable of the server.", json!({"name": {"type": "string"}})),
+        tool(
+            "env",
+            "Returns an environment variable of the server.",
+            json!({"name": {"type": "string"}})
+        ),
     ])
 }
 

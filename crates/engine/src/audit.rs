@@ -1,0 +1,521 @@
+//! The audit log as the engine runs it: [`AuditLog`] is the gateway's
+//! [`AuditSink`](postern_gateway::audit::AuditSink).
+//!
+//! - **Keys.** At start the log's X25519 opening key is read from the OS keychain, or created
+//!   (from the OS RNG) for a new log; its public half is kept in SQLite (`meta`). The engine
+//!   keeps only the public key while it runs: sealing needs nothing else.
+//! - **Anchor.** The head (`SEQ:HASH`) is written to the keychain after each committed batch
+//!   (by a separate thread, coalescing: the anchor trails the log by at most the batches in
+//!   flight, and is never ahead of what is on disk).
+//! - **Start-up check.** The whole chain is verified (structure and hashes, without opening)
+//!   against the anchor. A failure QUARANTINES the log: nothing more is appended, and every
+//!   durable append (a tool call's intent) fails with "audit log failed verification at seq N",
+//!   so calls are refused until a human looks (`postern audit verify`, `postern audit
+//!   reanchor`). A keychain that cannot be reached makes the log UNAVAILABLE, with the same
+//!   effect. The engine itself still starts and says so loudly; auditing is never skipped
+//!   silently.
+//! - **Group commit.** One writer thread with its own connection (`synchronous=FULL`) drains
+//!   every queued event, seals them onto the chain, and stores them with their journal rows in
+//!   ONE transaction (one fsync), then calls each `done`. If the transaction fails, every
+//!   `done` of the batch gets the error and the chain is rolled back.
+//!
+//! Errors handed to `done` start with a stable code (`audit_unavailable: ...`).
+
+mod offline;
+mod writer;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use postern_audit::{Head, OpeningKey, PreparedSeal, RecipientKey, Seq, UnixMillis};
+use postern_domain::AuditEvent;
+use postern_gateway::audit::{AuditSink, Durable};
+use postern_store::{AuditWriter, Store, StoreError, StoredRecord};
+use postern_vault::{SecretStore, VaultError};
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+pub use offline::{AnchorCheck, VerifyReport, export, reanchor, rebuild_journals, verify};
+
+/// The keychain entry holding the log's opening key (base64).
+pub const OPENING_KEY: &str = "audit-opening-key";
+/// The keychain entry holding the anchor (`SEQ:HASH`).
+pub const ANCHOR: &str = "audit-anchor";
+
+/// The engine's audit log (see the module docs). Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct AuditLog {
+    mode: Mode,
+    shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Where the log stands, for status views (ready for `Status` and its TypeScript twin).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum AuditState {
+    /// Appending; calls may proceed.
+    Ready,
+    /// No keychain (or no database): nothing can be appended; calls are refused.
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+    /// The log failed verification at start-up; calls are refused until a human acts.
+    Quarantined {
+        /// The first bad sequence number.
+        #[ts(type = "number")]
+        seq: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+    /// The engine is stopping; nothing more is appended.
+    Closed,
+}
+
+/// A snapshot of the audit log's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditStatus {
+    /// Ready, unavailable, quarantined or closed.
+    pub state: AuditState,
+    /// The last committed record, `SEQ:HASH`.
+    pub head: Option<String>,
+    /// The head last written to the keychain.
+    pub anchored: Option<String>,
+    /// Why the last anchor write failed, while it keeps failing.
+    pub anchor_error: Option<String>,
+    /// Batches whose transaction failed (their calls were refused).
+    #[ts(type = "number")]
+    pub failed_batches: u64,
+    /// Events that could not be recorded (unavailable or quarantined log).
+    #[ts(type = "number")]
+    pub dropped: u64,
+}
+
+/// Why an audit operation failed. Each variant has a stable [`AuditError::code`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuditError {
+    /// The keychain or the database cannot be used: nothing can be appended.
+    #[error("the audit log is unavailable ({reason}); tool calls are refused until it is fixed")]
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+    /// The stored log failed verification (or its keys or anchor do not match it).
+    #[error("audit log failed verification at seq {seq}: {reason}; run `postern audit verify`")]
+    Quarantined {
+        /// The first bad sequence number.
+        seq: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+    /// A batch could not be committed.
+    #[error("the audit record could not be written: {reason}")]
+    WriteFailed {
+        /// The database's message.
+        reason: String,
+    },
+    /// The engine is stopping.
+    #[error("the audit log is closed (the engine is stopping)")]
+    Closed,
+    /// Verification found a bad record (offline tools).
+    #[error("audit log failed verification at seq {seq}: {reason}")]
+    Verification {
+        /// The first bad sequence number.
+        seq: u64,
+        /// The specific code (`audit_chain_broken`, `audit_log_truncated`, ...).
+        code: &'static str,
+        /// What is wrong there.
+        reason: String,
+    },
+    /// The opening key is not in the keychain (bodies cannot be opened).
+    #[error("the audit opening key is not in the keychain for this home")]
+    KeyMissing,
+    /// The operation needs the engine stopped.
+    #[error("the engine is running for this home; stop it first (the app or `postern daemon`)")]
+    EngineRunning,
+    /// The keychain refused.
+    #[error(transparent)]
+    Keychain(#[from] VaultError),
+    /// The database refused.
+    #[error("audit database: {reason}")]
+    Store {
+        /// The database's message.
+        reason: String,
+    },
+}
+
+impl AuditError {
+    /// The stable machine code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AuditError::Unavailable { .. } => "audit_unavailable",
+            AuditError::Quarantined { .. } => "audit_quarantined",
+            AuditError::WriteFailed { .. } => "audit_write_failed",
+            AuditError::Closed => "audit_closed",
+            AuditError::Verification { code, .. } => code,
+            AuditError::KeyMissing => "audit_key_missing",
+            AuditError::EngineRunning => "engine_running",
+            AuditError::Keychain(e) => e.code(),
+            AuditError::Store { .. } => "audit_store_failed",
+        }
+    }
+
+    /// `code: message`, as handed to a durable append's `done`.
+    pub fn to_durable(&self) -> String {
+        format!("{}: {self}", self.code())
+    }
+}
+
+impl From<StoreError> for AuditError {
+    fn from(e: StoreError) -> Self {
+        AuditError::Store {
+            reason: e.to_string(),
+        }
+    }
+}
+
+impl AuditLog {
+    /// Opens the log of the home at `home` with the keychain `secrets`: keys, anchor, the
+    /// start-up verification, the journals' catch-up, then the writer. Never fails: a log that
+    /// cannot be used is returned unavailable or quarantined (and says so, loudly, in the log).
+    /// Blocking (keychain and disk): call from a blocking context.
+    pub fn open(home: &Path, secrets: Arc<dyn SecretStore>) -> AuditLog {
+        let shared = Arc::new(Shared::default());
+        match writer::prepare(home, &*secrets) {
+            Ok(ready) => {
+                let head = ready.chain.head();
+                let recipient = *ready.chain.recipient();
+                shared.update(|s| s.head = head.map(|h| h.to_string()));
+                let (tx, rx) = mpsc::channel();
+                // The first record of every engine run.
+                let _ = tx.send(writer::Msg::Event(Box::new(writer::Queued {
+                    event: AuditEvent::EngineStarted {
+                        version: env!("CARGO_PKG_VERSION").into(),
+                        pid: std::process::id(),
+                    },
+                    time: writer::now(),
+                    done: None,
+                    seal: None,
+                })));
+                let handle = writer::spawn(ready, rx, secrets, Arc::clone(&shared));
+                tracing::info!(head = ?head.map(|h| h.to_string()), "audit log verified and open");
+                AuditLog {
+                    mode: Mode::Running(Mutex::new(Some(tx)), recipient),
+                    shared,
+                    writer: Mutex::new(handle),
+                }
+            }
+            Err(refusal) => {
+                tracing::error!(
+                    code = refusal.code(),
+                    "AUDIT LOG NOT WRITABLE: {refusal}. Every tool call will be refused until \
+                     this is fixed."
+                );
+                let state = match &refusal {
+                    AuditError::Quarantined { seq, reason } => AuditState::Quarantined {
+                        seq: *seq,
+                        reason: reason.clone(),
+                    },
+                    other => AuditState::Unavailable {
+                        reason: other.to_string(),
+                    },
+                };
+                shared.update(|s| s.state = state);
+                AuditLog {
+                    mode: Mode::Refusing(refusal),
+                    shared,
+                    writer: Mutex::new(None),
+                }
+            }
+        }
+    }
+
+    /// A snapshot of the log's state.
+    pub fn status(&self) -> AuditStatus {
+        self.shared.snapshot()
+    }
+
+    /// Waits until every event queued before this call is committed (or failed).
+    pub fn flush(&self) {
+        let (done_tx, done_rx) = mpsc::sync_channel(1);
+        if self.send(writer::Msg::Flush(done_tx)).is_ok() {
+            let _ = done_rx.recv();
+        }
+    }
+
+    /// Commits what is queued, records `engine_stopped`, anchors the final head and stops the
+    /// writer. Later events are refused with `audit_closed`. Blocking.
+    pub fn close(&self, reason: &str) {
+        if let Mode::Running(sender, _) = &self.mode {
+            // Taking the sender under its lock: nothing can be queued after `Close`.
+            let mut sender = sender.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(tx) = sender.take() {
+                let _ = tx.send(writer::Msg::Close(reason.to_owned()));
+            }
+        }
+        let handle = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(handle) = handle
+            && handle.join().is_err()
+        {
+            tracing::error!("the audit writer thread panicked");
+        }
+    }
+
+    fn refuse(&self, refusal: &AuditError, event: &AuditEvent) {
+        let first = self.shared.update(|s| {
+            s.dropped += 1;
+            s.dropped == 1
+        });
+        if first {
+            tracing::error!(
+                kind = event.kind(),
+                "audit event not recorded: {refusal} (further drops are counted in the status)"
+            );
+        }
+    }
+}
+
+impl AuditSink for AuditLog {
+    fn record(&self, event: AuditEvent) {
+        self.enqueue(event, None);
+    }
+
+    fn record_durable(&self, event: AuditEvent, done: Durable) {
+        self.enqueue(event, Some(done));
+    }
+}
+
+impl AuditLog {
+    fn enqueue(&self, event: AuditEvent, done: Option<Durable>) {
+        // The key agreement (most of a seal's cost) runs here, on the caller's thread, so the
+        // writer's in-order part stays cheap; if it fails, the writer seals by itself.
+        let prepared = match &self.mode {
+            Mode::Running(_, recipient) => {
+                PreparedSeal::new(recipient, &mut getrandom::SysRng).ok()
+            }
+            Mode::Refusing(_) => None,
+        };
+        let msg = writer::Msg::Event(Box::new(writer::Queued {
+            event,
+            time: writer::now(),
+            done,
+            seal: prepared,
+        }));
+        let (refusal, msg) = match self.send(msg) {
+            Ok(()) => return,
+            Err(msg) => (self.refusal(), msg),
+        };
+        if let writer::Msg::Event(queued) = msg {
+            self.refuse(&refusal, &queued.event);
+            if let Some(done) = queued.done {
+                done(Err(refusal.to_durable()));
+            }
+        }
+    }
+
+    /// Queues `msg` for the writer, or gives it back if there is no writer.
+    fn send(&self, msg: writer::Msg) -> Result<(), writer::Msg> {
+        let Mode::Running(sender, _) = &self.mode else {
+            return Err(msg);
+        };
+        let sender = sender.lock().unwrap_or_else(|e| e.into_inner());
+        match sender.as_ref() {
+            Some(tx) => tx.send(msg).map_err(|mpsc::SendError(msg)| msg),
+            None => Err(msg),
+        }
+    }
+
+    fn refusal(&self) -> AuditError {
+        match &self.mode {
+            Mode::Refusing(refusal) => refusal.clone(),
+            Mode::Running(..) => AuditError::Closed,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Mode {
+    /// The writer's queue (`None` once closed) and the key records are sealed to.
+    Running(Mutex<Option<mpsc::Sender<writer::Msg>>>, RecipientKey),
+    Refusing(AuditError),
+}
+
+/// State shared by the sink, the writer and the anchor thread.
+#[derive(Debug)]
+struct Shared {
+    status: Mutex<AuditStatus>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            status: Mutex::new(AuditStatus {
+                state: AuditState::Ready,
+                head: None,
+                anchored: None,
+                anchor_error: None,
+                failed_batches: 0,
+                dropped: 0,
+            }),
+        }
+    }
+}
+
+impl Shared {
+    fn update<T>(&self, f: impl FnOnce(&mut AuditStatus) -> T) -> T {
+        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn snapshot(&self) -> AuditStatus {
+        self.update(|s| s.clone())
+    }
+}
+
+/// The outcome of checking a stored log: how far it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Checked {
+    head: Option<Head>,
+    records: u64,
+}
+
+/// Verifies every stored row after nothing (from seq 1): the chain (structure and hashes)
+/// against `anchor`, that the index columns agree with each header, and with `key`, that every
+/// body opens and is an event of the header's kind, handed to `each`.
+fn check_log(
+    store: &Store,
+    anchor: Option<Head>,
+    key: Option<&OpeningKey>,
+    mut each: impl FnMut(Seq, UnixMillis, AuditEvent) -> Result<(), AuditError>,
+) -> Result<Checked, AuditError> {
+    let mut verifier = postern_audit::Verifier::new();
+    if let Some(anchor) = anchor {
+        verifier = verifier.with_anchor(anchor);
+    }
+    store.audit_records(0, |row: StoredRecord<'_>| {
+        verifier.push(row.raw()).map_err(verification)?;
+        let header = postern_audit::Header::decode(row.header).map_err(|e| bad(row.seq, &e))?;
+        let seq = header.seq();
+        if row.seq != seq.get() as i64
+            || row.time != header.time().as_millis()
+            || row.kind != header.kind().as_str()
+        {
+            return Err(AuditError::Verification {
+                seq: seq.get(),
+                code: "audit_columns_mismatch",
+                reason: "the seq, time or kind column disagrees with the record's header".into(),
+            });
+        }
+        if let Some(key) = key {
+            let record =
+                postern_audit::SealedRecord::from_raw(row.raw()).map_err(|e| bad(row.seq, &e))?;
+            let body = record.open(key).map_err(|_| AuditError::Verification {
+                seq: seq.get(),
+                code: "audit_body_unreadable",
+                reason: "the body cannot be opened with the opening key".into(),
+            })?;
+            let event: AuditEvent =
+                serde_json::from_slice(body.body()).map_err(|e| AuditError::Verification {
+                    seq: seq.get(),
+                    code: "audit_body_invalid",
+                    reason: format!("the body is not an audit event: {e}"),
+                })?;
+            if event.kind() != header.kind().as_str() {
+                return Err(AuditError::Verification {
+                    seq: seq.get(),
+                    code: "audit_body_invalid",
+                    reason: format!(
+                        "the body is a {} event, the header says {}",
+                        event.kind(),
+                        header.kind()
+                    ),
+                });
+            }
+            each(seq, header.time(), event)?;
+        }
+        Ok(())
+    })?;
+    let verified = verifier.finish().map_err(verification)?;
+    Ok(Checked {
+        head: verified.head,
+        records: verified.records,
+    })
+}
+
+fn verification(e: postern_audit::VerifyError) -> AuditError {
+    AuditError::Verification {
+        seq: e.seq().get(),
+        code: e.code(),
+        reason: e.to_string(),
+    }
+}
+
+fn bad(seq: i64, e: &postern_audit::FormatError) -> AuditError {
+    AuditError::Verification {
+        seq: seq.max(0) as u64,
+        code: e.code(),
+        reason: e.to_string(),
+    }
+}
+
+/// The keychain's anchor, parsed.
+fn read_anchor(secrets: &dyn SecretStore) -> Result<Option<Head>, AuditError> {
+    let Some(bytes) = secrets.get(ANCHOR)? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(bytes.expose()).into_owned();
+    text.parse::<Head>()
+        .map(Some)
+        .map_err(|_| AuditError::Quarantined {
+            seq: 0,
+            reason: "the audit anchor in the keychain is malformed".into(),
+        })
+}
+
+/// The keychain's opening key, parsed.
+fn read_key(secrets: &dyn SecretStore) -> Result<Option<OpeningKey>, AuditError> {
+    let Some(bytes) = secrets.get(OPENING_KEY)? else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(bytes.expose()).map_err(|_| AuditError::Unavailable {
+        reason: "the audit opening key in the keychain is not text".into(),
+    })?;
+    OpeningKey::from_base64(text)
+        .map(Some)
+        .map_err(|e| AuditError::Unavailable {
+            reason: format!(
+                "the audit opening key in the keychain is malformed ({})",
+                e.code()
+            ),
+        })
+}
+
+/// The log's public key from SQLite.
+fn read_recipient(store: &Store) -> Result<Option<RecipientKey>, AuditError> {
+    store
+        .meta(postern_store::audit::META_RECIPIENT)?
+        .map(|text| {
+            RecipientKey::from_base64(&text).map_err(|e| AuditError::Quarantined {
+                seq: 0,
+                reason: format!(
+                    "the log's public key in the database is malformed ({})",
+                    e.code()
+                ),
+            })
+        })
+        .transpose()
+}
+
+/// The writer's connection (its own, `synchronous=FULL`).
+fn open_writer(home: &Path) -> Result<AuditWriter, AuditError> {
+    AuditWriter::open(home).map_err(|e| AuditError::Unavailable {
+        reason: format!("cannot open the audit database: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests;

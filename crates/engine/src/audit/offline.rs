@@ -1,0 +1,250 @@
+//! What the CLI does with a home's audit log, reading the SQLite file directly (WAL lets it
+//! read while the engine writes) and the keys from the keychain: verify, export, and the two
+//! repairs a human may choose after a quarantine (re-anchor, rebuild the journals), which need
+//! the engine stopped.
+
+use std::fs::{File, TryLockError};
+use std::io::Write;
+
+use postern_audit::{Head, OpeningKey, RawRecord, SealedRecord, Seq};
+use postern_domain::{AuditEvent, shape};
+use postern_store::{AuditWriter, Opened, Store};
+use postern_vault::SecretStore;
+use serde_json::json;
+
+use super::writer::empty_anchor;
+use super::{ANCHOR, AuditError, check_log, read_anchor, read_key, read_recipient};
+use crate::Home;
+
+/// Events opened per transaction when the journals are rebuilt.
+const CHUNK: i64 = 10_000;
+
+/// What `verify` established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Records verified.
+    pub records: u64,
+    /// The last record.
+    pub head: Option<Head>,
+    /// Whether every body was opened (and parsed as an event of its header's kind).
+    pub bodies_opened: bool,
+    /// Why bodies were not opened, when they were not.
+    pub key_note: Option<String>,
+    /// How the anchor was checked.
+    pub anchor: AnchorCheck,
+}
+
+/// The anchor part of a verification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnchorCheck {
+    /// The log reaches the keychain's anchor and has its hash there.
+    Checked(Head),
+    /// The keychain's anchor is that of an empty log (no records anchored yet).
+    Empty,
+    /// No keychain to ask: truncation and rollback were not checked.
+    Unavailable(String),
+}
+
+/// Verifies the whole log of `home`: structure and chain hashes; against the keychain's
+/// anchor when there is a keychain; and with `open_bodies` and the opening key, every body.
+pub fn verify(
+    home: &Home,
+    secrets: &dyn SecretStore,
+    open_bodies: bool,
+) -> Result<VerifyReport, AuditError> {
+    let store = Store::open(home.path())?;
+    // The anchor before the rows: rows only grow, so the anchor read is never ahead of them.
+    let mut anchor_missing = false;
+    let (anchor, check) = match read_anchor(secrets) {
+        Ok(Some(anchor)) if anchor == empty_anchor() => (None, AnchorCheck::Empty),
+        Ok(Some(anchor)) => (Some(anchor), AnchorCheck::Checked(anchor)),
+        Ok(None) => {
+            anchor_missing = true;
+            (None, AnchorCheck::Empty)
+        }
+        Err(AuditError::Keychain(e)) => (None, AnchorCheck::Unavailable(e.to_string())),
+        Err(e) => return Err(e),
+    };
+    let (key, key_note) = if open_bodies {
+        match read_key(secrets) {
+            Ok(Some(key)) => (Some(key), None),
+            Ok(None) => (
+                None,
+                Some("the opening key is not in the keychain".to_owned()),
+            ),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    } else {
+        (None, Some("not asked to open bodies".to_owned()))
+    };
+    if let (Some(key), Some(recipient)) = (&key, read_recipient(&store)?)
+        && key.recipient() != recipient
+    {
+        return Err(AuditError::Verification {
+            seq: 1,
+            code: "audit_key_mismatch",
+            reason: "the keychain's opening key does not match this log's public key".into(),
+        });
+    }
+    let checked = check_log(&store, anchor, key.as_ref(), |_, _, _| Ok(()))?;
+    if anchor_missing && checked.records > 0 {
+        return Err(AuditError::Verification {
+            seq: 1,
+            code: "audit_anchor_missing",
+            reason: format!(
+                "the log has {} records but the keychain holds no anchor for it: truncation \
+                 or rollback cannot be ruled out",
+                checked.records
+            ),
+        });
+    }
+    Ok(VerifyReport {
+        records: checked.records,
+        head: checked.head,
+        bodies_opened: key.is_some(),
+        key_note,
+        anchor: check,
+    })
+}
+
+/// Writes every event as one JSON object per line (`seq`, `time`, `kind`, `event`), verifying
+/// the chain as it goes (it stops at the first bad record, after the good ones). Tool-call
+/// arguments are replaced by their shape unless `with_arguments`. Returns the count written.
+pub fn export(
+    home: &Home,
+    secrets: &dyn SecretStore,
+    with_arguments: bool,
+    out: &mut dyn Write,
+) -> Result<u64, AuditError> {
+    let store = Store::open(home.path())?;
+    let anchor = read_anchor(secrets)?.filter(|a| *a != empty_anchor());
+    let key = read_key(secrets)?.ok_or(AuditError::KeyMissing)?;
+    let mut written = 0;
+    check_log(&store, anchor, Some(&key), |seq, time, event| {
+        let kind = event.kind();
+        let mut event = serde_json::to_value(&event).map_err(|e| AuditError::Store {
+            reason: e.to_string(),
+        })?;
+        if !with_arguments && let Some(arguments) = event.get_mut("arguments") {
+            *arguments = shape(arguments);
+        }
+        let line =
+            json!({"seq": seq.get(), "time": time.as_millis(), "kind": kind, "event": event});
+        writeln!(out, "{line}").map_err(|e| AuditError::Store {
+            reason: format!("writing the export: {e}"),
+        })?;
+        written += 1;
+        Ok(())
+    })?;
+    Ok(written)
+}
+
+/// Accepts the log as it is now: verifies its structure and hashes (and its bodies, when the
+/// key is in the keychain), then writes its head to the keychain as the anchor. For a log cut
+/// short or rolled back on purpose (a restored backup); a log with an edited record still
+/// fails. Needs the engine stopped. Returns the new anchor (`None`: an empty log).
+pub fn reanchor(home: &Home, secrets: &dyn SecretStore) -> Result<Option<Head>, AuditError> {
+    let _lock = lock(home)?;
+    let store = Store::open(home.path())?;
+    let key = read_key(secrets)?;
+    if let (Some(key), Some(recipient)) = (&key, read_recipient(&store)?)
+        && key.recipient() != recipient
+    {
+        return Err(AuditError::Verification {
+            seq: 1,
+            code: "audit_key_mismatch",
+            reason: "the keychain's opening key does not match this log's public key".into(),
+        });
+    }
+    let checked = check_log(&store, None, key.as_ref(), |_, _, _| Ok(()))?;
+    let head = checked.head.unwrap_or_else(empty_anchor);
+    secrets.set(ANCHOR, head.to_string().as_bytes())?;
+    Ok(checked.head)
+}
+
+/// Empties the journals and projects them again from the log, opening every body with the
+/// keychain's key (after checking the chain against the anchor). Needs the engine stopped.
+/// Returns how many events were projected.
+pub fn rebuild_journals(home: &Home, secrets: &dyn SecretStore) -> Result<u64, AuditError> {
+    let _lock = lock(home)?;
+    let key = read_key(secrets)?.ok_or(AuditError::KeyMissing)?;
+    let anchor = read_anchor(secrets)?.filter(|a| *a != empty_anchor());
+    let reader = Store::open(home.path())?;
+    check_log(&reader, anchor, None, |_, _, _| Ok(()))?;
+    let mut writer = AuditWriter::open(home.path())?;
+    catch_up(&mut writer, &reader, &key, true)
+}
+
+/// Projects the log's events after the journals' end (or, with `clear`, all of them) into the
+/// journals, `CHUNK` events per transaction. The chain must have been verified already.
+pub(super) fn catch_up(
+    writer: &mut AuditWriter,
+    reader: &Store,
+    key: &OpeningKey,
+    clear: bool,
+) -> Result<u64, AuditError> {
+    let mut after = if clear {
+        writer.project(true, std::iter::empty::<Result<Opened, AuditError>>())?;
+        0
+    } else {
+        writer.store().journal_seq()?
+    };
+    let mut total = 0;
+    loop {
+        let mut chunk: Vec<Result<Opened, AuditError>> = Vec::new();
+        reader.audit_records_between(after, after.saturating_add(CHUNK), |row| {
+            chunk.push(open(row.raw(), key));
+            Ok::<(), AuditError>(())
+        })?;
+        let Some(Ok(last)) = chunk.last() else {
+            if let Some(Err(e)) = chunk.pop() {
+                return Err(e);
+            }
+            return Ok(total);
+        };
+        after = last.seq.get() as i64;
+        total += writer.project(false, chunk)?;
+    }
+}
+
+fn open(raw: RawRecord<'_>, key: &OpeningKey) -> Result<Opened, AuditError> {
+    let unreadable = |seq: Seq, reason: String| AuditError::Verification {
+        seq: seq.get(),
+        code: "audit_body_unreadable",
+        reason,
+    };
+    let record = SealedRecord::from_raw(raw).map_err(|e| AuditError::Verification {
+        seq: 0,
+        code: e.code(),
+        reason: e.to_string(),
+    })?;
+    let seq = record.header().seq();
+    let opened = record
+        .open(key)
+        .map_err(|_| unreadable(seq, "the body cannot be opened".into()))?;
+    let event: AuditEvent = serde_json::from_slice(opened.body())
+        .map_err(|e| unreadable(seq, format!("the body is not an audit event: {e}")))?;
+    Ok(Opened {
+        seq,
+        time: opened.header().time(),
+        event,
+    })
+}
+
+/// Takes the home's engine lock, so an offline repair never races a running engine.
+fn lock(home: &Home) -> Result<File, AuditError> {
+    let io = |e: std::io::Error| AuditError::Store {
+        reason: format!("{}: {e}", home.lock_path().display()),
+    };
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(home.lock_path())
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(AuditError::EngineRunning),
+        Err(TryLockError::Error(e)) => Err(io(e)),
+    }
+}

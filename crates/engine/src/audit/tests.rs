@@ -1,0 +1,396 @@
+//! The engine's audit log against a real SQLite file and the in-memory secret store.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use postern_domain::{AuditEvent, CallOutcome, ExecutionEpoch, ServerLabel};
+use postern_gateway::audit::AuditSink;
+use postern_store::{ActivityFilter, SessionFilter, Store};
+use postern_vault::{MemoryStore, SecretStore};
+use serde_json::json;
+
+use super::*;
+use crate::Home;
+
+fn label() -> ServerLabel {
+    "fixture".parse().expect("label")
+}
+
+fn epoch() -> ExecutionEpoch {
+    ExecutionEpoch::new(1_700_000_000_000, 42)
+}
+
+fn intent(session: u64, call: i64) -> AuditEvent {
+    AuditEvent::ToolCallIntent {
+        session,
+        server: label(),
+        epoch: epoch(),
+        call: json!(call),
+        tool: "echo".into(),
+        arguments: json!({"text": format!("secret-argument-{call}")}),
+    }
+}
+
+fn result(session: u64, call: i64) -> AuditEvent {
+    AuditEvent::ToolCallResult {
+        session,
+        server: label(),
+        epoch: epoch(),
+        call: json!(call),
+        tool: "echo".into(),
+        outcome: CallOutcome::Ok,
+        duration_ms: 3,
+    }
+}
+
+fn started(session: u64) -> AuditEvent {
+    AuditEvent::SessionStarted {
+        session,
+        server: label(),
+        client: Some("test-agent 1".into()),
+    }
+}
+
+/// Appends durably and waits for the outcome.
+fn durable(log: &AuditLog, event: AuditEvent) -> Result<(), String> {
+    let (tx, rx) = mpsc::channel();
+    log.record_durable(
+        event,
+        Box::new(move |outcome| {
+            let _ = tx.send(outcome);
+        }),
+    );
+    rx.recv().expect("done is always called")
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    home: Home,
+    secrets: Arc<MemoryStore>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Home::at(dir.path());
+        Fixture {
+            _dir: dir,
+            home,
+            secrets: Arc::new(MemoryStore::new()),
+        }
+    }
+
+    fn open(&self) -> AuditLog {
+        AuditLog::open(
+            self.home.path(),
+            Arc::clone(&self.secrets) as Arc<dyn SecretStore>,
+        )
+    }
+
+    fn sql(&self, sql: &str) {
+        let conn = rusqlite::Connection::open(self.home.path().join(postern_store::DB_FILE))
+            .expect("sqlite");
+        conn.execute_batch(sql).expect("sql");
+    }
+
+    fn anchor(&self) -> String {
+        let bytes = self.secrets.get(ANCHOR).expect("get").expect("anchor");
+        String::from_utf8(bytes.expose().clone()).expect("utf8")
+    }
+
+    /// A log with `n` calls in one session, closed.
+    fn with_calls(&self, n: i64) -> AuditLog {
+        let log = self.open();
+        durable(&log, started(1)).expect("session");
+        for call in 1..=n {
+            durable(&log, intent(1, call)).expect("intent");
+            log.record(result(1, call));
+        }
+        log.close("test");
+        log
+    }
+}
+
+#[test]
+fn concurrent_durable_appends_are_committed_chained_anchored_and_projected() {
+    let fx = Fixture::new();
+    let log = Arc::new(fx.open());
+    assert_eq!(log.status().state, AuditState::Ready);
+    durable(&log, started(1)).expect("session");
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    let call = t * 100 + i;
+                    durable(&log, intent(1, call)).expect("intent is durable");
+                    log.record(result(1, call));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    log.close("test");
+    let status = log.status();
+    assert_eq!(status.state, AuditState::Closed);
+    // engine_started + session + 200 intents + 200 results + engine_stopped.
+    let head = status.head.expect("head");
+    assert!(head.starts_with("403:"), "{head}");
+    assert_eq!(status.anchored.as_deref(), Some(head.as_str()));
+    assert_eq!(fx.anchor(), head);
+    // Closed: durable appends are refused with a code.
+    let refused = durable(&log, intent(1, 9999)).expect_err("closed");
+    assert!(refused.starts_with("audit_closed:"), "{refused}");
+
+    let report = verify(&fx.home, &*fx.secrets, true).expect("verifies");
+    assert_eq!(report.records, 403);
+    assert!(report.bodies_opened);
+    assert_eq!(report.head.map(|h| h.to_string()), Some(head));
+
+    let store = Store::open(fx.home.path()).expect("store");
+    let sessions = store.sessions(&SessionFilter::default()).expect("sessions");
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].calls, 200);
+    assert_eq!(sessions[0].status, "ended");
+    assert_eq!(sessions[0].epochs, vec![epoch().to_string()]);
+    let page = store
+        .activity(&ActivityFilter {
+            limit: 500,
+            ..ActivityFilter::default()
+        })
+        .expect("activity");
+    assert_eq!(page.len(), 200);
+    assert!(page.iter().all(|r| r.outcome.as_deref() == Some("ok")));
+}
+
+#[test]
+fn a_failed_transaction_refuses_its_batch_and_the_chain_continues_without_a_gap() {
+    let fx = Fixture::new();
+    let log = fx.open();
+    durable(&log, started(1)).expect("session");
+    fx.sql(
+        "CREATE TRIGGER fail_once BEFORE INSERT ON audit_log WHEN NEW.seq = 3
+         BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+    );
+    let refused = durable(&log, intent(1, 1)).expect_err("the batch fails");
+    assert!(refused.starts_with("audit_write_failed:"), "{refused}");
+    assert!(refused.contains("injected failure"), "{refused}");
+    assert_eq!(log.status().failed_batches, 1);
+    fx.sql("DROP TRIGGER fail_once;");
+    // The chain was rolled back: the next record takes seq 3 again and the log verifies.
+    durable(&log, intent(1, 2)).expect("after the failure");
+    log.close("test");
+    let report = verify(&fx.home, &*fx.secrets, true).expect("verifies");
+    assert_eq!(report.records, 4);
+}
+
+#[test]
+fn a_tampered_row_quarantines_the_log_at_its_seq_and_calls_are_refused() {
+    let fx = Fixture::new();
+    fx.with_calls(3);
+    fx.sql("UPDATE audit_log SET sealed = CAST(zeroblob(80) AS BLOB) WHERE seq = 4;");
+
+    let err = verify(&fx.home, &*fx.secrets, false).expect_err("tampered");
+    assert!(
+        matches!(
+            err,
+            AuditError::Verification {
+                seq: 4,
+                code: "audit_chain_broken",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    let log = fx.open();
+    assert!(
+        matches!(log.status().state, AuditState::Quarantined { seq: 4, .. }),
+        "{:?}",
+        log.status()
+    );
+    let refused = durable(&log, intent(2, 1)).expect_err("quarantined");
+    assert!(refused.starts_with("audit_quarantined:"), "{refused}");
+    assert!(
+        refused.contains("audit log failed verification at seq 4"),
+        "{refused}"
+    );
+    assert!(refused.contains("run `postern audit verify`"), "{refused}");
+    log.record(result(2, 1));
+    assert_eq!(log.status().dropped, 2);
+}
+
+#[test]
+fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
+    let fx = Fixture::new();
+    fx.with_calls(3);
+    let anchored = fx.anchor();
+    assert!(anchored.starts_with("9:"), "{anchored}");
+    fx.sql("DELETE FROM audit_log WHERE seq > 6;");
+
+    let err = verify(&fx.home, &*fx.secrets, false).expect_err("truncated");
+    assert!(
+        matches!(
+            err,
+            AuditError::Verification {
+                seq: 7,
+                code: "audit_log_truncated",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let log = fx.open();
+    assert!(matches!(
+        log.status().state,
+        AuditState::Quarantined { seq: 7, .. }
+    ));
+    drop(log);
+
+    // A human accepts the log as it is: the head becomes the anchor and the log opens again.
+    let head = reanchor(&fx.home, &*fx.secrets)
+        .expect("reanchor")
+        .expect("head");
+    assert_eq!(head.seq().get(), 6);
+    let log = fx.open();
+    assert_eq!(log.status().state, AuditState::Ready);
+    durable(&log, intent(1, 10)).expect("appends again");
+    log.close("test");
+    verify(&fx.home, &*fx.secrets, true).expect("verifies");
+}
+
+#[test]
+fn without_a_keychain_the_log_is_unavailable_and_calls_are_refused() {
+    let fx = Fixture::new();
+    fx.secrets.set_unavailable(true);
+    let log = fx.open();
+    assert!(matches!(log.status().state, AuditState::Unavailable { .. }));
+    let refused = durable(&log, intent(1, 1)).expect_err("unavailable");
+    assert!(refused.starts_with("audit_unavailable:"), "{refused}");
+    assert!(refused.contains("keychain"), "{refused}");
+    // Nothing was written, and no key was made behind the keychain's back.
+    fx.secrets.set_unavailable(false);
+    assert!(fx.secrets.get(OPENING_KEY).expect("get").is_none());
+}
+
+#[test]
+fn a_missing_anchor_or_key_or_a_foreign_key_quarantines_a_non_empty_log() {
+    let fx = Fixture::new();
+    fx.with_calls(1);
+    fx.secrets.delete(ANCHOR).expect("delete");
+    assert!(matches!(
+        fx.open().status().state,
+        AuditState::Quarantined { seq: 1, .. }
+    ));
+
+    let fx = Fixture::new();
+    fx.with_calls(1);
+    let key = fx.secrets.get(OPENING_KEY).expect("get").expect("key");
+    fx.secrets.delete(OPENING_KEY).expect("delete");
+    assert!(matches!(
+        fx.open().status().state,
+        AuditState::Quarantined { .. }
+    ));
+    let other = OpeningKey::from_bytes([7; 32]);
+    fx.secrets
+        .set(OPENING_KEY, other.expose_base64().as_bytes())
+        .expect("set");
+    let state = fx.open().status().state;
+    assert!(
+        matches!(&state, AuditState::Quarantined { reason, .. } if reason.contains("does not match")),
+        "{state:?}"
+    );
+    fx.secrets.set(OPENING_KEY, key.expose()).expect("restore");
+    assert_eq!(fx.open().status().state, AuditState::Ready);
+}
+
+#[test]
+fn the_journals_are_rebuilt_from_the_log_when_missing() {
+    let fx = Fixture::new();
+    fx.with_calls(4);
+    let store = Store::open(fx.home.path()).expect("store");
+    let before = store
+        .activity(&ActivityFilter::default())
+        .expect("activity");
+    let sessions_before = store.sessions(&SessionFilter::default()).expect("sessions");
+    assert_eq!(before.len(), 4);
+    fx.sql(
+        "DELETE FROM journal_activity; DELETE FROM journal_sessions;
+         DELETE FROM journal_session_epochs; DELETE FROM meta WHERE key LIKE 'journal.%';",
+    );
+    assert!(
+        store
+            .activity(&ActivityFilter::default())
+            .expect("activity")
+            .is_empty()
+    );
+    let log = fx.open();
+    assert_eq!(log.status().state, AuditState::Ready);
+    log.close("test");
+    let after = store
+        .activity(&ActivityFilter::default())
+        .expect("activity");
+    assert_eq!(after, before);
+    // The new run's start/stop records changed nothing in the old session but its status.
+    let sessions_after = store.sessions(&SessionFilter::default()).expect("sessions");
+    assert_eq!(sessions_after[0].id, sessions_before[0].id);
+    assert_eq!(sessions_after[0].calls, 4);
+
+    // 11 records of the first run, engine_started and engine_stopped of the second.
+    assert_eq!(
+        rebuild_journals(&fx.home, &*fx.secrets).expect("rebuild"),
+        13
+    );
+    assert_eq!(
+        store
+            .activity(&ActivityFilter::default())
+            .expect("activity"),
+        before
+    );
+}
+
+#[test]
+fn export_shows_argument_shapes_unless_asked_for_values() {
+    let fx = Fixture::new();
+    fx.with_calls(2);
+    let mut out = Vec::new();
+    let n = export(&fx.home, &*fx.secrets, false, &mut out).expect("export");
+    assert_eq!(n, 7);
+    let text = String::from_utf8(out).expect("utf8");
+    assert!(!text.contains("secret-argument"), "{text}");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines[0]["kind"], "engine_started");
+    assert_eq!(lines[2]["event"]["arguments"], json!({"text": "string"}));
+    assert_eq!(lines[2]["seq"], 3);
+
+    let mut out = Vec::new();
+    export(&fx.home, &*fx.secrets, true, &mut out).expect("export");
+    assert!(
+        String::from_utf8(out)
+            .expect("utf8")
+            .contains("secret-argument-1")
+    );
+}
+
+#[test]
+fn the_status_serializes_for_shells() {
+    use ts_rs::TS;
+    let state = AuditState::Quarantined {
+        seq: 4,
+        reason: "record 4: chain hash does not match".into(),
+    };
+    let json = serde_json::to_value(&state).expect("json");
+    assert_eq!(json["state"], "quarantined");
+    assert_eq!(json["seq"], 4);
+    assert_eq!(
+        serde_json::from_value::<AuditState>(json).expect("back"),
+        state
+    );
+    let decl = AuditState::decl();
+    assert!(decl.contains(r#""state": "quarantined""#), "{decl}");
+}

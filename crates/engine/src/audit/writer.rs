@@ -1,0 +1,452 @@
+//! Opening the log at start-up, the group-committing writer thread, and the anchor thread.
+
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use postern_audit::{
+    Chain, ChainHash, EventKind, Head, OpeningKey, PreparedSeal, SealedRecord, Seq, UnixMillis,
+};
+use postern_domain::AuditEvent;
+use postern_gateway::audit::Durable;
+use postern_store::audit::META_RECIPIENT;
+use postern_store::{Append, AuditWriter};
+use postern_vault::SecretStore;
+
+use super::{
+    ANCHOR, AuditError, AuditState, OPENING_KEY, Shared, check_log, open_writer, read_anchor,
+    read_key, read_recipient,
+};
+
+/// Most events committed in one transaction.
+const MAX_BATCH: usize = 4096;
+
+/// The shortest time between two anchor writes. A keychain write is a D-Bus round trip and, for
+/// gnome-keyring, a rewrite of the keyring file: writing after every batch halved the durable
+/// append rate in the benchmark. The anchor trails the log by at most this (plus one write);
+/// the records after it are protected by the chain alone until the next write, and the last
+/// head is always written at a clean stop.
+const ANCHOR_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What the sink sends the writer.
+pub(super) enum Msg {
+    /// An event to append.
+    Event(Box<Queued>),
+    /// Reply once everything before this is committed.
+    Flush(mpsc::SyncSender<()>),
+    /// Record `engine_stopped` with this reason, then stop.
+    Close(String),
+}
+
+/// A log that passed the start-up checks, ready to append to.
+pub(super) struct Ready {
+    pub db: AuditWriter,
+    pub chain: Chain,
+}
+
+/// The anchor value of a log that has no records yet: written when the key is created, so
+/// that a log whose first records were committed just before a crash (before the first
+/// anchor write) is not mistaken for one whose anchor was deleted.
+pub(super) fn empty_anchor() -> Head {
+    Head::new(Seq::new(0), ChainHash::GENESIS)
+}
+
+/// Keys, anchor, start-up verification, journal catch-up.
+pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, AuditError> {
+    let mut db = open_writer(home)?;
+    let unavailable = |e: AuditError| match e {
+        AuditError::Keychain(v) => AuditError::Unavailable {
+            reason: format!("{} ({})", v, v.code()),
+        },
+        other => other,
+    };
+    let key = read_key(secrets).map_err(unavailable)?;
+    let anchor = read_anchor(secrets).map_err(unavailable)?;
+    let recipient = read_recipient(db.store())?;
+    let records = db.store().audit_len()?;
+    let quarantine = |reason: String| AuditError::Quarantined { seq: 1, reason };
+
+    let key = match (key, recipient) {
+        (Some(key), Some(recipient)) if key.recipient() == recipient => key,
+        (Some(_), Some(_)) => {
+            return Err(quarantine(
+                "the opening key in the keychain does not match this log's public key (another \
+                 home's key, or a replaced database)"
+                    .into(),
+            ));
+        }
+        (Some(key), None) => {
+            tracing::warn!("the log's public key was missing from the database; restored it");
+            db.set_meta(META_RECIPIENT, &key.recipient().to_base64())?;
+            key
+        }
+        (None, _) if records > 0 => {
+            return Err(quarantine(format!(
+                "the log has {records} records but its opening key is not in the keychain \
+                 (was the keychain reset, or the database copied from elsewhere?)"
+            )));
+        }
+        (None, _) => create_key(&db, secrets)?,
+    };
+
+    let verifier_anchor = anchor.filter(|a| *a != empty_anchor());
+    let checked =
+        check_log(db.store(), verifier_anchor, None, |_, _, _| Ok(())).map_err(|e| match e {
+            AuditError::Verification { seq, reason, .. } => AuditError::Quarantined { seq, reason },
+            other => other,
+        })?;
+    if anchor.is_none() && checked.records > 0 {
+        return Err(quarantine(format!(
+            "the log has {} records but no anchor in the keychain: truncation or rollback \
+             cannot be ruled out",
+            checked.records
+        )));
+    }
+
+    let journal = db.store().journal_seq()?;
+    let head_seq = checked.head.map_or(0, |h| h.seq().get() as i64);
+    if journal != head_seq {
+        tracing::info!(
+            journal,
+            log = head_seq,
+            "the journals are behind the log: rebuilding them from it"
+        );
+        let reader = postern_store::Store::open(home)?;
+        let projected = super::offline::catch_up(&mut db, &reader, &key, journal > head_seq)?;
+        tracing::info!(projected, "journals rebuilt");
+    }
+
+    let recipient = key.recipient();
+    // The opening key is not needed to append: drop it now.
+    drop(key);
+    let chain = match checked.head {
+        Some(head) => Chain::resume(recipient, head).map_err(|e| AuditError::Unavailable {
+            reason: e.to_string(),
+        })?,
+        None => Chain::genesis(recipient),
+    };
+    Ok(Ready { db, chain })
+}
+
+/// A new log's key pair: the secret to the keychain (read back to be sure it stuck), the
+/// public half to the database, and the empty anchor.
+fn create_key(db: &AuditWriter, secrets: &dyn SecretStore) -> Result<OpeningKey, AuditError> {
+    let key =
+        OpeningKey::generate(&mut getrandom::SysRng).map_err(|e| AuditError::Unavailable {
+            reason: e.to_string(),
+        })?;
+    let keychain = |e: postern_vault::VaultError| AuditError::Unavailable {
+        reason: format!(
+            "cannot store the audit key in the keychain: {e} ({})",
+            e.code()
+        ),
+    };
+    secrets
+        .set(OPENING_KEY, key.expose_base64().as_bytes())
+        .map_err(keychain)?;
+    let stored = read_key(secrets)?;
+    if stored.as_ref().map(OpeningKey::recipient) != Some(key.recipient()) {
+        return Err(AuditError::Unavailable {
+            reason: "the keychain did not keep the audit key".into(),
+        });
+    }
+    secrets
+        .set(ANCHOR, empty_anchor().to_string().as_bytes())
+        .map_err(keychain)?;
+    db.set_meta(META_RECIPIENT, &key.recipient().to_base64())?;
+    tracing::info!(recipient = %key.recipient(), "created a new audit log key");
+    Ok(key)
+}
+
+/// Starts the writer thread (and, from it, the anchor thread).
+pub(super) fn spawn(
+    ready: Ready,
+    rx: Receiver<Msg>,
+    secrets: Arc<dyn SecretStore>,
+    shared: Arc<Shared>,
+) -> Option<JoinHandle<()>> {
+    let spawned = std::thread::Builder::new()
+        .name("postern-audit".into())
+        .spawn(move || {
+            let anchor = Anchorer::start(secrets, Arc::clone(&shared));
+            Writer {
+                db: ready.db,
+                chain: ready.chain,
+                shared,
+            }
+            .run(rx, &anchor);
+            anchor.finish();
+        });
+    match spawned {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            tracing::error!("cannot start the audit writer thread: {e}");
+            None
+        }
+    }
+}
+
+/// The current time for a record.
+pub(super) fn now() -> UnixMillis {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    UnixMillis::new(ms)
+}
+
+/// An event on its way to the log.
+pub(super) struct Queued {
+    pub event: AuditEvent,
+    /// When it happened.
+    pub time: UnixMillis,
+    /// Who waits for the commit (a durable append).
+    pub done: Option<Durable>,
+    /// The seal's key agreement, when the sender did it.
+    pub seal: Option<PreparedSeal>,
+}
+
+struct Writer {
+    db: AuditWriter,
+    chain: Chain,
+    shared: Arc<Shared>,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Msg>, anchor: &Anchorer) {
+        let mut closing = None;
+        while closing.is_none() {
+            let Ok(first) = rx.recv() else { break };
+            let mut events = Vec::new();
+            let mut flushes = Vec::new();
+            let mut next = Some(first);
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Event(queued) => events.push(*queued),
+                    Msg::Flush(reply) => flushes.push(reply),
+                    Msg::Close(reason) => closing = Some(reason),
+                }
+                if events.len() < MAX_BATCH {
+                    next = rx.try_recv().ok();
+                }
+            }
+            if let Some(reason) = &closing {
+                let stopped = AuditEvent::EngineStopped {
+                    reason: reason.clone(),
+                };
+                events.push(Queued {
+                    event: stopped,
+                    time: now(),
+                    done: None,
+                    seal: None,
+                });
+            }
+            self.commit(events, anchor);
+            for reply in flushes {
+                let _ = reply.send(());
+            }
+        }
+        self.shared.update(|s| s.state = AuditState::Closed);
+    }
+
+    /// Seals `events` onto the chain and commits them in one transaction; then tells each
+    /// waiter. On failure the chain is put back as it was.
+    fn commit(&mut self, mut events: Vec<Queued>, anchor: &Anchorer) {
+        let before = self.chain.clone();
+        let mut sealed: Vec<(SealedRecord, usize)> = Vec::with_capacity(events.len());
+        let mut outcomes: Vec<Result<(), String>> = Vec::with_capacity(events.len());
+        for (i, queued) in events.iter_mut().enumerate() {
+            let event = &queued.event;
+            match self.seal(event, queued.time, queued.seal.take()) {
+                Ok(record) => {
+                    sealed.push((record, i));
+                    outcomes.push(Ok(()));
+                }
+                Err(e) => {
+                    tracing::error!(kind = event.kind(), "cannot seal an audit event: {e}");
+                    outcomes.push(Err(e.to_durable()));
+                }
+            }
+        }
+        let batch: Vec<Append<'_>> = sealed
+            .iter()
+            .map(|(record, i)| Append {
+                record,
+                event: &events[*i].event,
+            })
+            .collect();
+        let stored = if batch.is_empty() {
+            Ok(())
+        } else {
+            self.db.append(&batch)
+        };
+        match stored {
+            Ok(()) => {
+                if let Some(head) = self.chain.head() {
+                    self.shared.update(|s| s.head = Some(head.to_string()));
+                    anchor.post(head);
+                }
+            }
+            Err(e) => {
+                self.chain = before;
+                let error = AuditError::WriteFailed {
+                    reason: e.to_string(),
+                };
+                tracing::error!(records = batch.len(), "audit batch not committed: {e}");
+                self.shared.update(|s| s.failed_batches += 1);
+                outcomes = vec![Err(error.to_durable()); events.len()];
+            }
+        }
+        for (queued, outcome) in events.into_iter().zip(outcomes) {
+            if let Some(done) = queued.done {
+                done(outcome);
+            }
+        }
+    }
+
+    fn seal(
+        &mut self,
+        event: &AuditEvent,
+        time: UnixMillis,
+        prepared: Option<PreparedSeal>,
+    ) -> Result<SealedRecord, AuditError> {
+        let write_failed = |reason: String| AuditError::WriteFailed { reason };
+        let kind = EventKind::parse(event.kind()).map_err(|e| write_failed(e.to_string()))?;
+        let body = serde_json::to_vec(event).map_err(|e| write_failed(e.to_string()))?;
+        let sealed = match prepared {
+            Some(prepared) => self.chain.append_prepared(time, kind, &body, prepared),
+            None => self.chain.append(time, kind, &body, &mut getrandom::SysRng),
+        };
+        sealed.map_err(|e| write_failed(e.to_string()))
+    }
+}
+
+/// Writes the newest committed head to the keychain, on its own thread, coalescing.
+struct Anchorer {
+    inner: Arc<AnchorInner>,
+    handle: Option<JoinHandle<()>>,
+}
+
+struct AnchorInner {
+    slot: Mutex<Slot>,
+    wake: Condvar,
+    secrets: Arc<dyn SecretStore>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Slot {
+    pending: Option<Head>,
+    closing: bool,
+}
+
+impl Anchorer {
+    fn start(secrets: Arc<dyn SecretStore>, shared: Arc<Shared>) -> Anchorer {
+        let inner = Arc::new(AnchorInner {
+            slot: Mutex::default(),
+            wake: Condvar::new(),
+            secrets,
+            shared,
+        });
+        let worker = Arc::clone(&inner);
+        let handle = std::thread::Builder::new()
+            .name("postern-anchor".into())
+            .spawn(move || worker.run())
+            .map_err(|e| tracing::error!("cannot start the audit anchor thread: {e}"))
+            .ok();
+        Anchorer { inner, handle }
+    }
+
+    fn post(&self, head: Head) {
+        self.inner.lock().pending = Some(head);
+        self.inner.wake.notify_one();
+        if self.handle.is_none() {
+            // No thread: anchor inline.
+            if let Some(head) = self.inner.lock().pending.take() {
+                self.inner.write(head);
+            }
+        }
+    }
+
+    /// Writes the last posted head, then stops the thread.
+    fn finish(mut self) {
+        self.inner.lock().closing = true;
+        self.inner.wake.notify_one();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl AnchorInner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes the newest posted head, at most once per [`ANCHOR_INTERVAL`] (at once when
+    /// closing), until closed.
+    fn run(&self) {
+        let mut last: Option<Instant> = None;
+        loop {
+            let head = {
+                let mut slot = self.lock();
+                loop {
+                    let due = last.map_or(Duration::ZERO, |t| {
+                        (t + ANCHOR_INTERVAL).saturating_duration_since(Instant::now())
+                    });
+                    if slot.pending.is_some() && (slot.closing || due.is_zero()) {
+                        break slot.pending.take();
+                    }
+                    if slot.closing {
+                        return;
+                    }
+                    slot = if slot.pending.is_some() {
+                        match self.wake.wait_timeout(slot, due) {
+                            Ok((slot, _)) => slot,
+                            Err(e) => e.into_inner().0,
+                        }
+                    } else {
+                        self.wake.wait(slot).unwrap_or_else(|e| e.into_inner())
+                    };
+                }
+            };
+            if let Some(head) = head {
+                self.write(head);
+                last = Some(Instant::now());
+            }
+        }
+    }
+
+    fn write(&self, head: Head) {
+        match self.secrets.set(ANCHOR, head.to_string().as_bytes()) {
+            Ok(()) => {
+                let recovered = self.shared.update(|s| {
+                    s.anchored = Some(head.to_string());
+                    s.anchor_error.take().is_some()
+                });
+                if recovered {
+                    tracing::info!(%head, "audit anchor written again");
+                }
+            }
+            Err(e) => {
+                let first = self.shared.update(|s| {
+                    let first = s.anchor_error.is_none();
+                    s.anchor_error = Some(e.to_string());
+                    first
+                });
+                if first {
+                    tracing::error!(
+                        code = e.code(),
+                        "cannot write the audit anchor to the keychain: {e}; records after {} \
+                         are protected by the chain alone until it works again",
+                        self.shared
+                            .snapshot()
+                            .anchored
+                            .unwrap_or_else(|| "the start".into())
+                    );
+                }
+            }
+        }
+    }
+}

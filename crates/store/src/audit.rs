@@ -1,0 +1,357 @@
+//! The audit log table and its writer.
+//!
+//! Rows hold what `postern-audit` produces (frozen header bytes, sealed body, chain hash) plus
+//! copies of the header's sequence number, time and kind as plain columns for indexes. The
+//! copies are a convenience: verification reads the header bytes, and checks the copies agree.
+//!
+//! [`AuditWriter`] is the one connection that appends: `synchronous=FULL`, so a commit returns
+//! only once it is on disk, and each batch of records is ONE transaction together with its
+//! journal rows (group commit: one fsync for the batch). Reads ([`Store::audit_records`],
+//! [`Store::audit_head`], [`Store::meta`]) work on any connection, while the engine writes
+//! (WAL).
+
+use std::path::Path;
+
+use postern_audit::{RawRecord, SealedRecord, Seq, UnixMillis};
+use postern_domain::AuditEvent;
+use rusqlite::{OptionalExtension, params};
+
+use crate::journal::Projector;
+use crate::{DB_FILE, Store, StoreError, Sync};
+
+/// The meta key holding the log's recipient (public) key, base64.
+pub const META_RECIPIENT: &str = "audit.recipient";
+
+/// The connection that appends to the audit log (see the module docs).
+#[derive(Debug)]
+pub struct AuditWriter {
+    store: Store,
+    projector: Projector,
+}
+
+/// One record to append and the plaintext event it seals (for the journals).
+#[derive(Debug, Clone, Copy)]
+pub struct Append<'a> {
+    /// The sealed record, as `postern_audit::Chain::append` made it.
+    pub record: &'a SealedRecord,
+    /// The event in the clear, projected into the journals in the same transaction.
+    pub event: &'a AuditEvent,
+}
+
+/// A stored row, borrowed while a read is in progress.
+#[derive(Debug, Clone, Copy)]
+pub struct StoredRecord<'a> {
+    /// The `seq` column.
+    pub seq: i64,
+    /// The `time` column (unix ms).
+    pub time: i64,
+    /// The `kind` column.
+    pub kind: &'a str,
+    /// The header bytes.
+    pub header: &'a [u8],
+    /// The sealed body bytes.
+    pub sealed: &'a [u8],
+    /// The chain hash bytes.
+    pub hash: &'a [u8],
+}
+
+/// An opened event, fed to [`AuditWriter::project`] when the journals are rebuilt.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    /// Its record's sequence number.
+    pub seq: Seq,
+    /// Its record's time.
+    pub time: UnixMillis,
+    /// The event.
+    pub event: AuditEvent,
+}
+
+impl AuditWriter {
+    /// Opens the database in `home` for appending (creating it and migrating as needed).
+    pub fn open(home: &Path) -> Result<Self, StoreError> {
+        Self::open_file(&home.join(DB_FILE))
+    }
+
+    /// Opens a database file for appending.
+    pub fn open_file(path: &Path) -> Result<Self, StoreError> {
+        let store = Store::open_with(path, Sync::Full)?;
+        let projector = Projector::load(&store.conn)?;
+        Ok(AuditWriter { store, projector })
+    }
+
+    /// Read access on this same connection.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Appends `batch` (consecutive records, continuing the stored chain) and projects each
+    /// event into the journals, in one transaction. On error nothing is stored.
+    pub fn append(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
+        let saved = self.projector.clone();
+        let result = self.append_tx(batch);
+        if result.is_err() {
+            self.projector = saved;
+        }
+        result
+    }
+
+    /// Projects already-stored events (opened with the key) into the journals, in one
+    /// transaction. With `clear`, the journals are emptied first and `events` must start at
+    /// the first record; without, `events` must continue after [`Store::journal_seq`].
+    /// Returns how many events were projected.
+    pub fn project<E: From<StoreError>>(
+        &mut self,
+        clear: bool,
+        events: impl IntoIterator<Item = Result<Opened, E>>,
+    ) -> Result<u64, E> {
+        let saved = self.projector.clone();
+        let result = self.project_tx(clear, events);
+        if result.is_err() {
+            self.projector = saved;
+        }
+        result
+    }
+
+    /// Sets a meta value (its own transaction, durable).
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.store.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+
+    fn append_tx(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
+        let tx = self.store.conn.transaction()?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO audit_log (seq, time, kind, header, sealed, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for item in batch {
+                let header = item.record.header();
+                let seq = to_i64(header.seq().get())?;
+                let time = header.time().as_millis();
+                insert.execute(params![
+                    seq,
+                    time,
+                    header.kind().as_str(),
+                    item.record.header_bytes(),
+                    item.record.sealed_body().as_bytes(),
+                    &item.record.chain_hash().as_bytes()[..],
+                ])?;
+                self.projector.apply(&tx, seq, time, item.event)?;
+            }
+        }
+        self.projector.save(&tx)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn project_tx<E: From<StoreError>>(
+        &mut self,
+        clear: bool,
+        events: impl IntoIterator<Item = Result<Opened, E>>,
+    ) -> Result<u64, E> {
+        let tx = self.store.conn.transaction().map_err(StoreError::from)?;
+        if clear {
+            self.projector = Projector::cleared(&tx)?;
+        }
+        let mut count = 0;
+        for opened in events {
+            let opened = opened?;
+            let seq = to_i64(opened.seq.get())?;
+            if seq <= self.projector.seq() {
+                continue;
+            }
+            self.projector
+                .apply(&tx, seq, opened.time.as_millis(), &opened.event)?;
+            count += 1;
+        }
+        self.projector.save(&tx)?;
+        tx.commit().map_err(StoreError::from)?;
+        Ok(count)
+    }
+}
+
+impl Store {
+    /// The value of a meta key.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// The last stored record's sequence number and hash bytes (`None`: the log is empty).
+    /// Read from the row, not verified.
+    pub fn audit_head(&self) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    /// How many rows the audit log has.
+    pub fn audit_len(&self) -> Result<u64, StoreError> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM audit_log", [], |r| r.get(0))?;
+        Ok(n as u64)
+    }
+
+    /// Streams the rows with `seq > after`, in `seq` order, to `each`; stops at its first error.
+    pub fn audit_records<E: From<StoreError>>(
+        &self,
+        after: i64,
+        each: impl FnMut(StoredRecord<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.audit_records_between(after, i64::MAX, each)
+    }
+
+    /// Streams the rows with `after < seq <= upto`, in `seq` order, to `each`.
+    pub fn audit_records_between<E: From<StoreError>>(
+        &self,
+        after: i64,
+        upto: i64,
+        mut each: impl FnMut(StoredRecord<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, time, kind, header, sealed, hash FROM audit_log
+                 WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
+            )
+            .map_err(StoreError::from)?;
+        let mut rows = stmt.query([after, upto]).map_err(StoreError::from)?;
+        while let Some(row) = rows.next().map_err(StoreError::from)? {
+            let record = read_row(row).map_err(StoreError::from)?;
+            each(record)?;
+        }
+        Ok(())
+    }
+}
+
+impl<'a> StoredRecord<'a> {
+    /// The three fields `postern-audit` verifies.
+    pub fn raw(&self) -> RawRecord<'a> {
+        RawRecord::new(self.header, self.sealed, self.hash)
+    }
+}
+
+fn read_row<'a>(row: &'a rusqlite::Row<'a>) -> rusqlite::Result<StoredRecord<'a>> {
+    let kind = row.get_ref(2)?.as_str_or_null()?.unwrap_or_default();
+    Ok(StoredRecord {
+        seq: row.get(0)?,
+        time: row.get(1)?,
+        kind,
+        header: blob(row, 3)?,
+        sealed: blob(row, 4)?,
+        hash: blob(row, 5)?,
+    })
+}
+
+/// A BLOB column, or an empty slice for any other type (which then fails verification).
+fn blob<'a>(row: &'a rusqlite::Row<'a>, index: usize) -> rusqlite::Result<&'a [u8]> {
+    Ok(row
+        .get_ref(index)?
+        .as_blob_or_null()
+        .ok()
+        .flatten()
+        .unwrap_or_default())
+}
+
+fn to_i64(seq: u64) -> Result<i64, StoreError> {
+    i64::try_from(seq).map_err(|_| StoreError::Corrupt {
+        what: "audit log".into(),
+        why: format!("sequence number {seq} does not fit SQLite's integers"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use postern_audit::{Chain, EventKind, OpeningKey};
+    use postern_domain::ServerLabel;
+
+    use super::*;
+
+    struct Counter(u8);
+    impl postern_audit::rand_core::TryRng for Counter {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Ok(u32::from(self.0))
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            Ok(u64::from(self.0))
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+            self.0 = self.0.wrapping_add(1);
+            dst.fill(self.0);
+            Ok(())
+        }
+    }
+    impl postern_audit::rand_core::TryCryptoRng for Counter {}
+
+    fn event(n: u64) -> AuditEvent {
+        AuditEvent::ConfigChanged {
+            what: format!("change {n}"),
+            server: Some("time".parse::<ServerLabel>().expect("label")),
+        }
+    }
+
+    #[test]
+    fn batches_append_in_one_transaction_and_read_back_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut writer = AuditWriter::open(dir.path()).expect("open");
+        let key = OpeningKey::from_bytes([3; 32]);
+        let mut chain = Chain::genesis(key.recipient());
+        let mut rng = Counter(0);
+        let events: Vec<AuditEvent> = (1..=5).map(event).collect();
+        let records: Vec<SealedRecord> = events
+            .iter()
+            .map(|e| {
+                let kind = EventKind::parse(e.kind()).expect("kind");
+                let body = serde_json::to_vec(e).expect("json");
+                chain
+                    .append(UnixMillis::new(1000), kind, &body, &mut rng)
+                    .expect("append")
+            })
+            .collect();
+        let batch: Vec<Append<'_>> = records
+            .iter()
+            .zip(&events)
+            .map(|(record, event)| Append { record, event })
+            .collect();
+        writer.append(&batch[..3]).expect("first batch");
+        writer.append(&batch[3..]).expect("second batch");
+        // A batch that does not continue the chain (a repeated seq) stores nothing.
+        writer.append(&batch[4..]).expect_err("duplicate seq");
+
+        let reader = Store::open(dir.path()).expect("reader");
+        assert_eq!(reader.audit_len().expect("len"), 5);
+        let (seq, hash) = reader.audit_head().expect("head").expect("some");
+        assert_eq!(seq, 5);
+        assert_eq!(hash, records[4].chain_hash().as_bytes());
+        let mut raws = Vec::new();
+        reader
+            .audit_records(0, |r| {
+                assert_eq!(r.kind, "config_changed");
+                raws.push((r.header.to_vec(), r.sealed.to_vec(), r.hash.to_vec()));
+                Ok::<(), StoreError>(())
+            })
+            .expect("read");
+        let verified = postern_audit::verify(
+            raws.iter().map(|(h, s, c)| RawRecord::new(h, s, c)),
+            Some(records[4].head()),
+            Some(&key),
+        )
+        .expect("verifies");
+        assert_eq!(verified.records, 5);
+        assert_eq!(reader.journal_seq().expect("journal seq"), 5);
+    }
+}

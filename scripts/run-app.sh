@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Builds and runs the Postern desktop app: the README's "build and run the app" command.
+#
+#   scripts/run-app.sh                        install what is missing, build, run
+#   scripts/run-app.sh --build-only           the same without running (scripts/test-app.sh and
+#                                             scripts/screenshot.sh use this)
+#   scripts/run-app.sh --with-test-deps ...   also install Xvfb and WebKitWebDriver (Linux)
+#   scripts/run-app.sh --release              an optimized build (slower to compile)
+#   POSTERN_HOME=DIR scripts/run-app.sh       run on another Postern home
+#
+# On a fresh Debian/Ubuntu machine (as root, or with sudo) or a Mac, it first installs what is
+# missing: Tauri's system packages (apt-get) or the Xcode command line tools (checked), Node.js
+# >= 20.19, the Rust toolchain (rustup), and the UI's npm packages (npm ci). A warm run installs
+# nothing: it rebuilds the UI (about a second), lets cargo rebuild what changed, and starts the app.
+#
+# Environment: POSTERN_TEST_SKIP_INSTALL=1 skips every install step (offline re-runs).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+run=1
+test_deps=0
+profile=debug
+for arg in "$@"; do
+    case "$arg" in
+    --build-only) run=0 ;;
+    --with-test-deps) test_deps=1 ;;
+    --release) profile=release ;;
+    -h | --help)
+        sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "run-app.sh: unknown argument $arg (try --help)" >&2
+        exit 2
+        ;;
+    esac
+done
+
+say() { printf '[run-app] %s\n' "$*"; }
+die() {
+    printf '[run-app] error: %s\n' "$*" >&2
+    exit 1
+}
+
+# Runs a command as root: directly when we are root, through sudo otherwise.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        return 1
+    fi
+}
+
+os="$(uname -s)"
+
+# Tauri's build dependencies on Debian/Ubuntu (Tauri v2 prerequisites, measured on bookworm).
+apt_packages=(
+    build-essential pkg-config curl wget file libssl-dev
+    libwebkit2gtk-4.1-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
+)
+# What the app's WebDriver tests and screenshots need: an X server, a bus with a keyring, the
+# WebKit driver.
+apt_test_packages=(xvfb xauth dbus dbus-x11 gnome-keyring webkit2gtk-driver)
+
+install_system_packages() {
+    if [ "$os" = Darwin ]; then
+        xcode-select -p >/dev/null 2>&1 ||
+            die "the Xcode command line tools are missing: run \`xcode-select --install\`, then this again"
+        return
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        say "not a Debian/Ubuntu system: install Tauri's prerequisites yourself (https://v2.tauri.app/start/prerequisites/)"
+        return
+    fi
+    local wanted=("${apt_packages[@]}") missing=()
+    [ "$test_deps" = 1 ] && wanted+=("${apt_test_packages[@]}")
+    for pkg in "${wanted[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
+            missing+=("$pkg")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return
+    say "installing system packages: ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
+        die "cannot run apt-get as root; install these and run again: ${missing[*]}"
+}
+
+node_ok() {
+    command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 &&
+        node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+                 process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'
+}
+
+install_node() {
+    node_ok && return
+    say "Node.js >= 20.19 is needed (Vite 7); found: $(node --version 2>/dev/null || echo none)"
+    if [ "$os" = Darwin ]; then
+        command -v brew >/dev/null 2>&1 || die "install Node.js >= 20.19 (https://nodejs.org or Homebrew), then run this again"
+        brew install node
+    elif command -v apt-get >/dev/null 2>&1; then
+        # Debian's own nodejs is too old on bookworm; NodeSource packages the current LTS.
+        curl -fsSL https://deb.nodesource.com/setup_22.x -o /tmp/nodesource_setup.sh &&
+            as_root bash /tmp/nodesource_setup.sh >/dev/null &&
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs ||
+            die "cannot install Node.js; install Node.js >= 20.19 and run this again"
+    else
+        die "install Node.js >= 20.19, then run this again"
+    fi
+    node_ok || die "Node.js is still older than 20.19: $(node --version)"
+}
+
+install_rust() {
+    command -v cargo >/dev/null 2>&1 || { [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; } || true
+    command -v cargo >/dev/null 2>&1 && return
+    say "installing the Rust toolchain with rustup"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+    . "$HOME/.cargo/env"
+}
+
+# `npm ci` only when package.json or the lock file changed since the last install.
+install_ui_packages() {
+    local stamp=ui/node_modules/.postern-lock-hash want
+    want="$(cat ui/package.json ui/package-lock.json | cksum)"
+    if [ -d ui/node_modules ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+        return
+    fi
+    say "installing the UI's npm packages (npm ci)"
+    (cd ui && npm ci --no-audit --no-fund --loglevel=error)
+    printf '%s\n' "$want" >"$stamp"
+}
+
+if [ "${POSTERN_TEST_SKIP_INSTALL:-}" != 1 ]; then
+    install_system_packages
+    install_node
+    install_rust
+    install_ui_packages
+fi
+
+say "building the UI (ui/dist)"
+npm --prefix ui run build --silent >/dev/null
+cargo_flags=(-p postern-app --bin postern-app)
+[ "$profile" = release ] && cargo_flags+=(--release)
+say "cargo build ${cargo_flags[*]}"
+cargo build "${cargo_flags[@]}"
+
+binary="${CARGO_TARGET_DIR:-$root/target}/$profile/postern-app"
+[ -x "$binary" ] || die "the build finished but $binary is missing"
+if [ "$run" = 0 ]; then
+    say "built $binary"
+    exit 0
+fi
+say "starting $binary (home: ${POSTERN_HOME:-the platform default})"
+exec "$binary"

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Regenerates the app's screenshots in docs/screenshots/ (one per view):
+#   status.png              three configured servers, two agents connected to one of them
+#   first-run.png           a new home: how to add a server and point an agent at it
+#   engine-unavailable.png  another engine (`postern daemon`) owns the home
+#
+#   scripts/screenshot.sh [OUT_DIR]
+#
+# Linux only: it runs the real app under Xvfb in a private D-Bus session and takes each picture
+# over WebDriver (ui/e2e/screenshots.mjs). Installs and builds what is missing first.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out="$(mkdir -p "${1:-docs/screenshots}" && cd "${1:-docs/screenshots}" && pwd)"
+
+[ "$(uname -s)" = Linux ] || {
+    echo "screenshot.sh: Linux only (WebKitWebDriver drives the app's webview)" >&2
+    exit 1
+}
+bash scripts/run-app.sh --build-only --with-test-deps
+cargo build -p postern-cli --bin postern
+
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/postern-shots.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/data" "$scratch/cache" "$scratch/config" "$scratch/runtime"
+chmod 700 "$scratch/runtime"
+target="${CARGO_TARGET_DIR:-$root/target}"
+# The private bus's daemons chat on stdout and stderr; none of it is about the app.
+drop_session_noise() {
+    sed -e '/^dbus-daemon\[/d' -e '/^SpiRegistry/d' -e '/^discover_other_daemon/d' \
+        -e '/couldn.t access control socket/d'
+}
+
+# Inside the private bus: an unlocked secret-service keyring (the engine keeps its audit key in
+# the OS keychain) and an X server, then the command.
+desktop='
+if command -v gnome-keyring-daemon >/dev/null 2>&1; then
+    printf postern-test | gnome-keyring-daemon --unlock --components=secrets >/dev/null
+fi
+exec xvfb-run -a -s "-screen 0 1280x800x24" "$@"'
+
+XDG_DATA_HOME="$scratch/data" XDG_CACHE_HOME="$scratch/cache" \
+    XDG_CONFIG_HOME="$scratch/config" XDG_RUNTIME_DIR="$scratch/runtime" \
+    POSTERN_APP="$target/debug/postern-app" POSTERN_CLI="$target/debug/postern" \
+    dbus-run-session -- bash -c "$desktop" desktop \
+    node ui/e2e/screenshots.mjs "$out" 2>&1 | drop_session_noise

@@ -1,0 +1,65 @@
+//! Postern's desktop shell: it hosts the engine in-process, shows its status in a window, and
+//! keeps running in the tray. Wiring only: every rule lives in the engine crates.
+//!
+//! - [`shell`]: the engine this process owns (or why it has none), and the status-changed event.
+//! - [`view`]: what the window is told about the engine.
+//! - [`commands`]: the typed IPC the UI calls.
+//! - [`tray`]: the tray icon and its menu; [`window`]: the status window.
+//! - [`bindings`]: the TypeScript declarations the UI imports.
+
+pub mod bindings;
+pub mod commands;
+pub mod shell;
+pub mod tray;
+pub mod view;
+pub mod window;
+
+use tauri::{Manager, RunEvent, Runtime};
+
+pub use shell::Shell;
+pub use view::{EngineView, Unavailable};
+
+/// Builds and runs the app until the user quits.
+pub fn run() {
+    init_tracing();
+    let app = builder(tauri::Builder::default())
+        .setup(|app| {
+            tray::create(app.handle())?;
+            shell::start(app.handle(), postern_engine::Home::resolve(None));
+            Ok(())
+        })
+        .build(tauri::generate_context!())
+        .unwrap_or_else(|err| {
+            tracing::error!("cannot start the Postern app: {err}");
+            std::process::exit(1);
+        });
+    app.run(on_run_event);
+}
+
+/// The parts of the app that tests share with [`run`]: state, IPC and window behaviour.
+pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
+    builder
+        .manage(Shell::default())
+        .invoke_handler(tauri::generate_handler![commands::status])
+        .on_window_event(window::on_event)
+}
+
+/// Stops the engine whichever way the event loop ends (the tray's Quit has usually done it
+/// already; then this is a no-op).
+fn on_run_event<R: Runtime>(app: &tauri::AppHandle<R>, event: RunEvent) {
+    if let RunEvent::Exit = event {
+        tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
+    }
+}
+
+/// Logs to stderr, `RUST_LOG` style (default `info`), in colour only on a terminal.
+fn init_tracing() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}

@@ -1,0 +1,237 @@
+//! The engine this app hosts. One engine per home: if another process got there first, the
+//! app still opens and says so.
+
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use postern_engine::{Engine, EngineError, Home, HomeError};
+use tauri::{AppHandle, Emitter, Manager, Runtime};
+use tokio::sync::watch;
+
+use crate::view::EngineView;
+
+/// The event the UI listens to; its payload is an [`EngineView`].
+pub const STATUS_CHANGED: &str = "status-changed";
+
+/// Managed state: the engine, or why there is none.
+#[derive(Debug)]
+pub struct Shell {
+    slot: Mutex<Slot>,
+}
+
+#[derive(Debug)]
+enum Slot {
+    NotStarted,
+    Starting { home: String },
+    Running(Engine),
+    Unavailable(EngineView),
+    Stopped { home: String },
+}
+
+impl Default for Shell {
+    fn default() -> Self {
+        Self {
+            slot: Mutex::new(Slot::NotStarted),
+        }
+    }
+}
+
+impl Shell {
+    /// What the window shows now.
+    pub fn view(&self) -> EngineView {
+        match &*self.lock() {
+            Slot::NotStarted => EngineView::Starting {
+                home: String::new(),
+            },
+            Slot::Starting { home } => EngineView::Starting { home: home.clone() },
+            Slot::Running(engine) => EngineView::running(&display(engine.home()), engine.status()),
+            Slot::Unavailable(view) => view.clone(),
+            Slot::Stopped { home } => EngineView::Stopped { home: home.clone() },
+        }
+    }
+
+    /// Stops the engine, if this app runs one. Safe to call more than once.
+    pub async fn shutdown(&self) {
+        let engine = {
+            let mut slot = self.lock();
+            match std::mem::replace(&mut *slot, Slot::NotStarted) {
+                Slot::Running(engine) => {
+                    *slot = Slot::Stopped {
+                        home: display(engine.home()),
+                    };
+                    Some(engine)
+                }
+                Slot::Starting { home } => {
+                    *slot = Slot::Stopped { home };
+                    None
+                }
+                other => {
+                    *slot = other;
+                    None
+                }
+            }
+        };
+        if let Some(engine) = engine {
+            tracing::info!("stopping the engine");
+            engine.shutdown().await;
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Installs a freshly started engine, unless the app began quitting meanwhile: then the
+    /// engine is handed back, to be shut down.
+    #[must_use = "an engine handed back must be shut down"]
+    fn install(&self, engine: Engine) -> Option<Engine> {
+        let mut slot = self.lock();
+        if matches!(*slot, Slot::Stopped { .. }) {
+            return Some(engine);
+        }
+        *slot = Slot::Running(engine);
+        None
+    }
+}
+
+/// Starts the engine for `home` on Tauri's async runtime, then keeps the window told about
+/// every change the engine reports. Its secrets live in the OS keychain.
+pub fn start<R: Runtime>(app: &AppHandle<R>, home: Result<Home, HomeError>) {
+    start_with(app, home, Engine::start);
+}
+
+/// [`start`] with another way to start the engine (tests keep secrets in memory).
+pub fn start_with<R, F, Fut>(app: &AppHandle<R>, home: Result<Home, HomeError>, start: F)
+where
+    R: Runtime,
+    F: FnOnce(Home) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Engine, EngineError>> + Send,
+{
+    let app = app.clone();
+    let home = match home {
+        Ok(home) => home,
+        Err(err) => {
+            tracing::error!("{err}");
+            set(&app, Slot::Unavailable(EngineView::no_home(&err)));
+            return;
+        }
+    };
+    let shown = display(&home);
+    set(
+        &app,
+        Slot::Starting {
+            home: shown.clone(),
+        },
+    );
+    tauri::async_runtime::spawn(async move {
+        match start(home).await {
+            Ok(engine) => {
+                tracing::info!(home = %shown, "engine started");
+                let changes = engine.changes();
+                if let Some(engine) = app.state::<Shell>().install(engine) {
+                    engine.shutdown().await;
+                    return;
+                }
+                notify(&app);
+                forward_changes(&app, changes).await;
+            }
+            Err(err) => {
+                tracing::warn!(home = %shown, "engine not started: {err}");
+                set(
+                    &app,
+                    Slot::Unavailable(EngineView::start_failed(Some(shown), &err)),
+                );
+            }
+        }
+    });
+}
+
+/// Emits [`STATUS_CHANGED`] with the current view.
+pub fn notify<R: Runtime>(app: &AppHandle<R>) {
+    let view = app.state::<Shell>().view();
+    if let Err(err) = app.emit(STATUS_CHANGED, view) {
+        tracing::debug!("cannot emit {STATUS_CHANGED}: {err}");
+    }
+}
+
+async fn forward_changes<R: Runtime>(app: &AppHandle<R>, mut changes: watch::Receiver<u64>) {
+    // Ends when the engine shuts down and drops its sender.
+    while changes.changed().await.is_ok() {
+        notify(app);
+    }
+}
+
+fn set<R: Runtime>(app: &AppHandle<R>, slot: Slot) {
+    *app.state::<Shell>().lock() = slot;
+    notify(app);
+}
+
+fn display(home: &Home) -> String {
+    home.path().display().to_string()
+}
+
+/// An engine on `home` whose secrets stay in memory: tests never touch the OS keychain.
+#[cfg(test)]
+pub(crate) async fn test_engine(home: Home) -> Result<Engine, EngineError> {
+    Engine::start_with_secrets(home, std::sync::Arc::new(postern_vault::MemoryStore::new())).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::Unavailable;
+
+    #[test]
+    fn a_new_shell_is_starting() {
+        assert!(matches!(
+            Shell::default().view(),
+            EngineView::Starting { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn shutdown_stops_a_running_engine_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = test_engine(Home::at(dir.path())).await.unwrap();
+        let shell = Shell::default();
+        assert!(shell.install(engine).is_none());
+        assert!(matches!(shell.view(), EngineView::Running { .. }));
+
+        shell.shutdown().await;
+        assert_eq!(
+            shell.view(),
+            EngineView::Stopped {
+                home: dir.path().display().to_string()
+            }
+        );
+        shell.shutdown().await;
+        assert!(matches!(shell.view(), EngineView::Stopped { .. }));
+    }
+
+    #[tokio::test]
+    async fn an_engine_that_starts_after_quit_is_handed_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let shell = Shell::default();
+        *shell.lock() = Slot::Starting { home: "h".into() };
+        shell.shutdown().await;
+        let engine = test_engine(Home::at(dir.path())).await.unwrap();
+        let engine = shell
+            .install(engine)
+            .expect("handed back: the app is quitting");
+        engine.shutdown().await;
+        assert!(matches!(shell.view(), EngineView::Stopped { .. }));
+    }
+
+    #[test]
+    fn unavailable_is_shown_as_is() {
+        let view = EngineView::Unavailable {
+            home: Some("/h".into()),
+            reason: Unavailable::AlreadyRunning,
+            message: "taken".into(),
+        };
+        let shell = Shell {
+            slot: Mutex::new(Slot::Unavailable(view.clone())),
+        };
+        assert_eq!(shell.view(), view);
+    }
+}

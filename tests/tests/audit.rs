@@ -1,0 +1,493 @@
+//! The audit log end to end (issue 4): the real `postern` binary, a real OS keychain backend
+//! (on Linux a private Secret Service per test home: D-Bus + an unlocked gnome-keyring, see
+//! `postern_e2e::keychain`), a real SQLite file, calls driven through `postern mcp fixture`.
+//!
+//! - calls are recorded, `postern audit verify` passes, the journals show them, the export
+//!   hides argument values unless asked;
+//! - an edited row fails verification at its seq; a cut tail is caught by the keychain anchor,
+//!   and an engine started on it is quarantined;
+//! - SIGKILL during concurrent calls, ten times: every restart verifies the chain, and every
+//!   call the server received has its intent in the log. The fixture server runs behind `tee`,
+//!   so the trace file holds exactly the lines the engine forwarded, even those whose answers
+//!   the kill lost.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use postern_e2e::keychain::PrivateKeychain;
+use postern_e2e::{binaries, within};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{ChildStdin, ChildStdout};
+
+const LIMIT: Duration = Duration::from_secs(240);
+const ANSWER: Duration = Duration::from_secs(20);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_are_audited_verified_exported_and_tampering_or_truncation_is_caught() -> Result<()> {
+    within(LIMIT, async {
+        let home = TestHome::new(&[binaries::fixture_server()?.display().to_string()])?;
+        let mut daemon = home.daemon()?;
+        let mut agent = RawAgent::connect(&home, "fixture").await?;
+        for n in 1..=5 {
+            let answer = agent
+                .call(n, "echo", json!({"text": format!("canary-{n}")}))
+                .await?;
+            ensure!(
+                answer["result"]["content"][0]["text"] == format!("canary-{n}"),
+                "{answer}"
+            );
+        }
+        drop(agent);
+        daemon.stop()?;
+
+        let verified = home.cli(&["audit", "verify"])?;
+        ensure!(
+            verified.contains("verified") && verified.contains("every one opened"),
+            "{verified}"
+        );
+        ensure!(
+            verified.contains("reaches the keychain's anchor"),
+            "{verified}"
+        );
+        let records = count_records(&verified)?;
+
+        let activity = home.cli(&["activity", "--tool", "echo", "--json"])?;
+        ensure!(
+            activity.lines().count() == 5,
+            "the activity journal has the 5 calls:\n{activity}"
+        );
+        let sessions = home.cli(&["sessions", "--json"])?;
+        ensure!(sessions.lines().count() == 1, "one session:\n{sessions}");
+
+        let export = home.cli(&["audit", "export"])?;
+        ensure!(export.lines().count() as u64 == records, "{export}");
+        ensure!(
+            !export.contains("canary-"),
+            "argument values are redacted by default:\n{export}"
+        );
+        ensure!(
+            export.contains(r#""arguments":{"text":"string"}"#),
+            "{export}"
+        );
+        let full = home.cli(&["audit", "export", "--with-arguments"])?;
+        ensure!(full.contains("canary-3"), "{full}");
+
+        // An edited body fails at its seq; restored, the log verifies again.
+        let original = home.sql_blob("SELECT sealed FROM audit_log WHERE seq = 3")?;
+        let mut edited = original.clone();
+        edited[40] ^= 1;
+        home.sql_set_sealed(3, &edited)?;
+        let failed = home.cli_fails(&["audit", "verify"])?;
+        ensure!(failed.contains("failed verification at seq 3"), "{failed}");
+        home.sql_set_sealed(3, &original)?;
+        home.cli(&["audit", "verify"])?;
+
+        // A cut tail is caught by the anchor, and an engine started on it is quarantined.
+        home.sql(&format!(
+            "DELETE FROM audit_log WHERE seq > {}",
+            records - 2
+        ))?;
+        let failed = home.cli_fails(&["audit", "verify", "--no-open"])?;
+        ensure!(
+            failed.contains("truncated") && failed.contains(&format!("seq {}", records - 1)),
+            "{failed}"
+        );
+        let mut daemon = home.daemon()?;
+        let log = daemon.wait_log("AUDIT LOG NOT WRITABLE")?;
+        ensure!(
+            log.contains(&format!("failed verification at seq {}", records - 1)),
+            "{log}"
+        );
+        let mut agent = RawAgent::connect(&home, "fixture").await?;
+        let refused = agent
+            .call(9, "echo", json!({"text": "must not run"}))
+            .await?;
+        ensure!(
+            refused.get("error").is_some() || refused["result"]["isError"] == true,
+            "{refused}"
+        );
+        ensure!(
+            refused.to_string().contains("audit"),
+            "the refusal names the audit log: {refused}"
+        );
+        drop(agent);
+        daemon.stop()?;
+        ensure!(
+            !home.trace()?.contains("must not run"),
+            "a quarantined engine forwarded a call"
+        );
+
+        // A human accepts the cut log; the engine appends again.
+        home.cli(&["audit", "reanchor"])?;
+        home.cli(&["audit", "verify"])?;
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_during_concurrent_calls_never_breaks_the_chain_nor_loses_an_intent() -> Result<()>
+{
+    within(Duration::from_secs(600), async {
+        let home = TestHome::new(&[binaries::fixture_server()?.display().to_string()])?;
+        let mut in_flight_at_kill = 0;
+        for round in 0..10u64 {
+            let daemon = home.daemon()?;
+            let mut agents = Vec::new();
+            for a in 0..4 {
+                agents.push(RawAgent::connect(&home, "fixture").await?);
+                let agent = agents.last_mut().context("agent")?;
+                for c in 0..150 {
+                    let text = format!("r{round}-a{a}-c{c}");
+                    let call = json!({"jsonrpc": "2.0", "id": c, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"text": text}}});
+                    agent.send(&call).await?;
+                }
+            }
+            // Kill at a different point of the load in each round.
+            tokio::time::sleep(Duration::from_millis(40 + 35 * round)).await;
+            let mut daemon = daemon;
+            daemon.kill9()?;
+            for agent in &mut agents {
+                in_flight_at_kill += 150 - agent.results_until_quiet().await;
+            }
+            drop(agents);
+
+            // The restarted engine verifies the chain against the anchor, or refuses to write.
+            let mut daemon = home.daemon()?;
+            daemon.wait_log("audit log verified and open")?;
+            let verified = home.cli(&["audit", "verify"])?;
+            ensure!(
+                verified.contains("every one opened"),
+                "round {round}: {verified}"
+            );
+            daemon.kill9()?;
+        }
+        ensure!(
+            in_flight_at_kill > 0,
+            "no call was in flight at any kill: the test tested nothing"
+        );
+
+        let forwarded = home.forwarded()?;
+        let intents: HashSet<String> = home
+            .cli(&["audit", "export", "--with-arguments"])?
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["kind"] == "tool_call_intent")
+            .filter_map(|e| e["event"]["arguments"]["text"].as_str().map(str::to_owned))
+            .collect();
+        ensure!(!forwarded.is_empty(), "the server received no calls");
+        let missing: Vec<&String> = forwarded.iter().filter(|t| !intents.contains(*t)).collect();
+        ensure!(
+            missing.is_empty(),
+            "{} of {} forwarded calls have no intent row, e.g. {:?}",
+            missing.len(),
+            forwarded.len(),
+            &missing[..missing.len().min(5)]
+        );
+        eprintln!(
+            "{} calls forwarded, {} intents, {in_flight_at_kill} calls unanswered at the kills",
+            forwarded.len(),
+            intents.len()
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// A temporary home with the fixture configured behind `tee` (the trace file), and its own
+/// keychain.
+struct TestHome {
+    bin: PathBuf,
+    // Dropped in this order: the keychain, then the directory.
+    keychain: Option<PrivateKeychain>,
+    dir: tempfile::TempDir,
+}
+
+impl TestHome {
+    fn new(fixture: &[String]) -> Result<TestHome> {
+        let dir = tempfile::Builder::new()
+            .prefix("postern-audit-")
+            .tempdir()?;
+        let keychain = if cfg!(target_os = "linux") {
+            Some(PrivateKeychain::start(&dir.path().join("keychain"))?)
+        } else {
+            None
+        };
+        let home = TestHome {
+            bin: binaries::postern()?,
+            keychain,
+            dir,
+        };
+        let script = format!(
+            "exec tee -a '{}' | exec '{}'",
+            home.trace_path().display(),
+            fixture.join("' '")
+        );
+        home.cli(&["server", "add", "fixture", "--", "/bin/sh", "-c", &script])?;
+        Ok(home)
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn trace_path(&self) -> PathBuf {
+        self.dir.path().join("forwarded.jsonl")
+    }
+
+    fn trace(&self) -> Result<String> {
+        Ok(std::fs::read_to_string(self.trace_path()).unwrap_or_default())
+    }
+
+    /// The echo texts of every tools/call the server received.
+    fn forwarded(&self) -> Result<Vec<String>> {
+        Ok(self
+            .trace()?
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|m| m["method"] == "tools/call")
+            .filter_map(|m| m["params"]["arguments"]["text"].as_str().map(str::to_owned))
+            .collect())
+    }
+
+    /// `postern --home H <args>`, in this home's keychain environment.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        if let Some(keychain) = &self.keychain {
+            cmd.envs(keychain.env().iter().map(|(k, v)| (k, v)));
+        }
+        cmd.arg("--home")
+            .arg(self.home())
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn cli(&self, args: &[&str]) -> Result<String> {
+        let out = self.command(args).output()?;
+        ensure!(
+            out.status.success(),
+            "`postern {}` failed: {}",
+            args.join(" "),
+            show(&out)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Runs a command that must fail; returns its output.
+    fn cli_fails(&self, args: &[&str]) -> Result<String> {
+        let out = self.command(args).output()?;
+        ensure!(
+            !out.status.success(),
+            "`postern {}` should have failed: {}",
+            args.join(" "),
+            show(&out)
+        );
+        Ok(show(&out))
+    }
+
+    fn daemon(&self) -> Result<Daemon> {
+        let log = self.dir.path().join("daemon.log");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let start = std::fs::metadata(&log)?.len();
+        let child = self
+            .command(&["daemon"])
+            .env("POSTERN_LOG", "info")
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()?;
+        let socket = self.home().join("run/engine.sock");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // A killed engine leaves its socket file behind: wait for one that accepts.
+        loop {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the daemon did not start: {}",
+                std::fs::read_to_string(&log)?
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Daemon {
+            child: Some(child),
+            log,
+            start,
+        })
+    }
+
+    fn db(&self) -> Result<rusqlite::Connection> {
+        Ok(rusqlite::Connection::open(self.home().join("postern.db"))?)
+    }
+
+    fn sql(&self, sql: &str) -> Result<()> {
+        self.db()?.execute_batch(sql)?;
+        Ok(())
+    }
+
+    fn sql_blob(&self, sql: &str) -> Result<Vec<u8>> {
+        Ok(self.db()?.query_row(sql, [], |r| r.get(0))?)
+    }
+
+    fn sql_set_sealed(&self, seq: i64, sealed: &[u8]) -> Result<()> {
+        self.db()?.execute(
+            "UPDATE audit_log SET sealed = ?1 WHERE seq = ?2",
+            rusqlite::params![sealed, seq],
+        )?;
+        Ok(())
+    }
+}
+
+struct Daemon {
+    child: Option<Child>,
+    log: PathBuf,
+    start: u64,
+}
+
+impl Daemon {
+    /// Waits until this daemon's log contains `needle`; returns that log.
+    fn wait_log(&mut self, needle: &str) -> Result<String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read(&self.log)?;
+            let text = String::from_utf8_lossy(&text[self.start as usize..]).into_owned();
+            if text.contains(needle) {
+                return Ok(text);
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the daemon never logged {needle:?}:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill9(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            )?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.kill9();
+    }
+}
+
+/// An agent speaking raw lines to `postern mcp <label>` (after tests/tests/bad_input.rs).
+struct RawAgent {
+    _child: tokio::process::Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
+impl RawAgent {
+    async fn connect(home: &TestHome, label: &str) -> Result<Self> {
+        let mut child = tokio::process::Command::from(home.command(&["mcp", label]))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdin = child.stdin.take().context("stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("stdout")?).lines();
+        let mut agent = RawAgent {
+            _child: child,
+            stdin,
+            stdout,
+        };
+        let params = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "audit-test", "version": "1"}});
+        agent.request(json!("init"), "initialize", params).await?;
+        agent
+            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await?;
+        Ok(agent)
+    }
+
+    async fn send(&mut self, msg: &Value) -> Result<()> {
+        self.stdin.write_all(format!("{msg}\n").as_bytes()).await?;
+        self.stdin.flush().await?;
+        Ok(())
+    }
+
+    async fn request(&mut self, id: Value, method: &str, params: Value) -> Result<Value> {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
+        let deadline = tokio::time::Instant::now() + ANSWER;
+        loop {
+            let line = tokio::time::timeout_at(deadline, self.stdout.next_line())
+                .await
+                .with_context(|| format!("no answer to {id}"))??
+                .context("the shim closed stdout")?;
+            let msg: Value = serde_json::from_str(&line)?;
+            if msg["id"] == id && msg.get("method").is_none() {
+                return Ok(msg);
+            }
+        }
+    }
+
+    async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Result<Value> {
+        self.request(
+            json!(id),
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+        )
+        .await
+    }
+
+    /// Reads what is already there (until 300 ms pass with nothing); counts echo results.
+    async fn results_until_quiet(&mut self) -> usize {
+        let mut results = 0;
+        while let Ok(Ok(Some(line))) =
+            tokio::time::timeout(Duration::from_millis(300), self.stdout.next_line()).await
+        {
+            if serde_json::from_str::<Value>(&line)
+                .is_ok_and(|m| m["result"]["content"][0]["text"].is_string())
+            {
+                results += 1;
+            }
+        }
+        results
+    }
+}
+
+fn count_records(verified: &str) -> Result<u64> {
+    verified
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("no record count in {verified:?}"))
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "{}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

@@ -1,0 +1,215 @@
+// A small W3C WebDriver client for driving the real app through WebKitWebDriver (Linux).
+// No browser download and no dependencies: Node's fetch and child_process only.
+//
+// WebKitWebDriver launches the app binary itself (with TAURI_WEBVIEW_AUTOMATION=true in its
+// environment, wry enables WebKit's automation); the app inherits the driver's environment,
+// which is how a test hands it POSTERN_HOME.
+
+import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+
+const ELEMENT = "element-6066-11e4-a52e-4f735466cecf";
+
+/** Starts WebKitWebDriver on a free port with `env` added to its environment. */
+export async function startDriver({ env = {}, driver = "WebKitWebDriver", log } = {}) {
+  const port = await freePort();
+  const child = spawn(driver, [`--port=${port}`], {
+    env: { ...process.env, TAURI_WEBVIEW_AUTOMATION: "true", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const output = [];
+  for (const stream of [child.stdout, child.stderr]) {
+    stream.on("data", (chunk) => {
+      output.push(String(chunk));
+      log?.(String(chunk));
+    });
+  }
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  const url = `http://127.0.0.1:${port}`;
+  await until(async () => {
+    if (child.exitCode !== null) throw new Error(`${driver} exited: ${output.join("")}`);
+    try {
+      return (await fetch(`${url}/status`)).ok;
+    } catch {
+      return false;
+    }
+  }, 10_000, `${driver} to listen on ${port}`);
+  return {
+    url,
+    output: () => output.join(""),
+    /**
+     * Stops the driver and the apps it launched. Deleting a session asks the app to close its
+     * window, which Postern answers by hiding it (it lives on in the tray), so the app is
+     * terminated here; otherwise it would outlive the test holding the driver's output pipes.
+     */
+    async stop() {
+      const apps = childrenOf(child.pid);
+      for (const pid of apps) signal(pid, "SIGTERM");
+      await until(() => apps.every((pid) => !alive(pid)), 5000, "the app to exit").catch(() => {
+        for (const pid of apps) signal(pid, "SIGKILL");
+      });
+      if (child.exitCode === null) child.kill("SIGTERM");
+      await Promise.race([exited, sleep(3000)]);
+      if (child.exitCode === null) child.kill("SIGKILL");
+    },
+  };
+}
+
+/** The direct children of `pid` (Linux: from /proc). */
+function childrenOf(pid) {
+  const found = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // /proc/PID/stat: "pid (comm) state ppid ..."; comm may contain spaces, so split after ")".
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid) found.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return found;
+}
+
+/** Whether `pid` still runs (a zombie waiting for its parent to reap it does not). */
+function alive(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+function signal(pid, name) {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // Already gone.
+  }
+}
+
+/** A WebDriver session on the app at `binary` (an absolute path). */
+export class Session {
+  static async create(driverUrl, binary, args = []) {
+    const body = {
+      capabilities: { alwaysMatch: { "webkitgtk:browserOptions": { binary, args } } },
+    };
+    const value = await call("POST", `${driverUrl}/session`, body);
+    return new Session(`${driverUrl}/session/${value.sessionId}`);
+  }
+
+  constructor(base) {
+    this.base = base;
+  }
+
+  /** Elements matching `css`, as WebDriver element ids. */
+  async findAll(css) {
+    const found = await call("POST", `${this.base}/elements`, { using: "css selector", value: css });
+    return found.map((el) => el[ELEMENT]);
+  }
+
+  /** The rendered text of each element matching `css`. */
+  async texts(css) {
+    const ids = await this.findAll(css);
+    return Promise.all(ids.map((id) => call("GET", `${this.base}/element/${id}/text`)));
+  }
+
+  /** The attribute `name` of each element matching `css` (null where it is absent). */
+  async attributes(css, name) {
+    const ids = await this.findAll(css);
+    return Promise.all(ids.map((id) => call("GET", `${this.base}/element/${id}/attribute/${name}`)));
+  }
+
+  /** Clicks the first element matching `css`. */
+  async click(css) {
+    const [id] = await this.findAll(css);
+    if (id === undefined) throw new Error(`nothing to click: no element matches ${css}`);
+    await call("POST", `${this.base}/element/${id}/click`, {});
+  }
+
+  /** Runs `script` in the page and returns its result. */
+  async execute(script, args = []) {
+    return call("POST", `${this.base}/execute/sync`, { script, args });
+  }
+
+  /**
+   * Polls `texts(css)` until `accept` returns true; returns the last texts. The window
+   * re-renders when the status changes, so an element can go stale between finding it and
+   * reading it: that read is retried.
+   */
+  async waitForTexts(css, accept, timeoutMs = 15_000) {
+    let last = [];
+    const check = async () => {
+      try {
+        return accept((last = await this.texts(css)));
+      } catch (err) {
+        if (String(err.message).includes("stale element")) return false;
+        throw err;
+      }
+    };
+    try {
+      await until(check, timeoutMs, css);
+    } catch (err) {
+      throw new Error(`${err.message}; last seen ${JSON.stringify(last)}`);
+    }
+    return last;
+  }
+
+  async setWindowRect(width, height) {
+    return call("POST", `${this.base}/window/rect`, { width, height });
+  }
+
+  /** A PNG of the window's web content, once the latest DOM change has been painted. */
+  async screenshot() {
+    await this.execute("return new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))");
+    await sleep(300);
+    return Buffer.from(await call("GET", `${this.base}/screenshot`), "base64");
+  }
+
+  async delete() {
+    await call("DELETE", this.base).catch(() => {});
+  }
+}
+
+async function call(method, url, body) {
+  const response = await fetch(url, {
+    method,
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const { error, message } = json.value ?? {};
+    throw new Error(`${method} ${url}: ${response.status} ${error ?? ""} ${message ?? ""}`.trim());
+  }
+  return json.value;
+}
+
+/** Polls `check` until it returns true or `timeoutMs` passes. */
+export async function until(check, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,88 @@
+// A tiny element builder. Text always goes in through `textContent`, never as markup, so
+// labels, commands and paths from the configuration cannot inject anything.
+
+type Attrs = Record<string, string | undefined>;
+export type Child = Node | string | null | undefined | false;
+
+/** Creates `<tag class=... attr=...>children</tag>`. */
+export function h(tag: string, attrs: Attrs | string = {}, ...children: Child[]): HTMLElement {
+  const el = document.createElement(tag);
+  const all = typeof attrs === "string" ? { class: attrs } : attrs;
+  for (const [name, value] of Object.entries(all)) {
+    if (value !== undefined) el.setAttribute(name, value);
+  }
+  append(el, children);
+  return el;
+}
+
+/** Appends children, skipping the empty ones. */
+export function append(parent: Node, children: Child[]): void {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    parent.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+  }
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+/** Small line icons (16×16, drawn in the text colour), for badges and notices. */
+const ICONS = {
+  lock: ["M4.5 7.5h7a1 1 0 0 1 1 1v5a1 1 0 0 1-1 1h-7a1 1 0 0 1-1-1v-5a1 1 0 0 1 1-1z", "M5.5 7.5V5a2.5 2.5 0 0 1 5 0v2.5"],
+  unlock: ["M4.5 7.5h7a1 1 0 0 1 1 1v5a1 1 0 0 1-1 1h-7a1 1 0 0 1-1-1v-5a1 1 0 0 1 1-1z", "M5.5 7.5V4.5a2.5 2.5 0 0 1 5 0"],
+  alert: ["M8 2 14.5 13.5h-13z", "M8 6.5v3", "M8 11.6v.1"],
+  files: ["M4 1.5h5l3 3v10H4z", "M9 1.5v3h3", "M6 8.5h4", "M6 11h4"],
+} as const;
+
+export type IconName = keyof typeof ICONS;
+
+/** An inline icon; decorative (the text next to it says the same). */
+export function icon(name: IconName): SVGElement {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("class", `icon icon-${name}`);
+  svg.setAttribute("aria-hidden", "true");
+  for (const d of ICONS[name]) {
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", d);
+    svg.appendChild(path);
+  }
+  return svg;
+}
+
+/** The `data-keep` keys of the `<details>` under `root` that are open. */
+export function openDetails(root: ParentNode): Set<string> {
+  const keys = new Set<string>();
+  for (const el of root.querySelectorAll<HTMLDetailsElement>("details[data-keep]")) {
+    if (el.open) keys.add(el.dataset.keep ?? "");
+  }
+  return keys;
+}
+
+/** Opens the `<details>` under `root` whose `data-keep` key is in `keys` (a re-render keeps them open). */
+export function reopenDetails(root: ParentNode, keys: Set<string>): void {
+  if (keys.size === 0) return;
+  for (const el of root.querySelectorAll<HTMLDetailsElement>("details[data-keep]")) {
+    if (keys.has(el.dataset.keep ?? "")) el.open = true;
+  }
+}
+
+/** The app mark: an arched door, drawn inline so it follows the text colour. */
+export function mark(): SVGElement {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("class", "mark");
+  svg.setAttribute("aria-hidden", "true");
+  const bg = document.createElementNS(SVG, "rect");
+  for (const [k, v] of Object.entries({ x: "1", y: "1", width: "22", height: "22", rx: "5.5" })) {
+    bg.setAttribute(k, v);
+  }
+  bg.setAttribute("class", "mark-bg");
+  const arch = document.createElementNS(SVG, "path");
+  arch.setAttribute("d", "M8 18.5V11a4 4 0 0 1 8 0v7.5");
+  arch.setAttribute("class", "mark-arch");
+  const sill = document.createElementNS(SVG, "path");
+  sill.setAttribute("d", "M6 18.5h12");
+  sill.setAttribute("class", "mark-arch");
+  svg.append(bg, arch, sill);
+  return svg;
+}

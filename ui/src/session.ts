@@ -1,0 +1,214 @@
+// One agent session's server process, as the refresh contract (docs/refresh-contract.md) names
+// its parts: state, execution epoch, pinning, identity, catalog revision, what changed, files
+// newer than the process, and the execution record on demand. Pure DOM construction.
+
+import type { ArtifactView, CatalogView, ExecutionView, SessionState, SessionStatus } from "./bindings";
+import { h, icon, type Child } from "./dom";
+import { ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch } from "./format";
+
+type Tone = "ok" | "warn" | "bad" | "idle";
+
+/** Each state by the contract's name (§7), and the tone it shows in. */
+const STATES: Record<SessionState, [Tone, string]> = {
+  catalogReady: ["ok", "catalog-ready"],
+  identityPending: ["warn", "identity-pending"],
+  starting: ["warn", "starting"],
+  stopped: ["idle", "stopped"],
+};
+
+/** What a catalog change line ends with when it makes a tool look safer (crates/domain). */
+const ESCALATION = " [escalation]";
+
+/** A session and its server process, as one card of the sessions list. */
+export function sessionCard(s: SessionStatus, nowMs: number): HTMLElement {
+  // A state this UI does not know yet (a newer engine) still shows, by its own name.
+  const [tone, stateName] = STATES[s.state] ?? ["idle", String(s.state)];
+  return h(
+    "li",
+    { class: `session tone-${tone}`, "data-session": s.id, "data-server": s.server, "data-state": s.state },
+    h(
+      "div",
+      "session-head",
+      ...spaced([
+        h("span", "session-server", s.server),
+        s.client === null ? h("span", "session-agent muted", "unnamed agent") : h("span", "session-agent", s.client),
+        h("span", { class: `badge badge-${tone} state`, title: stateTitle(s) }, stateName),
+        s.execution === null ? null : pinBadge(s.execution),
+        h("span", { class: "session-since muted", title: new Date(s.connectedAtMs).toISOString() }, `${clock(s.connectedAtMs, nowMs)} · ${ago(s.connectedAtMs, nowMs)}`),
+      ]),
+    ),
+    facts(s),
+    s.execution !== null && !s.execution.pinned ? unpinnedReason(s.execution) : null,
+    s.artifactsNewer.length > 0 ? newer(s) : null,
+    s.catalog !== null && s.catalog.changes.length > 0 ? changes(s.catalog) : null,
+    exitLine(s, nowMs),
+    s.execution === null ? null : record(s.id, s.execution, nowMs),
+  );
+}
+
+function stateTitle(s: SessionStatus): string | undefined {
+  if (s.state === "stopped" && s.lastExit !== null) return `last exit: ${s.lastExit}`;
+  if (s.state === "identityPending") return "a new epoch: requests are held until its catalog is fetched";
+  return undefined;
+}
+
+function pinBadge(e: ExecutionView): HTMLElement {
+  return e.pinned
+    ? h("span", { class: "badge badge-ok pin pinned", title: "The digests pin the code that runs" }, icon("lock"), "PINNED")
+    : h("span", { class: "badge pin unpinned", title: e.unpinnedReason ?? "unpinned" }, icon("unlock"), "UNPINNED");
+}
+
+// --- the one-line summary: epoch, pid, identity, catalog -------------------------------------
+
+function facts(s: SessionStatus): HTMLElement {
+  const e = s.execution;
+  const live = s.serverPid !== null;
+  return h(
+    "div",
+    "facts",
+    e === null
+      ? fact("epoch", "none yet", "muted")
+      : fact(live ? "epoch" : "last epoch", shortEpoch(e.epoch), "epoch", `execution epoch ${e.epoch}`),
+    fact("pid", live ? String(s.serverPid) : "—", "pid"),
+    e === null ? null : fact("identity", shortDigest(e.identity), "identity", `identity digest ${e.identity}`),
+    catalogFact(s),
+  );
+}
+
+function fact(key: string, value: string, cls: string, title?: string): HTMLElement {
+  return h("span", "fact", h("span", "fact-k", key), " ", h("code", { class: `fact-v ${cls}`, title }, value));
+}
+
+function catalogFact(s: SessionStatus): HTMLElement {
+  const c = s.catalog;
+  if (c === null) {
+    const fetching = s.state === "identityPending" || s.state === "starting";
+    return h("span", "fact", h("span", "fact-k", "catalog"), " ", h("span", "fact-v muted", fetching ? "fetching…" : "—"));
+  }
+  const stale = c.presentedRevision !== null && c.presentedRevision !== c.revision;
+  return h(
+    "span",
+    "fact",
+    h("span", "fact-k", "catalog"),
+    " ",
+    h("code", { class: "fact-v revision", title: `catalog revision ${c.revision}` }, shortDigest(c.revision)),
+    " ",
+    h("span", { class: "tool-count muted", title: c.tools.join("\n") || "no tools" }, count(c.tools.length, "tool")),
+    " ",
+    stale
+      ? h(
+          "span",
+          {
+            class: "badge badge-warn stale",
+            title: `The agent was shown ${c.presentedRevision}. Its calls to tools that changed since are refused until it lists tools again.`,
+          },
+          "agent has a stale tool list",
+        )
+      : null,
+  );
+}
+
+// --- what needs attention ----------------------------------------------------------------------
+
+function unpinnedReason(e: ExecutionView): HTMLElement {
+  return h("p", "unpinned-reason", h("span", "strong", "Unpinned: "), e.unpinnedReason ?? "the engine gave no reason");
+}
+
+function newer(s: SessionStatus): HTMLElement {
+  return h(
+    "div",
+    { class: "callout callout-warn newer", role: "alert" },
+    h("div", "callout-title", icon("files"), "Files newer than the running process — restart to use them"),
+    h("ul", "paths", ...s.artifactsNewer.map((path) => h("li", {}, h("code", {}, path)))),
+    h("p", "callout-hint", "Restart with ", h("code", {}, `postern server restart ${s.server}`)),
+  );
+}
+
+function changes(c: CatalogView): HTMLElement {
+  return h(
+    "div",
+    { class: `callout changes${c.escalation ? " callout-bad escalation" : ""}` },
+    h(
+      "div",
+      "callout-title",
+      `Catalog changed from the previous revision`,
+      c.escalation
+        ? h("span", { class: "badge badge-bad flag", title: "A change makes a tool look safer than before (an annotation hint flip)" }, icon("alert"), "escalation")
+        : null,
+    ),
+    h("ul", "change-list", ...c.changes.map(changeLine)),
+  );
+}
+
+function changeLine(line: string): HTMLElement {
+  if (!line.endsWith(ESCALATION)) return h("li", {}, h("code", {}, line));
+  return h(
+    "li",
+    "change-escalation",
+    h("span", { class: "flag-icon", title: "escalation: this change makes the tool look safer than before" }, icon("alert")),
+    h("code", {}, line.slice(0, -ESCALATION.length)),
+  );
+}
+
+function exitLine(s: SessionStatus, nowMs: number): HTMLElement | null {
+  const backoff = s.backoffUntilMs !== null && s.backoffUntilMs > nowMs ? s.backoffUntilMs : null;
+  if (s.lastExit === null && backoff === null) return null;
+  return h(
+    "div",
+    "exit",
+    backoff === null
+      ? null
+      : h(
+          "span",
+          { class: "badge badge-bad backoff", title: new Date(backoff).toISOString() },
+          `crash back-off · no launch before ${clockSeconds(backoff)}`,
+        ),
+    s.lastExit === null ? null : h("span", "last-exit", h("span", "muted", "last exit "), h("code", {}, s.lastExit)),
+  );
+}
+
+// --- the execution record, on demand -----------------------------------------------------------
+
+function record(sessionId: string, e: ExecutionView, nowMs: number): HTMLElement {
+  const rows: [string, Child, string?][] = [
+    ["epoch", h("code", "epoch-full", e.epoch)],
+    ["identity", h("code", "digest-full", e.identity)],
+    ["launched", h("span", { title: new Date(e.startedAtMs).toISOString() }, `${clock(e.startedAtMs, nowMs)} · ${ago(e.startedAtMs, nowMs)}`, h("span", "muted", ` · pid ${e.pid}`))],
+    ["command", h("code", "command", commandLine(e.launchCommand))],
+    ["executable", artifacts([e.executable])],
+  ];
+  if (e.wrappers.length > 0) rows.push(["wrappers", artifacts(e.wrappers)]);
+  rows.push(["entry", e.entry === null ? none("no entry file") : artifacts([e.entry])]);
+  rows.push(["lockfiles", e.lockfiles.length === 0 ? none("none in the working directory") : artifacts(e.lockfiles)]);
+  if (e.extraPaths.length > 0) rows.push(["identity paths", artifacts(e.extraPaths)]);
+  rows.push(["runtime", e.runtime === null ? none("—") : h("code", {}, e.runtime)]);
+  rows.push(["directory", h("code", "path", e.workingDirectory)]);
+  rows.push([
+    "environment",
+    e.envNames.length === 0 ? none("no variables") : h("div", "chips", ...spaced(e.envNames.map((n) => h("code", "chip", n)))),
+    "names only, never values",
+  ]);
+  return h(
+    "details",
+    { class: "record", "data-keep": `record:${sessionId}` },
+    h("summary", {}, "Execution record"),
+    h("dl", "record-grid", ...rows.flatMap(([k, v, title]) => [h("dt", { title }, k), h("dd", {}, v)])),
+  );
+}
+
+function artifacts(list: ArtifactView[]): HTMLElement {
+  return h(
+    "div",
+    "artifacts",
+    ...list.map((a) => h("div", "artifact", h("code", { class: "digest", title: a.digest }, shortDigest(a.digest)), " ", h("code", "path", a.path))),
+  );
+}
+
+/** `items` with a space between each two, so copied text reads as words (flex layout ignores it). */
+function spaced(items: (HTMLElement | null)[]): Child[] {
+  return items.filter((item) => item !== null).flatMap((item, i) => (i === 0 ? [item] : [" ", item]));
+}
+
+function none(text: string): HTMLElement {
+  return h("span", "muted", text);
+}
