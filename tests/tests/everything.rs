@@ -280,6 +280,16 @@ async fn ping_is_answered_while_a_long_call_is_running() -> Result<()> {
             !call_answered && !long.is_finished(),
             "the ping was only answered after the long call finished"
         );
+        // The tap records a written line after the write returns; on a loaded machine the
+        // answer can be read before the writer thread gets there, so wait for both lines.
+        client
+            .wire()
+            .wait_for("the ping and its answer on the wire", SETTLE, |lines| {
+                lines
+                    .iter()
+                    .any(|l| l.direction == Direction::Sent && l.method() == Some("ping"))
+            })
+            .await?;
         let (_, ping_response) = client
             .wire()
             .exchanges("ping")

@@ -36,6 +36,14 @@ export function status(fields: Partial<Status> = {}): Status {
     socket: "/home/ada/.local/share/postern/run/engine.sock",
     servers: [],
     sessions: [],
+    audit: {
+      state: { state: "ready" },
+      head: null,
+      anchored: null,
+      anchorError: null,
+      failedBatches: 0,
+      dropped: 0,
+    },
     ...fields,
   };
 }
