@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 /// How long a burst of file events is collected before it is reported (a build writes
 /// many files).
-const DEBOUNCE: Duration = Duration::from_millis(150);
+const DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// Watches a set of identity artifacts; [`ArtifactWatch::changed`] resolves after any
 /// of them is written, replaced, or removed.
