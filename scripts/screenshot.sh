@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the app's screenshots in docs/screenshots/ (one per view):
-#   status.png              three configured servers, two agents connected to one of them
+#   status.png              two live sessions: a pinned server rebuilt under --restart on-change
+#                           (new epoch, catalog changes with an escalation, a stale agent tool
+#                           list) and an unpinned one with files newer than the running process
+#   execution-record.png    the same window with one execution record opened
 #   first-run.png           a new home: how to add a server and point an agent at it
 #   engine-unavailable.png  another engine (`postern daemon`) owns the home
 #

@@ -56,22 +56,22 @@ const scenarios = {
         expectEqual(await s.texts(".server .running"), ["1 running"], "running count");
 
         // The epoch and catalog revision the engine reports (through the CLI) are the ones shown.
-        const cli = posternStatus(home, "clock");
+        const engine = posternStatus(home, "clock");
         const [epochShort] = await s.texts(".session .facts .epoch");
         const [epochTitle] = await s.attributes(".session .facts .epoch", "title");
-        expectEqual(epochShort, `${cli.epoch.slice(0, 6)}…${cli.epoch.slice(-4)}`, "short epoch");
-        expectIncludes(epochTitle, cli.epoch, "full epoch on hover");
-        expectEqual(await s.texts(".session .facts .revision"), [cli.revision.slice("sha256:".length, "sha256:".length + 12)], "catalog revision");
+        expectEqual(epochShort, `${engine.epoch.slice(0, 6)}…${engine.epoch.slice(-4)}`, "short epoch");
+        expectIncludes(epochTitle, engine.epoch, "full epoch on hover");
+        expectEqual(await s.texts(".session .facts .revision"), [engine.revision.slice("sha256:".length, "sha256:".length + 12)], "catalog revision");
         expectEqual(await s.texts(".session .tool-count"), ["1 tool"], "tool count");
-        expectEqual(await s.texts(".session .facts .identity"), [cli.identity.slice("sha256:".length, "sha256:".length + 12)], "identity digest");
+        expectEqual(await s.texts(".session .facts .identity"), [engine.identity.slice("sha256:".length, "sha256:".length + 12)], "identity digest");
         // No lockfile next to clock.py: the engine calls it unpinned, and the window says why.
         expectEqual(await s.texts(".session .pin"), ["UNPINNED"], "pinning badge");
-        expectEqual(await s.texts(".session .unpinned-reason"), [`Unpinned: ${cli.unpinned}`], "unpinned reason");
+        expectEqual(await s.texts(".session .unpinned-reason"), [`Unpinned: ${engine.unpinned}`], "unpinned reason");
 
         // The execution record opens on demand, and stays open while the status changes.
         await s.click(".session details.record summary");
         const record = await s.waitForTexts(".session .record-grid dd", (dds) => dds.length > 0 && dds[0] !== "");
-        expectEqual(record[0], cli.epoch, "record: epoch");
+        expectEqual(record[0], engine.epoch, "record: epoch");
         if (!record.some((dd) => dd.endsWith(entry))) throw new Error(`record: no entry ${entry} in ${JSON.stringify(record)}`);
 
         // A build lands: the running process keeps its epoch, and the window says its files are newer.

@@ -16,7 +16,7 @@ const STATES: Record<SessionState, [Tone, string]> = {
   stopped: ["idle", "stopped"],
 };
 
-/** What a catalog change line ends with when it makes a tool look safer (crates/domain). */
+/** What a catalog change line ends with when it makes a tool look safer (crates/domain/src/catalog/diff.rs). */
 const ESCALATION = " [escalation]";
 
 /** A session and its server process, as one card of the sessions list. */
@@ -34,6 +34,7 @@ export function sessionCard(s: SessionStatus, nowMs: number): HTMLElement {
         s.client === null ? h("span", "session-agent muted", "unnamed agent") : h("span", "session-agent", s.client),
         h("span", { class: `badge badge-${tone} state`, title: stateTitle(s) }, stateName),
         s.execution === null ? null : pinBadge(s.execution),
+        staleBadge(s.catalog),
         h("span", { class: "session-since muted", title: new Date(s.connectedAtMs).toISOString() }, `${clock(s.connectedAtMs, nowMs)} · ${ago(s.connectedAtMs, nowMs)}`),
       ]),
     ),
@@ -85,7 +86,6 @@ function catalogFact(s: SessionStatus): HTMLElement {
     const fetching = s.state === "identityPending" || s.state === "starting";
     return h("span", "fact", h("span", "fact-k", "catalog"), " ", h("span", "fact-v muted", fetching ? "fetching…" : "—"));
   }
-  const stale = c.presentedRevision !== null && c.presentedRevision !== c.revision;
   return h(
     "span",
     "fact",
@@ -94,17 +94,19 @@ function catalogFact(s: SessionStatus): HTMLElement {
     h("code", { class: "fact-v revision", title: `catalog revision ${c.revision}` }, shortDigest(c.revision)),
     " ",
     h("span", { class: "tool-count muted", title: c.tools.join("\n") || "no tools" }, count(c.tools.length, "tool")),
-    " ",
-    stale
-      ? h(
-          "span",
-          {
-            class: "badge badge-warn stale",
-            title: `The agent was shown ${c.presentedRevision}. Its calls to tools that changed since are refused until it lists tools again.`,
-          },
-          "agent has a stale tool list",
-        )
-      : null,
+  );
+}
+
+/** When the agent was last shown an older revision than the current one (refresh-contract §3). */
+function staleBadge(c: CatalogView | null): HTMLElement | null {
+  if (c === null || c.presentedRevision === null || c.presentedRevision === c.revision) return null;
+  return h(
+    "span",
+    {
+      class: "badge badge-warn stale",
+      title: `The agent was shown ${c.presentedRevision}. Its calls to tools that changed since are refused until it lists tools again.`,
+    },
+    "agent has a stale tool list",
   );
 }
 
@@ -131,7 +133,7 @@ function changes(c: CatalogView): HTMLElement {
     h(
       "div",
       "callout-title",
-      `Catalog changed from the previous revision`,
+      "Catalog changed from the previous revision",
       c.escalation
         ? h("span", { class: "badge badge-bad flag", title: "A change makes a tool look safer than before (an annotation hint flip)" }, icon("alert"), "escalation")
         : null,
