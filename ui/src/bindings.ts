@@ -66,6 +66,10 @@ server: string,
  */
 client: string | null, 
 /**
+ * The agent process behind the shim, as the process table says.
+ */
+agent: AgentView | null, 
+/**
  * When the agent connected, in unix milliseconds.
  */
 connectedAtMs: number, 
@@ -171,6 +175,24 @@ path: string,
  * `sha256:<hex>`.
  */
 digest: string, };
+
+export type AgentView = { 
+/**
+ * Its process id.
+ */
+pid: number, 
+/**
+ * Its executable and digest, when readable.
+ */
+executable: ArtifactView | null, 
+/**
+ * Process names from its parent down to the shim.
+ */
+chain: Array<string>, 
+/**
+ * Its working directory (display only).
+ */
+cwd: string | null, };
 
 export type CatalogView = { 
 /**

@@ -18,6 +18,7 @@ export function server(fields: Partial<ServerStatus> & Pick<ServerStatus, "label
 export function session(fields: Partial<SessionStatus> & Pick<SessionStatus, "id" | "server">): SessionStatus {
   return {
     client: null,
+    agent: null,
     connectedAtMs: 0,
     state: "catalogReady",
     serverPid: null,

@@ -245,3 +245,18 @@ describe("a server row", () => {
     expect(serverRow({ identityPaths: [] }).querySelector(".server-identity")).toBeNull();
   });
 });
+
+describe("the agent process", () => {
+  it("shows the process chain from the process table, and says when there is none", () => {
+    const known = card({
+      client: "claude-code 2.1",
+      agent: { pid: 4242, executable: { path: "/usr/bin/claude", digest: digest("c") }, chain: ["zsh", "claude", "postern"], cwd: "/work" },
+    });
+    const chain = known.querySelector(".session-chain");
+    expect(chain?.textContent).toBe("zsh → claude → postern");
+    expect(chain?.getAttribute("title")).toContain("pid 4242");
+    expect(chain?.getAttribute("title")).toContain("/usr/bin/claude");
+
+    expect(card({}).querySelector(".session-chain")?.textContent).toBe("unidentified process");
+  });
+});

@@ -2,7 +2,7 @@
 // its parts: state, execution epoch, pinning, identity, catalog revision, what changed, files
 // newer than the process, and the execution record on demand. Pure DOM construction.
 
-import type { ArtifactView, CatalogView, ExecutionView, SessionState, SessionStatus } from "./bindings";
+import type { AgentView, ArtifactView, CatalogView, ExecutionView, SessionState, SessionStatus } from "./bindings";
 import { h, icon, type Child } from "./dom";
 import { ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch } from "./format";
 
@@ -32,6 +32,7 @@ export function sessionCard(s: SessionStatus, nowMs: number): HTMLElement {
       ...spaced([
         h("span", "session-server", s.server),
         s.client === null ? h("span", "session-agent muted", "unnamed agent") : h("span", "session-agent", s.client),
+        agentChain(s.agent),
         h("span", { class: `badge badge-${tone} state`, title: stateTitle(s) }, stateName),
         s.execution === null ? null : pinBadge(s.execution),
         staleBadge(s.catalog),
@@ -45,6 +46,13 @@ export function sessionCard(s: SessionStatus, nowMs: number): HTMLElement {
     exitLine(s, nowMs),
     s.execution === null ? null : record(s.id, s.execution, nowMs),
   );
+}
+
+/** The agent process as the process table says, unlike the self-reported client name. */
+function agentChain(agent: AgentView | null): HTMLElement {
+  if (agent === null) return h("span", { class: "session-chain muted", title: "the process behind this session could not be identified" }, "unidentified process");
+  const exe = agent.executable === null ? "" : ` · ${agent.executable.path} ${agent.executable.digest}`;
+  return h("span", { class: "session-chain muted", title: `pid ${agent.pid}${exe}` }, agent.chain.join(" → "));
 }
 
 function stateTitle(s: SessionStatus): string | undefined {

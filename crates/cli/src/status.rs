@@ -56,6 +56,20 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
     };
     let client = s.client.as_deref().unwrap_or("agent");
     writeln!(out, "  session {} ({client}): {state}", s.id)?;
+    match &s.agent {
+        Some(agent) => {
+            writeln!(
+                out,
+                "    agent {}  pid {}",
+                agent.chain.join(" -> "),
+                agent.pid
+            )?;
+            if let Some(exe) = &agent.executable {
+                artifact(out, "agent exe", exe)?;
+            }
+        }
+        None => writeln!(out, "    agent unidentified")?,
+    }
     if let Some(e) = &s.execution {
         let running = if s.server_pid.is_some() {
             "running"

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::catalog::CatalogDigest;
-use crate::{ExecutionEpoch, ExecutionRecord, ServerLabel};
+use crate::{AgentIdentity, ExecutionEpoch, ExecutionRecord, ServerLabel};
 
 /// One audited event. The `type` tag is the event kind stored in the record header.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,6 +21,9 @@ pub enum AuditEvent {
         server: ServerLabel,
         /// The agent's self-reported client name (display only).
         client: Option<String>,
+        /// The agent process, as the kernel and procfs describe it.
+        #[serde(default)]
+        agent: Option<AgentIdentity>,
     },
     /// An agent session ended.
     SessionEnded {

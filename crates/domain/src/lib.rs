@@ -3,6 +3,7 @@
 //! Everything untrusted (CLI arguments, stored configuration) becomes one of these
 //! typed values at the edge, so the rest of the engine never re-validates.
 
+mod agent;
 pub mod catalog;
 mod digest;
 mod epoch;
@@ -10,6 +11,7 @@ mod event;
 mod label;
 mod server;
 
+pub use agent::AgentIdentity;
 pub use digest::{Digest, DigestError};
 pub use epoch::{Artifact, ExecutionEpoch, ExecutionRecord, Pinning, RestartPolicy};
 pub use event::{AuditEvent, CallOutcome, shape};

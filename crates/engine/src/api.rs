@@ -54,6 +54,8 @@ pub struct SessionStatus {
     pub server: String,
     /// The agent's own name and version from `initialize` (self-reported, for display).
     pub client: Option<String>,
+    /// The agent process behind the shim, as the process table says.
+    pub agent: Option<AgentView>,
     /// When the agent connected, in unix milliseconds.
     #[ts(type = "number")]
     pub connected_at_ms: i64,
@@ -125,6 +127,20 @@ pub struct ExecutionView {
     pub started_at_ms: i64,
 }
 
+/// The agent process behind a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentView {
+    /// Its process id.
+    pub pid: u32,
+    /// Its executable and digest, when readable.
+    pub executable: Option<ArtifactView>,
+    /// Process names from its parent down to the shim.
+    pub chain: Vec<String>,
+    /// Its working directory (display only).
+    pub cwd: Option<String>,
+}
+
 /// A hashed file or tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
@@ -192,6 +208,12 @@ fn session_status(s: &SessionInfo) -> SessionStatus {
         id: format!("#{}", s.id),
         server: s.server.to_string(),
         client: s.client.clone(),
+        agent: s.agent.as_ref().map(|a| AgentView {
+            pid: a.pid,
+            executable: a.executable.as_ref().map(artifact_view),
+            chain: a.chain.clone(),
+            cwd: a.cwd.as_ref().map(|p| p.display().to_string()),
+        }),
         connected_at_ms: s.connected_at_ms,
         state: match s.phase {
             Phase::Stopped => SessionState::Stopped,
@@ -221,20 +243,23 @@ fn session_status(s: &SessionInfo) -> SessionStatus {
     }
 }
 
-fn execution_view(r: &ExecutionRecord) -> ExecutionView {
-    let artifact = |a: &Artifact| ArtifactView {
+fn artifact_view(a: &Artifact) -> ArtifactView {
+    ArtifactView {
         path: a.path.display().to_string(),
         digest: a.digest.to_string(),
-    };
+    }
+}
+
+fn execution_view(r: &ExecutionRecord) -> ExecutionView {
     ExecutionView {
         epoch: r.epoch.to_string(),
         identity: r.identity_digest().to_string(),
         launch_command: r.launch_command.clone(),
-        executable: artifact(&r.executable),
-        wrappers: r.wrappers.iter().map(artifact).collect(),
-        entry: r.entry.as_ref().map(artifact),
-        lockfiles: r.lockfiles.iter().map(artifact).collect(),
-        extra_paths: r.extra_paths.iter().map(artifact).collect(),
+        executable: artifact_view(&r.executable),
+        wrappers: r.wrappers.iter().map(artifact_view).collect(),
+        entry: r.entry.as_ref().map(artifact_view),
+        lockfiles: r.lockfiles.iter().map(artifact_view).collect(),
+        extra_paths: r.extra_paths.iter().map(artifact_view).collect(),
         runtime: r.runtime.clone(),
         working_directory: r.working_directory.display().to_string(),
         env_names: r.env_names.clone(),
@@ -257,6 +282,7 @@ pub fn typescript_bindings() -> String {
         SessionState::decl(),
         ExecutionView::decl(),
         ArtifactView::decl(),
+        AgentView::decl(),
         CatalogView::decl(),
         AuditStatus::decl(),
         AuditState::decl(),

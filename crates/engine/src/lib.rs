@@ -20,8 +20,8 @@ use postern_vault::{Keychain, SecretStore};
 use tokio::sync::{broadcast, watch};
 
 pub use api::{
-    ArtifactView, CatalogView, ExecutionView, ServerStatus, SessionState, SessionStatus, Status,
-    typescript_bindings,
+    AgentView, ArtifactView, CatalogView, ExecutionView, ServerStatus, SessionState, SessionStatus,
+    Status, typescript_bindings,
 };
 pub use audit::{AuditLog, AuditState, AuditStatus};
 pub use home::{Home, HomeError};

@@ -103,8 +103,17 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
                     let ctx = ctx.clone();
                     let id = next_id.fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(async move {
-                        let (read, write) = stream.into_split();
-                        connection(ctx, id, LineReader::new(BufReader::new(read)), write).await;
+                        let peer = stream.peer_cred();
+                        let (read, mut write) = stream.into_split();
+                        let peer = match check_peer(peer) {
+                            Ok(peer) => peer,
+                            Err(error) => {
+                                tracing::warn!(connection = id, "{error}");
+                                let _ = write_json(&mut write, &Welcome::Refused { error }).await;
+                                return;
+                            }
+                        };
+                        connection(ctx, id, peer, LineReader::new(BufReader::new(read)), write).await;
                     });
                 }
                 Err(e) => {
@@ -117,9 +126,24 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
     }
 }
 
+/// Only processes of the engine's own user may connect; anyone else is refused.
+fn check_peer(peer: std::io::Result<tokio::net::unix::UCred>) -> Result<Option<u32>, String> {
+    let peer =
+        peer.map_err(|e| format!("cannot read the connecting process's credentials: {e}"))?;
+    let ours = nix::unistd::getuid().as_raw();
+    if peer.uid() != ours {
+        return Err(format!(
+            "a process of another user (uid {}) tried to connect; refused",
+            peer.uid()
+        ));
+    }
+    Ok(peer.pid().and_then(|pid| u32::try_from(pid).ok()))
+}
+
 async fn connection(
     ctx: Context,
     id: u64,
+    peer_pid: Option<u32>,
     mut reader: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
     mut write: OwnedWriteHalf,
 ) {
@@ -174,7 +198,18 @@ async fn connection(
     tracing::info!(session = id, server = %label, resumed = resume.is_some(), "agent session started");
     let (to_agent, rx) = mpsc::unbounded_channel();
     tokio::spawn(write_lines(write, rx));
-    session::run(ctx, id, label, resume, reader, to_agent).await;
+    // The agent is whoever launched the shim, as the process table says.
+    let agent = match peer_pid {
+        Some(pid) => {
+            let cache = Arc::clone(&ctx.cache);
+            tokio::task::spawn_blocking(move || postern_supervisor::identify_agent(pid, &cache))
+                .await
+                .ok()
+                .flatten()
+        }
+        None => None,
+    };
+    session::run(ctx, id, label, resume, agent, reader, to_agent).await;
 }
 
 async fn write_json(

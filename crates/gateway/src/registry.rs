@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use postern_domain::catalog::Catalog;
-use postern_domain::{ExecutionRecord, ServerLabel};
+use postern_domain::{AgentIdentity, ExecutionRecord, ServerLabel};
 use tokio::sync::watch;
 
 /// Where a session's server is, in the refresh contract's state machine
@@ -31,6 +31,8 @@ pub struct SessionInfo {
     pub server: ServerLabel,
     /// The agent's self-reported name and version, once it initialized.
     pub client: Option<String>,
+    /// The agent process behind the shim, from the process table.
+    pub agent: Option<AgentIdentity>,
     /// Unix milliseconds at connection.
     pub connected_at_ms: i64,
     /// Its server's state.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use postern_domain::{AuditEvent, ServerLabel};
+use postern_domain::{AgentIdentity, AuditEvent, ServerLabel};
 use postern_supervisor::{DigestCache, ExitReport};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufRead;
@@ -54,6 +54,7 @@ pub(crate) async fn run<R>(
     id: u64,
     label: ServerLabel,
     resume: Option<Value>,
+    agent: Option<AgentIdentity>,
     from_agent: LineReader<R>,
     to_agent: mpsc::UnboundedSender<Bytes>,
 ) where
@@ -68,6 +69,7 @@ pub(crate) async fn run<R>(
             id,
             server: label,
             client: resume.as_ref().and_then(client_name),
+            agent,
             connected_at_ms: now_ms(),
             phase: Phase::Stopped,
             record: None,
@@ -96,6 +98,7 @@ pub(crate) async fn run<R>(
         session: session.info.id,
         server: session.info.server.clone(),
         client: session.info.client.clone(),
+        agent: session.info.agent.clone(),
     });
     loop {
         tokio::select! {

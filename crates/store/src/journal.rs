@@ -291,6 +291,7 @@ impl Projector {
                 session,
                 server,
                 client,
+                ..
             } => {
                 tx.prepare_cached(
                     "INSERT INTO journal_sessions (id, run, session, server, client, started, status)

@@ -65,6 +65,7 @@ fn session(session: u64, server: &str, client: &str) -> AuditEvent {
         session,
         server: label(server),
         client: Some(client.into()),
+        agent: None,
     }
 }
 

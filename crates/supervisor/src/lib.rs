@@ -7,6 +7,7 @@
 //! stopping it also stops what it spawned (`npx` starts `node`, `uv run` starts
 //! `python`): a wrapper can never leave its real server behind.
 
+mod agent;
 mod identity;
 mod process;
 mod watch;
@@ -15,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use postern_domain::{ExecutionEpoch, ExecutionRecord, ServerConfig};
 
+pub use agent::{identify_agent, process_start_time};
 pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
 pub use process::{
     ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,

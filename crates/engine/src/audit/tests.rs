@@ -48,6 +48,7 @@ fn started(session: u64) -> AuditEvent {
         session,
         server: label(),
         client: Some("test-agent 1".into()),
+        agent: None,
     }
 }
 

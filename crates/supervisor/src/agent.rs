@@ -1,0 +1,119 @@
+//! Identifying the agent behind a shim from the process table (Linux procfs; on other
+//! systems the agent is unidentified until their backend lands behind this function).
+
+use std::path::{Path, PathBuf};
+
+use postern_domain::AgentIdentity;
+
+use crate::DigestCache;
+
+/// How many ancestors are walked looking for the agent.
+const MAX_DEPTH: usize = 16;
+
+/// The agent that launched the shim with process id `shim_pid`: the first ancestor whose
+/// executable is not the shim's. `None` when the process table cannot say (the shim
+/// already exited, or procfs is unavailable).
+pub fn identify_agent(shim_pid: u32, cache: &DigestCache) -> Option<AgentIdentity> {
+    let shim = Proc::read(shim_pid)?;
+    let shim_exe = exe(shim_pid);
+    let mut current = shim.ppid;
+    let mut chain = vec![shim.name.clone()];
+    for _ in 0..MAX_DEPTH {
+        if current <= 1 {
+            return None;
+        }
+        let proc = Proc::read(current)?;
+        let this_exe = exe(current);
+        if this_exe.is_some() && this_exe == shim_exe {
+            // A shim launched by a shim: keep walking.
+            chain.insert(0, proc.name.clone());
+            current = proc.ppid;
+            continue;
+        }
+        chain.insert(0, proc.name.clone());
+        if proc.ppid > 1
+            && let Some(parent) = Proc::read(proc.ppid)
+        {
+            chain.insert(0, parent.name);
+        }
+        let executable = this_exe.and_then(|path| cache.artifact(&path).ok());
+        let cwd = std::fs::read_link(format!("/proc/{current}/cwd")).ok();
+        return Some(AgentIdentity {
+            pid: current,
+            start_time: proc.start_time,
+            executable,
+            chain,
+            cwd,
+        });
+    }
+    None
+}
+
+/// The start time of `pid` (clock ticks since boot), to tell a reused pid apart.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    Proc::read(pid).map(|p| p.start_time)
+}
+
+struct Proc {
+    name: String,
+    ppid: u32,
+    start_time: u64,
+}
+
+impl Proc {
+    fn read(pid: u32) -> Option<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(") ")?;
+        let name = head.split_once(" (")?.1.to_owned();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // After the name: state(0) ppid(1) ... starttime(19)
+        Some(Self {
+            name,
+            ppid: fields.get(1)?.parse().ok()?,
+            start_time: fields.get(19)?.parse().ok()?,
+        })
+    }
+}
+
+fn exe(pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(Path::new("/proc").join(pid.to_string()).join("exe")).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_is_the_first_ancestor_that_is_not_the_shim() {
+        // This test process plays the agent; `sleep` plays a shim it launched.
+        let mut shim = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("spawn");
+        let cache = DigestCache::new();
+        let agent = identify_agent(shim.id(), &cache).expect("identified");
+        let _ = shim.kill();
+        let _ = shim.wait();
+        assert_eq!(agent.pid, std::process::id());
+        assert_eq!(
+            Some(agent.start_time),
+            process_start_time(std::process::id())
+        );
+        let me = std::env::current_exe().expect("exe");
+        assert_eq!(
+            agent.executable.as_ref().map(|a| a.path.clone()),
+            std::fs::canonicalize(me).ok()
+        );
+        assert_eq!(agent.chain.last().map(String::as_str), Some("sleep"));
+        assert!(agent.chain.len() >= 2, "{:?}", agent.chain);
+    }
+
+    #[test]
+    fn a_vanished_process_is_unidentified() {
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        child.wait().expect("wait");
+        // Reaped: its /proc entry is gone.
+        assert!(identify_agent(pid, &DigestCache::new()).is_none());
+    }
+}

@@ -1,0 +1,60 @@
+//! Who is behind a session (the authorization issue, item 1): the engine reads the
+//! connecting process's credentials from the socket and walks the process table from the
+//! shim to the agent that launched it. The agent's self-reported name is kept apart.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use postern_e2e::{Gate, servers};
+use postern_gateway::control;
+use postern_gateway::hello::ControlCommand;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+#[tokio::test]
+async fn the_agent_is_the_process_that_launched_the_shim() -> Result<()> {
+    let gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+    gate.scenario(async {
+        // This test process is the agent: it launches `postern mcp` as Claude Code would.
+        let mut shim = tokio::process::Command::new(gate.bin())
+            .arg("--home")
+            .arg(gate.home())
+            .args(["mcp", "fixture"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let mut stdin = shim.stdin.take().context("stdin")?;
+        let mut stdout = BufReader::new(shim.stdout.take().context("stdout")?).lines();
+        let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claims-to-be-claude","version":"9"}}}"#;
+        stdin.write_all(format!("{init}\n").as_bytes()).await?;
+        stdout.next_line().await?.context("no initialize answer")?;
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let session = loop {
+            let status = control::request(&gate.socket(), ControlCommand::Status).await?;
+            let session = status["sessions"][0].clone();
+            if !session["agent"].is_null() {
+                break session;
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("no identified agent in status: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let agent = &session["agent"];
+        assert_eq!(agent["pid"], std::process::id(), "{session}");
+        let exe = std::fs::canonicalize(std::env::current_exe()?)?;
+        assert_eq!(agent["executable"]["path"], exe.display().to_string(), "{session}");
+        assert!(agent["executable"]["digest"].as_str().is_some_and(|d| d.starts_with("sha256:")));
+        let chain: Vec<&str> = agent["chain"].as_array().context("chain")?.iter().filter_map(|c| c.as_str()).collect();
+        assert_eq!(chain.last(), Some(&"postern"), "{chain:?}");
+        // What the agent says about itself is shown apart, never taken as its identity.
+        assert_eq!(session["client"], "claims-to-be-claude 9");
+
+        let text = gate.cli(["server", "status", "fixture"])?;
+        assert!(text.contains(&format!("pid {}", std::process::id())), "{text}");
+        Ok(())
+    })
+    .await
+}
