@@ -16,6 +16,7 @@ pub mod client;
 pub mod compare;
 pub mod gate;
 pub mod keychain;
+pub mod raw;
 pub mod rebuild;
 pub mod servers;
 pub mod wire;

@@ -18,20 +18,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use postern_e2e::keychain::PrivateKeychain;
+use postern_e2e::raw::{RawAgent, initialize_params};
 use postern_e2e::{binaries, within};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{ChildStdin, ChildStdout};
 
 const LIMIT: Duration = Duration::from_secs(240);
-const ANSWER: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn calls_are_audited_verified_exported_and_tampering_or_truncation_is_caught() -> Result<()> {
     within(LIMIT, async {
         let home = TestHome::new(&[binaries::fixture_server()?.display().to_string()])?;
         let mut daemon = home.daemon()?;
-        let mut agent = RawAgent::connect(&home, "fixture").await?;
+        let mut agent = connect(&home, "fixture").await?;
         for n in 1..=5 {
             let answer = agent
                 .call(n, "echo", json!({"text": format!("canary-{n}")}))
@@ -102,7 +100,7 @@ async fn calls_are_audited_verified_exported_and_tampering_or_truncation_is_caug
             log.contains(&format!("failed verification at seq {}", records - 1)),
             "{log}"
         );
-        let mut agent = RawAgent::connect(&home, "fixture").await?;
+        let mut agent = connect(&home, "fixture").await?;
         let refused = agent
             .call(9, "echo", json!({"text": "must not run"}))
             .await?;
@@ -139,7 +137,7 @@ async fn sigkill_during_concurrent_calls_never_breaks_the_chain_nor_loses_an_int
             let daemon = home.daemon()?;
             let mut agents = Vec::new();
             for a in 0..4 {
-                agents.push(RawAgent::connect(&home, "fixture").await?);
+                agents.push(connect(&home, "fixture").await?);
                 let agent = agents.last_mut().context("agent")?;
                 for c in 0..150 {
                     let text = format!("r{round}-a{a}-c{c}");
@@ -153,7 +151,7 @@ async fn sigkill_during_concurrent_calls_never_breaks_the_chain_nor_loses_an_int
             let mut daemon = daemon;
             daemon.kill9()?;
             for agent in &mut agents {
-                in_flight_at_kill += 150 - agent.results_until_quiet().await;
+                in_flight_at_kill += 150 - results_until_quiet(agent).await;
             }
             drop(agents);
 
@@ -397,82 +395,23 @@ impl Drop for Daemon {
     }
 }
 
-/// An agent speaking raw lines to `postern mcp <label>` (after tests/tests/bad_input.rs).
-struct RawAgent {
-    _child: tokio::process::Child,
-    stdin: ChildStdin,
-    stdout: Lines<BufReader<ChildStdout>>,
+/// An agent speaking raw lines to `postern mcp <label>` in `home`, handshake done.
+async fn connect(home: &TestHome, label: &str) -> Result<RawAgent> {
+    let cmd = tokio::process::Command::from(home.command(&["mcp", label]));
+    let mut agent = RawAgent::spawn(cmd, Stdio::null())?;
+    let params = initialize_params("audit-test", json!({}));
+    agent.initialize(json!("init"), params).await?;
+    Ok(agent)
 }
 
-impl RawAgent {
-    async fn connect(home: &TestHome, label: &str) -> Result<Self> {
-        let mut child = tokio::process::Command::from(home.command(&["mcp", label]))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdin = child.stdin.take().context("stdin")?;
-        let stdout = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        let mut agent = RawAgent {
-            _child: child,
-            stdin,
-            stdout,
-        };
-        let params = json!({"protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "audit-test", "version": "1"}});
-        agent.request(json!("init"), "initialize", params).await?;
-        agent
-            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await?;
-        Ok(agent)
-    }
-
-    async fn send(&mut self, msg: &Value) -> Result<()> {
-        self.stdin.write_all(format!("{msg}\n").as_bytes()).await?;
-        self.stdin.flush().await?;
-        Ok(())
-    }
-
-    async fn request(&mut self, id: Value, method: &str, params: Value) -> Result<Value> {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
-        let deadline = tokio::time::Instant::now() + ANSWER;
-        loop {
-            let line = tokio::time::timeout_at(deadline, self.stdout.next_line())
-                .await
-                .with_context(|| format!("no answer to {id}"))??
-                .context("the shim closed stdout")?;
-            let msg: Value = serde_json::from_str(&line)?;
-            if msg["id"] == id && msg.get("method").is_none() {
-                return Ok(msg);
-            }
-        }
-    }
-
-    async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Result<Value> {
-        self.request(
-            json!(id),
-            "tools/call",
-            json!({"name": tool, "arguments": arguments}),
-        )
+/// Reads what is already there (until 300 ms pass with nothing); counts echo results.
+async fn results_until_quiet(agent: &mut RawAgent) -> usize {
+    agent
+        .read_until_quiet(Duration::from_millis(300))
         .await
-    }
-
-    /// Reads what is already there (until 300 ms pass with nothing); counts echo results.
-    async fn results_until_quiet(&mut self) -> usize {
-        let mut results = 0;
-        while let Ok(Ok(Some(line))) =
-            tokio::time::timeout(Duration::from_millis(300), self.stdout.next_line()).await
-        {
-            if serde_json::from_str::<Value>(&line)
-                .is_ok_and(|m| m["result"]["content"][0]["text"].is_string())
-            {
-                results += 1;
-            }
-        }
-        results
-    }
+        .iter()
+        .filter(|m| m["result"]["content"][0]["text"].is_string())
+        .count()
 }
 
 fn count_records(verified: &str) -> Result<u64> {

@@ -9,134 +9,36 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use postern_e2e::raw::{RawAgent, initialize_params};
 use postern_e2e::{Gate, binaries, servers, within};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
 const LIMIT: Duration = Duration::from_secs(60);
-const ANSWER: Duration = Duration::from_secs(20);
 
-/// An agent speaking raw lines to `postern mcp <label>`.
-struct RawAgent {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: Lines<BufReader<ChildStdout>>,
-    /// Lines read while waiting for something else.
-    backlog: Vec<Value>,
+/// An agent speaking raw lines to the gate's `postern mcp <label>`, handshake done.
+async fn connect(gate: &Gate, label: &str) -> Result<RawAgent> {
+    let mut agent = RawAgent::launch(gate.bin(), gate.home(), label)?;
+    initialize(&mut agent).await?;
+    Ok(agent)
 }
 
-impl RawAgent {
-    async fn launch(postern: &Path, home: &Path, label: &str) -> Result<Self> {
-        let mut child = tokio::process::Command::new(postern)
-            .arg("--home")
-            .arg(home)
-            .args(["mcp", label])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .context("launching postern mcp")?;
-        let stdin = child.stdin.take().context("stdin")?;
-        let stdout = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        Ok(Self {
-            child,
-            stdin,
-            stdout,
-            backlog: Vec::new(),
-        })
-    }
+/// The MCP handshake, declaring the roots capability (the fixture's `roots` tool asks).
+async fn initialize(agent: &mut RawAgent) -> Result<Value> {
+    let params = initialize_params("raw-agent", json!({"roots": {}}));
+    agent.initialize(json!(0), params).await
+}
 
-    /// Launches and completes the MCP handshake.
-    async fn connect(gate: &Gate, label: &str) -> Result<Self> {
-        let mut agent = Self::launch(gate.bin(), gate.home(), label).await?;
-        agent.initialize().await?;
-        Ok(agent)
-    }
-
-    async fn initialize(&mut self) -> Result<Value> {
-        let init = self
-            .request(
-                json!(0),
-                "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
-                "clientInfo": {"name": "raw-agent", "version": "1"}}),
-            )
-            .await?;
-        self.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-            .await?;
-        Ok(init)
-    }
-
-    async fn send_raw(&mut self, line: &str) -> Result<()> {
-        self.stdin.write_all(line.as_bytes()).await?;
-        self.stdin.write_all(b"\n").await?;
-        self.stdin.flush().await?;
-        Ok(())
-    }
-
-    async fn send(&mut self, msg: &Value) -> Result<()> {
-        self.send_raw(&msg.to_string()).await
-    }
-
-    /// Sends a request and returns its whole response.
-    async fn request(&mut self, id: Value, method: &str, params: Value) -> Result<Value> {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
-        self.response(&id).await
-    }
-
-    async fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Result<Value> {
-        self.request(
-            json!(id),
-            "tools/call",
-            json!({"name": tool, "arguments": arguments}),
-        )
-        .await
-    }
-
-    /// Waits for the message matching `pred`, keeping others in the backlog.
-    async fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Result<Value> {
-        if let Some(i) = self.backlog.iter().position(&pred) {
-            return Ok(self.backlog.remove(i));
-        }
-        let deadline = tokio::time::Instant::now() + ANSWER;
-        loop {
-            let line = match tokio::time::timeout_at(deadline, self.stdout.next_line()).await {
-                Ok(line) => line?
-                    .with_context(|| format!("the shim closed stdout while waiting for {what}"))?,
-                Err(_) => bail!("no {what} within {ANSWER:?}; saw {:?}", self.backlog),
-            };
-            let msg: Value = serde_json::from_str(&line)
-                .with_context(|| format!("the shim wrote non-JSON: {line}"))?;
-            if pred(&msg) {
-                return Ok(msg);
-            }
-            self.backlog.push(msg);
-        }
-    }
-
-    async fn response(&mut self, id: &Value) -> Result<Value> {
-        let id = id.clone();
-        self.wait_for(&format!("the response to {id}"), move |m| {
-            m.get("id") == Some(&id) && m.get("method").is_none()
-        })
-        .await
-    }
-
-    /// Proves the session still works end to end: a call reaches the server and returns.
-    async fn assert_alive(&mut self, id: i64) -> Result<()> {
-        let answer = self
-            .call(id, "echo", json!({"text": format!("alive {id}")}))
-            .await?;
-        assert_eq!(
-            answer["result"]["content"][0]["text"],
-            format!("alive {id}"),
-            "{answer}"
-        );
-        Ok(())
-    }
+/// Proves the session still works end to end: a call reaches the server and returns.
+async fn assert_alive(agent: &mut RawAgent, id: i64) -> Result<()> {
+    let answer = agent
+        .call(id, "echo", json!({"text": format!("alive {id}")}))
+        .await?;
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        format!("alive {id}"),
+        "{answer}"
+    );
+    Ok(())
 }
 
 fn error_code(response: &Value) -> Option<i64> {
@@ -152,7 +54,7 @@ async fn lines_that_are_not_json_rpc_objects_get_clear_errors_and_the_session_co
 -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let mut agent = connect(&gate, "fixture").await?;
 
         agent.send_raw("this is not json").await?;
         let err = agent
@@ -185,7 +87,7 @@ async fn lines_that_are_not_json_rpc_objects_get_clear_errors_and_the_session_co
         let err = agent.response(&json!("no-version")).await?;
         assert_eq!(error_code(&err), Some(-32600), "{err}");
 
-        agent.assert_alive(10).await
+        assert_alive(&mut agent, 10).await
     })
     .await
 }
@@ -194,7 +96,7 @@ async fn lines_that_are_not_json_rpc_objects_get_clear_errors_and_the_session_co
 async fn duplicate_keys_are_refused_and_never_reach_the_server() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let mut agent = connect(&gate, "fixture").await?;
         agent
             .send_raw(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"checked","text":"forwarded"}}}"#)
             .await?;
@@ -202,11 +104,11 @@ async fn duplicate_keys_are_refused_and_never_reach_the_server() -> Result<()> {
         assert_eq!(error_code(&err), Some(-32600), "{err}");
         assert!(err["error"]["message"].as_str().unwrap_or_default().contains("duplicate key \"text\""), "{err}");
         // Had it been forwarded, the server would have answered id 5 with an echo.
-        agent.assert_alive(6).await?;
+        assert_alive(&mut agent, 6).await?;
         assert!(
-            !agent.backlog.iter().any(|m| m["id"] == json!(5) && m.get("result").is_some()),
+            !agent.backlog().iter().any(|m| m["id"] == json!(5) && m.get("result").is_some()),
             "the server answered the refused request: {:?}",
-            agent.backlog
+            agent.backlog()
         );
         Ok(())
     })
@@ -217,20 +119,20 @@ async fn duplicate_keys_are_refused_and_never_reach_the_server() -> Result<()> {
 async fn a_line_over_the_size_cap_is_refused_by_id_and_the_next_one_works() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let mut agent = connect(&gate, "fixture").await?;
         let huge = "y".repeat(postern_gateway::MAX_FRAME + 10);
         let line = format!(r#"{{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{huge}"}}}}}}"#);
         agent.send_raw(&line).await?;
         let err = agent.response(&json!(77)).await?;
         assert_eq!(error_code(&err), Some(-32600), "{err}");
         assert!(err["error"]["message"].as_str().unwrap_or_default().contains("8 MiB"), "{err}");
-        agent.assert_alive(78).await?;
+        assert_alive(&mut agent, 78).await?;
 
         // The same cap holds for the server's answers: an oversized result is an error
         // for that one call, not a dead session.
         let answer = agent.call(79, "big", json!({"bytes": postern_gateway::MAX_FRAME + 1})).await?;
         assert_eq!(error_code(&answer), Some(-32603), "{answer}");
-        agent.assert_alive(80).await
+        assert_alive(&mut agent, 80).await
     })
     .await
 }
@@ -239,20 +141,20 @@ async fn a_line_over_the_size_cap_is_refused_by_id_and_the_next_one_works() -> R
 async fn garbage_and_stray_responses_from_the_server_are_dropped() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let mut agent = connect(&gate, "fixture").await?;
         let answer = agent.call(1, "garbage", json!({})).await?;
         assert_eq!(
             answer["result"]["content"][0]["text"], "garbage sent",
             "{answer}"
         );
-        agent.assert_alive(2).await?;
+        assert_alive(&mut agent, 2).await?;
         assert!(
             !agent
-                .backlog
+                .backlog()
                 .iter()
                 .any(|m| m["id"] == json!("nobody-asked")),
             "a response nobody asked for reached the agent: {:?}",
-            agent.backlog
+            agent.backlog()
         );
         assert!(
             gate.daemon_log()
@@ -274,11 +176,11 @@ async fn garbage_and_stray_responses_from_the_server_are_dropped() -> Result<()>
 async fn a_response_from_the_agent_with_an_unknown_id_is_dropped() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let mut agent = connect(&gate, "fixture").await?;
         agent
             .send(&json!({"jsonrpc": "2.0", "id": "never-asked", "result": {"roots": []}}))
             .await?;
-        agent.assert_alive(1).await?;
+        assert_alive(&mut agent, 1).await?;
         assert!(
             gate.daemon_log()
                 .contains("agent answered a request nobody sent"),
@@ -294,7 +196,7 @@ async fn a_response_from_the_agent_with_an_unknown_id_is_dropped() -> Result<()>
 async fn a_server_exiting_mid_call_answers_the_call_and_restarts_on_the_next() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let mut agent = connect(&gate, "fixture").await?;
         let first_pid =
             agent.call(1, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
 
@@ -326,7 +228,7 @@ async fn a_server_exiting_mid_call_answers_the_call_and_restarts_on_the_next() -
         );
 
         // The session is alive, and the next call starts a new server process.
-        agent.assert_alive(3).await?;
+        assert_alive(&mut agent, 3).await?;
         let second_pid =
             agent.call(4, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
         assert_ne!(first_pid, second_pid);
@@ -339,8 +241,8 @@ async fn a_server_exiting_mid_call_answers_the_call_and_restarts_on_the_next() -
 async fn an_agent_disconnecting_mid_call_ends_only_its_own_session() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut leaving = RawAgent::connect(&gate, "fixture").await?;
-        let mut staying = RawAgent::connect(&gate, "fixture").await?;
+        let mut leaving = connect(&gate, "fixture").await?;
+        let mut staying = connect(&gate, "fixture").await?;
         let pid: i32 = leaving.call(1, "pid", json!({})).await?["result"]["content"][0]["text"]
             .as_str()
             .context("pid text")?
@@ -349,7 +251,7 @@ async fn an_agent_disconnecting_mid_call_ends_only_its_own_session() -> Result<(
             .send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "sleep", "arguments": {"ms": 30000}}}))
             .await?;
-        leaving.child.kill().await?;
+        leaving.kill().await?;
 
         // Its server process goes with it...
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -360,7 +262,7 @@ async fn an_agent_disconnecting_mid_call_ends_only_its_own_session() -> Result<(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // ...and the other session never noticed.
-        staying.assert_alive(1).await
+        assert_alive(&mut staying, 1).await
     })
     .await
 }
@@ -369,7 +271,7 @@ async fn an_agent_disconnecting_mid_call_ends_only_its_own_session() -> Result<(
 async fn a_slow_call_never_blocks_a_ping_or_another_call() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let mut agent = connect(&gate, "fixture").await?;
         agent
             .send(
                 &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
@@ -378,12 +280,12 @@ async fn a_slow_call_never_blocks_a_ping_or_another_call() -> Result<()> {
             .await?;
         let pong = agent.request(json!("ping-1"), "ping", json!({})).await?;
         assert_eq!(pong["result"], json!({}));
-        agent.assert_alive(1).await?;
+        assert_alive(&mut agent, 1).await?;
         // Neither waited for the slow call: it has not answered yet.
         assert!(
-            !agent.backlog.iter().any(|m| m["id"] == json!("slow")),
+            !agent.backlog().iter().any(|m| m["id"] == json!("slow")),
             "{:?}",
-            agent.backlog
+            agent.backlog()
         );
         let slow = agent.response(&json!("slow")).await?;
         assert_eq!(slow["result"]["content"][0]["text"], "slept 3000 ms");
@@ -396,7 +298,7 @@ async fn a_slow_call_never_blocks_a_ping_or_another_call() -> Result<()> {
 async fn server_to_client_requests_travel_to_the_agent_and_back() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut agent = RawAgent::connect(&gate, "fixture").await?;
+        let mut agent = connect(&gate, "fixture").await?;
         agent.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "roots", "arguments": {}}})).await?;
         let ask = agent.wait_for("roots/list", |m| m["method"] == "roots/list").await?;
         agent.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": "file:///work", "name": "work"}]}})).await?;
@@ -411,7 +313,7 @@ async fn server_to_client_requests_travel_to_the_agent_and_back() -> Result<()> 
 async fn a_label_that_is_not_configured_gets_a_clear_error_per_call() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
-        let mut agent = RawAgent::connect(&gate, "nosuch").await?;
+        let mut agent = connect(&gate, "nosuch").await?;
         let err = agent.request(json!(1), "tools/list", json!({})).await?;
         let message = err["error"]["message"].as_str().unwrap_or_default();
         assert!(
@@ -420,7 +322,7 @@ async fn a_label_that_is_not_configured_gets_a_clear_error_per_call() -> Result<
         );
         // Configuring it later makes the same session work without reconnecting.
         gate.add_server("nosuch", &servers::fixture()?)?;
-        agent.assert_alive(2).await?;
+        assert_alive(&mut agent, 2).await?;
 
         // A label that cannot exist is refused before anything starts.
         let out = tokio::process::Command::new(gate.bin())
@@ -454,8 +356,8 @@ async fn the_shim_outlives_the_engine_and_reconnects_when_it_appears() -> Result
         assert!(status.success());
 
         // No engine yet: the agent still gets a session and a clear answer per call.
-        let mut agent = RawAgent::launch(&postern, &home, "fixture").await?;
-        let init = agent.initialize().await?;
+        let mut agent = RawAgent::launch(&postern, &home, "fixture")?;
+        let init = initialize(&mut agent).await?;
         assert_eq!(
             init["result"]["capabilities"]["tools"]["listChanged"], true,
             "{init}"
@@ -469,18 +371,17 @@ async fn the_shim_outlives_the_engine_and_reconnects_when_it_appears() -> Result
         assert_eq!(pong["result"], json!({}));
 
         // The engine appears: the shim reconnects and tells the agent to list tools again.
+        // Its own private keychain, like every engine the harness starts.
+        let keychain = postern_e2e::keychain::PrivateKeychain::start(dir.path())?;
         let mut daemon = tokio::process::Command::new(&postern)
             .arg("--home")
             .arg(&home)
             .arg("daemon")
+            .envs(keychain.env().iter().map(|(k, v)| (k, v)))
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()?;
-        agent
-            .wait_for("tools/list_changed", |m| {
-                m["method"] == "notifications/tools/list_changed"
-            })
-            .await?;
+        agent.wait_list_changed().await?;
         let tools = agent.request(json!(3), "tools/list", json!({})).await?;
         assert!(
             tools["result"]["tools"]
@@ -488,7 +389,7 @@ async fn the_shim_outlives_the_engine_and_reconnects_when_it_appears() -> Result
                 .is_some_and(|t| t.iter().any(|t| t["name"] == "echo")),
             "{tools}"
         );
-        agent.assert_alive(4).await?;
+        assert_alive(&mut agent, 4).await?;
 
         // The engine goes away mid-session: calls fail clearly, the shim stays up.
         daemon.kill().await?;

@@ -11,17 +11,15 @@
 //! Nothing here waits a fixed time: every change is awaited by polling status.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use postern_e2e::Gate;
+use postern_e2e::raw::{RawAgent, initialize_params};
 use postern_e2e::rebuild::Fixture;
 use postern_gateway::control;
 use postern_gateway::hello::ControlCommand;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// How long one answer may take (a python server starting on a loaded machine is slow).
 const ANSWER: Duration = Duration::from_secs(30);
@@ -34,143 +32,36 @@ const FOREVER_MS: u64 = 600_000;
 
 // ---- an agent speaking raw JSON-RPC lines to `postern mcp <label>` ----
 
-struct Agent {
-    _child: Child,
-    stdin: ChildStdin,
-    stdout: Lines<BufReader<ChildStdout>>,
-    next_id: i64,
-    /// Messages read while waiting for something else.
-    backlog: Vec<Value>,
+/// Launches `postern mcp <label>`, its stderr in the gate's logs.
+fn launch(gate: &Gate, label: &str) -> Result<RawAgent> {
+    let (cmd, log) = gate.mcp_command(label)?;
+    Ok(RawAgent::spawn(cmd, std::fs::File::create(&log)?)?.answer_within(ANSWER))
 }
 
-impl Agent {
-    /// Launches `postern mcp <label>` (its stderr in the gate's logs) and completes the MCP
-    /// handshake.
-    async fn connect(gate: &Gate, label: &str) -> Result<Agent> {
-        let mut agent = Agent::launch(gate, label)?;
-        let init = agent.start_initialize().await?;
-        agent.finish_initialize(&init).await?;
-        Ok(agent)
-    }
-
-    /// Launches `postern mcp <label>`, its stderr in the gate's logs.
-    fn launch(gate: &Gate, label: &str) -> Result<Agent> {
-        let (mut cmd, log) = gate.mcp_command(label)?;
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log)?)
-            .kill_on_drop(true)
-            .spawn()
-            .context("launching postern mcp")?;
-        let stdin = child.stdin.take().context("stdin")?;
-        let stdout = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        Ok(Agent {
-            _child: child,
-            stdin,
-            stdout,
-            next_id: 1,
-            backlog: Vec::new(),
-        })
-    }
-
-    /// Sends `initialize` (which launches the server); returns its id.
-    async fn start_initialize(&mut self) -> Result<Value> {
-        self.start(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "epochs-agent", "version": "1"}}),
-        )
-        .await
-    }
-
-    /// Waits for the answer to `initialize` (the server is up) and sends `initialized`.
-    async fn finish_initialize(&mut self, id: &Value) -> Result<()> {
-        let init = self.response(id).await?;
-        if init.get("result").is_none() {
-            bail!("initialize failed: {init}");
-        }
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await
-    }
-
-    async fn send(&mut self, msg: &Value) -> Result<()> {
-        self.stdin.write_all(format!("{msg}\n").as_bytes()).await?;
-        self.stdin.flush().await?;
-        Ok(())
-    }
-
-    /// Sends a request without waiting for its answer; returns its id.
-    async fn start(&mut self, method: &str, params: Value) -> Result<Value> {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
-        Ok(id)
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
-        let id = self.start(method, params).await?;
-        self.response(&id).await
-    }
-
-    /// `tools/call`; returns the whole response.
-    async fn call(&mut self, tool: &str, arguments: Value) -> Result<Value> {
-        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
-            .await
-    }
-
-    /// `tools/list`; returns the tools.
-    async fn list_tools(&mut self) -> Result<Vec<Value>> {
-        let answer = self.request("tools/list", json!({})).await?;
-        let tools = answer["result"]["tools"]
-            .as_array()
-            .with_context(|| format!("tools/list answered {answer}"))?;
-        Ok(tools.clone())
-    }
-
-    async fn response(&mut self, id: &Value) -> Result<Value> {
-        let id = id.clone();
-        self.wait_for(&format!("the response to request {id}"), move |m| {
-            m.get("id") == Some(&id) && m.get("method").is_none()
-        })
-        .await
-    }
-
-    /// Waits for the message matching `pred`, keeping the others in the backlog.
-    async fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Result<Value> {
-        if let Some(i) = self.backlog.iter().position(&pred) {
-            return Ok(self.backlog.remove(i));
-        }
-        let deadline = tokio::time::Instant::now() + ANSWER;
-        loop {
-            let line = match tokio::time::timeout_at(deadline, self.stdout.next_line()).await {
-                Ok(line) => line?
-                    .with_context(|| format!("the shim closed stdout while waiting for {what}"))?,
-                Err(_) => bail!("no {what} within {ANSWER:?}; saw {:?}", self.backlog),
-            };
-            let msg: Value = serde_json::from_str(&line)
-                .with_context(|| format!("the shim wrote non-JSON: {line}"))?;
-            if pred(&msg) {
-                return Ok(msg);
-            }
-            self.backlog.push(msg);
-        }
-    }
-
-    async fn wait_list_changed(&mut self) -> Result<Value> {
-        self.wait_for("notifications/tools/list_changed", is_list_changed)
-            .await
-    }
-
-    /// How many `notifications/tools/list_changed` arrived (and were ignored) so far.
-    fn list_changed_seen(&self) -> usize {
-        self.backlog.iter().filter(|m| is_list_changed(m)).count()
-    }
+/// Launches `postern mcp <label>` (its stderr in the gate's logs) and completes the MCP
+/// handshake.
+async fn connect(gate: &Gate, label: &str) -> Result<RawAgent> {
+    let mut agent = launch(gate, label)?;
+    let init = start_initialize(&mut agent).await?;
+    finish_initialize(&mut agent, &init).await?;
+    Ok(agent)
 }
 
-fn is_list_changed(msg: &Value) -> bool {
-    msg["method"] == "notifications/tools/list_changed"
+/// Sends `initialize` (which launches the server); returns its id.
+async fn start_initialize(agent: &mut RawAgent) -> Result<Value> {
+    let id = agent.next_id();
+    let params = initialize_params("epochs-agent", json!({}));
+    agent.start_initialize(id, params).await
+}
+
+/// Waits for the answer to `initialize` (the server is up) and sends `initialized`; fails
+/// unless `initialize` succeeded.
+async fn finish_initialize(agent: &mut RawAgent, id: &Value) -> Result<()> {
+    let init = agent.finish_initialize(id).await?;
+    if init.get("result").is_none() {
+        bail!("initialize failed: {init}");
+    }
+    Ok(())
 }
 
 /// The text of a tool result.
@@ -273,7 +164,7 @@ fn revision(session: &Value) -> &str {
 
 /// The fixture's first session, launched by an agent that listed tools: ready, and shown the
 /// current catalog.
-async fn first_session(gate: &Gate, agent: &mut Agent) -> Result<Value> {
+async fn first_session(gate: &Gate, agent: &mut RawAgent) -> Result<Value> {
     agent.list_tools().await?;
     wait_session(gate, "the first launch, its catalog listed", |s| {
         ready(s) && s["catalog"]["presentedRevision"] == s["catalog"]["revision"]
@@ -309,9 +200,9 @@ async fn a_build_leaves_the_old_process_running_and_says_so() -> Result<()> {
     let gate = gate().await?;
     fixture.add(&gate, LABEL, &[], &["-B", "server.py"])?;
     gate.scenario(async {
-        let mut agent = Agent::connect(&gate, LABEL).await?;
+        let mut agent = connect(&gate, LABEL).await?;
         let before = first_session(&gate, &mut agent).await?;
-        assert!(ok_text(&agent.call("whoami", json!({})).await?)?.starts_with("revision=A "));
+        assert!(ok_text(&agent.call_next("whoami", json!({})).await?)?.starts_with("revision=A "));
         let (old_epoch, pid) = (
             epoch(&before).to_owned(),
             before["serverPid"].as_u64().unwrap_or_default(),
@@ -351,10 +242,10 @@ async fn a_build_leaves_the_old_process_running_and_says_so() -> Result<()> {
         );
 
         // The rebuilt code is on disk, but the old code answers.
-        let answer = agent.call("whoami", json!({})).await?;
+        let answer = agent.call_next("whoami", json!({})).await?;
         assert!(ok_text(&answer)?.starts_with("revision=A "), "{answer}");
         agent
-            .call("publish_preview", json!({"branch": "after-build"}))
+            .call_next("publish_preview", json!({"branch": "after-build"}))
             .await?;
         assert_eq!(
             fixture.effects(),
@@ -381,7 +272,7 @@ async fn a_build_leaves_the_old_process_running_and_says_so() -> Result<()> {
         gate.cli(["server", "restart", LABEL])?;
         let restarted = next_epoch(&gate, &old_epoch).await?;
         assert_eq!(restarted["artifactsNewer"], json!([]), "{restarted}");
-        let answer = agent.call("whoami", json!({})).await?;
+        let answer = agent.call_next("whoami", json!({})).await?;
         assert!(ok_text(&answer)?.starts_with("revision=B "), "{answer}");
         Ok(())
     })
@@ -400,7 +291,7 @@ async fn a_restart_with_an_identical_tool_list_is_a_new_epoch_with_the_same_revi
     let gate = gate().await?;
     fixture.add(&gate, LABEL, &[], &["-B", "server.py"])?;
     gate.scenario(async {
-        let mut agent = Agent::connect(&gate, LABEL).await?;
+        let mut agent = connect(&gate, LABEL).await?;
         let first = first_session(&gate, &mut agent).await?;
 
         // Nothing changed on disk: a new epoch all the same, with an equal identity.
@@ -414,7 +305,7 @@ async fn a_restart_with_an_identical_tool_list_is_a_new_epoch_with_the_same_revi
         assert_eq!(identity(&second), identity(&first), "{second}");
         assert_eq!(revision(&second), revision(&first), "{second}");
         let answer = agent
-            .call("publish_preview", json!({"branch": "one"}))
+            .call_next("publish_preview", json!({"branch": "one"}))
             .await?;
         assert_eq!(ok_text(&answer)?, "revision=A published one to preview");
 
@@ -444,14 +335,14 @@ async fn a_restart_with_an_identical_tool_list_is_a_new_epoch_with_the_same_revi
 
         // The agent's listing is still current: its call goes through, to the new code.
         let answer = agent
-            .call("publish_preview", json!({"branch": "two"}))
+            .call_next("publish_preview", json!({"branch": "two"}))
             .await?;
         assert_eq!(ok_text(&answer)?, "revision=B published two to preview");
         assert_eq!(
             agent.list_changed_seen(),
             0,
             "nothing to re-list, yet: {:?}",
-            agent.backlog
+            agent.backlog()
         );
         assert_eq!(
             fixture.effects(),
@@ -481,11 +372,11 @@ async fn a_call_with_a_stale_schema_is_refused_until_the_agent_lists_tools_again
         &["-B", "server.py"],
     )?;
     gate.scenario(async {
-        let mut agent = Agent::connect(&gate, LABEL).await?;
+        let mut agent = connect(&gate, LABEL).await?;
         let before = first_session(&gate, &mut agent).await?;
         let shown = revision(&before).to_owned();
         agent
-            .call("publish_preview", json!({"branch": "first"}))
+            .call_next("publish_preview", json!({"branch": "first"}))
             .await?;
 
         fixture.rebuild("b-schema")?;
@@ -509,7 +400,7 @@ async fn a_call_with_a_stale_schema_is_refused_until_the_agent_lists_tools_again
         agent.wait_list_changed().await?;
 
         let refused = agent
-            .call("publish_preview", json!({"branch": "stale"}))
+            .call_next("publish_preview", json!({"branch": "stale"}))
             .await?;
         let detail = tool_error(&refused)?;
         assert_eq!(detail["error"], "catalog_stale", "{refused}");
@@ -519,7 +410,7 @@ async fn a_call_with_a_stale_schema_is_refused_until_the_agent_lists_tools_again
         assert_eq!(detail["retry"], "refresh tools/list", "{refused}");
 
         // An unchanged tool is not stale, and proves the new code is running.
-        let answer = agent.call("whoami", json!({})).await?;
+        let answer = agent.call_next("whoami", json!({})).await?;
         assert!(ok_text(&answer)?.starts_with("revision=B "), "{answer}");
         // The refused call never reached the server.
         assert_eq!(
@@ -537,7 +428,7 @@ async fn a_call_with_a_stale_schema_is_refused_until_the_agent_lists_tools_again
             "{preview}"
         );
         let answer = agent
-            .call("publish_preview", json!({"branch": "fresh"}))
+            .call_next("publish_preview", json!({"branch": "fresh"}))
             .await?;
         assert_eq!(ok_text(&answer)?, "revision=B published fresh to preview");
         assert_eq!(
@@ -567,7 +458,7 @@ async fn a_write_in_flight_during_a_restart_fails_with_epoch_transition_and_is_n
     let gate = gate().await?;
     fixture.add(&gate, LABEL, &[], &["-B", "server.py"])?;
     gate.scenario(async {
-        let mut agent = Agent::connect(&gate, LABEL).await?;
+        let mut agent = connect(&gate, LABEL).await?;
         let before = first_session(&gate, &mut agent).await?;
         let old_epoch = epoch(&before).to_owned();
 
@@ -602,7 +493,7 @@ async fn a_write_in_flight_during_a_restart_fails_with_epoch_transition_and_is_n
         // process would have run it before answering this.
         let after = next_epoch(&gate, &old_epoch).await?;
         assert_ne!(after["serverPid"], before["serverPid"], "{after}");
-        let answer = agent.call("whoami", json!({})).await?;
+        let answer = agent.call_next("whoami", json!({})).await?;
         let pid = after["serverPid"].as_u64().unwrap_or_default();
         assert_eq!(
             answer["result"]["structuredContent"]["pid"], pid,
@@ -614,9 +505,9 @@ async fn a_write_in_flight_during_a_restart_fails_with_epoch_transition_and_is_n
             "the write ran once, and never finished"
         );
         assert!(
-            !agent.backlog.iter().any(|m| m["id"] == call),
+            !agent.backlog().iter().any(|m| m["id"] == call),
             "a second answer to the interrupted call arrived: {:?}",
-            agent.backlog
+            agent.backlog()
         );
         Ok(())
     })
@@ -633,7 +524,7 @@ async fn a_changed_dependency_tree_under_a_fixed_entry_is_a_new_identity() -> Re
     let gate = gate().await?;
     fixture.add(&gate, LABEL, &["--identity", "lib"], &["-B", "server.py"])?;
     gate.scenario(async {
-        let mut agent = Agent::connect(&gate, LABEL).await?;
+        let mut agent = connect(&gate, LABEL).await?;
         let before = first_session(&gate, &mut agent).await?;
         let lib = path_str(&fixture.lib());
         assert_eq!(
@@ -645,7 +536,7 @@ async fn a_changed_dependency_tree_under_a_fixed_entry_is_a_new_identity() -> Re
             path_str(&fixture.lockfile()),
             "{before}"
         );
-        let answer = agent.call("whoami", json!({})).await?;
+        let answer = agent.call_next("whoami", json!({})).await?;
         assert_eq!(
             answer["result"]["structuredContent"]["dependency"], "1",
             "{answer}"
@@ -684,7 +575,7 @@ async fn a_changed_dependency_tree_under_a_fixed_entry_is_a_new_identity() -> Re
             "same path, other code: {after}"
         );
         assert_eq!(revision(&after), revision(&before), "{after}");
-        let answer = agent.call("whoami", json!({})).await?;
+        let answer = agent.call_next("whoami", json!({})).await?;
         assert_eq!(
             answer["result"]["structuredContent"]["dependency"], "2",
             "{answer}"
@@ -724,8 +615,8 @@ async fn a_build_while_the_server_starts_is_reported_too() -> Result<()> {
         &["-B", "server.py"],
     )?;
     gate.scenario(async {
-        let mut agent = Agent::launch(&gate, LABEL)?;
-        let init = agent.start_initialize().await?;
+        let mut agent = launch(&gate, LABEL)?;
+        let init = start_initialize(&mut agent).await?;
         // The process has loaded revision A and is slow to answer `initialize`.
         wait_until("the server to load its code", || {
             fixture
@@ -735,9 +626,9 @@ async fn a_build_while_the_server_starts_is_reported_too() -> Result<()> {
         })
         .await?;
         fixture.rebuild("b-handler")?;
-        agent.finish_initialize(&init).await?;
+        finish_initialize(&mut agent, &init).await?;
         first_session(&gate, &mut agent).await?;
-        let answer = agent.call("whoami", json!({})).await?;
+        let answer = agent.call_next("whoami", json!({})).await?;
         assert!(ok_text(&answer)?.starts_with("revision=A "), "{answer}");
         let entry = path_str(&fixture.entry());
         wait_session(&gate, "the rebuilt entry as newer than the process", |s| {
@@ -765,7 +656,7 @@ async fn an_added_tool_shows_in_the_catalog_changes() -> Result<()> {
         &["-B", "server.py"],
     )?;
     gate.scenario(async {
-        let mut agent = Agent::connect(&gate, LABEL).await?;
+        let mut agent = connect(&gate, LABEL).await?;
         let before = first_session(&gate, &mut agent).await?;
         fixture.rebuild("b-added-tool")?;
         let after = wait_session(&gate, "revision B's catalog", |s| {
@@ -790,7 +681,7 @@ async fn an_added_tool_shows_in_the_catalog_changes() -> Result<()> {
         agent.wait_list_changed().await?;
 
         let refused = agent
-            .call("publish_release", json!({"branch": "main"}))
+            .call_next("publish_release", json!({"branch": "main"}))
             .await?;
         assert_eq!(tool_error(&refused)?["error"], "catalog_stale", "{refused}");
         assert!(fixture.effects().is_empty(), "{:?}", fixture.effects());
@@ -801,7 +692,7 @@ async fn an_added_tool_shows_in_the_catalog_changes() -> Result<()> {
             "{tools:?}"
         );
         let answer = agent
-            .call("publish_release", json!({"branch": "main"}))
+            .call_next("publish_release", json!({"branch": "main"}))
             .await?;
         assert_eq!(ok_text(&answer)?, "revision=B published main to production");
         Ok(())
@@ -824,7 +715,7 @@ async fn a_read_only_hint_flip_is_flagged_as_an_escalation() -> Result<()> {
         &["-B", "server.py"],
     )?;
     gate.scenario(async {
-        let mut agent = Agent::connect(&gate, LABEL).await?;
+        let mut agent = connect(&gate, LABEL).await?;
         let before = first_session(&gate, &mut agent).await?;
         fixture.rebuild("b-annotation-flip")?;
         let after = wait_session(&gate, "revision B's catalog", |s| {
@@ -847,7 +738,7 @@ async fn a_read_only_hint_flip_is_flagged_as_an_escalation() -> Result<()> {
 
         agent.wait_list_changed().await?;
         let refused = agent
-            .call("publish_preview", json!({"branch": "x"}))
+            .call_next("publish_preview", json!({"branch": "x"}))
             .await?;
         assert_eq!(tool_error(&refused)?["error"], "catalog_stale", "{refused}");
         assert!(fixture.effects().is_empty(), "{:?}", fixture.effects());
@@ -874,7 +765,7 @@ async fn a_self_reloading_server_gets_a_new_epoch_in_the_same_process() -> Resul
         &["-B", "server.py", "--live"],
     )?;
     gate.scenario(async {
-        let mut agent = Agent::connect(&gate, LABEL).await?;
+        let mut agent = connect(&gate, LABEL).await?;
         let before = first_session(&gate, &mut agent).await?;
         let (old_epoch, pid) = (epoch(&before).to_owned(), before["serverPid"].clone());
         let call = agent
@@ -933,7 +824,7 @@ async fn a_self_reloading_server_gets_a_new_epoch_in_the_same_process() -> Resul
             preview["inputSchema"]["properties"]["target"].is_object(),
             "{preview}"
         );
-        let answer = agent.call("whoami", json!({})).await?;
+        let answer = agent.call_next("whoami", json!({})).await?;
         assert!(ok_text(&answer)?.starts_with("revision=B "), "{answer}");
         assert_eq!(
             answer["result"]["structuredContent"]["pid"], pid,
@@ -958,8 +849,8 @@ async fn two_sessions_of_one_server_get_two_epochs_with_equal_identities() -> Re
     let gate = gate().await?;
     fixture.add(&gate, LABEL, &[], &["-B", "server.py"])?;
     gate.scenario(async {
-        let mut first = Agent::connect(&gate, LABEL).await?;
-        let mut second = Agent::connect(&gate, LABEL).await?;
+        let mut first = connect(&gate, LABEL).await?;
+        let mut second = connect(&gate, LABEL).await?;
         first.list_tools().await?;
         second.list_tools().await?;
         let sessions =
@@ -973,8 +864,10 @@ async fn two_sessions_of_one_server_get_two_epochs_with_equal_identities() -> Re
 
         // Each agent reaches its own process.
         let pids: Vec<Value> = vec![
-            first.call("whoami", json!({})).await?["result"]["structuredContent"]["pid"].clone(),
-            second.call("whoami", json!({})).await?["result"]["structuredContent"]["pid"].clone(),
+            first.call_next("whoami", json!({})).await?["result"]["structuredContent"]["pid"]
+                .clone(),
+            second.call_next("whoami", json!({})).await?["result"]["structuredContent"]["pid"]
+                .clone(),
         ];
         let mut shown = vec![a["serverPid"].clone(), b["serverPid"].clone()];
         let mut seen = pids.clone();
@@ -998,9 +891,9 @@ async fn a_module_entry_without_a_lockfile_is_unpinned_and_says_why() -> Result<
     unpinned.add(&gate, LABEL, &[], &["-m", "server"])?;
     pinned.add(&gate, "pinned", &[], &["-B", "server.py"])?;
     gate.scenario(async {
-        let mut agent = Agent::connect(&gate, LABEL).await?;
+        let mut agent = connect(&gate, LABEL).await?;
         let session = first_session(&gate, &mut agent).await?;
-        assert!(ok_text(&agent.call("whoami", json!({})).await?)?.starts_with("revision=A "));
+        assert!(ok_text(&agent.call_next("whoami", json!({})).await?)?.starts_with("revision=A "));
         let execution = &session["execution"];
         assert_eq!(execution["pinned"], false, "{session}");
         assert_eq!(execution["entry"], Value::Null, "{session}");
@@ -1010,7 +903,7 @@ async fn a_module_entry_without_a_lockfile_is_unpinned_and_says_why() -> Result<
         let cli = gate.cli(["server", "status", LABEL])?;
         assert!(cli.contains(&format!("    UNPINNED: {reason}\n")), "{cli}");
 
-        let mut control = Agent::connect(&gate, "pinned").await?;
+        let mut control = connect(&gate, "pinned").await?;
         control.list_tools().await?;
         let status = status(&gate).await?;
         let session = status["sessions"]

@@ -5,9 +5,11 @@
 
 mod agent;
 pub mod catalog;
+pub mod decision;
 mod digest;
 mod epoch;
 mod event;
+mod grant;
 mod label;
 mod server;
 
@@ -15,6 +17,10 @@ pub use agent::AgentIdentity;
 pub use digest::{Digest, DigestError};
 pub use epoch::{Artifact, ExecutionEpoch, ExecutionRecord, Pinning, RestartPolicy};
 pub use event::{AuditEvent, CallOutcome, shape};
+pub use grant::{
+    AgentRun, ApprovalId, CallId, Caller, CatalogView, Coverage, Grant, GrantEnd, GrantId,
+    Presented, Request, ToolScope,
+};
 pub use label::{LabelError, ServerLabel};
 pub use server::{ConfigError, EnvVar, ServerConfig};
 
