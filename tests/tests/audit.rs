@@ -73,6 +73,14 @@ async fn calls_are_audited_verified_exported_and_tampering_or_truncation_is_caug
         );
         let full = home.cli(&["audit", "export", "--with-arguments"])?;
         ensure!(full.contains("canary-3"), "{full}");
+        // The server was configured before the engine started: the engine recorded it.
+        ensure!(
+            export
+                .lines()
+                .any(|l| l.contains(r#""type":"config_changed""#)
+                    && l.contains("added server 'fixture'")),
+            "the configuration change is in the log:\n{export}"
+        );
 
         // An edited body fails at its seq; restored, the log verifies again.
         let original = home.sql_blob("SELECT sealed FROM audit_log WHERE seq = 3")?;

@@ -185,6 +185,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                 shell_words(&config.command)
             )?;
             writeln!(out, "agents reach it with: postern mcp {}", config.label)?;
+            tell_engine_config_changed(home);
         }
         ServerCommand::List => {
             let servers = store.servers()?;
@@ -270,6 +271,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                 bail!("no server is configured as '{label}'");
             }
             writeln!(out, "removed server '{label}'")?;
+            tell_engine_config_changed(home);
         }
     }
     Ok(())
@@ -291,6 +293,14 @@ fn shell_words(words: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The change is queued in the database; a running engine records it in the audit log
+/// now, otherwise the next engine does at start.
+fn tell_engine_config_changed(home: &Home) {
+    if let Ok(rt) = runtime() {
+        let _ = rt.block_on(request(&home.socket_path(), ControlCommand::ConfigChanged));
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

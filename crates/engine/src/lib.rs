@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postern_domain::{ServerConfig, ServerLabel};
+use postern_gateway::audit::AuditSink;
 use postern_gateway::control::ControlHandler;
 use postern_gateway::hello::ControlCommand;
 use postern_gateway::{Command, Gateway, ServerDirectory, Sessions};
@@ -111,6 +112,7 @@ impl Engine {
                 what: "opening the audit log".into(),
                 source: std::io::Error::other(e),
             })?;
+        record_config_changes(&store, &audit);
         let listener =
             postern_gateway::bind(&home.socket_path()).map_err(|source| EngineError::Io {
                 what: format!("cannot listen on {}", home.socket_path().display()),
@@ -118,7 +120,7 @@ impl Engine {
             })?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut gateway = Gateway::new(Arc::new(StoreDirectory(Arc::clone(&store))));
-        gateway.audit = Arc::clone(&audit) as Arc<dyn postern_gateway::audit::AuditSink>;
+        gateway.audit = Arc::clone(&audit) as Arc<dyn AuditSink>;
         gateway.control = Some(Arc::new(Control {
             home: home.clone(),
             store: Arc::clone(&store),
@@ -215,6 +217,31 @@ fn status(
     ))
 }
 
+/// Moves the configuration changes the CLI queued into the audit log (the engine is its
+/// only writer). Left queued while the log cannot take them. Returns how many moved.
+fn record_config_changes(store: &Mutex<Store>, audit: &AuditLog) -> usize {
+    if !matches!(audit.status().state, AuditState::Ready) {
+        return 0;
+    }
+    let changes = match store
+        .lock()
+        .map_err(|_| poisoned())
+        .and_then(|s| Ok(s.take_config_changes()?))
+    {
+        Ok(changes) => changes,
+        Err(e) => {
+            tracing::warn!("cannot read queued configuration changes: {e}");
+            return 0;
+        }
+    };
+    let n = changes.len();
+    for (_, what, server) in changes {
+        let server = server.and_then(|s| s.parse::<ServerLabel>().ok());
+        audit.record(postern_domain::AuditEvent::ConfigChanged { what, server });
+    }
+    n
+}
+
 fn restart(
     sessions: &Sessions,
     commands: &broadcast::Sender<Command>,
@@ -244,6 +271,9 @@ impl ControlHandler for Control {
             ControlCommand::Status => status(&self.home, &self.store, &self.sessions, &self.audit)
                 .map_err(|e| e.to_string())
                 .and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string())),
+            ControlCommand::ConfigChanged => Ok(serde_json::json!({
+                "recorded": record_config_changes(&self.store, &self.audit)
+            })),
             ControlCommand::Restart { server } => server
                 .parse::<ServerLabel>()
                 .map_err(|e| e.to_string())

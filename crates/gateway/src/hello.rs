@@ -59,6 +59,9 @@ pub enum ControlCommand {
         /// The server label.
         server: String,
     },
+    /// The configuration changed (the CLI wrote it): record the queued changes in the
+    /// audit log now rather than at the next start.
+    ConfigChanged,
 }
 
 /// The first line on the engine's socket.

@@ -80,6 +80,15 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX journal_activity_time ON journal_activity(time);
      CREATE INDEX journal_activity_pending ON journal_activity(session, call)
         WHERE result_seq IS NULL;",
+    // 4: configuration changes waiting for the engine to record them in the audit log (the
+    // CLI edits configuration whether or not an engine runs; the engine is the log's only
+    // writer, so it drains this table at start and when the CLI pokes it).
+    "CREATE TABLE pending_config_changes (
+        id     INTEGER PRIMARY KEY,
+        at     INTEGER NOT NULL,           -- unix milliseconds
+        what   TEXT NOT NULL,              -- a description without environment values
+        server TEXT                        -- the label, when the change is about one server
+    ) STRICT;",
 ];
 
 /// The schema version this build writes.

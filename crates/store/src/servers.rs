@@ -20,6 +20,10 @@ pub enum AddOutcome {
 impl Store {
     /// Adds a server, replacing any existing one with the same label.
     pub fn add_server(&self, config: &ServerConfig) -> Result<AddOutcome, StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(
+            &self.conn,
+            rusqlite::TransactionBehavior::Immediate,
+        )?;
         let existed = self.server(&config.label)?.is_some();
         let env: Vec<[&str; 2]> = config
             .env
@@ -42,6 +46,26 @@ impl Store {
                 config.self_reloading,
             ],
         )?;
+        let verb = if existed { "replaced" } else { "added" };
+        let env_names: Vec<&str> = config.env.iter().map(|v| v.name.as_str()).collect();
+        let what = format!(
+            "{verb} server '{}': {:?}, restart {}{}{}",
+            config.label,
+            config.command,
+            config.restart,
+            if config.self_reloading {
+                ", self-reloading"
+            } else {
+                ""
+            },
+            if env_names.is_empty() {
+                String::new()
+            } else {
+                format!(", env {}", env_names.join(" "))
+            },
+        );
+        self.note_config_change(&what, Some(&config.label))?;
+        tx.commit()?;
         Ok(if existed {
             AddOutcome::Replaced
         } else {
@@ -51,10 +75,51 @@ impl Store {
 
     /// Removes a server; `false` when no server had that label.
     pub fn remove_server(&self, label: &ServerLabel) -> Result<bool, StoreError> {
-        Ok(self
+        let tx = rusqlite::Transaction::new_unchecked(
+            &self.conn,
+            rusqlite::TransactionBehavior::Immediate,
+        )?;
+        let removed = self
             .conn
             .execute("DELETE FROM servers WHERE label = ?1", [label.as_str()])?
-            > 0)
+            > 0;
+        if removed {
+            self.note_config_change(&format!("removed server '{label}'"), Some(label))?;
+        }
+        tx.commit()?;
+        Ok(removed)
+    }
+
+    /// Configuration changes not yet recorded in the audit log, oldest first, removed from
+    /// the queue as they are returned: (unix ms, what, server).
+    pub fn take_config_changes(&self) -> Result<Vec<(i64, String, Option<String>)>, StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(
+            &self.conn,
+            rusqlite::TransactionBehavior::Immediate,
+        )?;
+        let changes = {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT at, what, server FROM pending_config_changes ORDER BY id",
+            )?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        self.conn
+            .execute("DELETE FROM pending_config_changes", [])?;
+        tx.commit()?;
+        Ok(changes)
+    }
+
+    fn note_config_change(
+        &self,
+        what: &str,
+        server: Option<&ServerLabel>,
+    ) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO pending_config_changes (at, what, server) VALUES (?1, ?2, ?3)",
+            params![now_ms(), what, server.map(ServerLabel::as_str)],
+        )?;
+        Ok(())
     }
 
     /// One server by label.
@@ -194,5 +259,23 @@ mod tests {
         assert!(store.remove_server(&label).expect("remove"));
         assert!(!store.remove_server(&label).expect("remove again"));
         assert_eq!(store.server(&label).expect("get"), None);
+
+        // Each change waits for the engine to record it; values of --env never appear.
+        let changes = store.take_config_changes().expect("changes");
+        let whats: Vec<&str> = changes.iter().map(|(_, what, _)| what.as_str()).collect();
+        assert_eq!(
+            whats,
+            [
+                "added server 'x': [\"one\"], restart on-change, env TZ",
+                "replaced server 'x': [\"two\"], restart on-change, env TZ",
+                "removed server 'x'",
+            ]
+        );
+        assert!(
+            changes
+                .iter()
+                .all(|(_, _, server)| server.as_deref() == Some("x"))
+        );
+        assert!(store.take_config_changes().expect("drained").is_empty());
     }
 }
