@@ -21,7 +21,7 @@ pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
 pub use process::{
     ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,
 };
-pub use watch::{ArtifactWatch, ProcessGroupSample, sample_process_group};
+pub use watch::{ArtifactWatch, ProcessGroupSample};
 
 /// A launched server: its pipes, its supervising handle, and its execution record.
 #[derive(Debug)]

@@ -16,6 +16,8 @@ use tokio::sync::{oneshot, watch};
 
 /// How long a server gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(2);
+/// Environment values shorter than this are not treated as secrets in stderr (`TZ=UTC`).
+const MIN_REDACTED: usize = 6;
 /// How many stderr lines are kept for error messages.
 const STDERR_TAIL: usize = 20;
 
@@ -109,9 +111,17 @@ pub fn spawn_program(program: &Path, config: &ServerConfig) -> Result<Spawned, S
     };
 
     let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+    // Values handed to the server (--env) never reach a log through its stderr.
+    let secrets: Vec<String> = config
+        .env
+        .iter()
+        .map(|v| v.value.clone())
+        .filter(|v| v.len() >= MIN_REDACTED)
+        .collect();
     tokio::spawn(capture_stderr(
         config.label.to_string(),
         stderr,
+        secrets,
         Arc::clone(&tail),
     ));
 
@@ -224,12 +234,14 @@ fn signal_group(pid: u32, signal: Signal) {
 async fn capture_stderr(
     label: String,
     stderr: tokio::process::ChildStderr,
+    secrets: Vec<String>,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) {
     let mut lines = BufReader::new(stderr).lines();
     loop {
         match lines.next_line().await {
             Ok(Some(line)) => {
+                let line = redact(line, &secrets);
                 tracing::debug!(target: "postern::server_stderr", server = %label, "{line}");
                 if let Ok(mut tail) = tail.lock() {
                     if tail.len() == STDERR_TAIL {
@@ -246,10 +258,39 @@ async fn capture_stderr(
     }
 }
 
+/// Replaces every occurrence of a secret value with `<redacted>`.
+fn redact(mut line: String, secrets: &[String]) -> String {
+    for secret in secrets {
+        if line.contains(secret.as_str()) {
+            line = line.replace(secret.as_str(), "<redacted>");
+        }
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn environment_values_are_redacted_from_captured_stderr() {
+        let mut config = sh("echo \"token is $API_TOKEN, zone $TZ\" >&2");
+        config
+            .env
+            .push("API_TOKEN=hunter2-canary".parse().expect("env"));
+        config.env.push("TZ=UTC".parse().expect("env"));
+        let Spawned { handle, .. } = spawn(&config).expect("spawn");
+        handle.exited().await;
+        for _ in 0..50 {
+            if !handle.stderr_tail().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Values too short to be secrets (a zone name) stay readable.
+        assert_eq!(handle.stderr_tail(), ["token is <redacted>, zone UTC"]);
+    }
 
     fn sh(script: &str) -> ServerConfig {
         ServerConfig::new(

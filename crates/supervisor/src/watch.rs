@@ -113,11 +113,6 @@ impl ProcessGroupSample {
     }
 }
 
-/// Samples a process group once (see [`ProcessGroupSample::next`]).
-pub fn sample_process_group(leader: u32, sample: &mut ProcessGroupSample) -> Option<String> {
-    sample.next(leader)
-}
-
 /// (pid, start time) and command name of every direct child of `leader` (Linux procfs;
 /// empty elsewhere).
 fn children_of(leader: u32) -> Vec<((i32, u64), String)> {
