@@ -18,7 +18,7 @@ pub enum EngineView {
     /// This app runs the engine; here is its status.
     Running {
         /// The engine's snapshot.
-        status: Status,
+        status: Box<Status>,
     },
     /// The engine could not start in this app.
     Unavailable {
@@ -68,7 +68,9 @@ impl EngineView {
     /// The view for a running engine: its status, or why it could not be read.
     pub fn running(home: &str, status: Result<Status, EngineError>) -> Self {
         match status {
-            Ok(status) => Self::Running { status },
+            Ok(status) => Self::Running {
+                status: Box::new(status),
+            },
             Err(err) => Self::Unavailable {
                 home: Some(home.to_owned()),
                 reason: Unavailable::StatusFailed,
@@ -139,8 +141,17 @@ mod tests {
                 failed_batches: 0,
                 dropped: 0,
             },
+            gate: postern_engine::GateStatus {
+                vault: postern_engine::authority::VaultState::Ready,
+                approvals: 0,
+                grants: 0,
+                settings: postern_engine::Settings::default(),
+            },
         };
-        let value = serde_json::to_value(EngineView::Running { status }).unwrap();
+        let value = serde_json::to_value(EngineView::Running {
+            status: Box::new(status),
+        })
+        .unwrap();
         assert_eq!(value["state"], "running");
         assert_eq!(value["status"]["socket"], "/h/run/engine.sock");
     }

@@ -38,8 +38,18 @@ pub struct Gate {
 
 impl Gate {
     /// Creates a home, configures `servers` (label, command) with `postern server add`, starts
-    /// `postern daemon` and waits until its socket accepts connections.
+    /// `postern daemon`, waits until its socket accepts connections, and sets session
+    /// approval to `observe`: calls are admitted and journaled without a human. The data
+    /// path's tests use this; `tests/authorization.rs` starts with [`Gate::start_prompting`].
     pub async fn start(servers: &[(&str, &ServerCommand)]) -> Result<Gate> {
+        let gate = Self::start_prompting(servers).await?;
+        gate.cli(["settings", "--session-mode", "observe"])?;
+        Ok(gate)
+    }
+
+    /// [`Gate::start`] with the engine's defaults: every new agent run and call needs a
+    /// human's approval (`postern approve`).
+    pub async fn start_prompting(servers: &[(&str, &ServerCommand)]) -> Result<Gate> {
         let dir = tempfile::Builder::new()
             .prefix("postern-e2e-")
             .tempdir()

@@ -20,7 +20,11 @@ sessions: Array<SessionStatus>,
 /**
  * The audit log: calls are refused unless it is ready.
  */
-audit: AuditStatus, };
+audit: AuditStatus, 
+/**
+ * The gate: the vault lock, waiting approvals, settings.
+ */
+gate: GateStatus, };
 
 export type ServerStatus = { 
 /**
@@ -255,6 +259,38 @@ seq: number,
  * What is wrong there.
  */
 reason: string, } | { "state": "closed" };
+
+export type GateStatus = { 
+/**
+ * `ready`, `locked`, `unlocking`, or `quarantined` (the audit log failed verification).
+ */
+vault: "ready" | "locked" | "unlocking" | "quarantined", 
+/**
+ * Approval requests waiting for a human.
+ */
+approvals: number, 
+/**
+ * Live grants.
+ */
+grants: number, 
+/**
+ * The settings.
+ */
+settings: Settings, };
+
+export type Settings = { 
+/**
+ * `prompt` (a human admits each new agent run) or `observe` (admitted and journaled).
+ */
+sessionMode: "prompt" | "observe", 
+/**
+ * How long a human has to answer an approval request (ms).
+ */
+approvalTimeoutMs: number, 
+/**
+ * Lock the vault after this long without a call or an answer (ms; 0: never).
+ */
+autoLockMs: number, };
 
 // From src-tauri/src/view.rs: the engine as the app sees it.
 

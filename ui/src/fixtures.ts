@@ -45,6 +45,12 @@ export function status(fields: Partial<Status> = {}): Status {
       failedBatches: 0,
       dropped: 0,
     },
+    gate: {
+      vault: "ready",
+      approvals: 0,
+      grants: 0,
+      settings: { sessionMode: "prompt", approvalTimeoutMs: 120000, autoLockMs: 28800000 },
+    },
     ...fields,
   };
 }

@@ -14,6 +14,7 @@ use postern_store::{AddOutcome, Store};
 use tracing_subscriber::EnvFilter;
 
 mod audit;
+mod gate;
 mod status;
 
 /// Postern: a gate between AI agents and the MCP servers and credentials they use.
@@ -46,6 +47,35 @@ enum Command {
     Sessions(audit::SessionsArgs),
     /// The Activity journal: one entry per tool call, newest first, with filters.
     Activity(audit::ActivityArgs),
+    /// Approval requests waiting for a human.
+    Approvals(gate::ApprovalsArgs),
+    /// Approve a request (refused from inside an agent's process tree).
+    Approve(gate::ApproveArgs),
+    /// Deny a request: the agent gets `approval_denied`.
+    Deny {
+        /// The request's id.
+        id: String,
+    },
+    /// Live grants: which agent run may use which tools of which epoch, until when.
+    Grants {
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a grant now.
+    Revoke {
+        /// The grant's id.
+        grant: String,
+    },
+    /// Lock the vault: every call is refused, grants end, requests are withdrawn.
+    Lock,
+    /// Unlock the vault (refused from inside an agent's process tree).
+    Unlock,
+    /// Show or change the session approval mode, the approval timeout, the auto-lock.
+    Settings(gate::SettingsArgs),
+    /// Per-call ("every use") approval for a tool, a server or a credential.
+    #[command(subcommand)]
+    EveryUse(gate::EveryUseCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -129,6 +159,15 @@ fn run(cli: Cli) -> Result<()> {
         Command::Audit(cmd) => audit::audit(&home, cmd),
         Command::Sessions(args) => audit::sessions(&home, args),
         Command::Activity(args) => audit::activity(&home, args),
+        Command::Approvals(args) => gate::approvals(&home, args),
+        Command::Approve(args) => gate::approve(&home, args),
+        Command::Deny { id } => gate::deny(&home, id),
+        Command::Grants { json } => gate::grants(&home, json),
+        Command::Revoke { grant } => gate::revoke(&home, grant),
+        Command::Lock => gate::lock(&home, true),
+        Command::Unlock => gate::lock(&home, false),
+        Command::Settings(args) => gate::settings(&home, args),
+        Command::EveryUse(cmd) => gate::every_use(&home, cmd),
     }
 }
 

@@ -10,15 +10,16 @@
 //!    `session_unidentifiable` while session approval is on ([`SessionMode::Prompt`]). In
 //!    observe mode it may go on, but it can never hold a grant or answer a per-call card,
 //!    so rung 5 refuses it when a per-call setting applies.
-//! 3. **Catalog staleness.** A call to a tool whose definition changed since the revision
-//!    this session was shown is refused with `catalog_stale` (refresh-contract §3).
-//! 4. **Epoch staleness of grants.** When this run holds a live grant for this server and
+//! 3. **Epoch staleness of grants.** When this run holds a live grant for this server and
 //!    this call, but for an older epoch, and the session has not been shown a catalog from
 //!    the current epoch (the call was prepared against the old code) and no grant for the
 //!    current epoch covers it, the call is refused with `authorization_stale` carrying both
 //!    epochs ([`authorization_stale`]). This happens before anything is forwarded or any
 //!    credential injected. Once the agent refreshed its catalog from the new epoch, an old
 //!    grant is simply no authority, and the call goes on to ask a human again.
+//! 4. **Catalog staleness.** A call to a tool whose definition changed since the revision
+//!    this session was shown is refused with `catalog_stale` (refresh-contract §3); a call
+//!    to a tool in neither revision with `unknown_tool`, without asking anyone.
 //! 5. **Every-use settings.** Per-call approval set on the tool, the server or a
 //!    credential the call would use applies even to an approved session; the strictest
 //!    applicable setting wins ([`strictest`]). Only a this-call-only grant for this very
@@ -41,7 +42,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::catalog::CatalogDigest;
+use crate::catalog::{CatalogDigest, ToolDrift};
 use crate::grant::{Caller, Grant, GrantEnd, GrantId, Request, ToolScope};
 use crate::{ExecutionEpoch, ServerLabel};
 
@@ -210,6 +211,8 @@ pub enum DenyCode {
     SessionUnidentifiable,
     /// The tool's definition changed since the session listed tools.
     CatalogStale,
+    /// The tool is in neither the catalog the session was shown nor the current one.
+    UnknownTool,
     /// The grant is for an older execution epoch.
     AuthorizationStale,
     /// A human denied the request.
@@ -341,18 +344,8 @@ pub fn decide(inputs: &Inputs<'_>) -> Decision {
         (Caller::Unidentifiable { .. }, SessionMode::Observe) => None,
     };
 
-    // 3. Catalog staleness.
-    if let Some(presented) = request.catalog.presented
-        && request.catalog.drift.is_stale()
-    {
-        return Decision::Deny(Denial::catalog_stale(
-            &request.tool,
-            presented.revision,
-            request.catalog.current,
-        ));
-    }
-
-    // 4. Epoch staleness of grants.
+    // 3. Epoch staleness of grants: before catalog staleness, because a call prepared
+    //    against old code must learn that its authority is gone, whatever its schema did.
     let covering = covering_grants(grants, request, now);
     let refreshed = request
         .catalog
@@ -369,6 +362,22 @@ pub fn decide(inputs: &Inputs<'_>) -> Decision {
                 request.epoch,
             ));
         }
+    }
+
+    // 4. Catalog staleness.
+    if let Some(presented) = request.catalog.presented
+        && request.catalog.drift.is_stale()
+    {
+        return Decision::Deny(Denial::catalog_stale(
+            &request.tool,
+            presented.revision,
+            request.catalog.current,
+        ));
+    }
+
+    //    A tool the server does not offer is refused without asking anyone.
+    if request.catalog.drift == ToolDrift::Unknown {
+        return Decision::Deny(Denial::unknown_tool(&request.tool, request.catalog.current));
     }
 
     // 5. Every-use settings.
@@ -454,6 +463,7 @@ impl DenyCode {
             Self::AuditQuarantined => "audit_quarantined",
             Self::SessionUnidentifiable => "session_unidentifiable",
             Self::CatalogStale => "catalog_stale",
+            Self::UnknownTool => "unknown_tool",
             Self::AuthorizationStale => "authorization_stale",
             Self::ApprovalDenied => "approval_denied",
             Self::ApprovalTimeout => "approval_timeout",
@@ -549,6 +559,21 @@ impl Denial {
             "the approval request no longer applied (the vault was locked or unlocked, or the server or its catalog changed) before a human answered",
             "refresh tool metadata and call again",
         )
+    }
+
+    /// `unknown_tool`: the server offers no such tool.
+    pub fn unknown_tool(tool: &str, current: CatalogDigest) -> Self {
+        let message = format!("the server offers no tool named '{tool}'");
+        Self {
+            code: DenyCode::UnknownTool,
+            detail: json!({
+                "error": "unknown_tool",
+                "tool": tool,
+                "currentRevision": current.to_string(),
+                "retry": "refresh tools/list",
+            }),
+            message,
+        }
     }
 
     fn simple(code: DenyCode, message: &str, retry: &str) -> Self {

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use std::collections::BTreeSet;
+
 use crate::catalog::CatalogDigest;
+use crate::decision::{AskFor, Authority, GrantChoice, SettingTarget};
+use crate::grant::{AgentRun, ApprovalId, Grant, GrantId};
 use crate::{AgentIdentity, ExecutionEpoch, ExecutionRecord, ServerLabel};
 
 /// One audited event. The `type` tag is the event kind stored in the record header.
@@ -80,6 +84,9 @@ pub enum AuditEvent {
         tool: String,
         /// The arguments (sealed; exports redact them to their shape by default).
         arguments: Value,
+        /// On what authority it goes: the grant, or observe mode.
+        #[serde(default)]
+        authority: Option<Authority>,
     },
     /// How a forwarded tools/call ended.
     ToolCallResult {
@@ -103,6 +110,54 @@ pub enum AuditEvent {
         /// The structured detail the agent was given.
         detail: Value,
     },
+    /// An agent run was admitted for a server: by a human, or by observe mode.
+    SessionApproved {
+        session: u64,
+        server: ServerLabel,
+        agent_run: AgentRun,
+        /// `human` or `observe`.
+        by: String,
+    },
+    /// The gate asked a human: the full subject of the grant it would give.
+    ApprovalRequested {
+        approval: ApprovalId,
+        session: u64,
+        server: ServerLabel,
+        agent_run: Option<AgentRun>,
+        epoch: ExecutionEpoch,
+        tool: String,
+        credentials: BTreeSet<String>,
+        what: AskFor,
+        every_use: Vec<SettingTarget>,
+        choices: Vec<GrantChoice>,
+        /// When it times out (unix ms).
+        expires_at: u64,
+    },
+    /// A human approved: the session admitted, and the grant recorded, if any.
+    ApprovalGranted {
+        approval: ApprovalId,
+        session: u64,
+        admitted_session: bool,
+        grant: Option<Box<Grant>>,
+    },
+    /// A human denied.
+    ApprovalDenied { approval: ApprovalId, session: u64 },
+    /// A request ended without a decision: timed out, withdrawn (the agent cancelled or
+    /// left), or invalidated (a lock, unlock, or a new epoch while it was open).
+    ApprovalExpired {
+        approval: ApprovalId,
+        session: u64,
+        /// The stable code the call got, if it was still waiting.
+        code: String,
+        reason: String,
+    },
+    /// A grant stopped applying before its epoch did: used, revoked, expired with its
+    /// run, or dropped by a lock.
+    GrantEnded { grant: GrantId, reason: String },
+    /// The vault was locked: grants ended, approvals withdrawn, calls refused.
+    VaultLocked { reason: String },
+    /// A human unlocked the vault.
+    VaultUnlocked,
     /// Configuration changed (a server added, replaced, removed).
     ConfigChanged {
         what: String,
@@ -145,6 +200,14 @@ impl AuditEvent {
             Self::ToolCallIntent { .. } => "tool_call_intent",
             Self::ToolCallResult { .. } => "tool_call_result",
             Self::AuthorizationDenied { .. } => "authorization_denied",
+            Self::SessionApproved { .. } => "session_approved",
+            Self::ApprovalRequested { .. } => "approval_requested",
+            Self::ApprovalGranted { .. } => "approval_granted",
+            Self::ApprovalDenied { .. } => "approval_denied",
+            Self::ApprovalExpired { .. } => "approval_expired",
+            Self::GrantEnded { .. } => "grant_ended",
+            Self::VaultLocked { .. } => "vault_locked",
+            Self::VaultUnlocked => "vault_unlocked",
             Self::ConfigChanged { .. } => "config_changed",
             Self::EngineStarted { .. } => "engine_started",
             Self::EngineStopped { .. } => "engine_stopped",

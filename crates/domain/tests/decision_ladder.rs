@@ -44,6 +44,7 @@ enum Listed {
     OldEpoch,
     CurrentEpoch,
     StaleTool,
+    UnknownTool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -64,6 +65,7 @@ fn request(identified: bool, listed: Listed) -> Request {
         Listed::OldEpoch => (Some(epoch(1)), ToolDrift::Unchanged),
         Listed::CurrentEpoch => (Some(current), ToolDrift::Unchanged),
         Listed::StaleTool => (Some(epoch(1)), ToolDrift::Changed),
+        Listed::UnknownTool => (Some(current), ToolDrift::Unknown),
     };
     Request {
         call: call_id(),
@@ -150,13 +152,16 @@ fn expected(
     if !identified && mode == SessionMode::Prompt {
         return "deny session_unidentifiable".into();
     }
+    let covered = identified && matches!(held, Held::ForRun | Held::ThisCall);
+    let refreshed = matches!(listed, Listed::CurrentEpoch | Listed::UnknownTool);
+    if identified && held == Held::OldEpoch && !refreshed {
+        return "deny authorization_stale".into();
+    }
     if matches!(listed, Listed::StaleTool) {
         return "deny catalog_stale".into();
     }
-    let covered = identified && matches!(held, Held::ForRun | Held::ThisCall);
-    let refreshed = matches!(listed, Listed::CurrentEpoch);
-    if identified && held == Held::OldEpoch && !refreshed {
-        return "deny authorization_stale".into();
+    if matches!(listed, Listed::UnknownTool) {
+        return "deny unknown_tool".into();
     }
     let admitted = mode == SessionMode::Observe || session == SessionStatus::Approved;
     if every_use == EveryUse::Confirm {
@@ -232,6 +237,7 @@ fn every_combination_follows_the_ladder() {
         Listed::OldEpoch,
         Listed::CurrentEpoch,
         Listed::StaleTool,
+        Listed::UnknownTool,
     ];
     let holdings = [
         Held::Nothing,
@@ -285,7 +291,7 @@ fn every_combination_follows_the_ladder() {
             }
         }
     }
-    assert_eq!(cases, 4 * 2 * 2 * 2 * 4 * 7 * 2);
+    assert_eq!(cases, 4 * 2 * 2 * 2 * 5 * 7 * 2);
     // Every outcome the ladder can reach was reached.
     assert_eq!(
         outcomes.into_iter().collect::<Vec<_>>(),
@@ -301,6 +307,7 @@ fn every_combination_follows_the_ladder() {
             "deny authorization_stale",
             "deny catalog_stale",
             "deny session_unidentifiable",
+            "deny unknown_tool",
             "deny vault_locked",
         ]
     );

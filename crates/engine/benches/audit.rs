@@ -191,6 +191,7 @@ fn intent(session: u64, call: i64) -> AuditEvent {
         call: json!(call),
         tool: "echo".into(),
         arguments: json!({"text": "x".repeat(60)}),
+        authority: None,
     }
 }
 

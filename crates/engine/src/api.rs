@@ -22,6 +22,23 @@ pub struct Status {
     pub sessions: Vec<SessionStatus>,
     /// The audit log: calls are refused unless it is ready.
     pub audit: AuditStatus,
+    /// The gate: the vault lock, waiting approvals, settings.
+    pub gate: GateStatus,
+}
+
+/// The gate's state at a glance (what the tray icon shows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct GateStatus {
+    /// `ready`, `locked`, `unlocking`, or `quarantined` (the audit log failed verification).
+    #[ts(type = "\"ready\" | \"locked\" | \"unlocking\" | \"quarantined\"")]
+    pub vault: postern_domain::decision::VaultState,
+    /// Approval requests waiting for a human.
+    pub approvals: u32,
+    /// Live grants.
+    pub grants: u32,
+    /// The settings.
+    pub settings: crate::Settings,
 }
 
 /// One configured server.
@@ -173,6 +190,7 @@ pub(crate) fn status(
     configs: &[ServerConfig],
     sessions: &[SessionInfo],
     audit: AuditStatus,
+    gate: GateStatus,
 ) -> Status {
     let servers = configs
         .iter()
@@ -199,6 +217,7 @@ pub(crate) fn status(
         socket: home.socket_path().display().to_string(),
         servers,
         sessions,
+        gate,
         audit,
     }
 }
@@ -286,6 +305,8 @@ pub fn typescript_bindings() -> String {
         CatalogView::decl(),
         AuditStatus::decl(),
         AuditState::decl(),
+        GateStatus::decl(),
+        crate::Settings::decl(),
     ];
     let mut out = String::from(
         "// Generated from crates/engine/src/api.rs by `cargo run -p postern-app --bin gen-bindings`. Do not edit.\n\n",

@@ -4,6 +4,8 @@
 
 pub mod api;
 pub mod audit;
+pub mod authority;
+mod control;
 mod home;
 
 use std::fs::{File, TryLockError};
@@ -13,18 +15,17 @@ use std::time::Duration;
 
 use postern_domain::{ServerConfig, ServerLabel};
 use postern_gateway::audit::AuditSink;
-use postern_gateway::control::ControlHandler;
-use postern_gateway::hello::ControlCommand;
 use postern_gateway::{Command, Gateway, ServerDirectory, Sessions};
 use postern_store::{Store, StoreError};
 use postern_vault::{Keychain, SecretStore};
 use tokio::sync::{broadcast, watch};
 
 pub use api::{
-    AgentView, ArtifactView, CatalogView, ExecutionView, ServerStatus, SessionState, SessionStatus,
-    Status, typescript_bindings,
+    AgentView, ArtifactView, CatalogView, ExecutionView, GateStatus, ServerStatus, SessionState,
+    SessionStatus, Status, typescript_bindings,
 };
 pub use audit::{AuditLog, AuditState, AuditStatus};
+pub use authority::{Authority, Clock, ManualClock, Settings, SettingsUpdate, SystemClock};
 pub use home::{Home, HomeError};
 
 /// A running engine. Dropping it without [`Engine::shutdown`] stops it too, less politely.
@@ -35,6 +36,7 @@ pub struct Engine {
     sessions: Sessions,
     gateway: Gateway,
     audit: Arc<AuditLog>,
+    authority: Authority,
     shutdown: watch::Sender<bool>,
     serving: tokio::task::JoinHandle<()>,
     /// Held for the engine's life: the home's single-owner lock.
@@ -78,6 +80,16 @@ impl Engine {
         home: Home,
         secrets: Arc<dyn SecretStore>,
     ) -> Result<Self, EngineError> {
+        Self::start_with(home, secrets, Arc::new(SystemClock)).await
+    }
+
+    /// [`Engine::start_with_secrets`] with a clock for the gate's decisions (tests move it
+    /// to expire grants).
+    pub async fn start_with(
+        home: Home,
+        secrets: Arc<dyn SecretStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, EngineError> {
         home.prepare()?;
         let lock = File::options()
             .create(true)
@@ -119,14 +131,17 @@ impl Engine {
                 source,
             })?;
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let authority = Authority::new(Arc::clone(&audit), Arc::clone(&store), clock);
         let mut gateway = Gateway::new(Arc::new(StoreDirectory(Arc::clone(&store))));
         gateway.audit = Arc::clone(&audit) as Arc<dyn AuditSink>;
-        gateway.control = Some(Arc::new(Control {
+        gateway.authorizer = Arc::new(authority.clone());
+        gateway.control = Some(Arc::new(control::Control {
             home: home.clone(),
             store: Arc::clone(&store),
             sessions: gateway.sessions.clone(),
             commands: gateway.commands.clone(),
             audit: Arc::clone(&audit),
+            authority: authority.clone(),
         }));
         let sessions = gateway.sessions.clone();
         let serving = tokio::spawn(postern_gateway::serve(
@@ -141,6 +156,7 @@ impl Engine {
             sessions,
             gateway,
             audit,
+            authority,
             shutdown,
             serving,
             _lock: lock,
@@ -154,13 +170,25 @@ impl Engine {
 
     /// A snapshot of configured servers and connected agent sessions.
     pub fn status(&self) -> Result<Status, EngineError> {
-        status(&self.home, &self.store, &self.sessions, &self.audit)
+        status(
+            &self.home,
+            &self.store,
+            &self.sessions,
+            &self.audit,
+            &self.authority,
+        )
     }
 
     /// The audit log's state: ready, unavailable or quarantined (calls are refused in the
     /// last two), its head and its anchor.
     pub fn audit(&self) -> AuditStatus {
         self.audit.status()
+    }
+
+    /// The gate's live state: the vault lock, approvals, grants, settings. The app answers
+    /// approvals through it directly (it is the human's own window).
+    pub fn authority(&self) -> &Authority {
+        &self.authority
     }
 
     /// A receiver whose value changes whenever a session connects, disconnects, or its
@@ -202,11 +230,12 @@ impl Engine {
     }
 }
 
-fn status(
+pub(crate) fn status(
     home: &Home,
     store: &Mutex<Store>,
     sessions: &Sessions,
     audit: &AuditLog,
+    authority: &Authority,
 ) -> Result<Status, EngineError> {
     let configs = store.lock().map_err(|_| poisoned())?.servers()?;
     Ok(api::status(
@@ -214,12 +243,13 @@ fn status(
         &configs,
         &sessions.snapshot(),
         audit.status(),
+        authority.gate_status(),
     ))
 }
 
 /// Moves the configuration changes the CLI queued into the audit log (the engine is its
 /// only writer). Left queued while the log cannot take them. Returns how many moved.
-fn record_config_changes(store: &Mutex<Store>, audit: &AuditLog) -> usize {
+pub(crate) fn record_config_changes(store: &Mutex<Store>, audit: &AuditLog) -> usize {
     if !matches!(audit.status().state, AuditState::Ready) {
         return 0;
     }
@@ -242,7 +272,7 @@ fn record_config_changes(store: &Mutex<Store>, audit: &AuditLog) -> usize {
     n
 }
 
-fn restart(
+pub(crate) fn restart(
     sessions: &Sessions,
     commands: &broadcast::Sender<Command>,
     label: &ServerLabel,
@@ -256,33 +286,6 @@ fn restart(
     running
 }
 
-/// Answers the CLI's management requests on the socket.
-struct Control {
-    home: Home,
-    store: Arc<Mutex<Store>>,
-    sessions: Sessions,
-    commands: broadcast::Sender<Command>,
-    audit: Arc<AuditLog>,
-}
-
-impl ControlHandler for Control {
-    fn handle(&self, command: ControlCommand) -> serde_json::Value {
-        let answer = match command {
-            ControlCommand::Status => status(&self.home, &self.store, &self.sessions, &self.audit)
-                .map_err(|e| e.to_string())
-                .and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string())),
-            ControlCommand::ConfigChanged => Ok(serde_json::json!({
-                "recorded": record_config_changes(&self.store, &self.audit)
-            })),
-            ControlCommand::Restart { server } => server
-                .parse::<ServerLabel>()
-                .map_err(|e| e.to_string())
-                .map(|label| serde_json::json!({"restarted": restart(&self.sessions, &self.commands, &label)})),
-        };
-        answer.unwrap_or_else(|error| serde_json::json!({"error": error}))
-    }
-}
-
 struct StoreDirectory(Arc<Mutex<Store>>);
 
 impl ServerDirectory for StoreDirectory {
@@ -292,7 +295,7 @@ impl ServerDirectory for StoreDirectory {
     }
 }
 
-fn poisoned() -> EngineError {
+pub(crate) fn poisoned() -> EngineError {
     EngineError::Io {
         what: "engine state".into(),
         source: std::io::Error::other("a thread panicked holding the store"),

@@ -12,8 +12,9 @@ use crate::hello::{ControlCommand, ControlRequest, SOCKET_PROTOCOL};
 
 /// Answers management requests; implemented by the engine.
 pub trait ControlHandler: Send + Sync + 'static {
-    /// The answer to `command`, as JSON (`{"error": "..."}` on failure).
-    fn handle(&self, command: ControlCommand) -> Value;
+    /// The answer to `command` from the process `peer` (the kernel's word; `None` when it
+    /// cannot say), as JSON (`{"error": "..."}` on failure).
+    fn handle(&self, command: ControlCommand, peer: Option<u32>) -> Value;
 }
 
 /// Why a management request got no answer.

@@ -1,6 +1,7 @@
 //! The first exchange on the engine's socket: the shim names the server it wants and,
 //! when it reconnects, the agent's `initialize` params so the session resumes.
 
+use postern_domain::decision::{EveryUseSetting, Reply, SessionMode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -62,6 +63,46 @@ pub enum ControlCommand {
     /// The configuration changed (the CLI wrote it): record the queued changes in the
     /// audit log now rather than at the next start.
     ConfigChanged,
+    /// Open approval requests (their cards).
+    Approvals,
+    /// A human's answer to an approval request. Refused from inside an agent's process tree.
+    Answer {
+        /// The request's id.
+        approval: String,
+        /// Approve (with a grant end) or deny.
+        reply: Reply,
+    },
+    /// Live grants.
+    Grants,
+    /// End a grant now.
+    Revoke {
+        /// The grant's id.
+        grant: String,
+    },
+    /// Lock the vault.
+    Lock,
+    /// Unlock the vault. Refused from inside an agent's process tree.
+    Unlock,
+    /// Read, and optionally change, the settings. A change is refused from inside an
+    /// agent's process tree.
+    Settings {
+        /// The new session approval mode.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_mode: Option<SessionMode>,
+        /// The new approval timeout (ms).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approval_timeout_ms: Option<u64>,
+        /// The new idle time before the vault locks itself (ms; 0: never).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auto_lock_ms: Option<u64>,
+    },
+    /// Read every-use settings, or set one (`off` clears it). A change is refused from
+    /// inside an agent's process tree.
+    EveryUse {
+        /// The setting to apply, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        set: Option<EveryUseSetting>,
+    },
 }
 
 /// The first line on the engine's socket.

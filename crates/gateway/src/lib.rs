@@ -5,6 +5,7 @@
 //! Only this crate touches sockets.
 
 pub mod audit;
+pub mod authorize;
 pub mod control;
 pub mod framing;
 mod handshake;

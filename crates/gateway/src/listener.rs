@@ -16,6 +16,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::audit::{AuditSink, NoAudit};
+use crate::authorize::{AllowAll, Authorizer};
 use crate::control::ControlHandler;
 use crate::framing::{Line, LineReader};
 use crate::hello::{Opening, SOCKET_PROTOCOL, Welcome};
@@ -41,6 +42,8 @@ pub struct Gateway {
     pub control: Option<Arc<dyn ControlHandler>>,
     /// Where decisions and transitions are recorded.
     pub audit: Arc<dyn AuditSink>,
+    /// Decides every tool call.
+    pub authorizer: Arc<dyn Authorizer>,
 }
 
 impl Gateway {
@@ -53,6 +56,7 @@ impl Gateway {
             commands: broadcast::channel(64).0,
             control: None,
             audit: Arc::new(NoAudit),
+            authorizer: Arc::new(AllowAll),
         }
     }
 }
@@ -93,6 +97,7 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
         commands: gateway.commands,
         control: gateway.control,
         audit: gateway.audit,
+        authorizer: gateway.authorizer,
         shutdown: shutdown.clone(),
     };
     let next_id = Arc::new(AtomicU64::new(1));
@@ -158,7 +163,7 @@ async fn connection(
     let hello = match opening {
         Ok(Opening::Control(request)) => {
             let answer = match (&ctx.control, request.postern == SOCKET_PROTOCOL) {
-                (Some(control), true) => control.handle(request.control),
+                (Some(control), true) => control.handle(request.control, peer_pid),
                 (None, _) => {
                     serde_json::json!({"error": "this engine takes no management requests"})
                 }

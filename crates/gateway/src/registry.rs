@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use postern_domain::catalog::Catalog;
-use postern_domain::{AgentIdentity, ExecutionRecord, ServerLabel};
+use postern_domain::{AgentIdentity, ExecutionEpoch, ExecutionRecord, ServerLabel};
 use tokio::sync::watch;
 
 /// Where a session's server is, in the refresh contract's state machine
@@ -45,6 +45,8 @@ pub struct SessionInfo {
     pub previous_catalog: Option<Arc<Catalog>>,
     /// The catalog revision this agent was last shown (a forwarded tools/list).
     pub presented: Option<Arc<Catalog>>,
+    /// The epoch of the server process that listed [`SessionInfo::presented`].
+    pub presented_epoch: Option<ExecutionEpoch>,
     /// Identity artifacts that changed on disk since the running process started
     /// (manual restart policy): the running process is older than its files.
     pub artifacts_newer: Vec<PathBuf>,

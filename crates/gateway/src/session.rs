@@ -44,6 +44,7 @@ pub(crate) struct Context {
     pub commands: broadcast::Sender<Command>,
     pub control: Option<Arc<dyn crate::control::ControlHandler>>,
     pub audit: Arc<dyn crate::audit::AuditSink>,
+    pub authorizer: Arc<dyn crate::authorize::Authorizer>,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -76,6 +77,7 @@ pub(crate) async fn run<R>(
             catalog: None,
             previous_catalog: None,
             presented: None,
+            presented_epoch: None,
             artifacts_newer: Vec::new(),
             last_exit: None,
             backoff_until_ms: None,
@@ -90,6 +92,7 @@ pub(crate) async fn run<R>(
         generation: 0,
         held: Vec::new(),
         in_flight: HashMap::new(),
+        authorizing: HashMap::new(),
         server_requests: HashSet::new(),
         crashes: 0,
     };
@@ -133,6 +136,9 @@ struct Session {
     held: Vec<Message>,
     /// Agent requests sent to the current epoch and not yet answered: id -> method, tool.
     in_flight: HashMap<Id, InFlight>,
+    /// Tool calls waiting for the gate's decision (perhaps a human's): nothing of them has
+    /// reached the server.
+    authorizing: HashMap<Id, Authorizing>,
     /// Server-to-agent requests the agent has not answered yet.
     server_requests: HashSet<Id>,
     /// Launches in a row that ended in a crash soon after starting.
@@ -147,8 +153,22 @@ struct InFlight {
     sent: std::time::Instant,
 }
 
+/// A tool call the gate is deciding.
+#[derive(Debug)]
+struct Authorizing {
+    call: postern_domain::CallId,
+    msg: Message,
+    tool: String,
+}
+
 enum Event {
     Agent(Line),
+    /// The gate decided a call (matched by call id: a withdrawn call's verdict is ignored).
+    Authorized {
+        id: Id,
+        call: postern_domain::CallId,
+        verdict: crate::authorize::Verdict,
+    },
     AgentClosed,
     IntentDurable {
         generation: u64,
@@ -311,6 +331,15 @@ impl Session {
                     .and_then(Id::from_value)
                 {
                     self.in_flight.remove(&id);
+                    if let Some(waiting) = self.authorizing.remove(&id) {
+                        // The server never saw it: nothing to tell it.
+                        self.ctx.authorizer.withdraw(
+                            self.info.id,
+                            waiting.call,
+                            crate::authorize::Withdrawn::Cancelled,
+                        );
+                        return;
+                    }
                     let before = self.held.len();
                     self.held.retain(
                         |m| !matches!(&m.kind, Kind::Request { id: held, .. } if *held == id),
@@ -327,6 +356,7 @@ impl Session {
 
     fn id_in_use(&self, id: &Id) -> bool {
         self.in_flight.contains_key(id)
+            || self.authorizing.contains_key(id)
             || self.upstream.is_internal(id)
             || self
                 .held
@@ -350,6 +380,16 @@ impl Session {
 
     async fn close(self) {
         self.ctx.sessions.remove(self.info.id);
+        for waiting in self.authorizing.values() {
+            self.ctx.authorizer.withdraw(
+                self.info.id,
+                waiting.call,
+                crate::authorize::Withdrawn::Disconnected,
+            );
+        }
+        self.ctx
+            .authorizer
+            .session_ended(self.info.id, self.info.agent.as_ref());
         self.audit(AuditEvent::SessionEnded {
             session: self.info.id,
             server: self.info.server.clone(),

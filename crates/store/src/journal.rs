@@ -1,4 +1,5 @@
-//! The Sessions and Activity journals: projections of the audit log.
+//! The Sessions and Activity journals (and the grants given in sessions): projections of
+//! the audit log.
 //!
 //! The log is the truth. Its bodies open only with the key, so the journals are written at
 //! append time, from the plaintext event, in the same transaction as the record
@@ -10,14 +11,22 @@
 //! - `journal_sessions`: one row per agent session. Its id is the sequence number of the record
 //!   that opened it (stable across rebuilds). Session numbers restart with each engine run, so
 //!   a session is `(run, session)`, the run being the `engine_started` record's seq.
+//!   It also keeps who admitted the session (`approved`), the agent process behind it
+//!   (`agent`, for display) and how many approval requests it raised (`approvals`).
 //! - `journal_activity`: one row per call, keyed by the seq of its intent (or refusal) record;
 //!   the result fills in the outcome and duration.
+//! - `journal_grants`: one row per grant a human gave, under the session it was given in;
+//!   the `grant_ended` record fills in when and why it stopped applying.
 
-use postern_domain::AuditEvent;
+mod project;
+
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{OptionalExtension, Transaction, params, params_from_iter};
+use rusqlite::{OptionalExtension, params_from_iter};
+use serde::Serialize;
 
 use crate::{Store, StoreError};
+
+pub(crate) use project::Projector;
 
 /// Which Activity rows to return: newest first, `limit` at most, before seq `before`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,7 +39,7 @@ pub struct ActivityFilter {
     pub epoch: Option<String>,
     /// A tool name.
     pub tool: Option<String>,
-    /// `allowed`, `denied` (any refusal), or one refusal code.
+    /// `allowed`, `observed`, `denied` (any refusal), or one refusal code.
     pub decision: Option<String>,
     /// At or after this time (unix ms).
     pub since: Option<i64>,
@@ -43,7 +52,8 @@ pub struct ActivityFilter {
 }
 
 /// One call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ActivityRow {
     /// Seq of the intent (or refusal) record.
     pub seq: i64,
@@ -59,7 +69,7 @@ pub struct ActivityRow {
     pub tool: String,
     /// The JSON-RPC id, as JSON.
     pub call: String,
-    /// `allowed`, or the refusal code.
+    /// `allowed` (under a grant), `observed` (observe mode, no grant), or the refusal code.
     pub decision: String,
     /// `ok`, `tool_error`, `error`, `epoch_transition`, `cancelled`, `refused`; `None` while
     /// no result is recorded (in flight, or the engine died).
@@ -82,7 +92,8 @@ pub struct SessionFilter {
 }
 
 /// One agent session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SessionRow {
     /// The journal id: seq of the record that opened it.
     pub id: i64,
@@ -94,6 +105,9 @@ pub struct SessionRow {
     pub server: String,
     /// The agent's self-reported client name.
     pub client: Option<String>,
+    /// The agent process as the engine identified it, for display: its process chain and
+    /// pid, e.g. `bash -> claude -> postern (pid 4242)`.
+    pub agent: Option<String>,
     /// Start (unix ms).
     pub started: i64,
     /// End (unix ms), when it ended cleanly.
@@ -108,8 +122,39 @@ pub struct SessionRow {
     pub denied: i64,
     /// Results other than ok.
     pub failed: i64,
+    /// Who admitted the agent run: `human` or `observe`; `None` while not admitted.
+    pub approved: Option<String>,
+    /// Approval requests it raised.
+    pub approvals: i64,
     /// Execution epochs it used, in order of first use.
     pub epochs: Vec<String>,
+    /// The grants given in it, in the order they were given.
+    pub grants: Vec<GrantRow>,
+}
+
+/// One grant a human gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantRow {
+    /// The grant id.
+    pub grant: String,
+    /// The server label.
+    pub server: String,
+    /// The execution epoch it is bound to.
+    pub epoch: String,
+    /// Which tools: the `ToolScope`, as JSON.
+    pub tools: serde_json::Value,
+    /// Which credential scopes, by name.
+    pub credentials: Vec<String>,
+    /// How it was to end: the `GrantEnd`, as JSON.
+    pub end: serde_json::Value,
+    /// When it was issued (unix ms).
+    pub issued: i64,
+    /// When it stopped applying (unix ms), if a `grant_ended` record says so. A grant
+    /// also ends with its epoch and its agent run, which this does not repeat.
+    pub ended: Option<i64>,
+    /// Why it stopped applying.
+    pub reason: Option<String>,
 }
 
 impl Store {
@@ -142,7 +187,7 @@ impl Store {
             }
         }
         match filter.decision.as_deref() {
-            Some("denied") => sql.push_str(" AND decision <> 'allowed'"),
+            Some("denied") => sql.push_str(" AND decision NOT IN ('allowed', 'observed')"),
             Some(decision) => eq("decision", decision.to_owned().into(), &mut sql),
             None => {}
         }
@@ -183,7 +228,8 @@ impl Store {
                     denied, failed,
                     (SELECT group_concat(epoch, ' ') FROM
                         (SELECT epoch FROM journal_session_epochs e WHERE e.session = s.id
-                         ORDER BY e.seq))
+                         ORDER BY e.seq)),
+                    agent, approved, approvals
              FROM journal_sessions s WHERE 1",
         );
         let mut args: Vec<SqlValue> = Vec::new();
@@ -218,295 +264,74 @@ impl Store {
                 epochs: epochs
                     .map(|e| e.split(' ').map(str::to_owned).collect())
                     .unwrap_or_default(),
+                agent: r.get(13)?,
+                approved: r.get(14)?,
+                approvals: r.get(15)?,
+                grants: Vec::new(),
             })
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let mut rows: Vec<SessionRow> = rows.collect::<Result<_, _>>()?;
+        // One indexed lookup per row: a page is at most a few hundred sessions.
+        let mut grants = self.conn.prepare_cached(
+            "SELECT grant, server, epoch, tools, credentials, end_kind, issued, ended, reason
+             FROM journal_grants WHERE session = ?1 ORDER BY seq",
+        )?;
+        for row in &mut rows {
+            row.grants = grants
+                .query_map([row.id], StoredGrant::read)?
+                .map(|g| g?.into_row())
+                .collect::<Result<_, StoreError>>()?;
+        }
+        Ok(rows)
     }
 }
 
-/// Writes journal rows for events, tracking how far it got and the current engine run.
-#[derive(Debug, Clone)]
-pub(crate) struct Projector {
-    seq: i64,
-    run: i64,
+/// A `journal_grants` row as stored: its JSON columns not yet parsed.
+struct StoredGrant {
+    grant: String,
+    server: String,
+    epoch: String,
+    tools: String,
+    credentials: String,
+    end: String,
+    issued: i64,
+    ended: Option<i64>,
+    reason: Option<String>,
 }
 
-impl Projector {
-    pub(crate) fn load(conn: &rusqlite::Connection) -> Result<Self, StoreError> {
-        Ok(Projector {
-            seq: meta_int(conn, "journal.seq")?,
-            run: meta_int(conn, "journal.run")?,
+impl StoredGrant {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            grant: row.get(0)?,
+            server: row.get(1)?,
+            epoch: row.get(2)?,
+            tools: row.get(3)?,
+            credentials: row.get(4)?,
+            end: row.get(5)?,
+            issued: row.get(6)?,
+            ended: row.get(7)?,
+            reason: row.get(8)?,
         })
     }
 
-    /// Empties the journals (inside `tx`).
-    pub(crate) fn cleared(tx: &Transaction<'_>) -> Result<Self, StoreError> {
-        tx.execute_batch(
-            "DELETE FROM journal_activity;
-             DELETE FROM journal_session_epochs;
-             DELETE FROM journal_sessions;",
-        )?;
-        Ok(Projector { seq: 0, run: 0 })
+    fn into_row(self) -> Result<GrantRow, StoreError> {
+        let corrupt = |column: &str, e: serde_json::Error| StoreError::Corrupt {
+            what: format!("journal grant {}", self.grant),
+            why: format!("{column}: {e}"),
+        };
+        Ok(GrantRow {
+            tools: serde_json::from_str(&self.tools).map_err(|e| corrupt("tools", e))?,
+            credentials: serde_json::from_str(&self.credentials)
+                .map_err(|e| corrupt("credentials", e))?,
+            end: serde_json::from_str(&self.end).map_err(|e| corrupt("end", e))?,
+            grant: self.grant,
+            server: self.server,
+            epoch: self.epoch,
+            issued: self.issued,
+            ended: self.ended,
+            reason: self.reason,
+        })
     }
-
-    pub(crate) fn seq(&self) -> i64 {
-        self.seq
-    }
-
-    pub(crate) fn save(&self, tx: &Transaction<'_>) -> Result<(), StoreError> {
-        let mut stmt = tx.prepare_cached(
-            "INSERT INTO meta (key, value) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        )?;
-        stmt.execute(params!["journal.seq", self.seq.to_string()])?;
-        stmt.execute(params!["journal.run", self.run.to_string()])?;
-        Ok(())
-    }
-
-    /// Projects one event (record `seq`, written at `time`).
-    pub(crate) fn apply(
-        &mut self,
-        tx: &Transaction<'_>,
-        seq: i64,
-        time: i64,
-        event: &AuditEvent,
-    ) -> Result<(), StoreError> {
-        let at = At { seq, time };
-        match event {
-            AuditEvent::EngineStarted { .. } => {
-                tx.execute(
-                    "UPDATE journal_sessions SET status = 'interrupted' WHERE status = 'running'",
-                    [],
-                )?;
-                self.run = seq;
-            }
-            AuditEvent::EngineStopped { reason } => {
-                tx.execute(
-                    "UPDATE journal_sessions SET status = 'ended', ended = ?1, reason = ?2
-                     WHERE status = 'running'",
-                    params![time, format!("engine stopped: {reason}")],
-                )?;
-            }
-            AuditEvent::SessionStarted {
-                session,
-                server,
-                client,
-                ..
-            } => {
-                tx.prepare_cached(
-                    "INSERT INTO journal_sessions (id, run, session, server, client, started, status)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running')
-                     ON CONFLICT (run, session) DO UPDATE SET client = excluded.client",
-                )?
-                .execute(params![seq, self.run, *session as i64, server.as_str(), client, time])?;
-            }
-            AuditEvent::SessionEnded {
-                session,
-                server,
-                reason,
-            } => {
-                let id = self.session(tx, at, *session, server.as_str())?;
-                tx.prepare_cached(
-                    "UPDATE journal_sessions SET status = 'ended', ended = ?2, reason = ?3
-                     WHERE id = ?1",
-                )?
-                .execute(params![id, time, reason])?;
-            }
-            AuditEvent::ServerStarted { session, record } => {
-                let id = self.session(tx, at, *session, record.server_label.as_str())?;
-                epoch_used(tx, id, &record.epoch.to_string(), seq)?;
-            }
-            AuditEvent::ServerReplaced {
-                session,
-                server,
-                new_epoch: Some(epoch),
-                ..
-            } => {
-                let id = self.session(tx, at, *session, server.as_str())?;
-                epoch_used(tx, id, &epoch.to_string(), seq)?;
-            }
-            AuditEvent::ToolCallIntent {
-                session,
-                server,
-                epoch,
-                call,
-                tool,
-                ..
-            } => {
-                let id = self.session(tx, at, *session, server.as_str())?;
-                let epoch = epoch.to_string();
-                epoch_used(tx, id, &epoch, seq)?;
-                insert_activity(
-                    tx,
-                    at,
-                    id,
-                    server.as_str(),
-                    Some(&epoch),
-                    tool,
-                    call,
-                    "allowed",
-                )?;
-                bump(tx, id, "calls")?;
-            }
-            AuditEvent::ToolCallResult {
-                session,
-                server,
-                epoch,
-                call,
-                tool,
-                outcome,
-                duration_ms,
-            } => {
-                let id = self.session(tx, at, *session, server.as_str())?;
-                let call_text = call.to_string();
-                let pending: Option<i64> = tx
-                    .prepare_cached(
-                        "SELECT seq FROM journal_activity
-                         WHERE session = ?1 AND call = ?2 AND result_seq IS NULL
-                         ORDER BY seq DESC LIMIT 1",
-                    )?
-                    .query_row(params![id, call_text], |r| r.get(0))
-                    .optional()?;
-                let row = match pending {
-                    Some(row) => row,
-                    None => {
-                        // A result with no intent on record: shown, never hidden.
-                        let epoch = epoch.to_string();
-                        insert_activity(
-                            tx,
-                            at,
-                            id,
-                            server.as_str(),
-                            Some(&epoch),
-                            tool,
-                            call,
-                            "no_intent",
-                        )?;
-                        seq
-                    }
-                };
-                let outcome = serde_json::to_value(outcome)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "unknown".into());
-                tx.prepare_cached(
-                    "UPDATE journal_activity SET outcome = ?2, duration_ms = ?3, result_seq = ?4
-                     WHERE seq = ?1",
-                )?
-                .execute(params![row, outcome, *duration_ms as i64, seq])?;
-                if outcome != "ok" {
-                    bump(tx, id, "failed")?;
-                }
-            }
-            AuditEvent::AuthorizationDenied {
-                session,
-                server,
-                epoch,
-                call,
-                tool,
-                code,
-                ..
-            } => {
-                let id = self.session(tx, at, *session, server.as_str())?;
-                let epoch = epoch.map(|e| e.to_string());
-                insert_activity(
-                    tx,
-                    at,
-                    id,
-                    server.as_str(),
-                    epoch.as_deref(),
-                    tool,
-                    call,
-                    code,
-                )?;
-                tx.prepare_cached(
-                    "UPDATE journal_activity SET outcome = 'refused', result_seq = seq WHERE seq = ?1",
-                )?
-                .execute([seq])?;
-                bump(tx, id, "denied")?;
-            }
-            AuditEvent::ServerReplaced { .. }
-            | AuditEvent::ArtifactsChanged { .. }
-            | AuditEvent::CatalogRefreshed { .. }
-            | AuditEvent::CatalogPresented { .. }
-            | AuditEvent::ConfigChanged { .. } => {}
-        }
-        self.seq = seq;
-        Ok(())
-    }
-
-    /// The journal id of `session` in the current run, opening a row if the log has none yet.
-    fn session(
-        &self,
-        tx: &Transaction<'_>,
-        at: At,
-        session: u64,
-        server: &str,
-    ) -> Result<i64, StoreError> {
-        let found: Option<i64> = tx
-            .prepare_cached("SELECT id FROM journal_sessions WHERE run = ?1 AND session = ?2")?
-            .query_row(params![self.run, session as i64], |r| r.get(0))
-            .optional()?;
-        if let Some(id) = found {
-            return Ok(id);
-        }
-        tx.prepare_cached(
-            "INSERT INTO journal_sessions (id, run, session, server, started, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'running')",
-        )?
-        .execute(params![at.seq, self.run, session as i64, server, at.time])?;
-        Ok(at.seq)
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct At {
-    seq: i64,
-    time: i64,
-}
-
-#[allow(clippy::too_many_arguments, reason = "one column each")]
-fn insert_activity(
-    tx: &Transaction<'_>,
-    at: At,
-    session: i64,
-    server: &str,
-    epoch: Option<&str>,
-    tool: &str,
-    call: &serde_json::Value,
-    decision: &str,
-) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        "INSERT INTO journal_activity (seq, time, session, server, epoch, tool, call, decision)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(params![
-        at.seq,
-        at.time,
-        session,
-        server,
-        epoch,
-        tool,
-        call.to_string(),
-        decision
-    ])?;
-    Ok(())
-}
-
-fn epoch_used(tx: &Transaction<'_>, session: i64, epoch: &str, seq: i64) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO journal_session_epochs (session, epoch, seq) VALUES (?1, ?2, ?3)",
-    )?
-    .execute(params![session, epoch, seq])?;
-    Ok(())
-}
-
-fn bump(tx: &Transaction<'_>, session: i64, column: &'static str) -> Result<(), StoreError> {
-    tx.prepare_cached(&format!(
-        "UPDATE journal_sessions SET {column} = {column} + 1 WHERE id = ?1"
-    ))?
-    .execute([session])?;
-    Ok(())
 }
 
 fn meta_int(conn: &rusqlite::Connection, key: &str) -> Result<i64, StoreError> {

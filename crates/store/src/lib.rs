@@ -1,10 +1,12 @@
 //! The one SQLite file in a Postern home (`postern.db`): WAL mode, versioned migrations,
-//! and typed access to what the engine keeps. Only this crate touches SQLite.
+//! and typed access to what the engine keeps (servers, settings, the audit log and the
+//! journals projected from it). Only this crate touches SQLite.
 
 pub mod audit;
 pub mod journal;
 mod migrations;
 mod servers;
+mod settings;
 
 use std::path::Path;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use audit::{Append, AuditWriter, Opened, StoredRecord};
-pub use journal::{ActivityFilter, ActivityRow, SessionFilter, SessionRow};
+pub use journal::{ActivityFilter, ActivityRow, GrantRow, SessionFilter, SessionRow};
 pub use servers::AddOutcome;
 
 /// The file name of the database inside a Postern home.
@@ -38,6 +40,10 @@ pub enum StoreError {
     /// A stored row no longer parses (edited by hand, or corrupted).
     #[error("stored row for {what} is invalid: {why}")]
     Corrupt { what: String, why: String },
+    /// A value to store has no JSON form (a map with non-string keys, a failing
+    /// `Serialize` impl).
+    #[error("{what} cannot be stored: {why}")]
+    Unencodable { what: String, why: String },
 }
 
 /// How hard a connection's commits wait for the disk.

@@ -89,6 +89,34 @@ const MIGRATIONS: &[&str] = &[
         what   TEXT NOT NULL,              -- a description without environment values
         server TEXT                        -- the label, when the change is about one server
     ) STRICT;",
+    // 5: authorization. Engine settings, every-use (per-call approval) settings, and in the
+    // journals: who admitted a session, which agent it was, the approvals it raised, and
+    // the grants it was given.
+    "CREATE TABLE settings (
+        key   TEXT PRIMARY KEY NOT NULL,
+        value TEXT NOT NULL                -- JSON
+    ) STRICT;
+     CREATE TABLE every_use (
+        target TEXT PRIMARY KEY NOT NULL,  -- JSON of a SettingTarget (serde_json::to_string)
+        level  TEXT NOT NULL               -- confirm (off is no row)
+    ) STRICT;
+     ALTER TABLE journal_sessions ADD COLUMN approved TEXT;   -- NULL, human or observe
+     ALTER TABLE journal_sessions ADD COLUMN agent TEXT;      -- chain text and pid, for display
+     ALTER TABLE journal_sessions ADD COLUMN approvals INTEGER NOT NULL DEFAULT 0; -- requests raised
+     CREATE TABLE journal_grants (
+        grant       TEXT PRIMARY KEY NOT NULL, -- the grant id (a ULID)
+        session     INTEGER NOT NULL,          -- journal_sessions.id
+        server      TEXT NOT NULL,
+        epoch       TEXT NOT NULL,
+        tools       TEXT NOT NULL,             -- JSON of the ToolScope
+        credentials TEXT NOT NULL,             -- JSON array of credential scope names
+        end_kind    TEXT NOT NULL,             -- JSON of the GrantEnd
+        issued      INTEGER NOT NULL,          -- unix ms
+        ended       INTEGER,                   -- unix ms of the grant_ended record
+        reason      TEXT,                      -- why it ended
+        seq         INTEGER NOT NULL           -- seq of the approval_granted record
+    ) STRICT;
+     CREATE INDEX journal_grants_session ON journal_grants(session);",
 ];
 
 /// The schema version this build writes.
@@ -109,4 +137,39 @@ pub(crate) fn apply(conn: &mut Connection) -> Result<(), StoreError> {
     }
     tx.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_from_the_previous_version_keeps_its_journal_rows() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        for sql in &MIGRATIONS[..4] {
+            conn.execute_batch(sql).expect("old migration");
+        }
+        conn.pragma_update(None, "user_version", 4)
+            .expect("version");
+        conn.execute(
+            "INSERT INTO journal_sessions (id, run, session, server, started, status, calls)
+             VALUES (2, 1, 1, 'time', 2000, 'ended', 3)",
+            [],
+        )
+        .expect("old row");
+
+        apply(&mut conn).expect("migrate");
+        let row: (i64, Option<String>, Option<String>, i64) = conn
+            .query_row(
+                "SELECT calls, approved, agent, approvals FROM journal_sessions WHERE id = 2",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .expect("row");
+        assert_eq!(row, (3, None, None, 0));
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, LATEST);
+    }
 }

@@ -1,12 +1,22 @@
-//! The journals against a scripted scenario: two engine runs, sessions that end, one cut
-//! short by a crash, calls that succeed, fail, are refused or never answered; then the same
-//! journals rebuilt from the log.
+//! The journals against scripted scenarios, each then rebuilt from the log:
+//!
+//! - two engine runs, sessions that end, one cut short by a crash, calls that succeed,
+//!   fail, are refused or never answered;
+//! - authorization: a session a human admits with a grant that is later revoked, approval
+//!   requests granted, denied and expired, a vault locked and unlocked, and an observed
+//!   session whose calls go without a grant.
+
+use std::collections::BTreeSet;
 
 use postern_audit::rand_core::{TryCryptoRng, TryRng};
 use postern_audit::{Chain, EventKind, OpeningKey, SealedRecord, Seq, UnixMillis};
-use postern_domain::{AuditEvent, CallOutcome, ExecutionEpoch, ServerLabel};
+use postern_domain::decision::{AskFor, Authority, GrantChoice};
+use postern_domain::{
+    AgentIdentity, AgentRun, ApprovalId, AuditEvent, CallOutcome, ExecutionEpoch, Grant, GrantEnd,
+    GrantId, ServerLabel, ToolScope,
+};
 use postern_store::{
-    ActivityFilter, Append, AuditWriter, Opened, SessionFilter, Store, StoreError,
+    ActivityFilter, Append, AuditWriter, GrantRow, Opened, SessionFilter, Store, StoreError,
 };
 use serde_json::json;
 
@@ -38,6 +48,17 @@ fn epoch(n: u128) -> ExecutionEpoch {
 }
 
 fn intent(session: u64, server: &str, e: u128, call: i64, tool: &str) -> AuditEvent {
+    intent_on(session, server, e, call, tool, None)
+}
+
+fn intent_on(
+    session: u64,
+    server: &str,
+    e: u128,
+    call: i64,
+    tool: &str,
+    authority: Option<Authority>,
+) -> AuditEvent {
     AuditEvent::ToolCallIntent {
         session,
         server: label(server),
@@ -45,16 +66,29 @@ fn intent(session: u64, server: &str, e: u128, call: i64, tool: &str) -> AuditEv
         call: json!(call),
         tool: tool.into(),
         arguments: json!({}),
+        authority,
     }
 }
 
 fn result(session: u64, e: u128, call: i64, outcome: CallOutcome, ms: u64) -> AuditEvent {
+    result_on(session, "fixture", e, call, "echo", outcome, ms)
+}
+
+fn result_on(
+    session: u64,
+    server: &str,
+    e: u128,
+    call: i64,
+    tool: &str,
+    outcome: CallOutcome,
+    ms: u64,
+) -> AuditEvent {
     AuditEvent::ToolCallResult {
         session,
-        server: label("fixture"),
+        server: label(server),
         epoch: epoch(e),
         call: json!(call),
-        tool: "echo".into(),
+        tool: tool.into(),
         outcome,
         duration_ms: ms,
     }
@@ -122,6 +156,261 @@ fn scenario() -> Vec<AuditEvent> {
     ]
 }
 
+fn run() -> AgentRun {
+    AgentRun {
+        pid: 4242,
+        start_time: 77,
+    }
+}
+
+fn revoked_grant() -> Grant {
+    Grant {
+        id: GrantId::new(4_500, 9),
+        agent_run: run(),
+        server_label: label("deploy"),
+        execution_epoch: epoch(1),
+        tool_scope: ToolScope::Tools(BTreeSet::from(["ship".to_owned()])),
+        credential_scope: BTreeSet::from(["github".to_owned()]),
+        issued_at: 4_500,
+        end: GrantEnd::UntilRunEnds,
+    }
+}
+
+fn asked(n: u128, session: u64, server: &str, e: u128, tool: &str) -> AuditEvent {
+    AuditEvent::ApprovalRequested {
+        approval: ApprovalId::new(1_000, n),
+        session,
+        server: label(server),
+        agent_run: Some(run()),
+        epoch: epoch(e),
+        tool: tool.into(),
+        credentials: BTreeSet::from(["github".to_owned()]),
+        what: AskFor::SessionAndCall,
+        every_use: Vec::new(),
+        choices: vec![GrantChoice::ThisCall, GrantChoice::UntilRunEnds],
+        expires_at: 120_000,
+    }
+}
+
+/// The authorization scenario; record `i` (1-based) is written at time `i * 1000`.
+fn authorization() -> Vec<AuditEvent> {
+    let grant = revoked_grant();
+    vec![
+        /* 1 */
+        AuditEvent::EngineStarted {
+            version: "t".into(),
+            pid: 1,
+        },
+        /* 2 */
+        AuditEvent::SessionStarted {
+            session: 1,
+            server: label("deploy"),
+            client: Some("agent-a".into()),
+            agent: Some(AgentIdentity {
+                pid: 4242,
+                start_time: 77,
+                executable: None,
+                chain: vec!["bash".into(), "claude".into(), "postern".into()],
+                cwd: None,
+            }),
+        },
+        /* 3 */ asked(1, 1, "deploy", 1, "ship"),
+        /* 4 */
+        AuditEvent::SessionApproved {
+            session: 1,
+            server: label("deploy"),
+            agent_run: run(),
+            by: "human".into(),
+        },
+        /* 5 */
+        AuditEvent::ApprovalGranted {
+            approval: ApprovalId::new(1_000, 1),
+            session: 1,
+            admitted_session: true,
+            grant: Some(Box::new(grant.clone())),
+        },
+        /* 6 */
+        intent_on(1, "deploy", 1, 1, "ship", Some(Authority::Grant(grant.id))),
+        /* 7 */ result_on(1, "deploy", 1, 1, "ship", CallOutcome::Ok, 40),
+        /* 8 */ asked(2, 1, "deploy", 1, "rollback"),
+        /* 9 */
+        AuditEvent::ApprovalDenied {
+            approval: ApprovalId::new(1_000, 2),
+            session: 1,
+        },
+        /* 10 */
+        AuditEvent::AuthorizationDenied {
+            session: 1,
+            server: label("deploy"),
+            epoch: Some(epoch(1)),
+            call: json!(2),
+            tool: "rollback".into(),
+            code: "approval_denied".into(),
+            detail: json!({}),
+        },
+        /* 11 */
+        AuditEvent::GrantEnded {
+            grant: grant.id,
+            reason: "revoked".into(),
+        },
+        /* 12 */
+        AuditEvent::SessionStarted {
+            session: 2,
+            server: label("time"),
+            client: Some("agent-b".into()),
+            agent: None,
+        },
+        /* 13 */
+        AuditEvent::SessionApproved {
+            session: 2,
+            server: label("time"),
+            agent_run: AgentRun {
+                pid: 5151,
+                start_time: 3,
+            },
+            by: "observe".into(),
+        },
+        /* 14 */ intent_on(2, "time", 2, 1, "get_time", Some(Authority::Observed)),
+        /* 15 */
+        AuditEvent::ApprovalGranted {
+            approval: ApprovalId::new(1_000, 3),
+            session: 2,
+            admitted_session: true,
+            grant: None,
+        },
+        /* 16 */
+        AuditEvent::VaultLocked {
+            reason: "idle".into(),
+        },
+        /* 17 */
+        AuditEvent::ApprovalExpired {
+            approval: ApprovalId::new(1_000, 4),
+            session: 2,
+            code: "approval_expired".into(),
+            reason: "the vault was locked".into(),
+        },
+        /* 18 */ AuditEvent::VaultUnlocked,
+        // A grant ends once: a later end does not rewrite it, an unknown grant is no error.
+        /* 19 */
+        AuditEvent::GrantEnded {
+            grant: grant.id,
+            reason: "epoch ended".into(),
+        },
+        /* 20 */
+        AuditEvent::GrantEnded {
+            grant: GrantId::new(9_000, 1),
+            reason: "run ended".into(),
+        },
+    ]
+}
+
+#[test]
+fn the_journals_show_approvals_grants_and_observed_calls_and_rebuild_identically() {
+    let mut log = Log::write(authorization(), &[0..5, 5..11, 11..20]);
+    check_authorization(&log.store);
+    log.rebuild_identically();
+    check_authorization(&log.store);
+}
+
+fn check_authorization(store: &Store) {
+    let sessions = store.sessions(&SessionFilter::default()).expect("sessions");
+    let summary: Vec<_> = sessions
+        .iter()
+        .map(|s| {
+            (
+                s.id,
+                s.server.as_str(),
+                s.approved.as_deref(),
+                s.agent.as_deref(),
+                s.approvals,
+                (s.calls, s.denied, s.failed),
+                s.grants.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (12, "time", Some("observe"), None, 0, (1, 0, 0), 0),
+            (
+                2,
+                "deploy",
+                Some("human"),
+                Some("bash -> claude -> postern (pid 4242)"),
+                2,
+                (1, 1, 0),
+                1
+            ),
+        ]
+    );
+    let grant = revoked_grant();
+    assert_eq!(
+        sessions[1].grants,
+        vec![GrantRow {
+            grant: grant.id.to_string(),
+            server: "deploy".into(),
+            epoch: epoch(1).to_string(),
+            tools: json!({"tools": ["ship"]}),
+            credentials: vec!["github".into()],
+            end: json!({"kind": "untilRunEnds"}),
+            issued: 4_500,
+            ended: Some(11_000),
+            reason: Some("revoked".into()),
+        }]
+    );
+    // The rows serialize with the same camelCase names the CLI prints.
+    let json = serde_json::to_value(&sessions[1]).expect("json");
+    assert_eq!(json["approved"], "human");
+    assert_eq!(json["grants"][0]["epoch"], epoch(1).to_string());
+    assert_eq!(json["grants"][0]["ended"], 11_000);
+
+    let rows: Vec<_> = store
+        .activity(&ActivityFilter::default())
+        .expect("activity")
+        .iter()
+        .map(|r| {
+            (
+                r.seq,
+                r.session,
+                r.tool.clone(),
+                r.decision.clone(),
+                r.outcome.clone(),
+            )
+        })
+        .collect();
+    let row = |seq, session, tool: &str, decision: &str, outcome: Option<&str>| {
+        (
+            seq,
+            session,
+            tool.to_owned(),
+            decision.to_owned(),
+            outcome.map(str::to_owned),
+        )
+    };
+    assert_eq!(
+        rows,
+        vec![
+            row(14, 12, "get_time", "observed", None),
+            row(10, 2, "rollback", "approval_denied", Some("refused")),
+            row(6, 2, "ship", "allowed", Some("ok")),
+        ]
+    );
+    let f = ActivityFilter::default;
+    let decided = |decision: &str| {
+        seqs(
+            store,
+            ActivityFilter {
+                decision: Some(decision.into()),
+                ..f()
+            },
+        )
+    };
+    // An observed call went through: it is not a refusal.
+    assert_eq!(decided("denied"), [10]);
+    assert_eq!(decided("observed"), [14]);
+    assert_eq!(decided("allowed"), [6]);
+}
+
 fn seqs(store: &Store, filter: ActivityFilter) -> Vec<i64> {
     store
         .activity(&filter)
@@ -131,59 +420,108 @@ fn seqs(store: &Store, filter: ActivityFilter) -> Vec<i64> {
         .collect()
 }
 
-#[test]
-fn the_journals_follow_a_scripted_scenario_and_rebuild_identically() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut writer = AuditWriter::open(dir.path()).expect("writer");
-    let key = OpeningKey::from_bytes([5; 32]);
-    let mut chain = Chain::genesis(key.recipient());
-    let mut rng = Counter(0);
-    let events = scenario();
-    let records: Vec<SealedRecord> = events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            let body = serde_json::to_vec(e).expect("json");
-            let time = UnixMillis::new((i as i64 + 1) * 1000);
-            let kind = EventKind::parse(e.kind()).expect("kind");
-            chain.append(time, kind, &body, &mut rng).expect("seal")
-        })
-        .collect();
-    // In three batches, as the writer would commit them.
-    for range in [0..4, 4..11, 11..15] {
-        let batch: Vec<Append<'_>> = range
-            .map(|i| Append {
-                record: &records[i],
-                event: &events[i],
+/// A log written through the audit writer, record `i` (1-based) at time `i * 1000`.
+struct Log {
+    _dir: tempfile::TempDir,
+    writer: AuditWriter,
+    store: Store,
+    key: OpeningKey,
+    events: Vec<AuditEvent>,
+    records: Vec<SealedRecord>,
+}
+
+impl Log {
+    /// Seals `events` and appends them in `batches` (consecutive ranges covering them all),
+    /// as the writer would commit them.
+    fn write(events: Vec<AuditEvent>, batches: &[std::ops::Range<usize>]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut writer = AuditWriter::open(dir.path()).expect("writer");
+        let key = OpeningKey::from_bytes([5; 32]);
+        let mut chain = Chain::genesis(key.recipient());
+        let mut rng = Counter(0);
+        let records: Vec<SealedRecord> = events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let body = serde_json::to_vec(e).expect("json");
+                let time = UnixMillis::new((i as i64 + 1) * 1000);
+                let kind = EventKind::parse(e.kind()).expect("kind");
+                chain.append(time, kind, &body, &mut rng).expect("seal")
             })
             .collect();
-        writer.append(&batch).expect("append");
+        assert_eq!(batches.last().map(|b| b.end), Some(events.len()));
+        for range in batches {
+            let batch: Vec<Append<'_>> = range
+                .clone()
+                .map(|i| Append {
+                    record: &records[i],
+                    event: &events[i],
+                })
+                .collect();
+            writer.append(&batch).expect("append");
+        }
+        let store = Store::open(dir.path()).expect("store");
+        Log {
+            _dir: dir,
+            writer,
+            store,
+            key,
+            events,
+            records,
+        }
     }
-    let store = Store::open(dir.path()).expect("store");
-    check(&store);
+
+    /// Rebuilds the journals from the opened log and checks they come out exactly as the
+    /// writer projected them.
+    fn rebuild_identically(&mut self) {
+        let filter = SessionFilter::default();
+        let sessions = self.store.sessions(&filter).expect("sessions");
+        let activity = self
+            .store
+            .activity(&ActivityFilter::default())
+            .expect("activity");
+        let key = &self.key;
+        let opened = self.records.iter().map(|r| {
+            let o = r.open(key).expect("opens");
+            Ok::<_, StoreError>(Opened {
+                seq: o.header().seq(),
+                time: o.header().time(),
+                event: serde_json::from_slice(o.body()).expect("event"),
+            })
+        });
+        assert_eq!(
+            self.writer.project(true, opened).expect("rebuild"),
+            self.records.len() as u64
+        );
+        assert_eq!(self.store.sessions(&filter).expect("sessions"), sessions);
+        assert_eq!(
+            self.store
+                .activity(&ActivityFilter::default())
+                .expect("activity"),
+            activity
+        );
+    }
+}
+
+#[test]
+fn the_journals_follow_a_scripted_scenario_and_rebuild_identically() {
+    let mut log = Log::write(scenario(), &[0..4, 4..11, 11..15]);
+    check(&log.store);
 
     // Rebuilt from the opened log, the journals are the same.
-    let opened = records.iter().map(|r| {
-        let o = r.open(&key).expect("opens");
-        Ok::<_, StoreError>(Opened {
-            seq: o.header().seq(),
-            time: o.header().time(),
-            event: serde_json::from_slice(o.body()).expect("event"),
-        })
-    });
-    assert_eq!(writer.project(true, opened).expect("rebuild"), 15);
-    check(&store);
+    log.rebuild_identically();
+    check(&log.store);
     // Projecting again adds nothing: events at or before the journals' end are skipped.
-    let again = records.iter().take(3).map(|r| {
+    let again = log.records.iter().take(3).map(|r| {
         Ok::<_, StoreError>(Opened {
             seq: r.header().seq(),
             time: r.header().time(),
-            event: events[0].clone(),
+            event: log.events[0].clone(),
         })
     });
-    assert_eq!(writer.project(false, again).expect("project"), 0);
-    assert_eq!(store.journal_seq().expect("seq"), 15);
-    assert_eq!(records[14].header().seq(), Seq::new(15));
+    assert_eq!(log.writer.project(false, again).expect("project"), 0);
+    assert_eq!(log.store.journal_seq().expect("seq"), 15);
+    assert_eq!(log.records[14].header().seq(), Seq::new(15));
 }
 
 fn check(store: &Store) {

@@ -49,6 +49,69 @@ pub fn identify_agent(shim_pid: u32, cache: &DigestCache) -> Option<AgentIdentit
     None
 }
 
+/// One process of an ancestry: who it is and what it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ancestor {
+    /// Its process id.
+    pub pid: u32,
+    /// Its start time (with the pid, the process's identity).
+    pub start_time: u64,
+    /// Its executable, when readable.
+    pub exe: Option<PathBuf>,
+    /// Its command line.
+    pub args: Vec<String>,
+}
+
+impl Ancestor {
+    /// Whether it is a `postern mcp` shim.
+    pub fn is_shim(&self) -> bool {
+        let postern = |s: &str| {
+            Path::new(s)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("postern"))
+        };
+        let named = self.args.first().is_some_and(|a| postern(a))
+            || self
+                .exe
+                .as_ref()
+                .and_then(|e| e.to_str())
+                .is_some_and(postern);
+        named && self.args.iter().skip(1).any(|a| a == "mcp")
+    }
+}
+
+/// `pid` and its ancestors up to (not including) init, nearest first. Empty when the
+/// process table cannot say.
+pub fn ancestry(pid: u32) -> Vec<Ancestor> {
+    let mut out = Vec::new();
+    let mut current = pid;
+    for _ in 0..=MAX_DEPTH * 4 {
+        if current <= 1 {
+            break;
+        }
+        let Some(proc) = Proc::read(current) else {
+            break;
+        };
+        let args = std::fs::read(format!("/proc/{current}/cmdline"))
+            .map(|raw| {
+                raw.split(|b| *b == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(Ancestor {
+            pid: current,
+            start_time: proc.start_time,
+            exe: exe(current),
+            args,
+        });
+        current = proc.ppid;
+    }
+    out
+}
+
 /// The start time of `pid` (clock ticks since boot), to tell a reused pid apart.
 pub fn process_start_time(pid: u32) -> Option<u64> {
     Proc::read(pid).map(|p| p.start_time)
@@ -106,6 +169,33 @@ mod tests {
         );
         assert_eq!(agent.chain.last().map(String::as_str), Some("sleep"));
         assert!(agent.chain.len() >= 2, "{:?}", agent.chain);
+    }
+
+    #[test]
+    fn ancestry_runs_from_the_process_up_and_spots_shims() {
+        let me = std::process::id();
+        let chain = ancestry(me);
+        assert_eq!(chain.first().map(|a| a.pid), Some(me));
+        assert!(chain.len() >= 2, "{chain:?}");
+        assert!(chain.iter().all(|a| !a.is_shim()), "{chain:?}");
+        let shim = Ancestor {
+            pid: 10,
+            start_time: 1,
+            exe: Some("/usr/local/bin/postern".into()),
+            args: vec![
+                "postern".into(),
+                "--home".into(),
+                "/h".into(),
+                "mcp".into(),
+                "time".into(),
+            ],
+        };
+        assert!(shim.is_shim());
+        let cli = Ancestor {
+            args: vec!["postern".into(), "approve".into(), "X".into()],
+            ..shim.clone()
+        };
+        assert!(!cli.is_shim());
     }
 
     #[test]

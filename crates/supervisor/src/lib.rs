@@ -16,7 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use postern_domain::{ExecutionEpoch, ExecutionRecord, ServerConfig};
 
-pub use agent::{identify_agent, process_start_time};
+pub use agent::{Ancestor, ancestry, identify_agent, process_start_time};
 pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
 pub use process::{
     ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,

@@ -28,6 +28,7 @@ fn intent(session: u64, call: i64) -> AuditEvent {
         call: json!(call),
         tool: "echo".into(),
         arguments: json!({"text": format!("secret-argument-{call}")}),
+        authority: None,
     }
 }
 

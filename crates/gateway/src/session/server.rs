@@ -7,9 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use postern_domain::catalog::Catalog;
+use std::collections::BTreeSet;
+
+use postern_domain::catalog::{Catalog, ToolDrift};
+use postern_domain::decision::Authority;
 use postern_domain::{
-    AuditEvent, CallOutcome, ExecutionEpoch, ExecutionRecord, RestartPolicy, ServerConfig,
+    AgentRun, AuditEvent, CallId, CallOutcome, Caller, CatalogView, ExecutionEpoch,
+    ExecutionRecord, Presented, Request, RestartPolicy, ServerConfig,
 };
 use postern_supervisor::{
     ArtifactWatch, DigestCache, ExitReport, ProcessGroupSample, ProcessHandle,
@@ -18,7 +22,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Event, InFlight, Session, now_ms};
+use super::{Authorizing, Event, InFlight, Session, now_ms};
+use crate::authorize::{CallToAuthorize, Verdict, Withdrawn};
 use crate::framing::{Line, LineReader, MAX_FRAME};
 use crate::handshake::initialize_result;
 use crate::message::{self, Id, Kind, Message, code, sniff_id};
@@ -169,67 +174,17 @@ impl Session {
     }
 
     fn forward(&mut self, msg: Message) {
-        let generation = self.generation;
+        if let Kind::Request { id, method } = &msg.kind
+            && method == "tools/call"
+        {
+            let id = id.clone();
+            self.authorize_call(msg, id);
+            return;
+        }
         let Upstream::Running(running) = &mut self.upstream else {
             return;
         };
         match &msg.kind {
-            Kind::Request { id, method } if method == "tools/call" => {
-                let tool = msg
-                    .params()
-                    .and_then(|p| p.get("name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                if let Some(refusal) = stale_call(&self.info.presented, &self.info.catalog, &msg) {
-                    tracing::warn!(session = self.info.id, %id, "call refused: catalog_stale");
-                    self.ctx.audit.record(AuditEvent::AuthorizationDenied {
-                        session: self.info.id,
-                        server: self.info.server.clone(),
-                        epoch: Some(running.record.epoch),
-                        call: id.value().clone(),
-                        tool,
-                        code: "catalog_stale".into(),
-                        detail: refusal["structuredContent"].clone(),
-                    });
-                    self.reply(message::result(id, refusal));
-                    return;
-                }
-                // Intent before effect: the call reaches the server only once its
-                // intent row is durable.
-                let intent = AuditEvent::ToolCallIntent {
-                    session: self.info.id,
-                    server: self.info.server.clone(),
-                    epoch: running.record.epoch,
-                    call: id.value().clone(),
-                    tool: tool.clone(),
-                    arguments: msg
-                        .params()
-                        .and_then(|p| p.get("arguments"))
-                        .cloned()
-                        .unwrap_or(Value::Null),
-                };
-                self.in_flight.insert(
-                    id.clone(),
-                    InFlight {
-                        method: method.clone(),
-                        tool: Some(tool),
-                        sent: Instant::now(),
-                    },
-                );
-                running.send_after_intent(msg.raw.clone(), id.clone());
-                let (events, id) = (self.events.clone(), id.clone());
-                self.ctx.audit.record_durable(
-                    intent,
-                    Box::new(move |result| {
-                        let _ = events.send(Event::IntentDurable {
-                            generation,
-                            id,
-                            result,
-                        });
-                    }),
-                );
-            }
             Kind::Request { id, method } => {
                 if method == "tools/list" {
                     running.listing.push(id.clone());
@@ -253,6 +208,161 @@ impl Session {
             }
             Kind::Response { .. } => running.send(msg.raw),
         }
+    }
+
+    /// Asks the gate about a `tools/call`; the verdict comes back as [`Event::Authorized`].
+    /// Nothing of the call reaches the server before it is allowed and its intent durable.
+    fn authorize_call(&mut self, msg: Message, id: Id) {
+        let Upstream::Running(running) = &self.upstream else {
+            return;
+        };
+        let tool = msg
+            .params()
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let catalog = self
+            .info
+            .catalog
+            .clone()
+            .unwrap_or_else(|| Arc::new(unreachable_empty()));
+        let presented = self.info.presented.as_ref().zip(self.info.presented_epoch);
+        let drift = match presented {
+            Some((shown, _)) => shown.tool_drift(&tool, &catalog),
+            None => ToolDrift::between(None, catalog.tool(&tool).map(|t| t.digest())),
+        };
+        let call = CallId::new(now_ms() as u64, rand_bits());
+        let request = Request {
+            call,
+            caller: self.caller(),
+            server: self.info.server.clone(),
+            epoch: running.record.epoch,
+            tool: tool.clone(),
+            credentials: BTreeSet::new(),
+            catalog: CatalogView {
+                presented: presented.map(|(shown, epoch)| Presented {
+                    revision: shown.digest(),
+                    epoch,
+                }),
+                current: catalog.digest(),
+                drift,
+            },
+        };
+        let pending = CallToAuthorize {
+            session: self.info.id,
+            agent: self.info.agent.clone(),
+            request,
+            record: running.record.clone(),
+            catalog,
+            arguments: msg
+                .params()
+                .and_then(|p| p.get("arguments"))
+                .cloned()
+                .unwrap_or(Value::Null),
+        };
+        self.authorizing
+            .insert(id.clone(), Authorizing { call, msg, tool });
+        let events = self.events.clone();
+        self.ctx.authorizer.authorize(
+            pending,
+            Box::new(move |verdict| {
+                let _ = events.send(Event::Authorized { id, call, verdict });
+            }),
+        );
+    }
+
+    /// Who is calling: the agent identified at connection, if it is still that process (a
+    /// pid reused by another process is another caller).
+    fn caller(&self) -> Caller {
+        let Some(agent) = &self.info.agent else {
+            return Caller::Unidentifiable {
+                reason: "the process that launched the shim could not be identified".into(),
+            };
+        };
+        if postern_supervisor::process_start_time(agent.pid) == Some(agent.start_time) {
+            Caller::Identified {
+                run: AgentRun::of(agent),
+            }
+        } else {
+            Caller::Unidentifiable {
+                reason: format!(
+                    "the agent process (pid {}) has exited or its pid now belongs to another process",
+                    agent.pid
+                ),
+            }
+        }
+    }
+
+    /// The gate decided a call: forward it (intent first) or answer with the refusal.
+    fn on_authorized(&mut self, id: Id, call: CallId, verdict: Verdict) {
+        if self.authorizing.get(&id).is_none_or(|w| w.call != call) {
+            return; // withdrawn meanwhile: cancelled, or its epoch ended
+        }
+        let Some(waiting) = self.authorizing.remove(&id) else {
+            return;
+        };
+        let epoch = self.info.record.as_ref().map(|r| r.epoch);
+        match verdict {
+            Verdict::Deny(denial) => {
+                tracing::info!(session = self.info.id, %id, code = denial.code.as_str(), "call refused");
+                self.ctx.audit.record(AuditEvent::AuthorizationDenied {
+                    session: self.info.id,
+                    server: self.info.server.clone(),
+                    epoch,
+                    call: id.value().clone(),
+                    tool: waiting.tool,
+                    code: denial.code.as_str().into(),
+                    detail: denial.detail.clone(),
+                });
+                self.reply(message::result(
+                    &id,
+                    tool_error(&denial.message, denial.detail),
+                ));
+            }
+            Verdict::Allow(authority) => self.send_call(waiting.msg, id, waiting.tool, authority),
+        }
+    }
+
+    /// Forwards an allowed call once its intent row is durable (intent before effect).
+    fn send_call(&mut self, msg: Message, id: Id, tool: String, authority: Authority) {
+        let generation = self.generation;
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
+        let intent = AuditEvent::ToolCallIntent {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            epoch: running.record.epoch,
+            call: id.value().clone(),
+            tool: tool.clone(),
+            arguments: msg
+                .params()
+                .and_then(|p| p.get("arguments"))
+                .cloned()
+                .unwrap_or(Value::Null),
+            authority: Some(authority),
+        };
+        self.in_flight.insert(
+            id.clone(),
+            InFlight {
+                method: "tools/call".into(),
+                tool: Some(tool),
+                sent: Instant::now(),
+            },
+        );
+        running.send_after_intent(msg.raw.clone(), id.clone());
+        let events = self.events.clone();
+        self.ctx.audit.record_durable(
+            intent,
+            Box::new(move |result| {
+                let _ = events.send(Event::IntentDurable {
+                    generation,
+                    id,
+                    result,
+                });
+            }),
+        );
     }
 
     pub(super) fn send_upstream(&mut self, line: Bytes) {
@@ -363,6 +473,7 @@ impl Session {
             } if generation == self.generation => {
                 self.on_intent_durable(id, result);
             }
+            Event::Authorized { id, call, verdict } => self.on_authorized(id, call, verdict),
             Event::RefetchCatalog { generation } if generation == self.generation => {
                 if let Upstream::Running(running) = &mut self.upstream {
                     running.refetch_scheduled = false;
@@ -678,6 +789,7 @@ impl Session {
         {
             running.listing.swap_remove(i);
             self.info.presented.clone_from(&self.info.catalog);
+            self.info.presented_epoch = Some(running.record.epoch);
             if let Some(catalog) = &self.info.presented {
                 self.ctx.audit.record(AuditEvent::CatalogPresented {
                     session: self.info.id,
@@ -796,6 +908,14 @@ impl Session {
             .into_iter()
             .map(|(id, f)| (id, f.method))
             .collect();
+        // Calls the gate was still deciding were never forwarded; a decision now would be
+        // about code that is gone.
+        for (id, waiting) in std::mem::take(&mut self.authorizing) {
+            self.ctx
+                .authorizer
+                .withdraw(self.info.id, waiting.call, Withdrawn::EpochEnded);
+            owed.push((id, "tools/call".into()));
+        }
         let held = std::mem::take(&mut self.held);
         owed.extend(held.into_iter().filter_map(|m| match m.kind {
             Kind::Request { id, method } => Some((id, method)),
@@ -884,37 +1004,14 @@ impl Session {
     }
 }
 
-/// A `tools/call` to a tool whose definition changed since the catalog this session
-/// was shown is refused (refresh-contract §3).
-fn stale_call(
-    presented: &Option<Arc<Catalog>>,
-    current: &Option<Arc<Catalog>>,
-    msg: &Message,
-) -> Option<Value> {
-    let (presented, current) = (presented.as_ref()?, current.as_ref()?);
-    if presented.digest() == current.digest() {
-        return None;
-    }
-    let tool = msg.params()?.get("name")?.as_str()?;
-    if !presented.tool_drift(tool, current).is_stale() {
-        return None;
-    }
-    let detail = json!({
-        "error": "catalog_stale",
-        "tool": tool,
-        "presentedRevision": presented.digest().to_string(),
-        "currentRevision": current.digest().to_string(),
-        "retry": "refresh tools/list",
-    });
-    let text = format!(
-        "the definition of tool '{tool}' changed since this session listed tools; refresh tools/list and call again"
-    );
-    Some(tool_error(&text, detail))
-}
-
 /// A tool result the model sees as an error, with a readable text and structured detail.
 fn tool_error(text: &str, detail: Value) -> Value {
     json!({"content": [{"type": "text", "text": format!("{text}\n{detail}")}], "structuredContent": detail, "isError": true})
+}
+
+/// 80 random bits for an id.
+fn rand_bits() -> u128 {
+    ulid::Ulid::new().random()
 }
 
 fn unreachable_empty() -> Catalog {

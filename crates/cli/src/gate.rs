@@ -1,0 +1,447 @@
+//! The human's side of the gate from a terminal: approvals, grants, the vault lock and the
+//! settings. Every command goes through the running engine, which refuses authority-widening
+//! requests from inside an agent's process tree.
+
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use postern_domain::decision::{
+    ApprovalCard, ArgumentSource, AskFor, CatalogSince, EveryUse, EveryUseSetting, GrantChoice,
+    IdentitySince, Reply, SessionMode, SettingTarget,
+};
+use postern_domain::{Grant, GrantEnd, ServerLabel, ToolScope};
+use postern_engine::{Home, Settings};
+use postern_gateway::control::request;
+use postern_gateway::hello::ControlCommand;
+use serde_json::Value;
+
+use crate::runtime;
+
+/// `postern approvals`.
+#[derive(Debug, Args)]
+pub struct ApprovalsArgs {
+    /// Print the cards as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Wait up to this many seconds for a request to arrive.
+    #[arg(long, value_name = "SECS")]
+    wait: Option<u64>,
+}
+
+/// `postern approve`.
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The request's id (from `postern approvals`).
+    id: String,
+    /// Allow this call only (the default when the request is about a call).
+    #[arg(long, conflicts_with_all = ["run", "minutes"])]
+    once: bool,
+    /// Allow this tool for the rest of the agent run (this epoch of the server only).
+    #[arg(long, conflicts_with = "minutes")]
+    run: bool,
+    /// Allow this tool for N minutes (this epoch of the server only).
+    #[arg(long, value_name = "N")]
+    minutes: Option<u32>,
+}
+
+/// `postern settings`.
+#[derive(Debug, Args)]
+pub struct SettingsArgs {
+    /// `prompt`: a human admits each new agent run; `observe`: admitted and journaled.
+    #[arg(long, value_name = "MODE")]
+    session_mode: Option<Mode>,
+    /// Seconds a human has to answer an approval request.
+    #[arg(long, value_name = "SECS")]
+    approval_timeout: Option<u64>,
+    /// Minutes without a call before the vault locks itself (0: never).
+    #[arg(long, value_name = "MIN")]
+    auto_lock: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Mode {
+    Prompt,
+    Observe,
+}
+
+/// `postern every-use`.
+#[derive(Debug, Subcommand)]
+pub enum EveryUseCommand {
+    /// List where per-call approval is on.
+    List,
+    /// Ask a human for every call of a tool, a server, or using a credential.
+    On(TargetArgs),
+    /// Stop asking for every call there (needs the human).
+    Off(TargetArgs),
+}
+
+/// Where an every-use setting applies.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// The server (with --tool: one of its tools).
+    #[arg(long, value_name = "LABEL", required_unless_present = "credential")]
+    server: Option<String>,
+    /// One tool of --server.
+    #[arg(long, requires = "server")]
+    tool: Option<String>,
+    /// A credential scope.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["server", "tool"])]
+    credential: Option<String>,
+}
+
+fn ask(home: &Home, command: ControlCommand) -> Result<Value> {
+    let answer = runtime()?.block_on(request(&home.socket_path(), command))?;
+    if let Some(error) = answer.get("error").and_then(Value::as_str) {
+        bail!("{error}");
+    }
+    Ok(answer)
+}
+
+/// `postern approvals`.
+pub fn approvals(home: &Home, args: ApprovalsArgs) -> Result<()> {
+    let deadline = args.wait.map(|s| Instant::now() + Duration::from_secs(s));
+    let cards: Vec<ApprovalCard> = loop {
+        let cards: Vec<ApprovalCard> =
+            serde_json::from_value(ask(home, ControlCommand::Approvals)?)
+                .context("reading the engine's approval requests")?;
+        match deadline {
+            Some(deadline) if cards.is_empty() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            _ => break cards,
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&cards)?)?;
+        return Ok(());
+    }
+    if cards.is_empty() {
+        writeln!(out, "no approval requests are waiting")?;
+    }
+    for card in &cards {
+        print_card(&mut out, card)?;
+    }
+    Ok(())
+}
+
+/// `postern approve`.
+pub fn approve(home: &Home, args: ApproveArgs) -> Result<()> {
+    let choice = if args.run {
+        Some(GrantChoice::UntilRunEnds)
+    } else if let Some(minutes) = args.minutes {
+        Some(GrantChoice::ForMinutes { minutes })
+    } else if args.once {
+        Some(GrantChoice::ThisCall)
+    } else {
+        // The narrowest choice the card allows: this call, or nothing for a session card.
+        let cards: Vec<ApprovalCard> =
+            serde_json::from_value(ask(home, ControlCommand::Approvals)?)?;
+        match cards.iter().find(|c| c.id.to_string() == args.id) {
+            Some(card) if card.what == AskFor::Session => None,
+            _ => Some(GrantChoice::ThisCall),
+        }
+    };
+    ask(
+        home,
+        ControlCommand::Answer {
+            approval: args.id.clone(),
+            reply: Reply::Approve { choice },
+        },
+    )?;
+    let how = match choice {
+        None => "the agent run is admitted".to_owned(),
+        Some(GrantChoice::ThisCall) => "this call only".to_owned(),
+        Some(GrantChoice::UntilRunEnds) => "until the agent run ends (this epoch only)".to_owned(),
+        Some(GrantChoice::ForMinutes { minutes }) => {
+            format!("for {minutes} min (this epoch only)")
+        }
+    };
+    writeln!(std::io::stdout(), "approved {}: {how}", args.id)?;
+    Ok(())
+}
+
+/// `postern deny`.
+pub fn deny(home: &Home, id: String) -> Result<()> {
+    ask(
+        home,
+        ControlCommand::Answer {
+            approval: id.clone(),
+            reply: Reply::Deny,
+        },
+    )?;
+    writeln!(
+        std::io::stdout(),
+        "denied {id}: the agent gets approval_denied"
+    )?;
+    Ok(())
+}
+
+/// `postern grants`.
+pub fn grants(home: &Home, json: bool) -> Result<()> {
+    let grants: Vec<Grant> = serde_json::from_value(ask(home, ControlCommand::Grants)?)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&grants)?)?;
+        return Ok(());
+    }
+    if grants.is_empty() {
+        writeln!(out, "no live grants")?;
+    }
+    for g in &grants {
+        let tools = match &g.tool_scope {
+            ToolScope::Tools(tools) => tools.iter().cloned().collect::<Vec<_>>().join(", "),
+            ToolScope::AllToolsOfCatalog(rev) => format!("every tool of catalog {rev}"),
+        };
+        let end = match g.end {
+            GrantEnd::ThisCallOnly { call } => format!("call {call} only"),
+            GrantEnd::UntilRunEnds => "until the agent run ends".into(),
+            GrantEnd::Until { unix_ms } => {
+                format!("{} s left", unix_ms.saturating_sub(now_ms()) / 1000)
+            }
+        };
+        writeln!(
+            out,
+            "{}  agent pid {}  {}  epoch {}  tools: {tools}  {end}",
+            g.id, g.agent_run.pid, g.server_label, g.execution_epoch
+        )?;
+    }
+    Ok(())
+}
+
+/// `postern revoke`.
+pub fn revoke(home: &Home, grant: String) -> Result<()> {
+    ask(
+        home,
+        ControlCommand::Revoke {
+            grant: grant.clone(),
+        },
+    )?;
+    writeln!(std::io::stdout(), "revoked {grant}")?;
+    Ok(())
+}
+
+/// `postern lock` / `postern unlock`.
+pub fn lock(home: &Home, lock: bool) -> Result<()> {
+    let (command, key) = if lock {
+        (ControlCommand::Lock, "locked")
+    } else {
+        (ControlCommand::Unlock, "unlocked")
+    };
+    let answer = ask(home, command)?;
+    let changed = answer.get(key).and_then(Value::as_bool).unwrap_or(false);
+    let text = match (lock, changed) {
+        (true, true) => "vault locked: every call is refused until a human unlocks it",
+        (true, false) => "the vault was already locked",
+        (false, true) => "vault unlocked",
+        (false, false) => "the vault was not locked",
+    };
+    writeln!(std::io::stdout(), "{text}")?;
+    Ok(())
+}
+
+/// `postern settings`.
+pub fn settings(home: &Home, args: SettingsArgs) -> Result<()> {
+    let answer = ask(
+        home,
+        ControlCommand::Settings {
+            session_mode: args.session_mode.map(|m| match m {
+                Mode::Prompt => SessionMode::Prompt,
+                Mode::Observe => SessionMode::Observe,
+            }),
+            approval_timeout_ms: args.approval_timeout.map(|s| s.saturating_mul(1000)),
+            auto_lock_ms: args.auto_lock.map(|m| m.saturating_mul(60_000)),
+        },
+    )?;
+    let s: Settings = serde_json::from_value(answer)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "session approval: {}",
+        postern_engine::authority::mode_name(s.session_mode)
+    )?;
+    writeln!(out, "approval timeout: {} s", s.approval_timeout_ms / 1000)?;
+    if s.auto_lock_ms == 0 {
+        writeln!(out, "auto-lock: never")?;
+    } else {
+        writeln!(out, "auto-lock: after {} min idle", s.auto_lock_ms / 60_000)?;
+    }
+    Ok(())
+}
+
+/// `postern every-use`.
+pub fn every_use(home: &Home, command: EveryUseCommand) -> Result<()> {
+    let set = match command {
+        EveryUseCommand::List => None,
+        EveryUseCommand::On(target) => Some(EveryUseSetting {
+            target: target.into_target()?,
+            level: EveryUse::Confirm,
+        }),
+        EveryUseCommand::Off(target) => Some(EveryUseSetting {
+            target: target.into_target()?,
+            level: EveryUse::Off,
+        }),
+    };
+    let settings: Vec<EveryUseSetting> =
+        serde_json::from_value(ask(home, ControlCommand::EveryUse { set })?)?;
+    let mut out = std::io::stdout().lock();
+    if settings.is_empty() {
+        writeln!(out, "per-call approval is off everywhere")?;
+    }
+    for s in settings {
+        let target = match s.target {
+            SettingTarget::Tool { server, tool } => format!("tool {tool} of {server}"),
+            SettingTarget::Server { server } => format!("every tool of {server}"),
+            SettingTarget::Credential { name } => format!("every call using credential {name}"),
+        };
+        writeln!(out, "every use: {target}")?;
+    }
+    Ok(())
+}
+
+impl TargetArgs {
+    fn into_target(self) -> Result<SettingTarget> {
+        if let Some(name) = self.credential {
+            return Ok(SettingTarget::Credential { name });
+        }
+        let server: ServerLabel = self
+            .server
+            .context("--server or --credential is required")?
+            .parse()?;
+        Ok(match self.tool {
+            Some(tool) => SettingTarget::Tool { server, tool },
+            None => SettingTarget::Server { server },
+        })
+    }
+}
+
+fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
+    let what = match card.what {
+        AskFor::Session => "admit this agent run",
+        AskFor::Call => "allow this call",
+        AskFor::SessionAndCall => "admit this agent run and allow this call",
+    };
+    let left = card.expires_at.saturating_sub(now_ms()) / 1000;
+    writeln!(out, "{}  {what}  (times out in {left} s)", card.id)?;
+    let exe = card
+        .agent
+        .executable
+        .as_ref()
+        .map(|a| {
+            format!(
+                "{} sha256:{}",
+                a.path.display(),
+                short(&a.digest.to_string())
+            )
+        })
+        .unwrap_or_else(|| "executable unreadable".into());
+    writeln!(
+        out,
+        "  agent:   {} (pid {})  {exe}",
+        card.agent.chain_text(),
+        card.agent.pid
+    )?;
+    writeln!(
+        out,
+        "  server:  {}  epoch {}",
+        card.server, card.epoch.epoch
+    )?;
+    let since = match &card.epoch.since {
+        IdentitySince::FirstApproval => "first approval for this server".to_owned(),
+        IdentitySince::SameEpoch => "the epoch a human approved".to_owned(),
+        IdentitySince::Unchanged { approved_epoch } => {
+            format!("same code as approved epoch {approved_epoch}")
+        }
+        IdentitySince::Changed {
+            approved_epoch,
+            changed_artifacts,
+            changed_facts,
+        } => {
+            let mut what: Vec<String> = changed_artifacts
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            what.extend(changed_facts.iter().cloned());
+            format!(
+                "CODE CHANGED since approved epoch {approved_epoch}: {}",
+                what.join(", ")
+            )
+        }
+    };
+    writeln!(out, "  code:    {since}")?;
+    let catalog = match &card.catalog {
+        CatalogSince::FirstApproval { revision } => {
+            format!("revision {}", short(&revision.to_string()))
+        }
+        CatalogSince::Unchanged { revision } => {
+            format!(
+                "revision {} (unchanged since approval)",
+                short(&revision.to_string())
+            )
+        }
+        CatalogSince::Changed { diff } => {
+            format!("changed since approval: {}", diff.lines().join("; "))
+        }
+    };
+    writeln!(out, "  catalog: {catalog}")?;
+    writeln!(out, "  tool:    {}", card.tool.name)?;
+    for arg in &card.arguments {
+        let default = match arg.source {
+            ArgumentSource::Sent => "",
+            ArgumentSource::Default => "   (default: not sent by the agent)",
+        };
+        writeln!(out, "    {} = {}{default}", arg.pointer, arg.value)?;
+    }
+    if let Some(hints) = &card.annotations {
+        writeln!(
+            out,
+            "  hints:   {} ({})",
+            Value::Object(hints.hints.clone()),
+            hints.note
+        )?;
+    }
+    if !card.credentials.is_empty() {
+        let names: Vec<&str> = card.credentials.iter().map(String::as_str).collect();
+        writeln!(out, "  credentials: {}", names.join(", "))?;
+    }
+    let choices: Vec<&str> = card
+        .choices
+        .iter()
+        .map(|c| match c {
+            GrantChoice::ThisCall => "--once",
+            GrantChoice::UntilRunEnds => "--run",
+            GrantChoice::ForMinutes { .. } => "--minutes N",
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for c in choices {
+        if !seen.contains(&c) {
+            seen.push(c);
+        }
+    }
+    writeln!(
+        out,
+        "  answer:  postern approve {} {}  |  postern deny {}",
+        card.id,
+        if seen.is_empty() {
+            String::new()
+        } else {
+            format!("[{}]", seen.join(" | "))
+        },
+        card.id
+    )?;
+    Ok(())
+}
+
+fn short(digest: &str) -> &str {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    hex.get(..12).unwrap_or(hex)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

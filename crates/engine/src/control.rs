@@ -1,0 +1,158 @@
+//! The CLI's management requests on the engine's socket. Anything that widens authority
+//! (an approval, an unlock, a settings change) must come from a human: it is refused when
+//! the asking process descends from a connected agent or from a shim, so an agent cannot
+//! approve itself through a shell (issue 5 item 6).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use postern_domain::decision::{EveryUse, Reply};
+use postern_domain::{ApprovalId, GrantId, ServerLabel};
+use postern_gateway::control::ControlHandler;
+use postern_gateway::hello::ControlCommand;
+use postern_gateway::{Command, Sessions};
+use postern_store::Store;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::authority::SettingsUpdate;
+use crate::{AuditLog, Authority, Home, record_config_changes, restart, status};
+
+/// Answers the CLI's management requests on the socket.
+pub(crate) struct Control {
+    pub home: Home,
+    pub store: Arc<Mutex<Store>>,
+    pub sessions: Sessions,
+    pub commands: broadcast::Sender<Command>,
+    pub audit: Arc<AuditLog>,
+    pub authority: Authority,
+}
+
+impl ControlHandler for Control {
+    fn handle(&self, command: ControlCommand, peer: Option<u32>) -> Value {
+        self.answer(command, peer)
+            .unwrap_or_else(|error| json!({"error": error}))
+    }
+}
+
+impl Control {
+    fn answer(&self, command: ControlCommand, peer: Option<u32>) -> Result<Value, String> {
+        let authority = &self.authority;
+        match command {
+            ControlCommand::Status => status(
+                &self.home,
+                &self.store,
+                &self.sessions,
+                &self.audit,
+                authority,
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|s| to_json(&s)),
+            ControlCommand::ConfigChanged => Ok(json!({
+                "recorded": record_config_changes(&self.store, &self.audit)
+            })),
+            ControlCommand::Restart { server } => {
+                let label: ServerLabel = server.parse().map_err(|e| format!("{e}"))?;
+                Ok(json!({"restarted": restart(&self.sessions, &self.commands, &label)}))
+            }
+            ControlCommand::Approvals => to_json(&authority.approvals()),
+            ControlCommand::Answer { approval, reply } => {
+                let id: ApprovalId = approval
+                    .parse()
+                    .map_err(|_| format!("'{approval}' is not an approval id"))?;
+                if matches!(reply, Reply::Approve { .. }) {
+                    self.human_only(peer, "approve a request")?;
+                }
+                authority.answer(id, reply).map_err(|e| e.to_string())?;
+                Ok(json!({"answered": approval}))
+            }
+            ControlCommand::Grants => to_json(&authority.grants()),
+            ControlCommand::Revoke { grant } => {
+                let id: GrantId = grant
+                    .parse()
+                    .map_err(|_| format!("'{grant}' is not a grant id"))?;
+                if !authority.revoke(id) {
+                    return Err(format!("no live grant {grant}"));
+                }
+                Ok(json!({"revoked": grant}))
+            }
+            ControlCommand::Lock => Ok(json!({"locked": authority.lock("locked from the CLI")})),
+            ControlCommand::Unlock => {
+                self.human_only(peer, "unlock the vault")?;
+                Ok(json!({"unlocked": authority.unlock()}))
+            }
+            ControlCommand::Settings {
+                session_mode,
+                approval_timeout_ms,
+                auto_lock_ms,
+            } => {
+                let update = SettingsUpdate {
+                    session_mode,
+                    approval_timeout_ms,
+                    auto_lock_ms,
+                };
+                if update == SettingsUpdate::default() {
+                    return to_json(&authority.settings());
+                }
+                self.human_only(peer, "change settings")?;
+                let settings = authority
+                    .update_settings(update)
+                    .map_err(|e| e.to_string())?;
+                to_json(&settings)
+            }
+            ControlCommand::EveryUse { set } => {
+                if let Some(setting) = set {
+                    // Turning every-use off widens authority; turning it on narrows it.
+                    if setting.level == EveryUse::Off {
+                        self.human_only(peer, "turn every-use approval off")?;
+                    }
+                    authority
+                        .set_every_use(setting)
+                        .map_err(|e| e.to_string())?;
+                }
+                to_json(&authority.every_use())
+            }
+        }
+    }
+
+    /// Refuses `what` unless the asking process is outside every connected agent's process
+    /// tree and is not under a shim.
+    fn human_only(&self, peer: Option<u32>, what: &str) -> Result<(), String> {
+        let Some(pid) = peer else {
+            return Err(format!(
+                "refused to {what}: the engine cannot tell which process is asking"
+            ));
+        };
+        let agents: HashSet<(u32, u64)> = self
+            .sessions
+            .snapshot()
+            .iter()
+            .filter_map(|s| s.agent.as_ref().map(|a| a.run_key()))
+            .collect();
+        let chain = postern_supervisor::ancestry(pid);
+        if chain.is_empty() {
+            return Err(format!(
+                "refused to {what}: the asking process (pid {pid}) cannot be identified"
+            ));
+        }
+        for process in &chain {
+            if agents.contains(&(process.pid, process.start_time)) || process.is_shim() {
+                let name = process.args.first().map_or("?", String::as_str);
+                tracing::warn!(
+                    pid,
+                    agent = process.pid,
+                    "refused to {what}: the request came from inside an agent's process tree"
+                );
+                return Err(format!(
+                    "refused to {what}: this command runs inside the process tree of a connected agent ({name}, pid {}); answer from the Postern app or a terminal the agent did not start",
+                    process.pid
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<Value, String> {
+    serde_json::to_value(value).map_err(|e| e.to_string())
+}
