@@ -140,6 +140,20 @@ impl Gate {
         Ok((cmd, log))
     }
 
+    /// [`Gate::mcp_command`] run by a separate agent process (`sh`, a child of the test),
+    /// so that the test process itself is outside the agent's process tree and may answer
+    /// approvals with the CLI, as a human at another terminal would.
+    pub fn agent_command(&self, label: &str) -> Result<(tokio::process::Command, PathBuf)> {
+        let (shim, log) = self.mcp_command(label)?;
+        let shim = shim.as_std();
+        let mut cmd = tokio::process::Command::new("sh");
+        // Not `exec`: the shell stays, as the agent process the shim reports to the engine.
+        cmd.arg("-c").arg("\"$@\"; exit $?").arg("agent");
+        cmd.arg(shim.get_program()).args(shim.get_args());
+        cmd.envs(shim.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))));
+        Ok((cmd, log))
+    }
+
     /// Runs a test scenario against this gate with an overall deadline (so a request left
     /// hanging fails instead of hanging CI). If it fails, the error carries the daemon's and
     /// the shims' logs: a returned error, unlike a panic, leaves no other trace of them.

@@ -254,3 +254,22 @@ pub fn initialize_params(client: &str, capabilities: Value) -> Value {
 pub fn is_list_changed(msg: &Value) -> bool {
     msg["method"] == LIST_CHANGED
 }
+
+/// A successful tool result's text; fails on anything else (a tool error, a JSON-RPC error).
+pub fn ok_text(response: &Value) -> Result<String> {
+    if response["result"]["isError"] == true || response.get("result").is_none() {
+        bail!("expected a successful tool result, got {response}");
+    }
+    Ok(response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
+}
+
+/// The structured content of a tool error (`isError: true`); fails on anything else.
+pub fn tool_error(response: &Value) -> Result<&Value> {
+    if response["result"]["isError"] != true {
+        bail!("expected a tool error (isError: true), got {response}");
+    }
+    Ok(&response["result"]["structuredContent"])
+}

@@ -324,6 +324,8 @@ impl TestHome {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // These tests are about the log, not approvals: calls are admitted and journaled.
+        self.cli(&["settings", "--session-mode", "observe"])?;
         Ok(Daemon {
             child: Some(child),
             log,

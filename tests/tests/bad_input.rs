@@ -389,7 +389,28 @@ async fn the_shim_outlives_the_engine_and_reconnects_when_it_appears() -> Result
                 .is_some_and(|t| t.iter().any(|t| t["name"] == "echo")),
             "{tools}"
         );
-        assert_alive(&mut agent, 4).await?;
+        // A call reaches the gate, which asks a human (the engine's default); the human
+        // denies it (a deny is taken even from inside the agent's process tree).
+        agent
+            .send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                          "params": {"name": "echo", "arguments": {"text": "x"}}}))
+            .await?;
+        let cli = |args: &[&str]| {
+            std::process::Command::new(&postern)
+                .arg("--home")
+                .arg(&home)
+                .args(args)
+                .output()
+        };
+        let cards = cli(&["approvals", "--json", "--wait", "20"])?;
+        let cards: Value = serde_json::from_slice(&cards.stdout)?;
+        let id = cards[0]["id"].as_str().unwrap_or_default().to_owned();
+        assert!(cli(&["deny", &id])?.status.success());
+        let denied = agent.response(&json!(4)).await?;
+        assert_eq!(
+            denied["result"]["structuredContent"]["error"], "approval_denied",
+            "{denied}"
+        );
 
         // The engine goes away mid-session: calls fail clearly, the shim stays up.
         daemon.kill().await?;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use postern_e2e::Gate;
-use postern_e2e::raw::{RawAgent, initialize_params};
+use postern_e2e::raw::{RawAgent, initialize_params, ok_text, tool_error};
 use postern_e2e::rebuild::Fixture;
 use postern_gateway::control;
 use postern_gateway::hello::ControlCommand;
@@ -62,30 +62,6 @@ async fn finish_initialize(agent: &mut RawAgent, id: &Value) -> Result<()> {
         bail!("initialize failed: {init}");
     }
     Ok(())
-}
-
-/// The text of a tool result.
-fn text(response: &Value) -> &str {
-    response["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-}
-
-/// A successful tool result's text; fails on anything else.
-fn ok_text(response: &Value) -> Result<String> {
-    if response["result"]["isError"] == true || response.get("result").is_none() {
-        bail!("expected a successful tool result, got {response}");
-    }
-    Ok(text(response).to_owned())
-}
-
-/// The structured detail of a tool error (refresh-contract §3, §5); fails unless the response
-/// is a tool result with `isError: true`.
-fn tool_error(response: &Value) -> Result<&Value> {
-    if response["result"]["isError"] != true {
-        bail!("expected a tool error (isError: true), got {response}");
-    }
-    Ok(&response["result"]["structuredContent"])
 }
 
 // ---- the engine's status ----

@@ -137,18 +137,20 @@ async fn ping_and_errors_through_postern() -> Result<()> {
         let gated = Client::through(&gate, LABEL, Profile::bare()).await?;
         gated.ping().await?;
 
-        // The Python SDK answers an unknown tool with a JSON-RPC error; it must reach the agent
-        // as the server sent it.
+        // The Python SDK answers an unknown tool with a JSON-RPC error. Postern does not
+        // forward such a call at all: a server may handle tools it does not list, and a call
+        // to one would bypass every approval. The agent gets a tool error, `unknown_tool`.
         let d = direct
             .call_expecting_error("no_such_tool", json!({}))
             .await?;
-        let g = gated
-            .call_expecting_error("no_such_tool", json!({}))
-            .await?;
         ensure!(d.code.0 == -32602, "baseline: {d:?}");
+        let g = gated.call("no_such_tool", json!({})).await?;
+        ensure!(g.is_error == Some(true), "{g:?}");
         ensure!(
-            g.code == d.code && g.message == d.message,
-            "direct {d:?}, gated {g:?}"
+            g.structured_content
+                .as_ref()
+                .is_some_and(|s| s["error"] == "unknown_tool" && s["tool"] == "no_such_tool"),
+            "{g:?}"
         );
 
         // A tool error is a result with isError, carried unchanged.

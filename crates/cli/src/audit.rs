@@ -10,7 +10,6 @@ use postern_engine::Home;
 use postern_engine::audit::{self, AnchorCheck, AuditError};
 use postern_store::{ActivityFilter, SessionFilter, Store};
 use postern_vault::Keychain;
-use serde_json::json;
 
 /// `postern audit <command>`.
 #[derive(Debug, Subcommand)]
@@ -163,11 +162,7 @@ pub fn sessions(home: &Home, args: SessionsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
         for r in &rows {
-            let line = json!({"id": r.id, "run": r.run, "session": r.session, "server": r.server,
-                "client": r.client, "started": r.started, "ended": r.ended, "status": r.status,
-                "reason": r.reason, "calls": r.calls, "denied": r.denied, "failed": r.failed,
-                "epochs": r.epochs});
-            writeln!(out, "{line}")?;
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
         }
         return Ok(());
     }
@@ -177,22 +172,33 @@ pub fn sessions(home: &Home, args: SessionsArgs) -> Result<()> {
     }
     writeln!(
         out,
-        "{:>8}  {:<24}  {:<12}  {:<11}  {:>5}  {:>6}  {:>6}  {:>6}  CLIENT",
-        "ID", "STARTED", "SERVER", "STATUS", "CALLS", "DENIED", "FAILED", "EPOCHS"
+        "{:>8}  {:<24}  {:<12}  {:<11}  {:<8}  {:>5}  {:>6}  {:>6}  {:>6}  {:>6}  AGENT",
+        "ID",
+        "STARTED",
+        "SERVER",
+        "STATUS",
+        "APPROVED",
+        "CALLS",
+        "DENIED",
+        "FAILED",
+        "EPOCHS",
+        "GRANTS"
     )?;
     for r in &rows {
         writeln!(
             out,
-            "{:>8}  {:<24}  {:<12}  {:<11}  {:>5}  {:>6}  {:>6}  {:>6}  {}",
+            "{:>8}  {:<24}  {:<12}  {:<11}  {:<8}  {:>5}  {:>6}  {:>6}  {:>6}  {:>6}  {}",
             r.id,
             rfc3339(r.started),
             r.server,
             r.status,
+            r.approved.as_deref().unwrap_or("-"),
             r.calls,
             r.denied,
             r.failed,
             r.epochs.len(),
-            r.client.as_deref().unwrap_or("-")
+            r.grants.len(),
+            r.agent.as_deref().or(r.client.as_deref()).unwrap_or("-")
         )?;
     }
     if rows.len() == args.limit as usize
@@ -221,10 +227,7 @@ pub fn activity(home: &Home, args: ActivityArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
         for r in &rows {
-            let line = json!({"seq": r.seq, "time": r.time, "session": r.session,
-                "server": r.server, "epoch": r.epoch, "tool": r.tool, "call": r.call,
-                "decision": r.decision, "outcome": r.outcome, "durationMs": r.duration_ms});
-            writeln!(out, "{line}")?;
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
         }
         return Ok(());
     }

@@ -248,24 +248,30 @@ impl Authority {
         let Some(mut pending) = state.pending.remove(&id) else {
             return Err(AnswerError::NotOpen(id.to_string()));
         };
+        if now >= pending.card.expires_at {
+            // Its timer has not fired yet (a machine that slept): the answer is late all
+            // the same.
+            drop(state);
+            self.expire(id, pending);
+            return Err(AnswerError::NotOpen(id.to_string()));
+        }
         // Any "for N minutes" is fine where the card offers minutes at all.
         if let Reply::Approve {
             choice: Some(choice @ GrantChoice::ForMinutes { minutes }),
         } = reply
         {
-            if !(1..=MAX_MINUTES).contains(&minutes) {
+            let offers_minutes = pending
+                .ask
+                .choices
+                .iter()
+                .any(|c| matches!(c, GrantChoice::ForMinutes { .. }));
+            if offers_minutes && !(1..=MAX_MINUTES).contains(&minutes) {
                 state.pending.insert(id, pending);
                 return Err(AnswerError::Unacceptable(format!(
                     "minutes must be between 1 and {MAX_MINUTES}"
                 )));
             }
-            if pending
-                .ask
-                .choices
-                .iter()
-                .any(|c| matches!(c, GrantChoice::ForMinutes { .. }))
-                && !pending.ask.choices.contains(&choice)
-            {
+            if offers_minutes && !pending.ask.choices.contains(&choice) {
                 pending.ask.choices.push(choice);
             }
         }
@@ -672,32 +678,39 @@ impl Authority {
                 done,
             },
         );
-        let inner = Arc::clone(&self.inner);
+        let weak = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(timeout_ms)).await;
-            Authority { inner }.time_out(id);
+            if let Some(inner) = weak.upgrade() {
+                Authority { inner }.time_out(id);
+            }
         });
         self.changed();
     }
 
     fn time_out(&self, id: ApprovalId) {
-        let mut state = self.state();
-        let Some(pending) = state.pending.remove(&id) else {
-            return;
-        };
+        let pending = self.state().pending.remove(&id);
+        if let Some(pending) = pending {
+            self.expire(id, pending);
+        }
+    }
+
+    /// A request nobody answered in time: the call is refused with `approval_timeout`.
+    fn expire(&self, id: ApprovalId, pending: Pending) {
         let denial = Denial::approval_timeout();
+        let waited = pending
+            .card
+            .expires_at
+            .saturating_sub(pending.card.asked_at)
+            / 1000;
         self.inner.audit.record(expired_event(
             id,
             pending.call.session,
             &denial,
-            &format!(
-                "no answer within {} s",
-                state.settings.approval_timeout_ms / 1000
-            ),
+            &format!("no answer within {waited} s"),
         ));
         tracing::info!(approval = %id, "approval request timed out");
         (pending.done)(Verdict::Deny(denial));
-        drop(state);
         self.changed();
     }
 }

@@ -1,1 +1,592 @@
+//! The gate's live state as an agent waiting on a call and a human at the approval card
+//! notice it: a real audit log and store in a temp home (in-memory keychain), the test
+//! process itself as the agent run (so the sweeper sees it alive), a manual clock.
 
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use postern_domain::catalog::Catalog;
+use postern_domain::decision::{
+    self, ApprovalCard, ArgumentSource, AskFor, DenyCode, EveryUse, EveryUseSetting, GrantChoice,
+    IdentitySince, Reply, SettingTarget,
+};
+use postern_domain::{
+    AgentIdentity, AgentRun, Artifact, CallId, Caller, CatalogView, Digest, ExecutionEpoch,
+    ExecutionRecord, GrantEnd, Pinning, Presented, Request, ServerLabel,
+};
+use postern_gateway::authorize::{Authorizer, CallToAuthorize, Verdict, Withdrawn};
+use postern_store::Store;
+use postern_vault::{MemoryStore, SecretStore};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::sync::oneshot::error::TryRecvError;
+
+use super::{AnswerError, Authority, ManualClock, SessionMode, SettingsUpdate, VaultState};
+use crate::{AuditLog, Home};
+
+const SESSION: u64 = 7;
+const ENTRY: &str = "/srv/deploy/server.js";
+
+fn label() -> ServerLabel {
+    "deployer".parse().expect("label")
+}
+
+/// One launch of the `deployer` server: its record (the entry file's bytes are `code`)
+/// and its catalog (`deploy`, with a schema default, and `status`).
+struct Launch {
+    record: ExecutionRecord,
+    catalog: Arc<Catalog>,
+}
+
+fn launch(epoch: u128, code: &[u8]) -> Launch {
+    let artifact = |path: &str, bytes: &[u8]| Artifact {
+        path: path.into(),
+        digest: Digest::of(bytes),
+    };
+    let record = ExecutionRecord {
+        server_label: label(),
+        epoch: ExecutionEpoch::new(1_700_000_000_000, epoch),
+        launch_command: vec!["/usr/bin/node".into(), ENTRY.into()],
+        executable: artifact("/usr/bin/node", b"node"),
+        wrappers: vec![],
+        entry: Some(artifact(ENTRY, code)),
+        lockfiles: vec![artifact("/srv/deploy/package-lock.json", b"lock")],
+        extra_paths: vec![],
+        runtime: Some("v22.14.0".into()),
+        working_directory: "/srv/deploy".into(),
+        env_names: vec!["PATH".into()],
+        pinning: Pinning::Pinned,
+        pid: 4242,
+        started_at_ms: 1_700_000_000_000,
+    };
+    let page = json!({"tools": [
+        {
+            "name": "deploy",
+            "description": "Deploy a branch",
+            "inputSchema": {"type": "object", "properties": {
+                "branch": {"type": "string"},
+                "target": {"type": "string", "default": "preview"},
+            }},
+        },
+        {"name": "status", "inputSchema": {"type": "object"}},
+    ]});
+    let catalog = Catalog::from_pages([page], None, json!({"tools": {}})).expect("catalog");
+    Launch {
+        record,
+        catalog: Arc::new(catalog),
+    }
+}
+
+/// The test process itself: a live agent run.
+fn me() -> AgentIdentity {
+    let pid = std::process::id();
+    AgentIdentity {
+        pid,
+        start_time: postern_supervisor::process_start_time(pid).expect("own start time"),
+        executable: None,
+        chain: vec!["cargo".into(), "postern-engine-tests".into()],
+        cwd: None,
+    }
+}
+
+/// A call to `tool` at `now`'s epoch from a session last shown the catalog of `shown`.
+fn call_to(tool: &str, now: &Launch, shown: &Launch) -> CallToAuthorize {
+    let agent = me();
+    CallToAuthorize {
+        session: SESSION,
+        request: Request {
+            call: CallId::new(1_700_000_000_000, ulid::Ulid::new().random()),
+            caller: Caller::Identified {
+                run: AgentRun::of(&agent),
+            },
+            server: label(),
+            epoch: now.record.epoch,
+            tool: tool.into(),
+            credentials: Default::default(),
+            catalog: CatalogView {
+                presented: Some(Presented {
+                    revision: shown.catalog.digest(),
+                    epoch: shown.record.epoch,
+                }),
+                current: now.catalog.digest(),
+                drift: shown.catalog.tool_drift(tool, &now.catalog),
+            },
+        },
+        agent: Some(agent),
+        record: now.record.clone(),
+        catalog: Arc::clone(&now.catalog),
+        arguments: json!({"branch": "main"}),
+    }
+}
+
+fn deploy(at: &Launch) -> CallToAuthorize {
+    call_to("deploy", at, at)
+}
+
+/// An `Authority` over a fresh home.
+struct Gate {
+    authority: Authority,
+    clock: Arc<ManualClock>,
+    audit: Arc<AuditLog>,
+    secrets: Arc<MemoryStore>,
+    home: Home,
+    _dir: tempfile::TempDir,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Home::at(dir.path());
+        let secrets = Arc::new(MemoryStore::new());
+        let store = Arc::new(Mutex::new(Store::open(home.path()).expect("store")));
+        let audit = Arc::new(AuditLog::open(
+            home.path(),
+            Arc::clone(&secrets) as Arc<dyn SecretStore>,
+        ));
+        let clock = Arc::new(ManualClock::new());
+        let authority = Authority::new(Arc::clone(&audit), store, Arc::clone(&clock) as _);
+        Gate {
+            authority,
+            clock,
+            audit,
+            secrets,
+            home,
+            _dir: dir,
+        }
+    }
+
+    /// Asks the gate about `call`; the receiver gets the verdict once `done` is called.
+    fn ask(&self, call: CallToAuthorize) -> oneshot::Receiver<Verdict> {
+        let (tx, rx) = oneshot::channel();
+        self.authority.authorize(
+            call,
+            Box::new(move |verdict| {
+                let _ = tx.send(verdict);
+            }),
+        );
+        rx
+    }
+
+    /// Asks about `call`, which must be decided at once (no card).
+    fn decided_now(&self, call: CallToAuthorize) -> Verdict {
+        let cards = self.authority.approvals().len();
+        let verdict = self.ask(call).try_recv().expect("decided without a human");
+        assert_eq!(
+            self.authority.approvals().len(),
+            cards,
+            "no card was opened"
+        );
+        verdict
+    }
+
+    /// Asks about `call`, which must wait on a new card; returns the card and the receiver.
+    fn carded(&self, call: CallToAuthorize) -> (ApprovalCard, oneshot::Receiver<Verdict>) {
+        let before = self.authority.approvals();
+        let mut rx = self.ask(call);
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "waits for a human");
+        let card = self
+            .authority
+            .approvals()
+            .into_iter()
+            .find(|c| !before.iter().any(|b| b.id == c.id))
+            .expect("a new card");
+        (card, rx)
+    }
+
+    /// Opens a card for `call` and approves it with `choice`; the call must be allowed on
+    /// a grant, whose id is returned.
+    fn approve(&self, call: CallToAuthorize, choice: GrantChoice) -> postern_domain::GrantId {
+        let (card, mut rx) = self.carded(call);
+        self.authority
+            .answer(
+                card.id,
+                Reply::Approve {
+                    choice: Some(choice),
+                },
+            )
+            .expect("answer taken");
+        match rx.try_recv() {
+            Ok(Verdict::Allow(decision::Authority::Grant(id))) => id,
+            other => panic!("expected an allow on a grant, got {other:?}"),
+        }
+    }
+
+    /// Every event the audit log committed (closes the log).
+    fn events(&self) -> Vec<Value> {
+        self.audit.close("test");
+        assert_eq!(self.audit.status().failed_batches, 0);
+        let mut out = Vec::new();
+        crate::audit::export(&self.home, &*self.secrets, true, &mut out).expect("export");
+        String::from_utf8(out)
+            .expect("utf8")
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).expect("json")["event"].clone())
+            .collect()
+    }
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+fn denied(verdict: Verdict) -> decision::Denial {
+    match verdict {
+        Verdict::Deny(denial) => denial,
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_first_call_waits_on_one_card_and_a_run_grant_then_allows_repeats_at_once() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let (card, mut rx) = gate.carded(deploy(&a));
+    assert_eq!(gate.authority.approvals().len(), 1);
+    assert_eq!(card.what, AskFor::SessionAndCall);
+    assert_eq!(card.agent.pid, std::process::id());
+    assert_eq!(card.server, label());
+    assert_eq!(card.tool.name, "deploy");
+    assert_eq!(card.tool.description.as_deref(), Some("Deploy a branch"));
+    assert_eq!(card.epoch.epoch, a.record.epoch);
+    assert_eq!(card.epoch.since, IdentitySince::FirstApproval);
+    let arguments: Vec<(&str, &Value, ArgumentSource)> = card
+        .arguments
+        .iter()
+        .map(|arg| (arg.pointer.as_str(), &arg.value, arg.source))
+        .collect();
+    assert_eq!(
+        arguments,
+        [
+            ("/branch", &json!("main"), ArgumentSource::Sent),
+            ("/target", &json!("preview"), ArgumentSource::Default),
+        ]
+    );
+    assert_eq!(
+        card.choices,
+        [
+            GrantChoice::ThisCall,
+            GrantChoice::ForMinutes { minutes: 15 },
+            GrantChoice::ForMinutes { minutes: 60 },
+            GrantChoice::UntilRunEnds,
+        ]
+    );
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+
+    let reply = Reply::Approve {
+        choice: Some(GrantChoice::UntilRunEnds),
+    };
+    gate.authority.answer(card.id, reply).expect("answer taken");
+    let grants = gate.authority.grants();
+    assert_eq!(grants.len(), 1);
+    assert_eq!(grants[0].end, GrantEnd::UntilRunEnds);
+    assert_eq!(grants[0].execution_epoch, a.record.epoch);
+    assert_eq!(
+        rx.try_recv(),
+        Ok(Verdict::Allow(decision::Authority::Grant(grants[0].id)))
+    );
+    assert!(gate.authority.approvals().is_empty());
+
+    // The same call again (a new call id): allowed on the grant, nobody asked.
+    assert_eq!(
+        gate.decided_now(deploy(&a)),
+        Verdict::Allow(decision::Authority::Grant(grants[0].id))
+    );
+
+    let events = gate.events();
+    let requested = of_type(&events, "approval_requested");
+    assert_eq!(requested.len(), 1, "{events:#?}");
+    assert_eq!(requested[0]["approval"], card.id.to_string());
+    assert_eq!(requested[0]["tool"], "deploy");
+    let admitted = of_type(&events, "session_approved");
+    assert_eq!(admitted.len(), 1);
+    assert_eq!(admitted[0]["by"], "human");
+    assert_eq!(admitted[0]["session"], SESSION);
+    let granted = of_type(&events, "approval_granted");
+    assert_eq!(granted.len(), 1);
+    assert_eq!(granted[0]["admitted_session"], true);
+    assert_eq!(granted[0]["grant"]["id"], grants[0].id.to_string());
+}
+
+#[tokio::test]
+async fn a_grant_for_minutes_ends_with_the_clock() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let id = gate.approve(deploy(&a), GrantChoice::ForMinutes { minutes: 15 });
+    gate.clock.advance(15 * 60_000 - 1);
+    assert_eq!(
+        gate.decided_now(deploy(&a)),
+        Verdict::Allow(decision::Authority::Grant(id))
+    );
+    gate.clock.advance(1);
+    let (card, _rx) = gate.carded(deploy(&a));
+    // The session stays admitted: only the call is asked about.
+    assert_eq!(card.what, AskFor::Call);
+    assert!(gate.authority.grants().is_empty());
+
+    let events = gate.events();
+    let ended = of_type(&events, "grant_ended");
+    assert_eq!(ended.len(), 1, "{events:#?}");
+    assert_eq!(ended[0]["grant"], id.to_string());
+    assert_eq!(ended[0]["reason"], "its time ran out");
+}
+
+#[tokio::test]
+async fn a_this_call_grant_is_used_up_by_its_call() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    gate.approve(deploy(&a), GrantChoice::ThisCall);
+    assert!(gate.authority.grants().is_empty(), "used up");
+    let (card, _rx) = gate.carded(deploy(&a));
+    assert_eq!(card.what, AskFor::Call);
+}
+
+#[tokio::test]
+async fn a_denial_refuses_the_call_and_a_second_answer_finds_nothing_open() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let (card, mut rx) = gate.carded(deploy(&a));
+    gate.authority
+        .answer(card.id, Reply::Deny)
+        .expect("answer taken");
+    let denial = denied(rx.try_recv().expect("decided"));
+    assert_eq!(denial.code, DenyCode::ApprovalDenied);
+    assert_eq!(denial.detail["error"], "approval_denied");
+    assert!(gate.authority.approvals().is_empty());
+    let late = gate.authority.answer(
+        card.id,
+        Reply::Approve {
+            choice: Some(GrantChoice::UntilRunEnds),
+        },
+    );
+    assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
+    assert!(gate.authority.grants().is_empty());
+    // Nothing was admitted: the next call asks about the session again.
+    assert_eq!(gate.carded(deploy(&a)).0.what, AskFor::SessionAndCall);
+
+    let events = gate.events();
+    let refused = of_type(&events, "approval_denied");
+    assert_eq!(refused.len(), 1, "{events:#?}");
+    assert_eq!(refused[0]["approval"], card.id.to_string());
+    assert!(of_type(&events, "approval_granted").is_empty());
+}
+
+#[tokio::test]
+async fn an_unanswered_card_times_out_and_is_gone() {
+    let gate = Gate::new();
+    let settings = gate
+        .authority
+        .update_settings(SettingsUpdate {
+            approval_timeout_ms: Some(1000),
+            ..SettingsUpdate::default()
+        })
+        .expect("settings");
+    assert_eq!(settings.approval_timeout_ms, 1000);
+    let a = launch(1, b"v1");
+    let (card, rx) = gate.carded(deploy(&a));
+    assert_eq!(card.expires_at, card.asked_at + 1000);
+    let verdict = tokio::time::timeout(Duration::from_secs(10), rx)
+        .await
+        .expect("decided within the slack")
+        .expect("done called");
+    assert_eq!(denied(verdict).code, DenyCode::ApprovalTimeout);
+    assert!(gate.authority.approvals().is_empty());
+    let late = gate.authority.answer(card.id, Reply::Deny);
+    assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
+
+    let events = gate.events();
+    let expired = of_type(&events, "approval_expired");
+    assert_eq!(expired.len(), 1, "{events:#?}");
+    assert_eq!(expired[0]["code"], "approval_timeout");
+}
+
+#[tokio::test]
+async fn a_lock_refuses_the_waiting_call_ends_grants_and_admissions() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let grant = gate.approve(deploy(&a), GrantChoice::UntilRunEnds);
+    // The run grant covers `deploy` only: `status` waits on a call card.
+    let (card, mut waiting) = gate.carded(call_to("status", &a, &a));
+    assert_eq!(card.what, AskFor::Call);
+
+    assert!(gate.authority.lock("test"));
+    assert!(!gate.authority.lock("again"), "already locked");
+    assert_eq!(gate.authority.vault(), VaultState::Locked);
+    let denial = denied(waiting.try_recv().expect("answered by the lock"));
+    assert_eq!(denial.code, DenyCode::VaultLocked);
+    assert!(gate.authority.approvals().is_empty());
+    assert!(gate.authority.grants().is_empty());
+    let refused = denied(gate.decided_now(deploy(&a)));
+    assert_eq!(refused.code, DenyCode::VaultLocked);
+    let late = gate.authority.answer(card.id, Reply::Deny);
+    assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
+
+    assert!(gate.authority.unlock());
+    assert_eq!(gate.authority.vault(), VaultState::Ready);
+    let (again, _rx) = gate.carded(deploy(&a));
+    assert_eq!(
+        again.what,
+        AskFor::SessionAndCall,
+        "the admission ended too"
+    );
+
+    let events = gate.events();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    let at = |kind: &str| kinds.iter().position(|k| *k == kind).expect(kind);
+    assert!(at("vault_locked") < at("vault_unlocked"), "{kinds:?}");
+    let ended = of_type(&events, "grant_ended");
+    assert_eq!(ended.len(), 1, "{events:#?}");
+    assert_eq!(ended[0]["grant"], grant.to_string());
+    assert_eq!(ended[0]["reason"], "vault locked");
+    let expired = of_type(&events, "approval_expired");
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0]["approval"], card.id.to_string());
+    assert_eq!(expired[0]["code"], "vault_locked");
+}
+
+#[tokio::test]
+async fn a_grant_of_an_older_epoch_is_stale_until_the_agent_refreshes_and_cards_show_the_change() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let b = launch(2, b"v2");
+    gate.approve(deploy(&a), GrantChoice::UntilRunEnds);
+
+    // Prepared against epoch A's catalog, called at epoch B: refused, nobody asked.
+    let stale = denied(gate.decided_now(call_to("deploy", &b, &a)));
+    assert_eq!(stale.code, DenyCode::AuthorizationStale);
+    assert_eq!(
+        stale.detail,
+        decision::authorization_stale(a.record.epoch, b.record.epoch)
+    );
+
+    // After a refresh from epoch B the old grant is no authority: a human is asked again,
+    // and the card says what changed since the approved launch.
+    let (card, _rx) = gate.carded(deploy(&b));
+    assert_eq!(card.what, AskFor::Call, "the run stays admitted");
+    assert_eq!(card.epoch.epoch, b.record.epoch);
+    assert_eq!(
+        card.epoch.since,
+        IdentitySince::Changed {
+            approved_epoch: a.record.epoch,
+            changed_artifacts: vec![ENTRY.into()],
+            changed_facts: vec![],
+        }
+    );
+    // A relaunch of the approved code reads as unchanged.
+    let relaunched = launch(3, b"v1");
+    let (card, _rx) = gate.carded(deploy(&relaunched));
+    let approved_epoch = a.record.epoch;
+    assert_eq!(
+        card.epoch.since,
+        IdentitySince::Unchanged { approved_epoch }
+    );
+}
+
+#[tokio::test]
+async fn a_withdrawn_call_loses_its_card_and_is_never_answered() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let call = deploy(&a);
+    let id = call.request.call;
+    let (card, rx) = gate.carded(call);
+    // Another session's call of the same id is not this one.
+    gate.authority
+        .withdraw(SESSION + 1, id, Withdrawn::Cancelled);
+    assert_eq!(gate.authority.approvals().len(), 1);
+    gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled);
+    assert!(gate.authority.approvals().is_empty());
+    assert!(rx.await.is_err(), "done was dropped without being called");
+    let late = gate.authority.answer(card.id, Reply::Deny);
+    assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
+
+    let events = gate.events();
+    let expired = of_type(&events, "approval_expired");
+    assert_eq!(expired.len(), 1, "{events:#?}");
+    assert_eq!(expired[0]["code"], "withdrawn");
+    assert_eq!(expired[0]["reason"], Withdrawn::Cancelled.as_str());
+}
+
+#[tokio::test]
+async fn observe_mode_allows_without_a_card() {
+    let gate = Gate::new();
+    gate.authority
+        .update_settings(SettingsUpdate {
+            session_mode: Some(SessionMode::Observe),
+            ..SettingsUpdate::default()
+        })
+        .expect("settings");
+    let a = launch(1, b"v1");
+    assert_eq!(
+        gate.decided_now(deploy(&a)),
+        Verdict::Allow(decision::Authority::Observed)
+    );
+    assert_eq!(
+        gate.decided_now(deploy(&a)),
+        Verdict::Allow(decision::Authority::Observed)
+    );
+    assert!(gate.authority.approvals().is_empty());
+
+    let events = gate.events();
+    let admitted = of_type(&events, "session_approved");
+    assert_eq!(admitted.len(), 1, "admitted once: {events:#?}");
+    assert_eq!(admitted[0]["by"], "observe");
+}
+
+#[tokio::test]
+async fn every_use_on_the_tool_asks_despite_a_run_grant_and_offers_this_call_only() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    gate.approve(deploy(&a), GrantChoice::UntilRunEnds);
+    let target = SettingTarget::Tool {
+        server: label(),
+        tool: "deploy".into(),
+    };
+    gate.authority
+        .set_every_use(EveryUseSetting {
+            target: target.clone(),
+            level: EveryUse::Confirm,
+        })
+        .expect("every-use");
+
+    let (card, mut rx) = gate.carded(deploy(&a));
+    assert_eq!(card.what, AskFor::Call);
+    assert_eq!(card.choices, [GrantChoice::ThisCall]);
+    assert_eq!(card.every_use, [target]);
+    let standing = Reply::Approve {
+        choice: Some(GrantChoice::UntilRunEnds),
+    };
+    assert!(matches!(
+        gate.authority.answer(card.id, standing),
+        Err(AnswerError::Unacceptable(_))
+    ));
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "still waiting");
+    let once = Reply::Approve {
+        choice: Some(GrantChoice::ThisCall),
+    };
+    gate.authority.answer(card.id, once).expect("answer taken");
+    assert!(matches!(
+        rx.try_recv(),
+        Ok(Verdict::Allow(decision::Authority::Grant(_)))
+    ));
+    // The next call asks again.
+    assert_eq!(gate.carded(deploy(&a)).0.choices, [GrantChoice::ThisCall]);
+}
+
+#[tokio::test]
+async fn an_answer_after_the_card_expired_by_the_clock_is_not_taken() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let (card, mut rx) = gate.carded(deploy(&a));
+    // The gate's clock passed the card's end (a suspended laptop, a late timer) before the
+    // timeout task woke: the human's approval comes too late and must not read as taken.
+    gate.clock.advance(card.expires_at - card.asked_at);
+    let reply = Reply::Approve {
+        choice: Some(GrantChoice::UntilRunEnds),
+    };
+    let late = gate.authority.answer(card.id, reply);
+    assert_eq!(
+        denied(rx.try_recv().expect("decided")).code,
+        DenyCode::ApprovalTimeout
+    );
+    assert!(gate.authority.grants().is_empty());
+    assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
+}

@@ -1,0 +1,451 @@
+//! Authorization follows the execution epoch (issue 5), end to end: the real `postern` daemon
+//! with its defaults (every new agent run and call needs a human), the rebuildable fixture (a
+//! Python server on the official MCP SDK), an agent speaking raw JSON-RPC through `postern
+//! mcp`, and a human answering with the CLI (`postern approvals`, `approve`, `deny`, `lock`).
+//!
+//! The agent is a shell (`sh`) that runs the shim, so the test process, which plays the human,
+//! is outside the agent's process tree; one test makes the test process the agent itself to
+//! show that an approval from inside the tree is refused.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use postern_e2e::Gate;
+use postern_e2e::raw::{RawAgent, initialize_params, ok_text, tool_error};
+use postern_e2e::rebuild::Fixture;
+use postern_gateway::control;
+use postern_gateway::hello::ControlCommand;
+use serde_json::{Value, json};
+
+/// How long one answer may take (a python server starting on a loaded machine is slow).
+const ANSWER: Duration = Duration::from_secs(30);
+/// How long the engine may take to reach a state the test waits for.
+const SETTLE: Duration = Duration::from_secs(30);
+/// The label the fixture is configured under.
+const LABEL: &str = "rebuildable";
+
+/// A gate with the fixture configured to restart when its files change.
+async fn gate(fixture: &Fixture) -> Result<Gate> {
+    let gate = Gate::start_prompting(&[]).await?;
+    fixture.add(
+        &gate,
+        LABEL,
+        &["--restart", "on-change"],
+        &["-B", "server.py"],
+    )?;
+    Ok(gate)
+}
+
+/// An agent (a shell running the shim) that initialized and listed tools.
+async fn agent(gate: &Gate) -> Result<RawAgent> {
+    let (cmd, log) = gate.agent_command(LABEL)?;
+    connect(cmd, log).await
+}
+
+async fn connect(cmd: tokio::process::Command, log: std::path::PathBuf) -> Result<RawAgent> {
+    let mut agent = RawAgent::spawn(cmd, std::fs::File::create(&log)?)?.answer_within(ANSWER);
+    let init = agent
+        .initialize(
+            json!(0),
+            initialize_params("authorization-agent", json!({})),
+        )
+        .await?;
+    if init.get("result").is_none() {
+        bail!("initialize failed: {init}");
+    }
+    agent.list_tools().await?;
+    Ok(agent)
+}
+
+/// The open approval requests, waiting up to `SETTLE` for at least one.
+fn wait_approvals(gate: &Gate) -> Result<Vec<Value>> {
+    let out = gate.cli([
+        "approvals",
+        "--json",
+        "--wait",
+        &SETTLE.as_secs().to_string(),
+    ])?;
+    let cards: Vec<Value> = serde_json::from_str(&out).context("approvals --json")?;
+    if cards.is_empty() {
+        bail!("no approval request arrived within {SETTLE:?}");
+    }
+    Ok(cards)
+}
+
+fn open_approvals(gate: &Gate) -> Result<Vec<Value>> {
+    Ok(serde_json::from_str(&gate.cli(["approvals", "--json"])?)?)
+}
+
+fn id(card: &Value) -> String {
+    card["id"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The fixture's one session in the engine's status, once `pred` holds.
+async fn wait_session(gate: &Gate, what: &str, pred: impl Fn(&Value) -> bool) -> Result<Value> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let status = control::request(&gate.socket(), ControlCommand::Status).await?;
+        let found = status["sessions"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["server"] == LABEL).cloned());
+        if let Some(session) = found.filter(|s| pred(s)) {
+            return Ok(session);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("status never showed {what} within {SETTLE:?}; last: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn epoch(session: &Value) -> String {
+    session["execution"]["epoch"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn ready(session: &Value) -> bool {
+    session["state"] == "catalogReady" && session["serverPid"].is_u64()
+}
+
+/// The article's rebuild test: a grant for revision A's epoch does not carry over to the
+/// rebuilt revision B, even though the tool's name and schema are the same; the old prepared
+/// call is refused with `authorization_stale` before anything reaches the server, and B needs a
+/// fresh approval that names the changed code.
+#[tokio::test]
+async fn the_articles_rebuild_test() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = gate(&fixture).await?;
+    gate.scenario(async {
+        // 1. Revision A runs; its execution record is captured; the agent listed tools.
+        let mut agent = agent(&gate).await?;
+        let a = wait_session(&gate, "revision A ready", ready).await?;
+        let epoch_a = epoch(&a);
+        assert!(!epoch_a.is_empty(), "{a}");
+
+        // A call waits for a human; pings keep flowing meanwhile.
+        let prepared = json!({"name": "publish_preview", "arguments": {"branch": "main"}});
+        let call = agent.start("tools/call", prepared.clone()).await?;
+        let cards = wait_approvals(&gate)?;
+        assert_eq!(cards.len(), 1, "{cards:?}");
+        let card = &cards[0];
+        assert_eq!(card["what"], "sessionAndCall", "{card}");
+        assert_eq!(card["tool"]["name"], "publish_preview");
+        assert_eq!(card["server"], LABEL);
+        assert_eq!(card["epoch"]["epoch"], epoch_a.as_str());
+        assert_eq!(card["epoch"]["since"]["kind"], "firstApproval");
+        assert_eq!(
+            card["agent"]["chain"].as_array().and_then(|c| c.last()),
+            Some(&json!("postern"))
+        );
+        assert!(
+            card["annotations"]["note"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("untrusted"),
+            "{card}"
+        );
+        let ping = agent.request_next("ping", json!({})).await?;
+        assert_eq!(
+            ping["result"],
+            json!({}),
+            "a ping is answered while a call waits: {ping}"
+        );
+        assert!(
+            fixture.effects().is_empty(),
+            "nothing ran before the approval"
+        );
+
+        // The human approves the write tool for this agent run.
+        gate.cli(["approve", &id(card), "--run"])?;
+        let answer = agent.response(&call).await?;
+        assert!(ok_text(&answer)?.contains("revision=A"), "{answer}");
+
+        // 2. The audit shows the call under epoch A and the grant for epoch A.
+        let grants: Vec<Value> = serde_json::from_str(&gate.cli(["grants", "--json"])?)?;
+        assert_eq!(grants.len(), 1, "{grants:?}");
+        assert_eq!(grants[0]["executionEpoch"], epoch_a.as_str());
+        assert_eq!(grants[0]["end"]["kind"], "untilRunEnds");
+        let grant_a = grants[0]["id"].as_str().unwrap_or_default().to_owned();
+        // A second call under the same grant needs nobody.
+        let again = agent.request_next("tools/call", prepared.clone()).await?;
+        assert!(ok_text(&again)?.contains("revision=A"), "{again}");
+        assert_eq!(fixture.effects().len(), 2, "{:?}", fixture.effects());
+
+        // 3-4. Rebuild revision B (same name and schema, another handler); on-change restarts it.
+        fixture.rebuild("b-handler")?;
+        let b = wait_session(&gate, "revision B's new epoch", |s| {
+            ready(s) && epoch(s) != epoch_a
+        })
+        .await?;
+        let epoch_b = epoch(&b);
+
+        // 5. The old prepared call is refused before anything is forwarded, with both epochs.
+        let stale = agent.request_next("tools/call", prepared.clone()).await?;
+        assert_eq!(
+            tool_error(&stale)?,
+            &json!({
+                "error": "authorization_stale",
+                "reason": "server execution epoch changed",
+                "approvedEpoch": epoch_a,
+                "currentEpoch": epoch_b,
+                "retry": "refresh tool metadata and request authorization",
+            })
+        );
+        let text = stale["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("epoch"), "a readable sentence too: {text}");
+        assert_eq!(
+            fixture.effects().len(),
+            2,
+            "the stale call reached no server"
+        );
+        assert!(
+            open_approvals(&gate)?.is_empty(),
+            "a stale call asks nobody"
+        );
+
+        // 6. The agent refreshes its catalog; the next call asks a human about the new code.
+        agent.list_tools().await?;
+        let call = agent.start("tools/call", prepared.clone()).await?;
+        let cards = wait_approvals(&gate)?;
+        let card = &cards[0];
+        assert_eq!(card["epoch"]["epoch"], epoch_b.as_str());
+        assert_eq!(card["epoch"]["since"]["kind"], "changed", "{card}");
+        assert_eq!(card["epoch"]["since"]["approvedEpoch"], epoch_a.as_str());
+        let changed = card["epoch"]["since"]["changedArtifacts"].to_string();
+        assert!(
+            changed.contains("server.py"),
+            "the card names the changed code: {changed}"
+        );
+        assert_eq!(
+            card["what"], "call",
+            "the agent run is already admitted: {card}"
+        );
+        gate.cli(["approve", &id(card), "--run"])?;
+        let answer = agent.response(&call).await?;
+        assert!(ok_text(&answer)?.contains("revision=B"), "{answer}");
+
+        let grants: Vec<Value> = serde_json::from_str(&gate.cli(["grants", "--json"])?)?;
+        let fresh: Vec<&Value> = grants
+            .iter()
+            .filter(|g| g["executionEpoch"] == epoch_b.as_str())
+            .collect();
+        assert_eq!(fresh.len(), 1, "a new grant for epoch B: {grants:?}");
+        assert_ne!(fresh[0]["id"], grant_a.as_str());
+
+        // The Activity journal shows each call with its epoch and decision.
+        let activity = gate.cli(["activity", "--json", "--server", LABEL])?;
+        let rows: Vec<Value> = activity
+            .lines()
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()?;
+        let summary: Vec<(String, String)> = rows
+            .iter()
+            .rev()
+            .map(|r| {
+                (
+                    r["decision"].as_str().unwrap_or_default().to_owned(),
+                    r["epoch"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("allowed".to_owned(), epoch_a.clone()),
+                ("allowed".to_owned(), epoch_a.clone()),
+                ("authorization_stale".to_owned(), epoch_b.clone()),
+                ("allowed".to_owned(), epoch_b.clone()),
+            ]
+        );
+        // The Sessions journal shows the human's admission and both grants.
+        let sessions = gate.cli(["sessions", "--json", "--server", LABEL])?;
+        let session: Value = serde_json::from_str(sessions.lines().next().unwrap_or("{}"))?;
+        assert_eq!(session["approved"], "human", "{session}");
+        let epochs: Vec<&Value> = session["grants"]
+            .as_array()
+            .map(|g| g.iter().map(|g| &g["epoch"]).collect())
+            .unwrap_or_default();
+        assert_eq!(epochs, [&json!(epoch_a), &json!(epoch_b)], "{session}");
+        agent.kill().await?;
+        Ok(())
+    })
+    .await
+}
+
+/// A locked vault refuses every call with `vault_locked`, before anything else is looked at,
+/// and says nothing about the server; grants end with the lock. Unlocking needs a human, and a
+/// call then asks again.
+#[tokio::test]
+async fn a_locked_vault_refuses_every_call_until_a_human_unlocks_it() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = gate(&fixture).await?;
+    gate.scenario(async {
+        let mut agent = agent(&gate).await?;
+        let call = agent
+            .start("tools/call", json!({"name": "whoami", "arguments": {}}))
+            .await?;
+        let cards = wait_approvals(&gate)?;
+        gate.cli(["approve", &id(&cards[0]), "--run"])?;
+        ok_text(&agent.response(&call).await?)?;
+
+        assert!(gate.cli(["lock"])?.contains("vault locked"));
+        for tool in ["whoami", "publish_preview", "no_such_tool"] {
+            let refused = agent.call_next(tool, json!({"branch": "main"})).await?;
+            let detail = tool_error(&refused)?;
+            assert_eq!(detail["error"], "vault_locked", "{refused}");
+            assert!(
+                !refused.to_string().contains(LABEL),
+                "no server name leaks: {refused}"
+            );
+        }
+        assert!(
+            open_approvals(&gate)?.is_empty(),
+            "a locked vault asks nobody"
+        );
+        let grants: Vec<Value> = serde_json::from_str(&gate.cli(["grants", "--json"])?)?;
+        assert!(grants.is_empty(), "the lock ended the grants: {grants:?}");
+        let status = control::request(&gate.socket(), ControlCommand::Status).await?;
+        assert_eq!(status["gate"]["vault"], "locked");
+
+        assert!(gate.cli(["unlock"])?.contains("vault unlocked"));
+        let call = agent
+            .start("tools/call", json!({"name": "whoami", "arguments": {}}))
+            .await?;
+        let cards = wait_approvals(&gate)?;
+        assert_eq!(
+            cards[0]["what"], "sessionAndCall",
+            "the lock ended the admission too"
+        );
+        gate.cli(["approve", &id(&cards[0])])?;
+        assert!(ok_text(&agent.response(&call).await?)?.contains("revision=A"));
+        agent.kill().await?;
+        Ok(())
+    })
+    .await
+}
+
+/// An agent cannot approve itself through a shell: the test process is the agent here (it
+/// launched the shim), so its `postern approve` and `postern unlock` are refused. A deny (which
+/// narrows authority) is taken, and the agent gets `approval_denied`.
+#[tokio::test]
+async fn an_approval_from_inside_the_agents_process_tree_is_refused() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = gate(&fixture).await?;
+    gate.scenario(async {
+        let (cmd, log) = gate.mcp_command(LABEL)?;
+        let mut agent = connect(cmd, log).await?;
+        let call = agent
+            .start(
+                "tools/call",
+                json!({"name": "publish_preview", "arguments": {"branch": "main"}}),
+            )
+            .await?;
+        let cards = wait_approvals(&gate)?;
+        let card = id(&cards[0]);
+        let refused = gate
+            .cli(["approve", &card, "--run"])
+            .expect_err("self-approval must fail");
+        assert!(
+            refused
+                .to_string()
+                .contains("process tree of a connected agent"),
+            "{refused:#}"
+        );
+        gate.cli(["lock"])?;
+        let refused = gate.cli(["unlock"]).expect_err("self-unlock must fail");
+        assert!(refused.to_string().contains("process tree"), "{refused:#}");
+        assert!(fixture.effects().is_empty());
+        agent.kill().await?;
+        let _ = call;
+        Ok(())
+    })
+    .await
+}
+
+/// A human's deny reaches the agent as `approval_denied`; an unanswered request times out with
+/// `approval_timeout`; a late answer is refused.
+#[tokio::test]
+async fn denied_and_unanswered_requests_refuse_the_call() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = gate(&fixture).await?;
+    gate.cli(["settings", "--approval-timeout", "2"])?;
+    gate.scenario(async {
+        let mut agent = agent(&gate).await?;
+        let write = json!({"name": "publish_preview", "arguments": {"branch": "main"}});
+
+        let call = agent.start("tools/call", write.clone()).await?;
+        let cards = wait_approvals(&gate)?;
+        gate.cli(["deny", &id(&cards[0])])?;
+        let denied = agent.response(&call).await?;
+        assert_eq!(tool_error(&denied)?["error"], "approval_denied", "{denied}");
+
+        let call = agent.start("tools/call", write.clone()).await?;
+        let cards = wait_approvals(&gate)?;
+        let timed_out = agent.response(&call).await?;
+        assert_eq!(
+            tool_error(&timed_out)?["error"],
+            "approval_timeout",
+            "{timed_out}"
+        );
+        let late = gate
+            .cli(["approve", &id(&cards[0])])
+            .expect_err("a late answer is ignored");
+        assert!(
+            late.to_string().contains("no open approval request"),
+            "{late:#}"
+        );
+        assert!(
+            fixture.effects().is_empty(),
+            "nothing ran: {:?}",
+            fixture.effects()
+        );
+        agent.kill().await?;
+        Ok(())
+    })
+    .await
+}
+
+/// A request is withdrawn when the agent disconnects (or cancels the call) while its card is
+/// open: the card disappears, and approving it afterwards does nothing.
+#[tokio::test]
+async fn a_request_is_withdrawn_when_the_agent_cancels_or_disconnects() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = gate(&fixture).await?;
+    gate.scenario(async {
+        let mut agent = agent(&gate).await?;
+        let write = json!({"name": "publish_preview", "arguments": {"branch": "main"}});
+
+        let call = agent.start("tools/call", write.clone()).await?;
+        let cards = wait_approvals(&gate)?;
+        agent
+            .send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}))
+            .await?;
+        wait_no_approvals(&gate).await?;
+        assert!(gate.cli(["approve", &id(&cards[0])]).is_err());
+
+        agent.start("tools/call", write.clone()).await?;
+        let cards = wait_approvals(&gate)?;
+        // The agent goes away: its end of the shim's pipes closes.
+        drop(agent);
+        wait_no_approvals(&gate).await?;
+        assert!(gate.cli(["approve", &id(&cards[0])]).is_err());
+        assert!(fixture.effects().is_empty(), "nothing ran: {:?}", fixture.effects());
+        Ok(())
+    })
+    .await
+}
+
+async fn wait_no_approvals(gate: &Gate) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    while !open_approvals(gate)?.is_empty() {
+        if tokio::time::Instant::now() >= deadline {
+            bail!("the approval request was not withdrawn within {SETTLE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
