@@ -207,6 +207,9 @@ pub enum DenyCode {
     VaultLocked,
     /// The audit log is quarantined.
     AuditQuarantined,
+    /// The audit log cannot be written (no keychain, no database): nothing could be
+    /// recorded, so nothing is done.
+    AuditUnavailable,
     /// The calling process could not be identified.
     SessionUnidentifiable,
     /// The tool's definition changed since the session listed tools.
@@ -461,6 +464,7 @@ impl DenyCode {
         match self {
             Self::VaultLocked => "vault_locked",
             Self::AuditQuarantined => "audit_quarantined",
+            Self::AuditUnavailable => "audit_unavailable",
             Self::SessionUnidentifiable => "session_unidentifiable",
             Self::CatalogStale => "catalog_stale",
             Self::UnknownTool => "unknown_tool",
@@ -489,6 +493,22 @@ impl Denial {
             "Postern's audit log failed verification; every call is refused until a human resolves it",
             "do not retry; ask the human to check Postern",
         )
+    }
+
+    /// `audit_unavailable`, with why the log cannot be written.
+    pub fn audit_unavailable(reason: &str) -> Self {
+        let message = format!(
+            "Postern cannot write its audit log ({reason}), so it makes no calls until that is fixed"
+        );
+        Self {
+            code: DenyCode::AuditUnavailable,
+            detail: json!({
+                "error": "audit_unavailable",
+                "reason": reason,
+                "retry": "do not retry; ask the human to check Postern",
+            }),
+            message,
+        }
     }
 
     /// `session_unidentifiable`, with why the process could not be identified.

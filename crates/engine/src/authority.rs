@@ -147,22 +147,24 @@ impl Authority {
     /// who started the engine is present), nothing granted. Must run inside a tokio runtime
     /// (it starts the sweeper: grant expiry and the idle lock).
     pub fn new(audit: Arc<AuditLog>, store: Arc<Mutex<Store>>, clock: Arc<dyn Clock>) -> Self {
-        let (settings, every_use) = match store.lock() {
-            Ok(store) => (
-                load_settings(&store),
-                store.every_use().unwrap_or_else(|e| {
-                    tracing::warn!(
-                        "cannot read every-use settings ({e}); treating every call as every-use"
+        // Every-use settings that cannot be read might have asked for a human: fail closed
+        // by starting locked, so the human sees the problem before anything runs.
+        let (settings, every_use, vault) = match store.lock() {
+            Ok(store) => match store.every_use() {
+                Ok(every_use) => (load_settings(&store), every_use, VaultState::Ready),
+                Err(e) => {
+                    tracing::error!(
+                        "cannot read every-use settings ({e}); the vault starts locked"
                     );
-                    Vec::new()
-                }),
-            ),
-            Err(_) => (Settings::default(), Vec::new()),
+                    (load_settings(&store), Vec::new(), VaultState::Locked)
+                }
+            },
+            Err(_) => (Settings::default(), Vec::new(), VaultState::Locked),
         };
         let now = clock.now_ms();
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
-                vault: VaultState::Ready,
+                vault,
                 settings,
                 every_use,
                 grants: Vec::new(),
@@ -720,6 +722,13 @@ impl Authorizer for Authority {
         let now = self.now();
         let mut state = self.state();
         state.last_activity = now;
+        // A log that cannot be written could record neither the question nor the answer.
+        if state.vault == VaultState::Ready
+            && let AuditState::Unavailable { reason } = self.inner.audit.status().state
+        {
+            done(Verdict::Deny(Denial::audit_unavailable(&reason)));
+            return;
+        }
         self.decide_locked(&mut state, call, done, now);
     }
 

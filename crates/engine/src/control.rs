@@ -30,13 +30,18 @@ pub(crate) struct Control {
 
 impl ControlHandler for Control {
     fn handle(&self, command: ControlCommand, peer: Option<u32>) -> Value {
-        self.answer(command, peer)
-            .unwrap_or_else(|error| json!({"error": error}))
+        match self.answer(command, peer) {
+            Ok(answer) => answer,
+            Err(Refusal::Failed(error)) => json!({"error": error}),
+            Err(Refusal::HumanRequired(error)) => {
+                json!({"error": error, "code": "human_required"})
+            }
+        }
     }
 }
 
 impl Control {
-    fn answer(&self, command: ControlCommand, peer: Option<u32>) -> Result<Value, String> {
+    fn answer(&self, command: ControlCommand, peer: Option<u32>) -> Result<Value, Refusal> {
         let authority = &self.authority;
         match command {
             ControlCommand::Status => status(
@@ -46,7 +51,7 @@ impl Control {
                 &self.audit,
                 authority,
             )
-            .map_err(|e| e.to_string())
+            .map_err(|e| Refusal::Failed(e.to_string()))
             .and_then(|s| to_json(&s)),
             ControlCommand::ConfigChanged => Ok(json!({
                 "recorded": record_config_changes(&self.store, &self.audit)
@@ -72,7 +77,7 @@ impl Control {
                     .parse()
                     .map_err(|_| format!("'{grant}' is not a grant id"))?;
                 if !authority.revoke(id) {
-                    return Err(format!("no live grant {grant}"));
+                    return Err(format!("no live grant {grant}").into());
                 }
                 Ok(json!({"revoked": grant}))
             }
@@ -117,11 +122,11 @@ impl Control {
 
     /// Refuses `what` unless the asking process is outside every connected agent's process
     /// tree and is not under a shim.
-    fn human_only(&self, peer: Option<u32>, what: &str) -> Result<(), String> {
+    fn human_only(&self, peer: Option<u32>, what: &str) -> Result<(), Refusal> {
         let Some(pid) = peer else {
-            return Err(format!(
+            return Err(Refusal::HumanRequired(format!(
                 "refused to {what}: the engine cannot tell which process is asking"
-            ));
+            )));
         };
         let agents: HashSet<(u32, u64)> = self
             .sessions
@@ -131,9 +136,9 @@ impl Control {
             .collect();
         let chain = postern_supervisor::ancestry(pid);
         if chain.is_empty() {
-            return Err(format!(
+            return Err(Refusal::HumanRequired(format!(
                 "refused to {what}: the asking process (pid {pid}) cannot be identified"
-            ));
+            )));
         }
         for process in &chain {
             if agents.contains(&(process.pid, process.start_time)) || process.is_shim() {
@@ -143,16 +148,30 @@ impl Control {
                     agent = process.pid,
                     "refused to {what}: the request came from inside an agent's process tree"
                 );
-                return Err(format!(
+                return Err(Refusal::HumanRequired(format!(
                     "refused to {what}: this command runs inside the process tree of a connected agent ({name}, pid {}); answer from the Postern app or a terminal the agent did not start",
                     process.pid
-                ));
+                )));
             }
         }
         Ok(())
     }
 }
 
-fn to_json(value: &impl serde::Serialize) -> Result<Value, String> {
-    serde_json::to_value(value).map_err(|e| e.to_string())
+fn to_json(value: &impl serde::Serialize) -> Result<Value, Refusal> {
+    serde_json::to_value(value).map_err(|e| Refusal::Failed(e.to_string()))
+}
+
+/// Why a management request was not carried out.
+enum Refusal {
+    /// It failed (a bad id, nothing to revoke, a store error).
+    Failed(String),
+    /// It widens authority and did not come from a human (stable code `human_required`).
+    HumanRequired(String),
+}
+
+impl From<String> for Refusal {
+    fn from(error: String) -> Self {
+        Self::Failed(error)
+    }
 }

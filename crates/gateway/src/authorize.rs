@@ -50,6 +50,8 @@ pub enum Withdrawn {
     Disconnected,
     /// The server's epoch ended while it waited: a decision would be about other code.
     EpochEnded,
+    /// The server's catalog changed while it waited: the card showed other definitions.
+    CatalogChanged,
 }
 
 impl Withdrawn {
@@ -59,6 +61,7 @@ impl Withdrawn {
             Self::Cancelled => "the agent cancelled the call",
             Self::Disconnected => "the agent disconnected",
             Self::EpochEnded => "the server's execution epoch ended while the request was open",
+            Self::CatalogChanged => "the server's catalog changed while the request was open",
         }
     }
 }

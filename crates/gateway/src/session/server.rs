@@ -10,7 +10,7 @@ use bytes::Bytes;
 use std::collections::BTreeSet;
 
 use postern_domain::catalog::{Catalog, ToolDrift};
-use postern_domain::decision::Authority;
+use postern_domain::decision::{Authority, Denial};
 use postern_domain::{
     AgentRun, AuditEvent, CallId, CallOutcome, Caller, CatalogView, ExecutionEpoch,
     ExecutionRecord, Presented, Request, RestartPolicy, ServerConfig,
@@ -302,26 +302,28 @@ impl Session {
         let Some(waiting) = self.authorizing.remove(&id) else {
             return;
         };
-        let epoch = self.info.record.as_ref().map(|r| r.epoch);
         match verdict {
-            Verdict::Deny(denial) => {
-                tracing::info!(session = self.info.id, %id, code = denial.code.as_str(), "call refused");
-                self.ctx.audit.record(AuditEvent::AuthorizationDenied {
-                    session: self.info.id,
-                    server: self.info.server.clone(),
-                    epoch,
-                    call: id.value().clone(),
-                    tool: waiting.tool,
-                    code: denial.code.as_str().into(),
-                    detail: denial.detail.clone(),
-                });
-                self.reply(message::result(
-                    &id,
-                    tool_error(&denial.message, denial.detail),
-                ));
-            }
+            Verdict::Deny(denial) => self.refuse(id, waiting.tool, denial),
             Verdict::Allow(authority) => self.send_call(waiting.msg, id, waiting.tool, authority),
         }
+    }
+
+    /// Answers a call the gate refused before anything was forwarded, and records why.
+    fn refuse(&mut self, id: Id, tool: String, denial: Denial) {
+        tracing::info!(session = self.info.id, %id, code = denial.code.as_str(), "call refused");
+        self.ctx.audit.record(AuditEvent::AuthorizationDenied {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            epoch: self.info.record.as_ref().map(|r| r.epoch),
+            call: id.value().clone(),
+            tool,
+            code: denial.code.as_str().into(),
+            detail: denial.detail.clone(),
+        });
+        self.reply(message::result(
+            &id,
+            tool_error(&denial.message, denial.detail),
+        ));
     }
 
     /// Forwards an allowed call once its intent row is durable (intent before effect).
@@ -705,6 +707,15 @@ impl Session {
             .is_some_and(|shown| shown.digest() != catalog.digest());
         self.info.catalog = Some(catalog);
         self.info.phase = Phase::CatalogReady;
+        if changed {
+            // A decision being made about the old definitions would be about something else.
+            for (id, waiting) in std::mem::take(&mut self.authorizing) {
+                self.ctx
+                    .authorizer
+                    .withdraw(self.info.id, waiting.call, Withdrawn::CatalogChanged);
+                self.refuse(id, waiting.tool, Denial::approval_expired());
+            }
+        }
         self.publish();
         if announce && differs_from_shown {
             self.reply(message::notification(
