@@ -122,6 +122,35 @@ impl Gate {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// [`Gate::cli`] with `input` on stdin (a credential's value).
+    pub fn cli_with_stdin(&self, args: &[&str], input: &str) -> Result<String> {
+        use std::io::Write as _;
+        let mut child = self
+            .postern()
+            .arg("--home")
+            .arg(&self.home)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("running {}", self.bin.display()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// `postern server add <label> -- <command...>`.
     pub fn add_server(&self, label: &str, server: &ServerCommand) -> Result<()> {
         let mut args: Vec<OsString> = vec!["server".into(), "add".into(), label.into()];

@@ -15,6 +15,7 @@ pub mod binaries;
 pub mod client;
 pub mod compare;
 pub mod gate;
+pub mod human;
 pub mod keychain;
 pub mod raw;
 pub mod rebuild;

@@ -9,8 +9,11 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use postern_e2e::Gate;
+use postern_e2e::human::{
+    SETTLE, card_id, epoch, open_approvals, ready, wait_approvals, wait_session,
+};
 use postern_e2e::raw::{RawAgent, initialize_params, ok_text, tool_error};
 use postern_e2e::rebuild::Fixture;
 use postern_gateway::control;
@@ -19,8 +22,6 @@ use serde_json::{Value, json};
 
 /// How long one answer may take (a python server starting on a loaded machine is slow).
 const ANSWER: Duration = Duration::from_secs(30);
-/// How long the engine may take to reach a state the test waits for.
-const SETTLE: Duration = Duration::from_secs(30);
 /// The label the fixture is configured under.
 const LABEL: &str = "rebuildable";
 
@@ -57,58 +58,6 @@ async fn connect(cmd: tokio::process::Command, log: std::path::PathBuf) -> Resul
     Ok(agent)
 }
 
-/// The open approval requests, waiting up to `SETTLE` for at least one.
-fn wait_approvals(gate: &Gate) -> Result<Vec<Value>> {
-    let out = gate.cli([
-        "approvals",
-        "--json",
-        "--wait",
-        &SETTLE.as_secs().to_string(),
-    ])?;
-    let cards: Vec<Value> = serde_json::from_str(&out).context("approvals --json")?;
-    if cards.is_empty() {
-        bail!("no approval request arrived within {SETTLE:?}");
-    }
-    Ok(cards)
-}
-
-fn open_approvals(gate: &Gate) -> Result<Vec<Value>> {
-    Ok(serde_json::from_str(&gate.cli(["approvals", "--json"])?)?)
-}
-
-fn id(card: &Value) -> String {
-    card["id"].as_str().unwrap_or_default().to_owned()
-}
-
-/// The fixture's one session in the engine's status, once `pred` holds.
-async fn wait_session(gate: &Gate, what: &str, pred: impl Fn(&Value) -> bool) -> Result<Value> {
-    let deadline = tokio::time::Instant::now() + SETTLE;
-    loop {
-        let status = control::request(&gate.socket(), ControlCommand::Status).await?;
-        let found = status["sessions"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["server"] == LABEL).cloned());
-        if let Some(session) = found.filter(|s| pred(s)) {
-            return Ok(session);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            bail!("status never showed {what} within {SETTLE:?}; last: {status}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn epoch(session: &Value) -> String {
-    session["execution"]["epoch"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn ready(session: &Value) -> bool {
-    session["state"] == "catalogReady" && session["serverPid"].is_u64()
-}
-
 /// The article's rebuild test: a grant for revision A's epoch does not carry over to the
 /// rebuilt revision B, even though the tool's name and schema are the same; the old prepared
 /// call is refused with `authorization_stale` before anything reaches the server, and B needs a
@@ -120,7 +69,7 @@ async fn the_articles_rebuild_test() -> Result<()> {
     gate.scenario(async {
         // 1. Revision A runs; its execution record is captured; the agent listed tools.
         let mut agent = agent(&gate).await?;
-        let a = wait_session(&gate, "revision A ready", ready).await?;
+        let a = wait_session(&gate, LABEL, "revision A ready", ready).await?;
         let epoch_a = epoch(&a);
         assert!(!epoch_a.is_empty(), "{a}");
 
@@ -158,7 +107,7 @@ async fn the_articles_rebuild_test() -> Result<()> {
         );
 
         // The human approves the write tool for this agent run.
-        gate.cli(["approve", &id(card), "--run"])?;
+        gate.cli(["approve", &card_id(card), "--run"])?;
         let answer = agent.response(&call).await?;
         assert!(ok_text(&answer)?.contains("revision=A"), "{answer}");
 
@@ -175,7 +124,7 @@ async fn the_articles_rebuild_test() -> Result<()> {
 
         // 3-4. Rebuild revision B (same name and schema, another handler); on-change restarts it.
         fixture.rebuild("b-handler")?;
-        let b = wait_session(&gate, "revision B's new epoch", |s| {
+        let b = wait_session(&gate, LABEL, "revision B's new epoch", |s| {
             ready(s) && epoch(s) != epoch_a
         })
         .await?;
@@ -224,7 +173,7 @@ async fn the_articles_rebuild_test() -> Result<()> {
             card["what"], "call",
             "the agent run is already admitted: {card}"
         );
-        gate.cli(["approve", &id(card), "--run"])?;
+        gate.cli(["approve", &card_id(card), "--run"])?;
         let answer = agent.response(&call).await?;
         assert!(ok_text(&answer)?.contains("revision=B"), "{answer}");
 
@@ -289,7 +238,7 @@ async fn a_locked_vault_refuses_every_call_until_a_human_unlocks_it() -> Result<
             .start("tools/call", json!({"name": "whoami", "arguments": {}}))
             .await?;
         let cards = wait_approvals(&gate)?;
-        gate.cli(["approve", &id(&cards[0]), "--run"])?;
+        gate.cli(["approve", &card_id(&cards[0]), "--run"])?;
         ok_text(&agent.response(&call).await?)?;
 
         assert!(gate.cli(["lock"])?.contains("vault locked"));
@@ -320,7 +269,7 @@ async fn a_locked_vault_refuses_every_call_until_a_human_unlocks_it() -> Result<
             cards[0]["what"], "sessionAndCall",
             "the lock ended the admission too"
         );
-        gate.cli(["approve", &id(&cards[0])])?;
+        gate.cli(["approve", &card_id(&cards[0])])?;
         assert!(ok_text(&agent.response(&call).await?)?.contains("revision=A"));
         agent.kill().await?;
         Ok(())
@@ -345,7 +294,7 @@ async fn an_approval_from_inside_the_agents_process_tree_is_refused() -> Result<
             )
             .await?;
         let cards = wait_approvals(&gate)?;
-        let card = id(&cards[0]);
+        let card = card_id(&cards[0]);
         let refused = gate
             .cli(["approve", &card, "--run"])
             .expect_err("self-approval must fail");
@@ -379,7 +328,7 @@ async fn denied_and_unanswered_requests_refuse_the_call() -> Result<()> {
 
         let call = agent.start("tools/call", write.clone()).await?;
         let cards = wait_approvals(&gate)?;
-        gate.cli(["deny", &id(&cards[0])])?;
+        gate.cli(["deny", &card_id(&cards[0])])?;
         let denied = agent.response(&call).await?;
         assert_eq!(tool_error(&denied)?["error"], "approval_denied", "{denied}");
 
@@ -392,7 +341,7 @@ async fn denied_and_unanswered_requests_refuse_the_call() -> Result<()> {
             "{timed_out}"
         );
         let late = gate
-            .cli(["approve", &id(&cards[0])])
+            .cli(["approve", &card_id(&cards[0])])
             .expect_err("a late answer is ignored");
         assert!(
             late.to_string().contains("no open approval request"),
@@ -425,14 +374,14 @@ async fn a_request_is_withdrawn_when_the_agent_cancels_or_disconnects() -> Resul
             .send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}))
             .await?;
         wait_no_approvals(&gate).await?;
-        assert!(gate.cli(["approve", &id(&cards[0])]).is_err());
+        assert!(gate.cli(["approve", &card_id(&cards[0])]).is_err());
 
         agent.start("tools/call", write.clone()).await?;
         let cards = wait_approvals(&gate)?;
         // The agent goes away: its end of the shim's pipes closes.
         drop(agent);
         wait_no_approvals(&gate).await?;
-        assert!(gate.cli(["approve", &id(&cards[0])]).is_err());
+        assert!(gate.cli(["approve", &card_id(&cards[0])]).is_err());
         assert!(fixture.effects().is_empty(), "nothing ran: {:?}", fixture.effects());
         Ok(())
     })

@@ -104,7 +104,11 @@ lastExit: string | null,
 /**
  * Crash back-off: no launch before this time (unix ms).
  */
-backoffUntilMs: number | null, };
+backoffUntilMs: number | null, 
+/**
+ * Credential scopes bound to the server that this launch was given, or not, and why.
+ */
+credentials: CredentialsView, };
 
 export type SessionState = "stopped" | "starting" | "identityPending" | "catalogReady";
 
@@ -277,6 +281,20 @@ grants: number,
  * The settings.
  */
 settings: Settings, };
+
+export type CredentialsView = { 
+/**
+ * Released to this launch.
+ */
+released: Array<string>, 
+/**
+ * Bound but withheld from this launch.
+ */
+withheld: Array<string>, 
+/**
+ * Why, e.g. "identity changed since approval".
+ */
+reason: string | null, };
 
 export type Settings = { 
 /**

@@ -27,6 +27,7 @@ export function session(fields: Partial<SessionStatus> & Pick<SessionStatus, "id
     artifactsNewer: [],
     lastExit: null,
     backoffUntilMs: null,
+    credentials: { released: [], withheld: [], reason: null },
     ...fields,
   };
 }

@@ -91,7 +91,8 @@ pub struct TargetArgs {
     credential: Option<String>,
 }
 
-fn ask(home: &Home, command: ControlCommand) -> Result<Value> {
+/// Sends `command` to the running engine; its refusal becomes the error.
+pub(crate) fn ask(home: &Home, command: ControlCommand) -> Result<Value> {
     let answer = runtime()?.block_on(request(&home.socket_path(), command))?;
     if let Some(error) = answer.get("error").and_then(Value::as_str) {
         bail!("{error}");

@@ -14,6 +14,7 @@ use postern_store::{AddOutcome, Store};
 use tracing_subscriber::EnvFilter;
 
 mod audit;
+mod credential;
 mod gate;
 mod status;
 
@@ -76,6 +77,9 @@ enum Command {
     /// Per-call ("every use") approval for a tool, a server or a credential.
     #[command(subcommand)]
     EveryUse(gate::EveryUseCommand),
+    /// Credentials: values in the OS keychain, released only under a human's approval.
+    #[command(subcommand)]
+    Credential(credential::CredentialCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,6 +128,21 @@ enum ServerCommand {
         /// The label to remove.
         label: String,
     },
+    /// Bind a credential to a server (needs the human; its launches get it once a human
+    /// approves their identity for it).
+    Bind {
+        /// The server.
+        label: String,
+        /// The credential's scope name.
+        credential: String,
+    },
+    /// Unbind a credential from a server.
+    Unbind {
+        /// The server.
+        label: String,
+        /// The credential's scope name.
+        credential: String,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -168,6 +187,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Unlock => gate::lock(&home, false),
         Command::Settings(args) => gate::settings(&home, args),
         Command::EveryUse(cmd) => gate::every_use(&home, cmd),
+        Command::Credential(cmd) => credential::credential(&home, cmd),
     }
 }
 
@@ -184,6 +204,15 @@ async fn daemon(home: Home) -> Result<()> {
 }
 
 fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
+    match cmd {
+        ServerCommand::Bind { label, credential } => {
+            return credential::bind(home, label, credential, true);
+        }
+        ServerCommand::Unbind { label, credential } => {
+            return credential::bind(home, label, credential, false);
+        }
+        _ => {}
+    }
     home.prepare()?;
     let store = Store::open(home.path())?;
     let mut out = std::io::stdout().lock();
@@ -312,6 +341,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             writeln!(out, "removed server '{label}'")?;
             tell_engine_config_changed(home);
         }
+        ServerCommand::Bind { .. } | ServerCommand::Unbind { .. } => {}
     }
     Ok(())
 }

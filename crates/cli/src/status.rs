@@ -127,6 +127,21 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
             writeln!(out, "      {path}")?;
         }
     }
+    if !s.credentials.released.is_empty() {
+        writeln!(
+            out,
+            "    credentials held: {}",
+            s.credentials.released.join(", ")
+        )?;
+    }
+    if !s.credentials.withheld.is_empty() {
+        writeln!(
+            out,
+            "    credential withheld: {} ({})",
+            s.credentials.withheld.join(", "),
+            s.credentials.reason.as_deref().unwrap_or("not approved")
+        )?;
+    }
     if let Some(exit) = &s.last_exit {
         writeln!(out, "    last exit: {exit}")?;
     }

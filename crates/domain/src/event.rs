@@ -151,6 +151,21 @@ pub enum AuditEvent {
         code: String,
         reason: String,
     },
+    /// Credentials were handed to a server launch (scope names, never values).
+    CredentialReleased {
+        session: u64,
+        server: ServerLabel,
+        epoch: ExecutionEpoch,
+        credentials: Vec<String>,
+    },
+    /// Credentials bound to a server were not handed to a launch, and why.
+    CredentialWithheld {
+        session: u64,
+        server: ServerLabel,
+        epoch: ExecutionEpoch,
+        credentials: Vec<String>,
+        reason: String,
+    },
     /// A grant stopped applying before its epoch did: used, revoked, expired with its
     /// run, or dropped by a lock.
     GrantEnded { grant: GrantId, reason: String },
@@ -205,6 +220,8 @@ impl AuditEvent {
             Self::ApprovalGranted { .. } => "approval_granted",
             Self::ApprovalDenied { .. } => "approval_denied",
             Self::ApprovalExpired { .. } => "approval_expired",
+            Self::CredentialReleased { .. } => "credential_released",
+            Self::CredentialWithheld { .. } => "credential_withheld",
             Self::GrantEnded { .. } => "grant_ended",
             Self::VaultLocked { .. } => "vault_locked",
             Self::VaultUnlocked => "vault_unlocked",

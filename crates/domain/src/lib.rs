@@ -5,6 +5,7 @@
 
 mod agent;
 pub mod catalog;
+pub mod credential;
 pub mod decision;
 mod digest;
 mod epoch;
@@ -14,6 +15,7 @@ mod label;
 mod server;
 
 pub use agent::AgentIdentity;
+pub use credential::{Credential, CredentialName, Injection};
 pub use digest::{Digest, DigestError};
 pub use epoch::{Artifact, ExecutionEpoch, ExecutionRecord, Pinning, RestartPolicy};
 pub use event::{AuditEvent, CallOutcome, shape};

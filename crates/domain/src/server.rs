@@ -30,6 +30,11 @@ pub struct ServerConfig {
     /// to its artifacts ends the epoch at once.
     #[serde(default)]
     pub self_reloading: bool,
+    /// The credentials bound to it (metadata only; values stay in the keychain). Their
+    /// environment variable names are part of its identity whether or not a launch is given
+    /// the values.
+    #[serde(default)]
+    pub credentials: Vec<crate::Credential>,
 }
 
 /// Why a server configuration was refused.
@@ -70,6 +75,7 @@ impl ServerConfig {
             identity_paths: Vec::new(),
             restart: RestartPolicy::Manual,
             self_reloading: false,
+            credentials: Vec::new(),
         })
     }
 

@@ -135,6 +135,7 @@ fn publish_preview_after_a_rebuild() {
         catalog: &new_catalog,
         last_approved_catalog: Some(&old_catalog),
         arguments: &arguments,
+        withheld: &[],
     });
 
     let target = card
@@ -218,6 +219,7 @@ fn a_first_approval_has_nothing_to_compare_with() {
         catalog: &current,
         last_approved_catalog: None,
         arguments: &json!({"branch": "main", "target": "production"}),
+        withheld: &[],
     });
     assert_eq!(card.epoch.since, IdentitySince::FirstApproval);
     assert_eq!(

@@ -91,6 +91,20 @@ pub struct SessionStatus {
     /// Crash back-off: no launch before this time (unix ms).
     #[ts(type = "number | null")]
     pub backoff_until_ms: Option<i64>,
+    /// Credential scopes bound to the server that this launch was given, or not, and why.
+    pub credentials: CredentialsView,
+}
+
+/// Which bound credentials a launch holds (names only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsView {
+    /// Released to this launch.
+    pub released: Vec<String>,
+    /// Bound but withheld from this launch.
+    pub withheld: Vec<String>,
+    /// Why, e.g. "identity changed since approval".
+    pub reason: Option<String>,
 }
 
 /// The state of a session's server (docs/refresh-contract.md §7).
@@ -259,6 +273,11 @@ fn session_status(s: &SessionInfo) -> SessionStatus {
             .collect(),
         last_exit: s.last_exit.clone(),
         backoff_until_ms: s.backoff_until_ms,
+        credentials: CredentialsView {
+            released: s.credentials.released.clone(),
+            withheld: s.credentials.withheld.clone(),
+            reason: s.credentials.reason.clone(),
+        },
     }
 }
 
@@ -306,6 +325,7 @@ pub fn typescript_bindings() -> String {
         AuditStatus::decl(),
         AuditState::decl(),
         GateStatus::decl(),
+        CredentialsView::decl(),
         crate::Settings::decl(),
     ];
     let mut out = String::from(

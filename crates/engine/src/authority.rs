@@ -10,6 +10,7 @@
 //! in the store.
 
 mod clock;
+mod credentials;
 #[cfg(test)]
 mod tests;
 
@@ -26,14 +27,20 @@ use postern_domain::{
     AgentRun, ApprovalId, AuditEvent, CallId, ExecutionRecord, Grant, GrantEnd, GrantId,
     ServerLabel,
 };
+use postern_gateway::Command;
 use postern_gateway::audit::AuditSink;
-use postern_gateway::authorize::{Authorizer, CallToAuthorize, Decided, Verdict, Withdrawn};
+use postern_gateway::authorize::{
+    Authorizer, CallToAuthorize, Decided, Release, Verdict, Withdrawn,
+};
 use postern_store::Store;
+use postern_vault::SecretStore;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use ts_rs::TS;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use credentials::CredentialError;
+use credentials::{Approved, Carry};
 
 pub use postern_domain::decision::{SessionMode, VaultState};
 
@@ -117,6 +124,8 @@ struct Inner {
     audit: Arc<AuditLog>,
     store: Arc<Mutex<Store>>,
     clock: Arc<dyn Clock>,
+    secrets: Arc<dyn SecretStore>,
+    commands: broadcast::Sender<Command>,
     changes: watch::Sender<u64>,
 }
 
@@ -133,6 +142,10 @@ struct State {
     last_approved: BTreeMap<ServerLabel, (ExecutionRecord, Arc<Catalog>)>,
     /// The last call or answer (unix ms), for the idle lock.
     last_activity: u64,
+    /// Credential releases humans approved (per run, server, identity).
+    releases: HashSet<Approved>,
+    /// Approvals waiting for the relaunch they caused.
+    carries: Vec<Carry>,
 }
 
 struct Pending {
@@ -146,7 +159,13 @@ impl Authority {
     /// The gate's state for an engine: settings from `store`, the vault ready (the human
     /// who started the engine is present), nothing granted. Must run inside a tokio runtime
     /// (it starts the sweeper: grant expiry and the idle lock).
-    pub fn new(audit: Arc<AuditLog>, store: Arc<Mutex<Store>>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        audit: Arc<AuditLog>,
+        store: Arc<Mutex<Store>>,
+        clock: Arc<dyn Clock>,
+        secrets: Arc<dyn SecretStore>,
+        commands: broadcast::Sender<Command>,
+    ) -> Self {
         // Every-use settings that cannot be read might have asked for a human: fail closed
         // by starting locked, so the human sees the problem before anything runs.
         let (settings, every_use, vault) = match store.lock() {
@@ -172,10 +191,14 @@ impl Authority {
                 pending: BTreeMap::new(),
                 last_approved: BTreeMap::new(),
                 last_activity: now,
+                releases: HashSet::new(),
+                carries: Vec::new(),
             }),
             audit,
             store,
             clock,
+            secrets,
+            commands,
             changes: watch::channel(0).0,
         });
         let weak = Arc::downgrade(&inner);
@@ -321,6 +344,30 @@ impl Authority {
                 if admit_session && let Some(run) = run {
                     self.admit(&mut state, &call, run, "human");
                 }
+                Self::approve_release(&mut state, &call);
+                if call
+                    .withheld
+                    .iter()
+                    .any(|w| call.request.credentials.contains(w))
+                {
+                    // This launch lacks what was just released: the call goes to a relaunch
+                    // of the same code, and its grant with it.
+                    state.carries.push(Carry {
+                        approval: id,
+                        session: call.session,
+                        identity: call.record.identity_digest(),
+                        tool: call.request.tool.clone(),
+                        choice: grant,
+                    });
+                    state.last_approved.insert(
+                        call.request.server.clone(),
+                        (call.record.clone(), Arc::clone(&call.catalog)),
+                    );
+                    drop(state);
+                    (pending.done)(Verdict::Relaunch);
+                    self.changed();
+                    return Ok(());
+                }
                 let grant = grant.and_then(|choice| {
                     pending
                         .ask
@@ -381,6 +428,9 @@ impl Authority {
             });
         }
         state.admitted.clear();
+        state.releases.clear();
+        state.carries.clear();
+        let _ = self.inner.commands.send(Command::DropCredentials);
         let denial = Denial::vault_locked();
         for (id, pending) in std::mem::take(&mut state.pending) {
             self.inner.audit.record(expired_event(
@@ -584,6 +634,15 @@ impl Authority {
     /// Runs the ladder for `call` and acts on the decision: answer now, or open a card.
     fn decide_locked(&self, state: &mut State, call: CallToAuthorize, done: Decided, now: u64) {
         self.expire_grants(state, now);
+        if let Some((approval, grant)) = Self::take_carry(state, &call, now) {
+            self.inner.audit.record(AuditEvent::ApprovalGranted {
+                approval,
+                session: call.session,
+                admitted_session: false,
+                grant: Some(Box::new(grant.clone())),
+            });
+            state.grants.push(grant);
+        }
         let session = match call.request.run() {
             Some(run) if state.admitted.contains(&(run, call.request.server.clone())) => {
                 SessionStatus::Approved
@@ -656,6 +715,7 @@ impl Authority {
             catalog: &call.catalog,
             last_approved_catalog: last_catalog,
             arguments: &call.arguments,
+            withheld: &call.withheld,
         });
         self.inner.audit.record(AuditEvent::ApprovalRequested {
             approval: id,
@@ -752,6 +812,16 @@ impl Authorizer for Authority {
         tracing::info!(approval = %id, "approval request withdrawn: {}", why.as_str());
         drop(state);
         self.changed();
+    }
+
+    fn release(
+        &self,
+        _session: u64,
+        agent: Option<&postern_domain::AgentIdentity>,
+        config: &postern_domain::ServerConfig,
+        identity: &postern_domain::Digest,
+    ) -> Release {
+        self.release_for(agent, config, identity)
     }
 
     fn session_ended(&self, _session: u64, agent: Option<&postern_domain::AgentIdentity>) {

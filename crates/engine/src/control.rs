@@ -7,11 +7,12 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use postern_domain::decision::{EveryUse, Reply};
-use postern_domain::{ApprovalId, GrantId, ServerLabel};
+use postern_domain::{ApprovalId, CredentialName, GrantId, ServerLabel};
 use postern_gateway::control::ControlHandler;
 use postern_gateway::hello::ControlCommand;
 use postern_gateway::{Command, Sessions};
 use postern_store::Store;
+use postern_vault::Secret;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -105,6 +106,49 @@ impl Control {
                     .map_err(|e| e.to_string())?;
                 to_json(&settings)
             }
+            ControlCommand::CredentialAdd {
+                name,
+                injection,
+                hosts,
+                every_use,
+                value,
+            } => {
+                self.human_only(peer, "add a credential")?;
+                let name = credential_name(&name)?;
+                let value = Secret::new(value.0.clone());
+                let added = authority
+                    .add_credential(&name, injection, hosts, every_use, value)
+                    .map_err(|e| e.to_string())?;
+                to_json(&added)
+            }
+            ControlCommand::CredentialRotate { name, value } => {
+                self.human_only(peer, "rotate a credential")?;
+                let name = credential_name(&name)?;
+                let rotated = authority
+                    .rotate_credential(&name, Secret::new(value.0.clone()))
+                    .map_err(|e| e.to_string())?;
+                to_json(&rotated)
+            }
+            ControlCommand::CredentialRemove { name } => {
+                let name = credential_name(&name)?;
+                authority
+                    .remove_credential(&name)
+                    .map_err(|e| e.to_string())?;
+                Ok(json!({"removed": name.to_string()}))
+            }
+            ControlCommand::Bind { server, credential } => {
+                self.human_only(peer, "bind a credential")?;
+                let label: ServerLabel = server.parse().map_err(|e| format!("{e}"))?;
+                let name = credential_name(&credential)?;
+                let bound = authority.bind(&label, &name).map_err(|e| e.to_string())?;
+                Ok(json!({"bound": bound}))
+            }
+            ControlCommand::Unbind { server, credential } => {
+                let label: ServerLabel = server.parse().map_err(|e| format!("{e}"))?;
+                let name = credential_name(&credential)?;
+                let unbound = authority.unbind(&label, &name).map_err(|e| e.to_string())?;
+                Ok(json!({"unbound": unbound}))
+            }
             ControlCommand::EveryUse { set } => {
                 if let Some(setting) = set {
                     // Turning every-use off widens authority; turning it on narrows it.
@@ -156,6 +200,10 @@ impl Control {
         }
         Ok(())
     }
+}
+
+fn credential_name(name: &str) -> Result<CredentialName, Refusal> {
+    name.parse().map_err(|e| Refusal::Failed(format!("{e}")))
 }
 
 fn to_json(value: &impl serde::Serialize) -> Result<Value, Refusal> {

@@ -21,8 +21,8 @@ use postern_vault::{Keychain, SecretStore};
 use tokio::sync::{broadcast, watch};
 
 pub use api::{
-    AgentView, ArtifactView, CatalogView, ExecutionView, GateStatus, ServerStatus, SessionState,
-    SessionStatus, Status, typescript_bindings,
+    AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, GateStatus, ServerStatus,
+    SessionState, SessionStatus, Status, typescript_bindings,
 };
 pub use audit::{AuditLog, AuditState, AuditStatus};
 pub use authority::{Authority, Clock, ManualClock, Settings, SettingsUpdate, SystemClock};
@@ -117,7 +117,8 @@ impl Engine {
         let store = Arc::new(Mutex::new(Store::open(home.path())?));
         // Never fails: an unusable log starts unavailable or quarantined, and refuses calls.
         let audit_home = home.path().to_owned();
-        let audit = tokio::task::spawn_blocking(move || AuditLog::open(&audit_home, secrets))
+        let audit_secrets = Arc::clone(&secrets);
+        let audit = tokio::task::spawn_blocking(move || AuditLog::open(&audit_home, audit_secrets))
             .await
             .map(Arc::new)
             .map_err(|e| EngineError::Io {
@@ -131,8 +132,14 @@ impl Engine {
                 source,
             })?;
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let authority = Authority::new(Arc::clone(&audit), Arc::clone(&store), clock);
         let mut gateway = Gateway::new(Arc::new(StoreDirectory(Arc::clone(&store))));
+        let authority = Authority::new(
+            Arc::clone(&audit),
+            Arc::clone(&store),
+            clock,
+            secrets,
+            gateway.commands.clone(),
+        );
         gateway.audit = Arc::clone(&audit) as Arc<dyn AuditSink>;
         gateway.authorizer = Arc::new(authority.clone());
         gateway.control = Some(Arc::new(control::Control {

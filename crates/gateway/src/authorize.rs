@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use postern_domain::catalog::Catalog;
 use postern_domain::decision::{Authority, Denial};
-use postern_domain::{AgentIdentity, ExecutionRecord};
+use postern_domain::{AgentIdentity, Digest, ExecutionRecord, ServerConfig};
 use postern_domain::{CallId, Request};
+use postern_vault::Secret;
 use serde_json::Value;
 
 /// One `tools/call` waiting for the gate's decision: everything the ladder and an approval
@@ -27,6 +28,22 @@ pub struct CallToAuthorize {
     pub catalog: Arc<Catalog>,
     /// The call's `arguments` as the agent sent them.
     pub arguments: Value,
+    /// Credentials bound to the server that this launch was not given (an approval releases
+    /// them: the server is relaunched with them).
+    pub withheld: Vec<String>,
+}
+
+/// What a server launch is given.
+#[derive(Debug, Default)]
+pub struct Release {
+    /// Environment variables holding credential values.
+    pub env: Vec<(String, Secret<String>)>,
+    /// The credential scopes released.
+    pub released: Vec<String>,
+    /// The credential scopes bound but not released, and why.
+    pub withheld: Vec<String>,
+    /// Why they were withheld (one sentence).
+    pub reason: Option<String>,
 }
 
 /// The gate's answer.
@@ -36,6 +53,9 @@ pub enum Verdict {
     Allow(Authority),
     /// Refuse it with this tool error.
     Deny(Denial),
+    /// A human released credentials this launch was not given: relaunch the server with
+    /// them (a new epoch of the same code) and decide the call again there.
+    Relaunch,
 }
 
 /// Called once with the decision (never, if the call was withdrawn first).
@@ -77,6 +97,18 @@ pub trait Authorizer: Send + Sync + 'static {
 
     /// The session ended (its agent may still run other sessions).
     fn session_ended(&self, session: u64, agent: Option<&AgentIdentity>);
+
+    /// The credentials a launch of `config` for this session gets, decided on the identity
+    /// the host just captured (blocking: it may read the OS keychain). None by default.
+    fn release(
+        &self,
+        _session: u64,
+        _agent: Option<&AgentIdentity>,
+        _config: &ServerConfig,
+        _identity: &Digest,
+    ) -> Release {
+        Release::default()
+    }
 }
 
 /// Lets every call through, journaled as observed (tests of the data path alone).

@@ -1,6 +1,7 @@
 //! The first exchange on the engine's socket: the shim names the server it wants and,
 //! when it reconnects, the agent's `initialize` params so the session resumes.
 
+use postern_domain::Injection;
 use postern_domain::decision::{EveryUseSetting, Reply, SessionMode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -96,6 +97,49 @@ pub enum ControlCommand {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auto_lock_ms: Option<u64>,
     },
+    /// Add a credential (its value goes to the OS keychain). Refused from inside an agent's
+    /// process tree.
+    CredentialAdd {
+        /// The scope name.
+        name: String,
+        /// How it is injected.
+        injection: Injection,
+        /// Hosts it may be sent to (header kinds).
+        #[serde(default)]
+        hosts: Vec<String>,
+        /// Every call using it needs a human.
+        #[serde(default)]
+        every_use: bool,
+        /// The value.
+        value: SecretText,
+    },
+    /// Replace a credential's value (a new version). Refused from inside an agent's process
+    /// tree.
+    CredentialRotate {
+        /// The scope name.
+        name: String,
+        /// The new value.
+        value: SecretText,
+    },
+    /// Remove a credential and its value.
+    CredentialRemove {
+        /// The scope name.
+        name: String,
+    },
+    /// Bind a credential to a server. Refused from inside an agent's process tree.
+    Bind {
+        /// The server label.
+        server: String,
+        /// The credential's scope name.
+        credential: String,
+    },
+    /// Unbind a credential from a server.
+    Unbind {
+        /// The server label.
+        server: String,
+        /// The credential's scope name.
+        credential: String,
+    },
     /// Read every-use settings, or set one (`off` clears it). A change is refused from
     /// inside an agent's process tree.
     EveryUse {
@@ -111,4 +155,22 @@ pub enum ControlCommand {
 pub(crate) enum Opening {
     Session(Hello),
     Control(ControlRequest),
+}
+
+/// A secret in a management request: serialized as itself, never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SecretText(pub String);
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretText(<redacted>)")
+    }
+}
+
+impl Drop for SecretText {
+    fn drop(&mut self) {
+        // A Secret zeroizes what it holds when dropped.
+        drop(postern_vault::Secret::new(std::mem::take(&mut self.0)));
+    }
 }

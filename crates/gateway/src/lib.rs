@@ -19,6 +19,6 @@ mod upstream;
 
 pub use framing::MAX_FRAME;
 pub use listener::{Gateway, bind, serve};
-pub use registry::{Phase, SessionInfo, Sessions};
+pub use registry::{Credentials, Phase, SessionInfo, Sessions};
 pub use session::Command;
 pub use upstream::ServerDirectory;

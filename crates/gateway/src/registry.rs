@@ -54,6 +54,19 @@ pub struct SessionInfo {
     pub last_exit: Option<String>,
     /// Unix ms before which the server will not be launched again (crash back-off).
     pub backoff_until_ms: Option<i64>,
+    /// The credentials bound to the server that the current launch got, and did not get.
+    pub credentials: Credentials,
+}
+
+/// Credential scopes (names only) a launch was given or not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    /// Released to this launch.
+    pub released: Vec<String>,
+    /// Bound but withheld from this launch.
+    pub withheld: Vec<String>,
+    /// Why they were withheld.
+    pub reason: Option<String>,
 }
 
 impl SessionInfo {

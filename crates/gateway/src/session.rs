@@ -33,6 +33,10 @@ use server::Upstream;
 pub enum Command {
     /// Restart the server's running processes (`postern server restart <label>`).
     Restart(ServerLabel),
+    /// Stop every server process holding a credential (the vault locked).
+    DropCredentials,
+    /// Restart every server process holding this credential (it was rotated or removed).
+    RestartHolding(String),
 }
 
 /// Everything a session needs from its surroundings.
@@ -81,6 +85,7 @@ pub(crate) async fn run<R>(
             artifacts_newer: Vec::new(),
             last_exit: None,
             backoff_until_ms: None,
+            credentials: Default::default(),
         },
         agent_initialized: resume.is_some(),
         client_init: resume,
@@ -222,6 +227,13 @@ impl Session {
                 self.restart("restart requested")
             }
             Command::Restart(_) => {}
+            Command::DropCredentials if !self.info.credentials.released.is_empty() => {
+                self.stop_upstream("the vault was locked: servers holding credentials stop")
+            }
+            Command::RestartHolding(name) if self.info.credentials.released.contains(&name) => {
+                self.restart(&format!("credential '{name}' changed"))
+            }
+            Command::DropCredentials | Command::RestartHolding(_) => {}
         }
     }
 

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use postern_domain::{ExecutionRecord, ServerConfig, ServerLabel};
-use postern_supervisor::{DigestCache, ProcessHandle, launch};
+use postern_supervisor::{DigestCache, ProcessHandle, launch_with};
+
+use crate::authorize::{Authorizer, Release};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
@@ -41,6 +43,8 @@ pub(crate) struct Started {
     pub record: ExecutionRecord,
     /// The configuration it was launched from.
     pub config: ServerConfig,
+    /// Which bound credentials this launch got and which it did not (values dropped).
+    pub credentials: Release,
 }
 
 /// Why a server did not start.
@@ -61,24 +65,47 @@ impl StartError {
 }
 
 /// Launches the server for `label` and initializes it with `agent_params`.
+/// Who the launch is for, so the engine can decide which credentials it gets.
+pub(crate) struct For {
+    pub session: u64,
+    pub agent: Option<postern_domain::AgentIdentity>,
+    pub authorizer: Arc<dyn Authorizer>,
+}
+
 pub(crate) async fn start(
     directory: &dyn ServerDirectory,
     cache: &Arc<DigestCache>,
     label: &ServerLabel,
     agent_params: &Value,
+    whom: For,
 ) -> Result<Started, StartError> {
     let config = directory
         .lookup(label)
         .map_err(StartError::Config)?
         .ok_or_else(|| StartError::Config(format!("no server is configured as '{label}': add it with `postern server add {label} -- <command>`")))?;
     // Hashing is blocking file I/O; a first hash of a large binary takes a moment.
-    let launched = {
+    let (launched, mut credentials) = {
         let (config, cache) = (config.clone(), Arc::clone(cache));
-        tokio::task::spawn_blocking(move || launch(&config, &cache))
-            .await
-            .map_err(|e| StartError::Config(format!("launch task failed: {e}")))?
-            .map_err(|e| StartError::Config(e.to_string()))?
+        tokio::task::spawn_blocking(move || {
+            let mut release = Release::default();
+            let launched = launch_with(&config, &cache, |identity| {
+                release =
+                    whom.authorizer
+                        .release(whom.session, whom.agent.as_ref(), &config, identity);
+                release
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.expose().clone()))
+                    .collect()
+            });
+            (launched, release)
+        })
+        .await
+        .map_err(|e| StartError::Config(format!("launch task failed: {e}")))?
     };
+    // The values went to the process; nothing else keeps them.
+    credentials.env.clear();
+    let launched = launched.map_err(|e| StartError::Config(e.to_string()))?;
     let (spawned, record) = (launched.spawned, launched.record);
     tracing::info!(
         server = %label, epoch = %record.epoch, pid = record.pid, identity = %record.identity_digest(),
@@ -124,6 +151,7 @@ pub(crate) async fn start(
             init,
             record,
             config,
+            credentials,
         }),
         Ok(Err(Some(reason))) => Err(StartError::Crashed(reason)),
         Ok(Err(None)) => {

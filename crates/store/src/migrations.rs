@@ -117,6 +117,22 @@ const MIGRATIONS: &[&str] = &[
         seq         INTEGER NOT NULL           -- seq of the approval_granted record
     ) STRICT;
      CREATE INDEX journal_grants_session ON journal_grants(session);",
+    // 6: credentials, by name, without values (those live in the OS keychain), and which
+    // servers they are bound to.
+    "CREATE TABLE credentials (
+        name       TEXT PRIMARY KEY NOT NULL,
+        injection  TEXT NOT NULL,          -- JSON of postern_domain::Injection
+        hosts      TEXT NOT NULL,          -- JSON array of host names
+        every_use  INTEGER NOT NULL,
+        version    INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,       -- unix milliseconds
+        rotated_at INTEGER
+    ) STRICT;
+     CREATE TABLE server_credentials (
+        server     TEXT NOT NULL,
+        credential TEXT NOT NULL REFERENCES credentials(name) ON DELETE CASCADE,
+        PRIMARY KEY (server, credential)
+    ) STRICT, WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes.

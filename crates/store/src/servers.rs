@@ -110,7 +110,7 @@ impl Store {
         Ok(changes)
     }
 
-    fn note_config_change(
+    pub(crate) fn note_config_change(
         &self,
         what: &str,
         server: Option<&ServerLabel>,
@@ -132,6 +132,8 @@ impl Store {
             )
             .optional()?
             .map(Row::into_config)
+            .transpose()?
+            .map(|config| self.with_credentials(config))
             .transpose()
     }
 
@@ -142,7 +144,14 @@ impl Store {
         let rows = stmt
             .query_map([], Row::read)?
             .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter().map(Row::into_config).collect()
+        rows.into_iter()
+            .map(|row| Row::into_config(row).and_then(|c| self.with_credentials(c)))
+            .collect()
+    }
+
+    fn with_credentials(&self, mut config: ServerConfig) -> Result<ServerConfig, StoreError> {
+        config.credentials = self.bindings(&config.label)?;
+        Ok(config)
     }
 }
 
@@ -193,7 +202,7 @@ impl Row {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

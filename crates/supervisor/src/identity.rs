@@ -193,6 +193,14 @@ impl DigestCache {
         let mut env_names: Vec<String> = std::env::vars_os()
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .chain(config.env.iter().map(|v| v.name.clone()))
+            // A bound credential's variable is part of the identity whether or not a launch
+            // is given its value: releasing it never makes the code look different.
+            .chain(
+                config
+                    .credentials
+                    .iter()
+                    .filter_map(|c| c.env_var().map(str::to_owned)),
+            )
             .collect();
         env_names.sort();
         env_names.dedup();

@@ -14,7 +14,7 @@ mod watch;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use postern_domain::{ExecutionEpoch, ExecutionRecord, ServerConfig};
+use postern_domain::{Digest, ExecutionEpoch, ExecutionRecord, ServerConfig};
 
 pub use agent::{Ancestor, ancestry, identify_agent, process_start_time};
 pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
@@ -45,8 +45,28 @@ pub enum LaunchError {
 
 /// Observes `config`'s identity, launches it, and records the launch as a new epoch.
 pub fn launch(config: &ServerConfig, cache: &DigestCache) -> Result<Launched, LaunchError> {
+    launch_with(config, cache, |_| Vec::new())
+}
+
+/// [`launch`], handing the process the extra environment `release` returns for the identity
+/// just observed (its digest): credentials, which the host releases only to an identity a
+/// human approved for them. Their values are redacted from the captured stderr.
+pub fn launch_with<R>(
+    config: &ServerConfig,
+    cache: &DigestCache,
+    release: R,
+) -> Result<Launched, LaunchError>
+where
+    R: FnOnce(&Digest) -> Vec<(String, String)>,
+{
     let observed = cache.observe(config)?;
-    let spawned = spawn_program(&observed.program, config)?;
+    let identity = record(config, observed.clone(), 0, 0).identity_digest();
+    let released = release(&identity);
+    let env: Vec<(&str, &str)> = released
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let spawned = spawn_program(&observed.program, config, &env)?;
     let started_at_ms = now_ms();
     let record = record(config, observed, spawned.handle.pid(), started_at_ms);
     Ok(Launched { spawned, record })

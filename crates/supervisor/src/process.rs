@@ -79,15 +79,25 @@ pub struct SpawnError {
 
 /// Launches `config`'s command in a new process group with piped stdio.
 pub fn spawn(config: &ServerConfig) -> Result<Spawned, SpawnError> {
-    spawn_program(Path::new(config.program()), config)
+    spawn_program(Path::new(config.program()), config, &[])
 }
 
 /// Like [`spawn`], with the program already resolved (so what runs is what was hashed).
-pub fn spawn_program(program: &Path, config: &ServerConfig) -> Result<Spawned, SpawnError> {
+pub fn spawn_program(
+    program: &Path,
+    config: &ServerConfig,
+    released: &[(&str, &str)],
+) -> Result<Spawned, SpawnError> {
     let mut command = Command::new(program);
     command
         .args(config.args())
-        .envs(config.env.iter().map(|v| (&v.name, &v.value)))
+        .envs(
+            config
+                .env
+                .iter()
+                .map(|v| (v.name.as_str(), v.value.as_str())),
+        )
+        .envs(released.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -115,8 +125,10 @@ pub fn spawn_program(program: &Path, config: &ServerConfig) -> Result<Spawned, S
     let secrets: Vec<String> = config
         .env
         .iter()
-        .map(|v| v.value.clone())
+        .map(|v| v.value.as_str())
+        .chain(released.iter().map(|(_, value)| *value))
         .filter(|v| v.len() >= MIN_REDACTED)
+        .map(str::to_owned)
         .collect();
     tokio::spawn(capture_stderr(
         config.label.to_string(),

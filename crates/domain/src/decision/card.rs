@@ -42,6 +42,10 @@ pub struct ApprovalCard {
     pub annotations: Option<UntrustedHints>,
     /// The credential scopes the call would use (names).
     pub credentials: BTreeSet<String>,
+    /// Those the running launch was not given (its identity was not approved for them):
+    /// approving releases them, and the server restarts with them.
+    #[serde(default)]
+    pub withheld_credentials: Vec<String>,
     /// The grant ends the reviewer may choose.
     pub choices: Vec<GrantChoice>,
 }
@@ -71,6 +75,8 @@ pub struct CardInputs<'a> {
     pub last_approved_catalog: Option<&'a Catalog>,
     /// The call's `arguments` as the agent sent them.
     pub arguments: &'a Value,
+    /// Bound credentials the running launch was not given.
+    pub withheld: &'a [String],
 }
 
 /// The epoch a call would run under.
@@ -245,6 +251,7 @@ impl ApprovalCard {
             ),
             annotations,
             credentials: request.credentials.clone(),
+            withheld_credentials: inputs.withheld.to_vec(),
             choices: inputs.ask.choices.clone(),
         }
     }

@@ -116,6 +116,7 @@ fn call_to(tool: &str, now: &Launch, shown: &Launch) -> CallToAuthorize {
         record: now.record.clone(),
         catalog: Arc::clone(&now.catalog),
         arguments: json!({"branch": "main"}),
+        withheld: Vec::new(),
     }
 }
 
@@ -144,7 +145,13 @@ impl Gate {
             Arc::clone(&secrets) as Arc<dyn SecretStore>,
         ));
         let clock = Arc::new(ManualClock::new());
-        let authority = Authority::new(Arc::clone(&audit), store, Arc::clone(&clock) as _);
+        let authority = Authority::new(
+            Arc::clone(&audit),
+            store,
+            Arc::clone(&clock) as _,
+            Arc::clone(&secrets) as Arc<dyn SecretStore>,
+            tokio::sync::broadcast::channel(8).0,
+        );
         Gate {
             authority,
             clock,

@@ -7,8 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use std::collections::BTreeSet;
-
 use postern_domain::catalog::{Catalog, ToolDrift};
 use postern_domain::decision::{Authority, Denial};
 use postern_domain::{
@@ -27,7 +25,7 @@ use crate::authorize::{CallToAuthorize, Verdict, Withdrawn};
 use crate::framing::{Line, LineReader, MAX_FRAME};
 use crate::handshake::initialize_result;
 use crate::message::{self, Id, Kind, Message, code, sniff_id};
-use crate::registry::Phase;
+use crate::registry::{Credentials, Phase};
 use crate::upstream::{self, StartError, Started};
 
 /// A launch that ends sooner than this after starting counts as a crash for back-off.
@@ -239,7 +237,13 @@ impl Session {
             server: self.info.server.clone(),
             epoch: running.record.epoch,
             tool: tool.clone(),
-            credentials: BTreeSet::new(),
+            credentials: running
+                .config
+                .credentials
+                .iter()
+                .filter(|c| c.env_var().is_some())
+                .map(|c| c.name.to_string())
+                .collect(),
             catalog: CatalogView {
                 presented: presented.map(|(shown, epoch)| Presented {
                     revision: shown.digest(),
@@ -260,6 +264,7 @@ impl Session {
                 .and_then(|p| p.get("arguments"))
                 .cloned()
                 .unwrap_or(Value::Null),
+            withheld: self.info.credentials.withheld.clone(),
         };
         self.authorizing
             .insert(id.clone(), Authorizing { call, msg, tool });
@@ -304,6 +309,12 @@ impl Session {
         };
         match verdict {
             Verdict::Deny(denial) => self.refuse(id, waiting.tool, denial),
+            Verdict::Relaunch => {
+                // The human released credentials this launch was not given: a new launch
+                // of the same code gets them, and the call is decided again there.
+                self.restart("credentials released after approval");
+                self.held.push(waiting.msg);
+            }
             Verdict::Allow(authority) => self.send_call(waiting.msg, id, waiting.tool, authority),
         }
     }
@@ -420,8 +431,13 @@ impl Session {
         let label = self.info.server.clone();
         let params = self.client_init.clone().unwrap_or_else(|| json!({}));
         let events = self.events.clone();
+        let whom = upstream::For {
+            session: self.info.id,
+            agent: self.info.agent.clone(),
+            authorizer: Arc::clone(&self.ctx.authorizer),
+        };
         tokio::spawn(async move {
-            let outcome = upstream::start(&*directory, &cache, &label, &params)
+            let outcome = upstream::start(&*directory, &cache, &label, &params, whom)
                 .await
                 .map(Box::new);
             let _ = events.send(Event::Started {
@@ -500,6 +516,7 @@ impl Session {
             init,
             record,
             config,
+            credentials,
         } = started;
         let generation = self.generation;
         let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
@@ -531,6 +548,30 @@ impl Session {
             session: self.info.id,
             record: Box::new(record.clone()),
         });
+        if !credentials.released.is_empty() {
+            self.ctx.audit.record(AuditEvent::CredentialReleased {
+                session: self.info.id,
+                server: self.info.server.clone(),
+                epoch: record.epoch,
+                credentials: credentials.released.clone(),
+            });
+        }
+        if !credentials.withheld.is_empty() {
+            let reason = credentials.reason.clone().unwrap_or_default();
+            tracing::info!(session = self.info.id, server = %self.info.server, epoch = %record.epoch, withheld = ?credentials.withheld, "credentials withheld: {reason}");
+            self.ctx.audit.record(AuditEvent::CredentialWithheld {
+                session: self.info.id,
+                server: self.info.server.clone(),
+                epoch: record.epoch,
+                credentials: credentials.withheld.clone(),
+                reason,
+            });
+        }
+        self.info.credentials = Credentials {
+            released: credentials.released,
+            withheld: credentials.withheld,
+            reason: credentials.reason,
+        };
         self.info.record = Some(record.clone());
         self.info.artifacts_newer.clear();
         self.info.last_exit = None;
@@ -866,6 +907,23 @@ impl Session {
         self.crashes = 0;
         self.end_epoch(old_epoch, None, why);
         self.start_upstream();
+    }
+
+    /// Stops the server without starting another (the next request launches one).
+    pub(super) fn stop_upstream(&mut self, why: &str) {
+        let Upstream::Running(running) = std::mem::replace(&mut self.upstream, Upstream::Down)
+        else {
+            return;
+        };
+        let old_epoch = running.record.epoch;
+        tracing::info!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, "stopping: {why}");
+        tokio::spawn(stop_gracefully(*running));
+        self.server_requests.clear();
+        self.info.phase = Phase::Stopped;
+        self.info.last_exit = Some(why.to_owned());
+        self.info.credentials = Credentials::default();
+        self.end_epoch(old_epoch, None, why);
+        self.publish();
     }
 
     /// The same process now runs other code (it reloaded itself): a new epoch without

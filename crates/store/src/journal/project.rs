@@ -258,6 +258,8 @@ impl Projector {
             | AuditEvent::ApprovalExpired { .. }
             | AuditEvent::VaultLocked { .. }
             | AuditEvent::VaultUnlocked
+            | AuditEvent::CredentialReleased { .. }
+            | AuditEvent::CredentialWithheld { .. }
             | AuditEvent::ServerReplaced { .. }
             | AuditEvent::ArtifactsChanged { .. }
             | AuditEvent::CatalogRefreshed { .. }

@@ -1,0 +1,260 @@
+//! `postern credential ...` and `postern server bind|unbind`: credentials whose values live in
+//! the OS keychain. A value is read from stdin, never from an argument, and no command shows
+//! one back.
+
+use std::io::{IsTerminal, Read, Write};
+
+use anyhow::{Context, Result, bail};
+use clap::{Subcommand, ValueEnum};
+use postern_domain::{Credential, Injection};
+use postern_engine::Home;
+use postern_gateway::hello::{ControlCommand, SecretText};
+use postern_store::Store;
+use serde_json::Value;
+
+use crate::gate::ask;
+
+/// `postern credential`.
+#[derive(Debug, Subcommand)]
+pub enum CredentialCommand {
+    /// Add a credential; its value is read from stdin (never from an argument).
+    Add {
+        /// Its scope name, e.g. inventory-api-staging.
+        name: String,
+        /// How it is injected: `env` (a server's environment variable at launch), or as an
+        /// HTTP header on the built-in `http_request`: `bearer`, `header`, `basic`.
+        #[arg(long, value_enum)]
+        kind: Kind,
+        /// The environment variable (kind env).
+        #[arg(long, value_name = "VAR", required_if_eq("kind", "env"))]
+        env: Option<String>,
+        /// The header's name (kind header).
+        #[arg(long, value_name = "NAME", required_if_eq("kind", "header"))]
+        header: Option<String>,
+        /// A host requests may carry it to (header kinds; repeatable).
+        #[arg(long = "host", value_name = "HOST")]
+        hosts: Vec<String>,
+        /// Every call that would use it needs a human.
+        #[arg(long)]
+        every_use: bool,
+    },
+    /// List credentials (names, kinds, bindings; never values).
+    List {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replace a credential's value (read from stdin); servers holding the old one restart.
+    Rotate {
+        /// Its scope name.
+        name: String,
+    },
+    /// Remove a credential and its value from the keychain.
+    Remove {
+        /// Its scope name.
+        name: String,
+    },
+}
+
+/// How a credential is injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// An environment variable of a stdio server, at launch.
+    Env,
+    /// `Authorization: Bearer <value>` on `http_request`.
+    Bearer,
+    /// A named header on `http_request`.
+    Header,
+    /// `Authorization: Basic` with the value `user:password`, on `http_request`.
+    Basic,
+}
+
+/// Runs `postern credential ...`.
+pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match command {
+        CredentialCommand::Add {
+            name,
+            kind,
+            env,
+            header,
+            hosts,
+            every_use,
+        } => {
+            let injection = match kind {
+                Kind::Env => Injection::Env {
+                    var: env.context("--kind env needs --env VAR")?,
+                },
+                Kind::Bearer => Injection::Bearer,
+                Kind::Header => Injection::Header {
+                    name: header.context("--kind header needs --header NAME")?,
+                },
+                Kind::Basic => Injection::Basic,
+            };
+            if kind != Kind::Env && hosts.is_empty() {
+                bail!("a header credential needs at least one --host it may be sent to");
+            }
+            let value = read_value()?;
+            let answer = ask(
+                home,
+                ControlCommand::CredentialAdd {
+                    name: name.clone(),
+                    injection,
+                    hosts,
+                    every_use,
+                    value,
+                },
+            )?;
+            let added: Credential = serde_json::from_value(answer)?;
+            writeln!(
+                out,
+                "added credential '{}' ({}); bind it with: postern server bind <label> {}",
+                added.name,
+                describe(&added.injection),
+                added.name
+            )?;
+        }
+        CredentialCommand::List { json } => {
+            home.prepare()?;
+            let store = Store::open(home.path())?;
+            let credentials = store.credentials()?;
+            let servers = store.servers()?;
+            let bound_to = |c: &Credential| -> Vec<String> {
+                servers
+                    .iter()
+                    .filter(|s| s.credentials.iter().any(|b| b.name == c.name))
+                    .map(|s| s.label.to_string())
+                    .collect()
+            };
+            if json {
+                let rows: Vec<Value> = credentials
+                    .iter()
+                    .map(|c| {
+                        let mut row = serde_json::to_value(c).unwrap_or_default();
+                        row["servers"] = bound_to(c).into();
+                        row
+                    })
+                    .collect();
+                writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+                return Ok(());
+            }
+            if credentials.is_empty() {
+                writeln!(
+                    out,
+                    "no credentials; add one with: postern credential add <name> --kind env --env VAR < value-file"
+                )?;
+            }
+            for c in &credentials {
+                let servers = bound_to(c);
+                writeln!(
+                    out,
+                    "{}\t{}\tv{}{}{}{}",
+                    c.name,
+                    describe(&c.injection),
+                    c.version,
+                    if c.hosts.is_empty() {
+                        String::new()
+                    } else {
+                        format!("\thosts: {}", c.hosts.join(", "))
+                    },
+                    if servers.is_empty() {
+                        "\tunbound".to_owned()
+                    } else {
+                        format!("\tservers: {}", servers.join(", "))
+                    },
+                    if c.every_use { "\tevery use" } else { "" }
+                )?;
+            }
+        }
+        CredentialCommand::Rotate { name } => {
+            let value = read_value()?;
+            let answer = ask(
+                home,
+                ControlCommand::CredentialRotate {
+                    name: name.clone(),
+                    value,
+                },
+            )?;
+            let rotated: Credential = serde_json::from_value(answer)?;
+            writeln!(
+                out,
+                "rotated credential '{name}' to version {}; servers holding the old value restart",
+                rotated.version
+            )?;
+        }
+        CredentialCommand::Remove { name } => {
+            ask(
+                home,
+                ControlCommand::CredentialRemove { name: name.clone() },
+            )?;
+            writeln!(out, "removed credential '{name}' and its value")?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `postern server bind` / `unbind`.
+pub fn bind(home: &Home, server: String, credential: String, bind: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if bind {
+        let answer = ask(
+            home,
+            ControlCommand::Bind {
+                server: server.clone(),
+                credential: credential.clone(),
+            },
+        )?;
+        let fresh = answer.get("bound").and_then(Value::as_bool) == Some(true);
+        writeln!(
+            out,
+            "{} credential '{credential}' to '{server}': a launch gets it once a human approves that launch's identity for it",
+            if fresh { "bound" } else { "already bound" }
+        )?;
+    } else {
+        let answer = ask(
+            home,
+            ControlCommand::Unbind {
+                server: server.clone(),
+                credential: credential.clone(),
+            },
+        )?;
+        if answer.get("unbound").and_then(Value::as_bool) != Some(true) {
+            bail!("credential '{credential}' was not bound to '{server}'");
+        }
+        writeln!(out, "unbound credential '{credential}' from '{server}'")?;
+    }
+    Ok(())
+}
+
+/// The value, from stdin: everything up to EOF, one trailing newline removed.
+fn read_value() -> Result<SecretText> {
+    let mut stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        eprintln!("type the value, then Ctrl-D (it is not echoed back anywhere):");
+    }
+    let mut value = String::new();
+    stdin
+        .read_to_string(&mut value)
+        .context("reading the credential's value from stdin")?;
+    if value.ends_with('\n') {
+        value.pop();
+        if value.ends_with('\r') {
+            value.pop();
+        }
+    }
+    if value.is_empty() {
+        bail!(
+            "no value on stdin: pipe it in, e.g. `postern credential add NAME --kind env --env VAR < file`"
+        );
+    }
+    Ok(SecretText(value))
+}
+
+fn describe(injection: &Injection) -> String {
+    match injection {
+        Injection::Env { var } => format!("env {var}"),
+        Injection::Bearer => "bearer header".into(),
+        Injection::Header { name } => format!("header {name}"),
+        Injection::Basic => "basic auth".into(),
+    }
+}

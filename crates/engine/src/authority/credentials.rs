@@ -1,0 +1,350 @@
+//! Credentials (issue 6): values in the OS keychain, metadata in the store, and the rule
+//! that a server launch gets a credential only when a human approved that exact identity
+//! (the digest the host captured before launch) for it, for this agent run.
+//!
+//! A launch of an identity nobody approved for a bound credential is started without it
+//! (docs/refresh-contract.md §9): its catalog and its credential-free tools work, the status
+//! says "credential withheld", and the next call's approval card says so. Approving that call
+//! releases the credential to the identity; the server is relaunched with it (a new epoch of
+//! the same code) and the call is decided again there, under a grant for the new epoch that the
+//! approval carried over ([`Carry`]).
+
+use postern_domain::decision::{EveryUse, EveryUseSetting, GrantChoice, SettingTarget};
+use postern_domain::{
+    AgentIdentity, AgentRun, Credential, CredentialName, Digest, Grant, GrantEnd, GrantId,
+    Injection, ServerConfig, ServerLabel, ToolScope,
+};
+use postern_gateway::Command;
+use postern_gateway::authorize::{CallToAuthorize, Release};
+use postern_vault::Secret;
+
+use super::{Authority, State, VaultState, random};
+
+/// A release a human approved: this agent run's launches of this server with this identity
+/// get this credential.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Approved {
+    pub run: AgentRun,
+    pub server: ServerLabel,
+    pub identity: Digest,
+    pub credential: String,
+}
+
+/// An approval that released credentials to a launch that did not have them: the call is
+/// decided again on the relaunch, under a grant for the relaunch's epoch.
+#[derive(Debug, Clone)]
+pub(super) struct Carry {
+    pub approval: postern_domain::ApprovalId,
+    pub session: u64,
+    pub identity: Digest,
+    pub tool: String,
+    pub choice: Option<GrantChoice>,
+}
+
+/// Why a credential operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CredentialError(pub String);
+
+impl Authority {
+    /// Adds a credential: its value to the keychain, its metadata to the store. With
+    /// `every_use`, every call that would use it needs a human.
+    pub fn add_credential(
+        &self,
+        name: &CredentialName,
+        injection: Injection,
+        hosts: Vec<String>,
+        every_use: bool,
+        value: Secret<String>,
+    ) -> Result<Credential, CredentialError> {
+        check_value(&value)?;
+        let store = self.store()?;
+        if store.credential(name).map_err(fail)?.is_some() {
+            return Err(CredentialError(format!(
+                "a credential named '{name}' exists; rotate it or remove it first"
+            )));
+        }
+        let item = postern_domain::credential::keychain_item(name, 1);
+        self.inner
+            .secrets
+            .set(&item, value.expose().as_bytes())
+            .map_err(fail)?;
+        if let Err(e) = store.add_credential(name, &injection, &hosts, every_use) {
+            let _ = self.inner.secrets.delete(&item);
+            return Err(fail(e));
+        }
+        drop(store);
+        if every_use {
+            self.set_every_use(EveryUseSetting {
+                target: SettingTarget::Credential {
+                    name: name.to_string(),
+                },
+                level: EveryUse::Confirm,
+            })
+            .map_err(|e| CredentialError(e.0))?;
+        }
+        self.config_changed();
+        self.credential(name)
+    }
+
+    /// Every credential's metadata.
+    pub fn credentials(&self) -> Result<Vec<Credential>, CredentialError> {
+        self.store()?.credentials().map_err(fail)
+    }
+
+    fn credential(&self, name: &CredentialName) -> Result<Credential, CredentialError> {
+        self.store()?
+            .credential(name)
+            .map_err(fail)?
+            .ok_or_else(|| CredentialError(format!("no credential named '{name}'")))
+    }
+
+    /// Replaces a credential's value (a new version); servers holding the old value restart.
+    pub fn rotate_credential(
+        &self,
+        name: &CredentialName,
+        value: Secret<String>,
+    ) -> Result<Credential, CredentialError> {
+        check_value(&value)?;
+        let old = self.credential(name)?;
+        let next = postern_domain::credential::keychain_item(name, old.version + 1);
+        self.inner
+            .secrets
+            .set(&next, value.expose().as_bytes())
+            .map_err(fail)?;
+        let rotated = self.store()?.rotate_credential(name).map_err(fail)?;
+        let rotated =
+            rotated.ok_or_else(|| CredentialError(format!("no credential named '{name}'")))?;
+        let _ = self.inner.secrets.delete(&old.keychain_item());
+        self.config_changed();
+        let _ = self
+            .inner
+            .commands
+            .send(Command::RestartHolding(name.to_string()));
+        Ok(rotated)
+    }
+
+    /// Removes a credential: its value, its metadata, its bindings; servers holding it restart
+    /// without it.
+    pub fn remove_credential(&self, name: &CredentialName) -> Result<(), CredentialError> {
+        let old = self.credential(name)?;
+        self.store()?.remove_credential(name).map_err(fail)?;
+        let _ = self.inner.secrets.delete(&old.keychain_item());
+        let _ = self.set_every_use(EveryUseSetting {
+            target: SettingTarget::Credential {
+                name: name.to_string(),
+            },
+            level: EveryUse::Off,
+        });
+        self.config_changed();
+        let _ = self
+            .inner
+            .commands
+            .send(Command::RestartHolding(name.to_string()));
+        Ok(())
+    }
+
+    /// Binds a credential to a server (its next launch may get it, once approved).
+    pub fn bind(
+        &self,
+        server: &ServerLabel,
+        name: &CredentialName,
+    ) -> Result<bool, CredentialError> {
+        let store = self.store()?;
+        if store.server(server).map_err(fail)?.is_none() {
+            return Err(CredentialError(format!(
+                "no server is configured as '{server}'"
+            )));
+        }
+        let credential = store
+            .credential(name)
+            .map_err(fail)?
+            .ok_or_else(|| CredentialError(format!("no credential named '{name}'")))?;
+        if server.as_str() != postern_domain::BUILTIN_LABEL && credential.env_var().is_none() {
+            return Err(CredentialError(format!(
+                "credential '{name}' is injected as an HTTP header; only the built-in server '{}' can use it",
+                postern_domain::BUILTIN_LABEL
+            )));
+        }
+        let bound = store.bind(server, name).map_err(fail)?;
+        drop(store);
+        self.config_changed();
+        Ok(bound)
+    }
+
+    /// Unbinds a credential from a server; servers holding it restart without it.
+    pub fn unbind(
+        &self,
+        server: &ServerLabel,
+        name: &CredentialName,
+    ) -> Result<bool, CredentialError> {
+        let unbound = self.store()?.unbind(server, name).map_err(fail)?;
+        self.config_changed();
+        if unbound {
+            let _ = self
+                .inner
+                .commands
+                .send(Command::RestartHolding(name.to_string()));
+        }
+        Ok(unbound)
+    }
+
+    /// The credentials a launch gets: each bound env credential whose release a human approved
+    /// for this agent run, server and identity, while the vault is ready.
+    pub(super) fn release_for(
+        &self,
+        agent: Option<&AgentIdentity>,
+        config: &ServerConfig,
+        identity: &Digest,
+    ) -> Release {
+        let bound: Vec<&Credential> = config
+            .credentials
+            .iter()
+            .filter(|c| c.env_var().is_some())
+            .collect();
+        let mut release = Release::default();
+        if bound.is_empty() {
+            return release;
+        }
+        let state = self.state();
+        let run = agent.map(AgentRun::of);
+        let mut reasons: Vec<&str> = Vec::new();
+        for credential in bound {
+            let name = credential.name.to_string();
+            let approved = run.is_some_and(|run| {
+                state.releases.contains(&Approved {
+                    run,
+                    server: config.label.clone(),
+                    identity: *identity,
+                    credential: name.clone(),
+                })
+            });
+            let why = if state.vault != VaultState::Ready {
+                Some("the vault is locked")
+            } else if run.is_none() {
+                Some("the agent could not be identified")
+            } else if approved {
+                None
+            } else if state
+                .releases
+                .iter()
+                .any(|a| Some(a.run) == run && a.server == config.label && a.credential == name)
+            {
+                Some("identity changed since approval")
+            } else {
+                Some("not approved for this identity yet")
+            };
+            let value = match why {
+                None => match self.inner.secrets.get(&credential.keychain_item()) {
+                    Ok(Some(bytes)) => String::from_utf8(bytes.expose().clone()).ok(),
+                    Ok(None) => {
+                        reasons.push("its value is missing from the keychain");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::warn!(credential = %name, "keychain read failed: {e}");
+                        reasons.push("the keychain refused to read it");
+                        None
+                    }
+                },
+                Some(why) => {
+                    reasons.push(why);
+                    None
+                }
+            };
+            match (value, credential.env_var()) {
+                (Some(value), Some(var)) => {
+                    release.env.push((var.to_owned(), Secret::new(value)));
+                    release.released.push(name);
+                }
+                _ => release.withheld.push(name),
+            }
+        }
+        reasons.dedup();
+        if !reasons.is_empty() {
+            release.reason = Some(reasons.join("; "));
+        }
+        release
+    }
+
+    /// A human approved `call`: its identity may now hold the credentials it would use.
+    pub(super) fn approve_release(state: &mut State, call: &CallToAuthorize) {
+        let Some(run) = call.request.run() else {
+            return;
+        };
+        let identity = call.record.identity_digest();
+        for credential in &call.request.credentials {
+            state.releases.insert(Approved {
+                run,
+                server: call.request.server.clone(),
+                identity,
+                credential: credential.clone(),
+            });
+        }
+    }
+
+    /// The grant an approval carried to the relaunch it caused, if `call` is on it.
+    pub(super) fn take_carry(
+        state: &mut State,
+        call: &CallToAuthorize,
+        now: u64,
+    ) -> Option<(postern_domain::ApprovalId, Grant)> {
+        let identity = call.record.identity_digest();
+        let at = state.carries.iter().position(|c| {
+            c.session == call.session
+                && c.identity == identity
+                && c.tool == call.request.tool
+                && call.withheld.is_empty()
+        })?;
+        let carry = state.carries.remove(at);
+        let end = match carry.choice? {
+            GrantChoice::ThisCall => GrantEnd::ThisCallOnly {
+                call: call.request.call,
+            },
+            GrantChoice::UntilRunEnds => GrantEnd::UntilRunEnds,
+            GrantChoice::ForMinutes { minutes } => GrantEnd::Until {
+                unix_ms: now.saturating_add(u64::from(minutes) * 60_000),
+            },
+        };
+        let grant = Grant {
+            id: GrantId::new(now, random()),
+            agent_run: call.request.run()?,
+            server_label: call.request.server.clone(),
+            execution_epoch: call.request.epoch,
+            tool_scope: ToolScope::Tools([call.request.tool.clone()].into()),
+            credential_scope: call.request.credentials.clone(),
+            issued_at: now,
+            end,
+        };
+        Some((carry.approval, grant))
+    }
+
+    fn store(&self) -> Result<std::sync::MutexGuard<'_, postern_store::Store>, CredentialError> {
+        self.inner
+            .store
+            .lock()
+            .map_err(|_| CredentialError("the store is unavailable".into()))
+    }
+
+    fn config_changed(&self) {
+        crate::record_config_changes(&self.inner.store, &self.inner.audit);
+        self.changed();
+    }
+}
+
+fn check_value(value: &Secret<String>) -> Result<(), CredentialError> {
+    let v = value.expose();
+    if v.is_empty() {
+        return Err(CredentialError("the credential's value is empty".into()));
+    }
+    if v.contains('\0') {
+        return Err(CredentialError(
+            "the credential's value contains a NUL byte".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn fail(e: impl std::fmt::Display) -> CredentialError {
+    CredentialError(e.to_string())
+}
