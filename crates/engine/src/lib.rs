@@ -7,6 +7,7 @@ pub mod audit;
 pub mod authority;
 mod control;
 mod home;
+mod os_lock;
 
 use std::fs::{File, TryLockError};
 use std::path::PathBuf;
@@ -37,6 +38,7 @@ pub struct Engine {
     gateway: Gateway,
     audit: Arc<AuditLog>,
     authority: Authority,
+    _os_lock: os_lock::OsLock,
     shutdown: watch::Sender<bool>,
     serving: tokio::task::JoinHandle<()>,
     /// Held for the engine's life: the home's single-owner lock.
@@ -163,6 +165,7 @@ impl Engine {
             sessions,
             gateway,
             audit,
+            _os_lock: os_lock::watch(&authority),
             authority,
             shutdown,
             serving,

@@ -597,3 +597,96 @@ async fn an_answer_after_the_card_expired_by_the_clock_is_not_taken() {
     assert!(gate.authority.grants().is_empty());
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 }
+
+/// The OS says the user stepped away (a private D-Bus daemon plays the session bus): the
+/// screensaver activating, a session lock, or the machine preparing to sleep each lock the
+/// vault; waking up and the screensaver deactivating do not unlock it.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_vault_locks_when_the_os_reports_the_user_stepped_away() {
+    use std::io::BufRead;
+    use std::sync::atomic::AtomicBool;
+
+    let mut daemon = std::process::Command::new("dbus-daemon")
+        .args(["--session", "--nofork", "--print-address=1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("dbus-daemon (package dbus) is needed for this test");
+    let mut address = String::new();
+    std::io::BufReader::new(daemon.stdout.take().expect("stdout"))
+        .read_line(&mut address)
+        .expect("the bus address");
+    let address = address.trim().to_owned();
+    let connect = |address: &str| {
+        let mut channel = dbus::channel::Channel::open_private(address).expect("connect");
+        channel.register().expect("hello");
+        dbus::blocking::Connection::from(channel)
+    };
+
+    let gate = Gate::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let listener = {
+        let (authority, stop, address) =
+            (gate.authority.clone(), Arc::clone(&stop), address.clone());
+        std::thread::spawn(move || {
+            let conn = connect(&address);
+            crate::os_lock::linux::listen(&conn, &authority, &stop).expect("listen");
+        })
+    };
+    let sender = connect(&address);
+    let emit = |interface: &str, member: &str, arg: Option<bool>| {
+        let mut msg =
+            dbus::Message::new_signal("/org/example/Test", interface, member).expect("signal");
+        if let Some(arg) = arg {
+            msg = msg.append1(arg);
+        }
+        dbus::channel::Sender::send(&sender, msg).expect("send");
+        sender.channel().flush();
+    };
+    let wait_for = |vault: VaultState| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while gate.authority.vault() != vault {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the vault never became {vault:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+
+    for (interface, away, back) in [
+        (
+            "org.freedesktop.ScreenSaver",
+            ("ActiveChanged", Some(true)),
+            ("ActiveChanged", Some(false)),
+        ),
+        (
+            "org.freedesktop.login1.Session",
+            ("Lock", None),
+            ("Unlock", None),
+        ),
+        (
+            "org.freedesktop.login1.Manager",
+            ("PrepareForSleep", Some(true)),
+            ("PrepareForSleep", Some(false)),
+        ),
+    ] {
+        assert_eq!(gate.authority.vault(), VaultState::Ready);
+        emit(interface, away.0, away.1);
+        wait_for(VaultState::Locked);
+        // Coming back does nothing: only a human unlocks.
+        emit(interface, back.0, back.1);
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            gate.authority.vault(),
+            VaultState::Locked,
+            "{interface} {}",
+            back.0
+        );
+        assert!(gate.authority.unlock());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    listener.join().expect("listener");
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+}
