@@ -7,6 +7,7 @@ pub mod audit;
 pub mod authority;
 mod control;
 mod home;
+pub mod import;
 mod os_lock;
 
 use std::fs::{File, TryLockError};
