@@ -15,7 +15,9 @@ use tracing_subscriber::EnvFilter;
 
 mod audit;
 mod credential;
+mod demo;
 mod gate;
+mod mcp_server;
 mod status;
 
 /// Postern: a gate between AI agents and the MCP servers and credentials they use.
@@ -80,6 +82,12 @@ enum Command {
     /// Credentials: values in the OS keychain, released only under a human's approval.
     #[command(subcommand)]
     Credential(credential::CredentialCommand),
+    /// Play the rebuild story against the running Postern: a bundled server, an agent, two
+    /// approvals in the app, a rebuild and its refused stale call.
+    Demo,
+    /// The bundled demo server (run by the engine, not by people).
+    #[command(hide = true)]
+    DemoServer(demo::ServerArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -197,6 +205,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Settings(args) => gate::settings(&home, args),
         Command::EveryUse(cmd) => gate::every_use(&home, cmd),
         Command::Credential(cmd) => credential::credential(&home, cmd),
+        Command::Demo => demo::run(&home),
+        Command::DemoServer(args) => demo::server(args),
     }
 }
 
@@ -468,13 +478,13 @@ fn shell_words(words: &[String]) -> String {
 
 /// The change is queued in the database; a running engine records it in the audit log
 /// now, otherwise the next engine does at start.
-fn tell_engine_config_changed(home: &Home) {
+pub(crate) fn tell_engine_config_changed(home: &Home) {
     if let Ok(rt) = runtime() {
         let _ = rt.block_on(request(&home.socket_path(), ControlCommand::ConfigChanged));
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)

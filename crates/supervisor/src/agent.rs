@@ -24,8 +24,10 @@ pub fn identify_agent(shim_pid: u32, cache: &DigestCache) -> Option<AgentIdentit
         }
         let proc = Proc::read(current)?;
         let this_exe = exe(current);
-        if this_exe.is_some() && this_exe == shim_exe {
-            // A shim launched by a shim: keep walking.
+        if this_exe.is_some() && this_exe == shim_exe && cmdline(current).iter().any(|a| a == "mcp")
+        {
+            // A shim launched by a shim: keep walking. (The same executable running anything
+            // else, `postern demo` for one, is an agent like any other.)
             chain.insert(0, proc.name.clone());
             current = proc.ppid;
             continue;
@@ -93,19 +95,11 @@ pub fn ancestry(pid: u32) -> Vec<Ancestor> {
         let Some(proc) = Proc::read(current) else {
             break;
         };
-        let args = std::fs::read(format!("/proc/{current}/cmdline"))
-            .map(|raw| {
-                raw.split(|b| *b == 0)
-                    .filter(|a| !a.is_empty())
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
         out.push(Ancestor {
             pid: current,
             start_time: proc.start_time,
             exe: exe(current),
-            args,
+            args: cmdline(current),
         });
         current = proc.ppid;
     }
@@ -136,6 +130,17 @@ impl Proc {
             start_time: fields.get(19)?.parse().ok()?,
         })
     }
+}
+
+fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|raw| {
+            raw.split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn exe(pid: u32) -> Option<PathBuf> {
