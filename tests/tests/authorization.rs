@@ -307,6 +307,18 @@ async fn an_approval_from_inside_the_agents_process_tree_is_refused() -> Result<
         gate.cli(["lock"])?;
         let refused = gate.cli(["unlock"]).expect_err("self-unlock must fail");
         assert!(refused.to_string().contains("process tree"), "{refused:#}");
+        // Adding or binding a credential widens authority too.
+        let refused = gate
+            .cli_with_stdin(
+                &["credential", "add", "x", "--kind", "env", "--env", "X"],
+                "v",
+            )
+            .expect_err("a credential added from the agent's tree must fail");
+        assert!(refused.to_string().contains("process tree"), "{refused:#}");
+        let refused = gate
+            .cli(["server", "bind", LABEL, "x"])
+            .expect_err("a binding from the agent's tree must fail");
+        assert!(refused.to_string().contains("process tree"), "{refused:#}");
         assert!(fixture.effects().is_empty());
         agent.kill().await?;
         let _ = call;

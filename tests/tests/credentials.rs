@@ -121,6 +121,18 @@ async fn a_launch_gets_a_credential_only_for_an_identity_a_human_approved() -> R
             "the release relaunched the server"
         );
 
+        // Rotation: the holder restarts with the new value (a new epoch of the same approved
+        // identity, so it is released again).
+        gate.cli_with_stdin(&["credential", "rotate", "fixture-token"], "rotated-value")?;
+        let holding = wait_session(&gate, LABEL, "the holder restarted after rotation", |s| {
+            ready(s)
+                && epoch(s) != epoch(&holding)
+                && s["credentials"]["released"] == json!(["fixture-token"])
+        })
+        .await?;
+        let listed = gate.cli(["credential", "list", "--json"])?;
+        assert!(listed.contains("\"version\": 2"), "{listed}");
+
         // A rebuild is new code: its launch does not get the credential.
         fixture.rebuild("b-handler")?;
         let rebuilt = wait_session(&gate, LABEL, "the rebuilt launch", |s| {
