@@ -6,6 +6,10 @@
 #                                             scripts/screenshot.sh use this)
 #   scripts/run-app.sh --with-test-deps ...   also install Xvfb and WebKitWebDriver (Linux)
 #   scripts/run-app.sh --release              an optimized build (slower to compile)
+#   scripts/run-app.sh --demo                 run on a throwaway home and play `postern demo`
+#                                             against it once its engine listens (an agent, an
+#                                             approval for you to give, a rebuild); the home is
+#                                             removed when the app quits
 #   POSTERN_HOME=DIR scripts/run-app.sh       run on another Postern home
 #
 # On a fresh Debian/Ubuntu machine (as root, or with sudo) or a Mac, it first installs what is
@@ -21,14 +25,16 @@ cd "$root"
 
 run=1
 test_deps=0
+demo=0
 profile=debug
 for arg in "$@"; do
     case "$arg" in
     --build-only) run=0 ;;
     --with-test-deps) test_deps=1 ;;
     --release) profile=release ;;
+    --demo) demo=1 ;;
     -h | --help)
-        sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *)
@@ -153,5 +159,36 @@ if [ "$run" = 0 ]; then
     say "built $binary"
     exit 0
 fi
-say "starting $binary (home: ${POSTERN_HOME:-the platform default})"
-exec "$binary"
+if [ "$demo" = 0 ]; then
+    say "starting $binary (home: ${POSTERN_HOME:-the platform default})"
+    exec "$binary"
+fi
+
+# The demo: the app on a throwaway home, then `postern demo` against its engine. The demo's
+# agent waits for you to approve its calls in the app's approval window.
+cli_flags=(-p postern-cli --bin postern)
+[ "$profile" = release ] && cli_flags+=(--release)
+say "cargo build ${cli_flags[*]}"
+cargo build "${cli_flags[@]}"
+cli="${CARGO_TARGET_DIR:-$root/target}/$profile/postern"
+home="$(mktemp -d "${TMPDIR:-/tmp}/postern-demo.XXXXXX")"
+say "starting $binary on the throwaway home $home"
+POSTERN_HOME="$home" "$binary" &
+app=$!
+cleanup() {
+    kill "$app" 2>/dev/null || true
+    wait "$app" 2>/dev/null || true
+    rm -rf "$home"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+for _ in $(seq 1 600); do
+    [ -S "$home/run/engine.sock" ] && break
+    kill -0 "$app" 2>/dev/null || die "the app exited before its engine listened"
+    sleep 0.1
+done
+[ -S "$home/run/engine.sock" ] || die "the app's engine did not listen within 60 s"
+say "the engine listens; playing the demo (approve its calls in the approval window)"
+"$cli" --home "$home" demo || say "the demo stopped early (exit $?); the app keeps running"
+say "the demo is done: look at the Timeline and Activity tabs. Quit the app (tray: Quit, or Ctrl-C here) to remove $home"
+wait "$app" || true

@@ -4,10 +4,26 @@
 #                           (new epoch, catalog changes with an escalation, a stale agent tool
 #                           list) and an unpinned one with files newer than the running process
 #   execution-record.png    the same window with one execution record opened
-#   first-run.png           a new home: how to add a server and point an agent at it
+#   servers.png             the Servers view of the same home: the rebuilt server's catalog diff
+#                           (an escalation flagged), its credential withheld from the new code
+#   approval-window.png     the approval window: a rebuilt server's second call (what changed since
+#                           the approval, the catalog diff, a schema default marked), 1 of 2 queued
+#   settings.png            the status window's Settings
+#   locked.png              the locked status window: only the lock and Unlock
+#   first-run.png           a new home: the guide (add a server, or import the servers of the
+#                           Cursor configuration it found; the snippet; the first call; the demo)
+#   timeline.png            after a short story (two agents, approvals, a denial, a rebuild and
+#                           the stale call it refuses): the Sessions timeline, a refusal's audit
+#                           record opened
+#   activity.png            the Activity feed of the same story
+#   credentials.png         the Credentials view (an env credential, two header ones)
+#   integrity.png           the Integrity view after a full verification
 #   engine-unavailable.png  another engine (`postern daemon`) owns the home
 #
+# The tray menu is not pictured: a bare X server has no tray host to draw it.
+#
 #   scripts/screenshot.sh [OUT_DIR]
+#   POSTERN_SHOTS=journals,first-run scripts/screenshot.sh    only those homes' pictures
 #
 # Linux only: it runs the real app under Xvfb in a private D-Bus session and takes each picture
 # over WebDriver (ui/e2e/screenshots.mjs). Installs and builds what is missing first.
@@ -41,7 +57,7 @@ desktop='
 if command -v gnome-keyring-daemon >/dev/null 2>&1; then
     printf postern-test | gnome-keyring-daemon --unlock --components=secrets >/dev/null
 fi
-exec xvfb-run -a -s "-screen 0 1280x800x24" "$@"'
+exec xvfb-run -a -s "-screen 0 1280x1100x24" "$@"'
 
 XDG_DATA_HOME="$scratch/data" XDG_CACHE_HOME="$scratch/cache" \
     XDG_CONFIG_HOME="$scratch/config" XDG_RUNTIME_DIR="$scratch/runtime" \

@@ -1,9 +1,18 @@
 //! The TypeScript declarations of every type that crosses the IPC boundary, committed as
 //! `ui/src/bindings.ts`. Regenerate with `cargo run -p postern-app --bin gen-bindings`;
 //! a test fails when the committed file drifts.
+//!
+//! The approval card is the domain's type, which has no TypeScript derive: its twin is
+//! written by hand in `ui/src/approval-card.ts`, and a committed sample
+//! (`ui/src/fixtures/approval-card.json`, see [`crate::sample`]) keeps the two honest.
 
 use ts_rs::TS;
 
+use crate::approvals::Approval;
+use crate::commands::{CommandError, ErrorCode, SettingsChange};
+use crate::credentials::{CredentialItem, CredentialKind, NewCredential};
+use crate::journal::{AnchorView, Verification};
+use crate::servers::{AgentSnippet, ImportSource, Imported, NewServer};
 use crate::view::{EngineView, Unavailable};
 
 /// Where the file lives, relative to this crate's directory.
@@ -11,14 +20,60 @@ pub const PATH: &str = "../ui/src/bindings.ts";
 
 /// The engine's status types followed by this app's own IPC types.
 pub fn typescript() -> String {
-    let mut out = postern_engine::typescript_bindings();
+    let engine = postern_engine::typescript_bindings();
+    // The engine's header line first, then the one import the app's types need.
+    let (header, decls) = engine.split_once("\n\n").unwrap_or(("", &engine));
+    let mut out =
+        format!("{header}\n\nimport type {{ ApprovalCard }} from \"./approval-card\";\n\n{decls}");
     out.push_str("// From src-tauri/src/view.rs: the engine as the app sees it.\n\n");
-    for decl in [EngineView::decl(), Unavailable::decl()] {
+    push(&mut out, [EngineView::decl(), Unavailable::decl()]);
+    out.push_str(
+        "// From src-tauri/src/approvals.rs and commands.rs: approvals and the commands' types.\n\n",
+    );
+    push(
+        &mut out,
+        [
+            Approval::decl(),
+            SettingsChange::decl(),
+            CommandError::decl(),
+            ErrorCode::decl(),
+        ],
+    );
+    out.push_str(
+        "// From src-tauri/src/servers.rs and postern_engine::import: servers from the window.\n\n",
+    );
+    push(
+        &mut out,
+        [
+            NewServer::decl(),
+            ImportSource::decl(),
+            postern_engine::import::Found::decl(),
+            postern_engine::import::Client::decl(),
+            postern_engine::import::Entry::decl(),
+            Imported::decl(),
+            AgentSnippet::decl(),
+        ],
+    );
+    out.push_str("// From src-tauri/src/credentials.rs: credentials, never their values.\n\n");
+    push(
+        &mut out,
+        [
+            CredentialItem::decl(),
+            CredentialKind::decl(),
+            NewCredential::decl(),
+        ],
+    );
+    out.push_str("// From src-tauri/src/journal.rs: verifying the audit log.\n\n");
+    push(&mut out, [Verification::decl(), AnchorView::decl()]);
+    out
+}
+
+fn push(out: &mut String, decls: impl IntoIterator<Item = String>) {
+    for decl in decls {
         out.push_str("export ");
         out.push_str(&decl);
         out.push_str("\n\n");
     }
-    out
 }
 
 #[cfg(test)]

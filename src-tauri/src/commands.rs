@@ -1,7 +1,16 @@
-//! The IPC commands the UI calls. Each one delegates; none holds a rule of its own.
+//! The IPC commands the UI calls. Each one delegates to the engine; none holds a rule of
+//! its own. The app is the human's own window, so it answers approvals, unlocks and
+//! changes settings in-process (the CLI's path over the socket checks who is asking).
 
+use postern_domain::ApprovalId;
+use postern_domain::decision::{Reply, SessionMode};
+use postern_engine::authority::AnswerError;
+use postern_engine::{Authority, Home, Settings, SettingsUpdate};
+use serde::{Deserialize, Serialize};
 use tauri::{AppHandle, Manager, Runtime};
+use ts_rs::TS;
 
+use crate::approvals::{self, Approval};
 use crate::{Shell, view::EngineView};
 
 /// The engine's status, or why this app has no engine. `invoke("status")` in the UI.
@@ -10,68 +19,182 @@ pub async fn status<R: Runtime>(app: AppHandle<R>) -> EngineView {
     app.state::<Shell>().view()
 }
 
+/// The open approval requests, oldest first (none while no engine runs).
+#[tauri::command]
+pub async fn approvals<R: Runtime>(app: AppHandle<R>) -> Vec<Approval> {
+    app.state::<Shell>()
+        .authority()
+        .map(|authority| approvals::list(&authority))
+        .unwrap_or_default()
+}
+
+/// A human's answer to a request; the waiting call goes on or is refused at once.
+#[tauri::command]
+pub async fn answer<R: Runtime>(
+    app: AppHandle<R>,
+    id: String,
+    reply: Reply,
+) -> Result<(), CommandError> {
+    let id: ApprovalId = id.parse().map_err(|_| CommandError {
+        code: ErrorCode::BadRequest,
+        message: format!("{id:?} is not an approval request id"),
+    })?;
+    authority(&app)?
+        .answer(id, reply)
+        .map_err(|err| CommandError {
+            code: match err {
+                AnswerError::NotOpen(_) => ErrorCode::NotOpen,
+                AnswerError::Unacceptable(_) => ErrorCode::Unacceptable,
+            },
+            message: err.to_string(),
+        })
+}
+
+/// Locks the vault. Returns whether it was unlocked.
+#[tauri::command]
+pub async fn lock<R: Runtime>(app: AppHandle<R>) -> Result<bool, CommandError> {
+    Ok(authority(&app)?.lock("locked from the app"))
+}
+
+/// Unlocks the vault. Returns whether it was locked.
+#[tauri::command]
+pub async fn unlock<R: Runtime>(app: AppHandle<R>) -> Result<bool, CommandError> {
+    Ok(authority(&app)?.unlock())
+}
+
+/// Changes settings; returns them as they now are.
+#[tauri::command]
+pub async fn update_settings<R: Runtime>(
+    app: AppHandle<R>,
+    change: SettingsChange,
+) -> Result<Settings, CommandError> {
+    authority(&app)?
+        .update_settings(change.into())
+        .map_err(|err| CommandError {
+            code: ErrorCode::SettingsRefused,
+            message: err.to_string(),
+        })
+}
+
+/// Opens the approval window and gives it the focus (a human asked for it), when requests
+/// wait.
+#[tauri::command]
+pub async fn show_approvals<R: Runtime>(app: AppHandle<R>) {
+    approvals::review(&app);
+}
+
+/// A change to the settings; fields left `null` keep their value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsChange {
+    /// `prompt` (a human admits each new agent run) or `observe`.
+    #[ts(type = "\"prompt\" | \"observe\" | null")]
+    pub session_mode: Option<SessionMode>,
+    /// How long a human has to answer an approval request (ms, at least 1000).
+    #[ts(type = "number | null")]
+    pub approval_timeout_ms: Option<u64>,
+    /// Lock the vault after this long without a call or an answer (ms; 0: never).
+    #[ts(type = "number | null")]
+    pub auto_lock_ms: Option<u64>,
+}
+
+impl From<SettingsChange> for SettingsUpdate {
+    fn from(change: SettingsChange) -> Self {
+        Self {
+            session_mode: change.session_mode,
+            approval_timeout_ms: change.approval_timeout_ms,
+            auto_lock_ms: change.auto_lock_ms,
+        }
+    }
+}
+
+/// Why a command was not carried out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandError {
+    /// What kind of failure, as a stable code.
+    pub code: ErrorCode,
+    /// The engine's sentence, for people.
+    pub message: String,
+}
+
+impl CommandError {
+    /// A refusal with its code and sentence.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// No engine runs in this app (it is starting, another engine owns the home, ...).
+    pub fn no_engine() -> Self {
+        Self::new(ErrorCode::NoEngine, "no Postern engine runs in this app")
+    }
+}
+
+/// The kinds of [`CommandError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// No engine runs in this app.
+    NoEngine,
+    /// The request was answered, timed out or withdrawn meanwhile.
+    NotOpen,
+    /// The answer does not fit the card.
+    Unacceptable,
+    /// The request was malformed.
+    BadRequest,
+    /// The engine refused the settings.
+    SettingsRefused,
+    /// The engine refused the operation; the message says why (a credential name taken, a
+    /// server configured already, a header credential bound to a stdio server, ...).
+    Refused,
+    /// Reading or writing failed (the database, the keychain); the message says what.
+    Failed,
+}
+
+/// The running engine's gate.
+pub(crate) fn authority<R: Runtime>(app: &AppHandle<R>) -> Result<Authority, CommandError> {
+    app.state::<Shell>()
+        .authority()
+        .ok_or_else(CommandError::no_engine)
+}
+
+/// The running engine's home.
+pub(crate) fn running_home<R: Runtime>(app: &AppHandle<R>) -> Result<Home, CommandError> {
+    app.state::<Shell>()
+        .home()
+        .ok_or_else(CommandError::no_engine)
+}
+
+/// Runs blocking work (the keychain, SQLite) off the async runtime's threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, CommandError> + Send + 'static,
+) -> Result<T, CommandError> {
+    tauri::async_runtime::spawn_blocking(work)
+        .await
+        .map_err(|e| CommandError::new(ErrorCode::Failed, e.to_string()))?
+}
+
 #[cfg(test)]
 mod tests {
+    use postern_domain::decision::{DenyCode, GrantChoice};
     use postern_engine::Home;
+    use postern_engine::HomeError;
+    use postern_engine::authority::VaultState;
+    use postern_gateway::authorize::Verdict;
     use serde_json::{Value, json};
-    use tauri::{
-        Manager,
-        ipc::{CallbackFn, InvokeBody},
-        test::{
-            INVOKE_KEY, MockRuntime, get_ipc_response, mock_builder, mock_context, noop_assets,
-        },
-        webview::InvokeRequest,
-    };
+    use tauri::Manager;
 
+    use crate::testing::{app, ask, invoke, running_app, stop, wait_for};
     use crate::{EngineView, Shell, shell};
-
-    fn app() -> tauri::App<MockRuntime> {
-        crate::builder(mock_builder())
-            .build(mock_context(noop_assets()))
-            .unwrap()
-    }
-
-    fn invoke_status(app: &tauri::App<MockRuntime>) -> Value {
-        let webview = tauri::WebviewWindowBuilder::new(app, "main", Default::default())
-            .build()
-            .unwrap();
-        let request = InvokeRequest {
-            cmd: "status".into(),
-            callback: CallbackFn(0),
-            error: CallbackFn(1),
-            // `tauri://localhost` is the app's own origin on Linux and macOS.
-            url: "tauri://localhost".parse().unwrap(),
-            body: InvokeBody::Json(json!({})),
-            headers: Default::default(),
-            invoke_key: INVOKE_KEY.to_string(),
-        };
-        get_ipc_response(&webview, request)
-            .unwrap()
-            .deserialize()
-            .unwrap()
-    }
-
-    async fn running(app: &tauri::App<MockRuntime>) {
-        for _ in 0..200 {
-            if matches!(app.state::<Shell>().view(), EngineView::Running { .. }) {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        panic!(
-            "the engine did not start: {:?}",
-            app.state::<Shell>().view()
-        );
-    }
 
     #[test]
     fn status_reports_the_running_engine_over_ipc() {
-        let home = tempfile::tempdir().unwrap();
-        let app = app();
-        shell::start_with(app.handle(), Ok(Home::at(home.path())), shell::test_engine);
-        tauri::async_runtime::block_on(running(&app));
+        let (app, home) = running_app();
 
-        let payload = invoke_status(&app);
+        let payload = invoke(&app, "status", json!({})).unwrap();
 
         assert_eq!(payload["state"], "running", "{payload}");
         let status = &payload["status"];
@@ -82,19 +205,22 @@ mod tests {
         );
         assert!(status["servers"].is_array(), "{status}");
         assert!(status["sessions"].is_array(), "{status}");
-        tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
+        assert_eq!(status["gate"]["vault"], "ready", "{status}");
+        stop(&app);
     }
 
     #[test]
     fn status_says_when_no_home_could_be_chosen() {
         let app = app();
-        shell::start(app.handle(), Err(postern_engine::HomeError::NoDefault));
+        shell::start(app.handle(), Err(HomeError::NoDefault));
 
-        let payload = invoke_status(&app);
+        let payload = invoke(&app, "status", json!({})).unwrap();
 
         assert_eq!(payload["state"], "unavailable", "{payload}");
         assert_eq!(payload["reason"], "no_home");
         assert_eq!(payload["home"], Value::Null);
+        let refused = invoke(&app, "lock", json!({})).unwrap_err();
+        assert_eq!(refused["code"], "no_engine", "{refused}");
     }
 
     #[test]
@@ -103,16 +229,10 @@ mod tests {
         let first = tauri::async_runtime::block_on(shell::test_engine(Home::at(home.path())));
         let first = first.expect("the first engine starts");
         let app = app();
-        shell::start_with(app.handle(), Ok(Home::at(home.path())), shell::test_engine);
-        let payload = tauri::async_runtime::block_on(async {
-            for _ in 0..200 {
-                if !matches!(app.state::<Shell>().view(), EngineView::Starting { .. }) {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
-            invoke_status(&app)
-        });
+        shell::start_with(app.handle(), Ok(Home::at(home.path())), shell::test_hosted);
+        wait_for(|| !matches!(app.state::<Shell>().view(), EngineView::Starting { .. }));
+
+        let payload = invoke(&app, "status", json!({})).unwrap();
 
         assert_eq!(payload["state"], "unavailable", "{payload}");
         assert_eq!(payload["reason"], "already_running");
@@ -125,5 +245,101 @@ mod tests {
             "{payload}"
         );
         tauri::async_runtime::block_on(first.shutdown());
+    }
+
+    #[test]
+    fn the_window_answers_a_request_with_the_choice_it_offers() {
+        let (app, _home) = running_app();
+        let mut verdict = ask(&app, "now");
+
+        let listed = invoke(&app, "approvals", json!({})).unwrap();
+        let [approval] = listed.as_array().unwrap().as_slice() else {
+            panic!("one request: {listed}")
+        };
+        let id = approval["card"]["id"].as_str().unwrap();
+        assert_eq!(approval["card"]["server"], "clock");
+        assert_eq!(approval["card"]["tool"]["name"], "now");
+        assert_eq!(approval["catalogChanges"], json!([]));
+
+        let wrong = json!({"id": id, "reply": {"reply": "approve", "choice": {"end": "forMinutes", "minutes": 0}}});
+        let refused = invoke(&app, "answer", wrong).unwrap_err();
+        assert_eq!(refused["code"], "unacceptable", "{refused}");
+
+        let reply = serde_json::to_value(postern_domain::decision::Reply::Approve {
+            choice: Some(GrantChoice::UntilRunEnds),
+        })
+        .unwrap();
+        invoke(&app, "answer", json!({"id": id, "reply": reply})).unwrap();
+
+        assert!(matches!(verdict.try_recv(), Ok(Verdict::Allow(_))));
+        let grants = app.state::<Shell>().authority().unwrap().grants();
+        assert_eq!(grants.len(), 1, "a grant until the run ends: {grants:?}");
+        let late = invoke(
+            &app,
+            "answer",
+            json!({"id": id, "reply": {"reply": "deny"}}),
+        );
+        assert_eq!(late.unwrap_err()["code"], "not_open");
+        let bad = invoke(
+            &app,
+            "answer",
+            json!({"id": "x", "reply": {"reply": "deny"}}),
+        );
+        assert_eq!(bad.unwrap_err()["code"], "bad_request");
+        stop(&app);
+    }
+
+    #[test]
+    fn a_denial_from_the_window_refuses_the_call() {
+        let (app, _home) = running_app();
+        let mut verdict = ask(&app, "now");
+        let listed = invoke(&app, "approvals", json!({})).unwrap();
+        let id = listed[0]["card"]["id"].clone();
+
+        invoke(
+            &app,
+            "answer",
+            json!({"id": id, "reply": {"reply": "deny"}}),
+        )
+        .unwrap();
+
+        match verdict.try_recv() {
+            Ok(Verdict::Deny(denial)) => assert_eq!(denial.code, DenyCode::ApprovalDenied),
+            other => panic!("denied: {other:?}"),
+        }
+        assert_eq!(invoke(&app, "approvals", json!({})).unwrap(), json!([]));
+        stop(&app);
+    }
+
+    #[test]
+    fn lock_unlock_and_settings_go_to_the_engine() {
+        let (app, _home) = running_app();
+        let authority = app.state::<Shell>().authority().unwrap();
+
+        assert_eq!(invoke(&app, "lock", json!({})).unwrap(), json!(true));
+        assert_eq!(authority.vault(), VaultState::Locked);
+        assert_eq!(invoke(&app, "lock", json!({})).unwrap(), json!(false));
+        assert_eq!(invoke(&app, "unlock", json!({})).unwrap(), json!(true));
+        assert_eq!(authority.vault(), VaultState::Ready);
+
+        let change = json!({"change": {"sessionMode": "observe", "approvalTimeoutMs": 30000, "autoLockMs": null}});
+        let settings = invoke(&app, "update_settings", change).unwrap();
+        assert_eq!(
+            settings,
+            json!({"sessionMode": "observe", "approvalTimeoutMs": 30000, "autoLockMs": 28800000})
+        );
+        assert_eq!(authority.settings().approval_timeout_ms, 30_000);
+        let too_short =
+            json!({"change": {"sessionMode": null, "approvalTimeoutMs": 10, "autoLockMs": null}});
+        let refused = invoke(&app, "update_settings", too_short).unwrap_err();
+        assert_eq!(refused["code"], "settings_refused");
+        assert!(
+            refused["message"]
+                .as_str()
+                .unwrap()
+                .contains("at least 1 second"),
+            "{refused}"
+        );
+        stop(&app);
     }
 }

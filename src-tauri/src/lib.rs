@@ -1,15 +1,28 @@
-//! Postern's desktop shell: it hosts the engine in-process, shows its status in a window, and
-//! keeps running in the tray. Wiring only: every rule lives in the engine crates.
+//! Postern's desktop shell: it hosts the engine in-process, shows its status in a window,
+//! asks a human about approval requests, and keeps running in the tray. Wiring only: every
+//! rule lives in the engine crates.
 //!
-//! - [`shell`]: the engine this process owns (or why it has none), and the status-changed event.
-//! - [`view`]: what the window is told about the engine.
-//! - [`commands`]: the typed IPC the UI calls.
-//! - [`tray`]: the tray icon and its menu; [`window`]: the status window.
-//! - [`bindings`]: the TypeScript declarations the UI imports.
+//! - [`shell`]: the engine this process owns (or why it has none), and the change events.
+//! - [`view`]: what the status window is told about the engine.
+//! - [`approvals`]: open requests as the approval window, notifications and tray show them.
+//! - [`commands`]: the typed IPC the UI calls: the gate's ([`commands`]), servers
+//!   ([`servers`]), credentials ([`credentials`]), the journals and the audit log
+//!   ([`journal`]).
+//! - [`tray`]: the tray icon, its looks and its menu; [`window`]: the two windows.
+//! - [`bindings`]: the TypeScript declarations the UI imports; [`sample`]: the approval card
+//!   the UI's tests read.
 
+pub mod approvals;
 pub mod bindings;
 pub mod commands;
+pub mod credentials;
+pub mod journal;
+#[cfg(any(test, feature = "gen-bindings"))]
+pub mod sample;
+pub mod servers;
 pub mod shell;
+#[cfg(test)]
+mod testing;
 pub mod tray;
 pub mod view;
 pub mod window;
@@ -36,11 +49,39 @@ pub fn run() {
     app.run(on_run_event);
 }
 
-/// The parts of the app that tests share with [`run`]: state, IPC and window behaviour.
+/// The parts of the app that tests share with [`run`]: plugins, state, IPC and window
+/// behaviour.
 pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder
+        .plugin(tauri_plugin_notification::init())
         .manage(Shell::default())
-        .invoke_handler(tauri::generate_handler![commands::status])
+        .manage(approvals::Announced::default())
+        .manage(tray::TrayState::default())
+        .invoke_handler(tauri::generate_handler![
+            commands::status,
+            commands::approvals,
+            commands::answer,
+            commands::lock,
+            commands::unlock,
+            commands::update_settings,
+            commands::show_approvals,
+            servers::restart,
+            servers::add_server,
+            servers::import_sources,
+            servers::import_servers,
+            servers::agent_snippet,
+            credentials::credentials,
+            credentials::add_credential,
+            credentials::rotate_credential,
+            credentials::remove_credential,
+            credentials::bind_credential,
+            credentials::unbind_credential,
+            journal::timeline,
+            journal::activity,
+            journal::sessions_journal,
+            journal::audit_entry,
+            journal::verify_audit,
+        ])
         .on_window_event(window::on_event)
 }
 

@@ -1,13 +1,17 @@
 //! The engine this app hosts. One engine per home: if another process got there first, the
-//! app still opens and says so.
+//! app still opens and says so. Every change the engine reports reaches the window
+//! (`status-changed`); a change of its gate (approvals, the vault lock, settings) also
+//! reaches the approval window, the notifications and the tray ([`approvals::sync`]).
 
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use postern_engine::{Engine, EngineError, Home, HomeError};
+use postern_engine::{Authority, Engine, EngineError, Home, HomeError};
+use postern_vault::{Keychain, SecretStore};
 use tauri::{AppHandle, Emitter, Manager, Runtime};
 use tokio::sync::watch;
 
+use crate::approvals;
 use crate::view::EngineView;
 
 /// The event the UI listens to; its payload is an [`EngineView`].
@@ -23,9 +27,20 @@ pub struct Shell {
 enum Slot {
     NotStarted,
     Starting { home: String },
-    Running(Engine),
+    Running(Hosted),
     Unavailable(EngineView),
     Stopped { home: String },
+}
+
+/// An engine this app started, and the keychain it was started with (the engine keeps only
+/// the audit log's public key: opening a record for a clicked mark, or verifying the log,
+/// reads the keychain again).
+#[derive(Debug)]
+pub struct Hosted {
+    /// The engine.
+    pub engine: Engine,
+    /// The secret store the engine was started with.
+    pub secrets: Arc<dyn SecretStore>,
 }
 
 impl Default for Shell {
@@ -44,9 +59,39 @@ impl Shell {
                 home: String::new(),
             },
             Slot::Starting { home } => EngineView::Starting { home: home.clone() },
-            Slot::Running(engine) => EngineView::running(&display(engine.home()), engine.status()),
+            Slot::Running(Hosted { engine, .. }) => {
+                EngineView::running(&display(engine.home()), engine.status())
+            }
             Slot::Unavailable(view) => view.clone(),
             Slot::Stopped { home } => EngineView::Stopped { home: home.clone() },
+        }
+    }
+
+    /// The running engine's gate: approvals, the vault lock, settings. `None` while no
+    /// engine runs here.
+    pub fn authority(&self) -> Option<Authority> {
+        self.with_engine(|engine| engine.authority().clone())
+    }
+
+    /// The running engine's home. `None` while no engine runs here.
+    pub fn home(&self) -> Option<Home> {
+        self.with_engine(|engine| engine.home().clone())
+    }
+
+    /// The keychain the running engine was started with.
+    pub fn secrets(&self) -> Option<Arc<dyn SecretStore>> {
+        match &*self.lock() {
+            Slot::Running(hosted) => Some(Arc::clone(&hosted.secrets)),
+            _ => None,
+        }
+    }
+
+    /// Runs `f` on the running engine, holding the shell's lock: keep it short (no waiting on
+    /// a peer; a read of a few rows is fine). `None` while no engine runs here.
+    pub fn with_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Option<T> {
+        match &*self.lock() {
+            Slot::Running(hosted) => Some(f(&hosted.engine)),
+            _ => None,
         }
     }
 
@@ -55,7 +100,7 @@ impl Shell {
         let engine = {
             let mut slot = self.lock();
             match std::mem::replace(&mut *slot, Slot::NotStarted) {
-                Slot::Running(engine) => {
+                Slot::Running(Hosted { engine, .. }) => {
                     *slot = Slot::Stopped {
                         home: display(engine.home()),
                     };
@@ -84,12 +129,12 @@ impl Shell {
     /// Installs a freshly started engine, unless the app began quitting meanwhile: then the
     /// engine is handed back, to be shut down.
     #[must_use = "an engine handed back must be shut down"]
-    fn install(&self, engine: Engine) -> Option<Engine> {
+    fn install(&self, hosted: Hosted) -> Option<Engine> {
         let mut slot = self.lock();
         if matches!(*slot, Slot::Stopped { .. }) {
-            return Some(engine);
+            return Some(hosted.engine);
         }
-        *slot = Slot::Running(engine);
+        *slot = Slot::Running(hosted);
         None
     }
 }
@@ -97,7 +142,14 @@ impl Shell {
 /// Starts the engine for `home` on Tauri's async runtime, then keeps the window told about
 /// every change the engine reports. Its secrets live in the OS keychain.
 pub fn start<R: Runtime>(app: &AppHandle<R>, home: Result<Home, HomeError>) {
-    start_with(app, home, Engine::start);
+    start_with(app, home, |home| async move {
+        // The keychain's entries are named after the home's canonical path: make it exist
+        // first, as `Engine::start` does.
+        home.prepare()?;
+        let secrets: Arc<dyn SecretStore> = Arc::new(Keychain::for_home(home.path()));
+        let engine = Engine::start_with_secrets(home, Arc::clone(&secrets)).await?;
+        Ok(Hosted { engine, secrets })
+    });
 }
 
 /// [`start`] with another way to start the engine (tests keep secrets in memory).
@@ -105,7 +157,7 @@ pub fn start_with<R, F, Fut>(app: &AppHandle<R>, home: Result<Home, HomeError>, 
 where
     R: Runtime,
     F: FnOnce(Home) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<Engine, EngineError>> + Send,
+    Fut: Future<Output = Result<Hosted, EngineError>> + Send,
 {
     let app = app.clone();
     let home = match home {
@@ -125,15 +177,18 @@ where
     );
     tauri::async_runtime::spawn(async move {
         match start(home).await {
-            Ok(engine) => {
+            Ok(hosted) => {
                 tracing::info!(home = %shown, "engine started");
-                let changes = engine.changes();
-                if let Some(engine) = app.state::<Shell>().install(engine) {
+                let sessions = hosted.engine.changes();
+                let gate = hosted.engine.authority().changes();
+                if let Some(engine) = app.state::<Shell>().install(hosted) {
                     engine.shutdown().await;
                     return;
                 }
                 notify(&app);
-                forward_changes(&app, changes).await;
+                approvals::sync(&app);
+                forward_changes(&app, sessions, gate).await;
+                approvals::sync(&app);
             }
             Err(err) => {
                 tracing::warn!(home = %shown, "engine not started: {err}");
@@ -154,10 +209,29 @@ pub fn notify<R: Runtime>(app: &AppHandle<R>) {
     }
 }
 
-async fn forward_changes<R: Runtime>(app: &AppHandle<R>, mut changes: watch::Receiver<u64>) {
-    // Ends when the engine shuts down and drops its sender.
-    while changes.changed().await.is_ok() {
-        notify(app);
+/// Tells the windows and the tray about every change, until the engine stops (and drops
+/// its senders).
+async fn forward_changes<R: Runtime>(
+    app: &AppHandle<R>,
+    mut sessions: watch::Receiver<u64>,
+    mut gate: watch::Receiver<u64>,
+) {
+    loop {
+        tokio::select! {
+            changed = sessions.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                notify(app);
+            }
+            changed = gate.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                notify(app);
+                approvals::sync(app);
+            }
+        }
     }
 }
 
@@ -173,7 +247,15 @@ fn display(home: &Home) -> String {
 /// An engine on `home` whose secrets stay in memory: tests never touch the OS keychain.
 #[cfg(test)]
 pub(crate) async fn test_engine(home: Home) -> Result<Engine, EngineError> {
-    Engine::start_with_secrets(home, std::sync::Arc::new(postern_vault::MemoryStore::new())).await
+    Ok(test_hosted(home).await?.engine)
+}
+
+/// [`test_engine`] with its in-memory keychain, as [`start_with`] takes it.
+#[cfg(test)]
+pub(crate) async fn test_hosted(home: Home) -> Result<Hosted, EngineError> {
+    let secrets: Arc<dyn SecretStore> = Arc::new(postern_vault::MemoryStore::new());
+    let engine = Engine::start_with_secrets(home, Arc::clone(&secrets)).await?;
+    Ok(Hosted { engine, secrets })
 }
 
 #[cfg(test)]
@@ -192,9 +274,9 @@ mod tests {
     #[tokio::test]
     async fn shutdown_stops_a_running_engine_once() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = test_engine(Home::at(dir.path())).await.unwrap();
+        let hosted = test_hosted(Home::at(dir.path())).await.unwrap();
         let shell = Shell::default();
-        assert!(shell.install(engine).is_none());
+        assert!(shell.install(hosted).is_none());
         assert!(matches!(shell.view(), EngineView::Running { .. }));
 
         shell.shutdown().await;
@@ -214,9 +296,9 @@ mod tests {
         let shell = Shell::default();
         *shell.lock() = Slot::Starting { home: "h".into() };
         shell.shutdown().await;
-        let engine = test_engine(Home::at(dir.path())).await.unwrap();
+        let hosted = test_hosted(Home::at(dir.path())).await.unwrap();
         let engine = shell
-            .install(engine)
+            .install(hosted)
             .expect("handed back: the app is quitting");
         engine.shutdown().await;
         assert!(matches!(shell.view(), EngineView::Stopped { .. }));

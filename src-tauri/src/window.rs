@@ -1,9 +1,14 @@
-//! The status window. Closing it hides it: the engine keeps serving agents from the tray.
+//! The app's two windows. The status window (`main`) lives as long as the app: closing it
+//! hides it, and the engine keeps serving agents from the tray. The approval window
+//! (`approvals`) exists while requests wait: it opens on top when a new one arrives and is
+//! destroyed when the queue empties. Both load the same UI, which picks its view by label.
 
-use tauri::{AppHandle, Manager, Runtime, Window, WindowEvent};
+use tauri::{AppHandle, Manager, Runtime, WebviewUrl, WebviewWindowBuilder, Window, WindowEvent};
 
 /// The status window's label (`app.windows[0].label` in tauri.conf.json).
 pub const MAIN: &str = "main";
+/// The approval window's label.
+pub const APPROVALS: &str = "approvals";
 
 /// Shows, unminimizes and focuses the status window.
 pub fn show<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
@@ -16,12 +21,71 @@ pub fn show<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
     window.set_focus()
 }
 
-/// Window event hook: a close request hides the window instead of closing it.
+/// Opens the approval window, or shows it if it is open. It takes the keyboard focus only
+/// when `focus` is set (a human asked for it); a request arriving never steals it.
+pub fn open_approvals<R: Runtime>(app: &AppHandle<R>, focus: bool) {
+    let shown = match app.get_webview_window(APPROVALS) {
+        Some(window) => window.show().and_then(|()| {
+            if focus {
+                window.unminimize()?;
+                window.set_focus()?;
+            }
+            Ok(())
+        }),
+        None => WebviewWindowBuilder::new(app, APPROVALS, WebviewUrl::App("index.html".into()))
+            .title("Postern: approval requested")
+            .inner_size(560.0, 720.0)
+            .min_inner_size(420.0, 480.0)
+            .center()
+            .always_on_top(true)
+            .focused(focus)
+            .build()
+            .map(|_| ()),
+    };
+    if let Err(err) = shown {
+        tracing::warn!("cannot open the approval window: {err}");
+    }
+}
+
+/// Closes the approval window, if it is open.
+pub fn close_approvals<R: Runtime>(app: &AppHandle<R>) {
+    if let Some(window) = app.get_webview_window(APPROVALS)
+        && let Err(err) = window.destroy()
+    {
+        tracing::warn!("cannot close the approval window: {err}");
+    }
+}
+
+/// Window event hook: closing the status window hides it instead. (Closing the approval
+/// window closes it; its requests stay open, in the tray, until answered or timed out.)
 pub fn on_event<R: Runtime>(window: &Window<R>, event: &WindowEvent) {
-    if let WindowEvent::CloseRequested { api, .. } = event {
+    if let WindowEvent::CloseRequested { api, .. } = event
+        && window.label() == MAIN
+    {
         api.prevent_close();
         if let Err(err) = window.hide() {
             tracing::warn!("cannot hide the window: {err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tauri::test::{mock_builder, mock_context, noop_assets};
+
+    use super::*;
+
+    // The mock runtime reports no window destruction to the app, so closing is checked end
+    // to end (ui/e2e/app.e2e.mjs: the approval window's handle goes away).
+    #[test]
+    fn the_approval_window_opens_once() {
+        let app = crate::builder(mock_builder())
+            .build(mock_context(noop_assets()))
+            .unwrap();
+        open_approvals(app.handle(), false);
+        open_approvals(app.handle(), true);
+        let windows: Vec<_> = app.webview_windows().into_keys().collect();
+        assert_eq!(windows, [APPROVALS]);
+        close_approvals(app.handle());
     }
 }

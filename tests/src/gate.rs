@@ -31,6 +31,8 @@ pub struct Gate {
     home: PathBuf,
     logs: PathBuf,
     shims: AtomicUsize,
+    /// Extra environment for the daemon (and so for the servers it launches).
+    daemon_env: Vec<(OsString, OsString)>,
     // Dropped in this order, after the daemon has stopped: the keychain, then the directory.
     keychain: Option<PrivateKeychain>,
     _dir: TempDir,
@@ -50,6 +52,15 @@ impl Gate {
     /// [`Gate::start`] with the engine's defaults: every new agent run and call needs a
     /// human's approval (`postern approve`).
     pub async fn start_prompting(servers: &[(&str, &ServerCommand)]) -> Result<Gate> {
+        Self::start_prompting_with_env(servers, &[]).await
+    }
+
+    /// [`Gate::start_prompting`] with extra environment variables for the daemon, which the
+    /// servers it launches inherit (e.g. `SSL_CERT_FILE` naming a test CA).
+    pub async fn start_prompting_with_env(
+        servers: &[(&str, &ServerCommand)],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Result<Gate> {
         let dir = tempfile::Builder::new()
             .prefix("postern-e2e-")
             .tempdir()
@@ -70,6 +81,10 @@ impl Gate {
             home,
             logs,
             shims: AtomicUsize::new(0),
+            daemon_env: env
+                .iter()
+                .map(|(k, v)| (OsString::from(k), v.to_os_string()))
+                .collect(),
             keychain,
             _dir: dir,
         };
@@ -234,6 +249,7 @@ impl Gate {
                 "POSTERN_LOG",
                 std::env::var_os("POSTERN_LOG").unwrap_or_else(|| "debug".into()),
             )
+            .envs(self.daemon_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -6,6 +6,7 @@
 //! - [`client::Client`]: an rmcp client session over stdio, either [`client::Client::direct`]
 //!   (the server command itself) or [`client::Client::through`] (`postern mcp <label>`).
 //! - [`keychain`]: a private, unlocked Secret Service (D-Bus + gnome-keyring) per gate.
+//! - [`https`]: a local HTTPS server with a test CA, for the built-in `http_request`.
 //! - [`wire`]: a tap on the client's stdio that keeps the exact JSON it sent and received.
 //! - [`servers`]: the third-party test peers installed by `scripts/setup-test-deps.sh`.
 //! - [`compare`]: JSON comparisons with readable failure messages.
@@ -15,6 +16,7 @@ pub mod binaries;
 pub mod client;
 pub mod compare;
 pub mod gate;
+pub mod https;
 pub mod human;
 pub mod keychain;
 pub mod raw;

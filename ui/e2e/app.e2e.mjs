@@ -10,7 +10,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync,
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
-import { agent, CLOCK } from "./agent.mjs";
+import { agent, client, CLOCK } from "./agent.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(need("POSTERN_APP"));
@@ -90,13 +90,316 @@ const scenarios = {
     }
   },
 
-  async "a new home explains how to add a server"({ home }) {
+  // The engine's default session approval is `prompt`: the agent's first call opens one card
+  // that asks about the agent run and the call together.
+  async "approving a request in the approval window lets the agent's call through"({ home }) {
+    addClock(home);
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        const main = await s.windowHandle();
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        agentClient = await client(cli, home, "clock", "e2e-agent");
+        const answer = agentClient.call("now");
+
+        await s.waitForWindow("approvals");
+        await s.waitForTexts(".approval .server-name", (t) => same(t, ["clock"]));
+        // The window's capability lets it follow the queue's pushes (tauri.conf.json).
+        const listens = await s.execute(
+          "const t = window.__TAURI_INTERNALS__; return t.invoke('plugin:event|listen', { event: 'approvals-changed', target: { kind: 'Any' }, handler: t.transformCallback(() => {}) }).then(() => 'allowed', (e) => String(e))",
+        );
+        expectEqual(listens, "allowed", "approvals-changed events in the approval window");
+        expectEqual(await s.texts(".queue-pos"), ["1 of 1"], "queue position");
+        expectEqual(await s.texts(".approval .tool-name"), ["now"], "tool");
+        expectIncludes((await s.texts(".asks-line"))[0], "asks to call now on clock", "what is asked");
+        // The agent is this test's own process (node), which launched the shim.
+        expectEqual(await s.texts(".agent-pid"), [`· pid ${process.pid}`], "agent pid");
+        expectIncludes((await s.texts(".agent-chain"))[0], "→ postern", "agent chain");
+        expectEqual(await s.texts(".since"), ["No launch of this server was approved before."], "identity since");
+        const [left] = await s.texts(".countdown-text");
+        if (!/^expires in [12]:\d\d$/.test(left)) throw new Error(`countdown: got ${JSON.stringify(left)}`);
+        expectEqual(
+          await s.texts(".choice"),
+          ["Approve this call", "Approve for 15 min", "Approve for 60 min", "Approve until the agent run ends"],
+          "grant choices",
+        );
+        // The buttons take input a moment after the card appears; then the narrowest choice
+        // has the focus, and Enter on it approves this call.
+        await s.waitForAttributes(".choice", "disabled", (d) => d.length === 4 && d.every((v) => v === null));
+        const focused = await s.execute("return document.activeElement?.textContent ?? null");
+        expectEqual(focused, "Approve this call", "focused choice");
+        await answerWithKey(s, ".choice", "\uE007");
+
+        const result = (await answer).result;
+        if (result?.isError || !result?.content?.[0]?.text) throw new Error(`tools/call: expected the tool's result, got ${JSON.stringify(result)}`);
+
+        // The queue emptied: the approval window closed itself.
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        await s.switchToWindow(main);
+        expectEqual(await s.texts(".pill"), ["Engine running"], "status pill");
+        expectEqual(await s.texts(".waiting"), [], "nothing waiting");
+      });
+    } finally {
+      agentClient?.close();
+    }
+  },
+
+  async "denying a request refuses the call with approval_denied"({ home }) {
+    addClock(home);
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        agentClient = await client(cli, home, "clock", "e2e-agent");
+        const answer = agentClient.call("now");
+
+        // The main window says a request waits.
+        await s.waitForTexts(".waiting", (t) => same(t, ["1 waiting"]));
+        await s.waitForWindow("approvals");
+        await s.waitForAttributes(".deny", "disabled", (d) => same(d, [null]));
+        // Escape denies the request shown.
+        await answerWithKey(s, ".choice", "\uE00C");
+
+        const result = (await answer).result;
+        expectEqual(result?.isError, true, "isError");
+        expectEqual(result?.structuredContent?.error, "approval_denied", "refusal code");
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+      });
+    } finally {
+      agentClient?.close();
+    }
+  },
+
+  async "settings, lock and unlock from the window: a locked vault refuses calls and shows nothing"({ home }) {
+    addClock(home);
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+
+        // Session approval set to observe in the Settings panel: calls run without a card.
+        await s.click(".tab-settings");
+        await s.waitForTexts(".settings-form h2", (t) => same(t, ["Settings"]));
+        expectEqual(await s.attributes('input[name="approvalTimeout"]', "value"), ["120"], "approval timeout shown");
+        await s.click('input[name="sessionMode"][value="observe"]');
+        await s.click(".settings-form .save");
+        await s.waitForTexts(".form-status", (t) => same(t, ["Saved"]));
+        expectIncludes(postern(home, "settings"), "session approval: observe", "the engine's settings");
+        await s.click(".tab-overview");
+
+        agentClient = await client(cli, home, "clock", "e2e-agent");
+        const first = (await agentClient.call("now", {}, 15_000)).result;
+        if (first?.isError) throw new Error(`observe mode: expected the tool's result, got ${JSON.stringify(first)}`);
+        await s.waitForTexts(".session .state", (t) => same(t, ["catalog-ready"]));
+
+        await s.click(".lock-button");
+        await s.waitForTexts(".locked h2", (t) => same(t, ["Postern is locked"]));
+        expectEqual(await s.texts(".pill"), ["Locked"], "status pill");
+        // Only the locked screen: no server, session, path or tab.
+        expectEqual(await s.texts(".server-label, .session, .tabs, .home code, .foot"), [], "nothing from the vault");
+        const page = (await s.texts("body"))[0];
+        for (const hidden of ["clock", home]) {
+          if (page.includes(hidden)) throw new Error(`the locked window shows ${JSON.stringify(hidden)}: ${JSON.stringify(page)}`);
+        }
+        const locked = (await agentClient.call("now", {}, 15_000)).result;
+        expectEqual(locked?.structuredContent?.error, "vault_locked", "refusal while locked");
+
+        await s.click(".unlock");
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        expectEqual(await s.texts(".pill"), ["Engine running"], "status pill after unlock");
+        const again = (await agentClient.call("now", {}, 15_000)).result;
+        if (again?.isError) throw new Error(`after unlock: expected the tool's result, got ${JSON.stringify(again)}`);
+      });
+    } finally {
+      agentClient?.close();
+    }
+  },
+
+  // (d) First run: an empty home shows the guide; a server added in its form is configured,
+  // an agent configuration found in the user's home is offered for import, the snippet names
+  // the absolute path of the `postern` CLI, and the agent's first call opens the approval window.
+  async "first run with an empty home: the guide adds a server, imports one, and shows the first gated call"({ home }) {
+    const user = join(home, "user");
+    mkdirSync(join(user, ".cursor"), { recursive: true });
+    writeFileSync(
+      join(user, ".cursor", "mcp.json"),
+      JSON.stringify({ mcpServers: { notes: { command: "python3", args: ["-m", "notes_server"], env: { NOTES_TOKEN: "e2e-env-value" } }, web: { url: "https://example.com/mcp" } } }),
+    );
+    const dir = join(home, "clock");
+    mkdirSync(dir);
+    copyFileSync(CLOCK, join(dir, "clock.py"));
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        await s.waitForTexts(".welcome h2", (t) => same(t, ["Welcome to Postern"]));
+        expectEqual(await s.texts(".server-label, .session"), [], "nothing configured yet");
+        expectIncludes((await s.texts(".demo-command"))[0], "demo", "the demo hint");
+
+        // The agent configuration under the user's home is offered, with the entry that cannot be imported said why.
+        await s.waitForTexts(".import-source .import-title", (t) => t.length === 1 && t[0].startsWith("Cursor"));
+        expectEqual(await s.texts(".import-entry .entry-name"), ["notes", "web"], "entries");
+        expectIncludes((await s.texts(".import-entry.skipped .entry-skip"))[0], "remote", "the remote entry is skipped");
+        const page = await s.execute("return document.documentElement.outerHTML");
+        if (page.includes("e2e-env-value")) throw new Error("an environment value from the agent's configuration reached the window");
+
+        // Step 1 by hand: the form.
+        await type(s, '.add-server-form input[name="label"]', "clock");
+        await type(s, '.add-server-form input[name="command"]', "python3");
+        await type(s, '.add-server-form input[name="args"]', "clock.py");
+        await type(s, '.add-server-form input[name="cwd"]', dir);
+        await s.click(".add-server-form .add-server");
+        await s.waitForTexts(".guide-note", (t) => t.length === 1 && t[0].startsWith("Added clock"));
+        expectIncludes(postern(home, "server", "list"), "clock\tpython3 clock.py", "configured through the store");
+
+        // And by import.
+        await s.click(".import-source .import");
+        await s.waitForTexts(".guide-note", (t) => t.length === 1 && t[0].startsWith("Imported notes"));
+        expectIncludes(postern(home, "server", "list"), "notes\tpython3 -m notes_server", "imported");
+
+        // Step 2: the snippet runs this checkout's `postern` by its absolute path.
+        const [snippet] = await s.waitForTexts(".agent-snippet", (t) => t.length === 1 && t[0].includes("notes"));
+        const servers = JSON.parse(snippet).mcpServers;
+        expectEqual(Object.keys(servers), ["clock", "notes"], "snippet labels");
+        expectEqual(servers.clock, { command: cli, args: ["mcp", "clock"] }, "snippet for clock");
+
+        // Step 3: the first gated call arrives, in the approval window.
+        agentClient = await client(cli, home, "clock", "e2e-agent");
+        await s.waitForTexts(".call-state", (t) => t.length === 1 && t[0].startsWith("An agent is connected to clock"));
+        const main = await s.windowHandle();
+        const answer = agentClient.call("now");
+        await s.waitForWindow("approvals");
+        await s.waitForTexts(".approval .tool-name", (t) => same(t, ["now"]));
+        await s.switchToWindow(main);
+        await s.waitForTexts(".call-waiting p", (t) => t.length === 1 && t[0].startsWith("A call is waiting"));
+        await s.waitForWindow("approvals");
+        await s.waitForAttributes(".deny", "disabled", (d) => same(d, [null]));
+        await answerWithKey(s, ".choice", "\uE00C");
+        expectEqual((await answer).result?.structuredContent?.error, "approval_denied", "the agent's answer");
+      }, { HOME: user });
+    } finally {
+      agentClient?.close();
+    }
+  },
+
+  // (a) A credential added in the Credentials view is listed, and its value is nowhere in the
+  // page afterwards: not in the markup, not in any field.
+  async "a credential added in the Credentials view is listed, its value nowhere in the page"({ home }) {
+    addClock(home);
+    const value = `e2e-secret-${process.pid}-${Date.now()}`;
     await withApp(home, async (s) => {
-      await s.waitForTexts(".welcome h2", (t) => same(t, ["No servers yet"]));
-      const snippets = await s.texts(".welcome .snippet");
-      expectEqual(snippets[0], "postern server add <label> -- <command>", "add command");
-      expectEqual(JSON.parse(snippets[1]), { mcpServers: { "<label>": { command: "postern", args: ["mcp", "<label>"] } } }, "agent snippet");
+      await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+      await s.click(".tab-credentials");
+      await s.waitForTexts(".credentials .empty-line", (t) => t.length === 1 && t[0].startsWith("No credentials yet"));
+      await type(s, '.add-credential-form input[name="name"]', "clock-api");
+      await type(s, '.add-credential-form input[name="envVar"]', "CLOCK_TOKEN");
+      await type(s, '.add-credential-form input[name="value"]', value);
+      await s.click('.add-credential-form input[name="everyUse"]');
+      await s.click(".add-credential-form .add-credential");
+
+      await s.waitForTexts(".credential-name", (t) => same(t, ["clock-api"]));
+      expectEqual(await s.texts(".credential .kind"), ["env CLOCK_TOKEN"], "kind");
+      expectEqual(await s.texts(".credential .every-use"), ["every use"], "every-use flag");
+      expectIncludes((await s.texts(".credential-version"))[0], "v1", "version");
+      const leaked = await s.execute(
+        "const v = arguments[0]; return document.documentElement.outerHTML.includes(v) || [...document.querySelectorAll('input, textarea')].some((i) => i.value.includes(v))",
+        [value],
+      );
+      expectEqual(leaked, false, "the value anywhere in the page");
+      expectIncludes(postern(home, "credential", "list"), "clock-api", "the engine has it");
+
+      // Bound to the server from the view, then unbound.
+      await s.click('.credential[data-name="clock-api"] .bind');
+      await s.waitForTexts(".credential .bound code", (t) => same(t, ["clock"]));
+      await s.click('.credential .bound .unbind');
+      await s.waitForTexts(".credential .unbound", (t) => same(t, ["no server"]));
     });
+  },
+
+  // (b) Restart in the Servers view: the server's process gets a new execution epoch, shown there.
+  async "the Servers view shows a restarted server's new epoch after clicking Restart"({ home }) {
+    addClock(home);
+    const agents = [];
+    try {
+      await withApp(home, async (s) => {
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        agents.push(agent(cli, home, "clock", "e2e-agent"));
+        await s.click(".tab-servers");
+        await s.waitForTexts('.server-card[data-label="clock"] .session .state', (t) => same(t, ["catalog-ready"]), 20_000);
+        const before = epochOf(home, "clock");
+        expectEqual(await s.attributes(".server-card .session .record .epoch-full", "class"), ["epoch-full"], "the record is there");
+        const [shown] = await s.attributes(".server-card .session .facts .epoch", "title");
+        expectIncludes(shown, before, "the epoch shown before");
+        expectEqual(await s.texts(".server-card .server-state"), ["1 running"], "state summary");
+
+        await s.click('.server-card[data-label="clock"] .restart-button');
+        await s.waitForTexts(".restart-note", (t) => same(t, ["Restarting 1 process of clock: each gets a new execution epoch."]));
+        const [after] = await s.waitForAttributes(
+          ".server-card .session .facts .epoch",
+          "title",
+          (t) => t.length === 1 && t[0] !== null && !t[0].includes(before),
+          20_000,
+        );
+        await s.waitForTexts(".server-card .session .state", (t) => same(t, ["catalog-ready"]), 20_000);
+        const engine = epochOf(home, "clock");
+        expectIncludes(after, engine, "the new epoch is the engine's");
+      });
+    } finally {
+      for (const a of agents) a.stdin.end();
+    }
+  },
+
+  // (c) A rebuild under `--restart on-change`: the bundled demo server, whose identity is its
+  // revision file. A call, a rebuild, another call: the timeline shows the session's lane with
+  // the two epochs as bands, a rebuild mark between them, and a mark opens its audit record.
+  async "the timeline shows the session lane with the rebuild's two epochs"({ home }) {
+    const revision = join(home, "revision.txt");
+    writeFileSync(revision, "1\n");
+    postern(home, "server", "add", "deploy", "--restart", "on-change", "--identity", revision, "--", cli, "demo-server", "--revision-file", revision);
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["deploy"]));
+        // Calls run without a card: this scenario is about what the timeline shows.
+        postern(home, "settings", "--session-mode", "observe");
+        agentClient = await client(cli, home, "deploy", "e2e-agent");
+        const first = (await agentClient.call("status", {}, 20_000)).result;
+        expectEqual(first?.content?.[0]?.text, "revision 1", "the first call");
+        const epochA = epochOf(home, "deploy");
+
+        writeFileSync(revision, "2\n");
+        await until(() => {
+          const now = epochOf(home, "deploy");
+          return now !== null && now !== epochA;
+        }, 20_000, "the rebuild's new epoch");
+        await until(() => postern(home, "server", "status", "deploy").includes("catalog-ready"), 20_000, "the new epoch's catalog");
+        const epochB = epochOf(home, "deploy");
+        const second = (await agentClient.call("status", {}, 20_000)).result;
+        expectEqual(second?.content?.[0]?.text, "revision 2", "the second call");
+
+        await s.click(".tab-timeline");
+        await s.waitForAttributes(".timeline .lane", "data-lane", (t) => t.length === 1, 15_000);
+        const bands = await s.waitForAttributes(".timeline .lane .band", "data-epoch", (t) => t.length === 2, 15_000);
+        expectEqual(bands, [epochA, epochB], "the lane's epoch bands");
+        const calls = await s.waitForAttributes(".timeline .lane .mark-call", "data-seq", (t) => t.length === 2, 15_000);
+        expectEqual((await s.attributes(".timeline .lane .mark-rebuild", "data-kind")).length, 1, "one rebuild mark");
+
+        // A mark opens its audit record.
+        await s.execute("document.querySelector('.timeline .mark-call').dispatchEvent(new MouseEvent('click', { bubbles: true }))");
+        await s.waitForTexts(".timeline .entry .panel-head h2", (t) => same(t, [`Audit record #${calls[0]}`]));
+        await s.waitForTexts(".timeline .entry .entry-kind", (t) => t.length === 1 && t[0] !== "");
+        const [body] = await s.waitForTexts(".timeline .entry .entry-body", (t) => t.length === 1);
+        expectIncludes(body, "status", "the record's body names the tool");
+
+        // The lane's label leads to the session's Activity.
+        await s.execute("document.querySelector('.timeline .lane-label').dispatchEvent(new MouseEvent('click', { bubbles: true }))");
+        await s.waitForTexts(".activity-row .col-tool", (t) => same(t, ["status", "status"]));
+        expectEqual(await s.texts(".activity-row .col-decision"), ["observed", "observed"], "decisions");
+        const epochs = await s.attributes(".activity-row .col-epoch code", "title");
+        expectEqual(epochs, [epochB, epochA], "each call's epoch, newest first");
+      });
+    } finally {
+      agentClient?.close();
+    }
   },
 
   async "says so when another engine owns the home"({ home }) {
@@ -143,9 +446,9 @@ process.exit(failed.length === 0 && passed > 0 ? 0 : 1);
 // --- helpers ---------------------------------------------------------------------------------
 
 /** Opens the app on `home` in a WebDriver session, runs `body`, then closes everything. */
-async function withApp(home, body) {
+async function withApp(home, body, env = {}) {
   const driver = await startDriver({
-    env: { POSTERN_HOME: home, RUST_LOG: verbose ? "debug" : "warn" },
+    env: { POSTERN_HOME: home, RUST_LOG: verbose ? "debug" : "warn", ...env },
     log: verbose ? (line) => process.stderr.write(line) : undefined,
   });
   let session;
@@ -159,6 +462,39 @@ async function withApp(home, body) {
     await session?.delete();
     await driver.stop();
   }
+}
+
+/** Types `text` into the field at `css`, again if the window re-rendered it meanwhile. */
+async function type(s, css, text) {
+  await until(async () => {
+    try {
+      await s.sendKeys(css, text);
+      return true;
+    } catch (err) {
+      if (String(err.message).includes("stale element")) return false;
+      throw err;
+    }
+  }, 10_000, `typing into ${css}`);
+}
+
+/**
+ * Types `key` into the approval window. The answer empties the queue, and the window may close
+ * before the driver reports the keystroke done: that is the expected outcome, not a failure.
+ */
+async function answerWithKey(s, css, key) {
+  await s.sendKeys(css, key).catch((err) => {
+    if (!String(err.message).includes("no such window")) throw err;
+  });
+}
+
+/** Configures `clock`, a private copy of the fixture server, on `home`; returns its entry file. */
+function addClock(home) {
+  const dir = join(home, "clock");
+  mkdirSync(dir);
+  const entry = join(dir, "clock.py");
+  copyFileSync(CLOCK, entry);
+  postern(home, "server", "add", "clock", "--cwd", dir, "--", "python3", "clock.py");
+  return entry;
 }
 
 function postern(home, ...args) {
@@ -179,6 +515,11 @@ function posternStatus(home, label) {
     revision: find(/catalog (sha256:\S+)/, "catalog revision"),
     unpinned: find(/UNPINNED: (.+)/, "unpinned reason"),
   };
+}
+
+/** The running epoch of the first session of `label`, as `postern server status` prints it (null when none runs). */
+function epochOf(home, label) {
+  return postern(home, "server", "status", label).match(/running epoch (\S+)/)?.[1] ?? null;
 }
 
 function need(name) {

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { agent, CLOCK } from "./agent.mjs";
+import { agent, client, CLOCK } from "./agent.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(process.env.POSTERN_APP ?? "");
@@ -23,6 +23,9 @@ const repo = fileURLToPath(new URL("../..", import.meta.url));
 const REBUILDABLE = join(repo, "tests/fixtures/rebuildable");
 const VENV = join(repo, "tests/.deps/venv");
 mkdirSync(out, { recursive: true });
+
+/** `POSTERN_SHOTS=journals,first-run` takes only those homes' pictures. */
+const only = process.env.POSTERN_SHOTS?.split(",").filter((name) => name !== "");
 
 // The servers inherit the app's environment, and their execution records list its variable
 // names: keep the pictures to what a desktop session has, not this machine's build variables.
@@ -51,6 +54,10 @@ const shots = {
       return await withApp(home, async (s) => {
         await s.setWindowRect(900, 800);
         await s.waitForTexts(".server-label", (l) => l.length === 2);
+        // A credential bound to the publisher: its launches start without it until a human
+        // approves that code for it, and the Servers view says why.
+        credential(home, "publisher-token", "--kind", "env", "--env", "PUBLISHER_TOKEN");
+        postern(home, "server", "bind", "publisher", "publisher-token");
         agents.push(agent(cli, home, "publisher", "claude-code", "2.0.14"));
         await s.waitForTexts(".session .state", (t) => same(t, ["catalog-ready"]), 30_000);
         agents.push(agent(cli, home, "clock", "Cursor", "1.7.2"));
@@ -66,18 +73,190 @@ const shots = {
         await s.click('[data-server="publisher"] details.record summary');
         await s.execute("document.querySelector('[data-server=publisher]').scrollIntoView()");
         const record = await s.screenshot();
-        return { "status.png": status, "execution-record.png": record };
+
+        // The Servers view: the rebuilt publisher's catalog diff (an escalation flagged), its
+        // credential withheld from the new code, and Restart.
+        await s.setWindowRect(900, 1000);
+        await s.click(".tab-servers");
+        await s.waitForTexts('.server-card[data-label="publisher"] .changes .flag', (t) => t.length === 1);
+        await s.execute("window.scrollTo(0, 0)");
+        const servers = await s.screenshot();
+        return { "status.png": status, "execution-record.png": record, "servers.png": servers };
       });
     } finally {
       for (const a of agents) a.stdin.end();
     }
   },
 
+  // The approval window over a rebuild: a call to `publisher` was approved on revision A; the
+  // server was rebuilt (a new epoch whose schema gained `target`, default `preview`), and the
+  // agent's next call asks again, showing what changed since the approval. A second agent's
+  // first call waits behind it. Then the status window's Settings, and the locked screen.
+  async approval(home) {
+    const publisher = rebuildable(join(home, "publisher"));
+    postern(home, "server", "add", "publisher", "--cwd", publisher.app, "--env", `FIXTURE_EFFECTS=${publisher.effects}`,
+      "--identity", "lib", "--restart", "on-change", "--", ".venv/bin/python", "-B", "server.py");
+    const clockDir = join(home, "clock");
+    mkdirSync(clockDir, { recursive: true });
+    copyFileSync(CLOCK, join(clockDir, "clock.py"));
+    postern(home, "server", "add", "clock", "--cwd", clockDir, "--", "python3", "clock.py");
+    const agents = [];
+    try {
+      return await withApp(home, async (s) => {
+        const main = await s.windowHandle();
+        await s.setWindowRect(900, 700);
+        await s.waitForTexts(".server-label", (l) => l.length === 2);
+        const claude = await client(cli, home, "publisher", "claude-code", "2.0.14");
+        agents.push(claude);
+        const first = claude.call("publish_preview", { branch: "main" });
+        await s.waitForWindow("approvals", 30_000);
+        await s.waitForAttributes(".choice", "disabled", (d) => d.length > 0 && d[0] === null);
+        await s.click(".choice");
+        await first;
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        await s.switchToWindow(main);
+
+        publisher.build("b-schema");
+        await s.waitForTexts('[data-server="publisher"] .changes li', (t) => t.length > 0, 30_000);
+        await s.waitForTexts('[data-server="publisher"] .state', (t) => same(t, ["catalog-ready"]), 30_000);
+        await claude.request("tools/list", {});
+        void claude.call("publish_preview", { branch: "main" }, 600_000).catch(() => {});
+        const cursor = await client(cli, home, "clock", "Cursor", "1.7.2");
+        agents.push(cursor);
+        void cursor.call("now", {}, 600_000).catch(() => {});
+
+        await s.waitForWindow("approvals", 30_000);
+        await s.setWindowRect(600, 1000);
+        await s.waitForTexts(".queue-pos", (t) => same(t, ["1 of 2"]), 30_000);
+        await s.waitForAttributes(".choice", "disabled", (d) => d.length > 0 && d[0] === null);
+        const approval = await s.screenshot();
+
+        await s.switchToWindow(main);
+        await s.click(".tab-settings");
+        await s.waitForTexts(".settings-form h2", (t) => t.length === 1);
+        const settings = await s.screenshot();
+
+        await s.click(".lock-button");
+        await s.waitForTexts(".locked h2", (t) => same(t, ["Postern is locked"]));
+        const locked = await s.screenshot();
+        return { "approval-window.png": approval, "settings.png": settings, "locked.png": locked };
+      });
+    } finally {
+      for (const a of agents) a.close();
+    }
+  },
+
+  // The first-run guide on an empty home, with a Cursor configuration found in the user's home.
   async "first-run"(home) {
-    return withApp(home, async (s) => {
-      await s.waitForTexts(".welcome h2", (t) => t.length === 1);
-      return { "first-run.png": await s.screenshot() };
-    });
+    const user = join(home, "user");
+    mkdirSync(join(user, ".cursor"), { recursive: true });
+    writeFileSync(
+      join(user, ".cursor", "mcp.json"),
+      JSON.stringify({
+        mcpServers: {
+          time: { command: "uvx", args: ["mcp-server-time", "--local-timezone", "UTC"] },
+          github: { command: "npx", args: ["-y", "@modelcontextprotocol/server-github"], env: { GITHUB_TOKEN: "not-shown" } },
+          linear: { url: "https://mcp.linear.app/sse" },
+        },
+      }),
+    );
+    return withApp(
+      home,
+      async (s) => {
+        await s.setWindowRect(900, 1250);
+        await s.waitForTexts(".welcome h2", (t) => t.length === 1);
+        await s.waitForTexts(".import-entry", (t) => t.length === 3);
+        return { "first-run.png": await s.screenshot() };
+      },
+      { HOME: user },
+    );
+  },
+
+  // The journals after a short story: two agents, approvals, a denial, a rebuild and the stale
+  // call it refuses. Then the timeline (a refusal's audit record opened), the Activity feed,
+  // the Credentials view and the Integrity view after a full verification.
+  async journals(home) {
+    const revision = join(home, "deploy", "revision.txt");
+    mkdirSync(join(home, "deploy"), { recursive: true });
+    writeFileSync(revision, "1\n");
+    postern(home, "server", "add", "deploy", "--restart", "on-change", "--identity", revision, "--", cli, "demo-server", "--revision-file", revision);
+    const clockDir = join(home, "clock");
+    mkdirSync(clockDir, { recursive: true });
+    copyFileSync(CLOCK, join(clockDir, "clock.py"));
+    postern(home, "server", "add", "clock", "--cwd", clockDir, "--", "python3", "clock.py");
+    const agents = [];
+    try {
+      return await withApp(home, async (s) => {
+        const main = await s.windowHandle();
+        await s.setWindowRect(1180, 820);
+        await s.waitForTexts(".server-label", (l) => l.length === 2);
+        credential(home, "deploy-key", "--kind", "env", "--env", "DEPLOY_KEY", "--every-use");
+        credential(home, "github", "--kind", "bearer", "--host", "api.github.com");
+        credential(home, "linear", "--kind", "header", "--header", "X-Api-Key", "--host", "api.linear.app");
+        postern(home, "server", "bind", "postern", "github");
+
+        const claude = await client(cli, home, "deploy", "claude-code", "2.0.14");
+        agents.push(claude);
+        const last = (n) => n - 1;
+        const once = () => 0;
+        // Approved until the run ends: its next calls of deploy on this epoch go through.
+        await gated(s, main, claude.call("deploy", { branch: "main" }, 60_000), last);
+        await gated(s, main, claude.call("status", {}, 60_000), once);
+        await sleep(600);
+        await gated(s, main, claude.call("deploy", { branch: "release" }, 60_000), last);
+
+        const cursor = await client(cli, home, "clock", "Cursor", "1.7.2");
+        agents.push(cursor);
+        await gated(s, main, cursor.call("now", {}, 60_000), null);
+        await sleep(500);
+        await gated(s, main, cursor.call("now", {}, 60_000), last);
+
+        // The rebuild: a new epoch; the call prepared against the old one is refused as stale,
+        // then, after listing tools again, a human is asked about the new code.
+        await sleep(700);
+        const before = epochOf(home, "deploy");
+        writeFileSync(revision, "2\n");
+        await until(() => {
+          const out = postern(home, "server", "status", "deploy");
+          const epoch = out.match(/running epoch (\S+)/)?.[1];
+          return epoch !== undefined && epoch !== before && out.includes("catalog-ready");
+        }, 20_000, "the rebuild's new epoch");
+        await sleep(800);
+        await gated(s, main, claude.call("deploy", { branch: "main" }, 60_000), null);
+        await claude.request("tools/list", {});
+        await gated(s, main, claude.call("deploy", { branch: "main" }, 60_000), last);
+        await sleep(500);
+        await gated(s, main, cursor.call("now", {}, 60_000), last);
+        await gated(s, main, claude.call("deploy", { branch: "hotfix" }, 60_000), last);
+
+        await s.click(".tab-timeline");
+        await s.waitForAttributes(".timeline .lane", "data-lane", (t) => t.length === 2, 15_000);
+        await s.waitForAttributes(".timeline .mark-refusal", "data-seq", (t) => t.length >= 2, 15_000);
+        await s.execute(
+          "const stale = [...document.querySelectorAll('.timeline .mark-refusal[data-seq]')].find((m) => m.textContent.includes('authorization_stale')); stale.dispatchEvent(new MouseEvent('click', { bubbles: true })); return true",
+        );
+        await s.waitForTexts(".timeline .entry .entry-kind", (t) => t.length === 1 && t[0] !== "");
+        const timeline = await s.screenshot();
+
+        await s.click(".tab-activity");
+        await s.waitForTexts(".activity-row", (t) => t.length >= 6);
+        const activity = await s.screenshot();
+
+        await s.setWindowRect(900, 900);
+        await s.click(".tab-credentials");
+        await s.waitForTexts(".credential-name", (t) => t.length === 3);
+        const credentials = await s.screenshot();
+
+        await s.setWindowRect(900, 760);
+        await s.click(".tab-integrity");
+        await s.click(".verify");
+        await s.waitForTexts(".verify-result .callout-title", (t) => t.length === 1, 30_000);
+        const integrity = await s.screenshot();
+        return { "timeline.png": timeline, "activity.png": activity, "credentials.png": credentials, "integrity.png": integrity };
+      });
+    } finally {
+      for (const a of agents) a.close();
+    }
   },
 
   async "engine-unavailable"(home) {
@@ -96,6 +275,7 @@ const shots = {
 };
 
 for (const [name, take] of Object.entries(shots)) {
+  if (only !== undefined && only.length > 0 && !only.includes(name)) continue;
   const home = join(demo, name);
   rmSync(home, { recursive: true, force: true });
   mkdirSync(home, { recursive: true });
@@ -141,8 +321,8 @@ function rebuildable(dir) {
   };
 }
 
-async function withApp(home, body) {
-  const driver = await startDriver({ env: { POSTERN_HOME: home, RUST_LOG: "warn" } });
+async function withApp(home, body, env = {}) {
+  const driver = await startDriver({ env: { POSTERN_HOME: home, RUST_LOG: "warn", ...env } });
   let session;
   try {
     session = await Session.create(driver.url, app);
@@ -160,6 +340,52 @@ async function withApp(home, body) {
 
 function postern(home, ...args) {
   return execFileSync(cli, ["--home", home, ...args], { encoding: "utf8" });
+}
+
+/** The running epoch of the first session of `label` (null when none runs). */
+function epochOf(home, label) {
+  return postern(home, "server", "status", label).match(/running epoch (\S+)/)?.[1] ?? null;
+}
+
+/** Adds a credential through the CLI, its value on stdin (a made-up one). */
+function credential(home, name, ...args) {
+  execFileSync(cli, ["--home", home, "credential", "add", name, ...args], { input: `demo-value-for-${name}`, encoding: "utf8" });
+}
+
+/**
+ * Waits for `call` to be answered; when the approval window opens for it first, answers with
+ * `pick` (see `answer`). Resolves with the call's response.
+ */
+async function gated(s, main, call, pick) {
+  let done = false;
+  const settled = call.then((r) => {
+    done = true;
+    return r;
+  });
+  await until(async () => done || (await s.windowHandles()).length > 1, 30_000, "the call's answer or its approval request");
+  if (!done) await answer(s, main, pick);
+  return settled;
+}
+
+/**
+ * Answers the request the approval window shows: the choice `pick(n)` of its n choices, or
+ * Deny when `pick` is null. Then back to the main window.
+ */
+async function answer(s, main, pick) {
+  await s.waitForWindow("approvals", 30_000);
+  await s.waitForAttributes(".choice", "disabled", (d) => d.length > 0 && d.every((v) => v === null));
+  // The answer may close the window before the driver hears back: that is the expected outcome.
+  const closing = (err) => {
+    if (!/no such window|Could not parse script result/.test(String(err.message))) throw err;
+  };
+  if (pick === null) {
+    await s.click(".deny").catch(closing);
+  } else {
+    const n = (await s.attributes(".choice", "class")).length;
+    await s.execute("document.querySelectorAll('.choice')[arguments[0]].click(); return true", [pick(n)]).catch(closing);
+  }
+  await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+  await s.switchToWindow(main);
 }
 
 function same(a, b) {

@@ -158,6 +158,66 @@ export class Session {
     return last;
   }
 
+  /** Types `keys` into the first element matching `css` (WebDriver key codes: "\uE007" is Enter). */
+  async sendKeys(css, keys) {
+    const [id] = await this.findAll(css);
+    if (id === undefined) throw new Error(`nothing to type into: no element matches ${css}`);
+    await call("POST", `${this.base}/element/${id}/value`, { text: keys });
+  }
+
+  /** The handles of the app's windows (one webview each). */
+  async windowHandles() {
+    return call("GET", `${this.base}/window/handles`);
+  }
+
+  /** The handle of the window commands go to. */
+  async windowHandle() {
+    return call("GET", `${this.base}/window`);
+  }
+
+  /** Sends the next commands to the window with `handle`. */
+  async switchToWindow(handle) {
+    await call("POST", `${this.base}/window`, { handle });
+  }
+
+  /**
+   * Waits for the app's window labelled `label` (tauri.conf.json, src-tauri/src/window.rs) and
+   * switches to it; returns its handle.
+   */
+  async waitForWindow(label, timeoutMs = 15_000) {
+    let found;
+    await until(async () => {
+      for (const handle of await this.windowHandles()) {
+        await this.switchToWindow(handle);
+        const shown = await this.execute("return window.__TAURI_INTERNALS__?.metadata?.currentWindow?.label ?? null").catch(() => null);
+        if (shown === label) {
+          found = handle;
+          return true;
+        }
+      }
+      return false;
+    }, timeoutMs, `the ${label} window`);
+    return found;
+  }
+
+  /** Polls `attributes(css, name)` until `accept` returns true; returns the last values. */
+  async waitForAttributes(css, name, accept, timeoutMs = 15_000) {
+    let last = [];
+    try {
+      await until(async () => {
+        try {
+          return accept((last = await this.attributes(css, name)));
+        } catch (err) {
+          if (String(err.message).includes("stale element")) return false;
+          throw err;
+        }
+      }, timeoutMs, `${css} [${name}]`);
+    } catch (err) {
+      throw new Error(`${err.message}; last seen ${JSON.stringify(last)}`);
+    }
+    return last;
+  }
+
   async setWindowRect(width, height) {
     return call("POST", `${this.base}/window/rect`, { width, height });
   }

@@ -1,5 +1,7 @@
 // Generated from crates/engine/src/api.rs by `cargo run -p postern-app --bin gen-bindings`. Do not edit.
 
+import type { ApprovalCard } from "./approval-card";
+
 export type Status = { 
 /**
  * The home directory this engine owns.
@@ -310,6 +312,419 @@ approvalTimeoutMs: number,
  */
 autoLockMs: number, };
 
+export type TimelineQuery = { 
+/**
+ * Window start, unix ms (default: the first session's start).
+ */
+since: number | null, 
+/**
+ * Window end, exclusive, unix ms (default: just after the last record of any session).
+ */
+until: number | null, 
+/**
+ * Only sessions with a larger id: the previous page's last lane.
+ */
+lanesAfter: number | null, 
+/**
+ * Most lanes (0: 100; at most 1,000).
+ */
+maxLanes: number, 
+/**
+ * Most call, refusal and grant marks (0: 2,000; at most 20,000).
+ */
+maxMarks: number, 
+/**
+ * Buckets across the window when the marks do not fit (0: 200; at most 2,000).
+ */
+buckets: number, };
+
+export type Timeline = { 
+/**
+ * The window start, unix ms.
+ */
+since: number, 
+/**
+ * The window end (exclusive), unix ms.
+ */
+until: number, 
+/**
+ * The sessions overlapping the window, oldest first.
+ */
+lanes: Array<TimelineLane>, 
+/**
+ * More sessions overlap the window: ask again with `lanesAfter` set to the last lane's id.
+ */
+moreLanes: boolean, 
+/**
+ * Which kinds of marks are all given one by one; the others are only counted, in the
+ * lanes' buckets. Rebuilds are always marks.
+ */
+complete: MarksComplete, 
+/**
+ * The width of every bucket (ms), when the lanes have buckets.
+ */
+bucketWidth: number | null, };
+
+export type MarksComplete = { 
+/**
+ * Every call (and so every refusal).
+ */
+calls: boolean, 
+/**
+ * Every refusal.
+ */
+refusals: boolean, 
+/**
+ * Every grant issued or ended.
+ */
+grants: boolean, };
+
+export type TimelineLane = { 
+/**
+ * The journal session id (what `ActivityFilter.session` takes).
+ */
+id: number, 
+/**
+ * The server label.
+ */
+server: string, 
+/**
+ * The agent process as the engine identified it (chain and pid), for display.
+ */
+agent: string | null, 
+/**
+ * The agent's self-reported client name (display only).
+ */
+client: string | null, 
+/**
+ * Start, unix ms.
+ */
+started: number, 
+/**
+ * End, unix ms, when it ended cleanly.
+ */
+ended: number | null, 
+/**
+ * Its last record, unix ms: where an interrupted lane stops.
+ */
+lastSeen: number, 
+/**
+ * `running` (the lane goes on to now), `ended` or `interrupted`.
+ */
+status: string, 
+/**
+ * Who admitted the agent run: `human` or `observe`.
+ */
+approved: string | null, 
+/**
+ * Its epochs overlapping the window, in order.
+ */
+bands: Array<EpochBand>, 
+/**
+ * Its marks in the window, by time.
+ */
+marks: Array<TimelineMark>, 
+/**
+ * Its counts per bucket (`bucketWidth` wide), by start, when not every mark is given;
+ * buckets with nothing in them are left out.
+ */
+buckets: Array<TimelineBucket>, };
+
+export type EpochBand = { 
+/**
+ * The epoch.
+ */
+epoch: string, 
+/**
+ * The first record naming it in the session, unix ms.
+ */
+first: number, 
+/**
+ * The last record naming it in the session, unix ms.
+ */
+last: number, 
+/**
+ * The seq of the first record naming it (its audit entry).
+ */
+seq: number, };
+
+export type TimelineMark = { "kind": "call", time: number, seq: number, tool: string, epoch: string | null, decision: string, 
+/**
+ * `ok`, `tool_error`, ...; `null` while no result is recorded.
+ */
+outcome: string | null, } | { "kind": "refusal", time: number, seq: number, tool: string, epoch: string | null, 
+/**
+ * The stable refusal code (`approval_denied`, `catalog_stale`, ...).
+ */
+code: string, } | { "kind": "grantIssued", time: number, seq: number, grant: string, epoch: string, 
+/**
+ * The `ToolScope`.
+ */
+tools: unknown, } | { "kind": "grantEnded", time: number, 
+/**
+ * `null` for a grant that ended before the journals recorded which record ended it.
+ */
+seq: number | null, grant: string, reason: string | null, } | { "kind": "rebuild", time: number, seq: number, from: string, to: string, };
+
+export type TimelineBucket = { 
+/**
+ * Unix ms.
+ */
+start: number, 
+/**
+ * Calls, refusals included.
+ */
+calls: number, 
+/**
+ * Calls refused before forwarding.
+ */
+refused: number, 
+/**
+ * Grants issued.
+ */
+grants: number, };
+
+export type ActivityFilter = { 
+/**
+ * A journal session id (a lane's `id`).
+ */
+session: number | null, 
+/**
+ * A server label.
+ */
+server: string | null, 
+/**
+ * An execution epoch.
+ */
+epoch: string | null, 
+/**
+ * A tool name.
+ */
+tool: string | null, 
+/**
+ * `allowed`, `observed`, `denied` (any refusal), or one refusal code.
+ */
+decision: string | null, 
+/**
+ * At or after, unix ms.
+ */
+since: number | null, 
+/**
+ * Before, unix ms.
+ */
+until: number | null, 
+/**
+ * The next page: the previous page's last `seq`.
+ */
+before: number | null, 
+/**
+ * Page size (0: 50; at most 10,000).
+ */
+limit: number, };
+
+export type ActivityRow = { 
+/**
+ * The intent's (or refusal's) audit record.
+ */
+seq: number, 
+/**
+ * Unix ms.
+ */
+time: number, 
+/**
+ * The journal session id.
+ */
+session: number, 
+/**
+ * The server label.
+ */
+server: string, 
+/**
+ * The epoch it ran (or was refused) under.
+ */
+epoch: string | null, 
+/**
+ * The tool.
+ */
+tool: string, 
+/**
+ * The JSON-RPC id, as JSON text.
+ */
+call: string, 
+/**
+ * `allowed`, `observed`, `no_intent`, or the refusal code.
+ */
+decision: string, 
+/**
+ * `ok`, `tool_error`, `error`, `epoch_transition`, `cancelled`, `refused`; `null` while
+ * no result is recorded.
+ */
+outcome: string | null, 
+/**
+ * How long it took.
+ */
+durationMs: number | null, };
+
+export type SessionFilter = { 
+/**
+ * A server label.
+ */
+server: string | null, 
+/**
+ * `running`, `ended` or `interrupted`.
+ */
+status: string | null, 
+/**
+ * The next page: the previous page's last `id`.
+ */
+before: number | null, 
+/**
+ * Page size (0: 50; at most 10,000).
+ */
+limit: number, };
+
+export type SessionRow = { 
+/**
+ * The journal id.
+ */
+id: number, 
+/**
+ * The seq of its engine run's first record.
+ */
+run: number, 
+/**
+ * The engine's session number within the run.
+ */
+session: number, 
+/**
+ * The server label.
+ */
+server: string, 
+/**
+ * The agent's self-reported client name.
+ */
+client: string | null, 
+/**
+ * The agent process, for display.
+ */
+agent: string | null, 
+/**
+ * Start, unix ms.
+ */
+started: number, 
+/**
+ * End, unix ms, when it ended cleanly.
+ */
+ended: number | null, 
+/**
+ * `running`, `ended` or `interrupted`.
+ */
+status: string, 
+/**
+ * Why it ended.
+ */
+reason: string | null, 
+/**
+ * Calls forwarded.
+ */
+calls: number, 
+/**
+ * Calls refused.
+ */
+denied: number, 
+/**
+ * Results other than ok.
+ */
+failed: number, 
+/**
+ * Who admitted it: `human` or `observe`.
+ */
+approved: string | null, 
+/**
+ * Approval requests it raised.
+ */
+approvals: number, 
+/**
+ * The epochs it used, in order.
+ */
+epochs: Array<string>, 
+/**
+ * The grants given in it, in order.
+ */
+grants: Array<GrantRow>, };
+
+export type GrantRow = { 
+/**
+ * The grant id.
+ */
+grant: string, 
+/**
+ * The server label.
+ */
+server: string, 
+/**
+ * The epoch it is bound to.
+ */
+epoch: string, 
+/**
+ * The `ToolScope`.
+ */
+tools: unknown, 
+/**
+ * Credential scopes, by name.
+ */
+credentials: Array<string>, 
+/**
+ * The `GrantEnd`.
+ */
+end: unknown, 
+/**
+ * Issued, unix ms.
+ */
+issued: number, 
+/**
+ * Ended, unix ms, when a record says so.
+ */
+ended: number | null, 
+/**
+ * Why it ended.
+ */
+reason: string | null, };
+
+export type AuditEntry = { 
+/**
+ * Its sequence number.
+ */
+seq: number, 
+/**
+ * Its time, unix ms (from the clear header).
+ */
+time: number, 
+/**
+ * Its event kind (from the clear header).
+ */
+kind: string, 
+/**
+ * The header's format version.
+ */
+version: number, 
+/**
+ * Its chain hash, hex.
+ */
+hash: string, 
+/**
+ * What is wrong with the record as stored, checked against the previous record only
+ * (the header, the seq, the link to the previous hash): `null` when nothing is. The
+ * Integrity view's full verification is what vouches for the whole log.
+ */
+problem: string | null, 
+/**
+ * The event, when it could be opened.
+ */
+body: AuditBody, };
+
+export type AuditBody = { "state": "opened", event: unknown, } | { "state": "sealed", reason: string, };
+
 // From src-tauri/src/view.rs: the engine as the app sees it.
 
 export type EngineView = { "state": "starting", 
@@ -339,4 +754,258 @@ message: string, } | { "state": "stopped",
 home: string, };
 
 export type Unavailable = "already_running" | "no_home" | "start_failed" | "status_failed";
+
+// From src-tauri/src/approvals.rs and commands.rs: approvals and the commands' types.
+
+export type Approval = { 
+/**
+ * The engine's card.
+ */
+card: ApprovalCard, 
+/**
+ * What changed in the catalog since the last approved revision, one line per change
+ * (empty unless the catalog changed); a line ending in ` [escalation]` makes a tool
+ * look safer than before.
+ */
+catalogChanges: Array<string>, 
+/**
+ * Whether a change makes a tool look safer than before (an annotation hint flip).
+ */
+escalation: boolean, };
+
+export type SettingsChange = { 
+/**
+ * `prompt` (a human admits each new agent run) or `observe`.
+ */
+sessionMode: "prompt" | "observe" | null, 
+/**
+ * How long a human has to answer an approval request (ms, at least 1000).
+ */
+approvalTimeoutMs: number | null, 
+/**
+ * Lock the vault after this long without a call or an answer (ms; 0: never).
+ */
+autoLockMs: number | null, };
+
+export type CommandError = { 
+/**
+ * What kind of failure, as a stable code.
+ */
+code: ErrorCode, 
+/**
+ * The engine's sentence, for people.
+ */
+message: string, };
+
+export type ErrorCode = "no_engine" | "not_open" | "unacceptable" | "bad_request" | "settings_refused" | "refused" | "failed";
+
+// From src-tauri/src/servers.rs and postern_engine::import: servers from the window.
+
+export type NewServer = { 
+/**
+ * The label agents will use (`postern mcp <label>`).
+ */
+label: string, 
+/**
+ * The program and its arguments.
+ */
+command: Array<string>, 
+/**
+ * The working directory (absolute; must exist), if any.
+ */
+cwd: string | null, 
+/**
+ * Environment variables, `NAME=value` each.
+ */
+env: Array<string>, };
+
+export type ImportSource = { 
+/**
+ * Whose file it is and where, when it is a known agent's.
+ */
+found: Found | null, 
+/**
+ * The file.
+ */
+path: string, 
+/**
+ * Its server entries (each says why it would be skipped, if so).
+ */
+entries: Array<Entry>, 
+/**
+ * Why the file could not be read.
+ */
+error: string | null, };
+
+export type Found = { 
+/**
+ * Whose file it is.
+ */
+client: Client, 
+/**
+ * Where it is.
+ */
+path: string, };
+
+export type Client = "claudeDesktop" | "claudeCode" | "cursor";
+
+export type Entry = { 
+/**
+ * The entry's name in the file (the label Postern would use, when valid).
+ */
+name: string, 
+/**
+ * The command and its arguments (empty when skipped for lack of one).
+ */
+command: Array<string>, 
+/**
+ * Environment variable names it sets (values are imported, never shown).
+ */
+envNames: Array<string>, 
+/**
+ * Why it cannot be imported, if so.
+ */
+skipped: string | null, };
+
+export type Imported = { 
+/**
+ * The entry's name in the file.
+ */
+name: string, 
+/**
+ * The label it was added under.
+ */
+label: string | null, 
+/**
+ * Why it was not added.
+ */
+skipped: string | null, };
+
+export type AgentSnippet = { 
+/**
+ * The `postern` program the snippet runs (an absolute path when one was found).
+ */
+postern: string, 
+/**
+ * The `mcpServers` JSON that Claude Desktop, Claude Code and Cursor read, pretty-printed.
+ */
+json: string, 
+/**
+ * The same for Claude Code's CLI, one command per server.
+ */
+claudeCode: Array<string>, };
+
+// From src-tauri/src/credentials.rs: credentials, never their values.
+
+export type CredentialItem = { 
+/**
+ * The scope name grants and approval cards use.
+ */
+name: string, 
+/**
+ * How its value reaches the code that uses it.
+ */
+injection: CredentialKind, 
+/**
+ * The hosts an HTTP request may carry it to (header kinds).
+ */
+hosts: Array<string>, 
+/**
+ * Every call that would use it needs a human.
+ */
+everyUse: boolean, 
+/**
+ * Bumped by each rotation.
+ */
+version: number, 
+/**
+ * When it was added (unix ms).
+ */
+createdAtMs: number, 
+/**
+ * When it was last rotated (unix ms).
+ */
+rotatedAtMs: number | null, 
+/**
+ * The servers it is bound to (the built-in `postern` for header kinds).
+ */
+servers: Array<string>, };
+
+export type CredentialKind = { "kind": "env", 
+/**
+ * The variable's name.
+ */
+var: string, } | { "kind": "bearer" } | { "kind": "header", 
+/**
+ * The header's name.
+ */
+name: string, } | { "kind": "basic" };
+
+export type NewCredential = { 
+/**
+ * Its name: 1 to 48 of `a-z 0-9 - _ .`.
+ */
+name: string, 
+/**
+ * How it is injected.
+ */
+injection: CredentialKind, 
+/**
+ * The hosts it may go to (header kinds).
+ */
+hosts: Array<string>, 
+/**
+ * Ask a human for every call that would use it.
+ */
+everyUse: boolean, 
+/**
+ * The value, typed into a password field.
+ */
+value: string, };
+
+// From src-tauri/src/journal.rs: verifying the audit log.
+
+export type Verification = { "state": "verified", 
+/**
+ * Records verified.
+ */
+records: number, 
+/**
+ * The last record verified, `SEQ:HASH`.
+ */
+head: string | null, 
+/**
+ * How the anchor in the keychain was checked.
+ */
+anchor: AnchorView, 
+/**
+ * Whether every body was opened too.
+ */
+bodiesOpened: boolean, 
+/**
+ * Why bodies were not opened, when they were not.
+ */
+keyNote: string | null, } | { "state": "failed", 
+/**
+ * Its sequence number.
+ */
+seq: number, 
+/**
+ * The stable code (`audit_chain_broken`, `audit_log_truncated`, ...).
+ */
+code: string, 
+/**
+ * What is wrong there.
+ */
+reason: string, };
+
+export type AnchorView = { "state": "checked", 
+/**
+ * The anchor.
+ */
+head: string, } | { "state": "empty" } | { "state": "unavailable", 
+/**
+ * Why.
+ */
+reason: string, };
 

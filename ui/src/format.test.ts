@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { addCommand, agentSnippet, ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch } from "./format";
+import { addCommand, agentSnippet, ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch, splitWords } from "./format";
 
 describe("commandLine", () => {
   it("leaves plain words alone", () => {
@@ -67,5 +67,24 @@ describe("short identifiers", () => {
 
   it("shows a deadline to the second", () => {
     expect(clockSeconds(new Date(2026, 10, 29, 9, 5, 7).getTime())).toBe("09:05:07");
+  });
+});
+
+describe("splitWords", () => {
+  it("splits a command line as a shell would, quotes and backslashes honoured", () => {
+    expect(splitWords("  -y @scope/server  stdio ")).toEqual(["-y", "@scope/server", "stdio"]);
+    expect(splitWords(`--title "My notes" --dir '/srv/my notes' a\\ b ""`)).toEqual(["--title", "My notes", "--dir", "/srv/my notes", "a b", ""]);
+    expect(splitWords(`"say \\"hi\\"" 'it''s'`)).toEqual([`say "hi"`, "its"]);
+    expect(splitWords("")).toEqual([]);
+  });
+
+  it("says when a quote is left open", () => {
+    expect(splitWords(`"open`)).toBe("A double quote is not closed.");
+    expect(splitWords(`'open`)).toBe("A single quote is not closed.");
+  });
+
+  it("round-trips what commandLine quotes", () => {
+    const argv = ["sh", "-c", "echo $HOME", "it's", ""];
+    expect(splitWords(commandLine(argv))).toEqual(argv);
   });
 });

@@ -11,6 +11,45 @@ function shellWord(word: string): string {
   return `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
+/**
+ * The words of a command line typed as a shell would read it: split at unquoted whitespace,
+ * 'single' and "double" quotes and backslashes honoured (no expansion). Why not, when a quote
+ * is left open.
+ */
+export function splitWords(text: string): string[] | string {
+  const words: string[] = [];
+  let word = "";
+  let started = false;
+  let quote: "'" | '"' | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (quote === "'") {
+      if (c === "'") quote = null;
+      else word += c;
+    } else if (quote === '"') {
+      if (c === '"') quote = null;
+      else if (c === "\\" && i + 1 < text.length && '"\\$`'.includes(text[i + 1]!)) word += text[++i];
+      else word += c;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+      started = true;
+    } else if (c === "\\" && i + 1 < text.length) {
+      word += text[++i];
+      started = true;
+    } else if (/\s/.test(c)) {
+      if (started) words.push(word);
+      word = "";
+      started = false;
+    } else {
+      word += c;
+      started = true;
+    }
+  }
+  if (quote !== null) return `A ${quote === "'" ? "single" : "double"} quote is not closed.`;
+  if (started) words.push(word);
+  return words;
+}
+
 /** "just now", "5 min ago", "2 h 5 min ago", "3 d ago". */
 export function ago(thenMs: number, nowMs: number): string {
   const minutes = Math.floor(Math.max(0, nowMs - thenMs) / 60_000);

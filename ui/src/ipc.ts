@@ -1,16 +1,96 @@
-// The only module that talks to the Rust side. Everything else receives plain typed values,
-// which keeps the views testable without a Tauri runtime.
+// The only module that talks to the Rust side. Everything else receives plain typed values and
+// callbacks, which keeps the views testable without a Tauri runtime.
 import { invoke } from "@tauri-apps/api/core";
 import { listen } from "@tauri-apps/api/event";
+import { getCurrentWebviewWindow } from "@tauri-apps/api/webviewWindow";
 
-import type { EngineView } from "./bindings";
-import type { StatusSource } from "./live";
+import type { Apis } from "./api";
+import type { Reply } from "./approval-card";
+import type { ApprovalSource } from "./approvals-live";
+import type {
+  ActivityRow,
+  AgentSnippet,
+  Approval,
+  AuditEntry,
+  CommandError,
+  CredentialItem,
+  EngineView,
+  ImportSource,
+  Imported,
+  Settings,
+  SettingsChange,
+  Timeline,
+  Verification,
+} from "./bindings";
+import type { Actions, StatusSource } from "./live";
 
 /** The event the app emits whenever the engine reports a change (src-tauri/src/shell.rs). */
 export const STATUS_CHANGED = "status-changed";
+/** The event the app emits whenever the approval queue changes (src-tauri/src/approvals.rs). */
+export const APPROVALS_CHANGED = "approvals-changed";
+
+/** This window's label: `main` (the status window) or `approvals` (src-tauri/src/window.rs). */
+export function windowLabel(): string {
+  return getCurrentWebviewWindow().label;
+}
 
 /** Status from the app's `status` command, and pushes of the `status-changed` event. */
 export const tauriStatus: StatusSource = {
   fetch: () => invoke<EngineView>("status"),
   subscribe: (onView) => listen<EngineView>(STATUS_CHANGED, (event) => onView(event.payload)),
 };
+
+/** What the status window asks of the engine. */
+export const tauriActions: Actions = {
+  lock: () => call<boolean>("lock").then(() => undefined),
+  unlock: () => call<boolean>("unlock").then(() => undefined),
+  updateSettings: (change: SettingsChange) => call<Settings>("update_settings", { change }),
+  showApprovals: () => call<void>("show_approvals"),
+};
+
+/** Servers, credentials, the journals and the audit log (src-tauri/src/{servers,credentials,journal}.rs). */
+export const tauriApis: Apis = {
+  servers: {
+    restart: (label) => call<number>("restart", { label }),
+    addServer: (server) => call<string>("add_server", { server }),
+    importSources: (path) => call<ImportSource[]>("import_sources", { path: path ?? null }),
+    importServers: (path, names) => call<Imported[]>("import_servers", { path, names }),
+    agentSnippet: (labels) => call<AgentSnippet>("agent_snippet", { labels }),
+  },
+  credentials: {
+    list: () => call<CredentialItem[]>("credentials"),
+    // The value goes to the app once, inbound; nothing here keeps it.
+    add: (credential) => call<void>("add_credential", { credential }),
+    rotate: (name, value) => call<void>("rotate_credential", { name, value }),
+    remove: (name) => call<void>("remove_credential", { name }),
+    bind: (server, name) => call<boolean>("bind_credential", { server, name }),
+    unbind: (server, name) => call<boolean>("unbind_credential", { server, name }),
+  },
+  journal: {
+    timeline: (query) => call<Timeline>("timeline", { query }),
+    activity: (filter) => call<ActivityRow[]>("activity", { filter }),
+    auditEntry: (seq) => call<AuditEntry | null>("audit_entry", { seq }),
+    verify: (openBodies) => call<Verification>("verify_audit", { openBodies }),
+  },
+};
+
+/** The approval queue, pushes of it, and the human's answers. */
+export const tauriApprovals: ApprovalSource = {
+  fetch: () => invoke<Approval[]>("approvals"),
+  subscribe: (onList) => listen<Approval[]>(APPROVALS_CHANGED, (event) => onList(event.payload)),
+  answer: (id: string, reply: Reply) => call<void>("answer", { id, reply }),
+  lock: () => call<boolean>("lock").then(() => undefined),
+};
+
+/** Invokes `cmd`; a refusal (`CommandError`) becomes an Error carrying the engine's sentence. */
+async function call<T>(cmd: string, args?: Record<string, unknown>): Promise<T> {
+  try {
+    return await invoke<T>(cmd, args);
+  } catch (err) {
+    const refusal = err as Partial<CommandError> | null;
+    if (refusal !== null && typeof refusal === "object" && typeof refusal.message === "string") {
+      throw Object.assign(new Error(refusal.message), { code: refusal.code });
+    }
+    throw err instanceof Error ? err : new Error(String(err));
+  }
+}

@@ -1,10 +1,20 @@
-// Keeps the window current: the app pushes `status-changed` when the engine changes, and
+// Keeps the status window current: the app pushes `status-changed` when the engine changes, and
 // the window also polls, because configuration edited with the `postern` CLI goes straight
-// to the database without passing through the engine.
+// to the database without passing through the engine. It also owns the window's controls and
+// what the window knows beyond the engine's status: the page shown, the credentials, a
+// verification of the audit log, the first-run guide, and the two views that keep their own
+// state (the timeline and the Activity feed), which it pokes when the engine changes.
 
-import type { EngineView } from "./bindings";
+import { message, type Apis } from "./api";
+import { activityView, type ActivityView } from "./activity";
+import type { CredentialItem, EngineView, Settings, SettingsChange, Status } from "./bindings";
+import type { CredentialControls } from "./credentials";
 import { openDetails, reopenDetails } from "./dom";
-import { render, type Shown } from "./view";
+import { entryPanel } from "./entry";
+import { NEW_GUIDE, snippetLabels, type Guide, type GuideControls } from "./firstrun";
+import type { VerifyState } from "./integrity";
+import { timelineView, type TimelineView } from "./timeline";
+import { render, type Controls, type Shown, type Tab } from "./view";
 
 /** Where status comes from (src/ipc.ts in the app; a fake in tests). */
 export interface StatusSource {
@@ -12,32 +22,274 @@ export interface StatusSource {
   subscribe(onView: (view: EngineView) => void): Promise<() => void>;
 }
 
+/** What the window's controls ask of the engine (src/ipc.ts in the app; a fake in tests). */
+export interface Actions {
+  lock(): Promise<void>;
+  unlock(): Promise<void>;
+  updateSettings(change: SettingsChange): Promise<Settings>;
+  showApprovals(): Promise<void>;
+}
+
 export interface LiveOptions {
+  /** What the controls do (without it they do nothing). */
+  actions?: Actions;
+  /** Servers, credentials, the journals (without them those views say they are unavailable). */
+  apis?: Apis;
+  /** Copies text to the clipboard. */
+  copy?: (text: string) => Promise<void>;
   /** How often to poll, in milliseconds. */
   intervalMs?: number;
   /** The clock, for relative times. */
   now?: () => number;
 }
 
+const NO_ACTIONS: Actions = {
+  lock: async () => {},
+  unlock: async () => {},
+  updateSettings: async () => Promise.reject(new Error("settings cannot be changed here")),
+  showApprovals: async () => {},
+};
+
 /** Renders into `root` now and on every change; returns a function that stops it. */
 export function live(root: HTMLElement, source: StatusSource, options: LiveOptions = {}): () => void {
-  const { intervalMs = 2000, now = Date.now } = options;
+  const { actions = NO_ACTIONS, apis, intervalMs = 2000, now = Date.now } = options;
+  const copy = options.copy ?? ((text: string) => navigator.clipboard.writeText(text));
+  let shown: Shown = { kind: "loading" };
+  let tab: Tab = "overview";
+  let actionError: string | null = null;
+  let settingsNote: string | null = null;
+  let serverNotes: Record<string, string> = {};
+  let credentials: { list: CredentialItem[] | null; error: string | null } = { list: null, error: null };
+  let verification: VerifyState = { kind: "idle" };
+  let guide: Guide = NEW_GUIDE;
+  let snippetKey = "";
+  let looked = false;
   let shownKey = "";
   let stopped = false;
   let unsubscribe: (() => void) | undefined;
 
-  const show = (shown: Shown): void => {
+  const act = (what: string, run: () => Promise<unknown>): Promise<void> => {
+    actionError = null;
+    return run()
+      .then(() => refresh())
+      .catch((err: unknown) => {
+        actionError = `Cannot ${what}: ${message(err)}`;
+        paint();
+      });
+  };
+
+  // --- the views with their own state ---
+  const timeline: TimelineView | null = apis
+    ? timelineView(apis.journal, {
+        entry: entryPanel(apis.journal),
+        now,
+        openSession: (session) => {
+          activity?.show({ session });
+          controls.tab("activity");
+        },
+      })
+    : null;
+  const activity: ActivityView | null = apis ? activityView(apis.journal, entryPanel(apis.journal)) : null;
+  const panes = { ...(timeline ? { timeline: timeline.el } : {}), ...(activity ? { activity: activity.el } : {}) };
+
+  const readCredentials = (): void => {
+    if (!apis) return;
+    apis.credentials.list().then(
+      (list) => {
+        credentials = { list, error: null };
+        paint();
+      },
+      (err: unknown) => {
+        credentials = { ...credentials, error: message(err) };
+        paint();
+      },
+    );
+  };
+  const credentialControls: CredentialControls = {
+    add: async (credential) => {
+      if (!apis) throw new Error("credentials cannot be changed here");
+      // The value is handed on and not kept: `credential` is not stored anywhere here.
+      await apis.credentials.add(credential);
+      readCredentials();
+    },
+    rotate: async (name, value) => {
+      if (!apis) throw new Error("credentials cannot be changed here");
+      await apis.credentials.rotate(name, value);
+      readCredentials();
+    },
+    remove: (name) => act(`remove ${name}`, async () => apis?.credentials.remove(name)).then(readCredentials),
+    bind: (server, name) => act(`bind ${name} to ${server}`, async () => apis?.credentials.bind(server, name)).then(readCredentials),
+    unbind: (server, name) => act(`unbind ${name} from ${server}`, async () => apis?.credentials.unbind(server, name)).then(readCredentials),
+  };
+
+  // --- the first-run guide ---
+  const lookForSources = (): void => {
+    if (!apis || looked) return;
+    looked = true;
+    apis.servers.importSources().then(
+      (sources) => {
+        guide = { ...guide, sources };
+        paint();
+      },
+      (err: unknown) => {
+        guide = { ...guide, note: { text: `Cannot look for agent configurations: ${message(err)}`, bad: true } };
+        paint();
+      },
+    );
+  };
+  const added = (labels: string[]): void => {
+    guide = { ...guide, added: [...new Set([...guide.added, ...labels])] };
+  };
+  const guideControls: GuideControls = {
+    addServer: async (server) => {
+      if (!apis) throw new Error("servers cannot be added here");
+      const label = await apis.servers.addServer(server);
+      added([label]);
+      guide = { ...guide, note: { text: `Added ${label}. Now point your agent at it (step 2).`, bad: false } };
+      await refresh();
+    },
+    readFile: (path) => {
+      apis?.servers.importSources(path).then(
+        (more) => {
+          const known = (guide.sources ?? []).filter((s) => !more.some((m) => m.path === s.path));
+          guide = { ...guide, sources: [...known, ...more] };
+          paint();
+        },
+        (err: unknown) => {
+          guide = { ...guide, note: { text: message(err), bad: true } };
+          paint();
+        },
+      );
+    },
+    importServers: (path, names) => {
+      apis?.servers.importServers(path, names).then(
+        (outcomes) => {
+          const ok = outcomes.flatMap((o) => (o.label === null ? [] : [o.label]));
+          const skipped = outcomes.filter((o) => o.skipped !== null).map((o) => `${o.name}: ${o.skipped}`);
+          added(ok);
+          const said = [ok.length > 0 ? `Imported ${ok.join(", ")}.` : "Nothing imported.", ...skipped.map((s) => `Skipped ${s}.`)];
+          guide = { ...guide, note: { text: said.join(" "), bad: ok.length === 0 } };
+          void refresh();
+        },
+        (err: unknown) => {
+          guide = { ...guide, note: { text: message(err), bad: true } };
+          paint();
+        },
+      );
+    },
+    copy: (text) => {
+      copy(text).then(
+        () => (guide = { ...guide, note: { text: "Copied.", bad: false } }),
+        (err: unknown) => (guide = { ...guide, note: { text: `Cannot copy (select the text instead): ${message(err)}`, bad: true } }),
+      ).finally(paint);
+    },
+    showApprovals: () => void act("open the approval window", actions.showApprovals),
+    finish: () => {
+      guide = { ...guide, finished: true, note: null };
+      paint();
+    },
+  };
+  /** The snippet's absolute path comes from the app: ask again when the labels change. */
+  const snippetFor = (status: Status): void => {
+    if (!apis) return;
+    const labels = snippetLabels(status, guide);
+    const key = JSON.stringify(labels);
+    if (labels.length === 0 || key === snippetKey) return;
+    snippetKey = key;
+    apis.servers.agentSnippet(labels).then(
+      (snippet) => {
+        guide = { ...guide, snippet };
+        paint();
+      },
+      (err: unknown) => console.warn("no agent snippet:", err),
+    );
+  };
+
+  const controls: Controls = {
+    tab: (next) => {
+      tab = next;
+      settingsNote = null;
+      if (next === "credentials") readCredentials();
+      if (next === "timeline") timeline?.shown();
+      if (next === "activity") activity?.shown();
+      paint();
+    },
+    lock: () => void act("lock", actions.lock),
+    unlock: () =>
+      void act("unlock", actions.unlock).then(() => {
+        // Read again what the locked window forgot (the timeline and Activity panes follow
+        // the status themselves).
+        if (tab === "credentials") readCredentials();
+      }),
+    saveSettings: async (change) => {
+      settingsNote = null;
+      await actions.updateSettings(change);
+      // The status that follows draws the form again from the engine's settings: say it saved.
+      settingsNote = "Saved";
+      void refresh();
+    },
+    showApprovals: () => void act("open the approval window", actions.showApprovals),
+    restart: (label) => {
+      if (!apis) return;
+      void act(`restart ${label}`, async () => {
+        const n = await apis.servers.restart(label);
+        serverNotes = {
+          ...serverNotes,
+          [label]:
+            n === 0
+              ? `${label} is not running: its next call starts it, with a new execution epoch.`
+              : `Restarting ${n} process${n === 1 ? "" : "es"} of ${label}: each gets a new execution epoch.`,
+        };
+      });
+    },
+    verify: (openBodies) => {
+      if (!apis || verification.kind === "running") return;
+      verification = { kind: "running", openBodies };
+      paint();
+      apis.journal.verify(openBodies).then(
+        (result) => (verification = { kind: "done", result, openBodies, atMs: now() }),
+        (err: unknown) => (verification = { kind: "error", message: message(err) }),
+      ).finally(paint);
+    },
+    credentials: credentialControls,
+    guide: guideControls,
+  };
+
+  const paint = (): void => {
     if (stopped) return;
     const at = now();
     // Re-render only when something visible changed (times are shown to the minute), so a
     // selection the user is about to copy survives the refresh.
-    const key = JSON.stringify(shown) + Math.floor(at / 60_000);
+    const key = JSON.stringify([shown, tab, actionError, settingsNote, serverNotes, credentials, verification, guide]) + Math.floor(at / 60_000);
     if (key === shownKey) return;
     shownKey = key;
-    // An execution record the user opened stays open across the refresh.
-    const next = render(shown, at);
+    const focused = root.ownerDocument.activeElement;
+    const next = render(shown, at, { tab, controls, actionError, settingsNote, serverNotes, credentials, verification, guide, panes });
+    // An execution record the user opened stays open across the refresh, and so do forms
+    // the user is editing (and the field they are typing in).
     reopenDetails(next, openDetails(root));
+    keepEditedForms(next, root);
     root.replaceChildren(next);
+    if (focused instanceof HTMLElement && focused !== root.ownerDocument.body && root.contains(focused)) focused.focus();
+  };
+
+  const show = (view: Shown): void => {
+    shown = view;
+    if (view.kind === "view" && view.view.state === "running" && view.view.status.gate.vault !== "ready") {
+      // Locked: nothing read from the vault stays in the window, shown or not.
+      timeline?.forget();
+      activity?.forget();
+      credentials = { list: null, error: null };
+    } else if (view.kind === "view" && view.view.state === "running") {
+      const status = view.view.status;
+      if (status.servers.length === 0 && status.sessions.length === 0) lookForSources();
+      snippetFor(status);
+      activity?.servers(status.servers.map((s) => s.label));
+      // The views with their own reads follow the engine too.
+      if (tab === "timeline") timeline?.poke();
+      if (tab === "activity") activity?.poke();
+    }
+    paint();
   };
 
   const refresh = async (): Promise<void> => {
@@ -48,9 +300,13 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     }
   };
 
-  show({ kind: "loading" });
+  paint();
   source
-    .subscribe((view) => show({ kind: "view", view }))
+    .subscribe((view) => {
+      show({ kind: "view", view });
+      // A change pushed by the engine may be a credential edited from the CLI.
+      if (tab === "credentials") readCredentials();
+    })
     .then((off) => (stopped ? off() : (unsubscribe = off)))
     .catch((err: unknown) => console.warn("no status-changed events:", err));
   void refresh();
@@ -61,4 +317,21 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     clearInterval(timer);
     unsubscribe?.();
   };
+}
+
+/**
+ * Puts each form the user has edited (`data-dirty`) from `old` into `next` in place of its
+ * fresh copy (the same `data-form` key; the settings form by its class).
+ */
+function keepEditedForms(next: HTMLElement, old: HTMLElement): void {
+  for (const edited of old.querySelectorAll<HTMLFormElement>("form[data-dirty]")) {
+    const key = edited.dataset.form;
+    const fresh =
+      key !== undefined
+        ? [...next.querySelectorAll<HTMLFormElement>("form[data-form]")].find((f) => f.dataset.form === key)
+        : edited.classList.contains("settings-form")
+          ? next.querySelector("form.settings-form")
+          : null;
+    if (fresh) fresh.replaceWith(edited);
+  }
 }

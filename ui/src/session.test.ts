@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from "vitest";
 
 import type { SessionStatus, ServerStatus } from "./bindings";
-import { catalog, digest, execution, server, session, status } from "./fixtures";
+import { catalog, digest, execution, server, session, status } from "./fixtures/status";
 import { render } from "./view";
 
 const NOW = new Date(2026, 10, 29, 15, 30).getTime();

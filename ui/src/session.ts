@@ -2,7 +2,7 @@
 // its parts: state, execution epoch, pinning, identity, catalog revision, what changed, files
 // newer than the process, and the execution record on demand. Pure DOM construction.
 
-import type { AgentView, ArtifactView, CatalogView, ExecutionView, SessionState, SessionStatus } from "./bindings";
+import type { AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, SessionState, SessionStatus } from "./bindings";
 import { h, icon, type Child } from "./dom";
 import { ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch } from "./format";
 
@@ -40,6 +40,7 @@ export function sessionCard(s: SessionStatus, nowMs: number): HTMLElement {
       ]),
     ),
     facts(s),
+    credentials(s.credentials),
     s.execution !== null && !s.execution.pinned ? unpinnedReason(s.execution) : null,
     s.artifactsNewer.length > 0 ? newer(s) : null,
     s.catalog !== null && s.catalog.changes.length > 0 ? changes(s.catalog) : null,
@@ -119,6 +120,27 @@ function staleBadge(c: CatalogView | null): HTMLElement | null {
 }
 
 // --- what needs attention ----------------------------------------------------------------------
+
+/** The bound credentials this launch holds, and those withheld from it, and why (refresh-contract §9). */
+function credentials(c: CredentialsView): HTMLElement | null {
+  if (c.released.length === 0 && c.withheld.length === 0) return null;
+  return h(
+    "div",
+    "credentials-line",
+    c.released.length === 0
+      ? null
+      : h("span", { class: "released", title: "Released to this launch: a human approved this identity for them" }, h("span", "fact-k", "credentials held "), ...c.released.map((n) => h("code", "chip", n))),
+    c.withheld.length === 0
+      ? null
+      : h(
+          "span",
+          { class: "withheld", role: "note" },
+          h("span", "fact-k", "withheld "),
+          ...c.withheld.map((n) => h("code", "chip", n)),
+          h("span", "withheld-reason", ` ${c.reason ?? "not approved for this identity"}`),
+        ),
+  );
+}
 
 function unpinnedReason(e: ExecutionView): HTMLElement {
   return h("p", "unpinned-reason", h("span", "strong", "Unpinned: "), e.unpinnedReason ?? "the engine gave no reason");

@@ -1,8 +1,8 @@
-import { beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { EngineView } from "./bindings";
-import { server, session, status } from "./fixtures";
-import { render, type Shown } from "./view";
+import { server, session, status } from "./fixtures/status";
+import { inertControls, render, type Shown } from "./view";
 
 const NOW = new Date(2026, 10, 29, 15, 30).getTime();
 
@@ -93,16 +93,39 @@ describe("a running engine", () => {
 });
 
 describe("a new user", () => {
-  it("is told how to add a server and how to point an agent at it", () => {
+  it("gets the first-run guide instead of empty lists (src/firstrun.test.ts covers it)", () => {
     const root = show({ state: "running", status: status() });
 
-    expect(text(root.querySelector(".welcome h2"))).toBe("No servers yet");
-    const snippets = all(root, ".welcome .snippet");
-    expect(snippets[0]).toBe("postern server add <label> -- <command>");
-    expect(JSON.parse(snippets[1] ?? "")).toEqual({
-      mcpServers: { "<label>": { command: "postern", args: ["mcp", "<label>"] } },
-    });
+    expect(text(root.querySelector(".welcome h2"))).toBe("Welcome to Postern");
     expect(root.querySelector(".panel-servers")).toBeNull();
+  });
+});
+
+describe("the tabs", () => {
+  it("offer every view of the main window, in order", () => {
+    const root = show({ state: "running", status: status() });
+
+    expect(all(root, ".tabs .tab")).toEqual(["Overview", "Servers", "Timeline", "Activity", "Credentials", "Integrity", "Settings"]);
+  });
+
+  it("mount the timeline and Activity panes as they are", () => {
+    const timeline = document.createElement("section");
+    timeline.className = "timeline-pane";
+    const root = render({ kind: "view", view: { state: "running", status: status() } }, NOW, {
+      tab: "timeline",
+      controls: inertControls(),
+      panes: { timeline },
+    });
+
+    expect(root.querySelector(".timeline-pane")).toBe(timeline);
+    expect(root.classList.contains("page-timeline")).toBe(true);
+  });
+
+  it("warn on every page while the audit log cannot record", () => {
+    const audit = { ...status().audit, state: { state: "unavailable" as const, reason: "no keychain" } };
+    const root = render({ kind: "view", view: { state: "running", status: status({ audit }) } }, NOW, { tab: "servers", controls: inertControls() });
+
+    expect(text(root.querySelector(".audit-banner"))).toContain("every tool call is refused: no keychain");
   });
 });
 
@@ -143,5 +166,86 @@ describe("no engine here", () => {
     expect(text(show({ kind: "loading" }).querySelector(".pill"))).toBe("Connecting…");
     const failed = show({ kind: "ipcError", message: "command status not found" });
     expect(text(failed.querySelector(".notice"))).toContain("command status not found");
+  });
+});
+
+describe("a locked vault", () => {
+  const busy = status({
+    servers: [server({ label: "secret-server", command: ["run", "--token-file", "/home/ada/vault/token"], running: 1 })],
+    sessions: [session({ id: "#7", server: "secret-server", client: "claude-code 2.1.0" })],
+  });
+
+  it.each(["locked", "unlocking", "quarantined"] as const)("shows only the %s screen, nothing from the vault", (vault) => {
+    const root = show({ state: "running", status: { ...busy, gate: { ...busy.gate, vault, approvals: 2 } } });
+
+    expect(root.querySelector(".locked")).not.toBeNull();
+    const all = root.textContent ?? "";
+    for (const secret of ["secret-server", "#7", "claude-code", "/home/ada", "engine.sock", "token"]) {
+      expect(all).not.toContain(secret);
+    }
+    expect(root.querySelector(".server, .session, .tabs, .waiting, .lock-button")).toBeNull();
+    // A quarantined log shows where its chain failed: the audit log's own state, nothing else.
+    const panels = [...root.querySelectorAll(".panel")];
+    expect(panels.every((p) => p.closest(".integrity-view") !== null)).toBe(true);
+    expect(panels.length > 0).toBe(vault === "quarantined");
+  });
+
+  it("offers Unlock, which asks the app", () => {
+    const unlock = vi.fn();
+    const root = render(
+      { kind: "view", view: { state: "running", status: { ...busy, gate: { ...busy.gate, vault: "locked" } } } },
+      NOW,
+      { tab: "overview", controls: { ...inertControls(), unlock } },
+    );
+
+    expect(text(root.querySelector(".pill"))).toBe("Locked");
+    expect(text(root.querySelector(".locked h2"))).toBe("Postern is locked");
+    root.querySelector<HTMLButtonElement>(".unlock")!.click();
+    expect(unlock).toHaveBeenCalledOnce();
+  });
+
+  it("offers no Unlock while the audit log is quarantined", () => {
+    const root = show({ state: "running", status: { ...busy, gate: { ...busy.gate, vault: "quarantined" } } });
+
+    expect(text(root.querySelector(".pill"))).toBe("Audit log quarantined");
+    expect(text(root.querySelector(".locked h2"))).toBe("The audit log failed verification");
+    expect(root.querySelector(".unlock")).toBeNull();
+  });
+});
+
+describe("the window's controls", () => {
+  const controls = () => ({ ...inertControls(), tab: vi.fn(), lock: vi.fn(), unlock: vi.fn(), saveSettings: vi.fn(async () => {}), showApprovals: vi.fn() });
+  const running = (approvals = 0): Shown => ({ kind: "view", view: { state: "running", status: status({ gate: { ...status().gate, approvals } }) } });
+
+  it("locks from the header and opens the approval window when requests wait", () => {
+    const c = controls();
+    const root = render(running(2), NOW, { tab: "overview", controls: c });
+
+    root.querySelector<HTMLButtonElement>(".lock-button")!.click();
+    expect(c.lock).toHaveBeenCalledOnce();
+    expect(text(root.querySelector(".waiting"))).toBe("2 waiting");
+    root.querySelector<HTMLButtonElement>(".waiting")!.click();
+    expect(c.showApprovals).toHaveBeenCalledOnce();
+    expect(render(running(0), NOW, { tab: "overview", controls: c }).querySelector(".waiting")).toBeNull();
+  });
+
+  it("switches between the overview and the settings", () => {
+    const c = controls();
+    const overview = render(running(), NOW, { tab: "overview", controls: c });
+    expect(overview.querySelector(".tab-overview")?.getAttribute("aria-selected")).toBe("true");
+    expect(overview.querySelector(".settings-form")).toBeNull();
+    overview.querySelector<HTMLButtonElement>(".tab-settings")!.click();
+    expect(c.tab).toHaveBeenCalledWith("settings");
+
+    const settings = render(running(), NOW, { tab: "settings", controls: c });
+    expect(settings.querySelector(".tab-settings")?.getAttribute("aria-selected")).toBe("true");
+    expect(settings.querySelector(".settings-form")).not.toBeNull();
+    expect(settings.querySelector(".welcome")).toBeNull();
+  });
+
+  it("shows why an action failed", () => {
+    const root = render(running(), NOW, { tab: "overview", controls: controls(), actionError: "Cannot lock: no engine" });
+
+    expect(text(root.querySelector(".action-error"))).toBe("Cannot lock: no engine");
   });
 });

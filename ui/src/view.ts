@@ -1,10 +1,16 @@
-// Renders what the window shows from one value: the engine's view (or why there is none).
-// Pure DOM construction, no I/O: src/live.ts decides when to call it.
+// Renders what the status window shows from one value: the engine's view (or why there is none).
+// Pure DOM construction, no I/O: src/live.ts decides when to call it and what the controls do.
 
-import type { EngineView, ServerStatus, Status } from "./bindings";
-import { h, mark } from "./dom";
+import type { CredentialItem, EngineView, ServerStatus, SettingsChange, Status } from "./bindings";
+import { credentialsPanel, type CredentialControls } from "./credentials";
+import { h, icon, mark } from "./dom";
+import { guideShown, guideView, NEW_GUIDE, type Guide, type GuideControls } from "./firstrun";
 import { addCommand, agentSnippet, commandLine, count } from "./format";
+import { integrityPanel, type VerifyState } from "./integrity";
+import { lockedPill, lockScreen } from "./lock";
+import { serversView } from "./servers";
 import { sessionCard } from "./session";
+import { settingsPanel } from "./settings";
 
 /** What there is to show: nothing yet, the engine's view, or an IPC failure. */
 export type Shown =
@@ -12,30 +18,99 @@ export type Shown =
   | { kind: "view"; view: EngineView }
   | { kind: "ipcError"; message: string };
 
+/** The status window's pages, in the order of their tabs. */
+export const TABS = [
+  ["overview", "Overview"],
+  ["servers", "Servers"],
+  ["timeline", "Timeline"],
+  ["activity", "Activity"],
+  ["credentials", "Credentials"],
+  ["integrity", "Integrity"],
+  ["settings", "Settings"],
+] as const;
+
+export type Tab = (typeof TABS)[number][0];
+
+/** What the window's controls do (src/live.ts wires them to the app). */
+export interface Controls {
+  tab(tab: Tab): void;
+  lock(): void;
+  unlock(): void;
+  saveSettings(change: SettingsChange): Promise<void>;
+  showApprovals(): void;
+  restart(label: string): void;
+  verify(openBodies: boolean): void;
+  credentials: CredentialControls;
+  guide: GuideControls;
+}
+
+/** The page shown, the controls, and what the window knows beyond the engine's status. */
+export type Ui = {
+  tab: Tab;
+  controls: Controls;
+  /** The last action's failure. */
+  actionError?: string | null;
+  /** What the settings form says. */
+  settingsNote?: string | null;
+  /** What the last restart of each server did. */
+  serverNotes?: Record<string, string>;
+  /** The credentials (`list: null` while they are read). */
+  credentials?: { list: CredentialItem[] | null; error: string | null };
+  /** A verification of the audit log asked for from the Integrity view. */
+  verification?: VerifyState;
+  /** The first-run guide. */
+  guide?: Guide;
+  /** Views that keep their own state (src/timeline.ts, src/activity.ts), mounted as they are. */
+  panes?: Partial<Record<"timeline" | "activity", HTMLElement>>;
+};
+
+const nothing = async (): Promise<void> => {};
+
+/** Controls that do nothing (tests override the ones they watch). */
+export function inertControls(): Controls {
+  return {
+    tab() {},
+    lock() {},
+    unlock() {},
+    saveSettings: nothing,
+    showApprovals() {},
+    restart() {},
+    verify() {},
+    credentials: { add: nothing, rotate: nothing, remove: nothing, bind: nothing, unbind: nothing },
+    guide: { addServer: nothing, readFile() {}, importServers() {}, copy() {}, showApprovals() {}, finish() {} },
+  };
+}
+
+const INERT: Ui = { tab: "overview", controls: inertControls() };
+
 /** The whole window for `shown`, as of `nowMs`. */
-export function render(shown: Shown, nowMs: number): HTMLElement {
-  const { pill, home, body } = parts(shown, nowMs);
+export function render(shown: Shown, nowMs: number, ui: Ui = INERT): HTMLElement {
+  const { pill, home, actions, nav, body } = parts(shown, nowMs, ui);
   return h(
     "div",
-    "window",
+    `window page-${ui.tab}`,
     h(
       "header",
       "top",
       h("div", "brand", mark(), h("div", "brand-text", h("h1", {}, "Postern"), homeLine(home))),
-      pill,
+      h("div", "top-actions", ...actions, pill),
     ),
+    nav,
+    ui.actionError ? h("p", { class: "action-error", role: "alert" }, ui.actionError) : null,
     h("main", "content", ...body),
   );
 }
 
-type Parts = { pill: HTMLElement; home: string | null; body: HTMLElement[] };
+type Parts = { pill: HTMLElement; home: string | null; actions: HTMLElement[]; nav: HTMLElement | null; body: HTMLElement[] };
 
-function parts(shown: Shown, nowMs: number): Parts {
+function parts(shown: Shown, nowMs: number, ui: Ui): Parts {
+  const plain = { actions: [], nav: null };
   if (shown.kind === "loading") {
-    return { pill: pill("idle", "Connecting…"), home: null, body: [] };
+    return { ...plain, pill: pill("idle", "Connecting…"), home: null, body: [] };
   }
   if (shown.kind === "ipcError") {
     return {
+      ...plain,
       pill: pill("bad", "No connection"),
       home: null,
       body: [notice("bad", "Cannot reach the Postern app", [shown.message])],
@@ -45,20 +120,44 @@ function parts(shown: Shown, nowMs: number): Parts {
   switch (view.state) {
     case "starting":
       return {
+        ...plain,
         pill: pill("idle", "Starting…"),
         home: view.home || null,
         body: [notice("idle", "Starting the engine", ["This takes a moment."])],
       };
-    case "running":
-      return { pill: pill("ok", "Engine running"), home: view.status.home, body: running(view.status, nowMs) };
+    case "running": {
+      const gate = view.status.gate;
+      if (gate.vault !== "ready") {
+        // Only the lock state: nothing from the vault, not even the home's path. A quarantined
+        // log also shows where its chain failed (the audit log's own state, nothing else).
+        const quarantined = gate.vault === "quarantined";
+        return {
+          ...plain,
+          pill: pill(quarantined ? "bad" : "warn", lockedPill(gate.vault)),
+          home: null,
+          body: [
+            lockScreen(gate.vault, ui.controls.unlock),
+            quarantined ? integrityPanel(view.status.audit, ui.verification ?? { kind: "idle" }, ui.controls.verify) : null,
+          ].filter((el): el is HTMLElement => el !== null),
+        };
+      }
+      return {
+        pill: pill("ok", "Engine running"),
+        home: view.status.home,
+        actions: [waiting(gate.approvals, ui.controls), lockButton(ui.controls)].filter((el): el is HTMLElement => el !== null),
+        nav: tabs(ui),
+        body: [auditBanner(view.status, ui), ...page(view.status, nowMs, ui)].filter((el): el is HTMLElement => el !== null),
+      };
+    }
     case "stopped":
       return {
+        ...plain,
         pill: pill("idle", "Stopped"),
         home: view.home,
         body: [notice("idle", "The engine has stopped", ["Postern is quitting."])],
       };
     case "unavailable":
-      return { pill: pill("warn", "Engine unavailable"), home: view.home, body: [unavailable(view)] };
+      return { ...plain, pill: pill("warn", "Engine unavailable"), home: view.home, body: [unavailable(view)] };
   }
 }
 
@@ -71,10 +170,74 @@ function pill(tone: "ok" | "warn" | "bad" | "idle", text: string): HTMLElement {
   return h("span", { class: `pill pill-${tone}`, role: "status" }, h("span", "dot"), text);
 }
 
+function tabs(ui: Ui): HTMLElement {
+  const tab = (id: Tab, text: string): HTMLElement => {
+    const el = h("button", { type: "button", role: "tab", class: `tab tab-${id}`, "aria-selected": String(ui.tab === id) }, text);
+    el.addEventListener("click", () => ui.controls.tab(id));
+    return el;
+  };
+  return h("nav", { class: "tabs", role: "tablist" }, ...TABS.map(([id, text]) => tab(id, text)));
+}
+
+/** The page of the tab shown. */
+function page(status: Status, nowMs: number, ui: Ui): HTMLElement[] {
+  const c = ui.controls;
+  switch (ui.tab) {
+    case "overview":
+      return running(status, nowMs, ui);
+    case "servers":
+      return [serversView(status, nowMs, c.restart, ui.serverNotes)];
+    case "timeline":
+    case "activity":
+      return [ui.panes?.[ui.tab] ?? h("p", "empty-line muted", "Not available in this window.")];
+    case "credentials":
+      return [
+        credentialsPanel(
+          ui.credentials?.list ?? null,
+          status.servers.map((s) => s.label),
+          c.credentials,
+          nowMs,
+          ui.credentials?.error ?? null,
+        ),
+      ];
+    case "integrity":
+      return [integrityPanel(status.audit, ui.verification ?? { kind: "idle" }, c.verify)];
+    case "settings":
+      return [settingsPanel(status.gate.settings, c.saveSettings, ui.settingsNote ?? null)];
+  }
+}
+
+/** On every page while the audit log cannot record: every call is refused meanwhile. */
+function auditBanner(status: Status, ui: Ui): HTMLElement | null {
+  const state = status.audit.state;
+  if (state.state !== "unavailable" || ui.tab === "integrity") return null;
+  const more = h("button", { type: "button", class: "link" }, "Integrity");
+  more.addEventListener("click", () => ui.controls.tab("integrity"));
+  return h("p", { class: "action-error audit-banner", role: "alert" }, "The audit log is unavailable, so every tool call is refused: ", state.reason, " ", more);
+}
+
+function lockButton(controls: Controls): HTMLElement {
+  const el = h("button", { type: "button", class: "lock-button", title: "Lock the vault: every tool call is refused until you unlock" }, icon("lock"), "Lock");
+  el.addEventListener("click", () => controls.lock());
+  return el;
+}
+
+function waiting(n: number, controls: Controls): HTMLElement | null {
+  if (n === 0) return null;
+  const el = h("button", { type: "button", class: "waiting", title: "Open the approval window" }, `${n} waiting`);
+  el.addEventListener("click", () => controls.showApprovals());
+  return el;
+}
+
 // --- running -------------------------------------------------------------------------------
 
-function running(status: Status, nowMs: number): HTMLElement[] {
-  if (status.servers.length === 0 && status.sessions.length === 0) return [welcome()];
+function running(status: Status, nowMs: number, ui: Ui): HTMLElement[] {
+  const guide = ui.guide ?? NEW_GUIDE;
+  if (guideShown(status, guide)) {
+    const view = guideView(status, guide, ui.controls.guide);
+    if (status.servers.length === 0 && status.sessions.length === 0) return [view];
+    return [view, servers(status.servers), sessions(status, nowMs), footer(status)];
+  }
   return [servers(status.servers), sessions(status, nowMs), footer(status)];
 }
 
@@ -144,36 +307,6 @@ function sessions(status: Status, nowMs: number): HTMLElement {
 
 function footer(status: Status): HTMLElement {
   return h("p", "foot muted", "Agents reach this engine through ", h("code", {}, status.socket));
-}
-
-// --- first run -----------------------------------------------------------------------------
-
-function welcome(): HTMLElement {
-  return h(
-    "section",
-    { class: "panel welcome", "aria-labelledby": "welcome-h" },
-    h("h2", { id: "welcome-h" }, "No servers yet"),
-    h("p", "lede", "Postern stands between your AI agents and the MCP servers on this machine. Two steps connect an agent to a server through it."),
-    h(
-      "ol",
-      "steps",
-      h(
-        "li",
-        {},
-        h("div", "step-title", "Add a server from a terminal"),
-        snippet(addCommand("<label>", "<command>")),
-        h("p", "muted small", "For example: ", h("code", {}, addCommand("time", "uvx mcp-server-time"))),
-      ),
-      h(
-        "li",
-        {},
-        h("div", "step-title", "Point your agent at Postern instead of the server"),
-        snippet(agentSnippet("<label>")),
-        h("p", "muted small", "In Claude Code, Claude Desktop or Cursor, this goes where MCP servers are configured."),
-      ),
-    ),
-    h("p", "muted small", "Servers you add show up here within a couple of seconds."),
-  );
 }
 
 // --- no engine -----------------------------------------------------------------------------

@@ -118,12 +118,13 @@ pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
             home.prepare()?;
             let store = Store::open(home.path())?;
             let credentials = store.credentials()?;
-            let servers = store.servers()?;
+            // From the bindings, so the built-in server (not in the servers table) shows too.
             let bound_to = |c: &Credential| -> Vec<String> {
-                servers
+                store
+                    .bound_servers(&c.name)
+                    .unwrap_or_default()
                     .iter()
-                    .filter(|s| s.credentials.iter().any(|b| b.name == c.name))
-                    .map(|s| s.label.to_string())
+                    .map(ToString::to_string)
                     .collect()
             };
             if json {
@@ -205,9 +206,14 @@ pub fn bind(home: &Home, server: String, credential: String, bind: bool) -> Resu
             },
         )?;
         let fresh = answer.get("bound").and_then(Value::as_bool) == Some(true);
+        let when = if server == postern_domain::BUILTIN_LABEL {
+            "an http_request to one of its hosts carries it once a human approves that call"
+        } else {
+            "a launch gets it once a human approves that launch's identity for it"
+        };
         writeln!(
             out,
-            "{} credential '{credential}' to '{server}': a launch gets it once a human approves that launch's identity for it",
+            "{} credential '{credential}' to '{server}': {when}",
             if fresh { "bound" } else { "already bound" }
         )?;
     } else {

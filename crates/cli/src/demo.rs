@@ -144,7 +144,9 @@ pub fn run(home: &Home) -> Result<()> {
     std::fs::write(&revision, "2\n")?;
     let second = epoch(&rt, home, Some(&first))?;
     println!("   now running: epoch {second}");
-    say("sending the old prepared call again: the approval was for the old code");
+    say(
+        "sending the old prepared call again, unchanged, to the new code (a grant for the old epoch is stale: authorization_stale; without one, the changed schema is: catalog_stale)",
+    );
     show(&agent.request("tools/call", prepared.clone())?);
 
     say(

@@ -14,6 +14,7 @@ use postern_store::{AddOutcome, Store};
 use tracing_subscriber::EnvFilter;
 
 mod audit;
+mod builtin;
 mod credential;
 mod demo;
 mod gate;
@@ -82,6 +83,9 @@ enum Command {
     /// Credentials: values in the OS keychain, released only under a human's approval.
     #[command(subcommand)]
     Credential(credential::CredentialCommand),
+    /// Postern's built-in MCP servers, as the engine launches them (`postern mcp postern`).
+    #[command(subcommand, hide = true)]
+    Builtin(builtin::BuiltinCommand),
     /// Play the rebuild story against the running Postern: a bundled server, an agent, two
     /// approvals in the app, a rebuild and its refused stale call.
     Demo,
@@ -174,6 +178,10 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    if let Command::Builtin(cmd) = cli.command {
+        // Launched by the engine over stdio; it needs no home.
+        return builtin::run(cmd);
+    }
     let home = Home::resolve(cli.home)?;
     match cli.command {
         Command::Mcp { label } => {
@@ -205,6 +213,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Settings(args) => gate::settings(&home, args),
         Command::EveryUse(cmd) => gate::every_use(&home, cmd),
         Command::Credential(cmd) => credential::credential(&home, cmd),
+        Command::Builtin(_) => Ok(()), // served above
         Command::Demo => demo::run(&home),
         Command::DemoServer(args) => demo::server(args),
     }
@@ -333,7 +342,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
         }
         ServerCommand::Restart { label } => {
             let label: ServerLabel = label.parse()?;
-            if store.server(&label)?.is_none() {
+            if label.as_str() != postern_domain::BUILTIN_LABEL && store.server(&label)?.is_none() {
                 bail!("no server is configured as '{label}'");
             }
             let command = ControlCommand::Restart {

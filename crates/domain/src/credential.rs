@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// A credential scope's name, e.g. `inventory-api-staging`: 1 to 48 characters of
+/// A credential scope's name, e.g. `inventory-api-staging`: 1 to 40 characters of
 /// `a-z 0-9 - _ .`, starting with a letter or digit.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -15,7 +15,7 @@ pub struct CredentialName(String);
 
 impl CredentialName {
     /// The longest name accepted (the keychain item adds a prefix and a version).
-    pub const MAX_LEN: usize = 48;
+    pub const MAX_LEN: usize = 40;
 
     /// The name as text.
     pub fn as_str(&self) -> &str {
@@ -142,12 +142,12 @@ mod tests {
 
     #[test]
     fn names_are_checked_and_fit_a_keychain_item() {
-        for good in ["inventory-api-staging", "a", "x.y_z-1", &"a".repeat(48)] {
+        for good in ["inventory-api-staging", "a", "x.y_z-1", &"a".repeat(40)] {
             let name: CredentialName = good.parse().expect(good);
             let item = keychain_item(&name, u32::MAX);
             assert!(item.len() <= 64, "{item}");
         }
-        for bad in ["", "Inventory", "-x", "a b", "a/b", &"a".repeat(49)] {
+        for bad in ["", "Inventory", "-x", "a b", "a/b", &"a".repeat(41)] {
             assert!(bad.parse::<CredentialName>().is_err(), "{bad}");
         }
     }

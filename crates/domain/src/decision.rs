@@ -726,7 +726,8 @@ fn ask(what: AskFor, every_use: Vec<SettingTarget>, choices: Vec<GrantChoice>) -
     })
 }
 
-fn all_choices() -> Vec<GrantChoice> {
+/// Every grant end a card about a call offers: this call, each of [`OFFERED_MINUTES`], the run.
+pub fn all_choices() -> Vec<GrantChoice> {
     let mut choices = vec![GrantChoice::ThisCall];
     choices.extend(
         OFFERED_MINUTES

@@ -240,7 +240,11 @@ fn activity_pages(home: &Path) {
                         tool,
                         i.to_string(),
                         decision,
-                        "ok",
+                        if decision == "allowed" {
+                            "ok"
+                        } else {
+                            "refused"
+                        },
                         5,
                         seq + 1
                     ])

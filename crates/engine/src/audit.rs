@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 pub use offline::{AnchorCheck, VerifyReport, export, reanchor, rebuild_journals, verify};
+pub(crate) use offline::{open_record, redacted};
 
 /// The keychain entry holding the log's opening key (base64).
 pub const OPENING_KEY: &str = "audit-opening-key";
@@ -477,7 +478,7 @@ fn read_anchor(secrets: &dyn SecretStore) -> Result<Option<Head>, AuditError> {
 }
 
 /// The keychain's opening key, parsed.
-fn read_key(secrets: &dyn SecretStore) -> Result<Option<OpeningKey>, AuditError> {
+pub(crate) fn read_key(secrets: &dyn SecretStore) -> Result<Option<OpeningKey>, AuditError> {
     let Some(bytes) = secrets.get(OPENING_KEY)? else {
         return Ok(None);
     };

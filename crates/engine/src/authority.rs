@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use postern_domain::catalog::Catalog;
 use postern_domain::decision::{
-    APPROVAL_TIMEOUT_MS, ApprovalCard, Ask, CardInputs, CardState, Decision, Denial,
+    APPROVAL_TIMEOUT_MS, ApprovalCard, Ask, AskFor, CardInputs, CardState, Decision, Denial,
     EveryUseSetting, GrantChoice, Inputs, Reply, SessionStatus, Settlement, decide,
 };
 use postern_domain::{
@@ -658,6 +658,24 @@ impl Authority {
             request: &call.request,
             now,
         });
+        // A credential this launch was not given is released only by a human, whatever
+        // let the call through otherwise (observe mode included).
+        let decision = match decision {
+            Decision::Allow {
+                authority: postern_domain::decision::Authority::Observed,
+            } if call
+                .withheld
+                .iter()
+                .any(|w| call.request.credentials.contains(w)) =>
+            {
+                Decision::AskHuman(Ask {
+                    what: AskFor::Call,
+                    every_use: Vec::new(),
+                    choices: postern_domain::decision::all_choices(),
+                })
+            }
+            decision => decision,
+        };
         match decision {
             Decision::Allow { authority } => {
                 if let postern_domain::decision::Authority::Grant(id) = authority
@@ -822,6 +840,18 @@ impl Authorizer for Authority {
         identity: &postern_domain::Digest,
     ) -> Release {
         self.release_for(agent, config, identity)
+    }
+
+    fn inject(
+        &self,
+        server: &ServerLabel,
+        host: &str,
+        credentials: &std::collections::BTreeSet<String>,
+    ) -> Result<
+        Vec<postern_gateway::authorize::InjectedHeader>,
+        postern_gateway::authorize::InjectError,
+    > {
+        self.inject_for(server, host, credentials)
     }
 
     fn session_ended(&self, _session: u64, agent: Option<&postern_domain::AgentIdentity>) {

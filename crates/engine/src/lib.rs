@@ -8,6 +8,7 @@ pub mod authority;
 mod control;
 mod home;
 pub mod import;
+pub mod journal;
 mod os_lock;
 
 use std::fs::{File, TryLockError};
@@ -215,6 +216,56 @@ impl Engine {
         restart(&self.sessions, &self.gateway.commands, label)
     }
 
+    /// The Sessions timeline over a window: lanes, epoch bands, marks, and buckets when the
+    /// marks do not fit ([`journal::timeline`]). Each journal read uses its own read-only
+    /// connection (never the engine's shared one); they block: call them from a blocking
+    /// context in async code.
+    pub fn timeline(
+        &self,
+        query: &journal::TimelineQuery,
+    ) -> Result<journal::Timeline, EngineError> {
+        journal::timeline(&self.home, query)
+    }
+
+    /// A page of the Activity journal, newest first.
+    pub fn activity(
+        &self,
+        filter: &journal::ActivityFilter,
+    ) -> Result<Vec<journal::ActivityRow>, EngineError> {
+        journal::activity(&self.home, filter)
+    }
+
+    /// A page of the Sessions journal, newest first.
+    pub fn sessions_journal(
+        &self,
+        filter: &journal::SessionFilter,
+    ) -> Result<Vec<journal::SessionRow>, EngineError> {
+        journal::sessions(&self.home, filter)
+    }
+
+    /// Audit record `seq` (a clicked mark's): its header fields and, while the vault is
+    /// unlocked, its body opened with the opening key from `secrets` (the keychain this
+    /// engine was started with; the engine itself keeps only the public key), tool-call
+    /// arguments shown by their shape. `None` when there is no such record.
+    pub fn audit_entry(
+        &self,
+        seq: u64,
+        secrets: Option<&dyn SecretStore>,
+    ) -> Result<Option<journal::AuditEntry>, EngineError> {
+        use postern_domain::decision::VaultState;
+        let key = match (secrets, self.authority.vault()) {
+            (None, _) => Err("no keychain was given to open it".to_owned()),
+            (Some(secrets), VaultState::Ready) => Ok(secrets),
+            (Some(_), VaultState::Locked | VaultState::Unlocking) => {
+                Err("the vault is locked: bodies open only while it is unlocked".to_owned())
+            }
+            (Some(_), VaultState::Quarantined) => {
+                Err("the audit log is quarantined: verify it first".to_owned())
+            }
+        };
+        journal::audit_entry(&self.home, seq, key)
+    }
+
     /// Stops accepting agents, ends every session and its server, releases the home.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
@@ -297,13 +348,72 @@ pub(crate) fn restart(
     running
 }
 
+/// Server configurations from the store, and the built-in server (`postern mcp postern`).
 struct StoreDirectory(Arc<Mutex<Store>>);
 
 impl ServerDirectory for StoreDirectory {
     fn lookup(&self, label: &ServerLabel) -> Result<Option<ServerConfig>, String> {
         let store = self.0.lock().map_err(|_| poisoned().to_string())?;
+        if label.as_str() == postern_domain::BUILTIN_LABEL {
+            let mut config = builtin_config(&postern_program()?)?;
+            config.credentials = store.bindings(label).map_err(|e| e.to_string())?;
+            return Ok(Some(config));
+        }
         store.server(label).map_err(|e| e.to_string())
     }
+}
+
+/// The built-in server: the `postern` CLI's hidden `builtin http` subcommand, launched,
+/// identified (the `postern` executable is its identity), supervised, audited and gated
+/// like any configured server. Its bound credentials are filled in by the caller.
+fn builtin_config(program: &std::path::Path) -> Result<ServerConfig, String> {
+    let program = program
+        .to_str()
+        .ok_or_else(|| format!("the path {} is not UTF-8", program.display()))?;
+    let label = postern_domain::BUILTIN_LABEL
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    ServerConfig::new(
+        label,
+        vec![program.to_owned(), "builtin".into(), "http".into()],
+        None,
+        Vec::new(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The `postern` CLI that runs the built-in server: this very executable when it is the CLI
+/// (`postern daemon`), else a `postern` beside it (the desktop app ships one), else the first
+/// on PATH.
+fn postern_program() -> Result<PathBuf, String> {
+    let name = if cfg!(windows) {
+        "postern.exe"
+    } else {
+        "postern"
+    };
+    let exe = std::env::current_exe().ok();
+    if let Some(exe) = &exe {
+        if exe.file_name() == Some(std::ffi::OsStr::new(name)) && exe.is_file() {
+            return Ok(exe.clone());
+        }
+        if let Some(beside) = exe.parent().map(|dir| dir.join(name))
+            && beside.is_file()
+        {
+            return Ok(beside);
+        }
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            format!(
+                "the built-in server '{}' needs the `postern` command, which is neither beside {} nor on PATH: install the Postern CLI",
+                postern_domain::BUILTIN_LABEL,
+                exe.as_deref().map_or_else(|| "this program".into(), |e| e.display().to_string())
+            )
+        })
 }
 
 pub(crate) fn poisoned() -> EngineError {

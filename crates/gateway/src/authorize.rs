@@ -2,14 +2,21 @@
 //! ladder, grants and human approvals; the gateway only needs this seam. A decision may
 //! take as long as a human does: the session keeps serving pings and other calls meanwhile.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use postern_domain::catalog::Catalog;
 use postern_domain::decision::{Authority, Denial};
-use postern_domain::{AgentIdentity, Digest, ExecutionRecord, ServerConfig};
-use postern_domain::{CallId, Request};
+use postern_domain::{AgentIdentity, Credential, Digest, ExecutionRecord, ServerConfig};
+use postern_domain::{CallId, Request, ServerLabel};
 use postern_vault::Secret;
 use serde_json::Value;
+use url::{Host, Url};
+
+/// The `_meta` key of a `tools/call` to the built-in server that carries the headers to
+/// inject. The gateway removes any the agent sent and adds its own; the builtin takes it out
+/// before anything else reads the call.
+pub const INJECT_META: &str = "postern/inject";
 
 /// One `tools/call` waiting for the gate's decision: everything the ladder and an approval
 /// card need.
@@ -56,6 +63,34 @@ pub enum Verdict {
     /// A human released credentials this launch was not given: relaunch the server with
     /// them (a new epoch of the same code) and decide the call again there.
     Relaunch,
+}
+
+/// One header an allowed call to the built-in `http_request` carries: a credential's value as
+/// its kind formats it (`Authorization: Bearer …`, `Authorization: Basic …`, a named header),
+/// and the hosts the credential may go to (the builtin checks the URL against them again).
+#[derive(Debug)]
+pub struct InjectedHeader {
+    /// The credential scope it comes from (for the audit log).
+    pub credential: String,
+    /// The header's name.
+    pub header: String,
+    /// The header's value.
+    pub value: Secret<String>,
+    /// The credential's hosts.
+    pub hosts: Vec<String>,
+}
+
+/// Why the credentials of an allowed call could not be supplied (the call is refused: it was
+/// approved as a call that uses them).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InjectError {
+    /// The vault locked after the call was allowed.
+    #[error("the vault is locked")]
+    VaultLocked,
+    /// A value could not be read (missing from the keychain, or the keychain refused); the
+    /// sentence names the credential, never its value.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// Called once with the decision (never, if the call was withdrawn first).
@@ -109,6 +144,73 @@ pub trait Authorizer: Send + Sync + 'static {
     ) -> Release {
         Release::default()
     }
+
+    /// The headers an allowed call to the built-in server carries: the values of
+    /// `credentials` (the call's credential scope) that are bound to `server` and may go to
+    /// `host`, read from the keychain (blocking). None by default.
+    fn inject(
+        &self,
+        _server: &ServerLabel,
+        _host: &str,
+        _credentials: &BTreeSet<String>,
+    ) -> Result<Vec<InjectedHeader>, InjectError> {
+        Ok(Vec::new())
+    }
+}
+
+/// The host of an `http_request` URL that a credential may be sent to: an `https` URL's, or
+/// an `http` URL's when the host is loopback (127.0.0.0/8, ::1, `localhost`). `None` for any
+/// other URL, or one with user information (the builtin refuses those, so nothing is
+/// released for them). The host is
+/// WHATWG-normalised (lower case, IPv4 shorthands expanded, IDNA), IPv6 without brackets;
+/// the builtin connects to this same parse.
+pub fn credential_host(url: &str) -> Option<String> {
+    let url = Url::parse(url).ok()?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return None; // the builtin refuses credentials in the URL itself
+    }
+    match url.scheme() {
+        "https" => host_text(&url),
+        "http" if is_loopback(&url) => host_text(&url),
+        _ => None,
+    }
+}
+
+/// A URL's host as credentials name it: a domain or an IP address, IPv6 without brackets.
+pub fn host_text(url: &Url) -> Option<String> {
+    Some(match url.host()? {
+        Host::Domain(domain) => domain.to_ascii_lowercase(),
+        Host::Ipv4(ip) => ip.to_string(),
+        Host::Ipv6(ip) => ip.to_string(),
+    })
+}
+
+/// Whether a URL's host is loopback: 127.0.0.0/8, ::1, or exactly `localhost`.
+pub fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+/// The credential scope of a call to the built-in `http_request` with `arguments`: the bound
+/// header credentials whose hosts include the URL's host. Empty when the URL names no host a
+/// credential may go to (see [`credential_host`]).
+pub fn http_request_scope(bound: &[Credential], arguments: &Value) -> BTreeSet<String> {
+    let Some(host) = arguments
+        .get("url")
+        .and_then(Value::as_str)
+        .and_then(credential_host)
+    else {
+        return BTreeSet::new();
+    };
+    bound
+        .iter()
+        .filter(|c| c.env_var().is_none() && c.allows_host(&host))
+        .map(|c| c.name.to_string())
+        .collect()
 }
 
 /// Lets every call through, journaled as observed (tests of the data path alone).
@@ -123,4 +225,81 @@ impl Authorizer for AllowAll {
     fn withdraw(&self, _session: u64, _call: CallId, _why: Withdrawn) {}
 
     fn session_ended(&self, _session: u64, _agent: Option<&AgentIdentity>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use postern_domain::Injection;
+    use serde_json::json;
+
+    use super::*;
+
+    fn credential(name: &str, injection: Injection, hosts: &[&str]) -> Credential {
+        Credential {
+            name: name.parse().expect("name"),
+            injection,
+            hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            every_use: false,
+            version: 1,
+            created_at: 0,
+            rotated_at: None,
+        }
+    }
+
+    #[test]
+    fn a_credential_goes_only_to_https_or_loopback_hosts() {
+        for (url, host) in [
+            ("https://API.example.com/v1", Some("api.example.com")),
+            ("https://localhost:8443/", Some("localhost")),
+            ("http://localhost:8080/", Some("localhost")),
+            ("http://127.0.0.1:1/", Some("127.0.0.1")),
+            ("http://127.1/", Some("127.0.0.1")),
+            ("http://[::1]:80/", Some("::1")),
+            ("https://[::1]/", Some("::1")),
+            ("http://api.example.com/", None),
+            ("http://localhost.evil.net/", None),
+            ("http://10.0.0.1/", None),
+            ("ftp://localhost/", None),
+            ("file:///etc/passwd", None),
+            ("not a url", None),
+            ("https://user:pw@api.example.com/", None),
+            ("https://localhost@evil.net/", None),
+        ] {
+            assert_eq!(credential_host(url).as_deref(), host, "{url}");
+        }
+    }
+
+    #[test]
+    fn the_scope_is_the_bound_header_credentials_for_the_urls_host() {
+        let bound = [
+            credential("api", Injection::Bearer, &["api.example.com"]),
+            credential("local", Injection::Basic, &["localhost", "127.0.0.1"]),
+            credential(
+                "key",
+                Injection::Header {
+                    name: "X-Key".into(),
+                },
+                &["api.example.com"],
+            ),
+            credential(
+                "env",
+                Injection::Env {
+                    var: "TOKEN".into(),
+                },
+                &["api.example.com"],
+            ),
+        ];
+        let scope = |url: &str| -> Vec<String> {
+            http_request_scope(&bound, &json!({ "url": url }))
+                .into_iter()
+                .collect()
+        };
+        assert_eq!(scope("https://api.example.com/x"), ["api", "key"]);
+        assert_eq!(scope("https://API.EXAMPLE.COM./x"), Vec::<String>::new());
+        assert_eq!(scope("http://localhost:9/"), ["local"]);
+        assert_eq!(scope("http://api.example.com/x"), Vec::<String>::new());
+        assert_eq!(scope("https://example.com/"), Vec::<String>::new());
+        assert!(http_request_scope(&bound, &json!({})).is_empty());
+        assert!(http_request_scope(&bound, &json!({"url": 7})).is_empty());
+    }
 }

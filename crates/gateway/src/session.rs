@@ -175,6 +175,14 @@ enum Event {
         verdict: crate::authorize::Verdict,
     },
     AgentClosed,
+    /// The engine supplied the headers of an allowed call to the built-in server (matched by
+    /// call id, like a verdict).
+    Injected {
+        id: Id,
+        call: postern_domain::CallId,
+        authority: postern_domain::decision::Authority,
+        outcome: Result<Vec<crate::authorize::InjectedHeader>, crate::authorize::InjectError>,
+    },
     IntentDurable {
         generation: u64,
         id: Id,

@@ -232,7 +232,7 @@ mod tests {
         assert_eq!(bound[0].keychain_item(), "credential.inventory-api.v1");
         assert_eq!(
             store.bound_servers(&name).expect("servers"),
-            [server.clone()]
+            std::slice::from_ref(&server)
         );
 
         let rotated = store

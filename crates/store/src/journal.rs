@@ -17,16 +17,32 @@
 //!   the result fills in the outcome and duration.
 //! - `journal_grants`: one row per grant a human gave, under the session it was given in;
 //!   the `grant_ended` record fills in when and why it stopped applying.
+//! - `journal_activity_buckets`: per session, how many calls, refusals and grants fell in
+//!   each minute, ten minutes, hour, six hours and day ([`SPANS`]): what the timeline draws a
+//!   wide window from ([`timeline`]).
+//!
+//! Each session and each epoch of a session also keep when they were last seen (the time
+//! of the last record naming them), so that the timeline can draw lanes and epoch bands
+//! without reading the calls.
 
 mod project;
+mod timeline;
+
+use std::path::Path;
+use std::time::Duration;
 
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{OptionalExtension, params_from_iter};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter};
 use serde::Serialize;
 
-use crate::{Store, StoreError};
+use crate::{DB_FILE, Store, StoreError, migrations};
 
 pub(crate) use project::Projector;
+pub use timeline::{Band, Bucket, Complete, Lane, Mark, MarkKind, Timeline, TimelineQuery};
+
+/// The widths (ms) calls are counted by, per session, in `journal_activity_buckets`: a
+/// minute, ten minutes, an hour, six hours, a day. Migration 7 backfills the same ones.
+pub(crate) const SPANS: [i64; 5] = [60_000, 600_000, 3_600_000, 21_600_000, 86_400_000];
 
 /// Which Activity rows to return: newest first, `limit` at most, before seq `before`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,13 +55,15 @@ pub struct ActivityFilter {
     pub epoch: Option<String>,
     /// A tool name.
     pub tool: Option<String>,
-    /// `allowed`, `observed`, `denied` (any refusal), or one refusal code.
+    /// `allowed`, `observed`, `denied` (any refusal: refused before forwarding), or one
+    /// decision (`no_intent`, a refusal code).
     pub decision: Option<String>,
     /// At or after this time (unix ms).
     pub since: Option<i64>,
     /// Before this time (unix ms).
     pub until: Option<i64>,
-    /// Only rows with a smaller seq (the previous page's last seq).
+    /// Only rows after this one in the page order (the previous page's last seq): older, or
+    /// as old with a smaller seq.
     pub before: Option<i64>,
     /// Page size (0 means 50).
     pub limit: u32,
@@ -163,8 +181,63 @@ impl Store {
         meta_int(&self.conn, "journal.seq")
     }
 
-    /// A page of the Activity journal.
+    /// Opens the database in `home` for reading the journals only: no migration, no
+    /// writes, so it never waits for (or holds up) the audit writer. The schema must be
+    /// the one this build writes (the engine migrates it when it opens the home).
+    pub fn open_read_only(home: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open_with_flags(
+            home.join(DB_FILE),
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        let found: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        if found > migrations::LATEST {
+            return Err(StoreError::TooNew {
+                found,
+                known: migrations::LATEST,
+            });
+        }
+        if found < migrations::LATEST {
+            return Err(StoreError::Corrupt {
+                what: "the database schema".into(),
+                why: format!(
+                    "it is at version {found}, this Postern reads {}: open it with the engine \
+                     first, which migrates it",
+                    migrations::LATEST
+                ),
+            });
+        }
+        Ok(Store { conn })
+    }
+
+    /// A page of the Activity journal: newest first (by time, then seq).
+    ///
+    /// Every filter has an index that ends in `time` (and the rowid, the seq), so a filter,
+    /// a time range and the order are served by one index walk that stops after the page:
+    /// `session`, `server`, `epoch`, `tool`, `decision` each by `(column, time)`, `denied`
+    /// by a partial index on `time` of the refused rows, no filter by `time`.
     pub fn activity(&self, filter: &ActivityFilter) -> Result<Vec<ActivityRow>, StoreError> {
+        let (sql, args) = self.activity_sql(filter)?;
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args), |r| {
+            Ok(ActivityRow {
+                seq: r.get(0)?,
+                time: r.get(1)?,
+                session: r.get(2)?,
+                server: r.get(3)?,
+                epoch: r.get(4)?,
+                tool: r.get(5)?,
+                call: r.get(6)?,
+                decision: r.get(7)?,
+                outcome: r.get(8)?,
+                duration_ms: r.get(9)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The statement of an Activity page and its arguments.
+    fn activity_sql(&self, filter: &ActivityFilter) -> Result<(String, Vec<SqlValue>), StoreError> {
         let mut sql = String::from(
             "SELECT seq, time, session, server, epoch, tool, call, decision, outcome, duration_ms
              FROM journal_activity WHERE 1",
@@ -187,7 +260,8 @@ impl Store {
             }
         }
         match filter.decision.as_deref() {
-            Some("denied") => sql.push_str(" AND decision NOT IN ('allowed', 'observed')"),
+            // Spelled as the partial index's condition, so that the index applies.
+            Some("denied") => sql.push_str(" AND outcome = 'refused'"),
             Some(decision) => eq("decision", decision.to_owned().into(), &mut sql),
             None => {}
         }
@@ -199,26 +273,39 @@ impl Store {
         };
         range(">=", "time", filter.since, &mut sql);
         range("<", "time", filter.until, &mut sql);
-        range("<", "seq", filter.before, &mut sql);
+        if let Some(before) = filter.before {
+            match self.record_time(before)? {
+                Some(time) => {
+                    args.push(time.into());
+                    args.push(before.into());
+                    let (t, s) = (args.len() - 1, args.len());
+                    sql.push_str(&format!(
+                        " AND time <= ?{t} AND (time < ?{t} OR seq < ?{s})"
+                    ));
+                }
+                // A seq the database does not know: everything before it.
+                None => range("<", "seq", Some(before), &mut sql),
+            }
+        }
         args.push(i64::from(page(filter.limit)).into());
-        sql.push_str(&format!(" ORDER BY seq DESC LIMIT ?{}", args.len()));
+        sql.push_str(&format!(
+            " ORDER BY time DESC, seq DESC LIMIT ?{}",
+            args.len()
+        ));
 
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args), |r| {
-            Ok(ActivityRow {
-                seq: r.get(0)?,
-                time: r.get(1)?,
-                session: r.get(2)?,
-                server: r.get(3)?,
-                epoch: r.get(4)?,
-                tool: r.get(5)?,
-                call: r.get(6)?,
-                decision: r.get(7)?,
-                outcome: r.get(8)?,
-                duration_ms: r.get(9)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok((sql, args))
+    }
+
+    /// The time of record `seq`: its Activity row's, else its audit log row's.
+    fn record_time(&self, seq: i64) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT time FROM journal_activity WHERE seq = ?1
+                 UNION ALL SELECT time FROM audit_log WHERE seq = ?1 LIMIT 1",
+            )?
+            .query_row([seq], |r| r.get(0))
+            .optional()?)
     }
 
     /// A page of the Sessions journal.
@@ -334,7 +421,7 @@ impl StoredGrant {
     }
 }
 
-fn meta_int(conn: &rusqlite::Connection, key: &str) -> Result<i64, StoreError> {
+fn meta_int(conn: &Connection, key: &str) -> Result<i64, StoreError> {
     let value: Option<String> = conn
         .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
         .optional()?;
@@ -349,4 +436,159 @@ fn meta_int(conn: &rusqlite::Connection, key: &str) -> Result<i64, StoreError> {
 
 fn page(limit: u32) -> u32 {
     if limit == 0 { 50 } else { limit.min(10_000) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query plan of `sql`, one step per line.
+    pub(crate) fn plan(store: &Store, sql: &str, args: &[SqlValue]) -> String {
+        let mut stmt = store
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("explain");
+        let steps = stmt
+            .query_map(params_from_iter(args), |r| r.get::<_, String>(3))
+            .expect("plan")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("steps");
+        steps.join("\n")
+    }
+
+    #[test]
+    fn every_activity_filter_walks_one_index_in_page_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        // A row for the `before` cursor to find.
+        store
+            .conn
+            .execute(
+                "INSERT INTO journal_activity (seq, time, session, server, tool, call, decision)
+                 VALUES (5, 5000, 1, 's', 't', '1', 'allowed')",
+                [],
+            )
+            .expect("row");
+        let f = ActivityFilter::default;
+        let text = || Some("x".to_owned());
+        let window = |filter: ActivityFilter| ActivityFilter {
+            since: Some(1),
+            until: Some(2),
+            ..filter
+        };
+        let cases = [
+            (
+                f(),
+                "SCAN journal_activity USING INDEX journal_activity_time",
+            ),
+            (
+                ActivityFilter {
+                    session: Some(1),
+                    ..f()
+                },
+                "journal_activity_session_time (session=?)",
+            ),
+            (
+                ActivityFilter {
+                    server: text(),
+                    ..f()
+                },
+                "journal_activity_server_time (server=?)",
+            ),
+            (
+                ActivityFilter {
+                    epoch: text(),
+                    ..f()
+                },
+                "journal_activity_epoch_time (epoch=?)",
+            ),
+            (
+                ActivityFilter {
+                    tool: text(),
+                    ..f()
+                },
+                "journal_activity_tool_time (tool=?)",
+            ),
+            (
+                ActivityFilter {
+                    decision: Some("denied".into()),
+                    ..f()
+                },
+                "SCAN journal_activity USING INDEX journal_activity_refused",
+            ),
+            (
+                ActivityFilter {
+                    decision: Some("approval_denied".into()),
+                    ..f()
+                },
+                "journal_activity_decision_time (decision=?)",
+            ),
+            (window(f()), "journal_activity_time (time>? AND time<?)"),
+            (
+                window(ActivityFilter {
+                    session: Some(1),
+                    ..f()
+                }),
+                "journal_activity_session_time (session=? AND time>? AND time<?)",
+            ),
+            (
+                window(ActivityFilter {
+                    server: text(),
+                    ..f()
+                }),
+                "journal_activity_server_time (server=? AND time>? AND time<?)",
+            ),
+            (
+                window(ActivityFilter {
+                    epoch: text(),
+                    ..f()
+                }),
+                "journal_activity_epoch_time (epoch=? AND time>? AND time<?)",
+            ),
+            (
+                window(ActivityFilter {
+                    tool: text(),
+                    ..f()
+                }),
+                "journal_activity_tool_time (tool=? AND time>? AND time<?)",
+            ),
+            (
+                window(ActivityFilter {
+                    decision: Some("denied".into()),
+                    ..f()
+                }),
+                "journal_activity_refused (time>? AND time<?)",
+            ),
+            (
+                window(ActivityFilter {
+                    decision: Some("allowed".into()),
+                    ..f()
+                }),
+                "journal_activity_decision_time (decision=? AND time>? AND time<?)",
+            ),
+            (
+                ActivityFilter {
+                    before: Some(5),
+                    ..f()
+                },
+                "journal_activity_time (time<?)",
+            ),
+            (
+                ActivityFilter {
+                    server: text(),
+                    before: Some(5),
+                    ..f()
+                },
+                "journal_activity_server_time (server=? AND time<?)",
+            ),
+        ];
+        for (filter, index) in cases {
+            let (sql, args) = store.activity_sql(&filter).expect("sql");
+            let plan = plan(&store, &sql, &args);
+            assert!(
+                plan.contains(index) && !plan.contains("TEMP B-TREE") && plan.lines().count() == 1,
+                "{filter:?}: {plan}"
+            );
+        }
+    }
 }

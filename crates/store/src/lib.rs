@@ -15,7 +15,10 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use audit::{Append, AuditWriter, Opened, StoredRecord};
-pub use journal::{ActivityFilter, ActivityRow, GrantRow, SessionFilter, SessionRow};
+pub use journal::{
+    ActivityFilter, ActivityRow, Band, Bucket, Complete, GrantRow, Lane, Mark, MarkKind,
+    SessionFilter, SessionRow, Timeline, TimelineQuery,
+};
 pub use servers::AddOutcome;
 
 /// The file name of the database inside a Postern home.

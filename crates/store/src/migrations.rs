@@ -133,6 +133,81 @@ const MIGRATIONS: &[&str] = &[
         credential TEXT NOT NULL REFERENCES credentials(name) ON DELETE CASCADE,
         PRIMARY KEY (server, credential)
     ) STRICT, WITHOUT ROWID;",
+    // 7: the timeline (journal/timeline.rs). When each session and each of its epochs was
+    // last seen, per-session call counts rolled up by fixed time spans (so a wide window is
+    // drawn from a few rows, not a million), the grant_ended record of each grant, and
+    // Activity indexes that serve a filter, a time range and the newest-first order at once
+    // (each index ends in the rowid, so `(column, time)` is `(column, time, seq)`).
+    //
+    // Rows written before this version get their times from the log's clear `time` column
+    // and from the Activity rows; the exact values (an epoch is also seen in records that are
+    // only in the sealed log, such as the server_replaced that ended it) come back when the
+    // journals are rebuilt from the log (`postern audit rebuild-journals`).
+    "ALTER TABLE journal_sessions ADD COLUMN last_time INTEGER;      -- unix ms, last record of it
+     ALTER TABLE journal_session_epochs ADD COLUMN first_time INTEGER; -- unix ms, first record naming it
+     ALTER TABLE journal_session_epochs ADD COLUMN last_time INTEGER;  -- unix ms, last record naming it
+     ALTER TABLE journal_grants ADD COLUMN ended_seq INTEGER;         -- seq of the grant_ended record
+     CREATE TABLE journal_activity_buckets (
+        session INTEGER NOT NULL,              -- journal_sessions.id
+        span    INTEGER NOT NULL,              -- bucket width, ms (one of a fixed set)
+        start   INTEGER NOT NULL,              -- unix ms, a multiple of span
+        calls   INTEGER NOT NULL,              -- Activity rows (refusals included)
+        refused INTEGER NOT NULL,              -- of which refused before forwarding
+        grants  INTEGER NOT NULL,              -- grants issued
+        PRIMARY KEY (session, span, start)
+     ) STRICT, WITHOUT ROWID;
+
+     DROP INDEX journal_activity_session;
+     DROP INDEX journal_activity_server;
+     DROP INDEX journal_activity_epoch;
+     DROP INDEX journal_activity_tool;
+     DROP INDEX journal_activity_decision;
+     CREATE INDEX journal_activity_session_time ON journal_activity(session, time);
+     CREATE INDEX journal_activity_server_time ON journal_activity(server, time);
+     CREATE INDEX journal_activity_epoch_time ON journal_activity(epoch, time);
+     CREATE INDEX journal_activity_tool_time ON journal_activity(tool, time);
+     CREATE INDEX journal_activity_decision_time ON journal_activity(decision, time);
+     CREATE INDEX journal_activity_refused ON journal_activity(time)
+        WHERE outcome = 'refused';
+     CREATE INDEX journal_activity_refused_session ON journal_activity(session, time)
+        WHERE outcome = 'refused';
+     CREATE INDEX journal_grants_session_issued ON journal_grants(session, issued);
+     CREATE INDEX journal_grants_session_ended ON journal_grants(session, ended);
+     DROP INDEX journal_grants_session;
+
+     UPDATE journal_session_epochs SET first_time = coalesce(
+        (SELECT time FROM audit_log WHERE audit_log.seq = journal_session_epochs.seq),
+        (SELECT min(time) FROM journal_activity a
+          WHERE a.session = journal_session_epochs.session
+            AND a.epoch = journal_session_epochs.epoch),
+        (SELECT started FROM journal_sessions s WHERE s.id = journal_session_epochs.session),
+        0);
+     UPDATE journal_session_epochs SET last_time = max(first_time,
+        coalesce((SELECT max(time) FROM journal_activity a
+                   WHERE a.session = journal_session_epochs.session
+                     AND a.epoch = journal_session_epochs.epoch), first_time),
+        coalesce((SELECT max(l.time) FROM journal_activity a
+                   JOIN audit_log l ON l.seq = a.result_seq
+                   WHERE a.session = journal_session_epochs.session
+                     AND a.epoch = journal_session_epochs.epoch), first_time));
+     UPDATE journal_sessions SET last_time = max(started, coalesce(ended, started),
+        coalesce((SELECT max(last_time) FROM journal_session_epochs e
+                   WHERE e.session = journal_sessions.id), started),
+        coalesce((SELECT max(time) FROM journal_activity a
+                   WHERE a.session = journal_sessions.id), started));
+     INSERT INTO journal_activity_buckets (session, span, start, calls, refused, grants)
+        SELECT session, span, start, sum(calls), sum(refused), sum(grants) FROM (
+            SELECT a.session, spans.span, a.time - a.time % spans.span AS start,
+                   1 AS calls, a.outcome IS 'refused' AS refused, 0 AS grants
+            FROM journal_activity a, (SELECT 60000 AS span UNION ALL SELECT 600000
+                UNION ALL SELECT 3600000 UNION ALL SELECT 21600000
+                UNION ALL SELECT 86400000) spans
+            UNION ALL
+            SELECT g.session, spans.span, g.issued - g.issued % spans.span, 0, 0, 1
+            FROM journal_grants g, (SELECT 60000 AS span UNION ALL SELECT 600000
+                UNION ALL SELECT 3600000 UNION ALL SELECT 21600000
+                UNION ALL SELECT 86400000) spans)
+        GROUP BY session, span, start;",
 ];
 
 /// The schema version this build writes.
@@ -187,5 +262,69 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .expect("version");
         assert_eq!(version, LATEST);
+    }
+
+    #[test]
+    fn journal_rows_from_version_6_get_times_and_counts_from_the_log_and_the_calls() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        for sql in &MIGRATIONS[..6] {
+            conn.execute_batch(sql).expect("old migration");
+        }
+        conn.pragma_update(None, "user_version", 6)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO audit_log (seq, time, kind, header, sealed, hash) VALUES
+                (2, 2000, 'session_started', x'', x'', x''),
+                (3, 3000, 'server_started', x'', x'', x''),
+                (4, 3500, 'tool_call_intent', x'', x'', x''),
+                (5, 4000, 'tool_call_intent', x'', x'', x''),
+                (6, 65000, 'tool_call_result', x'', x'', x''),
+                (7, 70000, 'authorization_denied', x'', x'', x'');
+             INSERT INTO journal_sessions (id, run, session, server, started, status)
+                VALUES (2, 1, 1, 'time', 2000, 'interrupted');
+             INSERT INTO journal_session_epochs (session, epoch, seq) VALUES (2, 'E1', 3);
+             INSERT INTO journal_activity
+                (seq, time, session, server, epoch, tool, call, decision, outcome, result_seq)
+                VALUES (4, 3500, 2, 'time', 'E1', 'now', '1', 'allowed', NULL, NULL),
+                       (5, 4000, 2, 'time', 'E1', 'now', '2', 'allowed', 'ok', 6),
+                       (7, 70000, 2, 'time', 'E1', 'now', '3', 'vault_locked', 'refused', 7);
+             INSERT INTO journal_grants
+                (grant, session, server, epoch, tools, credentials, end_kind, issued, seq)
+                VALUES ('G', 2, 'time', 'E1', '{}', '[]', '{}', 61000, 3);",
+        )
+        .expect("old rows");
+
+        apply(&mut conn).expect("migrate");
+        let times: (i64, i64, i64) = conn
+            .query_row(
+                "SELECT e.first_time, e.last_time, s.last_time
+                 FROM journal_session_epochs e JOIN journal_sessions s ON s.id = e.session",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .expect("times");
+        // First: the record that named it; last: the refusal at 70 s (after the result at
+        // 65 s, which only the log's time column knows).
+        assert_eq!(times, (3000, 70000, 70000));
+        let minutes: Vec<(i64, i64, i64, i64)> = conn
+            .prepare(
+                "SELECT start, calls, refused, grants FROM journal_activity_buckets
+                 WHERE span = 60000 ORDER BY start",
+            )
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        assert_eq!(minutes, vec![(0, 2, 0, 0), (60000, 1, 1, 1)]);
+        // Every counting span the projector uses was filled.
+        let spans: Vec<i64> = conn
+            .prepare("SELECT DISTINCT span FROM journal_activity_buckets ORDER BY span")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        assert_eq!(spans, crate::journal::SPANS);
     }
 }

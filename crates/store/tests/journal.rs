@@ -6,46 +6,19 @@
 //!   requests granted, denied and expired, a vault locked and unlocked, and an observed
 //!   session whose calls go without a grant.
 
+mod common;
+
 use std::collections::BTreeSet;
 
-use postern_audit::rand_core::{TryCryptoRng, TryRng};
-use postern_audit::{Chain, EventKind, OpeningKey, SealedRecord, Seq, UnixMillis};
+use common::{Log, epoch, label};
+use postern_audit::Seq;
 use postern_domain::decision::{AskFor, Authority, GrantChoice};
 use postern_domain::{
-    AgentIdentity, AgentRun, ApprovalId, AuditEvent, CallOutcome, ExecutionEpoch, Grant, GrantEnd,
-    GrantId, ServerLabel, ToolScope,
+    AgentIdentity, AgentRun, ApprovalId, AuditEvent, CallOutcome, Grant, GrantEnd, GrantId,
+    ToolScope,
 };
-use postern_store::{
-    ActivityFilter, Append, AuditWriter, GrantRow, Opened, SessionFilter, Store, StoreError,
-};
+use postern_store::{ActivityFilter, GrantRow, Opened, SessionFilter, Store, StoreError};
 use serde_json::json;
-
-struct Counter(u8);
-
-impl TryRng for Counter {
-    type Error = std::convert::Infallible;
-    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-        Ok(u32::from(self.0))
-    }
-    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        Ok(u64::from(self.0))
-    }
-    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
-        self.0 = self.0.wrapping_add(1);
-        dst.fill(self.0);
-        Ok(())
-    }
-}
-
-impl TryCryptoRng for Counter {}
-
-fn label(name: &str) -> ServerLabel {
-    name.parse().expect("label")
-}
-
-fn epoch(n: u128) -> ExecutionEpoch {
-    ExecutionEpoch::new(1_700_000_000_000, n)
-}
 
 fn intent(session: u64, server: &str, e: u128, call: i64, tool: &str) -> AuditEvent {
     intent_on(session, server, e, call, tool, None)
@@ -418,89 +391,6 @@ fn seqs(store: &Store, filter: ActivityFilter) -> Vec<i64> {
         .iter()
         .map(|r| r.seq)
         .collect()
-}
-
-/// A log written through the audit writer, record `i` (1-based) at time `i * 1000`.
-struct Log {
-    _dir: tempfile::TempDir,
-    writer: AuditWriter,
-    store: Store,
-    key: OpeningKey,
-    events: Vec<AuditEvent>,
-    records: Vec<SealedRecord>,
-}
-
-impl Log {
-    /// Seals `events` and appends them in `batches` (consecutive ranges covering them all),
-    /// as the writer would commit them.
-    fn write(events: Vec<AuditEvent>, batches: &[std::ops::Range<usize>]) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut writer = AuditWriter::open(dir.path()).expect("writer");
-        let key = OpeningKey::from_bytes([5; 32]);
-        let mut chain = Chain::genesis(key.recipient());
-        let mut rng = Counter(0);
-        let records: Vec<SealedRecord> = events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let body = serde_json::to_vec(e).expect("json");
-                let time = UnixMillis::new((i as i64 + 1) * 1000);
-                let kind = EventKind::parse(e.kind()).expect("kind");
-                chain.append(time, kind, &body, &mut rng).expect("seal")
-            })
-            .collect();
-        assert_eq!(batches.last().map(|b| b.end), Some(events.len()));
-        for range in batches {
-            let batch: Vec<Append<'_>> = range
-                .clone()
-                .map(|i| Append {
-                    record: &records[i],
-                    event: &events[i],
-                })
-                .collect();
-            writer.append(&batch).expect("append");
-        }
-        let store = Store::open(dir.path()).expect("store");
-        Log {
-            _dir: dir,
-            writer,
-            store,
-            key,
-            events,
-            records,
-        }
-    }
-
-    /// Rebuilds the journals from the opened log and checks they come out exactly as the
-    /// writer projected them.
-    fn rebuild_identically(&mut self) {
-        let filter = SessionFilter::default();
-        let sessions = self.store.sessions(&filter).expect("sessions");
-        let activity = self
-            .store
-            .activity(&ActivityFilter::default())
-            .expect("activity");
-        let key = &self.key;
-        let opened = self.records.iter().map(|r| {
-            let o = r.open(key).expect("opens");
-            Ok::<_, StoreError>(Opened {
-                seq: o.header().seq(),
-                time: o.header().time(),
-                event: serde_json::from_slice(o.body()).expect("event"),
-            })
-        });
-        assert_eq!(
-            self.writer.project(true, opened).expect("rebuild"),
-            self.records.len() as u64
-        );
-        assert_eq!(self.store.sessions(&filter).expect("sessions"), sessions);
-        assert_eq!(
-            self.store
-                .activity(&ActivityFilter::default())
-                .expect("activity"),
-            activity
-        );
-    }
 }
 
 #[test]

@@ -122,12 +122,13 @@ pub fn export(
     let mut written = 0;
     check_log(&store, anchor, Some(&key), |seq, time, event| {
         let kind = event.kind();
-        let mut event = serde_json::to_value(&event).map_err(|e| AuditError::Store {
-            reason: e.to_string(),
-        })?;
-        if !with_arguments && let Some(arguments) = event.get_mut("arguments") {
-            *arguments = shape(arguments);
-        }
+        let event = if with_arguments {
+            serde_json::to_value(&event).map_err(|e| AuditError::Store {
+                reason: e.to_string(),
+            })?
+        } else {
+            redacted(&event)?
+        };
         let line =
             json!({"seq": seq.get(), "time": time.as_millis(), "kind": kind, "event": event});
         writeln!(out, "{line}").map_err(|e| AuditError::Store {
@@ -193,7 +194,7 @@ pub(super) fn catch_up(
     loop {
         let mut chunk: Vec<Result<Opened, AuditError>> = Vec::new();
         reader.audit_records_between(after, after.saturating_add(CHUNK), |row| {
-            chunk.push(open(row.raw(), key));
+            chunk.push(open_record(row.raw(), key));
             Ok::<(), AuditError>(())
         })?;
         let Some(Ok(last)) = chunk.last() else {
@@ -207,7 +208,19 @@ pub(super) fn catch_up(
     }
 }
 
-fn open(raw: RawRecord<'_>, key: &OpeningKey) -> Result<Opened, AuditError> {
+/// An event as JSON with its tool-call arguments replaced by their shape.
+pub(crate) fn redacted(event: &AuditEvent) -> Result<serde_json::Value, AuditError> {
+    let mut event = serde_json::to_value(event).map_err(|e| AuditError::Store {
+        reason: e.to_string(),
+    })?;
+    if let Some(arguments) = event.get_mut("arguments") {
+        *arguments = shape(arguments);
+    }
+    Ok(event)
+}
+
+/// Opens a stored record with the log's key and reads its event.
+pub(crate) fn open_record(raw: RawRecord<'_>, key: &OpeningKey) -> Result<Opened, AuditError> {
     let unreadable = |seq: Seq, reason: String| AuditError::Verification {
         seq: seq.get(),
         code: "audit_body_unreadable",

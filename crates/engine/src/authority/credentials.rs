@@ -9,13 +9,17 @@
 //! the same code) and the call is decided again there, under a grant for the new epoch that the
 //! approval carried over ([`Carry`]).
 
+use std::collections::BTreeSet;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use postern_domain::decision::{EveryUse, EveryUseSetting, GrantChoice, SettingTarget};
 use postern_domain::{
-    AgentIdentity, AgentRun, Credential, CredentialName, Digest, Grant, GrantEnd, GrantId,
-    Injection, ServerConfig, ServerLabel, ToolScope,
+    AgentIdentity, AgentRun, BUILTIN_LABEL, Credential, CredentialName, Digest, Grant, GrantEnd,
+    GrantId, Injection, ServerConfig, ServerLabel, ToolScope,
 };
 use postern_gateway::Command;
-use postern_gateway::authorize::{CallToAuthorize, Release};
+use postern_gateway::authorize::{CallToAuthorize, InjectError, InjectedHeader, Release};
 use postern_vault::Secret;
 
 use super::{Authority, State, VaultState, random};
@@ -151,7 +155,8 @@ impl Authority {
         name: &CredentialName,
     ) -> Result<bool, CredentialError> {
         let store = self.store()?;
-        if store.server(server).map_err(fail)?.is_none() {
+        let builtin = server.as_str() == BUILTIN_LABEL;
+        if !builtin && store.server(server).map_err(fail)?.is_none() {
             return Err(CredentialError(format!(
                 "no server is configured as '{server}'"
             )));
@@ -160,15 +165,24 @@ impl Authority {
             .credential(name)
             .map_err(fail)?
             .ok_or_else(|| CredentialError(format!("no credential named '{name}'")))?;
-        if server.as_str() != postern_domain::BUILTIN_LABEL && credential.env_var().is_none() {
+        if !builtin && credential.env_var().is_none() {
             return Err(CredentialError(format!(
-                "credential '{name}' is injected as an HTTP header; only the built-in server '{}' can use it",
-                postern_domain::BUILTIN_LABEL
+                "credential '{name}' is injected as an HTTP header; only the built-in server '{BUILTIN_LABEL}' can use it"
+            )));
+        }
+        if builtin && credential.env_var().is_some() {
+            return Err(CredentialError(format!(
+                "credential '{name}' is an environment variable; the built-in server '{BUILTIN_LABEL}' injects only header credentials (bearer, header, basic)"
             )));
         }
         let bound = store.bind(server, name).map_err(fail)?;
         drop(store);
         self.config_changed();
+        if bound {
+            // Running processes were launched without the binding: their next launch knows
+            // it (and withholds the value until a human approves that launch's identity).
+            let _ = self.inner.commands.send(Command::Restart(server.clone()));
+        }
         Ok(bound)
     }
 
@@ -206,34 +220,42 @@ impl Authority {
         if bound.is_empty() {
             return release;
         }
-        let state = self.state();
+        // Decide under the gate's lock; read the keychain (a D-Bus round trip) after it.
         let run = agent.map(AgentRun::of);
-        let mut reasons: Vec<&str> = Vec::new();
-        for credential in bound {
-            let name = credential.name.to_string();
-            let approved = run.is_some_and(|run| {
-                state.releases.contains(&Approved {
-                    run,
-                    server: config.label.clone(),
-                    identity: *identity,
-                    credential: name.clone(),
+        let decided: Vec<(&Credential, Option<&'static str>)> = {
+            let state = self.state();
+            bound
+                .into_iter()
+                .map(|credential| {
+                    let name = credential.name.to_string();
+                    let approved = run.is_some_and(|run| {
+                        state.releases.contains(&Approved {
+                            run,
+                            server: config.label.clone(),
+                            identity: *identity,
+                            credential: name.clone(),
+                        })
+                    });
+                    let why = if state.vault != VaultState::Ready {
+                        Some("the vault is locked")
+                    } else if run.is_none() {
+                        Some("the agent could not be identified")
+                    } else if approved {
+                        None
+                    } else if state.releases.iter().any(|a| {
+                        Some(a.run) == run && a.server == config.label && a.credential == name
+                    }) {
+                        Some("identity changed since approval")
+                    } else {
+                        Some("not approved for this identity yet")
+                    };
+                    (credential, why)
                 })
-            });
-            let why = if state.vault != VaultState::Ready {
-                Some("the vault is locked")
-            } else if run.is_none() {
-                Some("the agent could not be identified")
-            } else if approved {
-                None
-            } else if state
-                .releases
-                .iter()
-                .any(|a| Some(a.run) == run && a.server == config.label && a.credential == name)
-            {
-                Some("identity changed since approval")
-            } else {
-                Some("not approved for this identity yet")
-            };
+                .collect()
+        };
+        let mut reasons: Vec<&str> = Vec::new();
+        for (credential, why) in decided {
+            let name = credential.name.to_string();
             let value = match why {
                 None => match self.inner.secrets.get(&credential.keychain_item()) {
                     Ok(Some(bytes)) => String::from_utf8(bytes.expose().clone()).ok(),
@@ -265,6 +287,80 @@ impl Authority {
             release.reason = Some(reasons.join("; "));
         }
         release
+    }
+
+    /// The headers an allowed call to the built-in server carries: each credential of its
+    /// scope that is still bound to the builtin, is a header kind and may go to `host`, its
+    /// value read from the keychain now and formatted for its kind. A credential unbound or
+    /// removed since the call was decided is left out (narrower than approved); a value that
+    /// cannot be read refuses the call.
+    pub(super) fn inject_for(
+        &self,
+        server: &ServerLabel,
+        host: &str,
+        credentials: &BTreeSet<String>,
+    ) -> Result<Vec<InjectedHeader>, InjectError> {
+        if server.as_str() != BUILTIN_LABEL || credentials.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.vault() != VaultState::Ready {
+            return Err(InjectError::VaultLocked);
+        }
+        let bound = self
+            .store()
+            .map_err(|e| InjectError::Unavailable(e.0))?
+            .bindings(server)
+            .map_err(|e| InjectError::Unavailable(e.to_string()))?;
+        let mut headers = Vec::new();
+        for name in credentials {
+            let Some(credential) = bound.iter().find(|c| c.name.as_str() == name) else {
+                tracing::info!(credential = %name, "not injected: no longer bound to the built-in server");
+                continue;
+            };
+            if !credential.allows_host(host) {
+                tracing::info!(credential = %name, %host, "not injected: the host is not one of the credential's");
+                continue;
+            }
+            let unreadable =
+                |why: &str| InjectError::Unavailable(format!("credential '{name}' {why}"));
+            let raw = match self.inner.secrets.get(&credential.keychain_item()) {
+                Ok(Some(bytes)) => String::from_utf8(bytes.expose().clone())
+                    .map(Secret::new)
+                    .map_err(|_| unreadable("is not text"))?,
+                Ok(None) => return Err(unreadable("has no value in the keychain")),
+                Err(e) => {
+                    tracing::warn!(credential = %name, "keychain read failed: {e}");
+                    return Err(unreadable("could not be read from the keychain"));
+                }
+            };
+            if raw.expose().chars().any(char::is_control) {
+                return Err(unreadable(
+                    "cannot be sent as an HTTP header (its value has control characters)",
+                ));
+            }
+            let (header, value) = match &credential.injection {
+                Injection::Bearer => (
+                    "Authorization".to_owned(),
+                    Secret::new(format!("Bearer {}", raw.expose())),
+                ),
+                Injection::Basic => {
+                    let encoded = Secret::new(BASE64.encode(raw.expose()));
+                    (
+                        "Authorization".to_owned(),
+                        Secret::new(format!("Basic {}", encoded.expose())),
+                    )
+                }
+                Injection::Header { name } => (name.clone(), raw),
+                Injection::Env { .. } => continue,
+            };
+            headers.push(InjectedHeader {
+                credential: name.clone(),
+                header,
+                value,
+                hosts: credential.hosts.clone(),
+            });
+        }
+        Ok(headers)
     }
 
     /// A human approved `call`: its identity may now hold the credentials it would use.
@@ -347,4 +443,200 @@ fn check_value(value: &Secret<String>) -> Result<(), CredentialError> {
 
 fn fail(e: impl std::fmt::Display) -> CredentialError {
     CredentialError(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Per-call injection for the built-in server, over a real store and audit log in a temp
+    //! home with the in-memory keychain.
+
+    use std::sync::{Arc, Mutex};
+
+    use postern_store::Store;
+    use postern_vault::{MemoryStore, SecretStore};
+
+    use super::*;
+    use crate::{AuditLog, Home, ManualClock};
+
+    struct Fixture {
+        authority: Authority,
+        _dir: tempfile::TempDir,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Home::at(dir.path());
+        let secrets: Arc<dyn SecretStore> = Arc::new(MemoryStore::new());
+        let store = Arc::new(Mutex::new(Store::open(home.path()).expect("store")));
+        let audit = Arc::new(AuditLog::open(home.path(), Arc::clone(&secrets)));
+        let authority = Authority::new(
+            audit,
+            store,
+            Arc::new(ManualClock::new()),
+            secrets,
+            tokio::sync::broadcast::channel(8).0,
+        );
+        Fixture {
+            authority,
+            _dir: dir,
+        }
+    }
+
+    fn builtin() -> ServerLabel {
+        BUILTIN_LABEL.parse().expect("label")
+    }
+
+    fn add(f: &Fixture, name: &str, injection: Injection, hosts: &[&str], value: &str) {
+        let name: CredentialName = name.parse().expect("name");
+        let hosts = hosts.iter().map(|h| (*h).to_owned()).collect();
+        f.authority
+            .add_credential(&name, injection, hosts, false, Secret::new(value.into()))
+            .expect("add");
+        f.authority.bind(&builtin(), &name).expect("bind");
+    }
+
+    fn scope(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    fn shown(headers: &[InjectedHeader]) -> Vec<(String, String, String)> {
+        headers
+            .iter()
+            .map(|h| {
+                (
+                    h.credential.clone(),
+                    h.header.clone(),
+                    h.value.expose().clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_kind_is_formatted_and_only_for_its_hosts() {
+        let f = fixture();
+        add(&f, "api", Injection::Bearer, &["api.example.com"], "tok-1");
+        add(
+            &f,
+            "basic",
+            Injection::Basic,
+            &["api.example.com"],
+            "alice:pw",
+        );
+        let key = Injection::Header {
+            name: "X-Api-Key".into(),
+        };
+        add(&f, "key", key, &["other.example.com"], "key-1");
+        let all = scope(&["api", "basic", "key"]);
+        let headers = f
+            .authority
+            .inject_for(&builtin(), "api.example.com", &all)
+            .expect("inject");
+        assert_eq!(
+            shown(&headers),
+            [
+                ("api".into(), "Authorization".into(), "Bearer tok-1".into()),
+                (
+                    "basic".into(),
+                    "Authorization".into(),
+                    format!("Basic {}", BASE64.encode("alice:pw"))
+                ),
+            ]
+        );
+        assert_eq!(headers[0].hosts, ["api.example.com"]);
+        let other = f
+            .authority
+            .inject_for(&builtin(), "other.example.com", &all)
+            .expect("inject");
+        assert_eq!(
+            shown(&other),
+            [("key".into(), "X-Api-Key".into(), "key-1".into())]
+        );
+        // Only the builtin, and only the call's own scope.
+        let label: ServerLabel = "time".parse().expect("label");
+        assert!(
+            f.authority
+                .inject_for(&label, "api.example.com", &all)
+                .expect("other server")
+                .is_empty()
+        );
+        assert!(
+            f.authority
+                .inject_for(&builtin(), "api.example.com", &BTreeSet::new())
+                .expect("empty")
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn unbound_is_left_out_and_a_locked_vault_or_a_missing_value_refuses() {
+        let f = fixture();
+        add(&f, "api", Injection::Bearer, &["localhost"], "tok-2");
+        let api = scope(&["api"]);
+        f.authority
+            .unbind(&builtin(), &"api".parse().expect("name"))
+            .expect("unbind");
+        assert!(
+            f.authority
+                .inject_for(&builtin(), "localhost", &api)
+                .expect("unbound")
+                .is_empty()
+        );
+
+        f.authority
+            .bind(&builtin(), &"api".parse().expect("name"))
+            .expect("bind");
+        f.authority
+            .inner
+            .secrets
+            .delete("credential.api.v1")
+            .expect("delete");
+        let missing = f
+            .authority
+            .inject_for(&builtin(), "localhost", &api)
+            .expect_err("missing");
+        assert_eq!(
+            missing,
+            InjectError::Unavailable("credential 'api' has no value in the keychain".into())
+        );
+
+        f.authority.lock("test");
+        assert_eq!(
+            f.authority
+                .inject_for(&builtin(), "localhost", &api)
+                .expect_err("locked"),
+            InjectError::VaultLocked
+        );
+    }
+
+    #[tokio::test]
+    async fn the_builtin_takes_header_credentials_and_only_it_does() {
+        let f = fixture();
+        let env = "env".parse::<CredentialName>().expect("name");
+        f.authority
+            .add_credential(
+                &env,
+                Injection::Env {
+                    var: "TOKEN".into(),
+                },
+                Vec::new(),
+                false,
+                Secret::new("v".into()),
+            )
+            .expect("add");
+        let refused = f
+            .authority
+            .bind(&builtin(), &env)
+            .expect_err("env on builtin");
+        assert!(
+            refused.0.contains("injects only header credentials"),
+            "{refused}"
+        );
+
+        add(&f, "api", Injection::Bearer, &["localhost"], "tok-3");
+        let store = f.authority.store().expect("store");
+        let bound = store.bindings(&builtin()).expect("bindings");
+        assert_eq!(bound.len(), 1);
+        assert_eq!(bound[0].name.as_str(), "api");
+    }
 }

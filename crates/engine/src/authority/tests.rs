@@ -538,6 +538,34 @@ async fn observe_mode_allows_without_a_card() {
     assert_eq!(admitted[0]["by"], "observe");
 }
 
+/// Observe mode lets calls through without a card, but a credential the launch was not given
+/// is released only by a human: that call asks, and approving it relaunches.
+#[tokio::test]
+async fn observe_mode_still_asks_a_human_to_release_a_withheld_credential() {
+    let gate = Gate::new();
+    gate.authority
+        .update_settings(SettingsUpdate {
+            session_mode: Some(SessionMode::Observe),
+            ..SettingsUpdate::default()
+        })
+        .expect("settings");
+    let a = launch(1, b"v1");
+    let mut call = deploy(&a);
+    call.request.credentials = ["inventory-api".to_owned()].into();
+    call.withheld = vec!["inventory-api".to_owned()];
+    let (card, rx) = gate.carded(call);
+    assert_eq!(card.withheld_credentials, ["inventory-api"]);
+    gate.authority
+        .answer(
+            card.id,
+            Reply::Approve {
+                choice: Some(GrantChoice::UntilRunEnds),
+            },
+        )
+        .expect("approve");
+    assert_eq!(rx.await.expect("verdict"), Verdict::Relaunch);
+}
+
 #[tokio::test]
 async fn every_use_on_the_tool_asks_despite_a_run_grant_and_offers_this_call_only() {
     let gate = Gate::new();
@@ -607,13 +635,21 @@ async fn the_vault_locks_when_the_os_reports_the_user_stepped_away() {
     use std::io::BufRead;
     use std::sync::atomic::AtomicBool;
 
-    let mut daemon = std::process::Command::new("dbus-daemon")
+    /// Kills the private bus however the test ends (a panic included).
+    struct Bus(std::process::Child);
+    impl Drop for Bus {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut daemon = Bus(std::process::Command::new("dbus-daemon")
         .args(["--session", "--nofork", "--print-address=1"])
         .stdout(std::process::Stdio::piped())
         .spawn()
-        .expect("dbus-daemon (package dbus) is needed for this test");
+        .expect("dbus-daemon (package dbus) is needed for this test"));
     let mut address = String::new();
-    std::io::BufReader::new(daemon.stdout.take().expect("stdout"))
+    std::io::BufReader::new(daemon.0.stdout.take().expect("stdout"))
         .read_line(&mut address)
         .expect("the bus address");
     let address = address.trim().to_owned();
@@ -643,14 +679,17 @@ async fn the_vault_locks_when_the_os_reports_the_user_stepped_away() {
         dbus::channel::Sender::send(&sender, msg).expect("send");
         sender.channel().flush();
     };
-    let wait_for = |vault: VaultState| {
+    // The listener subscribes on its own thread: until it has, a signal reaches nobody, so
+    // the step-away signal is sent again until the vault locks.
+    let away_until_locked = |interface: &str, member: &str, arg: Option<bool>| {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while gate.authority.vault() != vault {
+        while gate.authority.vault() != VaultState::Locked {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the vault never became {vault:?}"
+                "the vault never locked on {interface}.{member}"
             );
-            std::thread::sleep(Duration::from_millis(20));
+            emit(interface, member, arg);
+            std::thread::sleep(Duration::from_millis(100));
         }
     };
 
@@ -672,8 +711,7 @@ async fn the_vault_locks_when_the_os_reports_the_user_stepped_away() {
         ),
     ] {
         assert_eq!(gate.authority.vault(), VaultState::Ready);
-        emit(interface, away.0, away.1);
-        wait_for(VaultState::Locked);
+        away_until_locked(interface, away.0, away.1);
         // Coming back does nothing: only a human unlocks.
         emit(interface, back.0, back.1);
         std::thread::sleep(Duration::from_millis(200));
@@ -687,6 +725,5 @@ async fn the_vault_locks_when_the_os_reports_the_user_stepped_away() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     listener.join().expect("listener");
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    drop(daemon);
 }

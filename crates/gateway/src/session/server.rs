@@ -21,7 +21,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Authorizing, Event, InFlight, Session, now_ms};
-use crate::authorize::{CallToAuthorize, Verdict, Withdrawn};
+use crate::authorize::{
+    CallToAuthorize, INJECT_META, InjectError, InjectedHeader, Verdict, Withdrawn, credential_host,
+    http_request_scope,
+};
 use crate::framing::{Line, LineReader, MAX_FRAME};
 use crate::handshake::initialize_result;
 use crate::message::{self, Id, Kind, Message, code, sniff_id};
@@ -231,19 +234,32 @@ impl Session {
             None => ToolDrift::between(None, catalog.tool(&tool).map(|t| t.digest())),
         };
         let call = CallId::new(now_ms() as u64, rand_bits());
+        let arguments = msg
+            .params()
+            .and_then(|p| p.get("arguments"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        // The credentials the call would use: for the built-in `http_request`, the bound
+        // header credentials for the URL's host (injected per call); for any other server,
+        // the env credentials its launch holds.
+        let credentials = if self.is_builtin() {
+            http_request_scope(&running.config.credentials, &arguments)
+        } else {
+            running
+                .config
+                .credentials
+                .iter()
+                .filter(|c| c.env_var().is_some())
+                .map(|c| c.name.to_string())
+                .collect()
+        };
         let request = Request {
             call,
             caller: self.caller(),
             server: self.info.server.clone(),
             epoch: running.record.epoch,
             tool: tool.clone(),
-            credentials: running
-                .config
-                .credentials
-                .iter()
-                .filter(|c| c.env_var().is_some())
-                .map(|c| c.name.to_string())
-                .collect(),
+            credentials,
             catalog: CatalogView {
                 presented: presented.map(|(shown, epoch)| Presented {
                     revision: shown.digest(),
@@ -259,11 +275,7 @@ impl Session {
             request,
             record: running.record.clone(),
             catalog,
-            arguments: msg
-                .params()
-                .and_then(|p| p.get("arguments"))
-                .cloned()
-                .unwrap_or(Value::Null),
+            arguments,
             withheld: self.info.credentials.withheld.clone(),
         };
         self.authorizing
@@ -315,7 +327,109 @@ impl Session {
                 self.restart("credentials released after approval");
                 self.held.push(waiting.msg);
             }
-            Verdict::Allow(authority) => self.send_call(waiting.msg, id, waiting.tool, authority),
+            Verdict::Allow(authority) if self.is_builtin() => {
+                self.fetch_injection(id, waiting, authority)
+            }
+            Verdict::Allow(authority) => {
+                self.send_call(waiting.msg, id, waiting.tool, authority, None)
+            }
+        }
+    }
+
+    /// Whether this session's server is Postern's built-in one (`postern mcp postern`).
+    fn is_builtin(&self) -> bool {
+        self.info.server.as_str() == postern_domain::BUILTIN_LABEL
+    }
+
+    /// An allowed call to the built-in server: the engine supplies the header values of its
+    /// credential scope (a keychain read, off the loop), then it is sent like any call. It
+    /// stays in `authorizing` meanwhile, so a cancel or the epoch's end still stops it.
+    fn fetch_injection(&mut self, id: Id, waiting: Authorizing, authority: Authority) {
+        let Upstream::Running(running) = &self.upstream else {
+            return;
+        };
+        let arguments = waiting
+            .msg
+            .params()
+            .and_then(|p| p.get("arguments"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let scope = http_request_scope(&running.config.credentials, &arguments);
+        let host = arguments
+            .get("url")
+            .and_then(Value::as_str)
+            .and_then(credential_host);
+        let Some(host) = host.filter(|_| !scope.is_empty()) else {
+            let line = with_injection(&waiting.msg, &[]);
+            return self.send_call(waiting.msg, id, waiting.tool, authority, line);
+        };
+        let call = waiting.call;
+        self.authorizing.insert(id.clone(), waiting);
+        let authorizer = Arc::clone(&self.ctx.authorizer);
+        let (server, events) = (self.info.server.clone(), self.events.clone());
+        tokio::task::spawn_blocking(move || {
+            let outcome = authorizer.inject(&server, &host, &scope);
+            let _ = events.send(Event::Injected {
+                id,
+                call,
+                authority,
+                outcome,
+            });
+        });
+    }
+
+    /// The engine supplied (or could not supply) the headers of an allowed built-in call.
+    fn on_injected(
+        &mut self,
+        id: Id,
+        call: CallId,
+        authority: Authority,
+        outcome: Result<Vec<InjectedHeader>, InjectError>,
+    ) {
+        if self.authorizing.get(&id).is_none_or(|w| w.call != call) {
+            return; // withdrawn meanwhile; the values are dropped unused
+        }
+        let Some(waiting) = self.authorizing.remove(&id) else {
+            return;
+        };
+        match outcome {
+            Ok(headers) => {
+                if let (false, Some(record)) = (headers.is_empty(), &self.info.record) {
+                    let mut names: Vec<String> =
+                        headers.iter().map(|h| h.credential.clone()).collect();
+                    names.dedup();
+                    self.ctx.audit.record(AuditEvent::CredentialReleased {
+                        session: self.info.id,
+                        server: self.info.server.clone(),
+                        epoch: record.epoch,
+                        credentials: names,
+                    });
+                }
+                let line = with_injection(&waiting.msg, &headers);
+                self.send_call(waiting.msg, id, waiting.tool, authority, line);
+            }
+            Err(InjectError::VaultLocked) => self.refuse(id, waiting.tool, Denial::vault_locked()),
+            Err(InjectError::Unavailable(reason)) => {
+                tracing::warn!(session = self.info.id, %id, "call refused: {reason}");
+                let detail = json!({
+                    "error": "credential_unavailable",
+                    "reason": reason,
+                    "retry": "do not retry; ask the human to check the credential in Postern",
+                });
+                self.ctx.audit.record(AuditEvent::AuthorizationDenied {
+                    session: self.info.id,
+                    server: self.info.server.clone(),
+                    epoch: self.info.record.as_ref().map(|r| r.epoch),
+                    call: id.value().clone(),
+                    tool: waiting.tool,
+                    code: "credential_unavailable".into(),
+                    detail: detail.clone(),
+                });
+                let text = format!(
+                    "Postern could not supply the credential this call was approved with ({reason}), so it was not made"
+                );
+                self.reply(message::result(&id, tool_error(&text, detail)));
+            }
         }
     }
 
@@ -337,8 +451,17 @@ impl Session {
         ));
     }
 
-    /// Forwards an allowed call once its intent row is durable (intent before effect).
-    fn send_call(&mut self, msg: Message, id: Id, tool: String, authority: Authority) {
+    /// Forwards an allowed call once its intent row is durable (intent before effect). The
+    /// intent records the call as the agent sent it; `line`, when given, is what is forwarded
+    /// instead (a built-in call with its injected headers).
+    fn send_call(
+        &mut self,
+        msg: Message,
+        id: Id,
+        tool: String,
+        authority: Authority,
+        line: Option<Bytes>,
+    ) {
         let generation = self.generation;
         let Upstream::Running(running) = &mut self.upstream else {
             return;
@@ -364,7 +487,7 @@ impl Session {
                 sent: Instant::now(),
             },
         );
-        running.send_after_intent(msg.raw.clone(), id.clone());
+        running.send_after_intent(line.unwrap_or_else(|| msg.raw.clone()), id.clone());
         let events = self.events.clone();
         self.ctx.audit.record_durable(
             intent,
@@ -492,6 +615,12 @@ impl Session {
                 self.on_intent_durable(id, result);
             }
             Event::Authorized { id, call, verdict } => self.on_authorized(id, call, verdict),
+            Event::Injected {
+                id,
+                call,
+                authority,
+                outcome,
+            } => self.on_injected(id, call, authority, outcome),
             Event::RefetchCatalog { generation } if generation == self.generation => {
                 if let Upstream::Running(running) = &mut self.upstream {
                     running.refetch_scheduled = false;
@@ -1071,6 +1200,41 @@ impl Session {
             self.publish();
         }
     }
+}
+
+/// A built-in `tools/call` as it is forwarded: any `_meta["postern/inject"]` the agent sent
+/// removed, and `headers` (if any) put there for the builtin. `None` when the original bytes
+/// can go as they are.
+fn with_injection(msg: &Message, headers: &[InjectedHeader]) -> Option<Bytes> {
+    let sent_one = msg
+        .params()
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(INJECT_META))
+        .is_some();
+    if headers.is_empty() && !sent_one {
+        return None;
+    }
+    let mut body = msg.body.clone();
+    let params = body
+        .entry("params")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()?;
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    let meta = meta.as_object_mut()?;
+    meta.remove(INJECT_META);
+    if !headers.is_empty() {
+        let injected: Vec<Value> = headers
+            .iter()
+            .map(|h| json!({"header": h.header, "value": h.value.expose(), "hosts": h.hosts}))
+            .collect();
+        meta.insert(INJECT_META.to_owned(), Value::Array(injected));
+    }
+    serde_json::to_vec(&Value::Object(body))
+        .ok()
+        .map(Bytes::from)
 }
 
 /// A tool result the model sees as an error, with a readable text and structured detail.

@@ -1,11 +1,18 @@
 //! Writing the journals: each audit event, plaintext, becomes journal rows (see the parent
 //! module for the tables).
+//!
+//! What changes with nearly every event (when a session and an epoch were last seen, the
+//! per-span call counts) is gathered in memory and written once per transaction, in
+//! [`Projector::save`]: a batch of many calls costs one row update per session, epoch and
+//! bucket it touched, not one per call.
+
+use std::collections::BTreeMap;
 
 use postern_domain::decision::Authority;
-use postern_domain::{AuditEvent, Grant};
+use postern_domain::{AuditEvent, ExecutionEpoch, Grant};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::meta_int;
+use super::{SPANS, meta_int};
 use crate::StoreError;
 
 /// Writes journal rows for events, tracking how far it got and the current engine run.
@@ -13,6 +20,25 @@ use crate::StoreError;
 pub(crate) struct Projector {
     seq: i64,
     run: i64,
+    pending: Pending,
+}
+
+/// Updates gathered during a transaction, written by [`Projector::save`].
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    /// Journal session id -> the latest record time naming it.
+    sessions: BTreeMap<i64, i64>,
+    /// (journal session id, epoch) -> the latest record time naming the epoch in it.
+    epochs: BTreeMap<(i64, String), i64>,
+    /// (journal session id, span, start) -> counts to add.
+    buckets: BTreeMap<(i64, i64, i64), Counts>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    calls: i64,
+    refused: i64,
+    grants: i64,
 }
 
 impl Projector {
@@ -20,6 +46,7 @@ impl Projector {
         Ok(Projector {
             seq: meta_int(conn, "journal.seq")?,
             run: meta_int(conn, "journal.run")?,
+            pending: Pending::default(),
         })
     }
 
@@ -27,18 +54,26 @@ impl Projector {
     pub(crate) fn cleared(tx: &Transaction<'_>) -> Result<Self, StoreError> {
         tx.execute_batch(
             "DELETE FROM journal_activity;
+             DELETE FROM journal_activity_buckets;
              DELETE FROM journal_session_epochs;
              DELETE FROM journal_grants;
              DELETE FROM journal_sessions;",
         )?;
-        Ok(Projector { seq: 0, run: 0 })
+        Ok(Projector {
+            seq: 0,
+            run: 0,
+            pending: Pending::default(),
+        })
     }
 
     pub(crate) fn seq(&self) -> i64 {
         self.seq
     }
 
-    pub(crate) fn save(&self, tx: &Transaction<'_>) -> Result<(), StoreError> {
+    /// Writes what was gathered in this transaction and how far the journals go (inside
+    /// `tx`, before it commits).
+    pub(crate) fn save(&mut self, tx: &Transaction<'_>) -> Result<(), StoreError> {
+        self.flush(tx)?;
         let mut stmt = tx.prepare_cached(
             "INSERT INTO meta (key, value) VALUES (?1, ?2)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -67,7 +102,8 @@ impl Projector {
             }
             AuditEvent::EngineStopped { reason } => {
                 tx.execute(
-                    "UPDATE journal_sessions SET status = 'ended', ended = ?1, reason = ?2
+                    "UPDATE journal_sessions SET status = 'ended', ended = ?1, reason = ?2,
+                                                 last_time = max(coalesce(last_time, ?1), ?1)
                      WHERE status = 'running'",
                     params![time, format!("engine stopped: {reason}")],
                 )?;
@@ -82,10 +118,12 @@ impl Projector {
                     .as_ref()
                     .map(|a| format!("{} (pid {})", a.chain_text(), a.pid));
                 tx.prepare_cached(
-                    "INSERT INTO journal_sessions (id, run, session, server, client, agent, started, status)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running')
+                    "INSERT INTO journal_sessions
+                        (id, run, session, server, client, agent, started, status, last_time)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?7)
                      ON CONFLICT (run, session) DO UPDATE SET client = excluded.client,
-                                                              agent = excluded.agent",
+                        agent = excluded.agent,
+                        last_time = max(coalesce(last_time, excluded.last_time), excluded.last_time)",
                 )?
                 .execute(params![seq, self.run, *session as i64, server.as_str(), client, agent, time])?;
             }
@@ -103,16 +141,54 @@ impl Projector {
             }
             AuditEvent::ServerStarted { session, record } => {
                 let id = self.session(tx, at, *session, record.server_label.as_str())?;
-                epoch_used(tx, id, &record.epoch.to_string(), seq)?;
+                self.epoch_used(tx, id, &record.epoch, at)?;
             }
             AuditEvent::ServerReplaced {
                 session,
                 server,
-                new_epoch: Some(epoch),
+                old_epoch,
+                new_epoch,
+                ..
+            } => {
+                // The old epoch ends here; the new one, when already known, starts here.
+                let id = self.session(tx, at, *session, server.as_str())?;
+                self.epoch_seen(id, old_epoch, time);
+                if let Some(epoch) = new_epoch {
+                    self.epoch_used(tx, id, epoch, at)?;
+                }
+            }
+            AuditEvent::ArtifactsChanged {
+                session,
+                server,
+                epoch,
+                ..
+            }
+            | AuditEvent::CatalogRefreshed {
+                session,
+                server,
+                epoch,
+                ..
+            }
+            | AuditEvent::CatalogPresented {
+                session,
+                server,
+                epoch,
+                ..
+            }
+            | AuditEvent::CredentialReleased {
+                session,
+                server,
+                epoch,
+                ..
+            }
+            | AuditEvent::CredentialWithheld {
+                session,
+                server,
+                epoch,
                 ..
             } => {
                 let id = self.session(tx, at, *session, server.as_str())?;
-                epoch_used(tx, id, &epoch.to_string(), seq)?;
+                self.epoch_seen(id, epoch, time);
             }
             AuditEvent::ToolCallIntent {
                 session,
@@ -124,21 +200,24 @@ impl Projector {
                 ..
             } => {
                 let id = self.session(tx, at, *session, server.as_str())?;
-                let epoch = epoch.to_string();
-                epoch_used(tx, id, &epoch, seq)?;
+                self.epoch_used(tx, id, epoch, at)?;
                 let decision = match authority {
                     Some(Authority::Observed) => "observed",
                     Some(Authority::Grant(_)) | None => "allowed",
                 };
-                insert_activity(
+                let epoch = epoch.to_string();
+                self.insert_activity(
                     tx,
                     at,
-                    id,
-                    server.as_str(),
-                    Some(&epoch),
-                    tool,
-                    call,
-                    decision,
+                    Call {
+                        session: id,
+                        server: server.as_str(),
+                        epoch: Some(&epoch),
+                        tool,
+                        call,
+                        decision,
+                        refused: false,
+                    },
                 )?;
                 bump(tx, id, "calls")?;
             }
@@ -152,6 +231,7 @@ impl Projector {
                 duration_ms,
             } => {
                 let id = self.session(tx, at, *session, server.as_str())?;
+                self.epoch_seen(id, epoch, time);
                 let call_text = call.to_string();
                 let pending: Option<i64> = tx
                     .prepare_cached(
@@ -166,15 +246,18 @@ impl Projector {
                     None => {
                         // A result with no intent on record: shown, never hidden.
                         let epoch = epoch.to_string();
-                        insert_activity(
+                        self.insert_activity(
                             tx,
                             at,
-                            id,
-                            server.as_str(),
-                            Some(&epoch),
-                            tool,
-                            call,
-                            "no_intent",
+                            Call {
+                                session: id,
+                                server: server.as_str(),
+                                epoch: Some(&epoch),
+                                tool,
+                                call,
+                                decision: "no_intent",
+                                refused: false,
+                            },
                         )?;
                         seq
                     }
@@ -202,21 +285,23 @@ impl Projector {
                 ..
             } => {
                 let id = self.session(tx, at, *session, server.as_str())?;
+                if let Some(epoch) = epoch {
+                    self.epoch_seen(id, epoch, time);
+                }
                 let epoch = epoch.map(|e| e.to_string());
-                insert_activity(
+                self.insert_activity(
                     tx,
                     at,
-                    id,
-                    server.as_str(),
-                    epoch.as_deref(),
-                    tool,
-                    call,
-                    code,
+                    Call {
+                        session: id,
+                        server: server.as_str(),
+                        epoch: epoch.as_deref(),
+                        tool,
+                        call,
+                        decision: code,
+                        refused: true,
+                    },
                 )?;
-                tx.prepare_cached(
-                    "UPDATE journal_activity SET outcome = 'refused', result_seq = seq WHERE seq = ?1",
-                )?
-                .execute([seq])?;
                 bump(tx, id, "denied")?;
             }
             AuditEvent::SessionApproved {
@@ -230,9 +315,13 @@ impl Projector {
                     .execute(params![id, by])?;
             }
             AuditEvent::ApprovalRequested {
-                session, server, ..
+                session,
+                server,
+                epoch,
+                ..
             } => {
                 let id = self.session(tx, at, *session, server.as_str())?;
+                self.epoch_seen(id, epoch, time);
                 bump(tx, id, "approvals")?;
             }
             AuditEvent::ApprovalGranted {
@@ -242,14 +331,22 @@ impl Projector {
             } => {
                 let id = self.session(tx, at, *session, grant.server_label.as_str())?;
                 insert_grant(tx, seq, id, grant)?;
+                self.count(
+                    id,
+                    grant.issued_at as i64,
+                    Counts {
+                        grants: 1,
+                        ..Counts::default()
+                    },
+                );
             }
             AuditEvent::GrantEnded { grant, reason } => {
                 // The first end is the one that counts: a grant does not end twice.
                 tx.prepare_cached(
-                    "UPDATE journal_grants SET ended = ?2, reason = ?3
+                    "UPDATE journal_grants SET ended = ?2, reason = ?3, ended_seq = ?4
                      WHERE grant = ?1 AND ended IS NULL",
                 )?
-                .execute(params![grant.to_string(), time, reason])?;
+                .execute(params![grant.to_string(), time, reason, seq])?;
             }
             // Refusals that reach the agent are `authorization_denied` records, already
             // journaled; the vault's state is in the log alone.
@@ -258,21 +355,16 @@ impl Projector {
             | AuditEvent::ApprovalExpired { .. }
             | AuditEvent::VaultLocked { .. }
             | AuditEvent::VaultUnlocked
-            | AuditEvent::CredentialReleased { .. }
-            | AuditEvent::CredentialWithheld { .. }
-            | AuditEvent::ServerReplaced { .. }
-            | AuditEvent::ArtifactsChanged { .. }
-            | AuditEvent::CatalogRefreshed { .. }
-            | AuditEvent::CatalogPresented { .. }
             | AuditEvent::ConfigChanged { .. } => {}
         }
         self.seq = seq;
         Ok(())
     }
 
-    /// The journal id of `session` in the current run, opening a row if the log has none yet.
+    /// The journal id of `session` in the current run, opening a row if the log has none yet;
+    /// the session was seen at `at`.
     fn session(
-        &self,
+        &mut self,
         tx: &Transaction<'_>,
         at: At,
         session: u64,
@@ -282,15 +374,125 @@ impl Projector {
             .prepare_cached("SELECT id FROM journal_sessions WHERE run = ?1 AND session = ?2")?
             .query_row(params![self.run, session as i64], |r| r.get(0))
             .optional()?;
-        if let Some(id) = found {
-            return Ok(id);
-        }
+        let id = match found {
+            Some(id) => id,
+            None => {
+                tx.prepare_cached(
+                    "INSERT INTO journal_sessions (id, run, session, server, started, status, last_time)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?5)",
+                )?
+                .execute(params![at.seq, self.run, session as i64, server, at.time])?;
+                at.seq
+            }
+        };
+        latest(&mut self.pending.sessions, id, at.time);
+        Ok(id)
+    }
+
+    /// Session `session` uses `epoch` (first named by record `at` unless it already did).
+    fn epoch_used(
+        &mut self,
+        tx: &Transaction<'_>,
+        session: i64,
+        epoch: &ExecutionEpoch,
+        at: At,
+    ) -> Result<(), StoreError> {
+        let epoch = epoch.to_string();
         tx.prepare_cached(
-            "INSERT INTO journal_sessions (id, run, session, server, started, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'running')",
+            "INSERT OR IGNORE INTO journal_session_epochs (session, epoch, seq, first_time, last_time)
+             VALUES (?1, ?2, ?3, ?4, ?4)",
         )?
-        .execute(params![at.seq, self.run, session as i64, server, at.time])?;
-        Ok(at.seq)
+        .execute(params![session, epoch, at.seq, at.time])?;
+        latest(&mut self.pending.epochs, (session, epoch), at.time);
+        Ok(())
+    }
+
+    /// A record at `time` names `epoch` in session `session` (extends a known epoch only).
+    fn epoch_seen(&mut self, session: i64, epoch: &ExecutionEpoch, time: i64) {
+        latest(&mut self.pending.epochs, (session, epoch.to_string()), time);
+    }
+
+    /// Adds to the buckets of every span that hold `time`.
+    fn count(&mut self, session: i64, time: i64, counts: Counts) {
+        for span in SPANS {
+            let start = time - time.rem_euclid(span);
+            let total = self
+                .pending
+                .buckets
+                .entry((session, span, start))
+                .or_default();
+            total.calls += counts.calls;
+            total.refused += counts.refused;
+            total.grants += counts.grants;
+        }
+    }
+
+    /// One Activity row, counted in its session's buckets. A refusal is recorded complete
+    /// (`refused`, its own result).
+    fn insert_activity(
+        &mut self,
+        tx: &Transaction<'_>,
+        at: At,
+        call: Call<'_>,
+    ) -> Result<(), StoreError> {
+        let refused = call.refused;
+        tx.prepare_cached(
+            "INSERT INTO journal_activity
+                (seq, time, session, server, epoch, tool, call, decision, outcome, result_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+                     CASE WHEN ?9 THEN 'refused' END, CASE WHEN ?9 THEN ?1 END)",
+        )?
+        .execute(params![
+            at.seq,
+            at.time,
+            call.session,
+            call.server,
+            call.epoch,
+            call.tool,
+            call.call.to_string(),
+            call.decision,
+            refused,
+        ])?;
+        self.count(
+            call.session,
+            at.time,
+            Counts {
+                calls: 1,
+                refused: i64::from(refused),
+                grants: 0,
+            },
+        );
+        Ok(())
+    }
+
+    /// Writes the gathered times and counts.
+    fn flush(&mut self, tx: &Transaction<'_>) -> Result<(), StoreError> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut sessions = tx.prepare_cached(
+            "UPDATE journal_sessions SET last_time = max(coalesce(last_time, ?2), ?2)
+             WHERE id = ?1",
+        )?;
+        for (id, time) in pending.sessions {
+            sessions.execute(params![id, time])?;
+        }
+        let mut epochs = tx.prepare_cached(
+            "UPDATE journal_session_epochs SET last_time = max(coalesce(last_time, ?3), ?3)
+             WHERE session = ?1 AND epoch = ?2",
+        )?;
+        for ((session, epoch), time) in pending.epochs {
+            epochs.execute(params![session, epoch, time])?;
+        }
+        let mut buckets = tx.prepare_cached(
+            "INSERT INTO journal_activity_buckets (session, span, start, calls, refused, grants)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (session, span, start) DO UPDATE SET
+                calls = calls + excluded.calls, refused = refused + excluded.refused,
+                grants = grants + excluded.grants",
+        )?;
+        for ((session, span, start), c) in pending.buckets {
+            buckets.execute(params![session, span, start, c.calls, c.refused, c.grants])?;
+        }
+        Ok(())
     }
 }
 
@@ -300,32 +502,22 @@ struct At {
     time: i64,
 }
 
-#[allow(clippy::too_many_arguments, reason = "one column each")]
-fn insert_activity(
-    tx: &Transaction<'_>,
-    at: At,
+/// An Activity row's columns.
+struct Call<'a> {
     session: i64,
-    server: &str,
-    epoch: Option<&str>,
-    tool: &str,
-    call: &serde_json::Value,
-    decision: &str,
-) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        "INSERT INTO journal_activity (seq, time, session, server, epoch, tool, call, decision)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(params![
-        at.seq,
-        at.time,
-        session,
-        server,
-        epoch,
-        tool,
-        call.to_string(),
-        decision
-    ])?;
-    Ok(())
+    server: &'a str,
+    epoch: Option<&'a str>,
+    tool: &'a str,
+    call: &'a serde_json::Value,
+    /// `allowed`, `observed`, `no_intent`, or the refusal code.
+    decision: &'a str,
+    /// Refused before forwarding (an `authorization_denied` record).
+    refused: bool,
+}
+
+fn latest<K: Ord>(map: &mut BTreeMap<K, i64>, key: K, time: i64) {
+    let entry = map.entry(key).or_insert(time);
+    *entry = (*entry).max(time);
 }
 
 /// Records a grant under journal session `session` (idempotent: a rebuild over rows that
@@ -356,7 +548,7 @@ fn insert_grant(
             session = excluded.session, server = excluded.server, epoch = excluded.epoch,
             tools = excluded.tools, credentials = excluded.credentials,
             end_kind = excluded.end_kind, issued = excluded.issued, ended = NULL,
-            reason = NULL, seq = excluded.seq",
+            reason = NULL, ended_seq = NULL, seq = excluded.seq",
     )?
     .execute(params![
         grant.id.to_string(),
@@ -369,14 +561,6 @@ fn insert_grant(
         grant.issued_at as i64,
         seq
     ])?;
-    Ok(())
-}
-
-fn epoch_used(tx: &Transaction<'_>, session: i64, epoch: &str, seq: i64) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO journal_session_epochs (session, epoch, seq) VALUES (?1, ?2, ?3)",
-    )?
-    .execute(params![session, epoch, seq])?;
     Ok(())
 }
 

@@ -1,0 +1,285 @@
+//! Approval requests as the app presents them: the approval window's queue, the native
+//! notification for each new request, and the tray. Whenever the gate changes, [`sync`]
+//! brings all three up to date. The cards come from the engine as they are; the only thing
+//! added here is the catalog diff as lines, the way `postern` prints it.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, PoisonError};
+
+use postern_domain::ApprovalId;
+use postern_domain::decision::{ApprovalCard, AskFor, CatalogSince, GrantChoice, Reply};
+use postern_engine::Authority;
+use serde::Serialize;
+use tauri::{AppHandle, Emitter, Manager, Runtime};
+use tauri_plugin_notification::NotificationExt;
+use ts_rs::TS;
+
+use crate::{Shell, tray, window};
+
+/// The event the approval window listens to; its payload is the queue (`Approval[]`).
+pub const APPROVALS_CHANGED: &str = "approvals-changed";
+
+/// One open approval request, as the approval window shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// The engine's card.
+    #[ts(type = "ApprovalCard")]
+    pub card: ApprovalCard,
+    /// What changed in the catalog since the last approved revision, one line per change
+    /// (empty unless the catalog changed); a line ending in ` [escalation]` makes a tool
+    /// look safer than before.
+    pub catalog_changes: Vec<String>,
+    /// Whether a change makes a tool look safer than before (an annotation hint flip).
+    pub escalation: bool,
+}
+
+impl Approval {
+    /// The card with its catalog diff spelled out.
+    pub fn of(card: ApprovalCard) -> Self {
+        let (catalog_changes, escalation) = match &card.catalog {
+            CatalogSince::Changed { diff } => (diff.lines(), diff.has_escalation()),
+            _ => (Vec::new(), false),
+        };
+        Self {
+            card,
+            catalog_changes,
+            escalation,
+        }
+    }
+}
+
+/// The open requests, oldest first.
+pub fn list(authority: &Authority) -> Vec<Approval> {
+    authority
+        .approvals()
+        .into_iter()
+        .map(Approval::of)
+        .collect()
+}
+
+/// The narrowest approval a card allows, which is what the tray's Approve means: this call
+/// only, or (for a card that asks about the agent run alone) admitting the run.
+pub fn narrowest(card: &ApprovalCard) -> Reply {
+    if card.what == AskFor::Session || card.choices.is_empty() {
+        return Reply::Approve { choice: None };
+    }
+    let choice = if card.choices.contains(&GrantChoice::ThisCall) {
+        GrantChoice::ThisCall
+    } else {
+        card.choices[0]
+    };
+    Reply::Approve {
+        choice: Some(choice),
+    }
+}
+
+/// The agent as one short name: its executable's file name, else its process name.
+pub fn agent_name(card: &ApprovalCard) -> String {
+    let agent = &card.agent;
+    agent
+        .executable
+        .as_ref()
+        .and_then(|e| e.path.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .or_else(|| agent.chain.iter().rev().nth(1).cloned())
+        .unwrap_or_else(|| format!("pid {}", agent.pid))
+}
+
+/// One line naming a request: agent, server, tool.
+pub fn summary(card: &ApprovalCard) -> String {
+    format!(
+        "{} · {} · {}",
+        agent_name(card),
+        card.server,
+        card.tool.name
+    )
+}
+
+/// Answers a request from the tray: the narrowest approval, or a denial.
+pub fn answer_from_tray(authority: &Authority, id: ApprovalId, approve: bool) {
+    let reply = if approve {
+        match authority.approvals().iter().find(|c| c.id == id) {
+            Some(card) => narrowest(card),
+            None => {
+                tracing::info!(approval = %id, "already answered, timed out or withdrawn");
+                return;
+            }
+        }
+    } else {
+        Reply::Deny
+    };
+    if let Err(err) = authority.answer(id, reply) {
+        tracing::info!(approval = %id, "answer not taken: {err}");
+    }
+}
+
+/// Opens the approval window with the focus, because a human asked for it (the tray's
+/// Review, the status window's "waiting" button); nothing opens when no request waits, since
+/// the window closes only when a waiting queue empties.
+pub fn review<R: Runtime>(app: &AppHandle<R>) {
+    let waiting = app
+        .state::<Shell>()
+        .authority()
+        .is_some_and(|authority| !authority.approvals().is_empty());
+    if waiting {
+        window::open_approvals(app, true);
+    }
+}
+
+/// What the app last showed for the gate: the requests it announced.
+#[derive(Debug, Default)]
+pub struct Announced {
+    ids: Mutex<BTreeSet<ApprovalId>>,
+}
+
+impl Announced {
+    /// Records the open requests; returns those not seen before, in queue order.
+    fn update<'a>(&self, open: &'a [Approval]) -> Vec<&'a Approval> {
+        let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+        let fresh = open.iter().filter(|a| !ids.contains(&a.card.id)).collect();
+        *ids = open.iter().map(|a| a.card.id).collect();
+        fresh
+    }
+}
+
+/// Brings the approval window, the notifications and the tray up to date with the gate.
+/// Called when the engine starts and whenever its gate changes.
+pub fn sync<R: Runtime>(app: &AppHandle<R>) {
+    let shell = app.state::<Shell>();
+    let (open, gate) = match shell.authority() {
+        Some(authority) => (list(&authority), Some(authority.gate_status())),
+        None => (Vec::new(), None),
+    };
+    if let Err(err) = app.emit(APPROVALS_CHANGED, &open) {
+        tracing::debug!("cannot emit {APPROVALS_CHANGED}: {err}");
+    }
+    let fresh = app.state::<Announced>().update(&open);
+    for approval in &fresh {
+        announce(app, &approval.card);
+    }
+    match window_move(open.len(), fresh.len()) {
+        // Shown on top, without taking the keyboard focus: keys typed into another app
+        // must never answer a request that appeared under them.
+        WindowMove::Open => window::open_approvals(app, false),
+        WindowMove::Close => window::close_approvals(app),
+        WindowMove::Keep => {}
+    }
+    tray::refresh(app, gate.as_ref(), &open);
+}
+
+/// What the approval window does when the queue changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WindowMove {
+    /// A new request arrived: open the window, or show it again if it was closed.
+    Open,
+    /// The queue emptied: the window closes itself.
+    Close,
+    /// Requests were answered but some still wait (a window closed by hand stays closed).
+    Keep,
+}
+
+fn window_move(open: usize, fresh: usize) -> WindowMove {
+    match (open, fresh) {
+        (0, _) => WindowMove::Close,
+        (_, 0) => WindowMove::Keep,
+        _ => WindowMove::Open,
+    }
+}
+
+/// A native notification for a new request. Where no notification service runs (a bare
+/// X server), this logs and goes on: the approval window and the tray still show it.
+fn announce<R: Runtime>(app: &AppHandle<R>, card: &ApprovalCard) {
+    let title = match card.what {
+        AskFor::Session => "An agent asks to use a server",
+        AskFor::Call | AskFor::SessionAndCall => "An agent asks to call a tool",
+    };
+    let body = format!(
+        "{} wants {} on {}: approve or deny in Postern",
+        agent_name(card),
+        card.tool.name,
+        card.server
+    );
+    if let Err(err) = app.notification().builder().title(title).body(body).show() {
+        tracing::warn!("cannot show a notification for approval {}: {err}", card.id);
+    }
+    #[cfg(all(unix, not(target_os = "macos")))]
+    check_notification_service();
+}
+
+/// Says once, in the log, when no desktop notification service answers: the plugin sends
+/// notifications in the background and drops a failure silently.
+#[cfg(all(unix, not(target_os = "macos")))]
+fn check_notification_service() {
+    static CHECKED: std::sync::Once = std::sync::Once::new();
+    CHECKED.call_once(|| {
+        std::thread::spawn(|| match notify_rust::get_server_information() {
+            Ok(server) => tracing::debug!(server = %server.name, "desktop notifications go to this service"),
+            Err(err) => tracing::warn!(
+                "no desktop notification service answers ({err}): approval requests show in the approval window and the tray only"
+            ),
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample;
+
+    #[test]
+    fn the_tray_approves_the_narrowest_choice() {
+        let mut card = sample::card();
+        assert_eq!(
+            narrowest(&card),
+            Reply::Approve {
+                choice: Some(GrantChoice::ThisCall)
+            }
+        );
+        card.what = AskFor::Session;
+        card.choices.clear();
+        assert_eq!(narrowest(&card), Reply::Approve { choice: None });
+        card.what = AskFor::Call;
+        card.choices = vec![GrantChoice::UntilRunEnds];
+        assert_eq!(
+            narrowest(&card),
+            Reply::Approve {
+                choice: Some(GrantChoice::UntilRunEnds)
+            }
+        );
+    }
+
+    #[test]
+    fn a_request_is_named_by_agent_server_and_tool() {
+        let mut card = sample::card();
+        assert_eq!(summary(&card), "claude · deployer · deploy");
+        card.agent.executable = None;
+        assert_eq!(agent_name(&card), "claude");
+        card.agent.chain.clear();
+        assert_eq!(agent_name(&card), "pid 48211");
+    }
+
+    #[test]
+    fn the_window_opens_for_a_new_request_and_closes_with_the_queue() {
+        assert_eq!(window_move(1, 1), WindowMove::Open);
+        assert_eq!(window_move(3, 1), WindowMove::Open);
+        assert_eq!(window_move(2, 0), WindowMove::Keep);
+        assert_eq!(window_move(0, 0), WindowMove::Close);
+    }
+
+    #[test]
+    fn each_request_is_announced_once() {
+        let first = Approval::of(sample::card());
+        let mut second = first.clone();
+        second.card.id = ApprovalId::new(sample::ASKED_AT, 2);
+        let announced = Announced::default();
+
+        assert_eq!(announced.update(std::slice::from_ref(&first)).len(), 1);
+        let both = [first.clone(), second.clone()];
+        let fresh = announced.update(&both);
+        assert_eq!(fresh.len(), 1);
+        assert_eq!(fresh[0].card.id, second.card.id);
+        assert!(announced.update(&both).is_empty());
+        assert!(announced.update(&[]).is_empty());
+    }
+}

@@ -1,0 +1,395 @@
+//! Credentials from the window: list, add, rotate, remove, bind, unbind, through the engine's
+//! `Authority` (values to the OS keychain, metadata to the store).
+//!
+//! A value crosses IPC once, inbound, in [`SecretValue`]: it is wrapped in a
+//! `postern_vault::Secret` as it is deserialized (redacted `Debug`, zeroized on drop) and
+//! handed to the engine. No command returns a value, and no type here can hold one on the way
+//! out.
+
+use postern_domain::{Credential, CredentialName, Injection, ServerLabel};
+use postern_engine::authority::CredentialError;
+use postern_store::Store;
+use postern_vault::Secret;
+use serde::{Deserialize, Deserializer, Serialize};
+use tauri::{AppHandle, Runtime};
+use ts_rs::TS;
+
+use crate::commands::{CommandError, ErrorCode, authority, blocking, running_home};
+
+/// A credential as the window lists it: everything but its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialItem {
+    /// The scope name grants and approval cards use.
+    pub name: String,
+    /// How its value reaches the code that uses it.
+    pub injection: CredentialKind,
+    /// The hosts an HTTP request may carry it to (header kinds).
+    pub hosts: Vec<String>,
+    /// Every call that would use it needs a human.
+    pub every_use: bool,
+    /// Bumped by each rotation.
+    pub version: u32,
+    /// When it was added (unix ms).
+    #[ts(type = "number")]
+    pub created_at_ms: u64,
+    /// When it was last rotated (unix ms).
+    #[ts(type = "number | null")]
+    pub rotated_at_ms: Option<u64>,
+    /// The servers it is bound to (the built-in `postern` for header kinds).
+    pub servers: Vec<String>,
+}
+
+/// How a credential is injected (the domain's `Injection`, with a TypeScript twin).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum CredentialKind {
+    /// An environment variable of a stdio server, at launch.
+    Env {
+        /// The variable's name.
+        var: String,
+    },
+    /// `Authorization: Bearer <value>` on the built-in `http_request`.
+    Bearer,
+    /// A named header on the built-in `http_request`.
+    Header {
+        /// The header's name.
+        name: String,
+    },
+    /// `Authorization: Basic <base64(value)>` (the value is `user:password`).
+    Basic,
+}
+
+/// A credential to add, as the form gives it.
+#[derive(Debug, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct NewCredential {
+    /// Its name: 1 to 48 of `a-z 0-9 - _ .`.
+    pub name: String,
+    /// How it is injected.
+    pub injection: CredentialKind,
+    /// The hosts it may go to (header kinds).
+    pub hosts: Vec<String>,
+    /// Ask a human for every call that would use it.
+    pub every_use: bool,
+    /// The value, typed into a password field.
+    #[ts(type = "string")]
+    pub value: SecretValue,
+}
+
+/// A credential value on its way in. Deserialized straight into a `Secret`; never
+/// serialized (it has no `Serialize`), never shown by `Debug`.
+#[derive(Debug)]
+pub struct SecretValue(Secret<String>);
+
+impl<'de> Deserialize<'de> for SecretValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Self(Secret::new(String::deserialize(deserializer)?)))
+    }
+}
+
+/// Every credential, by name, with the servers it is bound to.
+#[tauri::command]
+pub async fn credentials<R: Runtime>(
+    app: AppHandle<R>,
+) -> Result<Vec<CredentialItem>, CommandError> {
+    let authority = authority(&app)?;
+    let home = running_home(&app)?;
+    blocking(move || {
+        let list = authority.credentials().map_err(refused)?;
+        // The engine has no read of bindings by credential yet (docs/app.md, "Stopgaps").
+        let store = Store::open_read_only(home.path()).map_err(failed)?;
+        list.into_iter()
+            .map(|c| {
+                let servers = store.bound_servers(&c.name).map_err(failed)?;
+                Ok(item(c, servers.iter().map(ToString::to_string).collect()))
+            })
+            .collect()
+    })
+    .await
+}
+
+/// Adds a credential: the value to the keychain, the rest to the store.
+#[tauri::command]
+pub async fn add_credential<R: Runtime>(
+    app: AppHandle<R>,
+    credential: NewCredential,
+) -> Result<(), CommandError> {
+    let authority = authority(&app)?;
+    let name = name(&credential.name)?;
+    let hosts: Vec<String> = credential
+        .hosts
+        .iter()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .collect();
+    let injection = injection(credential.injection)?;
+    let value = credential.value.0;
+    let every_use = credential.every_use;
+    blocking(move || {
+        authority
+            .add_credential(&name, injection, hosts, every_use, value)
+            .map(drop)
+            .map_err(refused)
+    })
+    .await
+}
+
+/// Replaces a credential's value; servers holding the old one restart with the new one.
+#[tauri::command]
+pub async fn rotate_credential<R: Runtime>(
+    app: AppHandle<R>,
+    name: String,
+    value: SecretValue,
+) -> Result<(), CommandError> {
+    let authority = authority(&app)?;
+    let name = self::name(&name)?;
+    blocking(move || {
+        authority
+            .rotate_credential(&name, value.0)
+            .map(drop)
+            .map_err(refused)
+    })
+    .await
+}
+
+/// Removes a credential, its value and its bindings; servers holding it restart without it.
+#[tauri::command]
+pub async fn remove_credential<R: Runtime>(
+    app: AppHandle<R>,
+    name: String,
+) -> Result<(), CommandError> {
+    let authority = authority(&app)?;
+    let name = self::name(&name)?;
+    blocking(move || authority.remove_credential(&name).map_err(refused)).await
+}
+
+/// Binds a credential to a server; returns whether it was not bound before.
+#[tauri::command]
+pub async fn bind_credential<R: Runtime>(
+    app: AppHandle<R>,
+    server: String,
+    name: String,
+) -> Result<bool, CommandError> {
+    let authority = authority(&app)?;
+    let (server, name) = (label(&server)?, self::name(&name)?);
+    blocking(move || authority.bind(&server, &name).map_err(refused)).await
+}
+
+/// Unbinds a credential from a server; returns whether it was bound.
+#[tauri::command]
+pub async fn unbind_credential<R: Runtime>(
+    app: AppHandle<R>,
+    server: String,
+    name: String,
+) -> Result<bool, CommandError> {
+    let authority = authority(&app)?;
+    let (server, name) = (label(&server)?, self::name(&name)?);
+    blocking(move || authority.unbind(&server, &name).map_err(refused)).await
+}
+
+fn item(c: Credential, servers: Vec<String>) -> CredentialItem {
+    CredentialItem {
+        name: c.name.to_string(),
+        injection: match c.injection {
+            Injection::Env { var } => CredentialKind::Env { var },
+            Injection::Bearer => CredentialKind::Bearer,
+            Injection::Header { name } => CredentialKind::Header { name },
+            Injection::Basic => CredentialKind::Basic,
+        },
+        hosts: c.hosts,
+        every_use: c.every_use,
+        version: c.version,
+        created_at_ms: c.created_at,
+        rotated_at_ms: c.rotated_at,
+        servers,
+    }
+}
+
+fn injection(kind: CredentialKind) -> Result<Injection, CommandError> {
+    let named = |what: &str, value: String| {
+        let value = value.trim().to_owned();
+        if value.is_empty() {
+            Err(CommandError::new(
+                ErrorCode::BadRequest,
+                format!("the {what} name is empty"),
+            ))
+        } else {
+            Ok(value)
+        }
+    };
+    Ok(match kind {
+        CredentialKind::Env { var } => Injection::Env {
+            var: named("environment variable", var)?,
+        },
+        CredentialKind::Bearer => Injection::Bearer,
+        CredentialKind::Header { name } => Injection::Header {
+            name: named("header", name)?,
+        },
+        CredentialKind::Basic => Injection::Basic,
+    })
+}
+
+fn name(name: &str) -> Result<CredentialName, CommandError> {
+    name.trim()
+        .parse()
+        .map_err(|e| CommandError::new(ErrorCode::BadRequest, format!("{e}")))
+}
+
+fn label(label: &str) -> Result<ServerLabel, CommandError> {
+    label
+        .trim()
+        .parse()
+        .map_err(|e| CommandError::new(ErrorCode::BadRequest, format!("{e}")))
+}
+
+fn refused(e: CredentialError) -> CommandError {
+    CommandError::new(ErrorCode::Refused, e.to_string())
+}
+
+fn failed(e: impl std::fmt::Display) -> CommandError {
+    CommandError::new(ErrorCode::Failed, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::testing::{invoke, running_app, stop};
+
+    const CANARY: &str = "canary-value-7f3a";
+
+    #[test]
+    fn a_credential_is_added_listed_rotated_bound_and_removed_without_its_value_coming_back() {
+        let (app, _home) = running_app();
+        invoke(
+            &app,
+            "add_server",
+            json!({"server": {"label": "inventory", "command": ["node", "s.js"], "cwd": null, "env": []}}),
+        )
+        .unwrap();
+        let add = json!({"credential": {
+            "name": "inventory-api", "injection": {"kind": "env", "var": "INVENTORY_TOKEN"},
+            "hosts": [], "everyUse": true, "value": CANARY,
+        }});
+        assert_eq!(
+            invoke(&app, "add_credential", add.clone()).unwrap(),
+            json!(null)
+        );
+        let taken = invoke(&app, "add_credential", add).unwrap_err();
+        assert_eq!(taken["code"], "refused", "{taken}");
+        assert!(!taken.to_string().contains(CANARY));
+
+        assert_eq!(
+            invoke(
+                &app,
+                "bind_credential",
+                json!({"server": "inventory", "name": "inventory-api"})
+            )
+            .unwrap(),
+            json!(true)
+        );
+        invoke(
+            &app,
+            "rotate_credential",
+            json!({"name": "inventory-api", "value": "v2-value"}),
+        )
+        .unwrap();
+        let listed = invoke(&app, "credentials", json!({})).unwrap();
+        assert_eq!(listed[0]["name"], "inventory-api");
+        assert_eq!(
+            listed[0]["injection"],
+            json!({"kind": "env", "var": "INVENTORY_TOKEN"})
+        );
+        assert_eq!(listed[0]["everyUse"], true);
+        assert_eq!(listed[0]["version"], 2);
+        assert!(listed[0]["rotatedAtMs"].is_number(), "{listed}");
+        assert_eq!(listed[0]["servers"], json!(["inventory"]));
+        let text = listed.to_string();
+        assert!(
+            !text.contains(CANARY) && !text.contains("v2-value"),
+            "{text}"
+        );
+
+        // A header credential goes to the built-in server only: the engine says so.
+        invoke(
+            &app,
+            "add_credential",
+            json!({"credential": {"name": "gh", "injection": {"kind": "bearer"},
+                   "hosts": [" api.github.com ", ""], "everyUse": false, "value": "x"}}),
+        )
+        .unwrap();
+        let wrong = invoke(
+            &app,
+            "bind_credential",
+            json!({"server": "inventory", "name": "gh"}),
+        )
+        .unwrap_err();
+        assert_eq!(wrong["code"], "refused");
+        assert!(
+            wrong["message"].as_str().unwrap().contains("built-in"),
+            "{wrong}"
+        );
+        let listed = invoke(&app, "credentials", json!({})).unwrap();
+        assert_eq!(listed[0]["hosts"], json!(["api.github.com"]), "{listed}");
+
+        assert_eq!(
+            invoke(
+                &app,
+                "unbind_credential",
+                json!({"server": "inventory", "name": "inventory-api"})
+            )
+            .unwrap(),
+            json!(true)
+        );
+        invoke(&app, "remove_credential", json!({"name": "inventory-api"})).unwrap();
+        invoke(&app, "remove_credential", json!({"name": "gh"})).unwrap();
+        assert_eq!(invoke(&app, "credentials", json!({})).unwrap(), json!([]));
+        let gone = invoke(&app, "remove_credential", json!({"name": "gh"})).unwrap_err();
+        assert_eq!(gone["code"], "refused");
+        stop(&app);
+    }
+
+    #[test]
+    fn malformed_input_is_refused_before_the_engine() {
+        let (app, _home) = running_app();
+        for (credential, why) in [
+            (
+                json!({"name": "Bad Name", "injection": {"kind": "bearer"}, "hosts": [], "everyUse": false, "value": "x"}),
+                "credential name",
+            ),
+            (
+                json!({"name": "ok", "injection": {"kind": "env", "var": " "}, "hosts": [], "everyUse": false, "value": "x"}),
+                "environment variable",
+            ),
+        ] {
+            let refused =
+                invoke(&app, "add_credential", json!({ "credential": credential })).unwrap_err();
+            assert_eq!(refused["code"], "bad_request", "{refused}");
+            assert!(
+                refused["message"].as_str().unwrap().contains(why),
+                "{refused}"
+            );
+        }
+        let empty = invoke(
+            &app,
+            "add_credential",
+            json!({"credential": {"name": "ok", "injection": {"kind": "bearer"}, "hosts": [], "everyUse": false, "value": ""}}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            empty["code"], "refused",
+            "the engine refuses an empty value: {empty}"
+        );
+        stop(&app);
+    }
+
+    #[test]
+    fn a_value_is_redacted_in_debug_output() {
+        let new: super::NewCredential = serde_json::from_value(json!({
+            "name": "x", "injection": {"kind": "bearer"}, "hosts": [], "everyUse": false, "value": CANARY,
+        }))
+        .unwrap();
+        assert!(!format!("{new:?}").contains(CANARY));
+    }
+}

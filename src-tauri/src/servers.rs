@@ -1,0 +1,453 @@
+//! Servers from the window: restart one, add one (the first-run guide's form), import those of
+//! an agent's existing configuration, and the snippet that points the agent at Postern.
+//!
+//! Restart is the engine's (`Engine::restart`). Adding goes through the store, as the CLI's
+//! `postern server add` does, then tells the engine over its own socket so the change is
+//! audited at once: the engine has no method for it yet (docs/app.md, "Stopgaps").
+
+use std::path::{Path, PathBuf};
+
+use postern_domain::{EnvVar, ServerConfig, ServerLabel};
+use postern_engine::Home;
+use postern_engine::import::{self, Entry, Found};
+use postern_store::Store;
+use serde::{Deserialize, Serialize};
+use tauri::{AppHandle, Manager, Runtime};
+use ts_rs::TS;
+
+use crate::Shell;
+use crate::commands::{CommandError, ErrorCode, blocking, running_home};
+
+/// Restarts every running process of `label`: each gets a new execution epoch, and calls in
+/// flight fail explicitly (refresh-contract §5). Returns how many were running.
+#[tauri::command]
+pub async fn restart<R: Runtime>(app: AppHandle<R>, label: String) -> Result<u32, CommandError> {
+    let label: ServerLabel = label
+        .parse()
+        .map_err(|e| CommandError::new(ErrorCode::BadRequest, format!("{e}")))?;
+    let restarted = app
+        .state::<Shell>()
+        .with_engine(|engine| engine.restart(&label))
+        .ok_or_else(CommandError::no_engine)?;
+    Ok(u32::try_from(restarted).unwrap_or(u32::MAX))
+}
+
+/// A server to add, as the first-run form gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct NewServer {
+    /// The label agents will use (`postern mcp <label>`).
+    pub label: String,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// The working directory (absolute; must exist), if any.
+    pub cwd: Option<String>,
+    /// Environment variables, `NAME=value` each.
+    pub env: Vec<String>,
+}
+
+/// Adds a server; refuses a label that is configured already (the window never replaces one
+/// silently). Returns the label.
+#[tauri::command]
+pub async fn add_server<R: Runtime>(
+    app: AppHandle<R>,
+    server: NewServer,
+) -> Result<String, CommandError> {
+    let home = running_home(&app)?;
+    let config = config(server)?;
+    let label = config.label.to_string();
+    let store_home = home.clone();
+    blocking(move || {
+        let store = open_store(&store_home)?;
+        if store.server(&config.label).map_err(failed)?.is_some() {
+            return Err(CommandError::new(
+                ErrorCode::Refused,
+                format!("a server '{}' is configured already", config.label),
+            ));
+        }
+        store.add_server(&config).map_err(failed)?;
+        Ok(())
+    })
+    .await?;
+    config_changed(&app, &home).await;
+    Ok(label)
+}
+
+/// An agent configuration file found on this machine (or named by the user), and its servers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportSource {
+    /// Whose file it is and where, when it is a known agent's.
+    pub found: Option<Found>,
+    /// The file.
+    pub path: String,
+    /// Its server entries (each says why it would be skipped, if so).
+    pub entries: Vec<Entry>,
+    /// Why the file could not be read.
+    pub error: Option<String>,
+}
+
+/// The configuration files of Claude Desktop, Claude Code and Cursor under the user's home
+/// directory, or the one file at `path`, with their servers (names, commands, variable names;
+/// never values).
+#[tauri::command]
+pub async fn import_sources(path: Option<String>) -> Vec<ImportSource> {
+    let found: Vec<(Option<Found>, PathBuf)> = match path {
+        Some(path) => vec![(None, PathBuf::from(path))],
+        None => user_home()
+            .map(|home| import::find(&home))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| {
+                let path = PathBuf::from(&f.path);
+                (Some(f), path)
+            })
+            .collect(),
+    };
+    found
+        .into_iter()
+        .map(|(found, path)| {
+            let (entries, error) = match import::read(&path) {
+                Ok(entries) => (entries, None),
+                Err(e) => (Vec::new(), Some(e.to_string())),
+            };
+            ImportSource {
+                found,
+                path: path.display().to_string(),
+                entries,
+                error,
+            }
+        })
+        .collect()
+}
+
+/// What became of one entry the user chose to import.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Imported {
+    /// The entry's name in the file.
+    pub name: String,
+    /// The label it was added under.
+    pub label: Option<String>,
+    /// Why it was not added.
+    pub skipped: Option<String>,
+}
+
+/// Adds the entries `names` of the configuration file at `path` (read again here: the window
+/// never holds their environment values). Entries that cannot be imported, or whose label is
+/// configured already, are skipped with the reason.
+#[tauri::command]
+pub async fn import_servers<R: Runtime>(
+    app: AppHandle<R>,
+    path: String,
+    names: Vec<String>,
+) -> Result<Vec<Imported>, CommandError> {
+    let home = running_home(&app)?;
+    let store_home = home.clone();
+    let out = blocking(move || {
+        let entries = import::read(Path::new(&path))
+            .map_err(|e| CommandError::new(ErrorCode::BadRequest, e.to_string()))?;
+        let store = open_store(&store_home)?;
+        let mut out = Vec::new();
+        for name in names {
+            let entry = entries.iter().find(|e| e.name == name);
+            let outcome = match entry.map(|e| (e, e.config())) {
+                None => skipped(name, "not in the file".into()),
+                Some((e, None)) => skipped(name, e.skipped.clone().unwrap_or_default()),
+                Some((_, Some(config)))
+                    if store.server(&config.label).map_err(failed)?.is_some() =>
+                {
+                    skipped(
+                        name,
+                        format!("a server '{}' is configured already", config.label),
+                    )
+                }
+                Some((_, Some(config))) => {
+                    store.add_server(config).map_err(failed)?;
+                    Imported {
+                        name,
+                        label: Some(config.label.to_string()),
+                        skipped: None,
+                    }
+                }
+            };
+            out.push(outcome);
+        }
+        Ok(out)
+    })
+    .await?;
+    if out.iter().any(|i| i.label.is_some()) {
+        config_changed(&app, &home).await;
+    }
+    Ok(out)
+}
+
+/// The configuration that points an agent at Postern for some servers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSnippet {
+    /// The `postern` program the snippet runs (an absolute path when one was found).
+    pub postern: String,
+    /// The `mcpServers` JSON that Claude Desktop, Claude Code and Cursor read, pretty-printed.
+    pub json: String,
+    /// The same for Claude Code's CLI, one command per server.
+    pub claude_code: Vec<String>,
+}
+
+/// The snippet for `labels`, with the absolute path of the `postern` CLI.
+#[tauri::command]
+pub async fn agent_snippet(labels: Vec<String>) -> AgentSnippet {
+    snippet(&labels, &postern_cli())
+}
+
+fn snippet(labels: &[String], postern: &str) -> AgentSnippet {
+    let json = serde_json::to_string_pretty(&import::snippet(labels, postern)).unwrap_or_default();
+    AgentSnippet {
+        postern: postern.to_owned(),
+        json,
+        claude_code: labels
+            .iter()
+            .map(|l| format!("claude mcp add {l} -- {postern} mcp {l}"))
+            .collect(),
+    }
+}
+
+/// The `postern` CLI agents should run: beside this app (a checkout's `target/debug`, an
+/// installed bundle), else the first on PATH, else the bare name. The engine resolves its
+/// built-in server the same way but does not say where (docs/app.md, "Stopgaps").
+pub fn postern_cli() -> String {
+    let name = if cfg!(windows) {
+        "postern.exe"
+    } else {
+        "postern"
+    };
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(name)));
+    beside
+        .into_iter()
+        .chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths)
+                .map(|dir| dir.join(name)),
+        )
+        .find(|path| path.is_file())
+        .map_or_else(|| name.to_owned(), |path| path.display().to_string())
+}
+
+fn config(server: NewServer) -> Result<ServerConfig, CommandError> {
+    let bad = |e: String| CommandError::new(ErrorCode::BadRequest, e);
+    let label =
+        ServerLabel::parse_configurable(server.label.trim()).map_err(|e| bad(e.to_string()))?;
+    let cwd = match server
+        .cwd
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+    {
+        None => None,
+        Some(dir) => {
+            let path = Path::new(dir);
+            if !path.is_absolute() {
+                return Err(bad(format!(
+                    "the working directory must be an absolute path; got {dir:?}"
+                )));
+            }
+            Some(
+                std::fs::canonicalize(path)
+                    .map_err(|e| bad(format!("the working directory {dir}: {e}")))?,
+            )
+        }
+    };
+    let env = server
+        .env
+        .iter()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.parse::<EnvVar>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(e.to_string()))?;
+    ServerConfig::new(label, server.command, cwd, env).map_err(|e| bad(e.to_string()))
+}
+
+fn skipped(name: String, why: String) -> Imported {
+    Imported {
+        name,
+        label: None,
+        skipped: Some(why),
+    }
+}
+
+fn open_store(home: &Home) -> Result<Store, CommandError> {
+    Store::open(home.path()).map_err(failed)
+}
+
+fn failed(e: impl std::fmt::Display) -> CommandError {
+    CommandError::new(ErrorCode::Failed, e.to_string())
+}
+
+/// The change is queued in the database; the engine records it in the audit log when told
+/// (as `postern server add` tells it). Then the window is told too.
+async fn config_changed<R: Runtime>(app: &AppHandle<R>, home: &Home) {
+    use postern_gateway::hello::ControlCommand;
+    if let Err(e) =
+        postern_gateway::control::request(&home.socket_path(), ControlCommand::ConfigChanged).await
+    {
+        tracing::warn!("cannot tell the engine about the configuration change: {e}");
+    }
+    crate::shell::notify(app);
+}
+
+fn user_home() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use tauri::Manager;
+
+    use crate::Shell;
+    use crate::testing::{invoke, running_app, stop};
+
+    fn labels(app: &tauri::App<tauri::test::MockRuntime>) -> Vec<String> {
+        let status = app
+            .state::<Shell>()
+            .with_engine(|e| e.status().unwrap())
+            .unwrap();
+        status.servers.into_iter().map(|s| s.label).collect()
+    }
+
+    #[test]
+    fn a_server_added_from_the_window_is_configured_once() {
+        let (app, home) = running_app();
+        let server = json!({"server": {
+            "label": "time", "command": ["uvx", "mcp-server-time"],
+            "cwd": home.path().display().to_string(), "env": ["TZ=UTC", ""],
+        }});
+
+        assert_eq!(
+            invoke(&app, "add_server", server.clone()).unwrap(),
+            json!("time")
+        );
+        assert_eq!(labels(&app), ["time"]);
+        let again = invoke(&app, "add_server", server).unwrap_err();
+        assert_eq!(again["code"], "refused", "{again}");
+
+        for (bad, why) in [
+            (
+                json!({"label": "postern", "command": ["x"], "cwd": null, "env": []}),
+                "reserved",
+            ),
+            (
+                json!({"label": "x", "command": [], "cwd": null, "env": []}),
+                "command",
+            ),
+            (
+                json!({"label": "x", "command": ["x"], "cwd": "rel/dir", "env": []}),
+                "absolute",
+            ),
+            (
+                json!({"label": "x", "command": ["x"], "cwd": null, "env": ["NOVALUE"]}),
+                "NOVALUE",
+            ),
+        ] {
+            let refused = invoke(&app, "add_server", json!({ "server": bad })).unwrap_err();
+            assert_eq!(refused["code"], "bad_request", "{refused}");
+            let message = refused["message"].as_str().unwrap();
+            assert!(message.contains(why), "{why}: {message}");
+        }
+        stop(&app);
+    }
+
+    #[test]
+    fn restart_reports_how_many_processes_restart() {
+        let (app, _home) = running_app();
+        assert_eq!(
+            invoke(&app, "restart", json!({"label": "time"})).unwrap(),
+            json!(0)
+        );
+        let bad = invoke(&app, "restart", json!({"label": "not a label"})).unwrap_err();
+        assert_eq!(bad["code"], "bad_request");
+        stop(&app);
+    }
+
+    #[test]
+    fn servers_of_an_agent_configuration_are_listed_then_imported_by_name() {
+        let (app, home) = running_app();
+        let file = home.path().join("claude_desktop_config.json");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {
+                "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "secret-tz"}},
+                "remote": {"type": "http", "url": "https://example.com/mcp"}
+            }}"#,
+        )
+        .unwrap();
+        let path = file.display().to_string();
+
+        let sources = invoke(&app, "import_sources", json!({"path": path})).unwrap();
+        let entries = &sources[0]["entries"];
+        assert_eq!(entries.as_array().unwrap().len(), 2, "{sources}");
+        assert!(
+            !sources.to_string().contains("secret-tz"),
+            "values never reach the window"
+        );
+
+        let imported = invoke(
+            &app,
+            "import_servers",
+            json!({"path": path, "names": ["time", "remote", "nope"]}),
+        )
+        .unwrap();
+        let by = |n: &str| -> Value {
+            imported
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|i| i["name"] == n)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(by("time")["label"], "time");
+        assert!(by("remote")["skipped"].as_str().unwrap().contains("remote"));
+        assert_eq!(by("nope")["skipped"], "not in the file");
+        assert_eq!(labels(&app), ["time"]);
+        let twice = invoke(
+            &app,
+            "import_servers",
+            json!({"path": path, "names": ["time"]}),
+        )
+        .unwrap();
+        assert!(
+            twice[0]["skipped"]
+                .as_str()
+                .unwrap()
+                .contains("configured already")
+        );
+
+        let missing = invoke(&app, "import_sources", json!({"path": "/nonexistent.json"})).unwrap();
+        assert!(
+            missing[0]["error"]
+                .as_str()
+                .unwrap()
+                .contains("cannot read"),
+            "{missing}"
+        );
+        stop(&app);
+    }
+
+    #[test]
+    fn the_snippet_runs_the_postern_cli_for_each_label() {
+        let snippet = super::snippet(&["time".into()], "/opt/postern/bin/postern");
+        let json: Value = serde_json::from_str(&snippet.json).unwrap();
+        assert_eq!(
+            json,
+            json!({"mcpServers": {"time": {"command": "/opt/postern/bin/postern", "args": ["mcp", "time"]}}})
+        );
+        assert_eq!(
+            snippet.claude_code,
+            ["claude mcp add time -- /opt/postern/bin/postern mcp time"]
+        );
+    }
+}

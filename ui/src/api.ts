@@ -1,0 +1,61 @@
+// What the main window's views ask of the app, as interfaces: src/ipc.ts implements them over
+// Tauri's IPC, and the tests hand the views fakes. No view imports `@tauri-apps/api`.
+
+import type {
+  ActivityFilter,
+  ActivityRow,
+  AgentSnippet,
+  AuditEntry,
+  CredentialItem,
+  ImportSource,
+  Imported,
+  NewCredential,
+  NewServer,
+  Timeline,
+  TimelineQuery,
+  Verification,
+} from "./bindings";
+
+/** Servers: restart, add, import, and the agent snippet. */
+export interface ServersApi {
+  /** Restarts every running process of `label`; resolves with how many were running. */
+  restart(label: string): Promise<number>;
+  /** Adds a server; resolves with its label. */
+  addServer(server: NewServer): Promise<string>;
+  /** The agent configurations found on this machine, or the one file at `path`. */
+  importSources(path?: string): Promise<ImportSource[]>;
+  /** Adds the entries `names` of the configuration file at `path`. */
+  importServers(path: string, names: string[]): Promise<Imported[]>;
+  /** The configuration that points an agent at Postern for `labels`. */
+  agentSnippet(labels: string[]): Promise<AgentSnippet>;
+}
+
+/** Credentials: values go in once and never come back. */
+export interface CredentialsApi {
+  list(): Promise<CredentialItem[]>;
+  add(credential: NewCredential): Promise<void>;
+  rotate(name: string, value: string): Promise<void>;
+  remove(name: string): Promise<void>;
+  bind(server: string, name: string): Promise<boolean>;
+  unbind(server: string, name: string): Promise<boolean>;
+}
+
+/** The journals and the audit log. */
+export interface JournalApi {
+  timeline(query: TimelineQuery): Promise<Timeline>;
+  activity(filter: ActivityFilter): Promise<ActivityRow[]>;
+  auditEntry(seq: number): Promise<AuditEntry | null>;
+  verify(openBodies: boolean): Promise<Verification>;
+}
+
+/** Everything the main window's views use besides status and the gate's controls. */
+export interface Apis {
+  servers: ServersApi;
+  credentials: CredentialsApi;
+  journal: JournalApi;
+}
+
+/** The message of a failed call, for people. */
+export function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,163 @@
+// The approval window: its queue of open requests (pushed by the app on every change, and
+// fetched again every few seconds), which one is shown, a live countdown, and the keyboard:
+//
+//   Enter       approves with the focused choice (the first, narrowest, one is focused)
+//   Escape      denies the request shown
+//   ← / →       shows the previous / next request
+//
+// A card's buttons take no input for a moment after it appears (ARM_MS), so a key or click
+// meant for the previous card never answers the next one. The window closes itself when the
+// queue empties (src-tauri/src/approvals.rs).
+
+import type { Reply } from "./approval-card";
+import { renderApprovals, tick, type ApprovalsState } from "./approval";
+import type { Approval } from "./bindings";
+
+/** Where the queue comes from and where answers go (src/ipc.ts in the app; a fake in tests). */
+export interface ApprovalSource {
+  fetch(): Promise<Approval[]>;
+  subscribe(onList: (list: Approval[]) => void): Promise<() => void>;
+  answer(id: string, reply: Reply): Promise<void>;
+  lock(): Promise<void>;
+}
+
+export interface ApprovalsOptions {
+  /** How long a new card's buttons wait before they take input (ms). */
+  armMs?: number;
+  /** How often to fetch the queue again (ms). */
+  intervalMs?: number;
+  /** How often the countdown moves (ms). */
+  tickMs?: number;
+  now?: () => number;
+}
+
+/** Runs the approval window in `root`; returns a function that stops it. */
+export function approvalsWindow(root: HTMLElement, source: ApprovalSource, options: ApprovalsOptions = {}): () => void {
+  const { armMs = 600, intervalMs = 2000, tickMs = 250, now = Date.now } = options;
+  const doc = root.ownerDocument;
+  let queue: Approval[] = [];
+  let currentId: string | null = null;
+  let armedId: string | null = null;
+  let busy = false;
+  let error: string | null = null;
+  let armTimer: ReturnType<typeof setTimeout> | undefined;
+  let shownKey = "";
+  let stopped = false;
+  let unsubscribe: (() => void) | undefined;
+
+  const index = (): number => Math.max(0, queue.findIndex((a) => a.card.id === currentId));
+
+  const render = (): void => {
+    if (stopped) return;
+    const state: ApprovalsState = { queue, index: index(), armed: armedId !== null && armedId === currentId, busy, error };
+    const key = JSON.stringify([queue.map((a) => a.card.id), state.index, state.armed, busy, error]);
+    if (key === shownKey) return;
+    shownKey = key;
+    // Keep the focused button focused across a re-render of the same card.
+    const focusKey = doc.activeElement instanceof HTMLElement ? doc.activeElement.dataset.focus : undefined;
+    const sameCard = root.querySelector(".approval")?.getAttribute("data-approval") === currentId;
+    root.replaceChildren(renderApprovals(state, now(), { answer, move, lock }));
+    const target =
+      (sameCard && focusKey !== undefined ? root.querySelector<HTMLElement>(`[data-focus="${focusKey}"]`) : null) ??
+      (state.armed ? root.querySelector<HTMLElement>(".choice") : null);
+    if (target !== null && !(target as HTMLButtonElement).disabled) target.focus();
+  };
+
+  /** Shows `id`; a card not shown before waits ARM_MS before it takes input. */
+  const show = (id: string | null): void => {
+    if (id !== currentId) {
+      currentId = id;
+      armedId = null;
+      error = null;
+      clearTimeout(armTimer);
+      if (id !== null) {
+        armTimer = setTimeout(() => {
+          armedId = id;
+          shownKey = "";
+          render();
+        }, armMs);
+      }
+    }
+    render();
+  };
+
+  const update = (list: Approval[]): void => {
+    if (stopped) return;
+    const at = index();
+    queue = list;
+    if (currentId !== null && list.some((a) => a.card.id === currentId)) {
+      render();
+      return;
+    }
+    // The request shown was answered (or timed out): show the one that took its place.
+    show(list[Math.min(at, list.length - 1)]?.card.id ?? null);
+  };
+
+  const refresh = async (): Promise<void> => {
+    try {
+      update(await source.fetch());
+    } catch (err) {
+      console.warn("cannot read the approval queue:", err);
+    }
+  };
+
+  function answer(reply: Reply): void {
+    const id = currentId;
+    if (id === null || busy || armedId !== id) return;
+    busy = true;
+    error = null;
+    render();
+    source
+      .answer(id, reply)
+      .catch((err: unknown) => {
+        error = err instanceof Error ? err.message : String(err);
+      })
+      .finally(() => {
+        busy = false;
+        render();
+        void refresh();
+      });
+  }
+
+  function move(delta: number): void {
+    const next = queue[index() + delta];
+    if (next !== undefined) show(next.card.id);
+  }
+
+  function lock(): void {
+    source.lock().catch((err: unknown) => {
+      error = err instanceof Error ? err.message : String(err);
+      render();
+    });
+  }
+
+  const onKey = (event: KeyboardEvent): void => {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      answer({ reply: "deny" });
+    } else if (event.key === "ArrowLeft") {
+      move(-1);
+    } else if (event.key === "ArrowRight") {
+      move(1);
+    }
+  };
+  doc.addEventListener("keydown", onKey);
+
+  render();
+  source
+    .subscribe(update)
+    .then((off) => (stopped ? off() : (unsubscribe = off)))
+    .catch((err: unknown) => console.warn("no approvals-changed events:", err));
+  void refresh();
+  const poll = setInterval(() => void refresh(), intervalMs);
+  const ticker = setInterval(() => tick(root, queue, now()), tickMs);
+
+  return () => {
+    stopped = true;
+    clearInterval(poll);
+    clearInterval(ticker);
+    clearTimeout(armTimer);
+    doc.removeEventListener("keydown", onKey);
+    unsubscribe?.();
+  };
+}

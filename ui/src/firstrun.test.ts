@@ -1,0 +1,166 @@
+import { beforeEach, describe, expect, it, vi } from "vitest";
+
+import type { ImportSource, Status } from "./bindings";
+import { guideShown, guideView, NEW_GUIDE, readServer, snippetLabels, type Guide, type GuideControls } from "./firstrun";
+import { server, session, status } from "./fixtures/status";
+
+const text = (el: Element | null): string => (el?.textContent ?? "").replace(/\s+/g, " ").trim();
+const all = (root: Element, selector: string): string[] => [...root.querySelectorAll(selector)].map(text);
+const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+function controls() {
+  return {
+    addServer: vi.fn<GuideControls["addServer"]>(async () => {}),
+    readFile: vi.fn<GuideControls["readFile"]>(),
+    importServers: vi.fn<GuideControls["importServers"]>(),
+    copy: vi.fn<GuideControls["copy"]>(),
+    showApprovals: vi.fn<GuideControls["showApprovals"]>(),
+    finish: vi.fn<GuideControls["finish"]>(),
+  };
+}
+
+const cursor: ImportSource = {
+  found: { client: "cursor", path: "/home/ada/.cursor/mcp.json" },
+  path: "/home/ada/.cursor/mcp.json",
+  entries: [
+    { name: "time", command: ["uvx", "mcp-server-time"], envNames: ["TZ"], skipped: null },
+    { name: "linear", command: [], envNames: [], skipped: "a remote (HTTP) server: Postern gates stdio servers" },
+  ],
+  error: null,
+};
+
+function guide(s: Status = status(), g: Guide = NEW_GUIDE, c = controls()) {
+  const root = guideView(s, g, c);
+  document.body.replaceChildren(root);
+  return root;
+}
+
+function type(root: Element, name: string, value: string): void {
+  const input = root.querySelector<HTMLInputElement>(`[name="${name}"]`)!;
+  input.value = value;
+  input.dispatchEvent(new Event("input", { bubbles: true }));
+}
+
+beforeEach(() => document.body.replaceChildren());
+
+describe("the first-run guide", () => {
+  it("shows on an empty home, in three steps, with the demo", () => {
+    const root = guide();
+
+    expect(text(root.querySelector("h2"))).toBe("Welcome to Postern");
+    expect(all(root, ".step-title")).toEqual(["Add a server", "Point your agent at Postern", "See the first gated call"]);
+    expect(JSON.parse(text(root.querySelector(".step-snippet .snippet")))).toEqual({ mcpServers: { "<label>": { command: "postern", args: ["mcp", "<label>"] } } });
+    expect(text(root.querySelector(".call-state"))).toContain("Waiting for an agent to connect");
+    expect(text(root.querySelector(".demo-command"))).toBe("postern --home /home/ada/.local/share/postern demo");
+    expect(text(root.querySelector(".import-box"))).toContain("Looking for Claude Desktop, Claude Code and Cursor configurations");
+    expect(root.querySelector(".finish-guide")).toBeNull();
+  });
+
+  it("adds a server from the form: the command split as a shell would, environment lines kept", async () => {
+    const c = controls();
+    const root = guide(status(), NEW_GUIDE, c);
+    const form = root.querySelector<HTMLFormElement>(".add-server-form")!;
+    type(form, "label", "notes");
+    type(form, "command", "python3");
+    type(form, "args", `-m notes_server --title "My notes" --dir '/srv/my notes'`);
+    type(form, "cwd", "/srv/notes");
+    form.querySelector<HTMLTextAreaElement>('[name="env"]')!.value = "LOG_LEVEL=debug\n\nNOTES_MODE=ro\n";
+    expect(form.dataset.dirty).toBe("true");
+
+    form.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+    await settled();
+
+    expect(c.addServer).toHaveBeenCalledWith({
+      label: "notes",
+      command: ["python3", "-m", "notes_server", "--title", "My notes", "--dir", "/srv/my notes"],
+      cwd: "/srv/notes",
+      env: ["LOG_LEVEL=debug", "NOTES_MODE=ro"],
+    });
+    expect(form.querySelector<HTMLInputElement>('[name="label"]')!.value).toBe("");
+    expect(form.dataset.dirty).toBeUndefined();
+  });
+
+  it("says what is wrong with the form, and what the engine refused", async () => {
+    const c = controls();
+    c.addServer.mockRejectedValue(new Error("a server 'time' is configured already"));
+    const root = guide(status(), NEW_GUIDE, c);
+    const form = root.querySelector<HTMLFormElement>(".add-server-form")!;
+    expect(readServer(form)).toBe("Give the server a label.");
+    type(form, "label", "time");
+    expect(readServer(form)).toBe("Say which program runs the server.");
+    type(form, "command", "uvx");
+    type(form, "args", `"unclosed`);
+    expect(readServer(form)).toBe("A double quote is not closed.");
+    type(form, "args", "mcp-server-time");
+    form.querySelector<HTMLTextAreaElement>('[name="env"]')!.value = "JUSTANAME";
+    expect(readServer(form)).toBe('Each environment line is NAME=value; got "JUSTANAME".');
+    form.querySelector<HTMLTextAreaElement>('[name="env"]')!.value = "";
+
+    form.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+    await settled();
+    expect(text(form.querySelector(".form-status"))).toBe("a server 'time' is configured already");
+  });
+
+  it("offers the servers of an agent configuration found, those that cannot be imported said why", () => {
+    const c = controls();
+    const root = guide(status(), { ...NEW_GUIDE, sources: [cursor] }, c);
+
+    expect(text(root.querySelector(".import-title"))).toBe("Cursor /home/ada/.cursor/mcp.json");
+    expect(all(root, ".import-entry .entry-name")).toEqual(["time", "linear"]);
+    expect(all(root, ".import-entry .entry-cmd")).toEqual(["uvx mcp-server-time"]);
+    expect(all(root, ".import-entry.skipped .entry-skip")).toEqual(["a remote (HTTP) server: Postern gates stdio servers"]);
+    const boxes = [...root.querySelectorAll<HTMLInputElement>('input[name="entry"]')];
+    expect(boxes.map((b) => [b.checked, b.disabled])).toEqual([
+      [true, false],
+      [false, true],
+    ]);
+
+    root.querySelector(".import-source")!.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+    expect(c.importServers).toHaveBeenCalledWith("/home/ada/.cursor/mcp.json", ["time"]);
+
+    type(root, "path", "/work/.mcp.json");
+    root.querySelector(".import-path")!.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+    expect(c.readFile).toHaveBeenCalledWith("/work/.mcp.json");
+    expect(text(guide(status(), { ...NEW_GUIDE, sources: [] }).querySelector(".import-none"))).toContain("No Claude Desktop, Claude Code or Cursor configuration was found");
+  });
+
+  it("gives the snippet with the CLI's absolute path once a server is added, and copies it", () => {
+    const c = controls();
+    const json = JSON.stringify({ mcpServers: { time: { command: "/opt/postern/bin/postern", args: ["mcp", "time"] } } }, null, 2);
+    const withServer = status({ servers: [server({ label: "time" })] });
+    const g: Guide = { ...NEW_GUIDE, added: ["time"], snippet: { postern: "/opt/postern/bin/postern", json, claudeCode: ["claude mcp add time -- /opt/postern/bin/postern mcp time"] } };
+    const root = guide(withServer, g, c);
+
+    expect(JSON.parse(text(root.querySelector(".agent-snippet")))).toEqual({ mcpServers: { time: { command: "/opt/postern/bin/postern", args: ["mcp", "time"] } } });
+    expect(all(root, ".claude-code")).toEqual(["claude mcp add time -- /opt/postern/bin/postern mcp time"]);
+    root.querySelector<HTMLButtonElement>(".copy")!.click();
+    expect(c.copy).toHaveBeenCalledWith(json);
+    expect(root.querySelector(".step-add.done")).not.toBeNull();
+    root.querySelector<HTMLButtonElement>(".finish-guide")!.click();
+    expect(c.finish).toHaveBeenCalledOnce();
+  });
+
+  it("follows the first gated call: an agent connects, then its call waits for an answer", () => {
+    const c = controls();
+    const connected = status({ servers: [server({ label: "time" })], sessions: [session({ id: "#1", server: "time", client: "claude-code 2.0.14" })] });
+    expect(text(guide(connected, { ...NEW_GUIDE, added: ["time"] }, c).querySelector(".call-state"))).toBe(
+      "An agent is connected to time (claude-code 2.0.14). Its first tool call opens the approval window.",
+    );
+    const waiting = { ...connected, gate: { ...connected.gate, approvals: 1 } };
+    const root = guide(waiting, { ...NEW_GUIDE, added: ["time"] }, c);
+    expect(text(root.querySelector(".call-waiting p"))).toContain("A call is waiting for your answer");
+    root.querySelector<HTMLButtonElement>(".review")!.click();
+    expect(c.showApprovals).toHaveBeenCalledOnce();
+  });
+
+  it("shows on an empty home and while a newcomer follows it, until they are done", () => {
+    const empty = status();
+    const configured = status({ servers: [server({ label: "time" })] });
+    expect(guideShown(empty, NEW_GUIDE)).toBe(true);
+    expect(guideShown(configured, NEW_GUIDE)).toBe(false);
+    expect(guideShown(configured, { ...NEW_GUIDE, added: ["time"] })).toBe(true);
+    expect(guideShown(configured, { ...NEW_GUIDE, added: ["time"], finished: true })).toBe(false);
+    expect(snippetLabels(configured, NEW_GUIDE)).toEqual(["time"]);
+    expect(snippetLabels(status({ servers: [server({ label: "a" }), server({ label: "b" })] }), { ...NEW_GUIDE, added: ["b"] })).toEqual(["b"]);
+  });
+});

@@ -1,0 +1,87 @@
+import { beforeEach, describe, expect, it, vi } from "vitest";
+
+import type { Settings, SettingsChange } from "./bindings";
+import { settingsPanel } from "./settings";
+
+const DEFAULTS: Settings = { sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 28_800_000 };
+
+const text = (el: Element | null): string => (el?.textContent ?? "").replace(/\s+/g, " ").trim();
+
+function form(settings: Settings = DEFAULTS, save: (change: SettingsChange) => Promise<void> = async () => {}) {
+  const el = settingsPanel(settings, save) as HTMLFormElement;
+  document.body.replaceChildren(el);
+  const input = (name: string) => el.querySelector<HTMLInputElement>(`input[name="${name}"]${name === "sessionMode" ? ":checked" : ""}`)!;
+  const set = (name: string, value: string) => {
+    const field = el.querySelector<HTMLInputElement>(`input[name="${name}"]`)!;
+    field.value = value;
+    field.dispatchEvent(new Event("input", { bubbles: true }));
+  };
+  const choose = (mode: string) => {
+    const radio = el.querySelector<HTMLInputElement>(`input[name="sessionMode"][value="${mode}"]`)!;
+    radio.checked = true;
+    radio.dispatchEvent(new Event("input", { bubbles: true }));
+  };
+  const submit = () => el.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+  return { el, input, set, choose, submit, status: () => text(el.querySelector(".form-status")), saveButton: () => el.querySelector<HTMLButtonElement>(".save")! };
+}
+
+beforeEach(() => document.body.replaceChildren());
+
+/** Lets the save's promise settle. */
+const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+describe("the settings form", () => {
+  it("shows the session mode, the approval timeout in seconds and the auto-lock in minutes", () => {
+    const f = form({ sessionMode: "observe", approvalTimeoutMs: 45_000, autoLockMs: 0 });
+
+    expect(f.input("sessionMode").value).toBe("observe");
+    expect(f.input("approvalTimeout").value).toBe("45");
+    expect(f.input("autoLock").value).toBe("0");
+    expect(f.saveButton().disabled).toBe(true);
+    expect(f.el.dataset.dirty).toBeUndefined();
+  });
+
+  it("saves what the user changed, in the engine's units", async () => {
+    const save = vi.fn(async () => {});
+    const f = form(DEFAULTS, save);
+
+    f.choose("observe");
+    f.set("approvalTimeout", "30");
+    f.set("autoLock", "15");
+    expect(f.el.dataset.dirty).toBe("true");
+    expect(f.saveButton().disabled).toBe(false);
+    f.submit();
+    await settled();
+
+    expect(save).toHaveBeenCalledWith({ sessionMode: "observe", approvalTimeoutMs: 30_000, autoLockMs: 900_000 });
+    expect(f.status()).toBe("Saved");
+    expect(f.el.dataset.dirty).toBeUndefined();
+  });
+
+  it("refuses a timeout under a second or a negative auto-lock without asking the engine", () => {
+    const save = vi.fn(async () => {});
+    const f = form(DEFAULTS, save);
+
+    f.set("approvalTimeout", "0.5");
+    f.submit();
+    expect(f.status()).toBe("The approval timeout must be a number of seconds, at least 1.");
+    f.set("approvalTimeout", "10");
+    f.set("autoLock", "-1");
+    f.submit();
+    expect(f.status()).toBe("Auto-lock must be a number of minutes, 0 or more.");
+    expect(f.el.querySelector(".form-status")?.getAttribute("role")).toBe("alert");
+    expect(save).not.toHaveBeenCalled();
+  });
+
+  it("shows the engine's refusal and keeps the edit", async () => {
+    const f = form(DEFAULTS, async () => Promise.reject(new Error("store unavailable")));
+
+    f.set("approvalTimeout", "20");
+    f.submit();
+    await settled();
+
+    expect(f.status()).toBe("store unavailable");
+    expect(f.el.dataset.dirty).toBe("true");
+    expect(f.saveButton().disabled).toBe(false);
+  });
+});

@@ -1,0 +1,120 @@
+// The settings a human controls: session approval (prompt or observe), the approval timeout,
+// and the idle auto-lock. The form keeps what the user typed across status refreshes while it
+// is being edited (`data-dirty`; src/live.ts carries such a form over), and saves through the
+// engine, which checks the values (an approval timeout under 1 s is refused).
+
+import type { Settings, SettingsChange } from "./bindings";
+import { h } from "./dom";
+
+/**
+ * The settings form for `settings`; `save` sends a change to the engine. `note` is said under
+ * it ("Saved" after a save: the form is drawn again from the engine's settings then).
+ */
+export function settingsPanel(settings: Settings, save: (change: SettingsChange) => Promise<void>, note: string | null = null): HTMLElement {
+  const mode = (value: Settings["sessionMode"], title: string, hint: string): HTMLElement =>
+    h(
+      "label",
+      "radio",
+      radio("sessionMode", value, settings.sessionMode === value),
+      h("span", {}, h("span", "radio-title", title), h("span", "radio-hint muted", hint)),
+    );
+  const timeout = number("approvalTimeout", settings.approvalTimeoutMs / 1000, "1");
+  const autoLock = number("autoLock", settings.autoLockMs / 60_000, "0");
+  const status = h("p", { class: "form-status", role: "status" }, note ?? "");
+  const submit = h("button", { type: "submit", class: "primary save" }, "Save") as HTMLButtonElement;
+  submit.disabled = true;
+
+  const form = h(
+    "form",
+    { class: "panel settings-form", "aria-labelledby": "settings-h", novalidate: "" },
+    h("div", "panel-head", h("h2", { id: "settings-h" }, "Settings")),
+    h(
+      "fieldset",
+      "field",
+      h("legend", {}, "Session approval"),
+      mode("prompt", "Prompt", "A human admits each new agent run, on its first call (the default)."),
+      mode("observe", "Observe", "Every identified agent run is admitted without asking, and journaled."),
+    ),
+    h(
+      "label",
+      "field",
+      h("span", "field-title", "Approval timeout"),
+      h("span", "field-input", timeout, h("span", "unit", "seconds")),
+      h("span", "field-hint muted", "How long a request waits for an answer before the call is refused (approval_timeout). At least 1 second."),
+    ),
+    h(
+      "label",
+      "field",
+      h("span", "field-title", "Auto-lock"),
+      h("span", "field-input", autoLock, h("span", "unit", "minutes")),
+      h("span", "field-hint muted", "Lock the vault after this long without a call or an answer. 0 never locks."),
+    ),
+    h("div", "form-actions", submit, status),
+  ) as HTMLFormElement;
+
+  form.addEventListener("input", () => {
+    form.dataset.dirty = "true";
+    submit.disabled = false;
+    setStatus(status, "", false);
+  });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const change = read(form);
+    if (typeof change === "string") {
+      setStatus(status, change, true);
+      return;
+    }
+    submit.disabled = true;
+    setStatus(status, "Saving…", false);
+    save(change).then(
+      () => {
+        delete form.dataset.dirty;
+        setStatus(status, "Saved", false);
+      },
+      (err: unknown) => {
+        submit.disabled = false;
+        setStatus(status, err instanceof Error ? err.message : String(err), true);
+      },
+    );
+  });
+  return form;
+}
+
+/** The change the form asks for, or why it cannot be sent. */
+export function read(form: HTMLFormElement): SettingsChange | string {
+  const field = (name: string): string => (form.elements.namedItem(name) as HTMLInputElement | null)?.value.trim() ?? "";
+  const checked = form.querySelector<HTMLInputElement>('input[name="sessionMode"]:checked')?.value;
+  const timeout = Number(field("approvalTimeout"));
+  const autoLock = Number(field("autoLock"));
+  if (field("approvalTimeout") === "" || !Number.isFinite(timeout) || timeout < 1) {
+    return "The approval timeout must be a number of seconds, at least 1.";
+  }
+  if (field("autoLock") === "" || !Number.isFinite(autoLock) || autoLock < 0) {
+    return "Auto-lock must be a number of minutes, 0 or more.";
+  }
+  return {
+    sessionMode: checked === "observe" ? "observe" : checked === "prompt" ? "prompt" : null,
+    approvalTimeoutMs: Math.round(timeout * 1000),
+    autoLockMs: Math.round(autoLock * 60_000),
+  };
+}
+
+function radio(name: string, value: string, checked: boolean): HTMLElement {
+  const input = h("input", { type: "radio", name, value }) as HTMLInputElement;
+  input.checked = checked;
+  input.defaultChecked = checked;
+  return input;
+}
+
+function number(name: string, value: number, min: string): HTMLInputElement {
+  const input = h("input", { type: "number", name, min, step: "any", inputmode: "decimal" }) as HTMLInputElement;
+  input.defaultValue = String(value);
+  input.value = String(value);
+  return input;
+}
+
+function setStatus(el: HTMLElement, text: string, bad: boolean): void {
+  el.textContent = text;
+  el.classList.toggle("bad", bad);
+  el.setAttribute("role", bad ? "alert" : "status");
+}

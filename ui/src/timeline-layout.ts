@@ -1,0 +1,302 @@
+// The Sessions timeline's geometry, from one `Timeline` answer: one lane per agent session, its
+// server's execution epochs as bands, its calls, refusals, approvals and rebuilds as marks (or,
+// when the engine only counted them, bars per bucket), and the time axis. Pure: numbers in,
+// numbers out; src/timeline.ts draws them.
+
+import type { EpochBand, Timeline, TimelineLane, TimelineMark } from "./bindings";
+import { shortEpoch } from "./format";
+
+/** How big things are, in pixels. */
+export interface Frame {
+  /** The whole drawing's width. */
+  width: number;
+  /** The lane labels' column, left of the plot. */
+  labelWidth: number;
+  /** One lane's height. */
+  laneHeight: number;
+  /** The axis' height, above the lanes. */
+  axisHeight: number;
+  /** Now, for lanes still running. */
+  now: number;
+}
+
+export const FRAME: Omit<Frame, "width" | "now"> = { labelWidth: 190, laneHeight: 52, axisHeight: 26 };
+
+export type MarkShape = "call" | "refusal" | "approval" | "grantEnded" | "rebuild";
+
+export interface MarkBox {
+  kind: MarkShape;
+  x: number;
+  /** The audit record to open, when there is one. */
+  seq: number | null;
+  time: number;
+  /** A tone for the CSS: ok, warn, bad, idle. */
+  tone: "ok" | "warn" | "bad" | "idle";
+  /** What it says on hover. */
+  title: string;
+  /** Text drawn next to it (a refusal's code), when there is room. */
+  label: string | null;
+}
+
+export interface BandBox {
+  epoch: string;
+  x0: number;
+  x1: number;
+  /** 0, 1, 0, 1, ... along the lane, so neighbouring epochs look different. */
+  shade: number;
+  /** The epoch shortened, when the band is wide enough to say it. */
+  label: string | null;
+  seq: number;
+}
+
+export interface BarBox {
+  x: number;
+  width: number;
+  /** Heights, 0..1 of the tallest bucket in the picture. */
+  calls: number;
+  refused: number;
+  title: string;
+}
+
+export interface LaneBox {
+  id: number;
+  y: number;
+  title: string;
+  subtitle: string;
+  status: string;
+  /** The lane's line: its session from start to end (or now), clipped to the window. */
+  x0: number;
+  x1: number;
+  bands: BandBox[];
+  marks: MarkBox[];
+  bars: BarBox[];
+}
+
+export interface Tick {
+  x: number;
+  label: string;
+}
+
+export interface Layout {
+  since: number;
+  until: number;
+  width: number;
+  height: number;
+  plot: { x0: number; x1: number };
+  lanes: LaneBox[];
+  ticks: Tick[];
+}
+
+/** Lays out `timeline` in a drawing `frame.width` wide. */
+export function layout(timeline: Timeline, frame: Frame): Layout {
+  const { since, until } = timeline;
+  const x0 = frame.labelWidth;
+  const x1 = Math.max(x0 + 1, frame.width - 12);
+  const scale = (t: number): number => x0 + ((t - since) / Math.max(1, until - since)) * (x1 - x0);
+  const clampX = (t: number): number => Math.min(x1, Math.max(x0, scale(t)));
+  const tallest = Math.max(1, ...timeline.lanes.flatMap((l) => l.buckets.map((b) => b.calls)));
+  const lanes = timeline.lanes.map((lane, i) => {
+    const y = frame.axisHeight + i * frame.laneHeight;
+    const end = laneEnd(lane, frame.now);
+    return {
+      id: lane.id,
+      y,
+      title: lane.server,
+      subtitle: [lane.client, lane.agent].filter((s): s is string => s !== null && s !== "").join(" · ") || `session ${lane.id}`,
+      status: lane.status,
+      x0: clampX(lane.started),
+      x1: clampX(end),
+      bands: bands(lane.bands, end, clampX),
+      marks: marks(lane.marks, scale, x0, x1),
+      bars: bars(lane, timeline.bucketWidth, tallest, clampX),
+    };
+  });
+  return {
+    since,
+    until,
+    width: frame.width,
+    height: frame.axisHeight + Math.max(1, lanes.length) * frame.laneHeight,
+    plot: { x0, x1 },
+    lanes,
+    ticks: ticks(since, until, x1 - x0).map((t) => ({ x: scale(t.time), label: t.label })),
+  };
+}
+
+/** Where a lane stops: its end, its last record when interrupted, now while it runs. */
+export function laneEnd(lane: TimelineLane, now: number): number {
+  if (lane.ended !== null) return lane.ended;
+  if (lane.status === "running") return Math.max(now, lane.lastSeen);
+  return lane.lastSeen;
+}
+
+/** The time at `x` in a layout's plot (for zooming around the pointer). */
+export function timeAt(l: Pick<Layout, "since" | "until" | "plot">, x: number): number {
+  const f = (x - l.plot.x0) / Math.max(1, l.plot.x1 - l.plot.x0);
+  return l.since + Math.min(1, Math.max(0, f)) * (l.until - l.since);
+}
+
+/**
+ * Each epoch from its first record until the next epoch's first (or the lane's end): it ran
+ * until it was replaced. At least 2 px wide, so a short epoch still shows.
+ */
+function bands(list: EpochBand[], end: number, x: (t: number) => number): BandBox[] {
+  const sorted = [...list].sort((a, b) => a.first - b.first);
+  return sorted.map((band, i) => {
+    const next = sorted[i + 1];
+    const stop = next === undefined ? Math.max(band.last, end) : next.first;
+    const a = x(band.first);
+    const b = Math.max(a + 2, x(stop));
+    return { epoch: band.epoch, x0: a, x1: b, shade: i % 2, label: b - a > 84 ? shortEpoch(band.epoch) : null, seq: band.seq };
+  });
+}
+
+function marks(list: TimelineMark[], scale: (t: number) => number, x0: number, x1: number): MarkBox[] {
+  const out: MarkBox[] = [];
+  let lastLabelX = -Infinity;
+  for (const mark of [...list].sort((a, b) => a.time - b.time)) {
+    const x = scale(mark.time);
+    if (x < x0 - 0.5 || x > x1 + 0.5) continue;
+    const box = describe(mark, x);
+    // A refusal's code is written beside it when it does not run into the previous one.
+    if (box.kind === "refusal") {
+      if (x - lastLabelX > 110) lastLabelX = x;
+      else box.label = null;
+    }
+    out.push(box);
+  }
+  return out;
+}
+
+function describe(mark: TimelineMark, x: number): MarkBox {
+  const at = stamp(mark.time);
+  switch (mark.kind) {
+    case "call": {
+      const failed = mark.outcome !== null && mark.outcome !== "ok";
+      const tone = mark.decision === "no_intent" ? "warn" : failed ? "warn" : mark.decision === "observed" ? "idle" : "ok";
+      const outcome = mark.outcome === null ? "no result yet" : mark.outcome;
+      return {
+        kind: "call",
+        x,
+        seq: mark.seq,
+        time: mark.time,
+        tone,
+        title: `${at} · ${mark.tool} · ${mark.decision} · ${outcome}${epochNote(mark.epoch)}`,
+        label: null,
+      };
+    }
+    case "refusal":
+      return {
+        kind: "refusal",
+        x,
+        seq: mark.seq,
+        time: mark.time,
+        tone: "bad",
+        title: `${at} · ${mark.tool} refused: ${mark.code}${epochNote(mark.epoch)}`,
+        label: mark.code,
+      };
+    case "grantIssued":
+      return {
+        kind: "approval",
+        x,
+        seq: mark.seq,
+        time: mark.time,
+        tone: "ok",
+        title: `${at} · approved: ${scope(mark.tools)} for epoch ${shortEpoch(mark.epoch)}`,
+        label: null,
+      };
+    case "grantEnded":
+      return {
+        kind: "grantEnded",
+        x,
+        seq: mark.seq,
+        time: mark.time,
+        tone: "idle",
+        title: `${at} · grant ended${mark.reason === null ? "" : `: ${mark.reason}`}`,
+        label: null,
+      };
+    case "rebuild":
+      return {
+        kind: "rebuild",
+        x,
+        seq: mark.seq,
+        time: mark.time,
+        tone: "warn",
+        title: `${at} · new epoch: ${shortEpoch(mark.from)} → ${shortEpoch(mark.to)}`,
+        label: null,
+      };
+  }
+}
+
+function bars(lane: TimelineLane, width: number | null, tallest: number, x: (t: number) => number): BarBox[] {
+  if (width === null) return [];
+  return lane.buckets.map((b) => {
+    const a = x(b.start);
+    const w = Math.max(1, x(b.start + width) - a - 0.5);
+    const refused = b.refused > 0 ? `, ${b.refused} refused` : "";
+    const grants = b.grants > 0 ? `, ${b.grants} approved` : "";
+    return {
+      x: a,
+      width: w,
+      calls: b.calls / tallest,
+      refused: b.refused / tallest,
+      title: `${stamp(b.start)}: ${b.calls} call${b.calls === 1 ? "" : "s"}${refused}${grants}`,
+    };
+  });
+}
+
+/** What a grant's tool scope covers, in words. */
+function scope(tools: unknown): string {
+  if (tools === null || typeof tools !== "object") return "calls";
+  const t = tools as { tools?: unknown; allToolsOfCatalog?: unknown };
+  if (Array.isArray(t.tools)) return t.tools.join(", ");
+  if (typeof t.allToolsOfCatalog === "string") return "every tool of its catalog";
+  return "calls";
+}
+
+function epochNote(epoch: string | null): string {
+  return epoch === null ? "" : ` · epoch ${shortEpoch(epoch)}`;
+}
+
+// --- the axis ----------------------------------------------------------------------------------
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+const STEPS = [
+  SECOND, 2 * SECOND, 5 * SECOND, 10 * SECOND, 15 * SECOND, 30 * SECOND,
+  MINUTE, 2 * MINUTE, 5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 30 * MINUTE,
+  HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR,
+  DAY, 2 * DAY, 7 * DAY, 14 * DAY, 30 * DAY, 90 * DAY, 365 * DAY,
+];
+
+/** Round times across `[since, until]`, about one per 110 px, labelled at their precision. */
+export function ticks(since: number, until: number, pixels: number): { time: number; label: string }[] {
+  const span = Math.max(1, until - since);
+  const wanted = Math.max(2, Math.floor(pixels / 110));
+  const step = STEPS.find((s) => span / s <= wanted) ?? STEPS[STEPS.length - 1]!;
+  // Round in local time, so "14:00" and midnight land where a clock says they are.
+  const offset = new Date(since).getTimezoneOffset() * MINUTE;
+  const first = Math.ceil((since - offset) / step) * step + offset;
+  const out: { time: number; label: string }[] = [];
+  for (let t = first; t <= until && out.length < 40; t += step) out.push({ time: t, label: tickLabel(t, step) });
+  return out;
+}
+
+function tickLabel(t: number, step: number): string {
+  const d = new Date(t);
+  const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  if (step < MINUTE) return `${hm}:${pad(d.getSeconds())}`;
+  if (step < DAY) return d.getHours() === 0 && d.getMinutes() === 0 ? `${d.getMonth() + 1}/${d.getDate()}` : hm;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+
+/** "2026-11-29 14:03:27.120", for titles. */
+export function stamp(t: number): string {
+  const d = new Date(t);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${String(d.getMilliseconds()).padStart(3, "0")}`;
+}
+
+function pad(n: number): string {
+  return String(n).padStart(2, "0");
+}

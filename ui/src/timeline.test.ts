@@ -1,0 +1,237 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+
+import type { AuditEntry, Timeline, TimelineQuery } from "./bindings";
+import { entryPanel } from "./entry";
+import { bucketed, EPOCH_A, EPOCH_B, EPOCH_C, T0, timeline } from "./fixtures/timeline";
+import { timelineView } from "./timeline";
+import { FRAME, layout, ticks, timeAt } from "./timeline-layout";
+
+const MIN = 60_000;
+const WIDTH = 1000;
+const frame = { ...FRAME, width: WIDTH, now: T0 + 9.5 * MIN };
+/** Where time `t` lands in a 1000 px drawing of the fixture's ten minutes. */
+const x = (t: number): number => FRAME.labelWidth + ((t - T0) / (10 * MIN)) * (WIDTH - 12 - FRAME.labelWidth);
+
+describe("the timeline's layout", () => {
+  const l = layout(timeline, frame);
+
+  it("draws one lane per agent session, top to bottom, labelled by server and agent", () => {
+    expect(l.lanes.map((lane) => [lane.id, lane.y, lane.title, lane.subtitle, lane.status])).toEqual([
+      [1, FRAME.axisHeight, "deploy", "claude-code 2.0.14 · zsh → claude → postern (pid 4242)", "ended"],
+      [2, FRAME.axisHeight + FRAME.laneHeight, "clock", "Cursor 1.7.2", "running"],
+    ]);
+    expect(l.height).toBe(FRAME.axisHeight + 2 * FRAME.laneHeight);
+    // An ended lane stops at its end; a running one goes on to now.
+    expect(l.lanes[0]!.x1).toBeCloseTo(x(T0 + 8 * MIN));
+    expect(l.lanes[1]!.x1).toBeCloseTo(x(T0 + 9.5 * MIN));
+  });
+
+  it("draws each epoch as a band until the next one starts, neighbours shaded apart", () => {
+    const [a, b] = l.lanes[0]!.bands;
+    expect([a!.epoch, a!.shade, b!.epoch, b!.shade]).toEqual([EPOCH_A, 0, EPOCH_B, 1]);
+    expect(a!.x0).toBeCloseTo(x(T0 + 0.2 * MIN));
+    expect(a!.x1).toBeCloseTo(x(T0 + 4 * MIN));
+    expect(b!.x0).toBeCloseTo(x(T0 + 4 * MIN));
+    // The last epoch runs to the lane's end.
+    expect(b!.x1).toBeCloseTo(x(T0 + 8 * MIN));
+    expect(a!.label).toBe("01JQ7R…XWQD");
+    expect(l.lanes[1]!.bands.map((band) => band.epoch)).toEqual([EPOCH_C]);
+  });
+
+  it("puts calls, refusals with their codes, approvals and rebuilds where they happened", () => {
+    const marks = l.lanes[0]!.marks;
+    expect(marks.map((m) => [m.kind, m.seq, m.tone])).toEqual([
+      ["approval", 5, "ok"],
+      ["call", 6, "ok"],
+      ["call", 8, "warn"],
+      ["rebuild", 11, "warn"],
+      ["grantEnded", null, "idle"],
+      ["refusal", 13, "bad"],
+      ["refusal", 14, "bad"],
+      ["call", 20, "ok"],
+    ]);
+    expect(marks.find((m) => m.seq === 11)!.x).toBeCloseTo(x(T0 + 4 * MIN));
+    expect(marks.find((m) => m.seq === 11)!.title).toContain("new epoch: 01JQ7R…XWQD → 01JQ7R…R8SV");
+    // A code is written beside its refusal unless it would run into the previous one.
+    expect(marks.filter((m) => m.kind === "refusal").map((m) => m.label)).toEqual(["authorization_stale", null]);
+    expect(marks.find((m) => m.seq === 14)!.title).toContain("deploy refused: approval_denied");
+    expect(marks.find((m) => m.seq === 20)!.title).toContain("no result yet");
+    expect(marks.find((m) => m.seq === 5)!.title).toContain("approved: deploy for epoch 01JQ7R…XWQD");
+    expect(l.lanes[1]!.marks.map((m) => [m.kind, m.tone])).toEqual([["call", "idle"]]);
+  });
+
+  it("leaves out marks outside the window (a zoom drawn before its answer arrives)", () => {
+    const zoomed = layout({ ...timeline, since: T0 + 3 * MIN, until: T0 + 5 * MIN }, frame);
+    expect(zoomed.lanes[0]!.marks.map((m) => m.seq)).toEqual([11, null, 13, 14]);
+    // Bands are clipped to the plot.
+    expect(zoomed.lanes[0]!.bands[0]!.x0).toBe(FRAME.labelWidth);
+  });
+
+  it("draws counts per bucket when the engine did not give every call", () => {
+    const b = layout(bucketed, frame);
+    expect(b.lanes[0]!.marks.map((m) => m.kind)).toEqual(["rebuild"]);
+    const bars = b.lanes[1]!.bars;
+    expect(bars.map((bar) => [bar.calls, bar.refused])).toEqual([
+      [0.5, 0],
+      [1, 0.25],
+    ]);
+    expect(bars[0]!.x).toBeCloseTo(x(T0 + 5 * MIN));
+    expect(bars[1]!.title).toMatch(/: 800 calls, 200 refused, 1 approved$/);
+  });
+
+  it("labels the axis at round times and maps x back to time", () => {
+    const marks = ticks(T0, T0 + 10 * MIN, 800);
+    expect(marks.map((t) => t.label)).toEqual(["14:00", "14:02", "14:04", "14:06", "14:08", "14:10"]);
+    expect(ticks(T0, T0 + 30_000, 800).map((t) => t.label).slice(0, 3)).toEqual(["14:00:00", "14:00:05", "14:00:10"]);
+    expect(timeAt(l, x(T0 + 4 * MIN))).toBeCloseTo(T0 + 4 * MIN, -1);
+  });
+});
+
+describe("the timeline view", () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  function setup(answer: (q: TimelineQuery) => Timeline = () => timeline) {
+    const queries: TimelineQuery[] = [];
+    const api = {
+      timeline: vi.fn(async (q: TimelineQuery) => {
+        queries.push(q);
+        return answer(q);
+      }),
+    };
+    const entries = { auditEntry: vi.fn(async (seq: number): Promise<AuditEntry | null> => entry(seq)) };
+    const openSession = vi.fn();
+    const view = timelineView(api, { entry: entryPanel(entries), openSession, now: () => T0 + 9.5 * MIN, settleMs: 100, width: WIDTH });
+    document.body.replaceChildren(view.el);
+    return { view, api, queries, entries, openSession };
+  }
+
+  it("asks for the whole range first, then draws lanes, bands and marks as SVG", async () => {
+    const { view, queries } = setup();
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(queries[0]).toMatchObject({ since: null, until: null, lanesAfter: null, maxLanes: 50 });
+    const lanes = [...document.querySelectorAll(".timeline-svg .lane")];
+    expect(lanes.map((l) => l.getAttribute("data-lane"))).toEqual(["1", "2"]);
+    expect([...lanes[0]!.querySelectorAll(".band")].map((b) => b.getAttribute("data-epoch"))).toEqual([EPOCH_A, EPOCH_B]);
+    expect(lanes[0]!.querySelectorAll(".mark-rebuild").length).toBe(1);
+    expect([...lanes[0]!.querySelectorAll(".mark-refusal .mark-label")].map((t) => t.textContent)).toEqual(["authorization_stale"]);
+    expect(document.querySelector(".timeline-range")?.textContent).toBe("2026-11-29 14:00 → 14:10");
+  });
+
+  it("zooms with a new query for the narrower window, and Fit asks for everything again", async () => {
+    const { view, queries } = setup();
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+
+    document.querySelector<HTMLButtonElement>(".zoom-in")!.click();
+    await vi.advanceTimersByTimeAsync(100);
+    expect(queries[1]).toMatchObject({ since: T0 + 2.5 * MIN, until: T0 + 7.5 * MIN });
+
+    document.querySelector<HTMLButtonElement>(".zoom-out")!.click();
+    document.querySelector<HTMLButtonElement>(".zoom-out")!.click();
+    await vi.advanceTimersByTimeAsync(100);
+    // Two clicks while the user is still zooming: one query, for where they stopped.
+    expect(queries.length).toBe(3);
+    expect(queries[2]).toMatchObject({ since: T0 - 5 * MIN, until: T0 + 15 * MIN });
+
+    document.querySelector<HTMLButtonElement>(".zoom-fit")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(queries[3]).toMatchObject({ since: null, until: null });
+  });
+
+  it("zooms around the pointer with the wheel", async () => {
+    const { view, queries } = setup();
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+    const canvas = document.querySelector(".timeline-canvas")!;
+    const wheel = new WheelEvent("wheel", { deltaY: -100, cancelable: true });
+    // happy-dom's WheelEvent leaves out the pointer's position.
+    Object.defineProperty(wheel, "clientX", { value: x(T0 + 2 * MIN) });
+    canvas.dispatchEvent(wheel);
+    await vi.advanceTimersByTimeAsync(100);
+
+    const q = queries[1]!;
+    expect((q.until! - q.since!) / MIN).toBeCloseTo(8);
+    // The time under the pointer stays under the pointer.
+    expect((T0 + 2 * MIN - q.since!) / (q.until! - q.since!)).toBeCloseTo(0.2, 1);
+  });
+
+  it("opens the audit record of a clicked mark, and a lane's Activity from its label", async () => {
+    const { view, entries, openSession } = setup();
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+
+    document.querySelector('.mark[data-seq="13"]')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(entries.auditEntry).toHaveBeenCalledWith(13);
+    expect(document.querySelector(".entry h2")?.textContent).toBe("Audit record #13");
+    expect(document.querySelector(".entry .entry-body")?.textContent).toContain('"code": "authorization_stale"');
+
+    document.querySelector('.lane[data-lane="2"] .lane-label')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(openSession).toHaveBeenCalledWith(2);
+  });
+
+  it("loads more lanes a page at a time", async () => {
+    const first = { ...timeline, lanes: [timeline.lanes[0]!], moreLanes: true };
+    const second = { ...timeline, lanes: [timeline.lanes[1]!], moreLanes: false };
+    const { view, queries } = setup((q) => (q.lanesAfter === null ? first : second));
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+    const more = document.querySelector<HTMLButtonElement>(".timeline-more")!;
+    expect(more.hidden).toBe(false);
+
+    more.click();
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(queries[1]).toMatchObject({ lanesAfter: 1, since: T0, until: T0 + 10 * MIN });
+    expect([...document.querySelectorAll(".timeline-svg .lane")].map((l) => l.getAttribute("data-lane"))).toEqual(["1", "2"]);
+    expect(more.hidden).toBe(true);
+  });
+
+  it("follows the engine while it shows the whole range, not while zoomed", async () => {
+    let clock = T0 + 9.5 * MIN;
+    const queries: TimelineQuery[] = [];
+    const api = { timeline: async (q: TimelineQuery) => (queries.push(q), timeline) };
+    const view = timelineView(api, { entry: entryPanel({ auditEntry: async () => null }), now: () => clock, settleMs: 100, width: WIDTH });
+    document.body.replaceChildren(view.el);
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+
+    view.poke();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(queries.length).toBe(1); // too soon after the last read
+    clock += 6000;
+    view.poke();
+    view.poke();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(queries.length).toBe(2);
+
+    document.querySelector<HTMLButtonElement>(".zoom-in")!.click();
+    await vi.advanceTimersByTimeAsync(100);
+    clock += 6000;
+    view.poke();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(queries.length).toBe(3); // the zoom's own query, and no more
+  });
+
+  it("says when there is nothing yet", async () => {
+    const { view } = setup(() => ({ ...timeline, lanes: [] }));
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(document.querySelector(".timeline-empty")?.textContent).toContain("No agent sessions yet");
+  });
+});
+
+function entry(seq: number): AuditEntry {
+  return {
+    seq,
+    time: T0 + 4.5 * MIN,
+    kind: "call_refused",
+    version: 1,
+    hash: "ab".repeat(32),
+    problem: null,
+    body: { state: "opened", event: { kind: "call_refused", tool: "deploy", code: "authorization_stale", arguments: { branch: "string" } } },
+  };
+}
