@@ -74,3 +74,23 @@ pub fn epoch(session: &Value) -> String {
 pub fn ready(session: &Value) -> bool {
     session["state"] == "catalogReady" && session["serverPid"].is_u64()
 }
+
+/// Calls `tool` with `args`, answers the approval request it raises with `postern approve <id>
+/// <answer>` (`--run`, `--once`, ...), and returns the card and the call's answer.
+pub async fn approved_call(
+    gate: &Gate,
+    agent: &mut crate::raw::RawAgent,
+    tool: &str,
+    args: Value,
+    answer: &str,
+) -> Result<(Value, Value)> {
+    let call = agent
+        .start(
+            "tools/call",
+            serde_json::json!({"name": tool, "arguments": args}),
+        )
+        .await?;
+    let card = wait_approvals(gate)?.remove(0);
+    gate.cli(["approve", &card_id(&card), answer])?;
+    Ok((card, agent.response(&call).await?))
+}

@@ -255,6 +255,20 @@ pub fn is_list_changed(msg: &Value) -> bool {
     msg["method"] == LIST_CHANGED
 }
 
+/// Spawns `cmd` (a shim, as [`crate::Gate::agent_command`] or [`crate::Gate::mcp_command`]
+/// makes it) with its stderr in `log`, and completes the MCP handshake as `client`; answers
+/// are awaited for `answer`.
+pub async fn connect(cmd: Command, log: &Path, client: &str, answer: Duration) -> Result<RawAgent> {
+    let mut agent = RawAgent::spawn(cmd, std::fs::File::create(log)?)?.answer_within(answer);
+    let init = agent
+        .initialize(json!(0), initialize_params(client, json!({})))
+        .await?;
+    if init.get("result").is_none() {
+        bail!("initialize failed: {init}");
+    }
+    Ok(agent)
+}
+
 /// A successful tool result's text; fails on anything else (a tool error, a JSON-RPC error).
 pub fn ok_text(response: &Value) -> Result<String> {
     if response["result"]["isError"] == true || response.get("result").is_none() {

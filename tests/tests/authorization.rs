@@ -14,7 +14,7 @@ use postern_e2e::Gate;
 use postern_e2e::human::{
     SETTLE, card_id, epoch, open_approvals, ready, wait_approvals, wait_session,
 };
-use postern_e2e::raw::{RawAgent, initialize_params, ok_text, tool_error};
+use postern_e2e::raw::{self, RawAgent, ok_text, tool_error};
 use postern_e2e::rebuild::Fixture;
 use postern_gateway::control;
 use postern_gateway::hello::ControlCommand;
@@ -44,16 +44,7 @@ async fn agent(gate: &Gate) -> Result<RawAgent> {
 }
 
 async fn connect(cmd: tokio::process::Command, log: std::path::PathBuf) -> Result<RawAgent> {
-    let mut agent = RawAgent::spawn(cmd, std::fs::File::create(&log)?)?.answer_within(ANSWER);
-    let init = agent
-        .initialize(
-            json!(0),
-            initialize_params("authorization-agent", json!({})),
-        )
-        .await?;
-    if init.get("result").is_none() {
-        bail!("initialize failed: {init}");
-    }
+    let mut agent = raw::connect(cmd, &log, "authorization-agent", ANSWER).await?;
     agent.list_tools().await?;
     Ok(agent)
 }

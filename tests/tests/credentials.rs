@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use postern_e2e::Gate;
-use postern_e2e::human::{card_id, epoch, ready, wait_approvals, wait_session};
-use postern_e2e::raw::{RawAgent, initialize_params, ok_text, tool_error};
+use postern_e2e::human::{approved_call, card_id, epoch, ready, wait_approvals, wait_session};
+use postern_e2e::raw::{self, RawAgent, ok_text, tool_error};
 use postern_e2e::rebuild::Fixture;
 use postern_e2e::servers;
 use postern_gateway::control;
@@ -22,30 +22,7 @@ const CANARY: &str = "canary-7f3a9c2e-postern-secret-value";
 
 async fn agent(gate: &Gate, label: &str) -> Result<RawAgent> {
     let (cmd, log) = gate.agent_command(label)?;
-    let mut agent = RawAgent::spawn(cmd, std::fs::File::create(&log)?)?.answer_within(ANSWER);
-    let init = agent
-        .initialize(json!(0), initialize_params("credentials-agent", json!({})))
-        .await?;
-    if init.get("result").is_none() {
-        bail!("initialize failed: {init}");
-    }
-    Ok(agent)
-}
-
-/// Calls `tool`, approves the card that call raises for the agent run, and returns the answer.
-async fn approved_call(
-    gate: &Gate,
-    agent: &mut RawAgent,
-    tool: &str,
-    args: Value,
-) -> Result<(Value, Value)> {
-    let call = agent
-        .start("tools/call", json!({"name": tool, "arguments": args}))
-        .await?;
-    let cards = wait_approvals(gate)?;
-    let card = cards[0].clone();
-    gate.cli(["approve", &card_id(&card), "--run"])?;
-    Ok((card, agent.response(&call).await?))
+    raw::connect(cmd, &log, "credentials-agent", ANSWER).await
 }
 
 /// A rebuilt server is not given the credential until a human approves its identity for it;
@@ -99,7 +76,7 @@ async fn a_launch_gets_a_credential_only_for_an_identity_a_human_approved() -> R
             "{first}"
         );
 
-        let (card, answer) = approved_call(&gate, &mut agent, "whoami", json!({})).await?;
+        let (card, answer) = approved_call(&gate, &mut agent, "whoami", json!({}), "--run").await?;
         assert_eq!(card["credentials"], json!(["fixture-token"]), "{card}");
         assert_eq!(
             card["withheldCredentials"],
@@ -161,7 +138,7 @@ async fn a_launch_gets_a_credential_only_for_an_identity_a_human_approved() -> R
             "{stale}"
         );
         agent.list_tools().await?;
-        let (card, answer) = approved_call(&gate, &mut agent, "whoami", json!({})).await?;
+        let (card, answer) = approved_call(&gate, &mut agent, "whoami", json!({}), "--run").await?;
         assert_eq!(card["epoch"]["since"]["kind"], "changed", "{card}");
         assert_eq!(card["withheldCredentials"], json!(["fixture-token"]));
         let text = ok_text(&answer)?;
@@ -210,7 +187,8 @@ async fn a_canary_credential_appears_nowhere_but_the_tools_own_output() -> Resul
             let mut seen = Vec::new();
             let tools = agent.request_next("tools/list", json!({})).await?;
             seen.push(tools.clone());
-            let (card, echoed) = approved_call(&gate, &mut agent, "get-env", json!({})).await?;
+            let (card, echoed) =
+                approved_call(&gate, &mut agent, "get-env", json!({}), "--run").await?;
             seen.push(card);
             let text = echoed.to_string();
             assert!(

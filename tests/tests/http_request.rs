@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use postern_e2e::Gate;
 use postern_e2e::https::{HttpsServer, Reply, TestCa};
-use postern_e2e::human::{card_id, wait_approvals};
-use postern_e2e::raw::{RawAgent, initialize_params, ok_text, tool_error};
+use postern_e2e::human;
+use postern_e2e::raw::{self, RawAgent, ok_text, tool_error};
 use serde_json::{Value, json};
 
 const ANSWER: Duration = Duration::from_secs(30);
@@ -19,34 +19,17 @@ const TOKEN: &str = "tok-canary-5b1e9d0c-http-request";
 
 async fn agent(gate: &Gate) -> Result<RawAgent> {
     let (cmd, log) = gate.agent_command(BUILTIN)?;
-    let mut agent = RawAgent::spawn(cmd, std::fs::File::create(&log)?)?.answer_within(ANSWER);
-    let init = agent
-        .initialize(json!(0), initialize_params("http-agent", json!({})))
-        .await?;
-    if init.get("result").is_none() {
-        bail!("initialize failed: {init}");
-    }
-    Ok(agent)
+    raw::connect(cmd, &log, "http-agent", ANSWER).await
 }
 
-/// Calls `http_request` with `args`, approves the card it raises with `answer` (`--run`,
-/// `--once`), and returns the card and the call's answer.
+/// Calls `http_request` with `args` and approves its card with `answer`.
 async fn approved_call(
     gate: &Gate,
     agent: &mut RawAgent,
     args: Value,
     answer: &str,
 ) -> Result<(Value, Value)> {
-    let call = agent
-        .start(
-            "tools/call",
-            json!({"name": "http_request", "arguments": args}),
-        )
-        .await?;
-    let cards = wait_approvals(gate)?;
-    let card = cards[0].clone();
-    gate.cli(["approve", &card_id(&card), answer])?;
-    Ok((card, agent.response(&call).await?))
+    human::approved_call(gate, agent, "http_request", args, answer).await
 }
 
 async fn start(ca: &TestCa) -> Result<Gate> {

@@ -161,10 +161,7 @@ pub fn sessions(home: &Home, args: SessionsArgs) -> Result<()> {
     })?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        for r in &rows {
-            writeln!(out, "{}", serde_json::to_string(r)?)?;
-        }
-        return Ok(());
+        return json_lines(&mut out, &rows);
     }
     if rows.is_empty() {
         writeln!(out, "no agent sessions recorded")?;
@@ -226,10 +223,7 @@ pub fn activity(home: &Home, args: ActivityArgs) -> Result<()> {
     })?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        for r in &rows {
-            writeln!(out, "{}", serde_json::to_string(r)?)?;
-        }
-        return Ok(());
+        return json_lines(&mut out, &rows);
     }
     if rows.is_empty() {
         writeln!(out, "no calls recorded that match")?;
@@ -357,6 +351,14 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// One JSON object per line (`--json`).
+fn json_lines(out: &mut impl Write, rows: &[impl serde::Serialize]) -> Result<()> {
+    for row in rows {
+        writeln!(out, "{}", serde_json::to_string(row)?)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
