@@ -69,8 +69,8 @@ apt_packages=(
     libwebkit2gtk-4.1-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
 )
 # What the app's WebDriver tests and screenshots need: an X server, a bus with a keyring, the
-# WebKit driver.
-apt_test_packages=(xvfb xauth dbus dbus-x11 gnome-keyring webkit2gtk-driver)
+# WebKit driver, and a tray host with a hand and a camera for the tray menu (ui/e2e/tray.mjs).
+apt_test_packages=(xvfb xauth dbus dbus-x11 gnome-keyring webkit2gtk-driver trayer xdotool imagemagick)
 
 install_system_packages() {
     if [ "$os" = Darwin ]; then

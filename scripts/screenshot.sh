@@ -8,6 +8,8 @@
 #                           (an escalation flagged), its credential withheld from the new code
 #   approval-window.png     the approval window: a rebuilt server's second call (what changed since
 #                           the approval, the catalog diff, a schema default marked), 1 of 2 queued
+#   tray-menu.png           the tray's menu with those two requests, the first one's Approve and
+#                           Deny showing (the icon held by trayer, see ui/e2e/tray.mjs)
 #   settings.png            the status window's Settings
 #   locked.png              the locked status window: only the lock and Unlock
 #   first-run.png           a new home: the guide (add a server, or import the servers of the
@@ -19,8 +21,6 @@
 #   credentials.png         the Credentials view (an env credential, two header ones)
 #   integrity.png           the Integrity view after a full verification
 #   engine-unavailable.png  another engine (`postern daemon`) owns the home
-#
-# The tray menu is not pictured: a bare X server has no tray host to draw it.
 #
 #   scripts/screenshot.sh [OUT_DIR]
 #   POSTERN_SHOTS=journals,first-run scripts/screenshot.sh    only those homes' pictures

@@ -70,11 +70,12 @@ fi
 os="$(uname -s)"
 
 # Debian packages: Tauri's build dependencies (see shared reference linux-build-and-test.md),
-# plus what the tests run: a private D-Bus session with gnome-keyring, Xvfb and WebKitWebDriver.
+# plus what the tests run: a private D-Bus session with gnome-keyring, Xvfb and WebKitWebDriver,
+# and a tray host with xdotool for the tray menu (ui/e2e/tray.mjs).
 apt_packages=(
     build-essential pkg-config curl wget file libssl-dev
     libwebkit2gtk-4.1-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
-    xvfb xauth webkit2gtk-driver gnome-keyring dbus dbus-x11
+    xvfb xauth webkit2gtk-driver gnome-keyring dbus dbus-x11 trayer xdotool imagemagick
 )
 
 install_system_packages() {

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 import { agent, client, CLOCK } from "./agent.mjs";
+import { startTray } from "./tray.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(need("POSTERN_APP"));
@@ -141,6 +142,52 @@ const scenarios = {
       });
     } finally {
       agentClient?.close();
+    }
+  },
+
+  // The real tray menu, in trayer (tray.mjs): Deny and Approve in a request's submenu answer
+  // the agent, and Lock vault locks the window.
+  async "the tray menu denies and approves waiting requests and locks the vault"({ home }) {
+    addClock(home);
+    const tray = await startTray();
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        const main = await s.windowHandle();
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        await tray.waitForIcon();
+        agentClient = await client(cli, home, "clock", "e2e-agent");
+        // Through the tray's menu: "1 request waiting" (a note), the request's submenu holding
+        // Approve and Deny, Review…, Lock vault, Open Postern, Quit.
+        const fromTray = async (...keys) => {
+          const answer = agentClient.call("now");
+          await s.waitForWindow("approvals");
+          await s.switchToWindow(main);
+          await s.waitForTexts(".waiting", (t) => same(t, ["1 waiting"]));
+          await tray.openMenu();
+          await tray.keys(...keys);
+          const { result } = await answer;
+          await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+          await s.switchToWindow(main);
+          return result;
+        };
+
+        const denied = await fromTray("Down", "Right", "Down", "Return");
+        expectEqual(denied?.structuredContent?.error, "approval_denied", "a request denied from the tray");
+        const approved = await fromTray("Down", "Right", "Return");
+        if (approved?.isError || !approved?.content?.[0]?.text) throw new Error(`a request approved from the tray: expected the tool's result, got ${JSON.stringify(approved)}`);
+        await s.waitForTexts(".waiting", (t) => t.length === 0);
+
+        // With nothing waiting, the menu starts with Lock vault.
+        await tray.openMenu();
+        await tray.keys("Down", "Return");
+        await s.waitForTexts(".locked h2", (t) => same(t, ["Postern is locked"]));
+        const refused = (await agentClient.call("now")).result;
+        expectEqual(refused?.structuredContent?.error, "vault_locked", "a call after the tray's lock");
+      });
+    } finally {
+      agentClient?.close();
+      await tray.stop();
     }
   },
 

@@ -12,6 +12,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { agent, client, CLOCK } from "./agent.mjs";
+import { startTray } from "./tray.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(process.env.POSTERN_APP ?? "");
@@ -91,7 +92,8 @@ const shots = {
   // The approval window over a rebuild: a call to `publisher` was approved on revision A; the
   // server was rebuilt (a new epoch whose schema gained `target`, default `preview`), and the
   // agent's next call asks again, showing what changed since the approval. A second agent's
-  // first call waits behind it. Then the status window's Settings, and the locked screen.
+  // first call waits behind it. Then the tray's menu with both requests (in trayer, see
+  // tray.mjs), the status window's Settings, and the locked screen.
   async approval(home) {
     const publisher = rebuildable(join(home, "publisher"));
     postern(home, "server", "add", "publisher", "--cwd", publisher.app, "--env", `FIXTURE_EFFECTS=${publisher.effects}`,
@@ -101,6 +103,7 @@ const shots = {
     copyFileSync(CLOCK, join(clockDir, "clock.py"));
     postern(home, "server", "add", "clock", "--cwd", clockDir, "--", "python3", "clock.py");
     const agents = [];
+    const tray = await startTray();
     try {
       return await withApp(home, async (s) => {
         const main = await s.windowHandle();
@@ -131,6 +134,12 @@ const shots = {
         await s.waitForAttributes(".choice", "disabled", (d) => d.length > 0 && d[0] === null);
         const approval = await s.screenshot();
 
+        // The first request's submenu open, its Approve and Deny showing.
+        await tray.openMenu();
+        await tray.keys("Down", "Right");
+        const trayMenu = tray.picture();
+        await tray.keys("Escape", "Escape");
+
         await s.switchToWindow(main);
         await s.click(".tab-settings");
         await s.waitForTexts(".settings-form h2", (t) => t.length === 1);
@@ -139,10 +148,11 @@ const shots = {
         await s.click(".lock-button");
         await s.waitForTexts(".locked h2", (t) => same(t, ["Postern is locked"]));
         const locked = await s.screenshot();
-        return { "approval-window.png": approval, "settings.png": settings, "locked.png": locked };
+        return { "approval-window.png": approval, "tray-menu.png": trayMenu, "settings.png": settings, "locked.png": locked };
       });
     } finally {
       for (const a of agents) a.close();
+      await tray.stop();
     }
   },
 
