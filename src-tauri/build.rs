@@ -18,8 +18,40 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_CUSTOM_PROTOCOL").is_some() && !ui_built {
         embed_ui_missing_notice(Path::new(&env("OUT_DIR")));
     }
-    tauri_build::build();
+    let manifest = tauri_build::AppManifest::new().commands(COMMANDS);
+    tauri_build::try_build(tauri_build::Attributes::new().app_manifest(manifest))
+        .expect("tauri-build");
 }
+
+/// Every IPC command the app registers (`generate_handler!` in src/lib.rs). Naming them here
+/// makes tauri-build generate an `allow-<command>` permission for each, and a window may then
+/// call only the commands its capability in tauri.conf.json grants: the approval window gets
+/// the queue, the answer and the lock, nothing that adds, reads or binds anything.
+const COMMANDS: &[&str] = &[
+    "status",
+    "approvals",
+    "answer",
+    "lock",
+    "unlock",
+    "update_settings",
+    "show_approvals",
+    "restart",
+    "add_server",
+    "import_sources",
+    "import_servers",
+    "agent_snippet",
+    "credentials",
+    "add_credential",
+    "rotate_credential",
+    "remove_credential",
+    "bind_credential",
+    "unbind_credential",
+    "timeline",
+    "activity",
+    "sessions_journal",
+    "audit_entry",
+    "verify_audit",
+];
 
 /// Points `generate_context!` at a placeholder page through `TAURI_CONFIG`, which the macro
 /// merges over the config file (merged with any `TAURI_CONFIG` the Tauri CLI passed).

@@ -110,6 +110,14 @@ const scenarios = {
           "const t = window.__TAURI_INTERNALS__; return t.invoke('plugin:event|listen', { event: 'approvals-changed', target: { kind: 'Any' }, handler: t.transformCallback(() => {}) }).then(() => 'allowed', (e) => String(e))",
         );
         expectEqual(listens, "allowed", "approvals-changed events in the approval window");
+        // Its capability grants the queue, the answer and the lock, and nothing else: a script
+        // in it cannot read credentials or add a server.
+        const attempt = (cmd, args) =>
+          s.execute(`return window.__TAURI_INTERNALS__.invoke(arguments[0], arguments[1]).then(() => 'allowed', (e) => String(e?.message ?? e))`, [cmd, args]);
+        expectEqual(await attempt("approvals", {}), "allowed", "the queue from the approval window");
+        for (const [cmd, args] of [["credentials", {}], ["add_server", { server: {} }], ["update_settings", { change: {} }]]) {
+          expectIncludes(await attempt(cmd, args), "not allowed", `${cmd} from the approval window`);
+        }
         expectEqual(await s.texts(".queue-pos"), ["1 of 1"], "queue position");
         expectEqual(await s.texts(".approval .tool-name"), ["now"], "tool");
         expectIncludes((await s.texts(".asks-line"))[0], "asks to call now on clock", "what is asked");
