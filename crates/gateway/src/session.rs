@@ -3,8 +3,9 @@
 //! the order of messages is the order they arrived, and nothing in the loop waits on
 //! a peer: a slow call never holds up a `ping` or another call.
 //!
-//! The server side (launches, epochs, the catalog) lives in `session/server.rs` and
-//! follows docs/refresh-contract.md; this file is the agent side.
+//! The server side (launches, epochs, the catalog, tool calls) lives in
+//! `session/server.rs` and its submodules and follows docs/refresh-contract.md; this
+//! file is the agent side.
 
 mod server;
 

@@ -1,0 +1,395 @@
+//! A `tools/call` on its way to the server: the gate's decision, the credentials
+//! injected into a built-in call, the durable intent that goes before it, and the
+//! audit record of how it ended.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use postern_domain::catalog::ToolDrift;
+use postern_domain::decision::{Authority, Denial};
+use postern_domain::{
+    AgentRun, AuditEvent, CallId, CallOutcome, Caller, CatalogView, Presented, Request,
+};
+use serde_json::{Value, json};
+
+use super::Upstream;
+use super::catalog::unreachable_empty;
+use crate::authorize::{
+    CallToAuthorize, INJECT_META, InjectError, InjectedHeader, Verdict, credential_host,
+    http_request_scope,
+};
+use crate::message::{self, Id, Message};
+use crate::session::{Authorizing, Event, InFlight, Session, now_ms};
+
+impl Session {
+    /// Asks the gate about a `tools/call`; the verdict comes back as [`Event::Authorized`].
+    /// Nothing of the call reaches the server before it is allowed and its intent durable.
+    pub(super) fn authorize_call(&mut self, msg: Message, id: Id) {
+        let Upstream::Running(running) = &self.upstream else {
+            return;
+        };
+        let tool = msg
+            .params()
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let catalog = self
+            .info
+            .catalog
+            .clone()
+            .unwrap_or_else(|| Arc::new(unreachable_empty()));
+        let presented = self.info.presented.as_ref().zip(self.info.presented_epoch);
+        let drift = match presented {
+            Some((shown, _)) => shown.tool_drift(&tool, &catalog),
+            None => ToolDrift::between(None, catalog.tool(&tool).map(|t| t.digest())),
+        };
+        let call = CallId::new(now_ms() as u64, rand_bits());
+        let arguments = msg
+            .params()
+            .and_then(|p| p.get("arguments"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        // The credentials the call would use: for the built-in `http_request`, the bound
+        // header credentials for the URL's host (injected per call); for any other server,
+        // the env credentials its launch holds.
+        let credentials = if self.is_builtin() {
+            http_request_scope(&running.config.credentials, &arguments)
+        } else {
+            running
+                .config
+                .credentials
+                .iter()
+                .filter(|c| c.env_var().is_some())
+                .map(|c| c.name.to_string())
+                .collect()
+        };
+        let request = Request {
+            call,
+            caller: self.caller(),
+            server: self.info.server.clone(),
+            epoch: running.record.epoch,
+            tool: tool.clone(),
+            credentials,
+            catalog: CatalogView {
+                presented: presented.map(|(shown, epoch)| Presented {
+                    revision: shown.digest(),
+                    epoch,
+                }),
+                current: catalog.digest(),
+                drift,
+            },
+        };
+        let pending = CallToAuthorize {
+            session: self.info.id,
+            agent: self.info.agent.clone(),
+            request,
+            record: running.record.clone(),
+            catalog,
+            arguments,
+            withheld: self.info.credentials.withheld.clone(),
+        };
+        self.authorizing
+            .insert(id.clone(), Authorizing { call, msg, tool });
+        let events = self.events.clone();
+        self.ctx.authorizer.authorize(
+            pending,
+            Box::new(move |verdict| {
+                let _ = events.send(Event::Authorized { id, call, verdict });
+            }),
+        );
+    }
+
+    /// Who is calling: the agent identified at connection, if it is still that process (a
+    /// pid reused by another process is another caller).
+    fn caller(&self) -> Caller {
+        let Some(agent) = &self.info.agent else {
+            return Caller::Unidentifiable {
+                reason: "the process that launched the shim could not be identified".into(),
+            };
+        };
+        if postern_supervisor::process_start_time(agent.pid) == Some(agent.start_time) {
+            Caller::Identified {
+                run: AgentRun::of(agent),
+            }
+        } else {
+            Caller::Unidentifiable {
+                reason: format!(
+                    "the agent process (pid {}) has exited or its pid now belongs to another process",
+                    agent.pid
+                ),
+            }
+        }
+    }
+
+    /// The gate decided a call: forward it (intent first) or answer with the refusal.
+    pub(super) fn on_authorized(&mut self, id: Id, call: CallId, verdict: Verdict) {
+        if self.authorizing.get(&id).is_none_or(|w| w.call != call) {
+            return; // withdrawn meanwhile: cancelled, or its epoch ended
+        }
+        let Some(waiting) = self.authorizing.remove(&id) else {
+            return;
+        };
+        match verdict {
+            Verdict::Deny(denial) => self.refuse(id, waiting.tool, denial),
+            Verdict::Relaunch => {
+                // The human released credentials this launch was not given: a new launch
+                // of the same code gets them, and the call is decided again there.
+                self.restart("credentials released after approval");
+                self.held.push(waiting.msg);
+            }
+            Verdict::Allow(authority) if self.is_builtin() => {
+                self.fetch_injection(id, waiting, authority)
+            }
+            Verdict::Allow(authority) => {
+                self.send_call(waiting.msg, id, waiting.tool, authority, None)
+            }
+        }
+    }
+
+    /// Whether this session's server is Postern's built-in one (`postern mcp postern`).
+    fn is_builtin(&self) -> bool {
+        self.info.server.as_str() == postern_domain::BUILTIN_LABEL
+    }
+
+    /// An allowed call to the built-in server: the engine supplies the header values of its
+    /// credential scope (a keychain read, off the loop), then it is sent like any call. It
+    /// stays in `authorizing` meanwhile, so a cancel or the epoch's end still stops it.
+    fn fetch_injection(&mut self, id: Id, waiting: Authorizing, authority: Authority) {
+        let Upstream::Running(running) = &self.upstream else {
+            return;
+        };
+        let arguments = waiting
+            .msg
+            .params()
+            .and_then(|p| p.get("arguments"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let scope = http_request_scope(&running.config.credentials, &arguments);
+        let host = arguments
+            .get("url")
+            .and_then(Value::as_str)
+            .and_then(credential_host);
+        let Some(host) = host.filter(|_| !scope.is_empty()) else {
+            let line = with_injection(&waiting.msg, &[]);
+            return self.send_call(waiting.msg, id, waiting.tool, authority, line);
+        };
+        let call = waiting.call;
+        self.authorizing.insert(id.clone(), waiting);
+        let authorizer = Arc::clone(&self.ctx.authorizer);
+        let (server, events) = (self.info.server.clone(), self.events.clone());
+        tokio::task::spawn_blocking(move || {
+            let outcome = authorizer.inject(&server, &host, &scope);
+            let _ = events.send(Event::Injected {
+                id,
+                call,
+                authority,
+                outcome,
+            });
+        });
+    }
+
+    /// The engine supplied (or could not supply) the headers of an allowed built-in call.
+    pub(super) fn on_injected(
+        &mut self,
+        id: Id,
+        call: CallId,
+        authority: Authority,
+        outcome: Result<Vec<InjectedHeader>, InjectError>,
+    ) {
+        if self.authorizing.get(&id).is_none_or(|w| w.call != call) {
+            return; // withdrawn meanwhile; the values are dropped unused
+        }
+        let Some(waiting) = self.authorizing.remove(&id) else {
+            return;
+        };
+        match outcome {
+            Ok(headers) => {
+                if let (false, Some(record)) = (headers.is_empty(), &self.info.record) {
+                    let mut names: Vec<String> =
+                        headers.iter().map(|h| h.credential.clone()).collect();
+                    names.dedup();
+                    self.ctx.audit.record(AuditEvent::CredentialReleased {
+                        session: self.info.id,
+                        server: self.info.server.clone(),
+                        epoch: record.epoch,
+                        credentials: names,
+                    });
+                }
+                let line = with_injection(&waiting.msg, &headers);
+                self.send_call(waiting.msg, id, waiting.tool, authority, line);
+            }
+            Err(InjectError::VaultLocked) => self.refuse(id, waiting.tool, Denial::vault_locked()),
+            Err(InjectError::Unavailable(reason)) => {
+                tracing::warn!(session = self.info.id, %id, "call refused: {reason}");
+                let detail = json!({
+                    "error": "credential_unavailable",
+                    "reason": reason,
+                    "retry": "do not retry; ask the human to check the credential in Postern",
+                });
+                self.ctx.audit.record(AuditEvent::AuthorizationDenied {
+                    session: self.info.id,
+                    server: self.info.server.clone(),
+                    epoch: self.info.record.as_ref().map(|r| r.epoch),
+                    call: id.value().clone(),
+                    tool: waiting.tool,
+                    code: "credential_unavailable".into(),
+                    detail: detail.clone(),
+                });
+                let text = format!(
+                    "Postern could not supply the credential this call was approved with ({reason}), so it was not made"
+                );
+                self.reply(message::result(&id, tool_error(&text, detail)));
+            }
+        }
+    }
+
+    /// Answers a call the gate refused before anything was forwarded, and records why.
+    pub(super) fn refuse(&mut self, id: Id, tool: String, denial: Denial) {
+        tracing::info!(session = self.info.id, %id, code = denial.code.as_str(), "call refused");
+        self.ctx.audit.record(AuditEvent::AuthorizationDenied {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            epoch: self.info.record.as_ref().map(|r| r.epoch),
+            call: id.value().clone(),
+            tool,
+            code: denial.code.as_str().into(),
+            detail: denial.detail.clone(),
+        });
+        self.reply(message::result(
+            &id,
+            tool_error(&denial.message, denial.detail),
+        ));
+    }
+
+    /// Forwards an allowed call once its intent row is durable (intent before effect). The
+    /// intent records the call as the agent sent it; `line`, when given, is what is forwarded
+    /// instead (a built-in call with its injected headers).
+    fn send_call(
+        &mut self,
+        msg: Message,
+        id: Id,
+        tool: String,
+        authority: Authority,
+        line: Option<Bytes>,
+    ) {
+        let generation = self.generation;
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
+        let intent = AuditEvent::ToolCallIntent {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            epoch: running.record.epoch,
+            call: id.value().clone(),
+            tool: tool.clone(),
+            arguments: msg
+                .params()
+                .and_then(|p| p.get("arguments"))
+                .cloned()
+                .unwrap_or(Value::Null),
+            authority: Some(authority),
+        };
+        self.in_flight.insert(
+            id.clone(),
+            InFlight {
+                method: "tools/call".into(),
+                tool: Some(tool),
+                sent: Instant::now(),
+            },
+        );
+        running.send_after_intent(line.unwrap_or_else(|| msg.raw.clone()), id.clone());
+        let events = self.events.clone();
+        self.ctx.audit.record_durable(
+            intent,
+            Box::new(move |result| {
+                let _ = events.send(Event::IntentDurable {
+                    generation,
+                    id,
+                    result,
+                });
+            }),
+        );
+    }
+
+    pub(super) fn on_intent_durable(&mut self, id: Id, result: Result<(), String>) {
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
+        match result {
+            Ok(()) => running.release(&id, true),
+            Err(reason) => {
+                running.release(&id, false);
+                if self.in_flight.remove(&id).is_some() {
+                    tracing::error!(session = self.info.id, %id, "call refused: its intent could not be recorded: {reason}");
+                    let detail = json!({"error": "audit_unavailable", "reason": reason});
+                    let text =
+                        "Postern could not record this call in its audit log, so it was not made";
+                    self.reply(message::result(&id, tool_error(text, detail)));
+                }
+            }
+        }
+    }
+
+    /// Records how a forwarded tool call ended.
+    pub(super) fn audit_result(&self, id: &Id, call: &InFlight, outcome: CallOutcome) {
+        let (Some(tool), Some(record)) = (&call.tool, &self.info.record) else {
+            return;
+        };
+        self.ctx.audit.record(AuditEvent::ToolCallResult {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            epoch: record.epoch,
+            call: id.value().clone(),
+            tool: tool.clone(),
+            outcome,
+            duration_ms: call.sent.elapsed().as_millis() as u64,
+        });
+    }
+}
+
+/// A built-in `tools/call` as it is forwarded: any `_meta["postern/inject"]` the agent sent
+/// removed, and `headers` (if any) put there for the builtin. `None` when the original bytes
+/// can go as they are.
+fn with_injection(msg: &Message, headers: &[InjectedHeader]) -> Option<Bytes> {
+    let sent_one = msg
+        .params()
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(INJECT_META))
+        .is_some();
+    if headers.is_empty() && !sent_one {
+        return None;
+    }
+    let mut body = msg.body.clone();
+    let params = body
+        .entry("params")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()?;
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    let meta = meta.as_object_mut()?;
+    meta.remove(INJECT_META);
+    if !headers.is_empty() {
+        let injected: Vec<Value> = headers
+            .iter()
+            .map(|h| json!({"header": h.header, "value": h.value.expose(), "hosts": h.hosts}))
+            .collect();
+        meta.insert(INJECT_META.to_owned(), Value::Array(injected));
+    }
+    serde_json::to_vec(&Value::Object(body))
+        .ok()
+        .map(Bytes::from)
+}
+
+/// A tool result the model sees as an error, with a readable text and structured detail.
+pub(super) fn tool_error(text: &str, detail: Value) -> Value {
+    json!({"content": [{"type": "text", "text": format!("{text}\n{detail}")}], "structuredContent": detail, "isError": true})
+}
+
+/// 80 random bits for an id.
+fn rand_bits() -> u128 {
+    ulid::Ulid::new().random()
+}

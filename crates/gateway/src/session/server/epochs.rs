@@ -1,0 +1,226 @@
+//! An execution epoch ending: the server exited, was restarted or stopped, or the
+//! same process now runs other code; what rebuilt artifacts lead to under each restart
+//! policy; and the back-off after a crash loop (refresh-contract §5, §6).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use postern_domain::{AuditEvent, CallOutcome, ExecutionEpoch, ExecutionRecord, RestartPolicy};
+use postern_supervisor::ExitReport;
+use serde_json::json;
+
+use super::calls::tool_error;
+use super::{Upstream, stop_gracefully};
+use crate::authorize::Withdrawn;
+use crate::message::{self, Id, Kind, code};
+use crate::registry::{Credentials, Phase};
+use crate::session::{Event, Session, now_ms};
+
+/// A launch that ends sooner than this after starting counts as a crash for back-off.
+const CRASH_WINDOW: Duration = Duration::from_secs(10);
+
+impl Session {
+    /// Ends the running server's life once both its stdout has closed (every line it
+    /// wrote has been routed) and its process has exited.
+    pub(super) fn finish_if_gone(&mut self) {
+        let (report, started, old_epoch) = match &self.upstream {
+            Upstream::Running(r) if r.stdout_closed && r.exit.is_some() => (
+                r.exit.unwrap_or(ExitReport::Unknown),
+                r.started,
+                r.record.epoch,
+            ),
+            _ => return,
+        };
+        self.upstream = Upstream::Down;
+        self.server_requests.clear();
+        self.info.phase = Phase::Stopped;
+        let reason = format!("server exited ({report})");
+        self.info.last_exit = Some(reason.clone());
+        tracing::warn!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, %report, unanswered = self.in_flight.len(), "server exited");
+        self.count_crash(started.elapsed() < CRASH_WINDOW);
+        self.end_epoch(old_epoch, None, &reason);
+        self.publish();
+    }
+
+    /// Restarts the server (on-change policy, or `postern server restart`).
+    pub(in crate::session) fn restart(&mut self, why: &str) {
+        let Upstream::Running(running) = std::mem::replace(&mut self.upstream, Upstream::Down)
+        else {
+            return;
+        };
+        let old_epoch = running.record.epoch;
+        tracing::info!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, "restarting: {why}");
+        tokio::spawn(stop_gracefully(*running));
+        self.server_requests.clear();
+        self.crashes = 0;
+        self.end_epoch(old_epoch, None, why);
+        self.start_upstream();
+    }
+
+    /// Stops the server without starting another (the next request launches one).
+    pub(in crate::session) fn stop_upstream(&mut self, why: &str) {
+        let Upstream::Running(running) = std::mem::replace(&mut self.upstream, Upstream::Down)
+        else {
+            return;
+        };
+        let old_epoch = running.record.epoch;
+        tracing::info!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, "stopping: {why}");
+        tokio::spawn(stop_gracefully(*running));
+        self.server_requests.clear();
+        self.info.phase = Phase::Stopped;
+        self.info.last_exit = Some(why.to_owned());
+        self.info.credentials = Credentials::default();
+        self.end_epoch(old_epoch, None, why);
+        self.publish();
+    }
+
+    /// The same process now runs other code (it reloaded itself): a new epoch without
+    /// a new process (refresh-contract §6).
+    pub(super) fn replace_epoch(&mut self, record: ExecutionRecord, why: &str) {
+        let Upstream::Running(running) = &mut self.upstream else {
+            return;
+        };
+        let old_epoch = running.record.epoch;
+        let new_epoch = record.epoch;
+        tracing::warn!(session = self.info.id, server = %self.info.server, old_epoch = %old_epoch, new_epoch = %new_epoch, "server_replaced: {why}");
+        running.record = record.clone();
+        running.fetch = None;
+        running.listing.clear();
+        // Calls still waiting for their intent were meant for the old code.
+        running.outbox.retain(|(_, waiting)| waiting.is_none());
+        self.info.record = Some(record);
+        self.info.artifacts_newer.clear();
+        self.info.phase = Phase::IdentityPending;
+        self.end_epoch(old_epoch, Some(new_epoch), why);
+        self.begin_fetch(true);
+        self.publish();
+    }
+
+    /// Answers every request in flight to the ended epoch, and every held one, with
+    /// `epoch_transition` (refresh-contract §5). Nothing is retried.
+    fn end_epoch(&mut self, old: ExecutionEpoch, new: Option<ExecutionEpoch>, reason: &str) {
+        self.ctx.audit.record(AuditEvent::ServerReplaced {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            old_epoch: old,
+            new_epoch: new,
+            reason: reason.to_owned(),
+        });
+        for (id, call) in &self.in_flight {
+            self.audit_result(id, call, CallOutcome::EpochTransition);
+        }
+        let label = self.info.server.as_str();
+        let detail = json!({
+            "error": "epoch_transition",
+            "server": label,
+            "oldEpoch": old.to_string(),
+            "newEpoch": new.map(|e| e.to_string()),
+            "reason": reason,
+            "retry": "not retried: check whether the call took effect, refresh tools/list, call again",
+        });
+        let text = format!(
+            "server '{label}' changed execution epoch ({reason}) before answering; the call was not retried"
+        );
+        let mut owed: Vec<(Id, String)> = std::mem::take(&mut self.in_flight)
+            .into_iter()
+            .map(|(id, f)| (id, f.method))
+            .collect();
+        // Calls the gate was still deciding were never forwarded; a decision now would be
+        // about code that is gone.
+        for (id, waiting) in std::mem::take(&mut self.authorizing) {
+            self.ctx
+                .authorizer
+                .withdraw(self.info.id, waiting.call, Withdrawn::EpochEnded);
+            owed.push((id, "tools/call".into()));
+        }
+        let held = std::mem::take(&mut self.held);
+        owed.extend(held.into_iter().filter_map(|m| match m.kind {
+            Kind::Request { id, method } => Some((id, method)),
+            _ => None,
+        }));
+        for (id, method) in owed {
+            let line = if method == "tools/call" {
+                message::result(&id, tool_error(&text, detail.clone()))
+            } else {
+                message::error(Some(&id), code::INTERNAL_ERROR, &text, Some(detail.clone()))
+            };
+            self.reply(line);
+        }
+    }
+
+    pub(super) fn on_artifacts_changed(
+        &mut self,
+        observed: ExecutionRecord,
+        _changed: Vec<PathBuf>,
+    ) {
+        let Upstream::Running(running) = &self.upstream else {
+            return;
+        };
+        let changed = running.record.changed_artifacts(&observed);
+        if changed.is_empty() {
+            return;
+        }
+        for path in &changed {
+            tracing::info!(server = %self.info.server, "build complete: {} changed", path.display());
+        }
+        let (policy, self_reloading) = (running.config.restart, running.config.self_reloading);
+        let (pid, epoch) = (running.record.pid, running.record.epoch);
+        let action = if self_reloading {
+            "new epoch (self-reloading server)"
+        } else if policy == RestartPolicy::OnChange {
+            "restart (on-change)"
+        } else {
+            "none: running server unchanged (manual)"
+        };
+        self.ctx.audit.record(AuditEvent::ArtifactsChanged {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            epoch,
+            changed: changed.clone(),
+            action: action.into(),
+        });
+        if self_reloading {
+            let mut record = observed;
+            record.pid = pid;
+            self.replace_epoch(record, "artifacts changed under a self-reloading server");
+        } else if policy == RestartPolicy::OnChange {
+            self.restart("artifacts changed (restart on-change)");
+        } else {
+            tracing::info!(server = %self.info.server, "running server unchanged: pid={pid} epoch={epoch}");
+            self.info.artifacts_newer = changed;
+            self.publish();
+        }
+    }
+
+    pub(super) fn count_crash(&mut self, crashed: bool) {
+        if !crashed {
+            self.crashes = 0;
+            self.info.backoff_until_ms = None;
+            return;
+        }
+        self.crashes += 1;
+        if self.crashes < 2 {
+            return;
+        }
+        let delay =
+            Duration::from_secs(1 << (self.crashes - 2).min(5)).min(Duration::from_secs(30));
+        self.info.backoff_until_ms = Some(now_ms() + delay.as_millis() as i64);
+        tracing::warn!(server = %self.info.server, crashes = self.crashes, delay_s = delay.as_secs(), "server crash loop: backing off");
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = events.send(Event::BackoffOver);
+        });
+    }
+
+    pub(in crate::session) fn on_backoff_over(&mut self) {
+        if self
+            .info
+            .backoff_until_ms
+            .is_some_and(|until| until <= now_ms())
+        {
+            self.info.backoff_until_ms = None;
+            self.publish();
+        }
+    }
+}

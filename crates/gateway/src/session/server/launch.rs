@@ -1,0 +1,315 @@
+//! Launching a session's server: starting it off the loop, wiring its stdin, stdout
+//! and exit, the watchers that notice rebuilt artifacts and replaced workers, and the
+//! agent's `initialize` answered once the server is up (or could not start).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use postern_domain::{AuditEvent, ExecutionRecord, ServerConfig};
+use postern_supervisor::{ArtifactWatch, DigestCache, ProcessGroupSample};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::{Running, Upstream, Watchers};
+use crate::framing::LineReader;
+use crate::handshake::initialize_result;
+use crate::message::{self, Kind, code};
+use crate::registry::{Credentials, Phase};
+use crate::session::{Event, Session};
+use crate::upstream::{self, StartError, Started};
+
+/// How often a running server's process group is sampled for replaced workers.
+const SAMPLE_EVERY: Duration = Duration::from_millis(500);
+
+impl Session {
+    pub(in crate::session) fn start_upstream(&mut self) {
+        self.generation += 1;
+        let generation = self.generation;
+        self.upstream = Upstream::Starting;
+        self.info.phase = Phase::Starting;
+        self.publish();
+        let (directory, cache) = (Arc::clone(&self.ctx.directory), Arc::clone(&self.ctx.cache));
+        let label = self.info.server.clone();
+        let params = self.client_init.clone().unwrap_or_else(|| json!({}));
+        let events = self.events.clone();
+        let whom = upstream::For {
+            session: self.info.id,
+            agent: self.info.agent.clone(),
+            authorizer: Arc::clone(&self.ctx.authorizer),
+        };
+        tokio::spawn(async move {
+            let outcome = upstream::start(&*directory, &cache, &label, &params, whom)
+                .await
+                .map(Box::new);
+            let _ = events.send(Event::Started {
+                generation,
+                outcome,
+            });
+        });
+    }
+
+    pub(super) fn on_started(&mut self, outcome: Result<Box<Started>, StartError>) {
+        let started = match outcome {
+            Ok(started) => *started,
+            Err(reason) => return self.on_start_failed(reason),
+        };
+        let Started {
+            stdin,
+            stdout,
+            handle,
+            init,
+            record,
+            config,
+            credentials,
+        } = started;
+        let generation = self.generation;
+        let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
+        tokio::spawn(upstream::pump_stdin(stdin, stdin_rx));
+        tokio::spawn(read_server(stdout, generation, self.events.clone()));
+        let waiter = handle.waiter();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let report = waiter.wait().await;
+            let _ = events.send(Event::ServerExited { generation, report });
+        });
+        let watchers = Watchers(vec![
+            tokio::spawn(watch_artifacts(
+                config.clone(),
+                Arc::clone(&self.ctx.cache),
+                record.clone(),
+                generation,
+                self.events.clone(),
+            )),
+            tokio::spawn(sample_workers(
+                config.clone(),
+                Arc::clone(&self.ctx.cache),
+                record.clone(),
+                generation,
+                self.events.clone(),
+            )),
+        ]);
+        self.ctx.audit.record(AuditEvent::ServerStarted {
+            session: self.info.id,
+            record: Box::new(record.clone()),
+        });
+        if !credentials.released.is_empty() {
+            self.ctx.audit.record(AuditEvent::CredentialReleased {
+                session: self.info.id,
+                server: self.info.server.clone(),
+                epoch: record.epoch,
+                credentials: credentials.released.clone(),
+            });
+        }
+        if !credentials.withheld.is_empty() {
+            let reason = credentials.reason.clone().unwrap_or_default();
+            tracing::info!(session = self.info.id, server = %self.info.server, epoch = %record.epoch, withheld = ?credentials.withheld, "credentials withheld: {reason}");
+            self.ctx.audit.record(AuditEvent::CredentialWithheld {
+                session: self.info.id,
+                server: self.info.server.clone(),
+                epoch: record.epoch,
+                credentials: credentials.withheld.clone(),
+                reason,
+            });
+        }
+        self.info.credentials = Credentials {
+            released: credentials.released,
+            withheld: credentials.withheld,
+            reason: credentials.reason,
+        };
+        self.info.record = Some(record.clone());
+        self.info.artifacts_newer.clear();
+        self.info.last_exit = None;
+        self.info.phase = Phase::IdentityPending;
+        self.upstream = Upstream::Running(Box::new(Running {
+            stdin: stdin_tx,
+            handle,
+            record,
+            config,
+            init,
+            started: Instant::now(),
+            stdout_closed: false,
+            exit: None,
+            fetch: None,
+            fetches: 0,
+            refetch_scheduled: false,
+            listing: Vec::new(),
+            outbox: VecDeque::new(),
+            _watchers: watchers,
+        }));
+        self.publish();
+        self.answer_init();
+
+        let held = std::mem::take(&mut self.held);
+        let agent_sends_initialized = held
+            .iter()
+            .any(|m| matches!(&m.kind, Kind::Notification { method } if method == "notifications/initialized"));
+        if self.agent_initialized && !agent_sends_initialized {
+            // A relaunched server never saw the agent's `initialized`: send it on its behalf.
+            self.send_upstream(message::notification("notifications/initialized", None));
+            self.begin_fetch(true);
+        }
+        for msg in held {
+            self.toward_server(msg);
+        }
+    }
+
+    fn on_start_failed(&mut self, error: StartError) {
+        let reason = error.reason().to_owned();
+        tracing::warn!(session = self.info.id, server = %self.info.server, "{reason}");
+        self.upstream = Upstream::Down;
+        self.info.phase = Phase::Stopped;
+        self.info.last_exit = Some(reason.clone());
+        self.count_crash(matches!(error, StartError::Crashed(_)));
+        self.answer_init();
+        let data = json!({"error": "server_unavailable", "server": self.info.server.as_str()});
+        for msg in std::mem::take(&mut self.held) {
+            if let Kind::Request { id, .. } = &msg.kind {
+                self.reply(message::error(
+                    Some(id),
+                    code::INTERNAL_ERROR,
+                    &reason,
+                    Some(data.clone()),
+                ));
+            }
+        }
+        self.publish();
+    }
+
+    fn answer_init(&mut self) {
+        if let Some(id) = self.pending_init.take() {
+            let params = self.client_init.clone().unwrap_or_else(|| json!({}));
+            let upstream = match &self.upstream {
+                Upstream::Running(running) => Some(&running.init),
+                _ => None,
+            };
+            self.reply(message::result(
+                &id,
+                initialize_result(self.info.server.as_str(), &params, upstream),
+            ));
+        }
+    }
+}
+
+async fn read_server<R: tokio::io::AsyncBufRead + Unpin>(
+    mut reader: LineReader<R>,
+    generation: u64,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    while let Ok(Some(line)) = reader.next().await {
+        if events.send(Event::Server { generation, line }).is_err() {
+            return;
+        }
+    }
+    let _ = events.send(Event::ServerStdoutClosed { generation });
+}
+
+/// Watches the running epoch's artifacts and reports what is on disk now. The first
+/// look happens at once: the record was captured before the launch, and a build that
+/// landed while the server started must not go unseen.
+async fn watch_artifacts(
+    config: ServerConfig,
+    cache: Arc<DigestCache>,
+    record: ExecutionRecord,
+    generation: u64,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let paths: Vec<PathBuf> = record.artifacts().map(|a| a.path.clone()).collect();
+    let mut watch = match ArtifactWatch::new(&paths) {
+        Ok(watch) => watch,
+        Err(e) => {
+            tracing::warn!(server = %config.label, "cannot watch the server's files ({e}); rebuilds will not be noticed");
+            return;
+        }
+    };
+    let mut first = true;
+    loop {
+        if !std::mem::take(&mut first) {
+            watch.changed().await;
+        }
+        let Some(now) = observe(&config, &cache, &record).await else {
+            continue;
+        };
+        let changed = record.changed_artifacts(&now);
+        if changed.is_empty() {
+            continue;
+        }
+        if events
+            .send(Event::ArtifactsChanged {
+                generation,
+                record: Box::new(now),
+                changed,
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// What is on disk now for `config`, as a record of the running process with a fresh
+/// epoch; `None` while the files cannot be read (a build in progress).
+async fn observe(
+    config: &ServerConfig,
+    cache: &Arc<DigestCache>,
+    running: &ExecutionRecord,
+) -> Option<ExecutionRecord> {
+    let (cfg, cache) = (config.clone(), Arc::clone(cache));
+    match tokio::task::spawn_blocking(move || cache.observe(&cfg)).await {
+        Ok(Ok(observed)) => Some(postern_supervisor::record(
+            config,
+            observed,
+            running.pid,
+            running.started_at_ms,
+        )),
+        Ok(Err(e)) => {
+            tracing::info!(server = %config.label, "build in progress? {e}");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Samples the server's process group for a replaced worker (refresh-contract §6);
+/// the new epoch's record is captured again from disk.
+async fn sample_workers(
+    config: ServerConfig,
+    cache: Arc<DigestCache>,
+    record: ExecutionRecord,
+    generation: u64,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let pid = record.pid;
+    let mut sample = ProcessGroupSample::default();
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    loop {
+        tick.tick().await;
+        let (replaced, back) = tokio::task::spawn_blocking(move || {
+            let replaced = sample.next(pid);
+            (replaced, sample)
+        })
+        .await
+        .unwrap_or_default();
+        sample = back;
+        let Some(what) = replaced else { continue };
+        let fresh = match observe(&config, &cache, &record).await {
+            Some(fresh) => fresh,
+            None => {
+                let mut same = record.clone();
+                same.epoch = postern_supervisor::new_epoch();
+                same
+            }
+        };
+        if events
+            .send(Event::WorkerReplaced {
+                generation,
+                what,
+                record: Box::new(fresh),
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
