@@ -1,0 +1,301 @@
+//! Approval requests: the queue of open cards (oldest first), a human's answer to one, and
+//! the timeout of an unanswered one. An approved answer may admit the session, release a
+//! withheld credential (the call then goes to a relaunch, see `credentials`) and grant; the
+//! call is then decided again. The vault's lock (`lock`) and a withdrawn call (the
+//! `Authorizer` impl in `authority.rs`) end open requests too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use postern_domain::decision::{
+    ApprovalCard, Ask, CardInputs, CardState, Denial, GrantChoice, Reply, Settlement,
+};
+use postern_domain::{ApprovalId, AuditEvent, GrantId};
+use postern_gateway::audit::AuditSink;
+use postern_gateway::authorize::{CallToAuthorize, Decided, Verdict};
+
+use super::credentials::Carry;
+use super::{Authority, Pending, State, random};
+
+/// The longest "for N minutes" a human may choose (a day).
+const MAX_MINUTES: u32 = 24 * 60;
+
+/// Why a human's answer was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    /// No open request has that id: answered, timed out, withdrawn, or never asked. A late
+    /// decision is ignored.
+    #[error("no open approval request {0}: it was answered, timed out or withdrawn")]
+    NotOpen(String),
+    /// The answer does not fit the card.
+    #[error("{0}")]
+    Unacceptable(String),
+}
+
+impl Authority {
+    /// Open approval requests, oldest first.
+    pub fn approvals(&self) -> Vec<ApprovalCard> {
+        let mut cards: Vec<ApprovalCard> = self
+            .state()
+            .pending
+            .values()
+            .map(|p| p.card.clone())
+            .collect();
+        cards.sort_by_key(|c| (c.asked_at, c.id));
+        cards
+    }
+
+    /// A human's answer to an open request. Takes effect at once: the waiting call is
+    /// forwarded or refused.
+    pub fn answer(&self, id: ApprovalId, reply: Reply) -> Result<(), AnswerError> {
+        let now = self.now();
+        let mut state = self.state();
+        state.last_activity = now;
+        let Some(mut pending) = state.pending.remove(&id) else {
+            return Err(AnswerError::NotOpen(id.to_string()));
+        };
+        if now >= pending.card.expires_at {
+            // Its timer has not fired yet (a machine that slept): the answer is late all
+            // the same.
+            drop(state);
+            self.expire(id, pending);
+            return Err(AnswerError::NotOpen(id.to_string()));
+        }
+        // Any "for N minutes" is fine where the card offers minutes at all.
+        if let Reply::Approve {
+            choice: Some(choice @ GrantChoice::ForMinutes { minutes }),
+        } = reply
+        {
+            let offers_minutes = pending
+                .ask
+                .choices
+                .iter()
+                .any(|c| matches!(c, GrantChoice::ForMinutes { .. }));
+            if offers_minutes && !(1..=MAX_MINUTES).contains(&minutes) {
+                state.pending.insert(id, pending);
+                return Err(AnswerError::Unacceptable(format!(
+                    "minutes must be between 1 and {MAX_MINUTES}"
+                )));
+            }
+            if offers_minutes && !pending.ask.choices.contains(&choice) {
+                pending.ask.choices.push(choice);
+            }
+        }
+        let settlement = pending.ask.settle(
+            Some(reply),
+            pending.card.asked_at,
+            now,
+            state.settings.approval_timeout_ms,
+            CardState::Open,
+        );
+        match settlement {
+            Settlement::Pending | Settlement::Unacceptable => {
+                let offered = describe_choices(&pending.ask.choices);
+                state.pending.insert(id, pending);
+                Err(AnswerError::Unacceptable(format!(
+                    "this request asks about {}; answer with one of: {offered}",
+                    if offered == "none" {
+                        "the session only"
+                    } else {
+                        "the call"
+                    }
+                )))
+            }
+            Settlement::Refused(denial) => {
+                let (session, code) = (pending.call.session, denial.code);
+                let event = if code == postern_domain::decision::DenyCode::ApprovalDenied {
+                    AuditEvent::ApprovalDenied {
+                        approval: id,
+                        session,
+                    }
+                } else {
+                    expired_event(id, session, &denial, "no answer in time")
+                };
+                self.inner.audit.record(event);
+                (pending.done)(Verdict::Deny(denial));
+                self.changed();
+                Ok(())
+            }
+            Settlement::Approved {
+                admit_session,
+                grant,
+            } => {
+                let call = pending.call;
+                let run = call.request.run();
+                if admit_session && let Some(run) = run {
+                    self.admit(&mut state, &call, run, "human");
+                }
+                Self::approve_release(&mut state, &call);
+                if call
+                    .withheld
+                    .iter()
+                    .any(|w| call.request.credentials.contains(w))
+                {
+                    // This launch lacks what was just released: the call goes to a relaunch
+                    // of the same code, and its grant with it.
+                    state.carries.push(Carry {
+                        approval: id,
+                        session: call.session,
+                        identity: call.record.identity_digest(),
+                        tool: call.request.tool.clone(),
+                        choice: grant,
+                    });
+                    state.last_approved.insert(
+                        call.request.server.clone(),
+                        (call.record.clone(), Arc::clone(&call.catalog)),
+                    );
+                    drop(state);
+                    (pending.done)(Verdict::Relaunch);
+                    self.changed();
+                    return Ok(());
+                }
+                let grant = grant.and_then(|choice| {
+                    pending
+                        .ask
+                        .grant(choice, GrantId::new(now, random()), &call.request, now)
+                });
+                if let Some(grant) = &grant {
+                    state.grants.push(grant.clone());
+                }
+                self.inner.audit.record(AuditEvent::ApprovalGranted {
+                    approval: id,
+                    session: call.session,
+                    admitted_session: admit_session,
+                    grant: grant.map(Box::new),
+                });
+                state.last_approved.insert(
+                    call.request.server.clone(),
+                    (call.record.clone(), Arc::clone(&call.catalog)),
+                );
+                self.decide_locked(&mut state, call, pending.done, now);
+                self.changed();
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn open_card(
+        &self,
+        state: &mut State,
+        call: CallToAuthorize,
+        ask: Ask,
+        done: Decided,
+        now: u64,
+    ) {
+        let Some(agent) = call.agent.clone() else {
+            done(Verdict::Deny(Denial::session_unidentifiable(
+                "the calling process could not be identified",
+            )));
+            return;
+        };
+        let id = ApprovalId::new(now, random());
+        let timeout_ms = state.settings.approval_timeout_ms;
+        let (last_record, last_catalog) = match state.last_approved.get(&call.request.server) {
+            Some((record, catalog)) => (Some(record), Some(catalog.as_ref())),
+            None => (None, None),
+        };
+        let card = ApprovalCard::new(&CardInputs {
+            id,
+            asked_at: now,
+            timeout_ms,
+            ask: &ask,
+            agent: &agent,
+            request: &call.request,
+            record: &call.record,
+            last_approved_record: last_record,
+            catalog: &call.catalog,
+            last_approved_catalog: last_catalog,
+            arguments: &call.arguments,
+            withheld: &call.withheld,
+        });
+        self.inner.audit.record(AuditEvent::ApprovalRequested {
+            approval: id,
+            session: call.session,
+            server: call.request.server.clone(),
+            agent_run: call.request.run(),
+            epoch: call.request.epoch,
+            tool: call.request.tool.clone(),
+            credentials: call.request.credentials.clone(),
+            what: ask.what,
+            every_use: ask.every_use.clone(),
+            choices: ask.choices.clone(),
+            expires_at: card.expires_at,
+        });
+        tracing::info!(approval = %id, server = %call.request.server, tool = %call.request.tool, agent = %agent.chain_text(), "approval requested");
+        state.pending.insert(
+            id,
+            Pending {
+                card,
+                ask,
+                call,
+                done,
+            },
+        );
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(timeout_ms)).await;
+            if let Some(inner) = weak.upgrade() {
+                Authority { inner }.time_out(id);
+            }
+        });
+        self.changed();
+    }
+
+    fn time_out(&self, id: ApprovalId) {
+        let pending = self.state().pending.remove(&id);
+        if let Some(pending) = pending {
+            self.expire(id, pending);
+        }
+    }
+
+    /// A request nobody answered in time: the call is refused with `approval_timeout`.
+    fn expire(&self, id: ApprovalId, pending: Pending) {
+        let denial = Denial::approval_timeout();
+        let waited = pending
+            .card
+            .expires_at
+            .saturating_sub(pending.card.asked_at)
+            / 1000;
+        self.inner.audit.record(expired_event(
+            id,
+            pending.call.session,
+            &denial,
+            &format!("no answer within {waited} s"),
+        ));
+        tracing::info!(approval = %id, "approval request timed out");
+        (pending.done)(Verdict::Deny(denial));
+        self.changed();
+    }
+}
+
+pub(super) fn expired_event(
+    id: ApprovalId,
+    session: u64,
+    denial: &Denial,
+    reason: &str,
+) -> AuditEvent {
+    AuditEvent::ApprovalExpired {
+        approval: id,
+        session,
+        code: denial.code.as_str().into(),
+        reason: reason.into(),
+    }
+}
+
+fn describe_choices(choices: &[GrantChoice]) -> String {
+    if choices.is_empty() {
+        return "none".into();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for choice in choices {
+        let text = match choice {
+            GrantChoice::ThisCall => "--once".to_owned(),
+            GrantChoice::UntilRunEnds => "--run".to_owned(),
+            GrantChoice::ForMinutes { .. } => "--minutes N".to_owned(),
+        };
+        if !out.contains(&text) {
+            out.push(text);
+        }
+    }
+    out.join(", ")
+}

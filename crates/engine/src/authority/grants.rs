@@ -1,0 +1,145 @@
+//! Grants and the ladder that matches them: a call's decision under the state lock (a grant
+//! an approval carried across a relaunch is picked up, a this-call grant is used up by its
+//! call), session admissions, grant expiry and revocation.
+
+use postern_domain::decision::{Ask, AskFor, Decision, Inputs, SessionMode, SessionStatus, decide};
+use postern_domain::{AgentRun, AuditEvent, Grant, GrantEnd, GrantId};
+use postern_gateway::audit::AuditSink;
+use postern_gateway::authorize::{CallToAuthorize, Decided, Verdict};
+
+use super::{Authority, State};
+
+impl Authority {
+    /// Live grants.
+    pub fn grants(&self) -> Vec<Grant> {
+        let now = self.now();
+        let mut state = self.state();
+        self.expire_grants(&mut state, now);
+        state.grants.clone()
+    }
+
+    /// Ends a grant before its time. Returns whether it was live.
+    pub fn revoke(&self, id: GrantId) -> bool {
+        let mut state = self.state();
+        let before = state.grants.len();
+        state.grants.retain(|g| g.id != id);
+        let revoked = state.grants.len() != before;
+        if revoked {
+            self.inner.audit.record(AuditEvent::GrantEnded {
+                grant: id,
+                reason: "revoked by a human".into(),
+            });
+            self.changed();
+        }
+        revoked
+    }
+
+    /// Runs the ladder for `call` and acts on the decision: answer now, or open a card.
+    pub(super) fn decide_locked(
+        &self,
+        state: &mut State,
+        call: CallToAuthorize,
+        done: Decided,
+        now: u64,
+    ) {
+        self.expire_grants(state, now);
+        if let Some((approval, grant)) = Self::take_carry(state, &call, now) {
+            self.inner.audit.record(AuditEvent::ApprovalGranted {
+                approval,
+                session: call.session,
+                admitted_session: false,
+                grant: Some(Box::new(grant.clone())),
+            });
+            state.grants.push(grant);
+        }
+        let session = match call.request.run() {
+            Some(run) if state.admitted.contains(&(run, call.request.server.clone())) => {
+                SessionStatus::Approved
+            }
+            _ => SessionStatus::NotApproved,
+        };
+        let decision = decide(&Inputs {
+            vault: self.effective(state.vault),
+            mode: state.settings.session_mode,
+            session,
+            every_use: &state.every_use,
+            grants: &state.grants,
+            request: &call.request,
+            now,
+        });
+        // A credential this launch was not given is released only by a human, whatever
+        // let the call through otherwise (observe mode included).
+        let decision = match decision {
+            Decision::Allow {
+                authority: postern_domain::decision::Authority::Observed,
+            } if call
+                .withheld
+                .iter()
+                .any(|w| call.request.credentials.contains(w)) =>
+            {
+                Decision::AskHuman(Ask {
+                    what: AskFor::Call,
+                    every_use: Vec::new(),
+                    choices: postern_domain::decision::all_choices(),
+                })
+            }
+            decision => decision,
+        };
+        match decision {
+            Decision::Allow { authority } => {
+                if let postern_domain::decision::Authority::Grant(id) = authority
+                    && let Some(i) = state.grants.iter().position(|g| g.id == id)
+                    && matches!(state.grants[i].end, GrantEnd::ThisCallOnly { .. })
+                {
+                    state.grants.remove(i);
+                    self.inner.audit.record(AuditEvent::GrantEnded {
+                        grant: id,
+                        reason: "used by its call".into(),
+                    });
+                }
+                if state.settings.session_mode == SessionMode::Observe
+                    && session == SessionStatus::NotApproved
+                    && let Some(run) = call.request.run()
+                {
+                    self.admit(state, &call, run, "observe");
+                }
+                done(Verdict::Allow(authority));
+            }
+            Decision::Deny(denial) => done(Verdict::Deny(denial)),
+            Decision::AskHuman(ask) => self.open_card(state, call, ask, done, now),
+        }
+    }
+
+    /// Admits `run` for the call's server; `by` is `human` or `observe`.
+    pub(super) fn admit(&self, state: &mut State, call: &CallToAuthorize, run: AgentRun, by: &str) {
+        state.admitted.insert((run, call.request.server.clone()));
+        self.inner.audit.record(AuditEvent::SessionApproved {
+            session: call.session,
+            server: call.request.server.clone(),
+            agent_run: run,
+            by: by.into(),
+        });
+    }
+
+    pub(super) fn expire_grants(&self, state: &mut State, now: u64) {
+        let mut expired = Vec::new();
+        state.grants.retain(|g| match g.end {
+            GrantEnd::Until { unix_ms } if unix_ms <= now => {
+                expired.push(g.id);
+                false
+            }
+            _ => true,
+        });
+        for id in expired {
+            self.inner.audit.record(AuditEvent::GrantEnded {
+                grant: id,
+                reason: "its time ran out".into(),
+            });
+        }
+    }
+}
+
+/// Whether the agent process of `run` still runs (the same process: pid and start time).
+pub(super) fn run_alive(run: AgentRun) -> bool {
+    postern_supervisor::process_start_time(run.pid) == Some(run.start_time)
+}

@@ -1,0 +1,255 @@
+//! The vault lock and the settings a human controls: locking and unlocking, the sweeper's
+//! round (grants whose time or agent run is over, the idle lock), the persisted settings and
+//! the every-use settings.
+
+use postern_domain::decision::{APPROVAL_TIMEOUT_MS, Denial, EveryUseSetting};
+use postern_domain::{AuditEvent, Grant};
+use postern_gateway::Command;
+use postern_gateway::audit::AuditSink;
+use postern_gateway::authorize::Verdict;
+use postern_store::Store;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use super::approvals::expired_event;
+use super::grants::run_alive;
+use super::{Authority, SessionMode, VaultState};
+
+/// The idle time after which the vault locks itself, by default (8 hours).
+pub const AUTO_LOCK_MS: u64 = 8 * 60 * 60 * 1000;
+
+/// The settings a human controls (persisted in the store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// `prompt` (a human admits each new agent run) or `observe` (admitted and journaled).
+    #[ts(type = "\"prompt\" | \"observe\"")]
+    pub session_mode: SessionMode,
+    /// How long a human has to answer an approval request (ms).
+    #[ts(type = "number")]
+    pub approval_timeout_ms: u64,
+    /// Lock the vault after this long without a call or an answer (ms; 0: never).
+    #[ts(type = "number")]
+    pub auto_lock_ms: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            session_mode: SessionMode::Prompt,
+            approval_timeout_ms: APPROVAL_TIMEOUT_MS,
+            auto_lock_ms: AUTO_LOCK_MS,
+        }
+    }
+}
+
+/// A change to [`Settings`]; fields left out keep their value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsUpdate {
+    /// The new session mode.
+    pub session_mode: Option<SessionMode>,
+    /// The new approval timeout (ms, at least 1 s).
+    pub approval_timeout_ms: Option<u64>,
+    /// The new auto-lock time (ms; 0: never).
+    pub auto_lock_ms: Option<u64>,
+}
+
+/// Why a settings change was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SettingsError(pub String);
+
+impl Authority {
+    /// Locks the vault: every call is refused with `vault_locked` until a human unlocks,
+    /// grants and admissions end, open requests are withdrawn. Returns whether it was
+    /// unlocked.
+    pub fn lock(&self, reason: &str) -> bool {
+        let mut state = self.state();
+        if state.vault == VaultState::Locked {
+            return false;
+        }
+        state.vault = VaultState::Locked;
+        self.inner.audit.record(AuditEvent::VaultLocked {
+            reason: reason.to_owned(),
+        });
+        for grant in std::mem::take(&mut state.grants) {
+            self.inner.audit.record(AuditEvent::GrantEnded {
+                grant: grant.id,
+                reason: "vault locked".into(),
+            });
+        }
+        state.admitted.clear();
+        state.releases.clear();
+        state.carries.clear();
+        let _ = self.inner.commands.send(Command::DropCredentials);
+        let denial = Denial::vault_locked();
+        for (id, pending) in std::mem::take(&mut state.pending) {
+            self.inner.audit.record(expired_event(
+                id,
+                pending.call.session,
+                &denial,
+                "the vault was locked while the request was open",
+            ));
+            (pending.done)(Verdict::Deny(denial.clone()));
+        }
+        drop(state);
+        tracing::info!("vault locked: {reason}");
+        self.changed();
+        true
+    }
+
+    /// Unlocks the vault (the caller checked a human asked). Returns whether it was locked.
+    pub fn unlock(&self) -> bool {
+        let now = self.now();
+        let mut state = self.state();
+        if state.vault == VaultState::Ready {
+            return false;
+        }
+        state.vault = VaultState::Ready;
+        state.last_activity = now;
+        self.inner.audit.record(AuditEvent::VaultUnlocked);
+        drop(state);
+        tracing::info!("vault unlocked");
+        self.changed();
+        true
+    }
+
+    /// Changes settings (the caller checked a human asked) and persists them.
+    pub fn update_settings(&self, update: SettingsUpdate) -> Result<Settings, SettingsError> {
+        if update.approval_timeout_ms.is_some_and(|ms| ms < 1000) {
+            return Err(SettingsError(
+                "the approval timeout must be at least 1 second".into(),
+            ));
+        }
+        let mut state = self.state();
+        let mut next = state.settings;
+        if let Some(mode) = update.session_mode {
+            next.session_mode = mode;
+        }
+        if let Some(ms) = update.approval_timeout_ms {
+            next.approval_timeout_ms = ms;
+        }
+        if let Some(ms) = update.auto_lock_ms {
+            next.auto_lock_ms = ms;
+        }
+        if next == state.settings {
+            return Ok(next);
+        }
+        {
+            let store = self
+                .inner
+                .store
+                .lock()
+                .map_err(|_| SettingsError("store unavailable".into()))?;
+            store
+                .set_setting(SETTINGS_KEY, &next)
+                .map_err(|e| SettingsError(e.to_string()))?;
+        }
+        state.settings = next;
+        self.inner.audit.record(AuditEvent::ConfigChanged {
+            what: format!(
+                "settings: session mode {}, approval timeout {} s, auto-lock {}",
+                mode_name(next.session_mode),
+                next.approval_timeout_ms / 1000,
+                if next.auto_lock_ms == 0 {
+                    "never".to_owned()
+                } else {
+                    format!("after {} min idle", next.auto_lock_ms / 60_000)
+                }
+            ),
+            server: None,
+        });
+        drop(state);
+        self.changed();
+        Ok(next)
+    }
+
+    /// Sets (or, at `off`, clears) an every-use setting (the caller checked a human asked).
+    pub fn set_every_use(&self, setting: EveryUseSetting) -> Result<(), SettingsError> {
+        let mut state = self.state();
+        {
+            let store = self
+                .inner
+                .store
+                .lock()
+                .map_err(|_| SettingsError("store unavailable".into()))?;
+            store
+                .set_every_use(&setting)
+                .map_err(|e| SettingsError(e.to_string()))?;
+            state.every_use = store
+                .every_use()
+                .map_err(|e| SettingsError(e.to_string()))?;
+        }
+        self.inner.audit.record(AuditEvent::ConfigChanged {
+            what: format!(
+                "every-use approval {} for {}",
+                match setting.level {
+                    postern_domain::decision::EveryUse::Off => "off",
+                    postern_domain::decision::EveryUse::Confirm => "on",
+                },
+                serde_json::to_string(&setting.target).unwrap_or_default()
+            ),
+            server: None,
+        });
+        drop(state);
+        self.changed();
+        Ok(())
+    }
+
+    /// Ends grants whose time or agent run is over, and locks an idle vault.
+    pub fn sweep(&self) {
+        let now = self.now();
+        let mut state = self.state();
+        self.expire_grants(&mut state, now);
+        let ended: Vec<Grant> = state
+            .grants
+            .iter()
+            .filter(|g| !run_alive(g.agent_run))
+            .cloned()
+            .collect();
+        if !ended.is_empty() {
+            state.grants.retain(|g| run_alive(g.agent_run));
+            state.admitted.retain(|(run, _)| run_alive(*run));
+            for grant in ended {
+                self.inner.audit.record(AuditEvent::GrantEnded {
+                    grant: grant.id,
+                    reason: "the agent run ended".into(),
+                });
+            }
+            self.changed();
+        }
+        let idle = state.settings.auto_lock_ms;
+        let idle_for = now.saturating_sub(state.last_activity);
+        let lock = idle > 0
+            && state.vault == VaultState::Ready
+            && state.pending.is_empty()
+            && idle_for >= idle;
+        drop(state);
+        if lock {
+            self.lock(&format!("idle for {} min", idle_for / 60_000));
+        }
+    }
+}
+
+/// `prompt` or `observe`.
+pub fn mode_name(mode: SessionMode) -> &'static str {
+    match mode {
+        SessionMode::Prompt => "prompt",
+        SessionMode::Observe => "observe",
+    }
+}
+
+/// The key settings are stored under.
+const SETTINGS_KEY: &str = "settings";
+
+pub(super) fn load_settings(store: &Store) -> Settings {
+    match store.setting::<Settings>(SETTINGS_KEY) {
+        Ok(Some(settings)) => settings,
+        Ok(None) => Settings::default(),
+        Err(e) => {
+            tracing::warn!("stored settings are unreadable ({e}); using the defaults");
+            Settings::default()
+        }
+    }
+}
