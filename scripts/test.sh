@@ -11,9 +11,11 @@
 #
 # Then, in order (each step runs even if an earlier check failed, so one run shows every
 # problem; the exit status is non-zero if any failed):
-#   cargo fmt --check, cargo clippy -D warnings, and inside a private D-Bus session with an
-#   unlocked gnome-keyring and throwaway XDG_* directories (Linux): cargo test --workspace, then
-#   scripts/test-app.sh (the UI's own tests and the app under Xvfb), when that script exists.
+#   cargo fmt --check, cargo clippy -D warnings (for this machine, and for macOS through
+#   scripts/check-macos.sh, which adds that target's std with rustup), and inside a private
+#   D-Bus session with an unlocked gnome-keyring and throwaway XDG_* directories (Linux):
+#   cargo test --workspace, then scripts/test-app.sh (the UI's own tests and the app under
+#   Xvfb), when that script exists.
 #
 # Environment: POSTERN_TEST_SKIP_INSTALL=1 skips every install step (offline re-runs).
 set -euo pipefail
@@ -188,6 +190,7 @@ fmt_color=auto
 [ -t 1 ] || fmt_color=never
 run_step "cargo fmt --check" cargo fmt --all -- --check --color "$fmt_color"
 run_step "cargo clippy -D warnings" cargo clippy --workspace --all-targets --locked -- -D warnings
+run_step "cargo clippy for macOS (scripts/check-macos.sh)" bash scripts/check-macos.sh
 # The end-to-end harness asks cargo for `postern` itself; building it here keeps that a no-op.
 run_step "cargo build (postern)" cargo build --locked -p postern-cli --bin postern
 

@@ -1,5 +1,5 @@
 //! Who is on the other end of a session: the agent process that launched the shim,
-//! as the kernel and procfs describe it (never as the agent describes itself).
+//! as the kernel's process table describes it (never as the agent describes itself).
 
 use std::path::PathBuf;
 

@@ -25,7 +25,7 @@ pub enum AuditEvent {
         server: ServerLabel,
         /// The agent's self-reported client name (display only).
         client: Option<String>,
-        /// The agent process, as the kernel and procfs describe it.
+        /// The agent process, as the kernel's process table describes it.
         #[serde(default)]
         agent: Option<AgentIdentity>,
     },

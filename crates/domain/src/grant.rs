@@ -23,8 +23,9 @@ use crate::{AgentIdentity, ExecutionEpoch, ServerLabel};
 pub struct AgentRun {
     /// The process id.
     pub pid: u32,
-    /// The process start time as the platform reports it (Linux: clock ticks since boot,
-    /// `/proc/<pid>/stat` field 22). Only ever compared for equality.
+    /// The process start time as the platform's process table reports it (Linux: clock
+    /// ticks since boot, `/proc/<pid>/stat` field 22; macOS: seconds since the epoch). Only
+    /// ever compared for equality.
     pub start_time: u64,
 }
 

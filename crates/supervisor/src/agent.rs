@@ -1,20 +1,21 @@
-//! Identifying the agent behind a shim from the process table (Linux procfs; on other
-//! systems the agent is unidentified until their backend lands behind this function).
+//! Identifying the agent behind a shim, and a process's ancestry, from the process table
+//! ([`crate::table`]: procfs on Linux, `sysinfo` elsewhere).
 
 use std::path::{Path, PathBuf};
 
 use postern_domain::AgentIdentity;
 
 use crate::DigestCache;
+use crate::table::{self, cmdline, exe};
 
 /// How many ancestors are walked looking for the agent.
 const MAX_DEPTH: usize = 16;
 
 /// The agent that launched the shim with process id `shim_pid`: the first ancestor whose
 /// executable is not the shim's. `None` when the process table cannot say (the shim
-/// already exited, or procfs is unavailable).
+/// already exited, or its entry is not readable).
 pub fn identify_agent(shim_pid: u32, cache: &DigestCache) -> Option<AgentIdentity> {
-    let shim = Proc::read(shim_pid)?;
+    let shim = table::read(shim_pid)?;
     let shim_exe = exe(shim_pid);
     let mut current = shim.ppid;
     let mut chain = vec![shim.name.clone()];
@@ -22,7 +23,7 @@ pub fn identify_agent(shim_pid: u32, cache: &DigestCache) -> Option<AgentIdentit
         if current <= 1 {
             return None;
         }
-        let proc = Proc::read(current)?;
+        let proc = table::read(current)?;
         let this_exe = exe(current);
         if this_exe.is_some() && this_exe == shim_exe && cmdline(current).iter().any(|a| a == "mcp")
         {
@@ -34,12 +35,12 @@ pub fn identify_agent(shim_pid: u32, cache: &DigestCache) -> Option<AgentIdentit
         }
         chain.insert(0, proc.name.clone());
         if proc.ppid > 1
-            && let Some(parent) = Proc::read(proc.ppid)
+            && let Some(parent) = table::read(proc.ppid)
         {
             chain.insert(0, parent.name);
         }
         let executable = this_exe.and_then(|path| cache.artifact(&path).ok());
-        let cwd = std::fs::read_link(format!("/proc/{current}/cwd")).ok();
+        let cwd = table::cwd(current);
         return Some(AgentIdentity {
             pid: current,
             start_time: proc.start_time,
@@ -92,7 +93,7 @@ pub fn ancestry(pid: u32) -> Vec<Ancestor> {
         if current <= 1 {
             break;
         }
-        let Some(proc) = Proc::read(current) else {
+        let Some(proc) = table::read(current) else {
             break;
         };
         out.push(Ancestor {
@@ -106,45 +107,10 @@ pub fn ancestry(pid: u32) -> Vec<Ancestor> {
     out
 }
 
-/// The start time of `pid` (clock ticks since boot), to tell a reused pid apart.
+/// The start time of `pid` (in the process table's unit, see [`crate::table`]), to tell a
+/// reused pid apart.
 pub fn process_start_time(pid: u32) -> Option<u64> {
-    Proc::read(pid).map(|p| p.start_time)
-}
-
-struct Proc {
-    name: String,
-    ppid: u32,
-    start_time: u64,
-}
-
-impl Proc {
-    fn read(pid: u32) -> Option<Self> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (head, rest) = stat.rsplit_once(") ")?;
-        let name = head.split_once(" (")?.1.to_owned();
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // After the name: state(0) ppid(1) ... starttime(19)
-        Some(Self {
-            name,
-            ppid: fields.get(1)?.parse().ok()?,
-            start_time: fields.get(19)?.parse().ok()?,
-        })
-    }
-}
-
-fn cmdline(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|raw| {
-            raw.split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn exe(pid: u32) -> Option<PathBuf> {
-    std::fs::read_link(Path::new("/proc").join(pid.to_string()).join("exe")).ok()
+    table::read(pid).map(|p| p.start_time)
 }
 
 #[cfg(test)]
@@ -208,7 +174,7 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().expect("spawn");
         let pid = child.id();
         child.wait().expect("wait");
-        // Reaped: its /proc entry is gone.
+        // Reaped: its process table entry is gone.
         assert!(identify_agent(pid, &DigestCache::new()).is_none());
     }
 }

@@ -10,6 +10,7 @@
 mod agent;
 mod identity;
 mod process;
+mod table;
 mod watch;
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -113,25 +113,11 @@ impl ProcessGroupSample {
     }
 }
 
-/// (pid, start time) and command name of every direct child of `leader` (Linux procfs;
-/// empty elsewhere).
+/// (pid, start time) and command name of every live direct child of `leader`.
 fn children_of(leader: u32) -> Vec<((i32, u64), String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            // After the name: state(0) ppid(1) pgrp(2) ... starttime(19)
-            let ppid: u32 = fields.get(1)?.parse().ok()?;
-            let state = *fields.first()?;
-            let start: u64 = fields.get(19)?.parse().ok()?;
-            (ppid == leader && state != "Z").then(|| ((pid, start), name.to_owned()))
-        })
+    crate::table::children(leader)
+        .into_iter()
+        .filter_map(|c| Some(((i32::try_from(c.pid).ok()?, c.start_time), c.name)))
         .collect()
 }
 
