@@ -95,6 +95,15 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
             assert_eq!(tools[0]["name"], "http_request");
             assert_eq!(tools[0]["annotations"]["openWorldHint"], true);
             let mut answers = vec![Value::Array(tools)];
+            // The CLI shows the built-in server beside the configured ones, and its process.
+            let listed = gate.cli(["server", "list"])?;
+            assert!(listed.contains("postern\tbuilt-in: http_request"), "{listed}");
+            let status = gate.cli(["server", "status", BUILTIN])?;
+            assert!(
+                status.starts_with("postern  (built-in: http_request")
+                    && status.contains(": catalog-ready"),
+                "{status}"
+            );
 
             // (a) The header arrives with the right value; the answer does not carry it.
             let (card, data) = approved_call(

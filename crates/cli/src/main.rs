@@ -311,6 +311,12 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                 };
                 writeln!(out, "{}\t{}{cwd}{env}", s.label, shell_words(&s.command))?;
             }
+            writeln!(
+                out,
+                "{}\t{}",
+                postern_domain::BUILTIN_LABEL,
+                status::BUILTIN_SUMMARY
+            )?;
         }
         ServerCommand::Status { label } => {
             let label = label.map(|l| l.parse::<ServerLabel>()).transpose()?;

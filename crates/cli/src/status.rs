@@ -5,18 +5,27 @@ use std::io::Write;
 use postern_domain::ServerLabel;
 use postern_engine::{ArtifactView, SessionState, SessionStatus, Status};
 
-/// Prints every server (or one), then each of its running processes.
+/// What `postern server list` and `status` say of the built-in server, which is always there.
+pub const BUILTIN_SUMMARY: &str = "built-in: http_request (HTTPS, header credentials bound to it)";
+
+/// Prints every server (or one), then each of its running processes; the built-in server
+/// too, when it is asked for or runs.
 pub fn print(
     out: &mut impl Write,
     status: &Status,
     only: Option<&ServerLabel>,
 ) -> std::io::Result<()> {
-    let servers = status
-        .servers
-        .iter()
-        .filter(|s| only.is_none_or(|l| l.as_str() == s.label));
+    let wanted = |label: &str| only.is_none_or(|l| l.as_str() == label);
+    let builtin = postern_domain::BUILTIN_LABEL;
     let mut any = false;
-    for server in servers {
+    if only.is_some_and(|l| l.as_str() == builtin)
+        || (only.is_none() && status.sessions.iter().any(|s| s.server == builtin))
+    {
+        any = true;
+        writeln!(out, "{builtin}  ({BUILTIN_SUMMARY})")?;
+        print_sessions(out, status, builtin)?;
+    }
+    for server in status.servers.iter().filter(|s| wanted(&s.label)) {
         any = true;
         let self_reloading = if server.self_reloading {
             ", self-reloading"
@@ -29,22 +38,25 @@ pub fn print(
             server.label, server.restart
         )?;
         writeln!(out, "  command: {}", server.command.join(" "))?;
-        let sessions: Vec<&SessionStatus> = status
-            .sessions
-            .iter()
-            .filter(|s| s.server == server.label)
-            .collect();
-        if sessions.is_empty() {
-            writeln!(out, "  not running (starts on an agent's first call)")?;
-        }
-        for session in sessions {
-            print_session(out, session)?;
-        }
+        print_sessions(out, status, &server.label)?;
     }
     if !any {
         writeln!(out, "no such server configured")?;
     }
     Ok(())
+}
+
+/// The running processes of server `label`, or that none runs.
+fn print_sessions(out: &mut impl Write, status: &Status, label: &str) -> std::io::Result<()> {
+    let mut sessions = status
+        .sessions
+        .iter()
+        .filter(|s| s.server == label)
+        .peekable();
+    if sessions.peek().is_none() {
+        writeln!(out, "  not running (starts on an agent's first call)")?;
+    }
+    sessions.try_for_each(|session| print_session(out, session))
 }
 
 fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()> {
