@@ -97,6 +97,9 @@ struct State {
     last_approved: BTreeMap<ServerLabel, (ExecutionRecord, Arc<Catalog>)>,
     /// The last call or answer (unix ms), for the idle lock.
     last_activity: u64,
+    /// The wall clock minus the monotonic one at the last look (ms): growing by more than
+    /// a minute means the machine slept in between.
+    clock_offset: i128,
     /// Credential releases humans approved (per run, server, identity).
     releases: HashSet<Approved>,
     /// Approvals waiting for the relaunch they caused.
@@ -146,6 +149,7 @@ impl Authority {
                 pending: BTreeMap::new(),
                 last_approved: BTreeMap::new(),
                 last_activity: now,
+                clock_offset: i128::from(now) - i128::from(clock.monotonic_ms()),
                 releases: HashSet::new(),
                 carries: Vec::new(),
             }),
@@ -228,6 +232,11 @@ impl Authorizer for Authority {
     fn authorize(&self, call: CallToAuthorize, done: Decided) {
         let now = self.now();
         let mut state = self.state();
+        // A call after the machine slept, or after the idle time, finds the vault locked:
+        // the sweeper's next round may be seconds away.
+        let locked = self
+            .stepped_away(&mut state, now)
+            .is_some_and(|reason| self.lock_in(&mut state, &reason));
         state.last_activity = now;
         // A log that cannot be written could record neither the question nor the answer.
         if state.vault == VaultState::Ready
@@ -237,6 +246,10 @@ impl Authorizer for Authority {
             return;
         }
         self.decide_locked(&mut state, call, done, now);
+        drop(state);
+        if locked {
+            self.changed();
+        }
     }
 
     fn withdraw(&self, session: u64, call: CallId, why: Withdrawn) {

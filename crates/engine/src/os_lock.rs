@@ -2,8 +2,9 @@
 //! machine is about to sleep, or the screen locked. On Linux these are D-Bus signals: logind's
 //! `PrepareForSleep(true)` and a session's `Lock` on the system bus, and the screensaver's
 //! `ActiveChanged(true)` on the session bus. Where a bus is missing (a container, an SSH
-//! session) nothing is reported and the idle lock still applies. Other platforms report
-//! nothing yet.
+//! session) nothing is reported and the idle lock still applies. Other platforms report no
+//! signals yet; on every platform the gate also sees a sleep on its clocks afterwards
+//! (`Authority::stepped_away`: locked before the first call after waking is decided).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

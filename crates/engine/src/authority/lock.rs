@@ -1,6 +1,6 @@
 //! The vault lock and the settings a human controls: locking and unlocking, the sweeper's
-//! round (grants whose time or agent run is over, the idle lock), the persisted settings and
-//! the every-use settings.
+//! round (grants whose time or agent run is over, the idle lock, a sleep seen on the clocks),
+//! the persisted settings and the every-use settings.
 
 use postern_domain::decision::{APPROVAL_TIMEOUT_MS, Denial, EveryUseSetting};
 use postern_domain::{AuditEvent, Grant};
@@ -13,10 +13,14 @@ use ts_rs::TS;
 
 use super::approvals::expired_event;
 use super::grants::run_alive;
-use super::{Authority, SessionMode, VaultState};
+use super::{Authority, SessionMode, State, VaultState};
 
 /// The idle time after which the vault locks itself, by default (8 hours).
 pub const AUTO_LOCK_MS: u64 = 8 * 60 * 60 * 1000;
+
+/// How far the wall clock may run ahead of the monotonic one between two looks before the
+/// gate takes it for a sleep (ms). Far above clock slewing, far below a nap.
+const SLEPT_AFTER_MS: i128 = 60_000;
 
 /// The settings a human controls (persisted in the store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
@@ -66,6 +70,17 @@ impl Authority {
     /// unlocked.
     pub fn lock(&self, reason: &str) -> bool {
         let mut state = self.state();
+        let locked = self.lock_in(&mut state, reason);
+        drop(state);
+        if locked {
+            self.changed();
+        }
+        locked
+    }
+
+    /// [`Authority::lock`] under the caller's hold of the state; the caller tells the
+    /// watchers (`changed`) once it lets go.
+    pub(super) fn lock_in(&self, state: &mut State, reason: &str) -> bool {
         if state.vault == VaultState::Locked {
             return false;
         }
@@ -93,10 +108,31 @@ impl Authority {
             ));
             (pending.done)(Verdict::Deny(denial.clone()));
         }
-        drop(state);
         tracing::info!("vault locked: {reason}");
-        self.changed();
         true
+    }
+
+    /// Why the vault should lock now although nobody asked, if it should: the machine slept
+    /// (the wall clock ran ahead of the monotonic one, which stands still in sleep; a wall
+    /// clock set ahead by hand looks the same, and locking is the safe reading), or nothing
+    /// happened for the auto-lock time while no request waited. Looked at by the sweeper
+    /// and before every decision.
+    pub(super) fn stepped_away(&self, state: &mut State, now: u64) -> Option<String> {
+        let offset = i128::from(now) - i128::from(self.inner.clock.monotonic_ms());
+        let ahead = offset - std::mem::replace(&mut state.clock_offset, offset);
+        if state.vault != VaultState::Ready {
+            return None;
+        }
+        if ahead > SLEPT_AFTER_MS {
+            return Some(format!(
+                "the machine slept (its clock moved {} min ahead)",
+                ahead / 60_000
+            ));
+        }
+        let idle = state.settings.auto_lock_ms;
+        let idle_for = now.saturating_sub(state.last_activity);
+        (idle > 0 && state.pending.is_empty() && idle_for >= idle)
+            .then(|| format!("idle for {} min", idle_for / 60_000))
     }
 
     /// Unlocks the vault (the caller checked a human asked). Returns whether it was locked.
@@ -197,7 +233,8 @@ impl Authority {
         Ok(())
     }
 
-    /// Ends grants whose time or agent run is over, and locks an idle vault.
+    /// Ends grants whose time or agent run is over, and locks the vault when the user
+    /// stepped away (idle, or the machine slept).
     pub fn sweep(&self) {
         let now = self.now();
         let mut state = self.state();
@@ -219,15 +256,12 @@ impl Authority {
             }
             self.changed();
         }
-        let idle = state.settings.auto_lock_ms;
-        let idle_for = now.saturating_sub(state.last_activity);
-        let lock = idle > 0
-            && state.vault == VaultState::Ready
-            && state.pending.is_empty()
-            && idle_for >= idle;
+        let locked = self
+            .stepped_away(&mut state, now)
+            .is_some_and(|reason| self.lock_in(&mut state, &reason));
         drop(state);
-        if lock {
-            self.lock(&format!("idle for {} min", idle_for / 60_000));
+        if locked {
+            self.changed();
         }
     }
 }

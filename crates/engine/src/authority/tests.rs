@@ -24,6 +24,8 @@ use tokio::sync::oneshot::error::TryRecvError;
 use super::{AnswerError, Authority, ManualClock, SessionMode, SettingsUpdate, VaultState};
 use crate::{AuditLog, Home};
 
+mod step_away;
+
 const SESSION: u64 = 7;
 const ENTRY: &str = "/srv/deploy/server.js";
 
