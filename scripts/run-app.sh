@@ -178,6 +178,8 @@ app=$!
 cleanup() {
     kill "$app" 2>/dev/null || true
     wait "$app" 2>/dev/null || true
+    # The throwaway home's audit key and anchor live in the user's keychain: delete them too.
+    "$cli" --home "$home" forget-keychain --yes >/dev/null || true
     rm -rf "$home"
 }
 trap cleanup EXIT

@@ -295,7 +295,8 @@ impl Gate {
         cmd
     }
 
-    fn stop_daemon(&mut self) {
+    /// Stops `postern daemon` (SIGTERM, SIGKILL after 5 s); the home and keychain stay.
+    pub fn stop_daemon(&mut self) {
         let Some(mut child) = self.daemon.take() else {
             return;
         };

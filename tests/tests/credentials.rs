@@ -257,3 +257,41 @@ async fn a_canary_credential_appears_nowhere_but_the_tools_own_output() -> Resul
     );
     Ok(())
 }
+
+/// `postern forget-keychain` deletes a home's entries from the real keychain (the audit log's
+/// key and anchor, the credentials' values), only with `--yes` and only once no engine owns
+/// the home.
+#[tokio::test]
+async fn forgetting_a_home_deletes_its_keychain_entries() -> Result<()> {
+    let mut gate = Gate::start(&[]).await?;
+    let add: Vec<&str> = "credential add api --kind bearer --host api.example.com"
+        .split(' ')
+        .collect();
+    gate.cli_with_stdin(&add, "forget-me-value")?;
+    let running = gate.cli(["forget-keychain", "--yes"]).unwrap_err();
+    assert!(
+        running
+            .to_string()
+            .contains("another Postern engine is already running"),
+        "{running:#}"
+    );
+
+    gate.stop_daemon();
+    let unconfirmed = gate.cli(["forget-keychain"]).unwrap_err();
+    assert!(unconfirmed.to_string().contains("--yes"), "{unconfirmed:#}");
+    let deleted = gate.cli(["forget-keychain", "--yes"])?;
+    let names: Vec<&str> = deleted
+        .lines()
+        .filter_map(|l| l.strip_prefix("deleted ")?.split_once('@'))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        names,
+        ["audit-opening-key", "audit-anchor", "credential.api.v1"],
+        "{deleted}"
+    );
+    assert!(!deleted.contains("forget-me-value"));
+    let again = gate.cli(["forget-keychain", "--yes"])?;
+    assert!(again.starts_with("no keychain entries"), "{again}");
+    Ok(())
+}

@@ -89,6 +89,14 @@ enum Command {
     /// Play the rebuild story against the running Postern: a bundled server, an agent, two
     /// approvals in the app, a rebuild and its refused stale call.
     Demo,
+    /// Delete this home's entries from the OS keychain (the audit log's key and anchor, the
+    /// credentials' values), before deleting the home: its audit log can never be opened
+    /// again. Refused while an engine owns the home.
+    ForgetKeychain {
+        /// Yes, the audit log of this home may become unreadable.
+        #[arg(long)]
+        yes: bool,
+    },
     /// The bundled demo server (run by the engine, not by people).
     #[command(hide = true)]
     DemoServer(demo::ServerArgs),
@@ -216,7 +224,26 @@ fn run(cli: Cli) -> Result<()> {
         Command::Builtin(_) => Ok(()), // served above
         Command::Demo => demo::run(&home),
         Command::DemoServer(args) => demo::server(args),
+        Command::ForgetKeychain { yes } => forget_keychain(&home, yes),
     }
+}
+
+fn forget_keychain(home: &Home, yes: bool) -> Result<()> {
+    if !yes {
+        bail!(
+            "this deletes the keychain entries of {}: its audit log can never be opened again, and its credentials' values are gone. Run again with --yes",
+            home.path().display()
+        );
+    }
+    let keychain = postern_vault::Keychain::for_home(home.path());
+    let forgotten = postern_engine::forget_secrets(home, &keychain)?;
+    if forgotten.is_empty() {
+        println!("no keychain entries for {}", home.path().display());
+    }
+    for name in forgotten {
+        println!("deleted {}", keychain.user(&name));
+    }
+    Ok(())
 }
 
 async fn daemon(home: Home) -> Result<()> {

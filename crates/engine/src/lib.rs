@@ -61,6 +61,9 @@ pub enum EngineError {
     /// The database could not be opened or read.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The OS keychain refused.
+    #[error(transparent)]
+    Keychain(#[from] postern_vault::VaultError),
     /// A filesystem or socket operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -95,29 +98,7 @@ impl Engine {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, EngineError> {
         home.prepare()?;
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(home.lock_path())
-            .map_err(|source| EngineError::Io {
-                what: format!("cannot open {}", home.lock_path().display()),
-                source,
-            })?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(EngineError::AlreadyRunning {
-                    home: home.path().to_owned(),
-                });
-            }
-            Err(TryLockError::Error(source)) => {
-                return Err(EngineError::Io {
-                    what: format!("cannot lock {}", home.lock_path().display()),
-                    source,
-                });
-            }
-        }
+        let lock = claim(&home)?;
         let store = Arc::new(Mutex::new(Store::open(home.path())?));
         // Never fails: an unusable log starts unavailable or quarantined, and refuses calls.
         let audit_home = home.path().to_owned();
@@ -290,6 +271,50 @@ impl Engine {
         let _ = std::fs::remove_file(self.home.socket_path());
         tracing::info!("engine stopped");
     }
+}
+
+/// Takes the home's single-owner lock (held while the returned file lives), or says another
+/// engine holds it.
+fn claim(home: &Home) -> Result<File, EngineError> {
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(home.lock_path())
+        .map_err(|source| EngineError::Io {
+            what: format!("cannot open {}", home.lock_path().display()),
+            source,
+        })?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(TryLockError::WouldBlock) => Err(EngineError::AlreadyRunning {
+            home: home.path().to_owned(),
+        }),
+        Err(TryLockError::Error(source)) => Err(EngineError::Io {
+            what: format!("cannot lock {}", home.lock_path().display()),
+            source,
+        }),
+    }
+}
+
+/// Deletes the home's entries from `secrets` (the OS keychain): the audit log's opening key
+/// and anchor and every credential's value. For a home about to be deleted (a throwaway demo
+/// home, an uninstall): without its key the audit log can never be opened again. Refused
+/// while an engine owns the home. Returns the names of the entries that existed.
+pub fn forget_secrets(home: &Home, secrets: &dyn SecretStore) -> Result<Vec<String>, EngineError> {
+    home.prepare()?;
+    let _lock = claim(home)?;
+    let credentials = Store::open(home.path())?.credentials()?;
+    let names = [audit::OPENING_KEY.to_owned(), audit::ANCHOR.to_owned()]
+        .into_iter()
+        .chain(credentials.iter().map(|c| c.keychain_item()));
+    let mut forgotten = Vec::new();
+    for name in names {
+        if secrets.delete(&name)? {
+            forgotten.push(name);
+        }
+    }
+    Ok(forgotten)
 }
 
 pub(crate) fn status(
@@ -476,6 +501,44 @@ mod tests {
             .expect("engine after shutdown");
         assert_eq!(again.audit().state, AuditState::Ready);
         again.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn forgetting_a_home_deletes_its_keychain_entries_once_no_engine_owns_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Home::at(dir.path());
+        let secrets = memory();
+        let engine = Engine::start_with_secrets(home.clone(), Arc::clone(&secrets))
+            .await
+            .expect("engine");
+        let name: postern_domain::credential::CredentialName = "api".parse().expect("name");
+        engine
+            .authority()
+            .add_credential(
+                &name,
+                postern_domain::credential::Injection::Bearer,
+                vec!["api.example.com".into()],
+                false,
+                postern_vault::Secret::new("a-value".into()),
+            )
+            .expect("credential");
+        let refused = forget_secrets(&home, &*secrets).expect_err("an engine owns the home");
+        assert!(
+            matches!(refused, EngineError::AlreadyRunning { .. }),
+            "{refused}"
+        );
+        assert!(secrets.get(audit::OPENING_KEY).expect("get").is_some());
+
+        engine.shutdown().await;
+        let forgotten = forget_secrets(&home, &*secrets).expect("forget");
+        assert_eq!(
+            forgotten,
+            [audit::OPENING_KEY, audit::ANCHOR, "credential.api.v1"]
+        );
+        for name in &forgotten {
+            assert!(secrets.get(name).expect("get").is_none(), "{name} is gone");
+        }
+        assert!(forget_secrets(&home, &*secrets).expect("again").is_empty());
     }
 
     #[tokio::test]
