@@ -34,22 +34,29 @@
 //! A human's answer to an [`Ask`] is settled by [`Ask::settle`] (`approval_denied`,
 //! `approval_timeout`, `approval_expired`), and an approval becomes a grant through
 //! [`Ask::grant`]; the engine then runs the ladder again.
+//!
+//! This file holds the ladder, what it looks at and what it decides. The refusals are in
+//! `denial`, the question put to a human and how an answer settles it in `approval`, and
+//! the card a reviewer sees in `card`; their items are re-exported here.
 
+mod approval;
 mod card;
+mod denial;
 
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use crate::catalog::{CatalogDigest, ToolDrift};
-use crate::grant::{Caller, Grant, GrantEnd, GrantId, Request, ToolScope};
-use crate::{ExecutionEpoch, ServerLabel};
+use crate::ServerLabel;
+use crate::catalog::ToolDrift;
+use crate::grant::{Caller, Grant, GrantEnd, GrantId, Request};
 
+pub use approval::{Ask, AskFor, CardState, GrantChoice, Reply, Settlement};
 pub use card::{
     ApprovalCard, Argument, ArgumentSource, CardInputs, CatalogSince, EpochView, IdentitySince,
     ToolView, UntrustedHints, arguments_with_defaults,
 };
+pub use denial::{Denial, DenyCode, authorization_stale};
 
 /// How long a human has to answer an approval request by default (`approval_timeout`).
 pub const APPROVAL_TIMEOUT_MS: u64 = 120_000;
@@ -186,137 +193,6 @@ pub enum Authority {
     Observed,
 }
 
-/// A refusal: a stable code, a readable sentence, and the structured content the agent
-/// gets (`isError: true`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Denial {
-    /// The stable code.
-    pub code: DenyCode,
-    /// One readable sentence (the tool error's text block).
-    pub message: String,
-    /// The structured content; its `error` is the code.
-    pub detail: Value,
-}
-
-/// The stable refusal codes this module produces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DenyCode {
-    /// The vault is locked or unlocking.
-    VaultLocked,
-    /// The audit log is quarantined.
-    AuditQuarantined,
-    /// The audit log cannot be written (no keychain, no database): nothing could be
-    /// recorded, so nothing is done.
-    AuditUnavailable,
-    /// The calling process could not be identified.
-    SessionUnidentifiable,
-    /// The tool's definition changed since the session listed tools.
-    CatalogStale,
-    /// The tool is in neither the catalog the session was shown nor the current one.
-    UnknownTool,
-    /// The grant is for an older execution epoch.
-    AuthorizationStale,
-    /// A human denied the request.
-    ApprovalDenied,
-    /// Nobody answered in time.
-    ApprovalTimeout,
-    /// The card stopped applying while open (vault locked or unlocked, epoch or catalog
-    /// changed): a decision on it would be about something else.
-    ApprovalExpired,
-}
-
-/// A question for a human.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Ask {
-    /// What the human decides.
-    pub what: AskFor,
-    /// The every-use settings that require a decision on this call (empty: none).
-    pub every_use: Vec<SettingTarget>,
-    /// The grant ends offered for the call (empty when only the session is asked about).
-    pub choices: Vec<GrantChoice>,
-}
-
-/// What a card decides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum AskFor {
-    /// Admit this agent run for this server (a grant already covers the call).
-    Session,
-    /// This call (the session is admitted).
-    Call,
-    /// Admit the session and allow this call, on one card.
-    SessionAndCall,
-}
-
-/// How long an approved call's grant lasts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "end", rename_all = "camelCase", rename_all_fields = "camelCase")]
-pub enum GrantChoice {
-    /// This call only (`--once`).
-    ThisCall,
-    /// N minutes (`--minutes N`).
-    ForMinutes {
-        /// N.
-        minutes: u32,
-    },
-    /// Until the agent run ends (`--run`).
-    UntilRunEnds,
-}
-
-/// A human's reply to a card.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "reply",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum Reply {
-    /// Approve, with a grant end when the card asks about the call.
-    Approve {
-        /// The end chosen (`None` for a session-only card).
-        choice: Option<GrantChoice>,
-    },
-    /// Deny.
-    Deny,
-}
-
-/// Whether an open card still describes the world.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum CardState {
-    /// Nothing it shows has changed.
-    Open,
-    /// A lock or unlock, a new epoch or a new catalog since it was shown.
-    Invalidated,
-}
-
-/// What an answer (or its absence) comes to.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "settled",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum Settlement {
-    /// Still waiting.
-    Pending,
-    /// The reply does not answer the card (no end, or one not offered); still waiting.
-    Unacceptable,
-    /// Approved: admit the session if asked, record a grant if one was chosen, and run
-    /// the ladder again.
-    Approved {
-        /// Admit the session.
-        admit_session: bool,
-        /// The grant end chosen for the call.
-        grant: Option<GrantChoice>,
-    },
-    /// Refused.
-    Refused(Denial),
-}
-
 /// The decision ladder (see the module docs for the order and the reasons).
 pub fn decide(inputs: &Inputs<'_>) -> Decision {
     let Inputs {
@@ -444,246 +320,6 @@ pub fn strictest(
         .map(|s| s.target.clone())
         .collect();
     (level, sources.into_iter().collect())
-}
-
-/// The structured content of an `authorization_stale` refusal, exactly as the issue and
-/// the article give it.
-pub fn authorization_stale(approved: ExecutionEpoch, current: ExecutionEpoch) -> Value {
-    json!({
-        "error": "authorization_stale",
-        "reason": "server execution epoch changed",
-        "approvedEpoch": approved.to_string(),
-        "currentEpoch": current.to_string(),
-        "retry": "refresh tool metadata and request authorization",
-    })
-}
-
-impl DenyCode {
-    /// The code as agents and the UI see it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::VaultLocked => "vault_locked",
-            Self::AuditQuarantined => "audit_quarantined",
-            Self::AuditUnavailable => "audit_unavailable",
-            Self::SessionUnidentifiable => "session_unidentifiable",
-            Self::CatalogStale => "catalog_stale",
-            Self::UnknownTool => "unknown_tool",
-            Self::AuthorizationStale => "authorization_stale",
-            Self::ApprovalDenied => "approval_denied",
-            Self::ApprovalTimeout => "approval_timeout",
-            Self::ApprovalExpired => "approval_expired",
-        }
-    }
-}
-
-impl Denial {
-    /// `vault_locked`: no detail that could name anything from the vault.
-    pub fn vault_locked() -> Self {
-        Self::simple(
-            DenyCode::VaultLocked,
-            "Postern's vault is locked; a human must unlock it (postern unlock or the app) before any tool can be called",
-            "unlock Postern, then call again",
-        )
-    }
-
-    /// `audit_quarantined`.
-    pub fn audit_quarantined() -> Self {
-        Self::simple(
-            DenyCode::AuditQuarantined,
-            "Postern's audit log failed verification; every call is refused until a human resolves it",
-            "do not retry; ask the human to check Postern",
-        )
-    }
-
-    /// `audit_unavailable`, with why the log cannot be written.
-    pub fn audit_unavailable(reason: &str) -> Self {
-        let message = format!(
-            "Postern cannot write its audit log ({reason}), so it makes no calls until that is fixed"
-        );
-        Self {
-            code: DenyCode::AuditUnavailable,
-            detail: json!({
-                "error": "audit_unavailable",
-                "reason": reason,
-                "retry": "do not retry; ask the human to check Postern",
-            }),
-            message,
-        }
-    }
-
-    /// `session_unidentifiable`, with why the process could not be identified.
-    pub fn session_unidentifiable(reason: &str) -> Self {
-        Self {
-            code: DenyCode::SessionUnidentifiable,
-            message: format!(
-                "Postern could not identify the calling agent process ({reason}), so it cannot ask a human to approve it"
-            ),
-            detail: json!({
-                "error": "session_unidentifiable",
-                "reason": reason,
-                "retry": "not retried: run the agent so that Postern can identify it",
-            }),
-        }
-    }
-
-    /// `catalog_stale` (refresh-contract §3).
-    pub fn catalog_stale(tool: &str, presented: CatalogDigest, current: CatalogDigest) -> Self {
-        Self {
-            code: DenyCode::CatalogStale,
-            message: format!(
-                "the definition of tool '{tool}' changed since this session listed tools; refresh tools/list and call again"
-            ),
-            detail: json!({
-                "error": "catalog_stale",
-                "tool": tool,
-                "presentedRevision": presented.to_string(),
-                "currentRevision": current.to_string(),
-                "retry": "refresh tools/list",
-            }),
-        }
-    }
-
-    /// `authorization_stale`, detail from [`authorization_stale`].
-    pub fn authorization_stale(approved: ExecutionEpoch, current: ExecutionEpoch) -> Self {
-        Self {
-            code: DenyCode::AuthorizationStale,
-            message: format!(
-                "the server's execution epoch changed from {approved} to {current} since this call was authorized; refresh tool metadata and request authorization"
-            ),
-            detail: authorization_stale(approved, current),
-        }
-    }
-
-    /// `approval_denied`.
-    pub fn approval_denied() -> Self {
-        Self::simple(
-            DenyCode::ApprovalDenied,
-            "a human denied this call",
-            "do not retry unchanged",
-        )
-    }
-
-    /// `approval_timeout`.
-    pub fn approval_timeout() -> Self {
-        Self::simple(
-            DenyCode::ApprovalTimeout,
-            "nobody approved this call in time",
-            "call again when a human can answer",
-        )
-    }
-
-    /// `approval_expired`.
-    pub fn approval_expired() -> Self {
-        Self::simple(
-            DenyCode::ApprovalExpired,
-            "the approval request no longer applied (the vault was locked or unlocked, or the server or its catalog changed) before a human answered",
-            "refresh tool metadata and call again",
-        )
-    }
-
-    /// `unknown_tool`: the server offers no such tool.
-    pub fn unknown_tool(tool: &str, current: CatalogDigest) -> Self {
-        let message = format!("the server offers no tool named '{tool}'");
-        Self {
-            code: DenyCode::UnknownTool,
-            detail: json!({
-                "error": "unknown_tool",
-                "tool": tool,
-                "currentRevision": current.to_string(),
-                "retry": "refresh tools/list",
-            }),
-            message,
-        }
-    }
-
-    fn simple(code: DenyCode, message: &str, retry: &str) -> Self {
-        Self {
-            code,
-            message: message.to_owned(),
-            detail: json!({"error": code.as_str(), "reason": message, "retry": retry}),
-        }
-    }
-}
-
-impl Ask {
-    /// Whether the card admits the session.
-    pub fn admits_session(&self) -> bool {
-        matches!(self.what, AskFor::Session | AskFor::SessionAndCall)
-    }
-
-    /// Whether the card decides the call.
-    pub fn decides_call(&self) -> bool {
-        matches!(self.what, AskFor::Call | AskFor::SessionAndCall)
-    }
-
-    /// What a reply (or none yet) comes to at `now`, for a card shown at `asked_at` with a
-    /// timeout of `timeout_ms`. An invalidated card and a late reply are refused, whatever
-    /// the reply says.
-    pub fn settle(
-        &self,
-        reply: Option<Reply>,
-        asked_at: u64,
-        now: u64,
-        timeout_ms: u64,
-        card: CardState,
-    ) -> Settlement {
-        if card == CardState::Invalidated {
-            return Settlement::Refused(Denial::approval_expired());
-        }
-        if now >= asked_at.saturating_add(timeout_ms) {
-            return Settlement::Refused(Denial::approval_timeout());
-        }
-        match reply {
-            None => Settlement::Pending,
-            Some(Reply::Deny) => Settlement::Refused(Denial::approval_denied()),
-            Some(Reply::Approve { choice }) => {
-                let acceptable = match choice {
-                    None => !self.decides_call(),
-                    Some(c) => self.decides_call() && self.choices.contains(&c),
-                };
-                if acceptable {
-                    Settlement::Approved {
-                        admit_session: self.admits_session(),
-                        grant: choice,
-                    }
-                } else {
-                    Settlement::Unacceptable
-                }
-            }
-        }
-    }
-
-    /// The grant an approval with `choice` records for `request`: this run, server, epoch,
-    /// tool and the credential scopes the call would use. `None` when the choice was not
-    /// offered or the caller is unidentified.
-    pub fn grant(
-        &self,
-        choice: GrantChoice,
-        id: GrantId,
-        request: &Request,
-        now: u64,
-    ) -> Option<Grant> {
-        if !self.decides_call() || !self.choices.contains(&choice) {
-            return None;
-        }
-        let end = match choice {
-            GrantChoice::ThisCall => GrantEnd::ThisCallOnly { call: request.call },
-            GrantChoice::ForMinutes { minutes } => GrantEnd::Until {
-                unix_ms: now.saturating_add(u64::from(minutes) * 60_000),
-            },
-            GrantChoice::UntilRunEnds => GrantEnd::UntilRunEnds,
-        };
-        Some(Grant {
-            id,
-            agent_run: request.run()?,
-            server_label: request.server.clone(),
-            execution_epoch: request.epoch,
-            tool_scope: ToolScope::Tools([request.tool.clone()].into()),
-            credential_scope: request.credentials.clone(),
-            issued_at: now,
-            end,
-        })
-    }
 }
 
 /// The grants that cover `request` now, narrowest first: a this-call-only grant for this
