@@ -1,0 +1,178 @@
+//! Identity capture against real files in a temporary directory: interpreters and their
+//! entries, `#!` chains and shell wrappers, package runners, re-hashing, a missing program.
+
+use super::*;
+
+fn config(dir: &Path, command: &[&str]) -> ServerConfig {
+    ServerConfig::new(
+        "t".parse().expect("label"),
+        command.iter().map(|s| (*s).to_owned()).collect(),
+        Some(dir.to_owned()),
+        vec!["API_TOKEN=never-recorded".parse().expect("env")],
+    )
+    .expect("config")
+}
+
+fn write_exec(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn an_interpreter_gets_its_entry_lockfile_and_runtime() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+    std::fs::write(dir.path().join("requirements.txt"), "mcp==1.0").expect("write");
+    let cache = DigestCache::new();
+    // The real interpreter binary, not a version-manager shim in front of it.
+    let python = real_python();
+    let seen = cache
+        .observe(&config(dir.path(), &[&python, "-u", "server.py"]))
+        .expect("observe");
+    assert!(seen.program.is_absolute(), "{:?}", seen.program);
+    assert_eq!(seen.launch_command[1..], ["-u", "server.py"]);
+    assert_eq!(
+        seen.entry.as_ref().map(|e| e.path.clone()),
+        Some(dir.path().join("server.py"))
+    );
+    assert_eq!(
+        seen.entry.as_ref().map(|e| e.digest),
+        Some(Digest::of(b"print('hi')"))
+    );
+    assert_eq!(
+        seen.lockfiles
+            .iter()
+            .map(|a| a.path.clone())
+            .collect::<Vec<_>>(),
+        [dir.path().join("requirements.txt")]
+    );
+    assert!(
+        seen.runtime
+            .as_deref()
+            .is_some_and(|r| r.starts_with("Python 3")),
+        "{:?}",
+        seen.runtime
+    );
+    assert_eq!(seen.pinning, Pinning::Pinned);
+    // Names, never values.
+    assert!(seen.env_names.contains(&"API_TOKEN".to_owned()));
+    assert!(!format!("{seen:?}").contains("never-recorded"));
+}
+
+fn real_python() -> String {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn a_shebang_script_is_the_entry_of_its_interpreter_and_a_shell_wrapper_is_a_wrapper() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tool = dir.path().join("mcp-tool");
+    write_exec(&tool, "#!/usr/bin/env python3\nprint(1)\n");
+    let wrapper = dir.path().join("run.sh");
+    write_exec(&wrapper, "#!/bin/sh\nexec ./mcp-tool\n");
+    let cache = DigestCache::new();
+
+    let seen = cache
+        .observe(&config(dir.path(), &["./mcp-tool"]))
+        .expect("observe");
+    assert_eq!(seen.entry.map(|e| e.path), Some(tool.clone()));
+    assert!(
+        seen.runtime
+            .as_deref()
+            .is_some_and(|r| r.starts_with("Python 3")),
+        "{:?}",
+        seen.runtime
+    );
+
+    let seen = cache
+        .observe(&config(dir.path(), &["./run.sh"]))
+        .expect("observe");
+    assert_eq!(
+        seen.wrappers
+            .iter()
+            .map(|w| w.path.clone())
+            .collect::<Vec<_>>(),
+        [wrapper]
+    );
+    assert!(
+        matches!(seen.pinning, Pinning::Unpinned { ref reason } if reason.contains("shell script")),
+        "{:?}",
+        seen.pinning
+    );
+    assert!(
+        seen.entry.is_none(),
+        "a shell wrapper's target is unknown: {:?}",
+        seen.entry
+    );
+}
+
+#[test]
+fn a_package_runner_without_a_lockfile_is_unpinned() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    write_exec(&bin.join("npx"), "#!/usr/bin/env node\n");
+    let mut cfg = config(dir.path(), &["npx", "-y", "some-server"]);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    cfg.env.push(postern_domain::EnvVar {
+        name: "PATH".into(),
+        value: path,
+    });
+    let cache = DigestCache::new();
+    let seen = cache.observe(&cfg).expect("observe");
+    assert!(
+        matches!(&seen.pinning, Pinning::Unpinned { reason } if reason.contains("no lockfile")),
+        "{:?}",
+        seen.pinning
+    );
+    std::fs::write(dir.path().join("package-lock.json"), "{}").expect("write");
+    assert_eq!(
+        cache.observe(&cfg).expect("observe").pinning,
+        Pinning::Pinned
+    );
+}
+
+#[test]
+fn a_changed_file_is_rehashed_and_a_tree_digest_sees_any_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dist = dir.path().join("dist");
+    std::fs::create_dir_all(dist.join("lib")).expect("mkdir");
+    std::fs::write(dist.join("server.js"), "a").expect("write");
+    std::fs::write(dist.join("lib/util.js"), "u1").expect("write");
+    let cache = DigestCache::new();
+    let file = cache.artifact(&dist.join("server.js")).expect("hash");
+    let tree = cache.artifact(&dist).expect("hash");
+    assert_eq!(
+        cache.artifact(&dist).expect("again").digest,
+        tree.digest,
+        "unchanged tree, same digest"
+    );
+
+    std::fs::write(dist.join("server.js"), "b").expect("write");
+    assert_ne!(
+        cache
+            .artifact(&dist.join("server.js"))
+            .expect("rehash")
+            .digest,
+        file.digest
+    );
+    std::fs::write(dist.join("lib/util.js"), "u2").expect("write");
+    assert_ne!(cache.artifact(&dist).expect("rehash").digest, tree.digest);
+}
+
+#[test]
+fn a_missing_program_names_itself() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = DigestCache::new()
+        .observe(&config(dir.path(), &["no-such-server-xyz"]))
+        .expect_err("missing");
+    assert_eq!(err.to_string(), "cannot find `no-such-server-xyz` on PATH");
+}
