@@ -1,0 +1,143 @@
+//! One audit record opened for a clicked mark: its header, whether it links to the record
+//! before it, and its body opened with the audit key (or why it stays sealed).
+
+use postern_audit::{ChainHash, Head, RawRecord, Seq, Verifier};
+use postern_store::StoreError;
+use postern_vault::SecretStore;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use super::reader;
+use crate::audit::{open_record, read_key, redacted};
+use crate::{EngineError, Home};
+
+/// One audit record, for a clicked mark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Its sequence number.
+    #[ts(type = "number")]
+    pub seq: u64,
+    /// Its time, unix ms (from the clear header).
+    #[ts(type = "number")]
+    pub time: i64,
+    /// Its event kind (from the clear header).
+    pub kind: String,
+    /// The header's format version.
+    pub version: u8,
+    /// Its chain hash, hex.
+    pub hash: String,
+    /// What is wrong with the record as stored, checked against the previous record only
+    /// (the header, the seq, the link to the previous hash): `null` when nothing is. The
+    /// Integrity view's full verification is what vouches for the whole log.
+    pub problem: Option<String>,
+    /// The event, when it could be opened.
+    pub body: AuditBody,
+}
+
+/// A record's body: opened (tool-call arguments shown by their shape only), or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(tag = "state", rename_all = "camelCase")]
+pub enum AuditBody {
+    /// The event, as JSON, its `arguments` replaced by their shape.
+    Opened {
+        #[ts(type = "unknown")]
+        event: serde_json::Value,
+    },
+    /// Not opened, and why (the vault is locked, the key is not in the keychain, ...).
+    Sealed { reason: String },
+}
+
+/// Audit record `seq` of the home's log (`None`: no such record), its body opened with the
+/// opening key from `key` (the keychain the engine was started with), or `Err(why not)`.
+pub fn audit_entry(
+    home: &Home,
+    seq: u64,
+    key: Result<&dyn SecretStore, String>,
+) -> Result<Option<AuditEntry>, EngineError> {
+    let Ok(wanted) = i64::try_from(seq) else {
+        return Ok(None);
+    };
+    let store = reader(home)?;
+    let mut previous: Option<Vec<u8>> = None;
+    let mut found: Option<Row> = None;
+    store.audit_records_between((wanted - 2).max(0), wanted, |row| {
+        if row.seq == wanted {
+            found = Some(Row {
+                time: row.time,
+                kind: row.kind.to_owned(),
+                header: row.header.to_vec(),
+                sealed: row.sealed.to_vec(),
+                hash: row.hash.to_vec(),
+            });
+        } else {
+            previous = Some(row.hash.to_vec());
+        }
+        Ok::<(), StoreError>(())
+    })?;
+    let Some(row) = found else {
+        return Ok(None);
+    };
+    let raw = RawRecord::new(&row.header, &row.sealed, &row.hash);
+    let header = postern_audit::Header::decode(&row.header).ok();
+    let problem = check(seq, previous.as_deref(), raw, &row);
+    let body = match key {
+        Err(why) => AuditBody::Sealed { reason: why },
+        Ok(secrets) => match read_key(secrets) {
+            Ok(Some(key)) => match open_record(raw, &key).and_then(|o| redacted(&o.event)) {
+                Ok(event) => AuditBody::Opened { event },
+                Err(e) => AuditBody::Sealed {
+                    reason: e.to_string(),
+                },
+            },
+            Ok(None) => AuditBody::Sealed {
+                reason: "the audit opening key is not in the keychain".into(),
+            },
+            Err(e) => AuditBody::Sealed {
+                reason: e.to_string(),
+            },
+        },
+    };
+    Ok(Some(AuditEntry {
+        seq,
+        time: header.as_ref().map_or(row.time, |h| h.time().as_millis()),
+        kind: header
+            .as_ref()
+            .map_or(row.kind.clone(), |h| h.kind().as_str().to_owned()),
+        version: header.as_ref().map_or(0, |h| h.version()),
+        hash: ChainHash::from_slice(&row.hash)
+            .map_or_else(|_| "(malformed)".to_owned(), |h| h.to_string()),
+        problem,
+        body,
+    }))
+}
+
+/// A stored audit row, owned.
+struct Row {
+    time: i64,
+    kind: String,
+    header: Vec<u8>,
+    sealed: Vec<u8>,
+    hash: Vec<u8>,
+}
+
+/// Verifies one record against the previous one's hash (the audit crate's verifier, resumed
+/// there), and that the index columns agree with its header.
+fn check(seq: u64, previous: Option<&[u8]>, raw: RawRecord<'_>, row: &Row) -> Option<String> {
+    let mut verifier = match (seq, previous) {
+        (1, _) => Verifier::new(),
+        (_, Some(hash)) => match ChainHash::from_slice(hash) {
+            Ok(hash) => Verifier::resume(Head::new(Seq::new(seq - 1), hash)),
+            Err(e) => return Some(format!("the previous record's hash is malformed: {e}")),
+        },
+        (_, None) => return Some(format!("record {} is missing", seq - 1)),
+    };
+    if let Err(e) = verifier.push(raw) {
+        return Some(format!("{} ({})", e, e.code()));
+    }
+    match postern_audit::Header::decode(&row.header) {
+        Ok(h) if h.time().as_millis() == row.time && h.kind().as_str() == row.kind => None,
+        Ok(_) => Some("the time or kind column disagrees with the record's header".into()),
+        Err(e) => Some(e.to_string()),
+    }
+}
