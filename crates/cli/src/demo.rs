@@ -42,8 +42,7 @@ pub fn server(args: ServerArgs) -> Result<()> {
     let revision = std::fs::read_to_string(&args.revision_file)
         .map(|r| r.trim().parse().unwrap_or(1))
         .unwrap_or(1);
-    crate::mcp_server::serve(&mut DemoServer { revision })?;
-    Ok(())
+    crate::mcp_server::serve(DemoServer { revision })
 }
 
 struct DemoServer {
@@ -84,7 +83,7 @@ impl Tools for DemoServer {
         ]
     }
 
-    fn call(&mut self, name: &str, params: &Value) -> Value {
+    fn call(&self, name: &str, params: Value) -> Value {
         let args = &params["arguments"];
         match name {
             "status" => text_result(&format!("revision {}", self.revision), None, false),

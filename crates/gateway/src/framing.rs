@@ -11,7 +11,8 @@ use std::fmt;
 use bytes::{Bytes, BytesMut};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::mpsc;
 
 /// The largest message Postern accepts on any hop: 8 MiB.
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
@@ -102,6 +103,23 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             return Ok(Some(Line::Frame(buf.freeze())));
         }
     }
+}
+
+/// Writes queued lines, each with its newline, flushing whenever the queue runs dry; ends
+/// when the queue closes or the writer fails (the receiver is dropped then, so senders see
+/// the queue closed).
+pub async fn write_lines<W: AsyncWrite + Unpin>(write: W, mut rx: mpsc::UnboundedReceiver<Bytes>) {
+    let mut out = BufWriter::new(write);
+    while let Some(line) = rx.recv().await {
+        if out.write_all(&line).await.is_err() || out.write_all(b"\n").await.is_err() {
+            return;
+        }
+        if rx.is_empty() && out.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = out.flush().await;
+    let _ = out.shutdown().await;
 }
 
 fn memchr(haystack: &[u8]) -> Option<usize> {

@@ -18,6 +18,7 @@ pub mod shim;
 mod upstream;
 
 pub use framing::MAX_FRAME;
+pub use handshake::negotiate;
 pub use listener::{Gateway, bind, serve};
 pub use registry::{Credentials, Phase, SessionInfo, Sessions};
 pub use session::Command;

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use postern_domain::ServerLabel;
 use postern_supervisor::DigestCache;
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -18,7 +17,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::audit::{AuditSink, NoAudit};
 use crate::authorize::{AllowAll, Authorizer};
 use crate::control::ControlHandler;
-use crate::framing::{Line, LineReader};
+use crate::framing::{Line, LineReader, write_lines};
 use crate::hello::{Opening, SOCKET_PROTOCOL, Welcome};
 use crate::registry::Sessions;
 use crate::session::{self, Command, Context};
@@ -224,22 +223,4 @@ async fn write_json(
     let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     line.push(b'\n');
     write.write_all(&line).await
-}
-
-/// Writes queued lines, flushing whenever the queue runs dry.
-pub(crate) async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
-    write: W,
-    mut rx: mpsc::UnboundedReceiver<Bytes>,
-) {
-    let mut out = BufWriter::new(write);
-    while let Some(line) = rx.recv().await {
-        if out.write_all(&line).await.is_err() || out.write_all(b"\n").await.is_err() {
-            return;
-        }
-        if rx.is_empty() && out.flush().await.is_err() {
-            return;
-        }
-    }
-    let _ = out.flush().await;
-    let _ = out.shutdown().await;
 }

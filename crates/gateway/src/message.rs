@@ -8,7 +8,7 @@ use std::hash::{Hash, Hasher};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::framing::{FrameError, parse_object};
+use crate::framing::{FrameError, Line, MAX_FRAME, parse_object};
 
 /// JSON-RPC error codes the gateway itself uses.
 pub mod code {
@@ -155,9 +155,38 @@ impl Message {
         Ok(Self { raw, body, kind })
     }
 
+    /// Parses and classifies one line from a [`LineReader`](crate::framing::LineReader); a
+    /// line over the size cap is rejected.
+    pub fn from_line(line: Line) -> Result<Self, Rejected> {
+        match line {
+            Line::Frame(raw) => Self::parse(raw),
+            Line::Oversize { len, prefix } => Err(Rejected::oversize(len, &prefix)),
+        }
+    }
+
     /// The `params` object, when present.
     pub fn params(&self) -> Option<&Value> {
         self.body.get("params")
+    }
+}
+
+impl Rejected {
+    /// A line of `len` bytes, over the size cap, with the id its first bytes show (so the
+    /// request it carried is not left hanging).
+    pub fn oversize(len: usize, prefix: &[u8]) -> Self {
+        Self {
+            id: sniff_id(prefix),
+            code: code::INVALID_REQUEST,
+            reason: format!(
+                "message of {len}+ bytes exceeds Postern's {} MiB limit",
+                MAX_FRAME >> 20
+            ),
+        }
+    }
+
+    /// The error response that answers the rejected line.
+    pub fn answer(&self) -> Bytes {
+        error(self.id.as_ref(), self.code, &self.reason, None)
     }
 }
 

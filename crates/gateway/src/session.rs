@@ -21,9 +21,9 @@ use serde_json::{Value, json};
 use tokio::io::AsyncBufRead;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::framing::{Line, LineReader, MAX_FRAME};
+use crate::framing::{Line, LineReader};
 use crate::handshake::client_name;
-use crate::message::{self, Id, Kind, Message, code, sniff_id};
+use crate::message::{self, Id, Kind, Message, Rejected, code};
 use crate::registry::{Phase, SessionInfo, Sessions};
 use crate::upstream::{ServerDirectory, StartError, Started};
 
@@ -252,22 +252,12 @@ impl Session {
         let raw = match line {
             Line::Frame(raw) => raw,
             Line::Oversize { len, prefix } => {
-                let id = sniff_id(&prefix);
                 tracing::warn!(
                     session = self.info.id,
                     len,
                     "agent message over the size cap; refused"
                 );
-                let reason = format!(
-                    "message of {len}+ bytes exceeds Postern's {} MiB limit",
-                    MAX_FRAME >> 20
-                );
-                self.reply(message::error(
-                    id.as_ref(),
-                    code::INVALID_REQUEST,
-                    &reason,
-                    None,
-                ));
+                self.reply(Rejected::oversize(len, &prefix).answer());
                 return;
             }
         };
@@ -275,12 +265,7 @@ impl Session {
             Ok(msg) => msg,
             Err(rejected) => {
                 tracing::warn!(session = self.info.id, reason = %rejected.reason, "malformed agent message; refused");
-                self.reply(message::error(
-                    rejected.id.as_ref(),
-                    rejected.code,
-                    &rejected.reason,
-                    None,
-                ));
+                self.reply(rejected.answer());
                 return;
             }
         };

@@ -14,11 +14,10 @@ use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
-use crate::framing::{Line, LineReader};
+use crate::framing::{Line, LineReader, write_lines};
 use crate::handshake::initialize_result;
 use crate::hello::{Hello, SOCKET_PROTOCOL, Welcome};
-use crate::listener::write_lines;
-use crate::message::{self, Id, Kind, Message, code, sniff_id};
+use crate::message::{self, Id, Kind, Message, Rejected, code};
 
 /// How often the shim looks for the engine while it is away.
 const RECONNECT_EVERY: Duration = Duration::from_millis(500);
@@ -197,25 +196,11 @@ impl Shim {
             }
             (_, Line::Oversize { len, prefix }) => {
                 // Never forwarded: the engine would refuse it anyway, and it is large.
-                let reason = format!(
-                    "message of {len}+ bytes exceeds Postern's {} MiB limit",
-                    crate::MAX_FRAME >> 20
-                );
-                self.reply(message::error(
-                    sniff_id(&prefix).as_ref(),
-                    code::INVALID_REQUEST,
-                    &reason,
-                    None,
-                ));
+                self.reply(Rejected::oversize(len, &prefix).answer());
             }
             (None, Line::Frame(raw)) => {
                 if let Err(rejected) = Message::parse(raw) {
-                    self.reply(message::error(
-                        rejected.id.as_ref(),
-                        rejected.code,
-                        &rejected.reason,
-                        None,
-                    ));
+                    self.reply(rejected.answer());
                 }
             }
         }

@@ -11,6 +11,7 @@ use ureq::http::{HeaderName, HeaderValue, Method};
 
 use super::fetch::{MAX_BODY, MAX_REDIRECTS, TOTAL_TIMEOUT};
 use super::target::{Target, agent_headers};
+use crate::mcp_server::{error_result, text_result};
 
 /// The tool's name.
 pub const NAME: &str = "http_request";
@@ -110,13 +111,7 @@ impl ToolError {
     /// The `tools/call` result: `isError`, the sentence and the detail as text, the detail
     /// as structured content.
     pub fn to_result(&self, redactor: &Redactor) -> Value {
-        let message = redactor.apply(&self.message);
-        let detail = json!({"error": self.code, "reason": message});
-        json!({
-            "content": [{"type": "text", "text": format!("{message}\n{detail}")}],
-            "structuredContent": detail,
-            "isError": true
-        })
+        error_result(self.code, &redactor.apply(&self.message))
     }
 }
 
@@ -426,11 +421,7 @@ impl Reply {
         if !notes.is_empty() {
             detail["notes"] = json!(notes);
         }
-        json!({
-            "content": [{"type": "text", "text": text}],
-            "structuredContent": detail,
-            "isError": false
-        })
+        text_result(&text, Some(detail), false)
     }
 }
 
