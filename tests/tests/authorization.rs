@@ -269,12 +269,18 @@ async fn a_locked_vault_refuses_every_call_until_a_human_unlocks_it() -> Result<
 }
 
 /// An agent cannot approve itself through a shell: the test process is the agent here (it
-/// launched the shim), so its `postern approve` and `postern unlock` are refused. A deny (which
-/// narrows authority) is taken, and the agent gets `approval_denied`.
+/// launched the shim), so its `postern approve` and `postern unlock` are refused, and so is
+/// anything that destroys configuration (removing a credential, removing or replacing a
+/// server). Adding a new server is taken.
 #[tokio::test]
 async fn an_approval_from_inside_the_agents_process_tree_is_refused() -> Result<()> {
     let fixture = Fixture::new()?;
     let gate = gate(&fixture).await?;
+    // Added by the human before any agent connected.
+    gate.cli_with_stdin(
+        &["credential", "add", "kept", "--kind", "env", "--env", "K"],
+        "v",
+    )?;
     gate.scenario(async {
         let (cmd, log) = gate.mcp_command(LABEL)?;
         let mut agent = connect(cmd, log).await?;
@@ -310,6 +316,29 @@ async fn an_approval_from_inside_the_agents_process_tree_is_refused() -> Result<
             .cli(["server", "bind", LABEL, "x"])
             .expect_err("a binding from the agent's tree must fail");
         assert!(refused.to_string().contains("process tree"), "{refused:#}");
+        // Destroying configuration too; adding a new server is not destructive.
+        for (args, what) in [
+            (&["credential", "remove", "kept"][..], "remove a credential"),
+            (&["server", "remove", LABEL][..], "remove server"),
+            (
+                &["server", "add", LABEL, "--", "true"][..],
+                "replace server",
+            ),
+        ] {
+            let refused = gate.cli(args).expect_err(what);
+            assert!(
+                refused.to_string().contains(&format!("refused to {what}"))
+                    && refused.to_string().contains("process tree"),
+                "{refused:#}"
+            );
+        }
+        gate.cli(["server", "add", "scratch", "--", "true"])?;
+        let listed = gate.cli(["server", "list"])?;
+        assert!(
+            listed.contains(&format!("{LABEL}\t")) && listed.contains("scratch\t"),
+            "{listed}"
+        );
+        assert!(gate.cli(["credential", "list"])?.contains("kept"));
         assert!(fixture.effects().is_empty());
         agent.kill().await?;
         let _ = call;

@@ -297,6 +297,9 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             config.identity_paths = identity;
             config.restart = restart;
             config.self_reloading = self_reloading;
+            if store.server(&config.label)?.is_some() {
+                human_only(home, &format!("replace server '{}'", config.label))?;
+            }
             let verb = match store.add_server(&config)? {
                 AddOutcome::Added => "added",
                 AddOutcome::Replaced => "replaced",
@@ -396,6 +399,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
         }
         ServerCommand::Remove { label } => {
             let label: ServerLabel = label.parse()?;
+            human_only(home, &format!("remove server '{label}'"))?;
             if !store.remove_server(&label)? {
                 bail!("no server is configured as '{label}'");
             }
@@ -520,6 +524,19 @@ fn shell_words(words: &[String]) -> String {
 
 /// The change is queued in the database; a running engine records it in the audit log
 /// now, otherwise the next engine does at start.
+/// Refuses `what` (a configuration change that destroys something: removing or replacing a
+/// server) when it comes from inside a connected agent's process tree, as the engine judges.
+/// With no engine running no agent is connected, and it goes ahead.
+fn human_only(home: &Home, what: &str) -> Result<()> {
+    match gate::ask(home, ControlCommand::HumanCheck { what: what.into() }) {
+        Ok(_) => Ok(()),
+        Err(e) => match e.downcast_ref::<ControlError>() {
+            Some(ControlError::NotRunning(_)) => Ok(()),
+            _ => Err(e),
+        },
+    }
+}
+
 pub(crate) fn tell_engine_config_changed(home: &Home) {
     if let Ok(rt) = runtime() {
         let _ = rt.block_on(request(&home.socket_path(), ControlCommand::ConfigChanged));

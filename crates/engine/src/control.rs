@@ -130,6 +130,8 @@ impl Control {
                 to_json(&rotated)
             }
             ControlCommand::CredentialRemove { name } => {
+                // Its value is deleted from the keychain: nothing brings it back.
+                self.human_only(peer, "remove a credential")?;
                 let name = credential_name(&name)?;
                 authority
                     .remove_credential(&name)
@@ -148,6 +150,10 @@ impl Control {
                 let name = credential_name(&credential)?;
                 let unbound = authority.unbind(&label, &name).map_err(|e| e.to_string())?;
                 Ok(json!({"unbound": unbound}))
+            }
+            ControlCommand::HumanCheck { what } => {
+                self.human_only(peer, &what)?;
+                Ok(json!({"human": true}))
             }
             ControlCommand::EveryUse { set } => {
                 if let Some(setting) = set {

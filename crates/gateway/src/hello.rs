@@ -140,6 +140,13 @@ pub enum ControlCommand {
         /// The credential's scope name.
         credential: String,
     },
+    /// Whether the asking process may do `what` only a human may (removing or replacing a
+    /// server, which the CLI then does in the store): answered `{"human": true}`, else
+    /// refused with `human_required` like any human-only request.
+    HumanCheck {
+        /// What it is about to do, for the refusal: "remove server 'x'".
+        what: String,
+    },
     /// Read every-use settings, or set one (`off` clears it). A change is refused from
     /// inside an agent's process tree.
     EveryUse {

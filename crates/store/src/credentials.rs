@@ -214,6 +214,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn removing_a_server_unbinds_its_credentials_so_a_new_server_of_that_label_gets_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("store");
+        let name: CredentialName = "api".parse().expect("name");
+        let env = Injection::Env { var: "API".into() };
+        store.add_credential(&name, &env, &[], false).expect("add");
+        let label: ServerLabel = "inventory".parse().expect("label");
+        let config = |program: &str| {
+            postern_domain::ServerConfig::new(label.clone(), vec![program.into()], None, vec![])
+                .expect("config")
+        };
+        store.add_server(&config("inventory-server")).expect("add");
+        store.bind(&label, &name).expect("bind");
+
+        assert!(store.remove_server(&label).expect("remove"));
+        assert!(store.bindings(&label).expect("bindings").is_empty());
+        assert!(store.bound_servers(&name).expect("servers").is_empty());
+        store
+            .add_server(&config("something-else"))
+            .expect("add again");
+        assert!(store.bindings(&label).expect("bindings").is_empty());
+        let changes = store.take_config_changes().expect("changes");
+        assert!(
+            changes.iter().any(|(_, what, _)| what
+                == "removed server 'inventory' and its credential bindings (api)"),
+            "{changes:?}"
+        );
+    }
+
+    #[test]
     fn credentials_are_added_bound_rotated_and_removed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("store");

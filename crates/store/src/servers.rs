@@ -84,7 +84,26 @@ impl Store {
             .execute("DELETE FROM servers WHERE label = ?1", [label.as_str()])?
             > 0;
         if removed {
-            self.note_config_change(&format!("removed server '{label}'"), Some(label))?;
+            // Its bindings go with it: a later server of the same label is another program,
+            // which must be bound again by a human.
+            let unbound: Vec<String> = self
+                .bindings(label)?
+                .into_iter()
+                .map(|c| c.name.to_string())
+                .collect();
+            self.conn.execute(
+                "DELETE FROM server_credentials WHERE server = ?1",
+                [label.as_str()],
+            )?;
+            let what = if unbound.is_empty() {
+                format!("removed server '{label}'")
+            } else {
+                format!(
+                    "removed server '{label}' and its credential bindings ({})",
+                    unbound.join(", ")
+                )
+            };
+            self.note_config_change(&what, Some(label))?;
         }
         tx.commit()?;
         Ok(removed)
