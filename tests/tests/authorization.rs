@@ -430,3 +430,35 @@ async fn wait_no_approvals(gate: &Gate) -> Result<()> {
     }
     Ok(())
 }
+
+/// What an agent sends reaches the human's terminal as text, never as commands: an argument
+/// whose name hides the rest of the card (`ESC [8m`) and whose value reverses the line
+/// (U+202E) shows escaped in `postern approvals`.
+#[tokio::test]
+async fn a_card_cannot_drive_the_humans_terminal() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = gate(&fixture).await?;
+    gate.scenario(async {
+        let mut agent = agent(&gate).await?;
+        let arguments = json!({"branch": "main\u{202e}", "rm -rf ~\u{1b}[8m": "\u{1b}[28m"});
+        let _call = agent
+            .start(
+                "tools/call",
+                json!({"name": "publish_preview", "arguments": arguments}),
+            )
+            .await?;
+        wait_approvals(&gate)?;
+        let shown = gate.cli(["approvals"])?;
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains("/rm -rf ~0\\u001b[8m") && shown.contains("main\\u202e"),
+            "{shown}"
+        );
+        agent.kill().await?;
+        Ok(())
+    })
+    .await
+}

@@ -105,7 +105,7 @@ pub struct ActivityArgs {
 pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
     home.prepare()?;
     let keychain = Keychain::for_home(home.path());
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::out();
     match command {
         AuditCommand::Verify { no_open } => {
             let report = audit::verify(home, &keychain, !no_open).map_err(failed)?;
@@ -159,7 +159,7 @@ pub fn sessions(home: &Home, args: SessionsArgs) -> Result<()> {
         before: args.before,
         limit: args.limit,
     })?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::out();
     if args.json {
         return json_lines(&mut out, &rows);
     }
@@ -221,7 +221,7 @@ pub fn activity(home: &Home, args: ActivityArgs) -> Result<()> {
         before: args.before,
         limit: args.limit,
     })?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::out();
     if args.json {
         return json_lines(&mut out, &rows);
     }

@@ -71,7 +71,7 @@ pub enum Kind {
 
 /// Runs `postern credential ...`.
 pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::out();
     match command {
         CredentialCommand::Add {
             name,
@@ -196,7 +196,7 @@ pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
 
 /// Runs `postern server bind` / `unbind`.
 pub fn bind(home: &Home, server: String, credential: String, bind: bool) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::out();
     if bind {
         let answer = ask(
             home,

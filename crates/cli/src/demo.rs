@@ -135,14 +135,14 @@ pub fn run(home: &Home) -> Result<()> {
     );
     show(&agent.request("tools/call", prepared.clone())?);
     let first = epoch(&rt, home, None)?;
-    println!("   the call ran under execution epoch {first}");
+    line(&format!("   the call ran under execution epoch {first}"));
 
     say(
         "rebuilding the server: revision 2 adds an optional `target` (default preview); it restarts with a new execution epoch",
     );
     std::fs::write(&revision, "2\n")?;
     let second = epoch(&rt, home, Some(&first))?;
-    println!("   now running: epoch {second}");
+    line(&format!("   now running: epoch {second}"));
     say(
         "sending the old prepared call again, unchanged, to the new code (a grant for the old epoch is stale: authorization_stale; without one, the changed schema is: catalog_stale)",
     );
@@ -273,7 +273,14 @@ impl Drop for Agent {
 }
 
 fn say(text: &str) {
-    println!("\n== {text}");
+    line(&format!("\n== {text}"));
+}
+
+/// One line for the person watching (through [`crate::terminal`]: the server's answers are
+/// its words, not the terminal's commands).
+fn line(text: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(crate::terminal::out(), "{text}");
 }
 
 /// Prints what the agent got back: the tool's text, or the refusal's code and reason.
@@ -281,17 +288,17 @@ fn show(answer: &Value) {
     let result = &answer["result"];
     if result["isError"] == true {
         let detail = &result["structuredContent"];
-        println!(
+        line(&format!(
             "   refused: {} ({})",
             detail["error"].as_str().unwrap_or("error"),
             detail["reason"]
                 .as_str()
                 .or(result["content"][0]["text"].as_str())
                 .unwrap_or_default()
-        );
+        ));
     } else if let Some(text) = result["content"][0]["text"].as_str() {
-        println!("   {text}");
+        line(&format!("   {text}"));
     } else {
-        println!("   {answer}");
+        line(&format!("   {answer}"));
     }
 }

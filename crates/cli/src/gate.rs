@@ -114,7 +114,7 @@ pub fn approvals(home: &Home, args: ApprovalsArgs) -> Result<()> {
             _ => break cards,
         }
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::out();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&cards)?)?;
         return Ok(());
@@ -160,7 +160,7 @@ pub fn approve(home: &Home, args: ApproveArgs) -> Result<()> {
             format!("for {minutes} min (this epoch only)")
         }
     };
-    writeln!(std::io::stdout(), "approved {}: {how}", args.id)?;
+    writeln!(crate::terminal::out(), "approved {}: {how}", args.id)?;
     Ok(())
 }
 
@@ -174,7 +174,7 @@ pub fn deny(home: &Home, id: String) -> Result<()> {
         },
     )?;
     writeln!(
-        std::io::stdout(),
+        crate::terminal::out(),
         "denied {id}: the agent gets approval_denied"
     )?;
     Ok(())
@@ -183,7 +183,7 @@ pub fn deny(home: &Home, id: String) -> Result<()> {
 /// `postern grants`.
 pub fn grants(home: &Home, json: bool) -> Result<()> {
     let grants: Vec<Grant> = serde_json::from_value(ask(home, ControlCommand::Grants)?)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::out();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&grants)?)?;
         return Ok(());
@@ -220,7 +220,7 @@ pub fn revoke(home: &Home, grant: String) -> Result<()> {
             grant: grant.clone(),
         },
     )?;
-    writeln!(std::io::stdout(), "revoked {grant}")?;
+    writeln!(crate::terminal::out(), "revoked {grant}")?;
     Ok(())
 }
 
@@ -239,7 +239,7 @@ pub fn lock(home: &Home, lock: bool) -> Result<()> {
         (false, true) => "vault unlocked",
         (false, false) => "the vault was not locked",
     };
-    writeln!(std::io::stdout(), "{text}")?;
+    writeln!(crate::terminal::out(), "{text}")?;
     Ok(())
 }
 
@@ -257,7 +257,7 @@ pub fn settings(home: &Home, args: SettingsArgs) -> Result<()> {
         },
     )?;
     let s: Settings = serde_json::from_value(answer)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::out();
     writeln!(
         out,
         "session approval: {}",
@@ -287,7 +287,7 @@ pub fn every_use(home: &Home, command: EveryUseCommand) -> Result<()> {
     };
     let settings: Vec<EveryUseSetting> =
         serde_json::from_value(ask(home, ControlCommand::EveryUse { set })?)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::out();
     if settings.is_empty() {
         writeln!(out, "per-call approval is off everywhere")?;
     }

@@ -20,6 +20,7 @@ mod demo;
 mod gate;
 mod mcp_server;
 mod status;
+mod terminal;
 
 /// Postern: a gate between AI agents and the MCP servers and credentials they use.
 #[derive(Debug, Parser)]
@@ -178,8 +179,18 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // A reader that stopped reading (`postern activity | head`) is not a failure.
+        Err(e)
+            if e.chain().any(|cause| {
+                cause
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            std::process::ExitCode::SUCCESS
+        }
         Err(e) => {
-            eprintln!("postern: {e:#}");
+            eprintln!("postern: {}", terminal::clean(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }
@@ -238,10 +249,14 @@ fn forget_keychain(home: &Home, yes: bool) -> Result<()> {
     let keychain = postern_vault::Keychain::for_home(home.path());
     let forgotten = postern_engine::forget_secrets(home, &keychain)?;
     if forgotten.is_empty() {
-        println!("no keychain entries for {}", home.path().display());
+        writeln!(
+            terminal::out(),
+            "no keychain entries for {}",
+            home.path().display()
+        )?;
     }
     for name in forgotten {
-        println!("deleted {}", keychain.user(&name));
+        writeln!(terminal::out(), "deleted {}", keychain.user(&name))?;
     }
     Ok(())
 }
@@ -270,7 +285,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
     }
     home.prepare()?;
     let store = Store::open(home.path())?;
-    let mut out = std::io::stdout().lock();
+    let mut out = terminal::out();
     match cmd {
         ServerCommand::Add {
             label,
