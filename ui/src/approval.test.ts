@@ -56,6 +56,14 @@ describe("the committed sample card", () => {
 });
 
 describe("an approval card", () => {
+  it("shows control and bidirectional characters from the agent as escapes, never obeying them", () => {
+    const agent = { ...sample.card.agent, chain: ["zsh", "claude\u202eedualc", "postern"] };
+    const root = show(withCard({ agent }));
+    const chain = text(root.querySelector(".agent-chain"));
+    expect(chain).toBe("zsh → claude\\u202eedualc → postern");
+    expect(chain).not.toMatch(/[\u202e\u001b]/);
+  });
+
   it("names the agent process: chain, pid, executable and digest, directory", () => {
     const root = show(sample);
 

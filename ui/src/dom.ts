@@ -15,12 +15,25 @@ export function h(tag: string, attrs: Attrs | string = {}, ...children: Child[])
   return el;
 }
 
-/** Appends children, skipping the empty ones. */
+/** Appends children, skipping the empty ones; text as [`visible`] shows it. */
 export function append(parent: Node, children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
-    parent.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    parent.appendChild(typeof child === "string" ? document.createTextNode(visible(child)) : child);
   }
+}
+
+/** Control characters (but newline and tab) and bidirectional controls. */
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * `text` with what would act instead of being read shown as `\uXXXX`: much of what the
+ * windows show comes from agents and servers (arguments, process and client names), and a
+ * right-to-left override or a control character in it must not reorder or hide the rest.
+ * The same escapes as the CLI's (crates/cli/src/terminal.rs).
+ */
+export function visible(text: string): string {
+  return text.replace(HIDDEN, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 const SVG = "http://www.w3.org/2000/svg";
