@@ -33,11 +33,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use postern_domain::catalog::Catalog;
 use postern_domain::decision::{ApprovalCard, Ask, Denial, EveryUseSetting};
-use postern_domain::{
-    AgentRun, ApprovalId, AuditEvent, CallId, ExecutionRecord, Grant, ServerLabel,
-};
+use postern_domain::{AgentRun, ApprovalId, AuditEvent, CallId, Grant, ServerLabel};
 use postern_gateway::Command;
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::{
@@ -93,8 +90,8 @@ struct State {
     admitted: HashSet<(AgentRun, ServerLabel)>,
     pending: BTreeMap<ApprovalId, Pending>,
     /// The last epoch and catalog of each server a human approved under: what a new card
-    /// is compared with.
-    last_approved: BTreeMap<ServerLabel, (ExecutionRecord, Arc<Catalog>)>,
+    /// is compared with (a cache of the store's, filled as cards need it).
+    last_approved: BTreeMap<ServerLabel, approvals::Baseline>,
     /// The last call or answer (unix ms), for the idle lock.
     last_activity: u64,
     /// The wall clock minus the monotonic one at the last look (ms): growing by more than

@@ -3,6 +3,7 @@
 //! journals projected from it). Only this crate touches SQLite.
 
 pub mod audit;
+mod baselines;
 mod credentials;
 pub mod journal;
 mod migrations;

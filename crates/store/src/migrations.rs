@@ -208,6 +208,14 @@ const MIGRATIONS: &[&str] = &[
                 UNION ALL SELECT 3600000 UNION ALL SELECT 21600000
                 UNION ALL SELECT 86400000) spans)
         GROUP BY session, span, start;",
+    // 8: per server, the launch and catalog a human last approved a call under (baselines.rs):
+    // what the next approval card is compared with, kept across engine restarts.
+    "CREATE TABLE approved_baselines (
+        server      TEXT PRIMARY KEY NOT NULL,
+        record      TEXT NOT NULL,          -- JSON ExecutionRecord
+        catalog     TEXT NOT NULL,          -- JSON Catalog
+        approved_at INTEGER NOT NULL        -- unix milliseconds
+    ) STRICT;",
 ];
 
 /// The schema version this build writes.

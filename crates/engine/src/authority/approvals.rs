@@ -7,10 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use postern_domain::catalog::Catalog;
 use postern_domain::decision::{
     ApprovalCard, Ask, CardInputs, CardState, Denial, GrantChoice, Reply, Settlement,
 };
-use postern_domain::{ApprovalId, AuditEvent, GrantId};
+use postern_domain::{ApprovalId, AuditEvent, ExecutionRecord, GrantId, ServerLabel};
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::{CallToAuthorize, Decided, Verdict};
 
@@ -30,6 +31,14 @@ pub enum AnswerError {
     /// The answer does not fit the card.
     #[error("{0}")]
     Unacceptable(String),
+}
+
+/// The launch and catalog a human last approved a call of a server under: what the next
+/// card for that server is compared with. Cached in the state, kept in the store.
+#[derive(Debug, Clone)]
+pub(super) struct Baseline {
+    record: ExecutionRecord,
+    catalog: Arc<Catalog>,
 }
 
 impl Authority {
@@ -140,10 +149,7 @@ impl Authority {
                         tool: call.request.tool.clone(),
                         choice: grant,
                     });
-                    state.last_approved.insert(
-                        call.request.server.clone(),
-                        (call.record.clone(), Arc::clone(&call.catalog)),
-                    );
+                    self.note_approved(&mut state, &call);
                     drop(state);
                     (pending.done)(Verdict::Relaunch);
                     self.changed();
@@ -163,15 +169,58 @@ impl Authority {
                     admitted_session: admit_session,
                     grant: grant.map(Box::new),
                 });
-                state.last_approved.insert(
-                    call.request.server.clone(),
-                    (call.record.clone(), Arc::clone(&call.catalog)),
-                );
+                self.note_approved(&mut state, &call);
                 self.decide_locked(&mut state, call, pending.done, now);
                 self.changed();
                 Ok(())
             }
         }
+    }
+
+    /// Makes `call`'s launch and catalog its server's baseline, in the state and the store
+    /// (a store that cannot take it costs the comparison after a restart, nothing else).
+    fn note_approved(&self, state: &mut State, call: &CallToAuthorize) {
+        let server = &call.request.server;
+        let stored = self
+            .inner
+            .store
+            .lock()
+            .map_err(|_| "poisoned".to_owned())
+            .and_then(|store| {
+                store
+                    .set_approved_baseline(server, &call.record, &call.catalog, self.now())
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = stored {
+            tracing::warn!(%server, "cannot keep the approved launch for later cards: {e}");
+        }
+        state.last_approved.insert(
+            server.clone(),
+            Baseline {
+                record: call.record.clone(),
+                catalog: Arc::clone(&call.catalog),
+            },
+        );
+    }
+
+    /// `server`'s baseline: from the state, else from the store (an earlier engine's).
+    fn baseline(&self, state: &mut State, server: &ServerLabel) -> Option<Baseline> {
+        if let Some(baseline) = state.last_approved.get(server) {
+            return Some(baseline.clone());
+        }
+        let loaded = match self.inner.store.lock() {
+            Ok(store) => store.approved_baseline(server),
+            Err(_) => return None,
+        };
+        let (record, catalog) = loaded
+            .inspect_err(|e| tracing::warn!(%server, "cannot read the approved launch: {e}"))
+            .ok()??;
+        let baseline = Baseline {
+            record,
+            catalog: Arc::new(catalog),
+        };
+        state.last_approved.insert(server.clone(), baseline.clone());
+        Some(baseline)
     }
 
     pub(super) fn open_card(
@@ -190,8 +239,9 @@ impl Authority {
         };
         let id = ApprovalId::new(now, random());
         let timeout_ms = state.settings.approval_timeout_ms;
-        let (last_record, last_catalog) = match state.last_approved.get(&call.request.server) {
-            Some((record, catalog)) => (Some(record), Some(catalog.as_ref())),
+        let baseline = self.baseline(state, &call.request.server);
+        let (last_record, last_catalog) = match &baseline {
+            Some(b) => (Some(&b.record), Some(b.catalog.as_ref())),
             None => (None, None),
         };
         let card = ApprovalCard::new(&CardInputs {

@@ -24,6 +24,7 @@ use tokio::sync::oneshot::error::TryRecvError;
 use super::{AnswerError, Authority, ManualClock, SessionMode, SettingsUpdate, VaultState};
 use crate::{AuditLog, Home};
 
+mod restart;
 mod step_away;
 
 const SESSION: u64 = 7;
@@ -141,6 +142,15 @@ impl Gate {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = Home::at(dir.path());
         let secrets = Arc::new(MemoryStore::new());
+        Self::with(home, secrets, dir)
+    }
+
+    /// Another gate on `home` (as after an engine restart); its own directory is unused.
+    fn on(home: &Home, secrets: Arc<MemoryStore>) -> Gate {
+        Self::with(home.clone(), secrets, tempfile::tempdir().expect("tempdir"))
+    }
+
+    fn with(home: Home, secrets: Arc<MemoryStore>, dir: tempfile::TempDir) -> Gate {
         let store = Arc::new(Mutex::new(Store::open(home.path()).expect("store")));
         let audit = Arc::new(AuditLog::open(
             home.path(),
