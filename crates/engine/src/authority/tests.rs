@@ -244,6 +244,15 @@ impl Gate {
     }
 }
 
+/// What a card says of a launch whose entry file changed since `approved` was approved.
+fn entry_changed_since(approved: &Launch) -> IdentitySince {
+    IdentitySince::Changed {
+        approved_epoch: approved.record.epoch,
+        changed_artifacts: vec![ENTRY.into()],
+        changed_facts: vec![],
+    }
+}
+
 fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
@@ -482,14 +491,7 @@ async fn a_grant_of_an_older_epoch_is_stale_until_the_agent_refreshes_and_cards_
     let (card, _rx) = gate.carded(deploy(&b));
     assert_eq!(card.what, AskFor::Call, "the run stays admitted");
     assert_eq!(card.epoch.epoch, b.record.epoch);
-    assert_eq!(
-        card.epoch.since,
-        IdentitySince::Changed {
-            approved_epoch: a.record.epoch,
-            changed_artifacts: vec![ENTRY.into()],
-            changed_facts: vec![],
-        }
-    );
+    assert_eq!(card.epoch.since, entry_changed_since(&a));
     // A relaunch of the approved code reads as unchanged.
     let relaunched = launch(3, b"v1");
     let (card, _rx) = gate.carded(deploy(&relaunched));

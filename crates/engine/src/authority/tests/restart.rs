@@ -14,12 +14,5 @@ async fn a_card_after_a_restart_compares_with_the_launch_approved_before_it() {
     let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
     let b = launch(2, b"v2");
     let (card, _rx) = restarted.carded(deploy(&b));
-    assert_eq!(
-        card.epoch.since,
-        IdentitySince::Changed {
-            approved_epoch: a.record.epoch,
-            changed_artifacts: vec![ENTRY.into()],
-            changed_facts: vec![],
-        }
-    );
+    assert_eq!(card.epoch.since, entry_changed_since(&a));
 }
