@@ -95,7 +95,8 @@ pub struct ExecutionRecord {
     pub entry: Option<Artifact>,
     /// Lockfiles found in the working directory.
     pub lockfiles: Vec<Artifact>,
-    /// User-configured identity paths.
+    /// User-configured identity paths, then the interpreter's environment when it has one
+    /// (a Python virtual environment).
     pub extra_paths: Vec<Artifact>,
     /// The interpreter's version line, when there is an interpreter.
     pub runtime: Option<String>,

@@ -14,6 +14,9 @@ use std::time::Duration;
 use postern_domain::{Artifact, Digest, Pinning, ServerConfig};
 use sha2::{Digest as _, Sha256};
 
+/// The directory Python writes its bytecode cache to, left out of tree digests.
+const CACHE_DIR: &str = "__pycache__";
+
 /// Lockfiles looked for in the working directory, in this order.
 pub const LOCKFILES: [&str; 9] = [
     "package-lock.json",
@@ -162,6 +165,10 @@ impl DigestCache {
             .filter(|p| p.is_file())
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
+        // The configured identity paths, then the interpreter's own environment: a Python
+        // virtual environment's installed packages are code the server loads (a `.pth`
+        // file there even runs at every start), so they are hashed as a tree.
+        let environment = interpreter.as_deref().and_then(python_environment);
         let extra_paths = config
             .identity_paths
             .iter()
@@ -172,6 +179,7 @@ impl DigestCache {
                     working_directory.join(p)
                 }
             })
+            .chain(environment)
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
 
@@ -187,7 +195,8 @@ impl DigestCache {
             shell_wrapper,
             entry.is_some(),
             !lockfiles.is_empty(),
-            !extra_paths.is_empty(),
+            // The user's own paths: an environment holds packages, not the server's code.
+            !config.identity_paths.is_empty(),
         );
 
         let mut env_names: Vec<String> = std::env::vars_os()
@@ -277,6 +286,7 @@ impl DigestCache {
 
     /// A tree digest: for every entry under `root` in sorted order, its relative path,
     /// its kind and mode, and its content digest (symlinks by target, not followed).
+    /// Python's `__pycache__` directories are left out.
     fn tree_digest(&self, root: &Path) -> Result<Digest, IdentityError> {
         let mut lines = String::new();
         let mut stack = vec![root.to_owned()];
@@ -291,6 +301,11 @@ impl DigestCache {
                     path: dir.clone(),
                     source,
                 })?;
+                // Bytecode caches are written by the interpreter as it imports: derived from
+                // the sources beside them, and churning on every first run.
+                if entry.file_name() == CACHE_DIR {
+                    continue;
+                }
                 entries.push(entry.path());
                 if entry.file_type().is_ok_and(|t| t.is_dir()) {
                     stack.push(entry.path());
@@ -350,6 +365,19 @@ enum Kind {
     PackageRunner,
     Shell,
     Binary,
+}
+
+/// The virtual environment a Python interpreter at `interpreter` (as launched, before
+/// symlinks are followed: a venv's `bin/python` links to the system's) belongs to: the
+/// directory above its `bin/` holding a `pyvenv.cfg`.
+fn python_environment(interpreter: &Path) -> Option<PathBuf> {
+    let name = interpreter.file_name()?.to_str()?;
+    if !name.starts_with("python") {
+        return None;
+    }
+    let bin = interpreter.parent()?;
+    let root = bin.parent()?;
+    (bin.file_name()? == "bin" && root.join("pyvenv.cfg").is_file()).then(|| root.to_owned())
 }
 
 fn program_kind(path: &Path) -> Kind {

@@ -176,3 +176,55 @@ fn a_missing_program_names_itself() {
         .expect_err("missing");
     assert_eq!(err.to_string(), "cannot find `no-such-server-xyz` on PATH");
 }
+
+#[test]
+fn a_python_virtual_environment_is_part_of_the_identity_but_its_bytecode_caches_are_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "import mcp").expect("write");
+    let venv = dir.path().join(".venv");
+    let site = venv.join("lib/python3/site-packages");
+    std::fs::create_dir_all(venv.join("bin")).expect("bin");
+    std::fs::create_dir_all(site.join("mcp/__pycache__")).expect("site-packages");
+    std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").expect("cfg");
+    std::os::unix::fs::symlink(real_python(), venv.join("bin/python")).expect("link");
+    std::fs::write(site.join("mcp/__init__.py"), "x = 1").expect("write");
+    let observe = || {
+        DigestCache::new()
+            .observe(&config(dir.path(), &[".venv/bin/python", "server.py"]))
+            .expect("observe")
+    };
+
+    let first = observe();
+    let environment = |seen: &Observed| {
+        seen.extra_paths
+            .iter()
+            .find(|a| a.path == venv)
+            .map(|a| a.digest)
+            .expect("the venv among the identity paths")
+    };
+    let before = environment(&first);
+    // The packages are hashed, not the server's own modules beside its entry: still unpinned.
+    assert!(
+        matches!(first.pinning, Pinning::Unpinned { .. }),
+        "{:?}",
+        first.pinning
+    );
+
+    // Python caching bytecode as it imports changes nothing.
+    std::fs::write(
+        site.join("mcp/__pycache__/__init__.cpython-311.pyc"),
+        "cache",
+    )
+    .expect("pyc");
+    assert_eq!(environment(&observe()), before);
+
+    // A `.pth` file dropped into site-packages (it runs at every start) is new code.
+    std::fs::write(site.join("zz.pth"), "import os").expect("pth");
+    assert_ne!(environment(&observe()), before);
+
+    // The system interpreter itself has no environment to add.
+    let system = DigestCache::new()
+        .observe(&config(dir.path(), &[&real_python(), "server.py"]))
+        .expect("observe");
+    assert!(system.extra_paths.is_empty(), "{:?}", system.extra_paths);
+}
