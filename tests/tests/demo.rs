@@ -62,3 +62,22 @@ async fn the_demo_plays_the_rebuild_story_with_two_approvals() -> Result<()> {
     );
     Ok(())
 }
+
+/// A server of the user's own named `demo` is never replaced by the demo's.
+#[tokio::test]
+async fn the_demo_never_replaces_a_server_of_the_users_named_demo() -> Result<()> {
+    let gate = Gate::start_prompting(&[]).await?;
+    gate.cli(["server", "add", "demo", "--", "/bin/echo", "mine"])?;
+    let refused = gate
+        .cli(["demo"])
+        .expect_err("the demo must not replace it");
+    assert!(
+        refused
+            .to_string()
+            .contains("a server named 'demo' is already configured"),
+        "{refused:#}"
+    );
+    let listed = gate.cli(["server", "list"])?;
+    assert!(listed.contains("demo\t/bin/echo mine"), "{listed}");
+    Ok(())
+}

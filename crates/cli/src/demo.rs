@@ -154,7 +154,7 @@ pub fn run(home: &Home) -> Result<()> {
     agent.request("tools/list", json!({}))?;
     show(&agent.request("tools/call", prepared)?);
     say(
-        "done: the Sessions timeline shows this run's lane with both epochs; `postern activity --server demo` lists the calls",
+        "done: the Sessions timeline shows this run's lane with both epochs; `postern activity --server demo` lists the calls; `postern server remove demo` removes its server",
     );
     Ok(())
 }
@@ -194,7 +194,17 @@ fn configure(home: &Home, exe: &Path, revision: &Path) -> Result<()> {
     )?;
     config.identity_paths = vec![revision.to_owned()];
     config.restart = RestartPolicy::OnChange;
-    Store::open(home.path())?.add_server(&config)?;
+    let store = Store::open(home.path())?;
+    // A server of the user's own under this label is theirs: never replace it.
+    if let Some(existing) = store.server(&config.label)?
+        && existing.command.get(1).map(String::as_str) != Some("demo-server")
+    {
+        bail!(
+            "a server named '{LABEL}' is already configured ({}); the demo would replace it: remove or rename it first",
+            existing.command.join(" ")
+        );
+    }
+    store.add_server(&config)?;
     crate::tell_engine_config_changed(home);
     Ok(())
 }
