@@ -318,6 +318,23 @@ impl TargetArgs {
     }
 }
 
+/// How many arguments a card shows in the terminal, and how many characters of each.
+const SHOWN_ARGUMENTS: usize = 40;
+const SHOWN_CHARS: usize = 200;
+
+/// `text` cut to [`SHOWN_CHARS`] characters, saying how long it was.
+fn shortened(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(SHOWN_CHARS) {
+        None => text.into(),
+        Some((cut, _)) => format!(
+            "{}… ({} bytes in all; postern approvals --json shows it whole)",
+            &text[..cut],
+            text.len()
+        )
+        .into(),
+    }
+}
+
 fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
     let what = match card.what {
         AskFor::Session => "admit this agent run",
@@ -388,12 +405,27 @@ fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
     };
     writeln!(out, "  catalog: {catalog}")?;
     writeln!(out, "  tool:    {}", card.tool.name)?;
-    for arg in &card.arguments {
+    // An agent must not push the rest of the card off the screen with its arguments.
+    for arg in card.arguments.iter().take(SHOWN_ARGUMENTS) {
         let default = match arg.source {
             ArgumentSource::Sent => "",
             ArgumentSource::Default => "   (default: not sent by the agent)",
         };
-        writeln!(out, "    {} = {}{default}", arg.pointer, arg.value)?;
+        let value = arg.value.to_string();
+        writeln!(
+            out,
+            "    {} = {}{default}",
+            shortened(&arg.pointer),
+            shortened(&value)
+        )?;
+    }
+    if let Some(more) = card.arguments.len().checked_sub(SHOWN_ARGUMENTS)
+        && more > 0
+    {
+        writeln!(
+            out,
+            "    … and {more} more (postern approvals --json shows them all)"
+        )?;
     }
     if let Some(hints) = &card.annotations {
         writeln!(
@@ -445,4 +477,21 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_argument_is_cut_and_says_how_long_it_was() {
+        assert_eq!(shortened("short"), "short");
+        let long = "é".repeat(5000);
+        let shown = shortened(&long);
+        assert!(shown.starts_with(&"é".repeat(SHOWN_CHARS)), "{shown}");
+        assert!(
+            shown.ends_with("… (10000 bytes in all; postern approvals --json shows it whole)"),
+            "{shown}"
+        );
+    }
 }
