@@ -127,9 +127,24 @@ async fn calls_are_audited_verified_exported_and_tampering_or_truncation_is_caug
             "a quarantined engine forwarded a call"
         );
 
-        // A human accepts the cut log; the engine appends again.
-        home.cli(&["audit", "reanchor"])?;
+        // A human accepts the cut log (asked to confirm first); the engine appends again, and
+        // its first record after the cut says the log was re-anchored.
+        let unconfirmed = home.cli_fails(&["audit", "reanchor"])?;
+        ensure!(unconfirmed.contains("--yes"), "{unconfirmed}");
+        home.cli(&["audit", "reanchor", "--yes"])?;
         home.cli(&["audit", "verify"])?;
+        let mut daemon = home.daemon()?;
+        daemon.wait_log("engine listening")?;
+        daemon.stop()?;
+        home.cli(&["audit", "verify"])?;
+        let export = home.cli(&["audit", "export"])?;
+        ensure!(
+            export
+                .lines()
+                .any(|l| l.contains(r#""type":"config_changed""#)
+                    && l.contains("audit log re-anchored by a human at")),
+            "the re-anchoring is in the log:\n{export}"
+        );
         Ok(())
     })
     .await

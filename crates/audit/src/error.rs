@@ -160,7 +160,10 @@ pub enum VerifyError {
         seq: Seq,
     },
     /// The log ends before the trusted anchor: its tail was cut off.
-    #[error("log ends at {last:?} but the trusted anchor is at record {anchor} (truncated)")]
+    #[error(
+        "{} but the trusted anchor is at record {anchor} (truncated)",
+        match last { Some(last) => format!("the log ends at record {last}"), None => "the log is empty".to_owned() }
+    )]
     Truncated {
         /// The anchor's sequence number.
         anchor: Seq,

@@ -32,8 +32,13 @@ pub enum AuditCommand {
         with_arguments: bool,
     },
     /// Accept the log as it is now (after a deliberate restore or cut): verify it, then make
-    /// its head the anchor. A log with an altered record still fails. Engine must be stopped.
-    Reanchor,
+    /// its head the anchor. A log with an altered record still fails. Engine must be stopped;
+    /// the engine records the re-anchoring in the log when it starts.
+    Reanchor {
+        /// Yes, records cut from the log's end are gone for good.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Rebuild the Sessions and Activity journals from the log (needs the key). Engine must
     /// be stopped.
     RebuildJournals,
@@ -137,10 +142,15 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
         } => {
             audit::export(home, &keychain, with_arguments, &mut out).map_err(failed)?;
         }
-        AuditCommand::Reanchor => match audit::reanchor(home, &keychain).map_err(failed)? {
-            Some(head) => writeln!(out, "anchored the log at {head}")?,
-            None => writeln!(out, "the log is empty; anchored it as empty")?,
-        },
+        AuditCommand::Reanchor { yes: false } => bail!(
+            "re-anchoring accepts the log as it is now: records missing from its end stay missing, and the check that caught it stops complaining. Run again with --yes"
+        ),
+        AuditCommand::Reanchor { yes: true } => {
+            match audit::reanchor(home, &keychain).map_err(failed)? {
+                Some(head) => writeln!(out, "anchored the log at {head}")?,
+                None => writeln!(out, "the log is empty; anchored it as empty")?,
+            }
+        }
         AuditCommand::RebuildJournals => {
             let n = audit::rebuild_journals(home, &keychain).map_err(failed)?;
             writeln!(out, "rebuilt the journals from {n} records")?;

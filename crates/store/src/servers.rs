@@ -129,7 +129,9 @@ impl Store {
         Ok(changes)
     }
 
-    pub(crate) fn note_config_change(
+    /// Queues `what` for the engine to record in the audit log as a configuration change
+    /// (at its next start, or now when it is told: `ControlCommand::ConfigChanged`).
+    pub fn note_config_change(
         &self,
         what: &str,
         server: Option<&ServerLabel>,

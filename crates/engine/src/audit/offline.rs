@@ -159,7 +159,18 @@ pub fn reanchor(home: &Home, secrets: &dyn SecretStore) -> Result<Option<Head>, 
     }
     let checked = check_log(&store, None, key.as_ref(), |_, _, _| Ok(()))?;
     let head = checked.head.unwrap_or_else(empty_anchor);
+    let previous = read_anchor(secrets).ok().flatten();
     secrets.set(ANCHOR, head.to_string().as_bytes())?;
+    // The log itself says it was accepted as it is: the engine records this at its start.
+    let from = previous.map_or_else(|| "no anchor".to_owned(), |a| format!("the anchor {a}"));
+    store
+        .note_config_change(
+            &format!("audit log re-anchored by a human at {head} (from {from})"),
+            None,
+        )
+        .map_err(|e| AuditError::Store {
+            reason: format!("noting the re-anchoring: {e}"),
+        })?;
     Ok(checked.head)
 }
 

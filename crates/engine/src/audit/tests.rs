@@ -234,6 +234,10 @@ fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
 
     let err = verify(&fx.home, &*fx.secrets, false).expect_err("truncated");
     assert!(
+        err.to_string().contains("the log ends at record 6"),
+        "{err}"
+    );
+    assert!(
         matches!(
             err,
             AuditError::Verification {
@@ -256,6 +260,18 @@ fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
         .expect("reanchor")
         .expect("head");
     assert_eq!(head.seq().get(), 6);
+    // ...and the log will say so: the engine records the queued change at its next start.
+    let changes = postern_store::Store::open(fx.home.path())
+        .expect("store")
+        .take_config_changes()
+        .expect("changes");
+    let whats: Vec<&str> = changes.iter().map(|(_, what, _)| what.as_str()).collect();
+    assert_eq!(
+        whats,
+        [format!(
+            "audit log re-anchored by a human at {head} (from the anchor {anchored})"
+        )]
+    );
     let log = fx.open();
     assert_eq!(log.status().state, AuditState::Ready);
     durable(&log, intent(1, 10)).expect("appends again");
