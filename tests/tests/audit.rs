@@ -75,10 +75,7 @@ async fn calls_are_audited_verified_exported_and_tampering_or_truncation_is_caug
         ensure!(full.contains("canary-3"), "{full}");
         // The server was configured before the engine started: the engine recorded it.
         ensure!(
-            export
-                .lines()
-                .any(|l| l.contains(r#""type":"config_changed""#)
-                    && l.contains("added server 'fixture'")),
+            config_changed(&export, "added server 'fixture'"),
             "the configuration change is in the log:\n{export}"
         );
 
@@ -139,15 +136,19 @@ async fn calls_are_audited_verified_exported_and_tampering_or_truncation_is_caug
         home.cli(&["audit", "verify"])?;
         let export = home.cli(&["audit", "export"])?;
         ensure!(
-            export
-                .lines()
-                .any(|l| l.contains(r#""type":"config_changed""#)
-                    && l.contains("audit log re-anchored by a human at")),
+            config_changed(&export, "audit log re-anchored by a human at"),
             "the re-anchoring is in the log:\n{export}"
         );
         Ok(())
     })
     .await
+}
+
+/// Whether an export holds a `config_changed` record whose text contains `what`.
+fn config_changed(export: &str, what: &str) -> bool {
+    export
+        .lines()
+        .any(|l| l.contains(r#""type":"config_changed""#) && l.contains(what))
 }
 
 #[tokio::test(flavor = "multi_thread")]
