@@ -57,11 +57,11 @@ pub struct SessionsArgs {
     /// Only sessions of this server.
     #[arg(long)]
     server: Option<String>,
-    /// Only sessions in this state: running, ended, interrupted.
-    #[arg(long)]
+    /// Only sessions in this state.
+    #[arg(long, value_parser = ["running", "ended", "interrupted"])]
     status: Option<String>,
     /// At most this many (newest first).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,
     /// Only sessions older than this id (the next page).
     #[arg(long, value_name = "ID")]
@@ -96,7 +96,7 @@ pub struct ActivityArgs {
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     until: Option<i64>,
     /// At most this many (newest first).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,
     /// Only calls recorded before this seq (the next page).
     #[arg(long, value_name = "SEQ")]

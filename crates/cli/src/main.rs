@@ -370,7 +370,11 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                 Ok(value) => {
                     let status: Status = serde_json::from_value(value.clone())
                         .with_context(|| format!("the engine answered: {value}"))?;
-                    status::print(&mut out, &status, label.as_ref())?;
+                    if !status::print(&mut out, &status, label.as_ref())?
+                        && let Some(label) = &label
+                    {
+                        bail!("no server is configured as '{label}'");
+                    }
                 }
                 Err(e @ ControlError::NotRunning(_)) => {
                     writeln!(out, "{e}\nconfigured servers (none running):")?;

@@ -9,12 +9,12 @@ use postern_engine::{ArtifactView, SessionState, SessionStatus, Status};
 pub const BUILTIN_SUMMARY: &str = "built-in: http_request (HTTPS, header credentials bound to it)";
 
 /// Prints every server (or one), then each of its running processes; the built-in server
-/// too, when it is asked for or runs.
+/// too, when it is asked for or runs. Returns whether there was anything to print.
 pub fn print(
     out: &mut impl Write,
     status: &Status,
     only: Option<&ServerLabel>,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     let wanted = |label: &str| only.is_none_or(|l| l.as_str() == label);
     let builtin = postern_domain::BUILTIN_LABEL;
     let mut any = false;
@@ -40,10 +40,10 @@ pub fn print(
         writeln!(out, "  command: {}", server.command.join(" "))?;
         print_sessions(out, status, &server.label)?;
     }
-    if !any {
-        writeln!(out, "no such server configured")?;
+    if !any && only.is_none() {
+        writeln!(out, "no servers configured")?;
     }
-    Ok(())
+    Ok(any)
 }
 
 /// The running processes of server `label`, or that none runs.
