@@ -210,6 +210,23 @@ async fn the_articles_rebuild_test() -> Result<()> {
             .map(|g| g.iter().map(|g| &g["epoch"]).collect())
             .unwrap_or_default();
         assert_eq!(epochs, [&json!(epoch_a), &json!(epoch_b)], "{session}");
+        // The number `server status` shows for the running session finds the same calls as
+        // the journal's ID.
+        let status = gate.cli(["server", "status", LABEL])?;
+        let live = status
+            .split("session #")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_default();
+        let by_live = gate.cli(["activity", "--json", "--session", &format!("#{live}")])?;
+        let by_id = gate.cli([
+            "activity",
+            "--json",
+            "--session",
+            &session["id"].to_string(),
+        ])?;
+        assert_eq!(by_live.lines().count(), 4, "{status}\n{by_live}");
+        assert_eq!(by_live, by_id);
         agent.kill().await?;
         Ok(())
     })

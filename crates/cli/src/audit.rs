@@ -74,9 +74,10 @@ pub struct SessionsArgs {
 /// `postern activity` filters.
 #[derive(Debug, Args)]
 pub struct ActivityArgs {
-    /// Only calls of this session (the id `postern sessions` shows).
-    #[arg(long, value_name = "ID")]
-    session: Option<i64>,
+    /// Only calls of this session: the ID `postern sessions` shows, or `#N`, a running
+    /// session's number as `postern server status` shows it.
+    #[arg(long, value_name = "ID", value_parser = parse_session)]
+    session: Option<SessionRef>,
     /// Only calls to this server.
     #[arg(long, value_name = "LABEL")]
     server: Option<String>,
@@ -177,10 +178,12 @@ pub fn sessions(home: &Home, args: SessionsArgs) -> Result<()> {
         writeln!(out, "no agent sessions recorded")?;
         return Ok(());
     }
+    // LIVE: a running session's number in `postern server status` (`--session '#N'`).
     writeln!(
         out,
-        "{:>8}  {:<24}  {:<12}  {:<11}  {:<8}  {:>5}  {:>6}  {:>6}  {:>6}  {:>6}  AGENT",
+        "{:>8}  {:>5}  {:<24}  {:<12}  {:<11}  {:<8}  {:>5}  {:>6}  {:>6}  {:>6}  {:>6}  AGENT",
         "ID",
+        "LIVE",
         "STARTED",
         "SERVER",
         "STATUS",
@@ -194,8 +197,13 @@ pub fn sessions(home: &Home, args: SessionsArgs) -> Result<()> {
     for r in &rows {
         writeln!(
             out,
-            "{:>8}  {:<24}  {:<12}  {:<11}  {:<8}  {:>5}  {:>6}  {:>6}  {:>6}  {:>6}  {}",
+            "{:>8}  {:>5}  {:<24}  {:<12}  {:<11}  {:<8}  {:>5}  {:>6}  {:>6}  {:>6}  {:>6}  {}",
             r.id,
+            if r.status == "running" {
+                format!("#{}", r.session)
+            } else {
+                "-".into()
+            },
             rfc3339(r.started),
             r.server,
             r.status,
@@ -220,8 +228,27 @@ pub fn sessions(home: &Home, args: SessionsArgs) -> Result<()> {
 pub fn activity(home: &Home, args: ActivityArgs) -> Result<()> {
     home.prepare()?;
     let store = Store::open(home.path())?;
+    let session = match args.session {
+        None => None,
+        Some(SessionRef::Journal(id)) => Some(id),
+        Some(SessionRef::Live(n)) => Some(
+            store
+                .sessions(&SessionFilter {
+                    server: None,
+                    status: Some("running".into()),
+                    before: None,
+                    limit: 10_000,
+                })?
+                .into_iter()
+                .find(|s| s.session == n)
+                .map(|s| s.id)
+                .with_context(|| {
+                    format!("no running session #{n}: `postern sessions` lists them all")
+                })?,
+        ),
+    };
     let rows = store.activity(&ActivityFilter {
-        session: args.session,
+        session,
         server: args.server,
         epoch: args.epoch,
         tool: args.tool,
@@ -241,13 +268,13 @@ pub fn activity(home: &Home, args: ActivityArgs) -> Result<()> {
     }
     writeln!(
         out,
-        "{:>8}  {:<24}  {:>8}  {:<12}  {:<26}  {:<16}  {:<10}  {:<16}  {:>8}",
+        "{:>8}  {:<24}  {:>8}  {:<12}  {:<26}  {:<16}  {:<22}  {:<16}  {:>8}",
         "SEQ", "TIME", "SESSION", "SERVER", "EPOCH", "TOOL", "DECISION", "OUTCOME", "MS"
     )?;
     for r in &rows {
         writeln!(
             out,
-            "{:>8}  {:<24}  {:>8}  {:<12}  {:<26}  {:<16}  {:<10}  {:<16}  {:>8}",
+            "{:>8}  {:<24}  {:>8}  {:<12}  {:<26}  {:<16}  {:<22}  {:<16}  {:>8}",
             r.seq,
             rfc3339(r.time),
             r.session,
@@ -265,6 +292,30 @@ pub fn activity(home: &Home, args: ActivityArgs) -> Result<()> {
         writeln!(out, "more: --before {}", last.seq)?;
     }
     Ok(())
+}
+
+/// A session as people name it: its journal ID, or `#N`, a running session's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionRef {
+    /// The ID `postern sessions` shows.
+    Journal(i64),
+    /// `#N`: the number `postern server status` shows for a running session.
+    Live(i64),
+}
+
+fn parse_session(text: &str) -> Result<SessionRef, String> {
+    let (live, digits) = match text.strip_prefix('#') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let n: i64 = digits
+        .parse()
+        .map_err(|_| "a session ID (27) or a running session's number (#3)".to_owned())?;
+    Ok(if live {
+        SessionRef::Live(n)
+    } else {
+        SessionRef::Journal(n)
+    })
 }
 
 fn failed(e: AuditError) -> anyhow::Error {
