@@ -92,6 +92,14 @@ async fn the_articles_rebuild_test() -> Result<()> {
             json!({}),
             "a ping is answered while a call waits: {ping}"
         );
+        // One reusing the waiting call's id is refused: an answer would read as the call's.
+        let reused = agent.request(call.clone(), "ping", json!({})).await?;
+        assert_eq!(reused["error"]["code"], -32600, "{reused}");
+        assert_eq!(
+            reused["error"]["message"],
+            format!("request id {call} is already in use by a request in flight"),
+            "{reused}"
+        );
         assert!(
             fixture.effects().is_empty(),
             "nothing ran before the approval"

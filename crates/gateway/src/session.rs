@@ -8,6 +8,8 @@
 //! file is the agent side.
 
 mod server;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -283,6 +285,17 @@ impl Session {
     }
 
     fn on_agent_request(&mut self, msg: Message, id: Id, method: &str) {
+        // Checked before any method is looked at: an answer to a request whose id is taken,
+        // even a `ping`'s, would read as the answer to the request that holds it.
+        if self.id_in_use(&id) {
+            self.reply(message::error(
+                Some(&id),
+                code::INVALID_REQUEST,
+                &format!("request id {id} is already in use by a request in flight"),
+                None,
+            ));
+            return;
+        }
         match method {
             "ping" => self.reply(message::result(&id, json!({}))),
             "server/discover" => self.reply(message::error(
@@ -310,12 +323,6 @@ impl Session {
                 Some(&id),
                 code::INVALID_REQUEST,
                 "send initialize before other requests",
-                None,
-            )),
-            _ if self.id_in_use(&id) => self.reply(message::error(
-                Some(&id),
-                code::INVALID_REQUEST,
-                &format!("request id {id} is already in use by a request in flight"),
                 None,
             )),
             _ => self.toward_server(msg),
@@ -360,8 +367,12 @@ impl Session {
         }
     }
 
+    /// Whether a request with this id is still open: the agent's `initialize` not yet
+    /// answered, a request in flight, a call the gate is deciding, a held request (or the
+    /// catalog fetch's own id).
     fn id_in_use(&self, id: &Id) -> bool {
-        self.in_flight.contains_key(id)
+        self.pending_init.as_ref() == Some(id)
+            || self.in_flight.contains_key(id)
             || self.authorizing.contains_key(id)
             || self.upstream.is_internal(id)
             || self

@@ -1,0 +1,295 @@
+//! One session driven from both ends inside the crate: an agent writing JSON-RPC lines, a real
+//! server process (a small Python MCP server that logs every line it receives), and a gate
+//! whose verdicts the test gives by hand.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use postern_domain::decision::Authority;
+use postern_domain::{AgentIdentity, CallId, ServerConfig, ServerLabel};
+use postern_supervisor::DigestCache;
+use serde_json::{Value, json};
+use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use super::{Context, run};
+use crate::audit::NoAudit;
+use crate::authorize::{Authorizer, CallToAuthorize, Decided, Verdict, Withdrawn};
+use crate::framing::LineReader;
+use crate::registry::Sessions;
+use crate::upstream::ServerDirectory;
+
+/// How long any one awaited step may take (a Python server starting on a loaded machine).
+const STEP: Duration = Duration::from_secs(20);
+
+/// The server's label.
+const LABEL: &str = "echo";
+
+/// A minimal MCP server: `initialize`, `tools/list` (one tool, `echo`), and `tools/call`
+/// (answers with the call's arguments). Every line it reads is appended to the log file named
+/// by its first argument.
+const SERVER: &str = r#"
+import json, sys
+log = open(sys.argv[1], "a", buffering=1)
+for line in sys.stdin:
+    log.write(line)
+    msg = json.loads(line)
+    if "id" not in msg or "method" not in msg:
+        continue
+    method = msg["method"]
+    if method == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "echo", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": json.dumps(msg["params"]["arguments"])}]}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+/// The one server configuration the sessions under test launch.
+struct Directory(ServerConfig);
+
+impl ServerDirectory for Directory {
+    fn lookup(&self, _label: &ServerLabel) -> Result<Option<ServerConfig>, String> {
+        Ok(Some(self.0.clone()))
+    }
+}
+
+/// A gate that decides nothing by itself: every call waits until the test gives its verdict.
+#[derive(Default)]
+struct HandGate {
+    /// Calls waiting for a verdict, oldest first.
+    waiting: Mutex<Vec<(CallToAuthorize, Decided)>>,
+}
+
+impl HandGate {
+    /// Waits until a call waits for a verdict, and takes it out of the gate's hands: the test
+    /// now holds its `done`, as the engine does once it decided (a lock, an answer).
+    async fn decided(&self) -> (CallToAuthorize, Decided) {
+        within("a call to wait for the gate", async {
+            loop {
+                let first = {
+                    let mut waiting = lock(&self.waiting);
+                    (!waiting.is_empty()).then(|| waiting.remove(0))
+                };
+                if let Some(first) = first {
+                    return first;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+    }
+
+    /// Waits until a call waits for a verdict, and leaves it waiting.
+    async fn asked_about(&self) -> CallToAuthorize {
+        within("a call to wait for the gate", async {
+            loop {
+                if let Some((call, _)) = lock(&self.waiting).first() {
+                    return call.clone();
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+    }
+}
+
+impl Authorizer for HandGate {
+    fn authorize(&self, call: CallToAuthorize, done: Decided) {
+        lock(&self.waiting).push((call, done));
+    }
+
+    fn withdraw(&self, _session: u64, call: CallId, _why: Withdrawn) {
+        lock(&self.waiting).retain(|(c, _)| c.request.call != call);
+    }
+
+    fn session_ended(&self, _session: u64, _agent: Option<&AgentIdentity>) {}
+}
+
+/// The agent's end of one running session, and what the test needs to watch the rest.
+struct Agent {
+    to_session: DuplexStream,
+    from_session: mpsc::UnboundedReceiver<Bytes>,
+    gate: Arc<HandGate>,
+    /// Every line the server received.
+    server_log: PathBuf,
+    _shutdown: watch::Sender<bool>,
+    _dir: tempfile::TempDir,
+}
+
+impl Agent {
+    /// Starts a session behind `gate`. Nothing is sent yet.
+    fn connect(gate: HandGate) -> Agent {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = dir.path().join("server.py");
+        std::fs::write(&script, SERVER).expect("write the server");
+        let server_log = dir.path().join("received.jsonl");
+        let command = vec![
+            "python3".to_owned(),
+            script.display().to_string(),
+            server_log.display().to_string(),
+        ];
+        let label: ServerLabel = LABEL.parse().expect("label");
+        let config = ServerConfig::new(label.clone(), command, Some(dir.path().into()), vec![])
+            .expect("config");
+        let gate = Arc::new(gate);
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let ctx = Context {
+            directory: Arc::new(Directory(config)),
+            sessions: Sessions::new(),
+            cache: Arc::new(DigestCache::new()),
+            commands: broadcast::channel(8).0,
+            control: None,
+            audit: Arc::new(NoAudit),
+            authorizer: Arc::clone(&gate) as Arc<dyn Authorizer>,
+            shutdown,
+        };
+        let (to_session, agent_lines) = tokio::io::duplex(1 << 16);
+        let (to_agent, from_session) = mpsc::unbounded_channel();
+        tokio::spawn(run(
+            ctx,
+            1,
+            label,
+            None,
+            None,
+            LineReader::new(BufReader::new(agent_lines)),
+            to_agent,
+        ));
+        Agent {
+            to_session,
+            from_session,
+            gate,
+            server_log,
+            _shutdown: shutdown_tx,
+            _dir: dir,
+        }
+    }
+
+    /// [`Agent::connect`], then the handshake, and a `tools/list` once the catalog is in.
+    async fn ready(gate: HandGate) -> Agent {
+        let mut agent = Agent::connect(gate);
+        agent.handshake().await;
+        let listed = agent.request(json!("list"), "tools/list", json!({})).await;
+        assert_eq!(listed["result"]["tools"][0]["name"], "echo", "{listed}");
+        agent
+    }
+
+    /// `initialize` as id 0, its answer, then `notifications/initialized`.
+    async fn handshake(&mut self) {
+        self.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                    "clientInfo": {"name": "session-test", "version": "1"}}}))
+            .await;
+        let init = self.next().await;
+        assert!(init["result"]["serverInfo"].is_object(), "{init}");
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+    }
+
+    /// Writes one message as a line.
+    async fn send(&mut self, msg: Value) {
+        self.send_raw(&msg.to_string()).await;
+    }
+
+    /// Writes `line` and a newline, as it is.
+    async fn send_raw(&mut self, line: &str) {
+        self.to_session
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write to the session");
+    }
+
+    /// Sends a request and returns the next line the session writes (its answer, in these
+    /// tests: nothing else is outstanding when they use it).
+    async fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        self.next().await
+    }
+
+    /// Sends `tools/call echo` as `id` without waiting for an answer.
+    async fn start_call(&mut self, id: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": "echo", "arguments": {"text": "hi"}}}))
+            .await;
+    }
+
+    /// The next line the session writes to the agent.
+    async fn next(&mut self) -> Value {
+        let line = within("a line from the session", self.from_session.recv())
+            .await
+            .expect("the session is running");
+        serde_json::from_slice(&line).expect("the session writes JSON")
+    }
+
+    /// The methods of the requests the server received, in order.
+    fn server_received(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.server_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|msg| msg.get("id").is_some())
+            .filter_map(|msg| msg["method"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+/// `fut`'s output, or a panic naming `what` after [`STEP`].
+async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(STEP, fut)
+        .await
+        .unwrap_or_else(|_| panic!("waited {STEP:?} for {what}"))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A JSON-RPC error's code and message.
+fn rpc_error(answer: &Value) -> (i64, String) {
+    let error = &answer["error"];
+    assert!(error.is_object(), "expected a JSON-RPC error, got {answer}");
+    (
+        error["code"].as_i64().unwrap_or_default(),
+        error["message"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_request_reusing_the_id_of_a_call_waiting_for_the_gate_is_refused_whatever_its_method() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    agent.start_call(json!(20)).await;
+    agent.gate.asked_about().await;
+
+    for method in ["ping", "server/discover", "initialize", "tools/list"] {
+        let answer = agent.request(json!(20), method, json!({})).await;
+        assert_eq!(answer["id"], 20, "{answer}");
+        assert_eq!(
+            rpc_error(&answer),
+            (
+                -32600,
+                "request id 20 is already in use by a request in flight".to_owned()
+            ),
+            "{method}: {answer}"
+        );
+    }
+
+    // The call itself still gets its one answer, once the gate allows it.
+    let (_, done) = agent.gate.decided().await;
+    done(Verdict::Allow(Authority::Observed));
+    let answer = agent.next().await;
+    assert_eq!(answer["id"], 20, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], r#"{"text": "hi"}"#);
+    assert_eq!(
+        agent.server_received().last().map(String::as_str),
+        Some("tools/call")
+    );
+}
