@@ -96,6 +96,7 @@ pub(crate) async fn run<R>(
         to_agent,
         events,
         pending_init: None,
+        init_repeats: 0,
         upstream: Upstream::Down,
         generation: 0,
         held: Vec::new(),
@@ -137,6 +138,9 @@ struct Session {
     agent_initialized: bool,
     /// The agent's `initialize` request, answered once the server is up.
     pending_init: Option<Id>,
+    /// How many more `initialize` requests with that same id arrived meanwhile: each is
+    /// refused ("already initialized") right after the first is answered.
+    init_repeats: u32,
     upstream: Upstream,
     /// Bumped at every launch and every epoch change; older events are ignored.
     generation: u64,
@@ -285,6 +289,13 @@ impl Session {
     }
 
     fn on_agent_request(&mut self, msg: Message, id: Id, method: &str) {
+        if method == "initialize" && self.pending_init.as_ref() == Some(&id) {
+            // The agent's `initialize` sent again while the first waits for the server: it is
+            // refused once the first is answered, so the first answer with this id is the
+            // first request's own.
+            self.init_repeats += 1;
+            return;
+        }
         // Checked before any method is looked at: an answer to a request whose id is taken,
         // even a `ping`'s, would read as the answer to the request that holds it.
         if self.id_in_use(&id) {

@@ -293,3 +293,38 @@ async fn a_request_reusing_the_id_of_a_call_waiting_for_the_gate_is_refused_what
         Some("tools/call")
     );
 }
+
+#[tokio::test]
+async fn a_second_initialize_with_the_same_id_is_answered_after_the_first() {
+    let mut agent = Agent::connect(HandGate::default());
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                      "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "session-test", "version": "1"}}});
+    agent.send(init.clone()).await;
+    agent.send(init).await;
+
+    let first = agent.next().await;
+    assert_eq!(first["id"], 0, "{first}");
+    assert!(
+        first["result"]["serverInfo"].is_object(),
+        "the first answer for id 0 is the first initialize's: {first}"
+    );
+    let second = agent.next().await;
+    assert_eq!(second["id"], 0, "{second}");
+    assert_eq!(
+        rpc_error(&second),
+        (-32600, "already initialized".to_owned())
+    );
+    // The session goes on as initialized once.
+    agent
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let listed = agent.request(json!(1), "tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"][0]["name"], "echo", "{listed}");
+    let inits = agent
+        .server_received()
+        .iter()
+        .filter(|m| *m == "initialize")
+        .count();
+    assert_eq!(inits, 1, "{:?}", agent.server_received());
+}

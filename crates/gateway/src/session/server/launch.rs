@@ -177,6 +177,7 @@ impl Session {
         self.publish();
     }
 
+    /// Answers the agent's `initialize`, then refuses any repeat of it sent meanwhile.
     fn answer_init(&mut self) {
         if let Some(id) = self.pending_init.take() {
             let params = self.client_init.clone().unwrap_or_else(|| json!({}));
@@ -188,6 +189,14 @@ impl Session {
                 &id,
                 initialize_result(self.info.server.as_str(), &params, upstream),
             ));
+            for _ in 0..std::mem::take(&mut self.init_repeats) {
+                self.reply(message::error(
+                    Some(&id),
+                    code::INVALID_REQUEST,
+                    "already initialized",
+                    None,
+                ));
+            }
         }
     }
 }
