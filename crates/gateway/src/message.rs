@@ -92,6 +92,16 @@ pub struct Message {
     pub kind: Kind,
 }
 
+/// The params of a `tools/call` as MCP defines them: the tool to call and, optionally, its
+/// arguments.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ToolCall<'a> {
+    /// The tool's name.
+    pub name: &'a str,
+    /// Its arguments, when any were sent (`null` counts as none).
+    pub arguments: Option<&'a Map<String, Value>>,
+}
+
 /// Why a line is not a JSON-RPC message, with the id when one could be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejected {
@@ -167,6 +177,56 @@ impl Message {
     /// The `params` object, when present.
     pub fn params(&self) -> Option<&Value> {
         self.body.get("params")
+    }
+
+    /// Reads the params as a `tools/call`'s: an object with a string `name` and, if any, an
+    /// object of `arguments`. The error is the sentence of a -32602 (invalid params) answer.
+    pub fn tool_call(&self) -> Result<ToolCall<'_>, String> {
+        let params = match self.params() {
+            Some(Value::Object(params)) => params,
+            Some(other) => {
+                return Err(format!(
+                    "tools/call params must be an object, not {}",
+                    json_kind(other)
+                ));
+            }
+            None => {
+                return Err("tools/call params must be an object, and none were sent".into());
+            }
+        };
+        let name = match params.get("name") {
+            Some(Value::String(name)) => name,
+            Some(other) => {
+                return Err(format!(
+                    "tools/call params \"name\" must be a string (the tool to call), not {}",
+                    json_kind(other)
+                ));
+            }
+            None => return Err("tools/call params need a \"name\": the tool to call".into()),
+        };
+        let arguments = match params.get("arguments") {
+            Some(Value::Object(arguments)) => Some(arguments),
+            None | Some(Value::Null) => None,
+            Some(other) => {
+                return Err(format!(
+                    "tools/call params \"arguments\" must be an object, not {}",
+                    json_kind(other)
+                ));
+            }
+        };
+        Ok(ToolCall { name, arguments })
+    }
+}
+
+/// What kind of JSON value this is, for a sentence ("a string", "an array", ...).
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -300,6 +360,41 @@ mod tests {
         assert_eq!(
             parse("garbage").expect_err("not json").code,
             code::PARSE_ERROR
+        );
+    }
+
+    #[test]
+    fn reads_tool_call_params_and_says_what_is_wrong_with_them() {
+        let call = |params: &str| {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+            let msg = Message::parse(Bytes::from(line)).expect("a request");
+            msg.tool_call()
+                .map(|c| (c.name.to_owned(), c.arguments.cloned()))
+        };
+        assert_eq!(
+            call(r#"{"name":"echo","arguments":{"text":"hi"}}"#),
+            Ok(("echo".into(), json!({"text": "hi"}).as_object().cloned()))
+        );
+        assert_eq!(call(r#"{"name":"echo"}"#), Ok(("echo".into(), None)));
+        assert_eq!(
+            call(r#"{"name":"echo","arguments":null}"#),
+            Ok(("echo".into(), None))
+        );
+        assert_eq!(
+            call(r#""notanobject""#),
+            Err("tools/call params must be an object, not a string".into())
+        );
+        assert_eq!(
+            call(r#"{"name":42}"#),
+            Err(
+                r#"tools/call params "name" must be a string (the tool to call), not a number"#
+                    .into()
+            )
+        );
+        assert_eq!(
+            call(r#"{"name":"echo","arguments":[1]}"#),
+            Err(r#"tools/call params "arguments" must be an object, not an array"#.into())
         );
     }
 

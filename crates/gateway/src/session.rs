@@ -336,6 +336,16 @@ impl Session {
                 "send initialize before other requests",
                 None,
             )),
+            "tools/call" => match msg.tool_call() {
+                // Never forwarded, nor put to the gate: there is no tool call to decide.
+                Err(reason) => self.reply(message::error(
+                    Some(&id),
+                    code::INVALID_PARAMS,
+                    &reason,
+                    None,
+                )),
+                Ok(_) => self.toward_server(msg),
+            },
             _ => self.toward_server(msg),
         }
     }

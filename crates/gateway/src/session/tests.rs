@@ -65,6 +65,8 @@ impl ServerDirectory for Directory {
 struct HandGate {
     /// Calls waiting for a verdict, oldest first.
     waiting: Mutex<Vec<(CallToAuthorize, Decided)>>,
+    /// Every call ever asked about.
+    asked: Mutex<Vec<CallToAuthorize>>,
 }
 
 impl HandGate {
@@ -102,6 +104,7 @@ impl HandGate {
 
 impl Authorizer for HandGate {
     fn authorize(&self, call: CallToAuthorize, done: Decided) {
+        lock(&self.asked).push(call.clone());
         lock(&self.waiting).push((call, done));
     }
 
@@ -327,4 +330,37 @@ async fn a_second_initialize_with_the_same_id_is_answered_after_the_first() {
         .filter(|m| *m == "initialize")
         .count();
     assert_eq!(inits, 1, "{:?}", agent.server_received());
+}
+
+#[tokio::test]
+async fn a_tools_call_with_malformed_params_is_invalid_params_and_never_reaches_the_gate() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    for (params, says) in [
+        (json!("notanobject"), "must be an object"),
+        (json!({"name": 42}), "\"name\" must be a string"),
+        (json!({"arguments": {}}), "need a \"name\""),
+        (json!(null), "must be an object"),
+        (
+            json!({"name": "echo", "arguments": ["hi"]}),
+            "\"arguments\" must be an object",
+        ),
+    ] {
+        let answer = agent.request(json!(7), "tools/call", params.clone()).await;
+        assert_eq!(answer["id"], 7, "{answer}");
+        let (code, message) = rpc_error(&answer);
+        assert_eq!(code, -32602, "{params}: {answer}");
+        assert!(message.contains(says), "{params}: {message}");
+    }
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call"}))
+        .await;
+    let answer = agent.next().await;
+    assert_eq!(rpc_error(&answer).0, -32602, "{answer}");
+
+    assert!(lock(&agent.gate.asked).is_empty(), "the gate was asked");
+    assert!(
+        !agent.server_received().contains(&"tools/call".to_owned()),
+        "{:?}",
+        agent.server_received()
+    );
 }

@@ -19,22 +19,27 @@ use crate::authorize::{
     CallToAuthorize, INJECT_META, InjectError, InjectedHeader, Verdict, credential_host,
     http_request_scope,
 };
-use crate::message::{self, Id, Message};
+use crate::message::{self, Id, Message, code};
 use crate::session::{Authorizing, Event, InFlight, Session, now_ms};
 
 impl Session {
     /// Asks the gate about a `tools/call`; the verdict comes back as [`Event::Authorized`].
     /// Nothing of the call reaches the server before it is allowed and its intent durable.
     pub(super) fn authorize_call(&mut self, msg: Message, id: Id) {
+        let (tool, arguments) = match msg.tool_call() {
+            Ok(call) => (
+                call.name.to_owned(),
+                call.arguments.cloned().map_or(Value::Null, Value::Object),
+            ),
+            Err(reason) => {
+                // Refused on arrival already; never decided nor forwarded all the same.
+                let line = message::error(Some(&id), code::INVALID_PARAMS, &reason, None);
+                return self.reply(line);
+            }
+        };
         let Upstream::Running(running) = &self.upstream else {
             return;
         };
-        let tool = msg
-            .params()
-            .and_then(|p| p.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
         let catalog = self
             .info
             .catalog
@@ -46,11 +51,6 @@ impl Session {
             None => ToolDrift::between(None, catalog.tool(&tool).map(|t| t.digest())),
         };
         let call = CallId::new(now_ms() as u64, rand_bits());
-        let arguments = msg
-            .params()
-            .and_then(|p| p.get("arguments"))
-            .cloned()
-            .unwrap_or(Value::Null);
         // The credentials the call would use: for the built-in `http_request`, the bound
         // header credentials for the URL's host (injected per call); for any other server,
         // the env credentials its launch holds.
