@@ -25,6 +25,25 @@ async fn agent(gate: &Gate, label: &str) -> Result<RawAgent> {
     raw::connect(cmd, &log, "credentials-agent", ANSWER).await
 }
 
+/// Adds the env credential `fixture-token` (`FIXTURE_TOKEN`), its value `value` typed on stdin,
+/// and binds it to the fixture; returns what `credential add` printed.
+fn add_fixture_token(gate: &Gate, value: &str) -> Result<String> {
+    let added = gate.cli_with_stdin(
+        &[
+            "credential",
+            "add",
+            "fixture-token",
+            "--kind",
+            "env",
+            "--env",
+            "FIXTURE_TOKEN",
+        ],
+        value,
+    )?;
+    gate.cli(["server", "bind", LABEL, "fixture-token"])?;
+    Ok(added)
+}
+
 /// A rebuilt server is not given the credential until a human approves its identity for it;
 /// approving relaunches it (same code, a new epoch) with the credential, and the call goes
 /// through there. Status and the CLI say what was withheld and why.
@@ -38,23 +57,11 @@ async fn a_launch_gets_a_credential_only_for_an_identity_a_human_approved() -> R
         &["--restart", "on-change"],
         &["-B", "server.py"],
     )?;
-    let added = gate.cli_with_stdin(
-        &[
-            "credential",
-            "add",
-            "fixture-token",
-            "--kind",
-            "env",
-            "--env",
-            "FIXTURE_TOKEN",
-        ],
-        &format!("{CANARY}\n"),
-    )?;
+    let added = add_fixture_token(&gate, &format!("{CANARY}\n"))?;
     assert!(
         added.contains("added credential 'fixture-token'"),
         "{added}"
     );
-    gate.cli(["server", "bind", LABEL, "fixture-token"])?;
     let listed = gate.cli(["credential", "list"])?;
     assert!(
         listed.contains("fixture-token") && listed.contains("env FIXTURE_TOKEN"),
@@ -153,6 +160,64 @@ async fn a_launch_gets_a_credential_only_for_an_identity_a_human_approved() -> R
             s["state"] == "stopped"
         })
         .await?;
+        agent.kill().await?;
+        Ok(())
+    })
+    .await
+}
+
+/// The vault locks while a call waits for a human on a server that holds a credential: the
+/// lock refuses the call with `vault_locked` (it was never forwarded: unlock and call again)
+/// and stops the server. The call is never told `epoch_transition`'s "check whether the call
+/// took effect", whichever of the two reaches the session first; a few rounds, since that
+/// order is a race here (crates/gateway/src/session/tests.rs forces the worst one).
+#[tokio::test]
+async fn a_call_waiting_for_a_human_when_the_vault_locks_gets_vault_locked() -> Result<()> {
+    const ROUNDS: usize = 5;
+    let fixture = Fixture::new()?;
+    let gate = Gate::start_prompting(&[]).await?;
+    fixture.add(&gate, LABEL, &[], &["-B", "server.py"])?;
+    add_fixture_token(&gate, "a-token-value")?;
+
+    gate.scenario(async {
+        let mut agent = agent(&gate, LABEL).await?;
+        agent.list_tools().await?;
+        for round in 1..=ROUNDS {
+            // Approving releases the credential: the server is relaunched holding it.
+            let (_, answer) =
+                approved_call(&gate, &mut agent, "whoami", json!({}), "--run").await?;
+            assert!(ok_text(&answer)?.contains("token=set"), "{answer}");
+            wait_session(&gate, LABEL, "a launch holding the credential", |s| {
+                ready(s) && s["credentials"]["released"] == json!(["fixture-token"])
+            })
+            .await?;
+
+            // The run grant covers whoami only: this call waits for a human.
+            let call = agent
+                .start(
+                    "tools/call",
+                    json!({"name": "publish_preview", "arguments": {"branch": "main"}}),
+                )
+                .await?;
+            wait_approvals(&gate)?;
+            gate.cli(["lock"])?;
+            let answer = agent.response(&call).await?;
+            assert_eq!(
+                tool_error(&answer)?["error"],
+                "vault_locked",
+                "round {round}: {answer}"
+            );
+            wait_session(&gate, LABEL, "the holder stopped", |s| {
+                s["state"] == "stopped"
+            })
+            .await?;
+            gate.cli(["unlock"])?;
+        }
+        let effects = fixture.effects();
+        assert!(
+            !effects.iter().any(|e| e.starts_with("publish_preview")),
+            "a refused call took effect: {effects:?}"
+        );
         agent.kill().await?;
         Ok(())
     })

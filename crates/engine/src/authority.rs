@@ -38,7 +38,7 @@ use postern_domain::{AgentRun, ApprovalId, AuditEvent, CallId, Grant, ServerLabe
 use postern_gateway::Command;
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::{
-    Authorizer, CallToAuthorize, Decided, Release, Verdict, Withdrawn,
+    Authorizer, CallToAuthorize, Decided, Release, Verdict, Withdrawal, Withdrawn,
 };
 use postern_store::Store;
 use postern_vault::SecretStore;
@@ -249,15 +249,17 @@ impl Authorizer for Authority {
         }
     }
 
-    fn withdraw(&self, session: u64, call: CallId, why: Withdrawn) {
+    fn withdraw(&self, session: u64, call: CallId, why: Withdrawn) -> Withdrawal {
         let mut state = self.state();
+        // A call is either decided at once or waits in `pending` until whatever takes it out
+        // (an answer, the timeout, the lock) calls its `done`: not there means decided.
         let Some(id) = state
             .pending
             .iter()
             .find(|(_, p)| p.call.session == session && p.call.request.call == call)
             .map(|(id, _)| *id)
         else {
-            return;
+            return Withdrawal::AlreadyDecided;
         };
         state.pending.remove(&id);
         self.inner.audit.record(AuditEvent::ApprovalExpired {
@@ -269,6 +271,7 @@ impl Authorizer for Authority {
         tracing::info!(approval = %id, "approval request withdrawn: {}", why.as_str());
         drop(state);
         self.changed();
+        Withdrawal::Withdrawn
     }
 
     fn release(

@@ -109,6 +109,16 @@ pub enum Withdrawn {
     CatalogChanged,
 }
 
+/// What withdrawing a call came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// It was still undecided (its approval request, if any, is gone): `done` is never called.
+    Withdrawn,
+    /// The gate had already decided it: `done` was called, or is being called, with the
+    /// verdict, which the caller may still act on.
+    AlreadyDecided,
+}
+
 impl Withdrawn {
     /// The reason as the audit log records it.
     pub fn as_str(self) -> &'static str {
@@ -126,9 +136,10 @@ pub trait Authorizer: Send + Sync + 'static {
     /// Decides `call`, now or once a human answered, and calls `done` with the verdict.
     fn authorize(&self, call: CallToAuthorize, done: Decided);
 
-    /// The call no longer waits: drop its open approval request, if any. `done` is not
-    /// called after this.
-    fn withdraw(&self, session: u64, call: CallId, why: Withdrawn);
+    /// The call no longer waits: drop its open approval request, if any. Says whether the
+    /// call was still undecided (then `done` is not called after this) or its verdict was
+    /// already given (a lock or a human's answer got there first).
+    fn withdraw(&self, session: u64, call: CallId, why: Withdrawn) -> Withdrawal;
 
     /// The session ended (its agent may still run other sessions).
     fn session_ended(&self, session: u64, agent: Option<&AgentIdentity>);
@@ -222,7 +233,9 @@ impl Authorizer for AllowAll {
         done(Verdict::Allow(Authority::Observed));
     }
 
-    fn withdraw(&self, _session: u64, _call: CallId, _why: Withdrawn) {}
+    fn withdraw(&self, _session: u64, _call: CallId, _why: Withdrawn) -> Withdrawal {
+        Withdrawal::AlreadyDecided // decided the moment it was asked
+    }
 
     fn session_ended(&self, _session: u64, _agent: Option<&AgentIdentity>) {}
 }

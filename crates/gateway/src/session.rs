@@ -102,6 +102,7 @@ pub(crate) async fn run<R>(
         held: Vec::new(),
         in_flight: HashMap::new(),
         authorizing: HashMap::new(),
+        settling: HashMap::new(),
         server_requests: HashSet::new(),
         crashes: 0,
     };
@@ -151,6 +152,9 @@ struct Session {
     /// Tool calls waiting for the gate's decision (perhaps a human's): nothing of them has
     /// reached the server.
     authorizing: HashMap<Id, Authorizing>,
+    /// Tool calls that can no longer be forwarded but whose verdict the gate had already
+    /// given when they were withdrawn: it answers them once it arrives.
+    settling: HashMap<Id, Settling>,
     /// Server-to-agent requests the agent has not answered yet.
     server_requests: HashSet<Id>,
     /// Launches in a row that ended in a crash soon after starting.
@@ -171,6 +175,37 @@ struct Authorizing {
     call: postern_domain::CallId,
     msg: Message,
     tool: String,
+    stage: Stage,
+}
+
+/// How far the gate got with a call in [`Session::authorizing`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Deciding (perhaps asking a human); the verdict comes as [`Event::Authorized`].
+    Deciding,
+    /// Allowed; the engine is reading the credentials it carries ([`Event::Injected`]).
+    Injecting,
+}
+
+/// A tool call withdrawn from the gate after the gate had decided it (a lock answered it
+/// first, say), which can no longer be forwarded: its epoch ended or its catalog changed.
+#[derive(Debug)]
+struct Settling {
+    call: postern_domain::CallId,
+    tool: String,
+    /// The answer unless the verdict, once it arrives, refuses the call.
+    unsent: Unsent,
+}
+
+/// How a tool call that was never forwarded, and now never will be, is answered when the
+/// gate does not refuse it itself.
+#[derive(Debug, Clone)]
+enum Unsent {
+    /// With a refusal of the gate's kind, journaled like one (`approval_expired`: the
+    /// catalog changed while it waited).
+    Refused(postern_domain::decision::Denial),
+    /// With this sentence and detail (`epoch_ended_before_forwarding`: its epoch ended).
+    EpochEnded { text: String, detail: Value },
 }
 
 enum Event {
@@ -365,6 +400,9 @@ impl Session {
                     .and_then(Id::from_value)
                 {
                     self.in_flight.remove(&id);
+                    if self.settling.remove(&id).is_some() {
+                        return; // withdrawn already; its verdict will find nothing to answer
+                    }
                     if let Some(waiting) = self.authorizing.remove(&id) {
                         // The server never saw it: nothing to tell it.
                         self.ctx.authorizer.withdraw(
@@ -389,12 +427,13 @@ impl Session {
     }
 
     /// Whether a request with this id is still open: the agent's `initialize` not yet
-    /// answered, a request in flight, a call the gate is deciding, a held request (or the
-    /// catalog fetch's own id).
+    /// answered, a request in flight, a call the gate is deciding (or whose verdict is still
+    /// on its way), a held request (or the catalog fetch's own id).
     fn id_in_use(&self, id: &Id) -> bool {
         self.pending_init.as_ref() == Some(id)
             || self.in_flight.contains_key(id)
             || self.authorizing.contains_key(id)
+            || self.settling.contains_key(id)
             || self.upstream.is_internal(id)
             || self
                 .held

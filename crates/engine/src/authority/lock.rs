@@ -97,7 +97,8 @@ impl Authority {
         state.admitted.clear();
         state.releases.clear();
         state.carries.clear();
-        let _ = self.inner.commands.send(Command::DropCredentials);
+        // Waiting calls are answered before any server stops: a session that sees its server
+        // stop first must find their verdicts already given (they were never forwarded).
         let denial = Denial::vault_locked();
         for (id, pending) in std::mem::take(&mut state.pending) {
             self.inner.audit.record(expired_event(
@@ -108,6 +109,7 @@ impl Authority {
             ));
             (pending.done)(Verdict::Deny(denial.clone()));
         }
+        let _ = self.inner.commands.send(Command::DropCredentials);
         tracing::info!("vault locked: {reason}");
         true
     }

@@ -14,7 +14,8 @@ use postern_domain::{
     AgentIdentity, AgentRun, Artifact, CallId, Caller, CatalogView, Digest, ExecutionEpoch,
     ExecutionRecord, GrantEnd, Pinning, Presented, Request, ServerLabel,
 };
-use postern_gateway::authorize::{Authorizer, CallToAuthorize, Verdict, Withdrawn};
+use postern_gateway::Command;
+use postern_gateway::authorize::{Authorizer, CallToAuthorize, Verdict, Withdrawal, Withdrawn};
 use postern_store::Store;
 use postern_vault::{MemoryStore, SecretStore};
 use serde_json::{Value, json};
@@ -131,6 +132,8 @@ fn deploy(at: &Launch) -> CallToAuthorize {
 /// An `Authority` over a fresh home.
 struct Gate {
     authority: Authority,
+    /// What the gate tells every session (stop the servers holding credentials, ...).
+    commands: tokio::sync::broadcast::Sender<Command>,
     clock: Arc<ManualClock>,
     audit: Arc<AuditLog>,
     secrets: Arc<MemoryStore>,
@@ -158,15 +161,17 @@ impl Gate {
             Arc::clone(&secrets) as Arc<dyn SecretStore>,
         ));
         let clock = Arc::new(ManualClock::new());
+        let commands = tokio::sync::broadcast::channel(8).0;
         let authority = Authority::new(
             Arc::clone(&audit),
             store,
             Arc::clone(&clock) as _,
             Arc::clone(&secrets) as Arc<dyn SecretStore>,
-            tokio::sync::broadcast::channel(8).0,
+            commands.clone(),
         );
         Gate {
             authority,
+            commands,
             clock,
             audit,
             secrets,
@@ -470,7 +475,10 @@ async fn a_withdrawn_call_loses_its_card_and_is_never_answered() {
     gate.authority
         .withdraw(SESSION + 1, id, Withdrawn::Cancelled);
     assert_eq!(gate.authority.approvals().len(), 1);
-    gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled);
+    assert_eq!(
+        gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled),
+        Withdrawal::Withdrawn
+    );
     assert!(gate.authority.approvals().is_empty());
     assert!(rx.await.is_err(), "done was dropped without being called");
     let late = gate.authority.answer(card.id, Reply::Deny);

@@ -1,24 +1,27 @@
 //! One session driven from both ends inside the crate: an agent writing JSON-RPC lines, a real
 //! server process (a small Python MCP server that logs every line it receives), and a gate
-//! whose verdicts the test gives by hand.
+//! whose verdicts the test gives by hand, so the order of events a race can produce (a lock's
+//! verdict arriving after the server stopped) is forced rather than hoped for.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use postern_domain::decision::Authority;
-use postern_domain::{AgentIdentity, CallId, ServerConfig, ServerLabel};
+use postern_domain::decision::{Authority, Denial};
+use postern_domain::{AgentIdentity, CallId, Digest, ServerConfig, ServerLabel};
 use postern_supervisor::DigestCache;
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::{Context, run};
+use super::{Command, Context, run};
 use crate::audit::NoAudit;
-use crate::authorize::{Authorizer, CallToAuthorize, Decided, Verdict, Withdrawn};
+use crate::authorize::{
+    Authorizer, CallToAuthorize, Decided, Release, Verdict, Withdrawal, Withdrawn,
+};
 use crate::framing::LineReader;
-use crate::registry::Sessions;
+use crate::registry::{Phase, Sessions};
 use crate::upstream::ServerDirectory;
 
 /// How long any one awaited step may take (a Python server starting on a loaded machine).
@@ -27,12 +30,13 @@ const STEP: Duration = Duration::from_secs(20);
 /// The server's label.
 const LABEL: &str = "echo";
 
-/// A minimal MCP server: `initialize`, `tools/list` (one tool, `echo`), and `tools/call`
-/// (answers with the call's arguments). Every line it reads is appended to the log file named
-/// by its first argument.
+/// A minimal MCP server: `initialize`, `tools/list` (one tool, `echo`; never answered when
+/// started with `mute-list`), and `tools/call` (answers with the call's arguments). Every line
+/// it reads is appended to the log file named by its first argument.
 const SERVER: &str = r#"
 import json, sys
 log = open(sys.argv[1], "a", buffering=1)
+mute_list = sys.argv[2:] == ["mute-list"]
 for line in sys.stdin:
     log.write(line)
     msg = json.loads(line)
@@ -43,6 +47,8 @@ for line in sys.stdin:
         result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                   "serverInfo": {"name": "echo", "version": "1"}}
     elif method == "tools/list":
+        if mute_list:
+            continue
         result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
     elif method == "tools/call":
         result = {"content": [{"type": "text", "text": json.dumps(msg["params"]["arguments"])}]}
@@ -61,12 +67,17 @@ impl ServerDirectory for Directory {
 }
 
 /// A gate that decides nothing by itself: every call waits until the test gives its verdict.
+/// Launches are told they hold the credentials in `released`.
 #[derive(Default)]
 struct HandGate {
     /// Calls waiting for a verdict, oldest first.
     waiting: Mutex<Vec<(CallToAuthorize, Decided)>>,
     /// Every call ever asked about.
     asked: Mutex<Vec<CallToAuthorize>>,
+    /// Every withdrawal, with its reason.
+    withdrawn: Mutex<Vec<(CallId, Withdrawn)>>,
+    /// What every launch is told it holds.
+    released: Vec<String>,
 }
 
 impl HandGate {
@@ -108,11 +119,26 @@ impl Authorizer for HandGate {
         lock(&self.waiting).push((call, done));
     }
 
-    fn withdraw(&self, _session: u64, call: CallId, _why: Withdrawn) {
-        lock(&self.waiting).retain(|(c, _)| c.request.call != call);
+    fn withdraw(&self, _session: u64, call: CallId, why: Withdrawn) -> Withdrawal {
+        lock(&self.withdrawn).push((call, why));
+        let mut waiting = lock(&self.waiting);
+        let before = waiting.len();
+        waiting.retain(|(c, _)| c.request.call != call);
+        if waiting.len() < before {
+            Withdrawal::Withdrawn
+        } else {
+            Withdrawal::AlreadyDecided
+        }
     }
 
     fn session_ended(&self, _session: u64, _agent: Option<&AgentIdentity>) {}
+
+    fn release(&self, _: u64, _: Option<&AgentIdentity>, _: &ServerConfig, _: &Digest) -> Release {
+        Release {
+            released: self.released.clone(),
+            ..Release::default()
+        }
+    }
 }
 
 /// The agent's end of one running session, and what the test needs to watch the rest.
@@ -120,6 +146,8 @@ struct Agent {
     to_session: DuplexStream,
     from_session: mpsc::UnboundedReceiver<Bytes>,
     gate: Arc<HandGate>,
+    commands: broadcast::Sender<Command>,
+    sessions: Sessions,
     /// Every line the server received.
     server_log: PathBuf,
     _shutdown: watch::Sender<bool>,
@@ -127,17 +155,21 @@ struct Agent {
 }
 
 impl Agent {
-    /// Starts a session behind `gate`. Nothing is sent yet.
-    fn connect(gate: HandGate) -> Agent {
+    /// Starts a session for a server that lists its catalog (or, with `mute_list`, never
+    /// does), behind `gate`. Nothing is sent yet.
+    fn connect(gate: HandGate, mute_list: bool) -> Agent {
         let dir = tempfile::tempdir().expect("tempdir");
         let script = dir.path().join("server.py");
         std::fs::write(&script, SERVER).expect("write the server");
         let server_log = dir.path().join("received.jsonl");
-        let command = vec![
+        let mut command = vec![
             "python3".to_owned(),
             script.display().to_string(),
             server_log.display().to_string(),
         ];
+        if mute_list {
+            command.push("mute-list".into());
+        }
         let label: ServerLabel = LABEL.parse().expect("label");
         let config = ServerConfig::new(label.clone(), command, Some(dir.path().into()), vec![])
             .expect("config");
@@ -153,6 +185,7 @@ impl Agent {
             authorizer: Arc::clone(&gate) as Arc<dyn Authorizer>,
             shutdown,
         };
+        let (sessions, commands) = (ctx.sessions.clone(), ctx.commands.clone());
         let (to_session, agent_lines) = tokio::io::duplex(1 << 16);
         let (to_agent, from_session) = mpsc::unbounded_channel();
         tokio::spawn(run(
@@ -168,15 +201,18 @@ impl Agent {
             to_session,
             from_session,
             gate,
+            commands,
+            sessions,
             server_log,
             _shutdown: shutdown_tx,
             _dir: dir,
         }
     }
 
-    /// [`Agent::connect`], then the handshake, and a `tools/list` once the catalog is in.
+    /// [`Agent::connect`] to a server that lists its catalog, the handshake, and a
+    /// `tools/list` once the catalog is in.
     async fn ready(gate: HandGate) -> Agent {
-        let mut agent = Agent::connect(gate);
+        let mut agent = Agent::connect(gate, false);
         agent.handshake().await;
         let listed = agent.request(json!("list"), "tools/list", json!({})).await;
         assert_eq!(listed["result"]["tools"][0]["name"], "echo", "{listed}");
@@ -231,6 +267,16 @@ impl Agent {
         serde_json::from_slice(&line).expect("the session writes JSON")
     }
 
+    /// Waits until the session's server is in `phase`.
+    async fn wait_phase(&self, phase: Phase) {
+        within("the server's state", async {
+            while self.sessions.snapshot().first().map(|s| s.phase) != Some(phase) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+    }
+
     /// The methods of the requests the server received, in order.
     fn server_received(&self) -> Vec<String> {
         std::fs::read_to_string(&self.server_log)
@@ -266,6 +312,12 @@ fn rpc_error(answer: &Value) -> (i64, String) {
     )
 }
 
+/// A tool error's structured content.
+fn tool_error(answer: &Value) -> &Value {
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    &answer["result"]["structuredContent"]
+}
+
 #[tokio::test]
 async fn a_request_reusing_the_id_of_a_call_waiting_for_the_gate_is_refused_whatever_its_method() {
     let mut agent = Agent::ready(HandGate::default()).await;
@@ -299,7 +351,7 @@ async fn a_request_reusing_the_id_of_a_call_waiting_for_the_gate_is_refused_what
 
 #[tokio::test]
 async fn a_second_initialize_with_the_same_id_is_answered_after_the_first() {
-    let mut agent = Agent::connect(HandGate::default());
+    let mut agent = Agent::connect(HandGate::default(), false);
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                       "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                                  "clientInfo": {"name": "session-test", "version": "1"}}});
@@ -363,4 +415,97 @@ async fn a_tools_call_with_malformed_params_is_invalid_params_and_never_reaches_
         "{:?}",
         agent.server_received()
     );
+}
+
+/// The vault locks while a call waits for a human on a server holding a credential: the lock
+/// answers the call (`vault_locked`) and stops the server. However the two reach the session,
+/// the call gets the gate's verdict, never the "may have taken effect" `epoch_transition`.
+#[tokio::test]
+async fn a_call_waiting_for_the_gate_when_the_vault_locks_gets_vault_locked() {
+    let gate = HandGate {
+        released: vec!["token".into()],
+        ..HandGate::default()
+    };
+    let mut agent = Agent::ready(gate).await;
+    agent.start_call(json!(20)).await;
+    // The lock takes the call's request and answers it; the session sees the servers
+    // holding credentials stop first.
+    let (_, done) = agent.gate.decided().await;
+    agent
+        .commands
+        .send(Command::DropCredentials)
+        .expect("the session listens");
+    agent.wait_phase(Phase::Stopped).await;
+    done(Verdict::Deny(Denial::vault_locked()));
+
+    let answer = agent.next().await;
+    assert_eq!(answer["id"], 20, "{answer}");
+    assert_eq!(tool_error(&answer)["error"], "vault_locked", "{answer}");
+    assert!(!agent.server_received().contains(&"tools/call".to_owned()));
+}
+
+/// The epoch ends while a call waits for a human: the request is withdrawn, and the call is
+/// told it was not forwarded (not "check whether the call took effect").
+#[tokio::test]
+async fn a_call_whose_approval_is_withdrawn_by_the_epochs_end_is_told_it_was_not_forwarded() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    agent.start_call(json!(20)).await;
+    let asked = agent.gate.asked_about().await;
+    agent
+        .commands
+        .send(Command::Restart(LABEL.parse().expect("label")))
+        .expect("the session listens");
+
+    let answer = agent.next().await;
+    assert_eq!(answer["id"], 20, "{answer}");
+    let detail = tool_error(&answer);
+    assert_eq!(detail["error"], "epoch_ended_before_forwarding", "{answer}");
+    assert_eq!(detail["server"], LABEL);
+    assert_eq!(detail["reason"], "restart requested");
+    assert_eq!(
+        detail["retry"],
+        "not forwarded: refresh tools/list, call again"
+    );
+    assert_eq!(
+        *lock(&agent.gate.withdrawn),
+        [(asked.request.call, Withdrawn::EpochEnded)]
+    );
+    assert!(!agent.server_received().contains(&"tools/call".to_owned()));
+}
+
+/// Requests held while the epoch's catalog is fetched were never forwarded either.
+#[tokio::test]
+async fn requests_held_when_the_epoch_ends_are_told_they_were_not_forwarded() {
+    let mut agent = Agent::connect(HandGate::default(), true);
+    agent.handshake().await;
+    agent.wait_phase(Phase::IdentityPending).await;
+    agent.start_call(json!("call")).await;
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))
+        .await;
+    // Answered at once, after the two before it were held.
+    let pong = agent.request(json!("ping"), "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    agent
+        .commands
+        .send(Command::Restart(LABEL.parse().expect("label")))
+        .expect("the session listens");
+
+    let call = agent.next().await;
+    assert_eq!(call["id"], "call", "{call}");
+    assert_eq!(
+        tool_error(&call)["error"],
+        "epoch_ended_before_forwarding",
+        "{call}"
+    );
+    let list = agent.next().await;
+    assert_eq!(list["id"], "list", "{list}");
+    let (code, _) = rpc_error(&list);
+    assert_eq!(code, -32603);
+    assert_eq!(
+        list["error"]["data"]["error"],
+        "epoch_ended_before_forwarding"
+    );
+    let methods = agent.server_received();
+    assert!(!methods.contains(&"tools/call".to_owned()), "{methods:?}");
 }

@@ -1,5 +1,6 @@
-//! The vault lock: a human's lock refuses the waiting calls and ends grants and admissions;
-//! the OS reporting that the user stepped away locks it too.
+//! The vault lock: a human's lock refuses the waiting calls (before any server holding a
+//! credential stops) and ends grants and admissions; the OS reporting that the user stepped
+//! away locks it too.
 
 use super::*;
 
@@ -45,6 +46,40 @@ async fn a_lock_refuses_the_waiting_call_ends_grants_and_admissions() {
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0]["approval"], card.id.to_string());
     assert_eq!(expired[0]["code"], "vault_locked");
+}
+
+/// The lock answers the calls waiting on a human before it has the sessions stop the servers
+/// holding credentials: a session that sees its server stop finds their verdicts given
+/// (withdrawing such a call says it was decided), so it answers them with the verdict rather
+/// than as calls that may have taken effect.
+#[tokio::test]
+async fn a_lock_answers_waiting_calls_before_it_stops_servers_holding_credentials() {
+    let gate = Gate::new();
+    let call = deploy(&launch(1, b"v1"));
+    let id = call.request.call;
+    let mut told_before = gate.commands.subscribe();
+    let mut told_after = gate.commands.subscribe();
+    let (tx, rx) = std::sync::mpsc::channel();
+    gate.authority.authorize(
+        call,
+        Box::new(move |verdict| {
+            let _ = tx.send((verdict, told_before.try_recv().ok()));
+        }),
+    );
+    assert_eq!(gate.authority.approvals().len(), 1, "waits on a card");
+
+    assert!(gate.authority.lock("test"));
+    let (verdict, told) = rx.try_recv().expect("answered by the lock");
+    assert_eq!(denied(verdict).code, DenyCode::VaultLocked);
+    assert_eq!(
+        told, None,
+        "no server was stopped before the call was answered"
+    );
+    assert_eq!(told_after.try_recv().ok(), Some(Command::DropCredentials));
+    assert_eq!(
+        gate.authority.withdraw(SESSION, id, Withdrawn::EpochEnded),
+        Withdrawal::AlreadyDecided
+    );
 }
 
 /// The OS says the user stepped away (a private D-Bus daemon plays the session bus): the

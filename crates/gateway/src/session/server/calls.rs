@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 use super::Upstream;
 use super::catalog::unreachable_empty;
 use crate::authorize::{
-    CallToAuthorize, INJECT_META, InjectError, InjectedHeader, Verdict, credential_host,
-    http_request_scope,
+    CallToAuthorize, INJECT_META, InjectError, InjectedHeader, Verdict, Withdrawal, Withdrawn,
+    credential_host, http_request_scope,
 };
 use crate::message::{self, Id, Message, code};
-use crate::session::{Authorizing, Event, InFlight, Session, now_ms};
+use crate::session::{Authorizing, Event, InFlight, Session, Settling, Stage, Unsent, now_ms};
 
 impl Session {
     /// Asks the gate about a `tools/call`; the verdict comes back as [`Event::Authorized`].
@@ -90,8 +90,15 @@ impl Session {
             arguments,
             withheld: self.info.credentials.withheld.clone(),
         };
-        self.authorizing
-            .insert(id.clone(), Authorizing { call, msg, tool });
+        self.authorizing.insert(
+            id.clone(),
+            Authorizing {
+                call,
+                msg,
+                tool,
+                stage: Stage::Deciding,
+            },
+        );
         let events = self.events.clone();
         self.ctx.authorizer.authorize(
             pending,
@@ -125,6 +132,17 @@ impl Session {
 
     /// The gate decided a call: forward it (intent first) or answer with the refusal.
     pub(super) fn on_authorized(&mut self, id: Id, call: CallId, verdict: Verdict) {
+        if self.settling.get(&id).is_some_and(|s| s.call == call)
+            && let Some(settling) = self.settling.remove(&id)
+        {
+            return match verdict {
+                Verdict::Deny(denial) => self.refuse(id, settling.tool, denial),
+                // Allowed for an epoch or a catalog that is gone: it cannot go now.
+                Verdict::Allow(_) | Verdict::Relaunch => {
+                    self.answer_unsent(id, settling.tool, settling.unsent)
+                }
+            };
+        }
         if self.authorizing.get(&id).is_none_or(|w| w.call != call) {
             return; // withdrawn meanwhile: cancelled, or its epoch ended
         }
@@ -144,6 +162,45 @@ impl Session {
             }
             Verdict::Allow(authority) => {
                 self.send_call(waiting.msg, id, waiting.tool, authority, None)
+            }
+        }
+    }
+
+    /// Stops waiting on the gate for every call it is deciding, none of which can be forwarded
+    /// any more (`why`: the epoch ended, or the catalog changed). A call whose approval
+    /// request was still open (now withdrawn), or whose credentials were being read, is
+    /// answered `unsent` at once. One the gate had already decided (a lock answers the calls
+    /// it finds waiting before it stops any server) waits for that verdict: a refusal
+    /// answers it, anything else gets `unsent`. None of them is ever told it may have taken
+    /// effect.
+    pub(in crate::session) fn abandon_authorizing(&mut self, why: Withdrawn, unsent: &Unsent) {
+        for (id, waiting) in std::mem::take(&mut self.authorizing) {
+            let decided = waiting.stage == Stage::Deciding
+                && self
+                    .ctx
+                    .authorizer
+                    .withdraw(self.info.id, waiting.call, why)
+                    == Withdrawal::AlreadyDecided;
+            if decided {
+                let settling = Settling {
+                    call: waiting.call,
+                    tool: waiting.tool,
+                    unsent: unsent.clone(),
+                };
+                self.settling.insert(id, settling);
+            } else {
+                self.answer_unsent(id, waiting.tool, unsent.clone());
+            }
+        }
+    }
+
+    /// Answers a call that was never forwarded and never will be.
+    fn answer_unsent(&mut self, id: Id, tool: String, unsent: Unsent) {
+        match unsent {
+            Unsent::Refused(denial) => self.refuse(id, tool, denial),
+            Unsent::EpochEnded { text, detail } => {
+                tracing::info!(session = self.info.id, %id, "call not forwarded: its epoch ended");
+                self.reply(message::result(&id, tool_error(&text, detail)));
             }
         }
     }
@@ -176,6 +233,10 @@ impl Session {
             return self.send_call(waiting.msg, id, waiting.tool, authority, line);
         };
         let call = waiting.call;
+        let waiting = Authorizing {
+            stage: Stage::Injecting,
+            ..waiting
+        };
         self.authorizing.insert(id.clone(), waiting);
         let authorizer = Arc::clone(&self.ctx.authorizer);
         let (server, events) = (self.info.server.clone(), self.events.clone());

@@ -13,7 +13,7 @@ use super::{Fetch, Upstream};
 use crate::authorize::Withdrawn;
 use crate::message::{self, Id, Message};
 use crate::registry::Phase;
-use crate::session::{Event, Session};
+use crate::session::{Event, Session, Unsent};
 
 /// Bursts of `tools/list_changed` are collected this long before the catalog is fetched.
 const REFETCH_DEBOUNCE: Duration = Duration::from_millis(250);
@@ -122,12 +122,8 @@ impl Session {
         self.info.phase = Phase::CatalogReady;
         if changed {
             // A decision being made about the old definitions would be about something else.
-            for (id, waiting) in std::mem::take(&mut self.authorizing) {
-                self.ctx
-                    .authorizer
-                    .withdraw(self.info.id, waiting.call, Withdrawn::CatalogChanged);
-                self.refuse(id, waiting.tool, Denial::approval_expired());
-            }
+            let expired = Unsent::Refused(Denial::approval_expired());
+            self.abandon_authorizing(Withdrawn::CatalogChanged, &expired);
         }
         self.publish();
         if announce && differs_from_shown {

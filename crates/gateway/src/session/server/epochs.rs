@@ -5,16 +5,17 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bytes::Bytes;
 use postern_domain::{AuditEvent, CallOutcome, ExecutionEpoch, ExecutionRecord, RestartPolicy};
 use postern_supervisor::ExitReport;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::calls::tool_error;
 use super::{Upstream, stop_gracefully};
 use crate::authorize::Withdrawn;
 use crate::message::{self, Id, Kind, code};
 use crate::registry::{Credentials, Phase};
-use crate::session::{Event, Session, now_ms};
+use crate::session::{Event, Session, Unsent, now_ms};
 
 /// A launch that ends sooner than this after starting counts as a crash for back-off.
 const CRASH_WINDOW: Duration = Duration::from_secs(10);
@@ -96,8 +97,10 @@ impl Session {
         self.publish();
     }
 
-    /// Answers every request in flight to the ended epoch, and every held one, with
-    /// `epoch_transition` (refresh-contract §5). Nothing is retried.
+    /// Answers every request to the ended epoch (refresh-contract §5). Nothing is retried.
+    /// Those in flight get `epoch_transition`: the old code may have acted on them. Those
+    /// held, or waiting for the gate, were never forwarded and are told so
+    /// (`epoch_ended_before_forwarding`), unless the gate's verdict refuses a call first.
     fn end_epoch(&mut self, old: ExecutionEpoch, new: Option<ExecutionEpoch>, reason: &str) {
         self.ctx.audit.record(AuditEvent::ServerReplaced {
             session: self.info.id,
@@ -110,41 +113,43 @@ impl Session {
             self.audit_result(id, call, CallOutcome::EpochTransition);
         }
         let label = self.info.server.as_str();
-        let detail = json!({
-            "error": "epoch_transition",
-            "server": label,
-            "oldEpoch": old.to_string(),
-            "newEpoch": new.map(|e| e.to_string()),
-            "reason": reason,
-            "retry": "not retried: check whether the call took effect, refresh tools/list, call again",
-        });
-        let text = format!(
+        let detail = |code: &str, retry: &str| {
+            json!({
+                "error": code,
+                "server": label,
+                "oldEpoch": old.to_string(),
+                "newEpoch": new.map(|e| e.to_string()),
+                "reason": reason,
+                "retry": retry,
+            })
+        };
+        let forwarded = detail(
+            "epoch_transition",
+            "not retried: check whether the call took effect, refresh tools/list, call again",
+        );
+        let forwarded_text = format!(
             "server '{label}' changed execution epoch ({reason}) before answering; the call was not retried"
         );
-        let mut owed: Vec<(Id, String)> = std::mem::take(&mut self.in_flight)
-            .into_iter()
-            .map(|(id, f)| (id, f.method))
-            .collect();
-        // Calls the gate was still deciding were never forwarded; a decision now would be
-        // about code that is gone.
-        for (id, waiting) in std::mem::take(&mut self.authorizing) {
-            self.ctx
-                .authorizer
-                .withdraw(self.info.id, waiting.call, Withdrawn::EpochEnded);
-            owed.push((id, "tools/call".into()));
+        let unsent = detail(
+            "epoch_ended_before_forwarding",
+            "not forwarded: refresh tools/list, call again",
+        );
+        let unsent_text = format!(
+            "server '{label}' changed execution epoch ({reason}) before this request was forwarded; nothing of it reached the server"
+        );
+        for (id, call) in std::mem::take(&mut self.in_flight) {
+            self.reply(epoch_answer(&id, &call.method, &forwarded_text, &forwarded));
         }
-        let held = std::mem::take(&mut self.held);
-        owed.extend(held.into_iter().filter_map(|m| match m.kind {
-            Kind::Request { id, method } => Some((id, method)),
-            _ => None,
-        }));
-        for (id, method) in owed {
-            let line = if method == "tools/call" {
-                message::result(&id, tool_error(&text, detail.clone()))
-            } else {
-                message::error(Some(&id), code::INTERNAL_ERROR, &text, Some(detail.clone()))
-            };
-            self.reply(line);
+        // A decision now would be about code that is gone.
+        let unanswered = Unsent::EpochEnded {
+            text: unsent_text.clone(),
+            detail: unsent.clone(),
+        };
+        self.abandon_authorizing(Withdrawn::EpochEnded, &unanswered);
+        for msg in std::mem::take(&mut self.held) {
+            if let Kind::Request { id, method } = &msg.kind {
+                self.reply(epoch_answer(id, method, &unsent_text, &unsent));
+            }
         }
     }
 
@@ -222,5 +227,15 @@ impl Session {
             self.info.backoff_until_ms = None;
             self.publish();
         }
+    }
+}
+
+/// The answer to request `id` (of `method`) when its epoch ended: a tool error for a
+/// `tools/call`, a JSON-RPC error (-32603) with the same detail for anything else.
+fn epoch_answer(id: &Id, method: &str, text: &str, detail: &Value) -> Bytes {
+    if method == "tools/call" {
+        message::result(id, tool_error(text, detail.clone()))
+    } else {
+        message::error(Some(id), code::INTERNAL_ERROR, text, Some(detail.clone()))
     }
 }
