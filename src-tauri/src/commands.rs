@@ -337,7 +337,7 @@ mod tests {
             refused["message"]
                 .as_str()
                 .unwrap()
-                .contains("at least 1 second"),
+                .contains("between 1 second and 1 day"),
             "{refused}"
         );
         stop(&app);

@@ -6,7 +6,7 @@
 //! handed to the engine. No command returns a value, and no type here can hold one on the way
 //! out.
 
-use postern_domain::{Credential, CredentialName, Injection, ServerLabel};
+use postern_domain::{Credential, CredentialName, CredentialSpec, Injection, ServerLabel};
 use postern_engine::authority::CredentialError;
 use postern_store::Store;
 use postern_vault::Secret;
@@ -123,12 +123,13 @@ pub async fn add_credential<R: Runtime>(
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .collect();
-    let injection = injection(credential.injection)?;
+    let spec = CredentialSpec::new(injection(credential.injection), &hosts)
+        .map_err(|e| CommandError::new(ErrorCode::BadRequest, e.to_string()))?;
     let value = credential.value.0;
     let every_use = credential.every_use;
     blocking(move || {
         authority
-            .add_credential(&name, injection, hosts, every_use, value)
+            .add_credential(&name, spec, every_use, value)
             .map(drop)
             .map_err(refused)
     })
@@ -206,28 +207,18 @@ fn item(c: Credential, servers: Vec<String>) -> CredentialItem {
     }
 }
 
-fn injection(kind: CredentialKind) -> Result<Injection, CommandError> {
-    let named = |what: &str, value: String| {
-        let value = value.trim().to_owned();
-        if value.is_empty() {
-            Err(CommandError::new(
-                ErrorCode::BadRequest,
-                format!("the {what} name is empty"),
-            ))
-        } else {
-            Ok(value)
-        }
-    };
-    Ok(match kind {
+/// The form's kind, names trimmed; [`CredentialSpec::new`] checks the rest.
+fn injection(kind: CredentialKind) -> Injection {
+    match kind {
         CredentialKind::Env { var } => Injection::Env {
-            var: named("environment variable", var)?,
+            var: var.trim().to_owned(),
         },
         CredentialKind::Bearer => Injection::Bearer,
         CredentialKind::Header { name } => Injection::Header {
-            name: named("header", name)?,
+            name: name.trim().to_owned(),
         },
         CredentialKind::Basic => Injection::Basic,
-    })
+    }
 }
 
 fn name(name: &str) -> Result<CredentialName, CommandError> {
@@ -362,6 +353,18 @@ mod tests {
                 json!({"name": "ok", "injection": {"kind": "env", "var": " "}, "hosts": [], "everyUse": false, "value": "x"}),
                 "environment variable",
             ),
+            (
+                json!({"name": "ok", "injection": {"kind": "bearer"}, "hosts": ["https://api.github.com/"], "everyUse": false, "value": "x"}),
+                "give the host alone, e.g. api.github.com, not a URL",
+            ),
+            (
+                json!({"name": "ok", "injection": {"kind": "header", "name": "Bad Header"}, "hosts": ["api.github.com"], "everyUse": false, "value": "x"}),
+                "is not an HTTP header name",
+            ),
+            (
+                json!({"name": "ok", "injection": {"kind": "env", "var": "TOKEN"}, "hosts": ["example.com"], "everyUse": false, "value": "x"}),
+                "hosts mean nothing for it",
+            ),
         ] {
             let refused =
                 invoke(&app, "add_credential", json!({ "credential": credential })).unwrap_err();
@@ -374,12 +377,24 @@ mod tests {
         let empty = invoke(
             &app,
             "add_credential",
-            json!({"credential": {"name": "ok", "injection": {"kind": "bearer"}, "hosts": [], "everyUse": false, "value": ""}}),
+            json!({"credential": {"name": "ok", "injection": {"kind": "bearer"}, "hosts": ["h.example"], "everyUse": false, "value": ""}}),
         )
         .unwrap_err();
         assert_eq!(
             empty["code"], "refused",
             "the engine refuses an empty value: {empty}"
+        );
+        let basic = invoke(
+            &app,
+            "add_credential",
+            json!({"credential": {"name": "ok", "injection": {"kind": "basic"}, "hosts": ["h.example"], "everyUse": false, "value": "canary-no-colon"}}),
+        )
+        .unwrap_err();
+        assert_eq!(basic["code"], "refused", "{basic}");
+        assert!(
+            basic["message"].as_str().unwrap().contains("user:password")
+                && !basic.to_string().contains("canary-no-colon"),
+            "{basic}"
         );
         stop(&app);
     }

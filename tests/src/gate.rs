@@ -139,6 +139,22 @@ impl Gate {
 
     /// [`Gate::cli`] with `input` on stdin (a credential's value).
     pub fn cli_with_stdin(&self, args: &[&str], input: &str) -> Result<String> {
+        let out = self.cli_output(args, input)?;
+        if !out.status.success() {
+            bail!(
+                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Runs `postern --home H <args>` with `input` on stdin and returns what it did, whether
+    /// it succeeded or not (for the refusals and warnings a person would see).
+    pub fn cli_output(&self, args: &[&str], input: &str) -> Result<std::process::Output> {
         use std::io::Write as _;
         let mut child = self
             .postern()
@@ -153,17 +169,7 @@ impl Gate {
         if let Some(mut stdin) = child.stdin.take() {
             stdin.write_all(input.as_bytes())?;
         }
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            bail!(
-                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        Ok(child.wait_with_output()?)
     }
 
     /// `postern server add <label> -- <command...>`.

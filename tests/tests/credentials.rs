@@ -161,6 +161,27 @@ async fn a_launch_gets_a_credential_only_for_an_identity_a_human_approved() -> R
         })
         .await?;
         agent.kill().await?;
+
+        // Per-call approval for a tool the server did not offer (a typo) is set, but the CLI
+        // warns, naming the tools the server offered when Postern last saw them.
+        let typo = gate.cli_output(
+            &["every-use", "on", "--server", LABEL, "--tool", "whoamii"],
+            "",
+        )?;
+        let warning = String::from_utf8_lossy(&typo.stderr);
+        assert!(typo.status.success(), "{typo:?}");
+        assert!(
+            warning.starts_with(
+                "warning: 'rebuildable' did not offer a tool named 'whoamii' when Postern last saw its tools (it offered: "
+            ) && (warning.contains(" whoami,") || warning.contains(" whoami)")),
+            "{warning}"
+        );
+        let exact = gate.cli_output(
+            &["every-use", "on", "--server", LABEL, "--tool", "whoami"],
+            "",
+        )?;
+        assert!(exact.status.success(), "{exact:?}");
+        assert_eq!(String::from_utf8_lossy(&exact.stderr), "", "a known tool");
         Ok(())
     })
     .await
@@ -358,5 +379,190 @@ async fn forgetting_a_home_deletes_its_keychain_entries() -> Result<()> {
     assert!(!deleted.contains("forget-me-value"));
     let again = gate.cli(["forget-keychain", "--yes"])?;
     assert!(again.starts_with("no keychain entries"), "{again}");
+    Ok(())
+}
+
+/// Input that could never work is refused where it comes in, saying what is wrong and what to
+/// give instead, and no refusal shows the value piped in: a URL or a wildcard as a host, a
+/// header HTTP cannot carry or the client sets, a variable no shell can set or one that decides
+/// which code runs, hosts on an env credential, a basic value without `user:`, a second
+/// credential (or the server's own --env) for one variable, per-call approval for what does not
+/// exist or was never on, settings out of range.
+#[tokio::test]
+async fn input_that_could_never_work_is_refused_with_what_to_do_instead() -> Result<()> {
+    let gate = Gate::start_prompting(&[]).await?;
+    // Fails with `expected` on stderr, exit 1, and never shows the value on stdin.
+    let refused = |args: &[&str], expected: &str| -> Result<()> {
+        let out = gate.cli_output(args, CANARY)?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{args:?} was accepted: {stdout}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains(CANARY) && !stdout.contains(CANARY),
+            "{args:?} showed the value: {stderr}"
+        );
+        Ok(())
+    };
+    let header = |name| {
+        [
+            "--kind",
+            "header",
+            "--header",
+            name,
+            "--host",
+            "api.github.com",
+        ]
+    };
+    let env = |var| ["--kind", "env", "--env", var];
+    for (rest, expected) in [
+        (
+            &["--kind", "bearer", "--host", "https://api.github.com/"][..],
+            "postern: give the host alone, e.g. api.github.com, not a URL (\"https://api.github.com/\"): a credential goes to every path of its hosts",
+        ),
+        (
+            &["--kind", "bearer", "--host", "*.github.com"],
+            "postern: \"*.github.com\" has a wildcard, but a credential's hosts are matched exactly: name each host it may go to, e.g. api.github.com",
+        ),
+        (
+            &["--kind", "bearer", "--host", "localhost:8443"],
+            "postern: \"localhost:8443\" has a port, but a credential goes to its host on any port: give localhost alone",
+        ),
+        (
+            &header("Bad Header"),
+            "postern: \"Bad Header\" is not an HTTP header name",
+        ),
+        (
+            &header("Host"),
+            "postern: the built-in http_request cannot send a credential as \"Host\"",
+        ),
+        (
+            &env("BAD NAME"),
+            "postern: \"BAD NAME\" is not an environment variable name: use letters, digits and '_', not starting with a digit (e.g. API_TOKEN)",
+        ),
+        (
+            &env("LD_PRELOAD"),
+            "postern: a credential cannot set LD_PRELOAD",
+        ),
+        (
+            &[
+                "--kind",
+                "env",
+                "--env",
+                "GH_TOKEN",
+                "--host",
+                "example.com",
+            ],
+            "postern: --host is for the header kinds (bearer, header, basic)",
+        ),
+        (
+            &["--kind", "basic", "--host", "api.github.com"],
+            "postern: a basic credential's value is user:password, and this one has no ':' (the value is not shown)",
+        ),
+    ] {
+        let mut args = vec!["credential", "add", "gh"];
+        args.extend_from_slice(rest);
+        refused(&args, expected)?;
+    }
+    assert!(
+        gate.cli(["credential", "list"])?
+            .starts_with("no credentials"),
+        "nothing was added"
+    );
+
+    // Two sources for one variable at launch: refused, naming the other one.
+    gate.cli([
+        "server",
+        "add",
+        "plain",
+        "--env",
+        "PLAIN_TOKEN=x",
+        "--",
+        "python3",
+        "-c",
+        "pass",
+    ])?;
+    for (name, var) in [
+        ("own", "PLAIN_TOKEN"),
+        ("first", "OTHER_TOKEN"),
+        ("second", "OTHER_TOKEN"),
+    ] {
+        gate.cli_with_stdin(
+            &["credential", "add", name, "--kind", "env", "--env", var],
+            CANARY,
+        )?;
+    }
+    refused(
+        &["server", "bind", "plain", "own"],
+        "postern: credential 'own' sets PLAIN_TOKEN, which server 'plain' already sets in its own environment (--env)",
+    )?;
+    gate.cli(["server", "bind", "plain", "first"])?;
+    refused(
+        &["server", "bind", "plain", "second"],
+        "postern: credential 'second' sets OTHER_TOKEN, which credential 'first' bound to 'plain' already sets; one would silently win at launch. Unbind it first (postern server unbind plain first) or give one of them another variable",
+    )?;
+    refused(
+        &[
+            "server",
+            "add",
+            "plain",
+            "--env",
+            "OTHER_TOKEN=y",
+            "--",
+            "python3",
+            "-c",
+            "pass",
+        ],
+        "postern: credential 'first' bound to 'plain' sets OTHER_TOKEN at launch",
+    )?;
+
+    // Per-call approval where it could never apply, or off where it was never on.
+    refused(
+        &["every-use", "on", "--server", "nosuch"],
+        "postern: no server is configured as 'nosuch', so per-call approval there would never apply; the servers are: plain, postern",
+    )?;
+    refused(
+        &["every-use", "on", "--credential", "nosuch"],
+        "postern: no credential named 'nosuch', so per-call approval for it would never apply; the credentials are: first, own, second",
+    )?;
+    refused(
+        &["every-use", "off", "--server", "plain"],
+        "postern: per-call approval was not on for every tool of plain, so there is nothing to turn off; it is off everywhere",
+    )?;
+    let tool = gate.cli_output(
+        &[
+            "every-use",
+            "on",
+            "--server",
+            "plain",
+            "--tool",
+            "nosuchtool",
+        ],
+        "",
+    )?;
+    assert!(tool.status.success(), "{tool:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&tool.stderr),
+        "warning: Postern has not seen the tools of 'plain' since the engine started, so it cannot check that 'nosuchtool' is one of them; per-call approval is on for it as typed\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&tool.stdout),
+        "every use: tool nosuchtool of plain\n"
+    );
+
+    refused(
+        &["settings", "--approval-timeout", "18446744073709551615"],
+        "postern: the approval timeout must be between 1 second and 1 day (86400 seconds)",
+    )?;
+    refused(
+        &["settings", "--auto-lock", "18446744073709551615"],
+        "postern: the auto-lock time must be at most 1 week (10080 minutes); 0 turns it off",
+    )?;
+    let settings = gate.cli(["settings"])?;
+    assert!(settings.contains("approval timeout: 120 s"), "{settings}");
+    assert!(
+        !gate.daemon_log().contains(CANARY),
+        "the value reached the log"
+    );
     Ok(())
 }

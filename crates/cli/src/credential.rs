@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Read, Write};
 
 use anyhow::{Context, Result, bail};
 use clap::{Subcommand, ValueEnum};
-use postern_domain::{Credential, Injection};
+use postern_domain::{Credential, CredentialSpec, Injection};
 use postern_engine::Home;
 use postern_gateway::hello::{ControlCommand, SecretText};
 use postern_store::Store;
@@ -81,26 +81,16 @@ pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
             hosts,
             every_use,
         } => {
-            let injection = match kind {
-                Kind::Env => Injection::Env {
-                    var: env.context("--kind env needs --env VAR")?,
-                },
-                Kind::Bearer => Injection::Bearer,
-                Kind::Header => Injection::Header {
-                    name: header.context("--kind header needs --header NAME")?,
-                },
-                Kind::Basic => Injection::Basic,
-            };
-            if kind != Kind::Env && hosts.is_empty() {
-                bail!("a header credential needs at least one --host it may be sent to");
-            }
+            // Checked before the value is read: nobody types a secret into a command that
+            // was going to be refused anyway.
+            let spec = spec(kind, env, header, &hosts)?;
             let value = read_value()?;
             let answer = ask(
                 home,
                 ControlCommand::CredentialAdd {
                     name: name.clone(),
-                    injection,
-                    hosts,
+                    injection: spec.injection().clone(),
+                    hosts: spec.hosts(),
                     every_use,
                     value,
                 },
@@ -232,6 +222,40 @@ pub fn bind(home: &Home, server: String, credential: String, bind: bool) -> Resu
     Ok(())
 }
 
+/// The injection and hosts of `credential add`, checked ([`CredentialSpec::new`]).
+fn spec(
+    kind: Kind,
+    env: Option<String>,
+    header: Option<String>,
+    hosts: &[String],
+) -> Result<CredentialSpec> {
+    if kind != Kind::Env && env.is_some() {
+        bail!("--env VAR is for --kind env; a header credential names its header with --header");
+    }
+    if kind != Kind::Header && header.is_some() {
+        bail!("--header NAME is for --kind header");
+    }
+    let injection = match kind {
+        Kind::Env => Injection::Env {
+            var: env.context("--kind env needs --env VAR")?,
+        },
+        Kind::Bearer => Injection::Bearer,
+        Kind::Header => Injection::Header {
+            name: header.context("--kind header needs --header NAME")?,
+        },
+        Kind::Basic => Injection::Basic,
+    };
+    if kind == Kind::Env && !hosts.is_empty() {
+        bail!(
+            "--host is for the header kinds (bearer, header, basic): an env credential is set in a server's environment at launch, so a host means nothing for it"
+        );
+    }
+    if kind != Kind::Env && hosts.is_empty() {
+        bail!("a header credential needs at least one --host it may be sent to");
+    }
+    Ok(CredentialSpec::new(injection, hosts)?)
+}
+
 /// The value, from stdin: everything up to EOF, one trailing newline removed.
 fn read_value() -> Result<SecretText> {
     let mut stdin = std::io::stdin();
@@ -262,5 +286,60 @@ fn describe(injection: &Injection) -> String {
         Injection::Bearer => "bearer header".into(),
         Injection::Header { name } => format!("header {name}"),
         Injection::Basic => "basic auth".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(kind: Kind, env: Option<&str>, header: Option<&str>, hosts: &[&str]) -> String {
+        let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
+        let refused =
+            spec(kind, env.map(Into::into), header.map(Into::into), &hosts).expect_err("refused");
+        format!("{refused:#}")
+    }
+
+    #[test]
+    fn credential_add_refuses_what_could_never_work_before_reading_the_value() {
+        assert_eq!(
+            refusal(Kind::Bearer, None, None, &["https://api.github.com/"]),
+            "give the host alone, e.g. api.github.com, not a URL (\"https://api.github.com/\"): a credential goes to every path of its hosts"
+        );
+        assert!(refusal(Kind::Bearer, None, None, &["*.github.com"]).contains("has a wildcard"));
+        assert!(
+            refusal(Kind::Header, None, Some("Bad Header"), &["h.example"])
+                .contains("is not an HTTP header name")
+        );
+        assert!(
+            refusal(Kind::Header, None, Some("Host"), &["h.example"])
+                .contains("cannot send a credential as \"Host\"")
+        );
+        assert!(
+            refusal(Kind::Env, Some("BAD NAME"), None, &[])
+                .contains("\"BAD NAME\" is not an environment variable name")
+        );
+        assert!(
+            refusal(Kind::Env, Some("LD_PRELOAD"), None, &[]).contains("cannot set LD_PRELOAD")
+        );
+        assert!(
+            refusal(Kind::Env, Some("API_TOKEN"), None, &["example.com"])
+                .starts_with("--host is for the header kinds")
+        );
+        assert!(
+            refusal(Kind::Bearer, Some("X"), None, &["h.example"])
+                .starts_with("--env VAR is for --kind env")
+        );
+        assert_eq!(
+            refusal(Kind::Basic, None, None, &[]),
+            "a header credential needs at least one --host it may be sent to"
+        );
+    }
+
+    #[test]
+    fn hosts_are_sent_as_requests_name_them() {
+        let hosts = ["API.GitHub.com".to_owned(), "api.github.com".to_owned()];
+        let checked = spec(Kind::Bearer, None, None, &hosts).expect("valid");
+        assert_eq!(checked.hosts(), ["api.github.com"]);
     }
 }

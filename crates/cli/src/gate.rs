@@ -11,7 +11,7 @@ use postern_domain::decision::{
     ApprovalCard, ArgumentSource, AskFor, CatalogSince, EveryUse, EveryUseSetting, GrantChoice,
     IdentitySince, Reply, SessionMode, SettingTarget,
 };
-use postern_domain::{Grant, GrantEnd, ServerLabel, ToolScope};
+use postern_domain::{CredentialName, Grant, GrantEnd, ServerLabel, ToolScope};
 use postern_engine::{Home, Settings};
 use postern_gateway::control::request;
 use postern_gateway::hello::ControlCommand;
@@ -285,19 +285,22 @@ pub fn every_use(home: &Home, command: EveryUseCommand) -> Result<()> {
             level: EveryUse::Off,
         }),
     };
-    let settings: Vec<EveryUseSetting> =
-        serde_json::from_value(ask(home, ControlCommand::EveryUse { set })?)?;
+    let mut answer = ask(home, ControlCommand::EveryUse { set })?;
+    if let Some(warning) = answer.get("warning").and_then(Value::as_str) {
+        eprintln!("warning: {}", crate::terminal::clean(warning));
+    }
+    // The engine answers {"settings": [...], "warning": ...}; one from before, the list alone.
+    let settings = match answer.get_mut("settings") {
+        Some(settings) => settings.take(),
+        None => answer,
+    };
+    let settings: Vec<EveryUseSetting> = serde_json::from_value(settings)?;
     let mut out = crate::terminal::out();
     if settings.is_empty() {
         writeln!(out, "per-call approval is off everywhere")?;
     }
     for s in settings {
-        let target = match s.target {
-            SettingTarget::Tool { server, tool } => format!("tool {tool} of {server}"),
-            SettingTarget::Server { server } => format!("every tool of {server}"),
-            SettingTarget::Credential { name } => format!("every call using credential {name}"),
-        };
-        writeln!(out, "every use: {target}")?;
+        writeln!(out, "every use: {}", s.target)?;
     }
     Ok(())
 }
@@ -305,7 +308,10 @@ pub fn every_use(home: &Home, command: EveryUseCommand) -> Result<()> {
 impl TargetArgs {
     fn into_target(self) -> Result<SettingTarget> {
         if let Some(name) = self.credential {
-            return Ok(SettingTarget::Credential { name });
+            let name: CredentialName = name.parse()?;
+            return Ok(SettingTarget::Credential {
+                name: name.to_string(),
+            });
         }
         let server: ServerLabel = self
             .server

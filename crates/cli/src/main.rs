@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use postern_domain::{EnvVar, RestartPolicy, ServerConfig, ServerLabel};
+use postern_domain::{EnvName, EnvVar, RestartPolicy, ServerConfig, ServerLabel};
 use postern_engine::{Engine, Home, Status};
 use postern_gateway::control::{ControlError, request};
 use postern_gateway::hello::ControlCommand;
@@ -309,6 +309,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                 .map(|e| e.parse::<EnvVar>())
                 .collect::<Result<Vec<_>, _>>()?;
             let mut config = ServerConfig::new(label, command, cwd, env)?;
+            refuse_env_set_by_credential(&store, &config)?;
             config.identity_paths = identity;
             config.restart = restart;
             config.self_reloading = self_reloading;
@@ -429,6 +430,25 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             import(home, &store, file, dry_run, &mut out)?;
         }
         ServerCommand::Bind { .. } | ServerCommand::Unbind { .. } => {}
+    }
+    Ok(())
+}
+
+/// Refuses a server environment variable that a credential bound to the server sets at
+/// launch too (one would silently win); `postern server bind` refuses the same the other way.
+fn refuse_env_set_by_credential(store: &Store, config: &ServerConfig) -> Result<()> {
+    let label = &config.label;
+    for credential in store.bindings(label)? {
+        let Some(var) = credential.env_var().and_then(|v| v.parse::<EnvName>().ok()) else {
+            continue;
+        };
+        if config.env.iter().any(|e| var.is(&e.name)) {
+            bail!(
+                "credential '{}' bound to '{label}' sets {var} at launch; --env {var}=... would set it too, and one would silently win. Leave out --env {var}, or unbind the credential first (postern server unbind {label} {})",
+                credential.name,
+                credential.name
+            );
+        }
     }
     Ok(())
 }
@@ -575,4 +595,39 @@ fn init_logging(default: &str) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use postern_domain::Injection;
+
+    use super::*;
+
+    #[test]
+    fn server_add_refuses_an_env_var_a_bound_credential_sets() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("store");
+        let label: ServerLabel = "inventory".parse().expect("label");
+        let config = |env: &[&str]| {
+            let env = env.iter().map(|e| e.parse().expect("env")).collect();
+            ServerConfig::new(label.clone(), vec!["node".into()], None, env).expect("config")
+        };
+        store.add_server(&config(&[])).expect("add");
+        let name = "inventory-api".parse().expect("name");
+        let env = Injection::Env {
+            var: "INVENTORY_TOKEN".into(),
+        };
+        store
+            .add_credential(&name, &env, &[], false)
+            .expect("credential");
+        store.bind(&label, &name).expect("bind");
+
+        refuse_env_set_by_credential(&store, &config(&["TZ=UTC"])).expect("another variable");
+        let refused = refuse_env_set_by_credential(&store, &config(&["INVENTORY_TOKEN=x1"]))
+            .expect_err("the credential sets it");
+        assert_eq!(
+            refused.to_string(),
+            "credential 'inventory-api' bound to 'inventory' sets INVENTORY_TOKEN at launch; --env INVENTORY_TOKEN=... would set it too, and one would silently win. Leave out --env INVENTORY_TOKEN, or unbind the credential first (postern server unbind inventory inventory-api)"
+        );
+    }
 }

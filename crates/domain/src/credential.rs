@@ -1,11 +1,23 @@
 //! Credentials as Postern knows them without their values: a scope name, how the value is
 //! injected, which hosts it may go to, whether every use needs a human. Values live only in
 //! the OS keychain (issue 6); nothing here can hold one.
+//!
+//! A new credential's injection and hosts are what a person typed: [`CredentialSpec::new`]
+//! turns them into a checked spec, refusing what could never work (a URL or a wildcard as a
+//! host, a header name HTTP cannot carry, a variable name no shell can set, hosts on an env
+//! credential) with what to give instead. [`Credential`] itself is the stored shape, read back
+//! as it was written.
+
+mod host;
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+pub use host::{CredentialHost, HostError};
+
+use crate::server::{EnvName, EnvNameError};
 
 /// A credential scope's name, e.g. `inventory-api-staging`: 1 to 40 characters of
 /// `a-z 0-9 - _ .`, starting with a letter or digit.
@@ -131,6 +143,175 @@ impl Credential {
     }
 }
 
+/// Headers the built-in `http_request` frames itself or never sends (it uses no proxy), in
+/// lower case: a credential cannot be sent as one, and an agent cannot set one.
+pub const CLIENT_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// A new credential's injection and hosts, checked ([`CredentialSpec::new`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CredentialSpec {
+    injection: Injection,
+    hosts: Vec<CredentialHost>,
+}
+
+/// Why a credential's injection or hosts were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// An env credential's variable is not a variable name.
+    #[error(transparent)]
+    EnvName(#[from] EnvNameError),
+    /// An env credential would set a variable that decides which code the server runs.
+    #[error(
+        "a credential cannot set {0}: it decides which programs (PATH) or libraries (LD_*, DYLD_*) the server runs, no place for a secret. If you mean it, set it in the server's own environment (postern server add --env)"
+    )]
+    LoaderVariable(String),
+    /// Hosts were given for an env credential.
+    #[error(
+        "an env credential is set in a server's environment at launch, so hosts mean nothing for it: leave them out (hosts are for the bearer, header and basic kinds)"
+    )]
+    HostsForEnv,
+    /// A header credential without a host to go to.
+    #[error(
+        "a header credential (bearer, header, basic) needs at least one host it may be sent to"
+    )]
+    NoHosts,
+    /// One of the hosts.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// A header name that is not an HTTP token.
+    #[error(
+        "{0:?} is not an HTTP header name: a name is letters, digits and any of !#$%&'*+-.^_`|~ (no spaces, no ':')"
+    )]
+    HeaderName(String),
+    /// A header the built-in `http_request` sets itself or never sends.
+    #[error(
+        "the built-in http_request cannot send a credential as {0:?}: it sets that header itself or never sends it (one of {list})",
+        list = CLIENT_HEADERS.join(", ")
+    )]
+    ClientHeader(String),
+}
+
+/// Why a value cannot be a credential's (never showing the value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// The value is empty.
+    #[error("the credential's value is empty")]
+    Empty,
+    /// The value holds a NUL byte.
+    #[error("the credential's value contains a NUL byte")]
+    Nul,
+    /// A header kind's value with line breaks or other control characters.
+    #[error(
+        "the credential's value has control characters (a line break, a tab, ...), which an HTTP header cannot carry"
+    )]
+    ControlCharacters,
+    /// A basic credential's value without `:`.
+    #[error(
+        "a basic credential's value is user:password, and this one has no ':' (the value is not shown)"
+    )]
+    NotUserPassword,
+}
+
+impl CredentialSpec {
+    /// Checks a new credential's injection and hosts: an env credential's variable name
+    /// ([`EnvName`], not PATH, LD_* or DYLD_*) and no hosts; a header credential's header
+    /// name (an HTTP token, not one of [`CLIENT_HEADERS`]) and at least one host, each a bare
+    /// host name or IP address ([`CredentialHost`]), duplicates dropped.
+    pub fn new(injection: Injection, hosts: &[String]) -> Result<Self, SpecError> {
+        match &injection {
+            Injection::Env { var } => {
+                let name: EnvName = var.parse()?;
+                if is_loader_variable(name.as_str()) {
+                    return Err(SpecError::LoaderVariable(name.into()));
+                }
+                if !hosts.is_empty() {
+                    return Err(SpecError::HostsForEnv);
+                }
+            }
+            Injection::Header { name } => {
+                if name.is_empty() || !name.bytes().all(is_token_byte) {
+                    return Err(SpecError::HeaderName(name.clone()));
+                }
+                if CLIENT_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                    return Err(SpecError::ClientHeader(name.clone()));
+                }
+            }
+            Injection::Bearer | Injection::Basic => {}
+        }
+        let mut parsed: Vec<CredentialHost> = Vec::with_capacity(hosts.len());
+        for host in hosts {
+            let host: CredentialHost = host.parse()?;
+            if !parsed.contains(&host) {
+                parsed.push(host);
+            }
+        }
+        if injection.is_header() && parsed.is_empty() {
+            return Err(SpecError::NoHosts);
+        }
+        Ok(Self {
+            injection,
+            hosts: parsed,
+        })
+    }
+
+    /// How it is injected.
+    pub fn injection(&self) -> &Injection {
+        &self.injection
+    }
+
+    /// The hosts it may go to (header kinds), as requests name them.
+    pub fn hosts(&self) -> Vec<String> {
+        self.hosts.iter().map(|h| h.as_str().to_owned()).collect()
+    }
+}
+
+impl Injection {
+    /// Whether it is injected as an HTTP header (bearer, header, basic).
+    pub fn is_header(&self) -> bool {
+        !matches!(self, Injection::Env { .. })
+    }
+
+    /// Whether `value` can be injected this way: not empty, no NUL; for a header kind no
+    /// control characters; for basic, `user:password`. The error never shows the value.
+    pub fn check_value(&self, value: &str) -> Result<(), ValueError> {
+        if value.is_empty() {
+            return Err(ValueError::Empty);
+        }
+        if value.contains('\0') {
+            return Err(ValueError::Nul);
+        }
+        if self.is_header() && value.chars().any(char::is_control) {
+            return Err(ValueError::ControlCharacters);
+        }
+        if *self == Injection::Basic && !value.contains(':') {
+            return Err(ValueError::NotUserPassword);
+        }
+        Ok(())
+    }
+}
+
+/// Variables that decide which programs or libraries a process runs.
+fn is_loader_variable(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper == "PATH" || upper.starts_with("LD_") || upper.starts_with("DYLD_")
+}
+
+/// RFC 9110 `tchar`.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 /// The keychain item for version `version` of `name`.
 pub fn keychain_item(name: &CredentialName, version: u32) -> String {
     format!("credential.{name}.v{version}")
@@ -167,5 +348,119 @@ mod tests {
         assert!(!c.allows_host("example.com"));
         assert!(!c.allows_host("api.example.com.evil.net"));
         assert_eq!(c.env_var(), None);
+    }
+
+    fn spec(injection: Injection, hosts: &[&str]) -> Result<CredentialSpec, String> {
+        let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
+        CredentialSpec::new(injection, &hosts).map_err(|e| e.to_string())
+    }
+
+    fn env(var: &str) -> Injection {
+        Injection::Env { var: var.into() }
+    }
+
+    fn header(name: &str) -> Injection {
+        Injection::Header { name: name.into() }
+    }
+
+    #[test]
+    fn a_header_credential_gets_its_hosts_normalised_and_needs_one() {
+        let checked = spec(
+            Injection::Bearer,
+            &["API.GitHub.com", "api.github.com", "[::1]"],
+        )
+        .expect("valid");
+        assert_eq!(checked.hosts(), ["api.github.com", "::1"]);
+        assert_eq!(checked.injection(), &Injection::Bearer);
+        assert_eq!(
+            spec(Injection::Basic, &[]),
+            Err(
+                "a header credential (bearer, header, basic) needs at least one host it may be sent to"
+                    .into()
+            )
+        );
+        assert!(
+            spec(Injection::Bearer, &["https://api.github.com/"]).is_err_and(
+                |e| e.starts_with("give the host alone, e.g. api.github.com, not a URL")
+            )
+        );
+    }
+
+    #[test]
+    fn a_header_name_must_be_one_http_can_carry_and_the_client_does_not_set() {
+        assert!(spec(header("X-Api-Key"), &["h.example"]).is_ok());
+        assert!(spec(header("Authorization"), &["h.example"]).is_ok());
+        assert_eq!(
+            spec(header("Bad Header"), &["h.example"]),
+            Err(
+                "\"Bad Header\" is not an HTTP header name: a name is letters, digits and any of !#$%&'*+-.^_`|~ (no spaces, no ':')"
+                    .into()
+            )
+        );
+        for bad in ["", "X-Key:", "Ünïcode"] {
+            assert!(
+                spec(header(bad), &["h.example"])
+                    .is_err_and(|e| e.contains("not an HTTP header name")),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            spec(header("Host"), &["h.example"]),
+            Err(
+                "the built-in http_request cannot send a credential as \"Host\": it sets that header itself or never sends it (one of host, content-length, transfer-encoding, connection, keep-alive, proxy-connection, proxy-authorization, te, trailer, upgrade)"
+                    .into()
+            )
+        );
+        assert!(spec(header("Transfer-Encoding"), &["h.example"]).is_err());
+    }
+
+    #[test]
+    fn an_env_credential_needs_a_plain_variable_and_no_hosts() {
+        assert_eq!(spec(env("API_TOKEN"), &[]).expect("valid").hosts(), [""; 0]);
+        assert_eq!(
+            spec(env("BAD NAME"), &[]),
+            Err(
+                "\"BAD NAME\" is not an environment variable name: use letters, digits and '_', not starting with a digit (e.g. API_TOKEN)"
+                    .into()
+            )
+        );
+        for loader in [
+            "PATH",
+            "Path",
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "DYLD_INSERT_LIBRARIES",
+        ] {
+            let refused = spec(env(loader), &[]).expect_err(loader);
+            assert!(
+                refused.starts_with(&format!("a credential cannot set {loader}: it decides")),
+                "{refused}"
+            );
+        }
+        assert!(spec(env("PATHS_FILE"), &[]).is_ok());
+        assert_eq!(
+            spec(env("API_TOKEN"), &["example.com"]),
+            Err(
+                "an env credential is set in a server's environment at launch, so hosts mean nothing for it: leave them out (hosts are for the bearer, header and basic kinds)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_value_is_checked_for_its_kind_without_being_shown() {
+        assert_eq!(Injection::Basic.check_value("alice:pw"), Ok(()));
+        let refused = Injection::Basic
+            .check_value("hunter2")
+            .expect_err("no colon");
+        assert_eq!(refused, ValueError::NotUserPassword);
+        assert!(!refused.to_string().contains("hunter2"));
+        assert_eq!(
+            Injection::Bearer.check_value("tok\r\nX-Injected: 1"),
+            Err(ValueError::ControlCharacters)
+        );
+        assert_eq!(env("T").check_value("multi\nline"), Ok(()));
+        assert_eq!(env("T").check_value(""), Err(ValueError::Empty));
+        assert_eq!(env("T").check_value("a\0b"), Err(ValueError::Nul));
     }
 }

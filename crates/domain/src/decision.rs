@@ -44,6 +44,7 @@ mod card;
 mod denial;
 
 use std::collections::BTreeSet;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -133,6 +134,18 @@ pub enum SettingTarget {
         /// The credential scope's name.
         name: String,
     },
+}
+
+impl fmt::Display for SettingTarget {
+    /// As a person reads it: `tool deploy of inventory`, `every tool of inventory`,
+    /// `every call using credential github`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Tool { server, tool } => write!(f, "tool {tool} of {server}"),
+            Self::Server { server } => write!(f, "every tool of {server}"),
+            Self::Credential { name } => write!(f, "every call using credential {name}"),
+        }
+    }
 }
 
 /// One every-use setting.

@@ -15,7 +15,7 @@ mod label;
 mod server;
 
 pub use agent::AgentIdentity;
-pub use credential::{Credential, CredentialName, Injection};
+pub use credential::{Credential, CredentialName, CredentialSpec, Injection};
 pub use digest::{Digest, DigestError};
 pub use epoch::{Artifact, ExecutionEpoch, ExecutionRecord, Pinning, RestartPolicy};
 pub use event::{AuditEvent, CallOutcome, shape};
@@ -24,7 +24,7 @@ pub use grant::{
     Presented, Request, ToolScope,
 };
 pub use label::{LabelError, ServerLabel};
-pub use server::{ConfigError, EnvVar, ServerConfig};
+pub use server::{ConfigError, EnvName, EnvNameError, EnvVar, ServerConfig};
 
 /// The MCP protocol revision Postern speaks to agents and to upstream servers.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";

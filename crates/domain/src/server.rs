@@ -46,6 +46,12 @@ pub enum ConfigError {
     /// An `--env` entry is not `KEY=VALUE`.
     #[error("--env takes KEY=VALUE, got {0:?}")]
     BadEnv(String),
+    /// An `--env` entry's name is not an environment variable name.
+    #[error("--env {0}")]
+    BadEnvName(EnvNameError),
+    /// An `--env` entry's value holds a NUL byte (named by its variable, never shown).
+    #[error("the value of --env {0} contains a NUL byte, which no environment can carry")]
+    NulInEnvValue(String),
     /// A working directory that is not absolute.
     #[error("the working directory must be an absolute path, got {0:?}")]
     RelativeCwd(PathBuf),
@@ -93,7 +99,8 @@ impl ServerConfig {
 /// One `KEY=VALUE` environment entry for a server.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvVar {
-    /// The variable's name: non-empty, no `=` and no NUL.
+    /// The variable's name (an [`EnvName`] when given through [`EnvVar::from_str`]; stored
+    /// configurations from before that rule load as they are).
     pub name: String,
     /// The variable's value (never logged: it may hold a token).
     pub value: String,
@@ -109,13 +116,73 @@ impl FromStr for EnvVar {
     type Err = ConfigError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.split_once('=') {
-            Some((name, value)) if !name.is_empty() && !s.contains('\0') => Ok(Self {
-                name: name.to_owned(),
-                value: value.to_owned(),
-            }),
-            _ => Err(ConfigError::BadEnv(s.to_owned())),
+        let (name, value) = s
+            .split_once('=')
+            .ok_or_else(|| ConfigError::BadEnv(s.to_owned()))?;
+        let name: EnvName = name.parse().map_err(ConfigError::BadEnvName)?;
+        if value.contains('\0') {
+            return Err(ConfigError::NulInEnvValue(name.into()));
         }
+        Ok(Self {
+            name: name.into(),
+            value: value.to_owned(),
+        })
+    }
+}
+
+/// An environment variable's name as Postern accepts one: ASCII letters, digits and `_`, not
+/// starting with a digit (the portable POSIX names, which every shell can set and every
+/// runtime read). The rule for a server's `--env KEY=VALUE` and an env credential's variable.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EnvName(String);
+
+/// Why a string is not an environment variable name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is not an environment variable name: use letters, digits and '_', not starting with a digit (e.g. API_TOKEN)"
+)]
+pub struct EnvNameError(pub String);
+
+impl EnvName {
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `other` names the same variable at launch: the same name, or on Windows, whose
+    /// environment ignores case, the same name in another case.
+    pub fn is(&self, other: &str) -> bool {
+        if cfg!(windows) {
+            self.0.eq_ignore_ascii_case(other)
+        } else {
+            self.0 == other
+        }
+    }
+}
+
+impl FromStr for EnvName {
+    type Err = EnvNameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let ok = s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(EnvNameError(s.to_owned()))
+        }
+    }
+}
+
+impl From<EnvName> for String {
+    fn from(name: EnvName) -> Self {
+        name.0
+    }
+}
+
+impl fmt::Display for EnvName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -145,12 +212,40 @@ mod tests {
         assert_eq!((v.name.as_str(), v.value.as_str()), ("TOKEN", "a=b"));
         assert_eq!(
             "=x".parse::<EnvVar>(),
-            Err(ConfigError::BadEnv("=x".into()))
+            Err(ConfigError::BadEnvName(EnvNameError(String::new())))
+        );
+        assert_eq!(
+            "TOKEN=a\0b".parse::<EnvVar>(),
+            Err(ConfigError::NulInEnvValue("TOKEN".into()))
         );
         assert_eq!(
             "NOEQUALS".parse::<EnvVar>(),
             Err(ConfigError::BadEnv("NOEQUALS".into()))
         );
+    }
+
+    #[test]
+    fn env_names_are_portable_shell_names() {
+        for good in ["TOKEN", "_x", "http_proxy", "A1_B2"] {
+            assert_eq!(good.parse::<EnvName>().expect(good).as_str(), good);
+        }
+        for bad in ["", "BAD NAME", "1ST", "A-B", "A.B", "A=B", "ÄPFEL", "X\0"] {
+            assert_eq!(
+                bad.parse::<EnvName>(),
+                Err(EnvNameError(bad.into())),
+                "{bad}"
+            );
+        }
+        let refused = "BAD NAME=hunter2".parse::<EnvVar>().expect_err("space");
+        assert!(
+            std::error::Error::source(&refused).is_none(),
+            "said once, not again as a cause"
+        );
+        assert_eq!(
+            refused.to_string(),
+            "--env \"BAD NAME\" is not an environment variable name: use letters, digits and '_', not starting with a digit (e.g. API_TOKEN)"
+        );
+        assert!(!refused.to_string().contains("hunter2"));
     }
 
     #[test]

@@ -50,7 +50,10 @@ pub use credentials::CredentialError;
 use credentials::{Approved, Carry};
 use grants::run_alive;
 use lock::load_settings;
-pub use lock::{AUTO_LOCK_MS, Settings, SettingsError, SettingsUpdate, mode_name};
+pub use lock::{
+    AUTO_LOCK_MS, MAX_APPROVAL_TIMEOUT_MS, MAX_AUTO_LOCK_MS, Settings, SettingsError,
+    SettingsUpdate, mode_name,
+};
 
 pub use postern_domain::decision::{SessionMode, VaultState};
 
@@ -193,6 +196,14 @@ impl Authority {
     /// The every-use settings.
     pub fn every_use(&self) -> Vec<EveryUseSetting> {
         self.state().every_use.clone()
+    }
+
+    /// The catalog of `server` that a human last approved a call under, if any.
+    pub fn last_approved_catalog(&self, server: &ServerLabel) -> Option<Arc<Catalog>> {
+        self.state()
+            .last_approved
+            .get(server)
+            .map(|(_, catalog)| Arc::clone(catalog))
     }
 
     /// A receiver that changes whenever approvals, grants, the vault or settings change.

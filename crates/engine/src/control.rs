@@ -6,8 +6,8 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use postern_domain::decision::{EveryUse, Reply};
-use postern_domain::{ApprovalId, CredentialName, GrantId, ServerLabel};
+use postern_domain::decision::{EveryUse, Reply, SettingTarget};
+use postern_domain::{ApprovalId, CredentialName, CredentialSpec, GrantId, ServerLabel};
 use postern_gateway::control::ControlHandler;
 use postern_gateway::hello::ControlCommand;
 use postern_gateway::{Command, Sessions};
@@ -115,9 +115,10 @@ impl Control {
             } => {
                 self.human_only(peer, "add a credential")?;
                 let name = credential_name(&name)?;
+                let spec = CredentialSpec::new(injection, &hosts).map_err(|e| e.to_string())?;
                 let value = Secret::new(value.0.clone());
                 let added = authority
-                    .add_credential(&name, injection, hosts, every_use, value)
+                    .add_credential(&name, spec, every_use, value)
                     .map_err(|e| e.to_string())?;
                 to_json(&added)
             }
@@ -156,18 +157,55 @@ impl Control {
                 Ok(json!({"human": true}))
             }
             ControlCommand::EveryUse { set } => {
+                let mut warning = None;
                 if let Some(setting) = set {
                     // Turning every-use off widens authority; turning it on narrows it.
                     if setting.level == EveryUse::Off {
                         self.human_only(peer, "turn every-use approval off")?;
                     }
+                    if let (SettingTarget::Tool { server, tool }, EveryUse::Confirm) =
+                        (&setting.target, setting.level)
+                    {
+                        warning = self.unknown_tool(server, tool);
+                    }
                     authority
                         .set_every_use(setting)
                         .map_err(|e| e.to_string())?;
                 }
-                to_json(&authority.every_use())
+                Ok(json!({"settings": to_json(&authority.every_use())?, "warning": warning}))
             }
         }
+    }
+
+    /// A warning for per-call approval set on `tool` of `server` when the engine cannot
+    /// vouch for the tool: the server did not offer it when last seen, or the engine has not
+    /// seen the server's tools. The setting is made anyway: a later catalog may add the tool.
+    fn unknown_tool(&self, server: &ServerLabel, tool: &str) -> Option<String> {
+        let newest = self
+            .sessions
+            .snapshot()
+            .into_iter()
+            .filter(|s| s.server == *server)
+            .filter_map(|s| Some((s.record.as_ref().map(|r| r.epoch), s.catalog.clone()?)))
+            .max_by_key(|(epoch, _)| *epoch)
+            .map(|(_, catalog)| catalog);
+        let Some(catalog) = newest.or_else(|| self.authority.last_approved_catalog(server)) else {
+            return Some(format!(
+                "Postern has not seen the tools of '{server}' since the engine started, so it cannot check that '{tool}' is one of them; per-call approval is on for it as typed"
+            ));
+        };
+        if catalog.tool(tool).is_some() {
+            return None;
+        }
+        let offered: Vec<&str> = catalog.tools_by_name().map(|t| t.name()).collect();
+        Some(format!(
+            "'{server}' did not offer a tool named '{tool}' when Postern last saw its tools ({}); per-call approval is on for it anyway, in case a later version adds it",
+            if offered.is_empty() {
+                "it offered none".to_owned()
+            } else {
+                format!("it offered: {}", offered.join(", "))
+            }
+        ))
     }
 
     /// Refuses `what` unless the asking process is outside every connected agent's process

@@ -516,8 +516,11 @@ mod tests {
             .authority()
             .add_credential(
                 &name,
-                postern_domain::credential::Injection::Bearer,
-                vec!["api.example.com".into()],
+                postern_domain::CredentialSpec::new(
+                    postern_domain::credential::Injection::Bearer,
+                    &["api.example.com".into()],
+                )
+                .expect("spec"),
                 false,
                 postern_vault::Secret::new("a-value".into()),
             )

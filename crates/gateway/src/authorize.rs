@@ -243,6 +243,7 @@ impl Authorizer for AllowAll {
 #[cfg(test)]
 mod tests {
     use postern_domain::Injection;
+    use postern_domain::credential::CredentialHost;
     use serde_json::json;
 
     use super::*;
@@ -279,6 +280,54 @@ mod tests {
             ("https://localhost@evil.net/", None),
         ] {
             assert_eq!(credential_host(url).as_deref(), host, "{url}");
+        }
+    }
+
+    /// A host `postern credential add` accepts is, as stored, the host an https URL to it
+    /// names (what the scope and the builtin compare with): an accepted host can match.
+    fn url_host_of(host: &CredentialHost) -> Option<String> {
+        let authority = if host.as_str().contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        credential_host(&format!("https://{authority}:8443/x?y"))
+    }
+
+    #[test]
+    fn an_accepted_credential_host_is_the_host_its_urls_name() {
+        for typed in [
+            "api.github.com",
+            "API.GitHub.com",
+            "localhost",
+            "my_host.internal",
+            "127.0.0.1",
+            "::1",
+            "[::1]",
+            "2001:DB8:0::1",
+            "xn--bcher-kva.example",
+            "-a-.example",
+            "ab--cd.example",
+            "a.xn--p1ai",
+        ] {
+            let host: CredentialHost = typed.parse().expect(typed);
+            assert_eq!(
+                url_host_of(&host).as_deref(),
+                Some(host.as_str()),
+                "{typed}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_accepted_credential_host_is_the_host_its_urls_name(
+            typed in "(xn--)?[a-zA-Z0-9._:\\[\\]%ü-]{1,24}"
+        ) {
+            if let Ok(host) = typed.parse::<CredentialHost>() {
+                let named = url_host_of(&host);
+                proptest::prop_assert_eq!(named.as_deref(), Some(host.as_str()));
+            }
         }
     }
 

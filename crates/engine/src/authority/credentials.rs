@@ -15,8 +15,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use postern_domain::decision::{EveryUse, EveryUseSetting, GrantChoice, SettingTarget};
 use postern_domain::{
-    AgentIdentity, AgentRun, BUILTIN_LABEL, Credential, CredentialName, Digest, Grant, GrantEnd,
-    GrantId, Injection, ServerConfig, ServerLabel, ToolScope,
+    AgentIdentity, AgentRun, BUILTIN_LABEL, Credential, CredentialName, CredentialSpec, Digest,
+    EnvName, Grant, GrantEnd, GrantId, Injection, ServerConfig, ServerLabel, ToolScope,
 };
 use postern_gateway::Command;
 use postern_gateway::authorize::{CallToAuthorize, InjectError, InjectedHeader, Release};
@@ -56,12 +56,11 @@ impl Authority {
     pub fn add_credential(
         &self,
         name: &CredentialName,
-        injection: Injection,
-        hosts: Vec<String>,
+        spec: CredentialSpec,
         every_use: bool,
         value: Secret<String>,
     ) -> Result<Credential, CredentialError> {
-        check_value(&value)?;
+        spec.injection().check_value(value.expose()).map_err(fail)?;
         let store = self.store()?;
         if store.credential(name).map_err(fail)?.is_some() {
             return Err(CredentialError(format!(
@@ -73,7 +72,7 @@ impl Authority {
             .secrets
             .set(&item, value.expose().as_bytes())
             .map_err(fail)?;
-        if let Err(e) = store.add_credential(name, &injection, &hosts, every_use) {
+        if let Err(e) = store.add_credential(name, spec.injection(), &spec.hosts(), every_use) {
             let _ = self.inner.secrets.delete(&item);
             return Err(fail(e));
         }
@@ -109,8 +108,8 @@ impl Authority {
         name: &CredentialName,
         value: Secret<String>,
     ) -> Result<Credential, CredentialError> {
-        check_value(&value)?;
         let old = self.credential(name)?;
+        old.injection.check_value(value.expose()).map_err(fail)?;
         let next = postern_domain::credential::keychain_item(name, old.version + 1);
         self.inner
             .secrets
@@ -156,7 +155,8 @@ impl Authority {
     ) -> Result<bool, CredentialError> {
         let store = self.store()?;
         let builtin = server.as_str() == BUILTIN_LABEL;
-        if !builtin && store.server(server).map_err(fail)?.is_none() {
+        let config = store.server(server).map_err(fail)?;
+        if !builtin && config.is_none() {
             return Err(CredentialError(format!(
                 "no server is configured as '{server}'"
             )));
@@ -174,6 +174,9 @@ impl Authority {
             return Err(CredentialError(format!(
                 "credential '{name}' is an environment variable; the built-in server '{BUILTIN_LABEL}' injects only header credentials (bearer, header, basic)"
             )));
+        }
+        if let (Some(config), Some(var)) = (config, credential.env_var()) {
+            collision(&config, name, var)?;
         }
         let bound = store.bind(server, name).map_err(fail)?;
         drop(store);
@@ -428,15 +431,32 @@ impl Authority {
     }
 }
 
-fn check_value(value: &Secret<String>) -> Result<(), CredentialError> {
-    let v = value.expose();
-    if v.is_empty() {
-        return Err(CredentialError("the credential's value is empty".into()));
+/// Refuses binding `name`, released as `var`, to `config` when something else already sets
+/// `var` at its launch (one of them would silently win): the server's own environment, or
+/// another env credential bound to it. Binding the same credential again is no collision.
+fn collision(
+    config: &ServerConfig,
+    name: &CredentialName,
+    var: &str,
+) -> Result<(), CredentialError> {
+    // A name stored before names were checked is compared as it is.
+    let parsed = var.parse::<EnvName>().ok();
+    let sets_it = |other: &str| parsed.as_ref().map_or(other == var, |v| v.is(other));
+    let server = &config.label;
+    if config.env.iter().any(|e| sets_it(&e.name)) {
+        return Err(CredentialError(format!(
+            "credential '{name}' sets {var}, which server '{server}' already sets in its own environment (--env); one would silently win at launch. Add the server again without --env {var}=... (postern server add {server} ... replaces it), or give the credential another variable"
+        )));
     }
-    if v.contains('\0') {
-        return Err(CredentialError(
-            "the credential's value contains a NUL byte".into(),
-        ));
+    let other = config
+        .credentials
+        .iter()
+        .find(|c| c.name != *name && c.env_var().is_some_and(sets_it));
+    if let Some(other) = other {
+        return Err(CredentialError(format!(
+            "credential '{name}' sets {var}, which credential '{}' bound to '{server}' already sets; one would silently win at launch. Unbind it first (postern server unbind {server} {}) or give one of them another variable",
+            other.name, other.name
+        )));
     }
     Ok(())
 }
@@ -488,9 +508,10 @@ mod tests {
 
     fn add(f: &Fixture, name: &str, injection: Injection, hosts: &[&str], value: &str) {
         let name: CredentialName = name.parse().expect("name");
-        let hosts = hosts.iter().map(|h| (*h).to_owned()).collect();
+        let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
+        let spec = CredentialSpec::new(injection, &hosts).expect("spec");
         f.authority
-            .add_credential(&name, injection, hosts, false, Secret::new(value.into()))
+            .add_credential(&name, spec, false, Secret::new(value.into()))
             .expect("add");
         f.authority.bind(&builtin(), &name).expect("bind");
     }
@@ -616,10 +637,13 @@ mod tests {
         f.authority
             .add_credential(
                 &env,
-                Injection::Env {
-                    var: "TOKEN".into(),
-                },
-                Vec::new(),
+                CredentialSpec::new(
+                    Injection::Env {
+                        var: "TOKEN".into(),
+                    },
+                    &[],
+                )
+                .expect("spec"),
                 false,
                 Secret::new("v".into()),
             )

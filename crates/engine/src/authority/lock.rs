@@ -2,8 +2,10 @@
 //! round (grants whose time or agent run is over, the idle lock, a sleep seen on the clocks),
 //! the persisted settings and the every-use settings.
 
-use postern_domain::decision::{APPROVAL_TIMEOUT_MS, Denial, EveryUseSetting};
-use postern_domain::{AuditEvent, Grant};
+use postern_domain::decision::{
+    APPROVAL_TIMEOUT_MS, Denial, EveryUse, EveryUseSetting, SettingTarget,
+};
+use postern_domain::{AuditEvent, BUILTIN_LABEL, CredentialName, Grant};
 use postern_gateway::Command;
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::Verdict;
@@ -17,6 +19,13 @@ use super::{Authority, SessionMode, State, VaultState};
 
 /// The idle time after which the vault locks itself, by default (8 hours).
 pub const AUTO_LOCK_MS: u64 = 8 * 60 * 60 * 1000;
+
+/// The longest approval timeout (1 day): longer, and an unanswered call would hang its agent
+/// for good.
+pub const MAX_APPROVAL_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// The longest auto-lock time (1 week); 0 turns the auto-lock off.
+pub const MAX_AUTO_LOCK_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// How far the wall clock may run ahead of the monotonic one between two looks before the
 /// gate takes it for a sleep (ms). Far above clock slewing, far below a nap.
@@ -53,9 +62,9 @@ impl Default for Settings {
 pub struct SettingsUpdate {
     /// The new session mode.
     pub session_mode: Option<SessionMode>,
-    /// The new approval timeout (ms, at least 1 s).
+    /// The new approval timeout (ms, 1 s to [`MAX_APPROVAL_TIMEOUT_MS`]).
     pub approval_timeout_ms: Option<u64>,
-    /// The new auto-lock time (ms; 0: never).
+    /// The new auto-lock time (ms, at most [`MAX_AUTO_LOCK_MS`]; 0: never).
     pub auto_lock_ms: Option<u64>,
 }
 
@@ -155,10 +164,20 @@ impl Authority {
 
     /// Changes settings (the caller checked a human asked) and persists them.
     pub fn update_settings(&self, update: SettingsUpdate) -> Result<Settings, SettingsError> {
-        if update.approval_timeout_ms.is_some_and(|ms| ms < 1000) {
-            return Err(SettingsError(
-                "the approval timeout must be at least 1 second".into(),
-            ));
+        if update
+            .approval_timeout_ms
+            .is_some_and(|ms| !(1000..=MAX_APPROVAL_TIMEOUT_MS).contains(&ms))
+        {
+            return Err(SettingsError(format!(
+                "the approval timeout must be between 1 second and 1 day ({} seconds)",
+                MAX_APPROVAL_TIMEOUT_MS / 1000
+            )));
+        }
+        if update.auto_lock_ms.is_some_and(|ms| ms > MAX_AUTO_LOCK_MS) {
+            return Err(SettingsError(format!(
+                "the auto-lock time must be at most 1 week ({} minutes); 0 turns it off",
+                MAX_AUTO_LOCK_MS / 60_000
+            )));
         }
         let mut state = self.state();
         let mut next = state.settings;
@@ -204,6 +223,10 @@ impl Authority {
     }
 
     /// Sets (or, at `off`, clears) an every-use setting (the caller checked a human asked).
+    /// Turning it on for a server that is not configured or a credential that does not
+    /// exist is refused (it would never apply, and a typo would look like protection), and
+    /// so is turning it off where it is not on (nothing would change). A tool is not checked
+    /// here: the engine may not have seen the server's catalog.
     pub fn set_every_use(&self, setting: EveryUseSetting) -> Result<(), SettingsError> {
         let mut state = self.state();
         {
@@ -212,6 +235,10 @@ impl Authority {
                 .store
                 .lock()
                 .map_err(|_| SettingsError("store unavailable".into()))?;
+            match setting.level {
+                EveryUse::Confirm => target_exists(&store, &setting.target)?,
+                EveryUse::Off => not_on(&state.every_use, &setting.target)?,
+            }
             store
                 .set_every_use(&setting)
                 .map_err(|e| SettingsError(e.to_string()))?;
@@ -223,8 +250,8 @@ impl Authority {
             what: format!(
                 "every-use approval {} for {}",
                 match setting.level {
-                    postern_domain::decision::EveryUse::Off => "off",
-                    postern_domain::decision::EveryUse::Confirm => "on",
+                    EveryUse::Off => "off",
+                    EveryUse::Confirm => "on",
                 },
                 serde_json::to_string(&setting.target).unwrap_or_default()
             ),
@@ -265,6 +292,76 @@ impl Authority {
         if locked {
             self.changed();
         }
+    }
+}
+
+/// Refuses an every-use target that could never apply: a server that is neither configured
+/// nor the built-in one, a credential that does not exist.
+fn target_exists(store: &Store, target: &SettingTarget) -> Result<(), SettingsError> {
+    let failed = |e: postern_store::StoreError| SettingsError(e.to_string());
+    match target {
+        SettingTarget::Server { server } | SettingTarget::Tool { server, .. } => {
+            if server.as_str() == BUILTIN_LABEL || store.server(server).map_err(failed)?.is_some() {
+                return Ok(());
+            }
+            let mut known: Vec<String> = store
+                .servers()
+                .map_err(failed)?
+                .into_iter()
+                .map(|s| s.label.to_string())
+                .collect();
+            known.push(BUILTIN_LABEL.to_owned());
+            Err(SettingsError(format!(
+                "no server is configured as '{server}', so per-call approval there would never apply; the servers are: {}",
+                known.join(", ")
+            )))
+        }
+        SettingTarget::Credential { name } => {
+            let parsed: CredentialName =
+                name.parse()
+                    .map_err(|e: postern_domain::credential::CredentialNameError| {
+                        SettingsError(e.to_string())
+                    })?;
+            if store.credential(&parsed).map_err(failed)?.is_some() {
+                return Ok(());
+            }
+            let known: Vec<String> = store
+                .credentials()
+                .map_err(failed)?
+                .into_iter()
+                .map(|c| c.name.to_string())
+                .collect();
+            Err(SettingsError(format!(
+                "no credential named '{name}', so per-call approval for it would never apply; {}",
+                listing(
+                    "the credentials are: ",
+                    &known,
+                    ", ",
+                    "there are no credentials yet"
+                )
+            )))
+        }
+    }
+}
+
+/// Refuses turning off an every-use setting that is not on.
+fn not_on(settings: &[EveryUseSetting], target: &SettingTarget) -> Result<(), SettingsError> {
+    if settings.iter().any(|s| s.target == *target) {
+        return Ok(());
+    }
+    let on: Vec<String> = settings.iter().map(|s| s.target.to_string()).collect();
+    Err(SettingsError(format!(
+        "per-call approval was not on for {target}, so there is nothing to turn off; {}",
+        listing("it is on for: ", &on, "; ", "it is off everywhere")
+    )))
+}
+
+/// `items` after `intro`, joined by `separator`; `none` when there are none.
+fn listing(intro: &str, items: &[String], separator: &str, none: &str) -> String {
+    if items.is_empty() {
+        none.to_owned()
+    } else {
+        format!("{intro}{}", items.join(separator))
     }
 }
 

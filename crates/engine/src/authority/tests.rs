@@ -12,7 +12,7 @@ use postern_domain::decision::{
 };
 use postern_domain::{
     AgentIdentity, AgentRun, Artifact, CallId, Caller, CatalogView, Digest, ExecutionEpoch,
-    ExecutionRecord, GrantEnd, Pinning, Presented, Request, ServerLabel,
+    ExecutionRecord, GrantEnd, Pinning, Presented, Request, ServerConfig, ServerLabel,
 };
 use postern_gateway::Command;
 use postern_gateway::authorize::{Authorizer, CallToAuthorize, Verdict, Withdrawal, Withdrawn};
@@ -26,6 +26,7 @@ use super::{AnswerError, Authority, ManualClock, SessionMode, SettingsUpdate, Va
 use crate::{AuditLog, Home};
 
 mod lock;
+mod refusals;
 mod restart;
 mod step_away;
 
@@ -234,6 +235,18 @@ impl Gate {
             Ok(Verdict::Allow(decision::Authority::Grant(id))) => id,
             other => panic!("expected an allow on a grant, got {other:?}"),
         }
+    }
+
+    /// Configures `label` in the store with the environment `env` (`KEY=VALUE`s), as
+    /// `postern server add` does.
+    fn configure(&self, label: &ServerLabel, env: &[&str]) {
+        let env = env.iter().map(|e| e.parse().expect("env")).collect();
+        let command = vec!["/usr/bin/node".into(), ENTRY.into()];
+        let config = ServerConfig::new(label.clone(), command, None, env).expect("config");
+        Store::open(self.home.path())
+            .expect("store")
+            .add_server(&config)
+            .expect("add server");
     }
 
     /// Every event the audit log committed (closes the log).
@@ -548,6 +561,7 @@ async fn observe_mode_still_asks_a_human_to_release_a_withheld_credential() {
 #[tokio::test]
 async fn every_use_on_the_tool_asks_despite_a_run_grant_and_offers_this_call_only() {
     let gate = Gate::new();
+    gate.configure(&label(), &[]);
     let a = launch(1, b"v1");
     gate.approve(deploy(&a), GrantChoice::UntilRunEnds);
     let target = SettingTarget::Tool {
