@@ -18,6 +18,7 @@ mod builtin;
 mod credential;
 mod demo;
 mod gate;
+mod import;
 mod mcp_server;
 mod status;
 mod terminal;
@@ -427,7 +428,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             tell_engine_config_changed(home);
         }
         ServerCommand::Import { file, dry_run } => {
-            import(home, &store, file, dry_run, &mut out)?;
+            import::import(home, &store, file, dry_run, &mut out)?;
         }
         ServerCommand::Bind { .. } | ServerCommand::Unbind { .. } => {}
     }
@@ -453,98 +454,8 @@ fn refuse_env_set_by_credential(store: &Store, config: &ServerConfig) -> Result<
     Ok(())
 }
 
-/// `postern server import`.
-fn import(
-    home: &Home,
-    store: &Store,
-    file: Option<PathBuf>,
-    dry_run: bool,
-    out: &mut impl Write,
-) -> Result<()> {
-    use postern_engine::import;
-    let files: Vec<PathBuf> = match file {
-        Some(file) => vec![file],
-        None => {
-            let user =
-                dirs_home().context("no home directory to look for agent configurations in")?;
-            let found = import::find(&user);
-            if found.is_empty() {
-                bail!(
-                    "no Claude Desktop, Claude Code or Cursor configuration found under {}; name the file",
-                    user.display()
-                );
-            }
-            found.into_iter().map(|f| PathBuf::from(f.path)).collect()
-        }
-    };
-    let mut labels = Vec::new();
-    for path in files {
-        writeln!(out, "{}:", path.display())?;
-        for entry in import::read(&path)? {
-            let Some(config) = entry.config() else {
-                writeln!(
-                    out,
-                    "  skipped {}: {}",
-                    entry.name,
-                    entry.skipped.as_deref().unwrap_or("?")
-                )?;
-                continue;
-            };
-            if store.server(&config.label)?.is_some() {
-                writeln!(
-                    out,
-                    "  skipped {}: a server '{}' is configured already",
-                    entry.name, config.label
-                )?;
-                continue;
-            }
-            if !dry_run {
-                store.add_server(config)?;
-            }
-            writeln!(
-                out,
-                "  {} {}: {}",
-                if dry_run { "would add" } else { "added" },
-                config.label,
-                shell_words(&config.command)
-            )?;
-            labels.push(config.label.to_string());
-        }
-    }
-    if labels.is_empty() {
-        return Ok(());
-    }
-    if !dry_run {
-        tell_engine_config_changed(home);
-    }
-    let postern = std::env::current_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "postern".into());
-    writeln!(
-        out,
-        "\nPoint the agent at Postern instead (replace these entries in its configuration):"
-    )?;
-    writeln!(
-        out,
-        "{}",
-        serde_json::to_string_pretty(&import::snippet(&labels, &postern))?
-    )?;
-    writeln!(out, "Claude Code:")?;
-    for label in &labels {
-        writeln!(
-            out,
-            "  claude mcp remove {label}; claude mcp add {label} -- {postern} mcp {label}"
-        )?;
-    }
-    Ok(())
-}
-
-fn dirs_home() -> Option<PathBuf> {
-    std::env::var_os("HOME").map(PathBuf::from)
-}
-
 /// The command as a shell would need it typed.
-fn shell_words(words: &[String]) -> String {
+pub(crate) fn shell_words(words: &[String]) -> String {
     words
         .iter()
         .map(|w| {

@@ -4,11 +4,14 @@
 //! All three use the same shape: `{"mcpServers": {"<name>": {"command": "...", "args": [...],
 //! "env": {...}, "cwd": "..."}}}` (Claude Code also nests per-project maps under `projects`).
 //! Entries that are not stdio servers (`url`/`type: "http"|"sse"`) cannot be gated yet and are
-//! reported as skipped, as are entries already pointing at `postern mcp`.
+//! reported as skipped, as are entries already pointing at `postern mcp`, entries without a
+//! `command` and entries whose environment has a name no shell could set. An entry whose name
+//! is not a label (`Time Server`) is imported under its normalized label (`time-server`) when
+//! that one is valid and no other entry of the file has it.
 
 use std::path::{Path, PathBuf};
 
-use postern_domain::{EnvVar, ServerConfig, ServerLabel};
+use postern_domain::{EnvName, EnvVar, LabelError, ServerConfig, ServerLabel};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use ts_rs::TS;
@@ -63,10 +66,11 @@ impl Entry {
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Read {
         path: String,
-        source: std::io::Error,
+        // Not a `source`: the sentence already says it, and a chain would say it twice.
+        error: std::io::Error,
     },
     /// It is not the JSON shape agents use.
     #[error("{path} is not an MCP configuration: {why}")]
@@ -101,9 +105,9 @@ pub fn find(home: &Path) -> Vec<Found> {
 /// The server entries of one configuration file.
 pub fn read(path: &Path) -> Result<Vec<Entry>, ImportError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ImportError::Read {
         path: shown.clone(),
-        source,
+        error,
     })?;
     let json: Value = serde_json::from_str(&text).map_err(|e| ImportError::Shape {
         path: shown.clone(),
@@ -132,15 +136,62 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, ImportError> {
         if entries.iter().any(|e| &e.name == name) {
             continue;
         }
-        entries.push(entry(name, spec));
+        let mut entry = entry(name, spec);
+        let taken = entry.config().and_then(|c| {
+            entries
+                .iter()
+                .find(|e| e.config().is_some_and(|o| o.label == c.label))
+        });
+        if let Some(first) = taken {
+            entry.skipped = Some(format!(
+                "its label '{}' is taken by the entry {:?} of the same file",
+                first.config().map(|c| c.label.as_str()).unwrap_or_default(),
+                first.name
+            ));
+            entry.config = None;
+        }
+        entries.push(entry);
     }
     Ok(entries)
 }
 
+impl Entry {
+    /// The names of its environment variables that look like secrets (a name with TOKEN,
+    /// SECRET, PASSWORD, KEY, ... in it): imported in plain text, as the file had them, but
+    /// better kept in the OS keychain as env credentials.
+    pub fn secret_env_names(&self) -> Vec<&str> {
+        self.env_names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| looks_secret(n))
+            .collect()
+    }
+}
+
+/// Whether an environment variable's name says it holds a secret.
+pub fn looks_secret(name: &str) -> bool {
+    const ANYWHERE: [&str; 7] = [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "PRIVATE",
+        "APIKEY",
+    ];
+    let upper = name.to_ascii_uppercase();
+    ANYWHERE.iter().any(|part| upper.contains(part))
+        || upper.split('_').any(|word| {
+            word.ends_with("KEY")
+                || word.ends_with("KEYS")
+                || word.starts_with("AUTHORIZ")
+                || matches!(word, "AUTH" | "PASS" | "PAT" | "COOKIE")
+        })
+}
+
 fn entry(name: &str, spec: &Value) -> Entry {
-    let command: Vec<String> = spec
-        .get("command")
-        .and_then(Value::as_str)
+    let program = spec.get("command").and_then(Value::as_str);
+    let command: Vec<String> = program
         .map(str::to_owned)
         .into_iter()
         .chain(
@@ -152,13 +203,26 @@ fn entry(name: &str, spec: &Value) -> Entry {
                 .map(str::to_owned),
         )
         .collect();
-    let env: Vec<EnvVar> = spec
+    let mut env: Vec<EnvVar> = Vec::new();
+    let mut bad_env = None;
+    for (key, value) in spec
         .get("env")
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
-        .filter_map(|(k, v)| format!("{k}={}", v.as_str()?).parse().ok())
-        .collect();
+    {
+        let Some(value) = value.as_str() else {
+            continue;
+        };
+        match key.parse::<EnvName>() {
+            Ok(_) if !value.contains('\0') => env.push(EnvVar {
+                name: key.clone(),
+                value: value.to_owned(),
+            }),
+            Ok(_) => bad_env = Some(format!("the value of its env {key} has a NUL byte")),
+            Err(e) => bad_env = Some(format!("its env: {e}")),
+        }
+    }
     let mut out = Entry {
         name: name.to_owned(),
         command: command.clone(),
@@ -173,18 +237,21 @@ fn entry(name: &str, spec: &Value) -> Entry {
         );
     let skip = if remote {
         Some("a remote (HTTP) server: Postern gates stdio servers".to_owned())
-    } else if command.is_empty() {
-        Some("no command".to_owned())
+    } else if program.is_none_or(str::is_empty) {
+        Some(
+            "no \"command\" to run (its \"args\" are only the arguments; Postern does not guess the program)"
+                .to_owned(),
+        )
     } else if is_postern(&command) {
         Some("already goes through Postern".to_owned())
     } else {
-        None
+        bad_env
     };
     if skip.is_some() {
         out.skipped = skip;
         return out;
     }
-    let label = match ServerLabel::parse_configurable(&name.to_ascii_lowercase()) {
+    let label = match label_for(name) {
         Ok(label) => label,
         Err(e) => {
             out.skipped = Some(format!("its name cannot be a Postern label: {e}"));
@@ -201,6 +268,31 @@ fn entry(name: &str, spec: &Value) -> Entry {
         Err(e) => out.skipped = Some(e.to_string()),
     }
     out
+}
+
+/// The label for an entry named `name`: the name itself when it is one, else the name in
+/// lower case with each run of other characters made one '-' (`Time Server` is
+/// `time-server`), when that is a label a user may configure.
+fn label_for(name: &str) -> Result<ServerLabel, LabelError> {
+    let refused = match ServerLabel::parse_configurable(name) {
+        Ok(label) => return Ok(label),
+        Err(e) => e,
+    };
+    let mut normalized = String::with_capacity(name.len());
+    for c in name.to_lowercase().chars() {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.') {
+            normalized.push(c);
+        } else if !normalized.is_empty() && !normalized.ends_with('-') {
+            normalized.push('-');
+        }
+    }
+    let punctuation = ['-', '_', '.'];
+    let mut normalized = normalized.trim_start_matches(punctuation).to_owned();
+    normalized.truncate(ServerLabel::MAX_LEN);
+    match ServerLabel::parse_configurable(normalized.trim_end_matches(punctuation)) {
+        Err(LabelError::Empty) => Err(refused),
+        parsed => parsed,
+    }
 }
 
 fn is_postern(command: &[String]) -> bool {
@@ -263,13 +355,110 @@ mod tests {
                 .unwrap_or_default()
                 .contains("Postern")
         );
-        assert!(by("bad name!").skipped.is_some());
+        assert_eq!(
+            by("bad name!").config().map(|c| c.label.as_str()),
+            Some("bad-name"),
+            "a name that is not a label is imported under its normalized label"
+        );
         assert!(
             by("proj").config().is_some(),
             "Claude Code project servers too"
         );
         let json = serde_json::to_string(&entries).expect("json");
         assert!(!json.contains("UTC"), "env values are never shown: {json}");
+    }
+
+    /// The entries of a configuration file holding `text`.
+    fn read_text(text: &str) -> Vec<Entry> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mcp.json");
+        std::fs::write(&path, text).expect("write");
+        read(&path).expect("read")
+    }
+
+    #[test]
+    fn an_entry_without_a_command_or_with_a_bad_env_name_is_skipped_with_the_reason() {
+        let entries = read_text(
+            r#"{"mcpServers": {
+                "args-only": {"args": ["mcp-server-time", "--local-timezone", "UTC"]},
+                "spaced-env": {"command": "node", "env": {"BAD NAME": "x-secret-value"}}
+            }}"#,
+        );
+        assert!(entries.iter().all(|e| e.config().is_none()), "{entries:?}");
+        assert_eq!(
+            entries[0].skipped.as_deref(),
+            Some(
+                "no \"command\" to run (its \"args\" are only the arguments; Postern does not guess the program)"
+            )
+        );
+        let env = entries[1].skipped.as_deref().unwrap_or_default();
+        assert!(
+            env.contains("\"BAD NAME\" is not an environment variable name"),
+            "{env}"
+        );
+        assert!(!env.contains("x-secret-value"), "{env}");
+    }
+
+    #[test]
+    fn a_name_that_is_not_a_label_is_imported_under_its_normalized_label_once() {
+        let entries = read_text(
+            r#"{"mcpServers": {
+                "Time Server": {"command": "uvx", "args": ["mcp-server-time"]},
+                "time-server": {"command": "uvx", "args": ["other"]},
+                "  My  Files (RO) ": {"command": "files"},
+                "Postern": {"command": "x"},
+                "日本": {"command": "x"}
+            }}"#,
+        );
+        let label = |i: usize| entries[i].config().map(|c| c.label.to_string());
+        assert_eq!(label(0).as_deref(), Some("time-server"));
+        assert_eq!(
+            entries[1].skipped.as_deref(),
+            Some("its label 'time-server' is taken by the entry \"Time Server\" of the same file")
+        );
+        assert_eq!(label(2).as_deref(), Some("my-files-ro"));
+        assert!(
+            entries[3]
+                .skipped
+                .as_deref()
+                .is_some_and(|s| s.contains("reserved")),
+            "{:?}",
+            entries[3]
+        );
+        assert!(entries[4].skipped.is_some(), "{:?}", entries[4]);
+    }
+
+    #[test]
+    fn secret_looking_variables_are_named() {
+        for secret in [
+            "GITHUB_TOKEN",
+            "OPENAI_API_KEY",
+            "ApiKey",
+            "DB_PASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+            "GITHUB_PAT",
+            "SLACK_AUTH",
+            "PRIVATE_KEY_PEM",
+        ] {
+            assert!(looks_secret(secret), "{secret}");
+        }
+        for plain in ["TZ", "PATH", "NODE_ENV", "LOG_LEVEL", "PWD", "AUTHOR"] {
+            assert!(!looks_secret(plain), "{plain}");
+        }
+    }
+
+    #[test]
+    fn a_missing_file_says_why_once() {
+        let err = read(Path::new("/nonexistent/postern/mcp.json")).expect_err("missing");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("cannot read /nonexistent/postern/mcp.json: "),
+            "{text}"
+        );
+        assert!(
+            std::error::Error::source(&err).is_none(),
+            "the cause is in the sentence; a chain would print it twice"
+        );
     }
 
     #[test]
