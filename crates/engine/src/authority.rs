@@ -198,14 +198,6 @@ impl Authority {
         self.state().every_use.clone()
     }
 
-    /// The catalog of `server` that a human last approved a call under, if any.
-    pub fn last_approved_catalog(&self, server: &ServerLabel) -> Option<Arc<Catalog>> {
-        self.state()
-            .last_approved
-            .get(server)
-            .map(|(_, catalog)| Arc::clone(catalog))
-    }
-
     /// A receiver that changes whenever approvals, grants, the vault or settings change.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.inner.changes.subscribe()

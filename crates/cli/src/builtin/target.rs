@@ -13,19 +13,8 @@ use url::Url;
 use super::tool::ToolError;
 
 /// Headers an agent may not set: they would change where or how the request is framed, or
-/// carry authority the gate does not see.
-const FORBIDDEN_HEADERS: &[&str] = &[
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
-];
+/// carry authority the gate does not see (the same list a credential cannot be sent as).
+use postern_domain::credential::CLIENT_HEADERS as FORBIDDEN_HEADERS;
 
 /// A URL `http_request` may send to.
 #[derive(Debug, Clone, PartialEq, Eq)]

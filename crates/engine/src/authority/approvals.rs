@@ -177,6 +177,13 @@ impl Authority {
         }
     }
 
+    /// The catalog of `server` that a human last approved a call under, if any (also one
+    /// an earlier engine kept).
+    pub fn last_approved_catalog(&self, server: &ServerLabel) -> Option<Arc<Catalog>> {
+        let mut state = self.state();
+        self.baseline(&mut state, server).map(|b| b.catalog)
+    }
+
     /// Makes `call`'s launch and catalog its server's baseline, in the state and the store
     /// (a store that cannot take it costs the comparison after a restart, nothing else).
     fn note_approved(&self, state: &mut State, call: &CallToAuthorize) {
