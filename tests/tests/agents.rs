@@ -51,6 +51,11 @@ async fn the_agent_is_the_process_that_launched_the_shim() -> Result<()> {
         assert_eq!(chain.last(), Some(&"postern"), "{chain:?}");
         // What the agent says about itself is shown apart, never taken as its identity.
         assert_eq!(session["client"], "claims-to-be-claude 9");
+        // The Sessions journal (the timeline's lanes) names both.
+        let journal = gate.cli(["sessions", "--json"])?;
+        let row: serde_json::Value = serde_json::from_str(journal.lines().next().context("a session row")?)?;
+        assert_eq!(row["client"], "claims-to-be-claude 9", "{row}");
+        assert!(row["agent"].as_str().is_some_and(|a| a.ends_with(&format!("(pid {})", std::process::id()))), "{row}");
 
         let text = gate.cli(["server", "status", "fixture"])?;
         assert!(text.contains(&format!("pid {}", std::process::id())), "{text}");

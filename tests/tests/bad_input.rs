@@ -41,6 +41,16 @@ async fn assert_alive(agent: &mut RawAgent, id: i64) -> Result<()> {
     Ok(())
 }
 
+/// Starts a `sleep` call of `ms` with the id "slow", without waiting for its answer.
+async fn start_sleep(agent: &mut RawAgent, ms: u64) -> Result<()> {
+    agent
+        .send(
+            &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {"ms": ms}}}),
+        )
+        .await
+}
+
 fn error_code(response: &Value) -> Option<i64> {
     response["error"]["code"].as_i64()
 }
@@ -201,12 +211,7 @@ async fn a_server_exiting_mid_call_answers_the_call_and_restarts_on_the_next() -
             agent.call(1, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
 
         // A slow call in flight when the server dies is answered too, never left hanging.
-        agent
-            .send(
-                &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-            "params": {"name": "sleep", "arguments": {"ms": 30000}}}),
-            )
-            .await?;
+        start_sleep(&mut agent, 30000).await?;
         let crash = agent.call(2, "crash", json!({"code": 3})).await?;
         // refresh-contract §5: a tool error naming the epoch transition, never a retry.
         let detail = &crash["result"]["structuredContent"];
@@ -267,17 +272,47 @@ async fn an_agent_disconnecting_mid_call_ends_only_its_own_session() -> Result<(
     .await
 }
 
+/// A forwarded call the agent cancels is journaled as cancelled, not left "(no result)".
+#[tokio::test]
+async fn a_call_cancelled_in_flight_is_journaled_as_cancelled() -> Result<()> {
+    within(LIMIT, async {
+        let gate = fixture_gate().await?;
+        let mut agent = connect(&gate, "fixture").await?;
+        start_sleep(&mut agent, 30000).await?;
+        let outcome = |gate: &Gate| -> Result<Option<Value>> {
+            let rows = gate.cli(["activity", "--json", "--tool", "sleep"])?;
+            let row = rows
+                .lines()
+                .next()
+                .map(serde_json::from_str::<Value>)
+                .transpose()?;
+            Ok(row.map(|r| r["outcome"].clone()))
+        };
+        // Forwarded (its intent is in the journal), then cancelled.
+        while outcome(&gate)?.is_none() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        agent
+            .send(
+                &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": "slow", "reason": "the user pressed Esc"}}),
+            )
+            .await?;
+        while outcome(&gate)? != Some(json!("cancelled")) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_alive(&mut agent, 1).await?;
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_slow_call_never_blocks_a_ping_or_another_call() -> Result<()> {
     within(LIMIT, async {
         let gate = fixture_gate().await?;
         let mut agent = connect(&gate, "fixture").await?;
-        agent
-            .send(
-                &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-            "params": {"name": "sleep", "arguments": {"ms": 3000}}}),
-            )
-            .await?;
+        start_sleep(&mut agent, 3000).await?;
         let pong = agent.request(json!("ping-1"), "ping", json!({})).await?;
         assert_eq!(pong["result"], json!({}));
         assert_alive(&mut agent, 1).await?;

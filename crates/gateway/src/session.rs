@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use postern_domain::{AgentIdentity, AuditEvent, ServerLabel};
+use postern_domain::{AgentIdentity, AuditEvent, CallOutcome, ServerLabel};
 use postern_supervisor::{DigestCache, ExitReport};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufRead;
@@ -91,6 +91,7 @@ pub(crate) async fn run<R>(
             credentials: Default::default(),
         },
         agent_initialized: resume.is_some(),
+        started_recorded: false,
         client_init: resume,
         ctx,
         to_agent,
@@ -107,12 +108,9 @@ pub(crate) async fn run<R>(
         crashes: 0,
     };
     session.publish();
-    session.audit(AuditEvent::SessionStarted {
-        session: session.info.id,
-        server: session.info.server.clone(),
-        client: session.info.client.clone(),
-        agent: session.info.agent.clone(),
-    });
+    if session.client_init.is_some() {
+        session.record_started();
+    }
     loop {
         tokio::select! {
             event = rx.recv() => match event {
@@ -137,6 +135,9 @@ struct Session {
     client_init: Option<Value>,
     /// Whether the agent sent `notifications/initialized`.
     agent_initialized: bool,
+    /// Whether `session_started` is in the audit log: written once the agent said who it is
+    /// (its `initialize`, or the shim's resume), or at the end for one that never did.
+    started_recorded: bool,
     /// The agent's `initialize` request, answered once the server is up.
     pending_init: Option<Id>,
     /// How many more `initialize` requests with that same id arrived meanwhile: each is
@@ -362,6 +363,7 @@ impl Session {
                 let params = msg.params().cloned().unwrap_or_else(|| json!({}));
                 self.info.client = client_name(&params);
                 self.client_init = Some(params);
+                self.record_started();
                 self.pending_init = Some(id);
                 self.start_upstream();
             }
@@ -385,6 +387,19 @@ impl Session {
         }
     }
 
+    /// Writes `session_started` (once), naming the agent's client as its `initialize` did.
+    fn record_started(&mut self) {
+        if std::mem::replace(&mut self.started_recorded, true) {
+            return;
+        }
+        self.audit(AuditEvent::SessionStarted {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            client: self.info.client.clone(),
+            agent: self.info.agent.clone(),
+        });
+    }
+
     fn on_agent_notification(&mut self, msg: Message, method: &str) {
         match method {
             "notifications/initialized" => {
@@ -399,7 +414,10 @@ impl Session {
                     .and_then(|p| p.get("requestId"))
                     .and_then(Id::from_value)
                 {
-                    self.in_flight.remove(&id);
+                    if let Some(call) = self.in_flight.remove(&id) {
+                        // Forwarded: the journal says how it ended, not "no result" forever.
+                        self.audit_result(&id, &call, CallOutcome::Cancelled);
+                    }
                     if self.settling.remove(&id).is_some() {
                         return; // withdrawn already; its verdict will find nothing to answer
                     }
@@ -455,7 +473,7 @@ impl Session {
         self.ctx.audit.record(event);
     }
 
-    async fn close(self) {
+    async fn close(mut self) {
         self.ctx.sessions.remove(self.info.id);
         for waiting in self.authorizing.values() {
             self.ctx.authorizer.withdraw(
@@ -467,6 +485,8 @@ impl Session {
         self.ctx
             .authorizer
             .session_ended(self.info.id, self.info.agent.as_ref());
+        // An agent that never said who it is still connected: its session has a start.
+        self.record_started();
         self.audit(AuditEvent::SessionEnded {
             session: self.info.id,
             server: self.info.server.clone(),

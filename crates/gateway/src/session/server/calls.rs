@@ -394,7 +394,7 @@ impl Session {
     }
 
     /// Records how a forwarded tool call ended.
-    pub(super) fn audit_result(&self, id: &Id, call: &InFlight, outcome: CallOutcome) {
+    pub(in crate::session) fn audit_result(&self, id: &Id, call: &InFlight, outcome: CallOutcome) {
         let (Some(tool), Some(record)) = (&call.tool, &self.info.record) else {
             return;
         };
