@@ -194,20 +194,27 @@ pub struct AgentSnippet {
     pub claude_code: Vec<String>,
 }
 
-/// The snippet for `labels`, with the absolute path of the `postern` CLI.
+/// The snippet for `labels`, with the absolute path of the `postern` CLI, on the app's home.
 #[tauri::command]
-pub async fn agent_snippet(labels: Vec<String>) -> AgentSnippet {
-    snippet(&labels, &postern_cli())
+pub async fn agent_snippet<R: Runtime>(
+    app: AppHandle<R>,
+    labels: Vec<String>,
+) -> Result<AgentSnippet, CommandError> {
+    Ok(snippet(&labels, &postern_cli(), &running_home(&app)?))
 }
 
-fn snippet(labels: &[String], postern: &str) -> AgentSnippet {
-    let json = serde_json::to_string_pretty(&import::snippet(labels, postern)).unwrap_or_default();
+fn snippet(labels: &[String], postern: &str, home: &Home) -> AgentSnippet {
+    let json =
+        serde_json::to_string_pretty(&import::snippet(labels, postern, home)).unwrap_or_default();
     AgentSnippet {
         postern: postern.to_owned(),
         json,
         claude_code: labels
             .iter()
-            .map(|l| format!("claude mcp add {l} -- {postern} mcp {l}"))
+            .map(|l| {
+                let args = import::shim_args(l, home).join(" ");
+                format!("claude mcp add {l} -- {postern} {args}")
+            })
             .collect(),
     }
 }
@@ -438,16 +445,18 @@ mod tests {
     }
 
     #[test]
-    fn the_snippet_runs_the_postern_cli_for_each_label() {
-        let snippet = super::snippet(&["time".into()], "/opt/postern/bin/postern");
+    fn the_snippet_runs_the_postern_cli_for_each_label_on_the_apps_home() {
+        let home = postern_engine::Home::at("/srv/postern-home");
+        let snippet = super::snippet(&["time".into()], "/opt/postern/bin/postern", &home);
         let json: Value = serde_json::from_str(&snippet.json).unwrap();
         assert_eq!(
             json,
-            json!({"mcpServers": {"time": {"command": "/opt/postern/bin/postern", "args": ["mcp", "time"]}}})
+            json!({"mcpServers": {"time": {"command": "/opt/postern/bin/postern",
+                "args": ["--home", "/srv/postern-home", "mcp", "time"]}}})
         );
         assert_eq!(
             snippet.claude_code,
-            ["claude mcp add time -- /opt/postern/bin/postern mcp time"]
+            ["claude mcp add time -- /opt/postern/bin/postern --home /srv/postern-home mcp time"]
         );
     }
 }

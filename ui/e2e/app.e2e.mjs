@@ -311,11 +311,12 @@ const scenarios = {
         await s.waitForTexts(".guide-note", (t) => t.length === 1 && t[0].startsWith("Imported notes"));
         expectIncludes(postern(home, "server", "list"), "notes\tpython3 -m notes_server", "imported");
 
-        // Step 2: the snippet runs this checkout's `postern` by its absolute path.
+        // Step 2: the snippet runs this checkout's `postern` by its absolute path, on this
+        // (non-default) home: an agent does not inherit the app's POSTERN_HOME.
         const [snippet] = await s.waitForTexts(".agent-snippet", (t) => t.length === 1 && t[0].includes("notes"));
         const servers = JSON.parse(snippet).mcpServers;
         expectEqual(Object.keys(servers), ["clock", "notes"], "snippet labels");
-        expectEqual(servers.clock, { command: cli, args: ["mcp", "clock"] }, "snippet for clock");
+        expectEqual(servers.clock, { command: cli, args: ["--home", home, "mcp", "clock"] }, "snippet for clock");
 
         // Step 3: the first gated call arrives, in the approval window.
         agentClient = await client(cli, home, "clock", "e2e-agent");

@@ -96,13 +96,14 @@ pub fn import(
     writeln!(
         out,
         "{}",
-        serde_json::to_string_pretty(&import::snippet(&labels, &postern))?
+        serde_json::to_string_pretty(&import::snippet(&labels, &postern, home))?
     )?;
     writeln!(out, "Claude Code:")?;
     for label in &labels {
+        let args = import::shim_args(label, home).join(" ");
         writeln!(
             out,
-            "  claude mcp remove {label}; claude mcp add {label} -- {postern} mcp {label}"
+            "  claude mcp remove {label}; claude mcp add {label} -- {postern} {args}"
         )?;
     }
     Ok(())

@@ -46,6 +46,12 @@ impl Home {
         Self { root: root.into() }
     }
 
+    /// Whether this is the platform's default home, the one `postern` finds without
+    /// `--home` or `POSTERN_HOME`.
+    pub fn is_default(&self) -> bool {
+        dirs::data_dir().is_some_and(|d| d.join("postern") == self.root)
+    }
+
     /// Creates the home (mode 0700) if it does not exist.
     pub fn prepare(&self) -> Result<(), HomeError> {
         use std::os::unix::fs::DirBuilderExt;

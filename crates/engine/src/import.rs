@@ -12,6 +12,8 @@
 use std::path::{Path, PathBuf};
 
 use postern_domain::{EnvName, EnvVar, LabelError, ServerConfig, ServerLabel};
+
+use crate::Home;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use ts_rs::TS;
@@ -304,13 +306,30 @@ fn is_postern(command: &[String]) -> bool {
 }
 
 /// The configuration an agent needs to reach `labels` through Postern (the `mcpServers`
-/// shape all three clients read), with `postern` as the program to run.
-pub fn snippet(labels: &[String], postern: &str) -> Value {
+/// shape all three clients read), with `postern` as the program to run, on `home`.
+pub fn snippet(labels: &[String], postern: &str, home: &Home) -> Value {
     let servers: Map<String, Value> = labels
         .iter()
-        .map(|l| (l.clone(), json!({"command": postern, "args": ["mcp", l]})))
+        .map(|l| {
+            (
+                l.clone(),
+                json!({"command": postern, "args": shim_args(l, home)}),
+            )
+        })
         .collect();
     json!({ "mcpServers": servers })
+}
+
+/// The arguments of `postern` that carry an agent to `label` on `home`: `mcp <label>`, after
+/// `--home <dir>` unless it is the default home (an agent does not inherit the shell's
+/// `POSTERN_HOME`, so a snippet without it would reach another home).
+pub fn shim_args(label: &str, home: &Home) -> Vec<String> {
+    let mut args = Vec::new();
+    if !home.is_default() {
+        args.extend(["--home".to_owned(), home.path().display().to_string()]);
+    }
+    args.extend(["mcp".to_owned(), label.to_owned()]);
+    args
 }
 
 #[cfg(test)]
@@ -471,11 +490,18 @@ mod tests {
     }
 
     #[test]
-    fn the_snippet_points_each_label_at_the_shim() {
-        let s = snippet(&["time".into()], "/usr/local/bin/postern");
+    fn the_snippet_points_each_label_at_the_shim_on_this_home() {
+        let default = Home::at(dirs::data_dir().expect("a data directory").join("postern"));
+        let s = snippet(&["time".into()], "/usr/local/bin/postern", &default);
         assert_eq!(
             s,
             json!({"mcpServers": {"time": {"command": "/usr/local/bin/postern", "args": ["mcp", "time"]}}})
+        );
+        // Another home must be named: the agent does not inherit the shell's POSTERN_HOME.
+        let other = Home::at("/srv/postern-home");
+        assert_eq!(
+            snippet(&["time".into()], "postern", &other)["mcpServers"]["time"]["args"],
+            json!(["--home", "/srv/postern-home", "mcp", "time"])
         );
     }
 }
