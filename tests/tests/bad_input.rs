@@ -307,6 +307,30 @@ async fn a_call_cancelled_in_flight_is_journaled_as_cancelled() -> Result<()> {
     .await
 }
 
+/// A request reusing a waiting call's id is refused, and the call is still owed an answer:
+/// when the engine dies, the shim gives it `engine_unavailable` rather than nothing.
+#[tokio::test]
+async fn a_refused_duplicate_id_does_not_cost_the_original_its_answer() -> Result<()> {
+    within(LIMIT, async {
+        let mut gate = fixture_gate().await?;
+        let mut agent = connect(&gate, "fixture").await?;
+        start_sleep(&mut agent, 30000).await?;
+        agent
+            .send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "ping"}))
+            .await?;
+        let refused = agent.response(&json!("slow")).await?;
+        assert_eq!(error_code(&refused), Some(-32600), "{refused}");
+        gate.stop_daemon();
+        let owed = agent.response(&json!("slow")).await?;
+        assert_eq!(
+            owed["error"]["data"]["error"], "engine_unavailable",
+            "{owed}"
+        );
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_slow_call_never_blocks_a_ping_or_another_call() -> Result<()> {
     within(LIMIT, async {

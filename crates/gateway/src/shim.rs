@@ -4,7 +4,7 @@
 //! answers every other request with a clear error, and reconnects when the engine
 //! appears (then tells the agent to list tools again).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ where
         engine: None,
         generation: 0,
         init: None,
-        in_flight: HashSet::new(),
+        in_flight: HashMap::new(),
         offline_reason: NOT_RUNNING.to_owned(),
     };
     shim.connect().await;
@@ -82,8 +82,9 @@ struct Shim {
     generation: u64,
     /// The agent's `initialize` params once it initialized.
     init: Option<Value>,
-    /// Agent requests the engine has not answered.
-    in_flight: HashSet<Id>,
+    /// Agent requests the engine has not answered, by id: how many (an agent may reuse an
+    /// open request's id; the engine refuses the second, and the first is still owed).
+    in_flight: HashMap<Id, u32>,
     offline_reason: String,
 }
 
@@ -151,22 +152,28 @@ impl Shim {
                     kind: Kind::Response { id },
                     ..
                 }) = Message::parse(raw.clone())
+                    && let Some(open) = self.in_flight.get_mut(&id)
                 {
-                    self.in_flight.remove(&id);
+                    *open -= 1;
+                    if *open == 0 {
+                        self.in_flight.remove(&id);
+                    }
                 }
                 self.reply(raw);
             }
             Event::EngineClosed(generation) if generation == self.generation => {
                 tracing::warn!("lost the Postern engine; answering calls locally until it is back");
                 self.engine = None;
-                for id in std::mem::take(&mut self.in_flight) {
-                    let reason = "the Postern engine stopped before answering";
-                    self.reply(message::error(
-                        Some(&id),
-                        code::INTERNAL_ERROR,
-                        reason,
-                        Some(json!({"error": "engine_unavailable"})),
-                    ));
+                for (id, open) in std::mem::take(&mut self.in_flight) {
+                    for _ in 0..open {
+                        let reason = "the Postern engine stopped before answering";
+                        self.reply(message::error(
+                            Some(&id),
+                            code::INTERNAL_ERROR,
+                            reason,
+                            Some(json!({"error": "engine_unavailable"})),
+                        ));
+                    }
                 }
             }
             Event::Engine(..) | Event::EngineClosed(_) | Event::AgentClosed => {}
@@ -187,7 +194,7 @@ impl Shim {
             if self.engine.is_none() {
                 return self.answer_offline(id, method);
             }
-            self.in_flight.insert(id.clone());
+            *self.in_flight.entry(id.clone()).or_default() += 1;
         }
         // Everything else, malformed lines included, is the engine's to judge.
         match (&self.engine, line) {
