@@ -8,6 +8,7 @@ use std::sync::{Mutex, PoisonError};
 
 use postern_domain::ApprovalId;
 use postern_domain::decision::{ApprovalCard, AskFor, CatalogSince, GrantChoice, Reply};
+use postern_domain::text::one_line;
 use postern_engine::Authority;
 use serde::Serialize;
 use tauri::{AppHandle, Emitter, Manager, Runtime};
@@ -86,13 +87,14 @@ pub fn agent_name(card: &ApprovalCard) -> String {
         .unwrap_or_else(|| format!("pid {}", agent.pid))
 }
 
-/// One line naming a request: agent, server, tool.
+/// One line naming a request: agent, server, tool (the agent's and the server's words shown
+/// as text, never obeyed: a tray menu entry is a one-click Approve).
 pub fn summary(card: &ApprovalCard) -> String {
     format!(
         "{} · {} · {}",
-        agent_name(card),
+        one_line(&agent_name(card)),
         card.server,
-        card.tool.name
+        one_line(&card.tool.name)
     )
 }
 
@@ -196,8 +198,8 @@ fn announce<R: Runtime>(app: &AppHandle<R>, card: &ApprovalCard) {
     };
     let body = format!(
         "{} wants {} on {}: approve or deny in Postern",
-        agent_name(card),
-        card.tool.name,
+        one_line(&agent_name(card)),
+        one_line(&card.tool.name),
         card.server
     );
     if let Err(err) = app.notification().builder().title(title).body(body).show() {
@@ -226,6 +228,17 @@ fn check_notification_service() {
 mod tests {
     use super::*;
     use crate::sample;
+
+    #[test]
+    fn a_tray_entry_shows_the_tool_name_as_text_never_obeying_it() {
+        let mut card = sample::card();
+        card.tool.name = "deploy\u{202e}yolpednu\n2 approvals waiting".into();
+        let shown = summary(&card);
+        assert!(
+            shown.ends_with("· deploy\\u202eyolpednu\\u000a2 approvals waiting"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn the_tray_approves_the_narrowest_choice() {

@@ -211,10 +211,7 @@ fn snippet(labels: &[String], postern: &str, home: &Home) -> AgentSnippet {
         json,
         claude_code: labels
             .iter()
-            .map(|l| {
-                let args = import::shim_args(l, home).join(" ");
-                format!("claude mcp add {l} -- {postern} {args}")
-            })
+            .map(|l| import::claude_code_command(l, postern, home))
             .collect(),
     }
 }

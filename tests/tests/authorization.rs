@@ -372,6 +372,28 @@ async fn an_approval_from_inside_the_agents_process_tree_is_refused() -> Result<
     .await
 }
 
+/// With the engine stopped, the CLI judges by itself: a process under an agent that launched
+/// a `postern mcp` shim still cannot remove a server; once the agent is gone, it can.
+#[tokio::test]
+async fn with_the_engine_stopped_an_agent_still_cannot_remove_a_server() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let mut gate = gate(&fixture).await?;
+    let (cmd, log) = gate.mcp_command(LABEL)?;
+    let mut agent = connect(cmd, log).await?;
+    gate.stop_daemon();
+    let refused = gate
+        .cli(["server", "remove", LABEL])
+        .expect_err("an agent's removal must fail without an engine too");
+    assert!(
+        refused.to_string().contains("refused to remove server")
+            && refused.to_string().contains("process tree of an agent"),
+        "{refused:#}"
+    );
+    agent.kill().await?;
+    gate.cli(["server", "remove", LABEL])?;
+    Ok(())
+}
+
 /// A human's deny reaches the agent as `approval_denied`; an unanswered request times out with
 /// `approval_timeout`; a late answer is refused.
 #[tokio::test]
@@ -465,7 +487,8 @@ async fn a_card_cannot_drive_the_humans_terminal() -> Result<()> {
     let gate = gate(&fixture).await?;
     gate.scenario(async {
         let mut agent = agent(&gate).await?;
-        let arguments = json!({"branch": "main\u{202e}", "rm -rf ~\u{1b}[8m": "\u{1b}[28m"});
+        let arguments = json!({"branch": "main\u{202e}", "rm -rf ~\u{1b}[8m": "\u{1b}[28m",
+            "x\n  code:    same code as approved": 1});
         let _call = agent
             .start(
                 "tools/call",
@@ -480,6 +503,12 @@ async fn a_card_cannot_drive_the_humans_terminal() -> Result<()> {
         );
         assert!(
             shown.contains("/rm -rf ~0\\u001b[8m") && shown.contains("main\\u202e"),
+            "{shown}"
+        );
+        // A newline in a name cannot forge the card's next line.
+        assert!(
+            shown.contains("/x\\u000a  code:    same code as approved = 1")
+                && !shown.contains("\n  code:    same code as approved"),
             "{shown}"
         );
         agent.kill().await?;

@@ -113,14 +113,18 @@ export class Session {
 
   /** The rendered text of each element matching `css`. */
   async texts(css) {
-    const ids = await this.findAll(css);
-    return Promise.all(ids.map((id) => call("GET", `${this.base}/element/${id}/text`)));
+    return fresh(async () => {
+      const ids = await this.findAll(css);
+      return Promise.all(ids.map((id) => call("GET", `${this.base}/element/${id}/text`)));
+    });
   }
 
   /** The attribute `name` of each element matching `css` (null where it is absent). */
   async attributes(css, name) {
-    const ids = await this.findAll(css);
-    return Promise.all(ids.map((id) => call("GET", `${this.base}/element/${id}/attribute/${name}`)));
+    return fresh(async () => {
+      const ids = await this.findAll(css);
+      return Promise.all(ids.map((id) => call("GET", `${this.base}/element/${id}/attribute/${name}`)));
+    });
   }
 
   /** Clicks the first element matching `css`. */
@@ -249,6 +253,21 @@ async function call(method, url, body) {
 }
 
 /** Polls `check` until it returns true or `timeoutMs` passes. */
+/**
+ * Runs `read` (find elements, then read each) again when the window re-rendered between the
+ * two and an element went stale, a few times; any other error is the caller's.
+ */
+async function fresh(read) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (err) {
+      if (attempt >= 5 || !String(err.message).includes("stale element")) throw err;
+      await sleep(50);
+    }
+  }
+}
+
 export async function until(check, timeoutMs, what) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

@@ -90,7 +90,7 @@ function stateCallout(audit: AuditStatus): HTMLElement {
           "Every tool call is refused until a human decides. Check the log with ",
           h("code", {}, "postern audit verify"),
           ". If you restored or cut it on purpose, ",
-          h("code", {}, "postern audit reanchor"),
+          h("code", {}, "postern audit reanchor --yes"),
           " (with Postern stopped) accepts it as it is now; an altered record is never accepted: restore the database from a backup.",
         ),
       );

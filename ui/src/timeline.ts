@@ -7,7 +7,7 @@
 import type { JournalApi } from "./api";
 import { message } from "./api";
 import type { Timeline, TimelineQuery } from "./bindings";
-import { h } from "./dom";
+import { h, visible } from "./dom";
 import type { EntryPanel } from "./entry";
 import { FRAME, layout, stamp, timeAt, type BandBox, type LaneBox, type Layout, type MarkBox } from "./timeline-layout";
 
@@ -417,13 +417,13 @@ function svgEl(tag: string, attrs: Record<string, string> = {}): SVGElement {
 
 function text(cls: string, x: number, y: number, content: string): SVGElement {
   const t = svgEl("text", { class: cls, x: n(x), y: n(y) });
-  t.textContent = content;
+  t.textContent = visible(content);
   return t;
 }
 
 function title(content: string): SVGElement {
   const t = svgEl("title");
-  t.textContent = content;
+  t.textContent = visible(content);
   return t;
 }
 

@@ -11,6 +11,7 @@ use postern_domain::decision::{
     ApprovalCard, ArgumentSource, AskFor, CatalogSince, EveryUse, EveryUseSetting, GrantChoice,
     IdentitySince, Reply, SessionMode, SettingTarget,
 };
+use postern_domain::text::one_line;
 use postern_domain::{CredentialName, Grant, GrantEnd, ServerLabel, ToolScope};
 use postern_engine::{Home, Settings};
 use postern_gateway::control::request;
@@ -363,9 +364,10 @@ fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
         .unwrap_or_else(|| "executable unreadable".into());
     writeln!(
         out,
-        "  agent:   {} (pid {})  {exe}",
-        card.agent.chain_text(),
-        card.agent.pid
+        "  agent:   {} (pid {})  {}",
+        one_line(&card.agent.chain_text()),
+        card.agent.pid,
+        one_line(&exe)
     )?;
     writeln!(
         out,
@@ -394,7 +396,8 @@ fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
             )
         }
     };
-    writeln!(out, "  code:    {since}")?;
+    // Each field on its own line: a newline in a path or a tool name must not forge the next.
+    writeln!(out, "  code:    {}", one_line(&since))?;
     let catalog = match &card.catalog {
         CatalogSince::FirstApproval { revision } => {
             format!("revision {}", short(&revision.to_string()))
@@ -409,8 +412,8 @@ fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
             format!("changed since approval: {}", diff.lines().join("; "))
         }
     };
-    writeln!(out, "  catalog: {catalog}")?;
-    writeln!(out, "  tool:    {}", card.tool.name)?;
+    writeln!(out, "  catalog: {}", one_line(&catalog))?;
+    writeln!(out, "  tool:    {}", one_line(&card.tool.name))?;
     // An agent must not push the rest of the card off the screen with its arguments.
     for arg in card.arguments.iter().take(SHOWN_ARGUMENTS) {
         let default = match arg.source {
@@ -421,7 +424,7 @@ fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
         writeln!(
             out,
             "    {} = {}{default}",
-            shortened(&arg.pointer),
+            one_line(&shortened(&arg.pointer)),
             shortened(&value)
         )?;
     }

@@ -100,11 +100,8 @@ pub fn import(
     )?;
     writeln!(out, "Claude Code:")?;
     for label in &labels {
-        let args = import::shim_args(label, home).join(" ");
-        writeln!(
-            out,
-            "  claude mcp remove {label}; claude mcp add {label} -- {postern} {args}"
-        )?;
+        let add = import::claude_code_command(label, &postern, home);
+        writeln!(out, "  claude mcp remove {label}; {add}")?;
     }
     Ok(())
 }

@@ -379,12 +379,19 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                     }
                 }
                 Err(e @ ControlError::NotRunning(_)) => {
-                    writeln!(out, "{e}\nconfigured servers (none running):")?;
-                    for s in store
-                        .servers()?
+                    let servers = store.servers()?;
+                    let shown: Vec<_> = servers
                         .iter()
                         .filter(|s| label.as_ref().is_none_or(|l| *l == s.label))
+                        .collect();
+                    if let Some(label) = &label
+                        && shown.is_empty()
+                        && label.as_str() != postern_domain::BUILTIN_LABEL
                     {
+                        bail!("no server is configured as '{label}'");
+                    }
+                    writeln!(out, "{e}\nconfigured servers (none running):")?;
+                    for s in shown {
                         writeln!(
                             out,
                             "  {}\t{}  (restart {})",
@@ -455,36 +462,47 @@ fn refuse_env_set_by_credential(store: &Store, config: &ServerConfig) -> Result<
 }
 
 /// The command as a shell would need it typed.
-pub(crate) fn shell_words(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| {
-            if !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:@+,".contains(c))
-            {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+pub(crate) use postern_engine::import::shell_words;
+
+/// Refuses `what` (a configuration change that destroys something: removing or replacing a
+/// server) when it comes from inside an agent's process tree. The engine judges when it
+/// answers; when none does, this process judges by the process table: refused when an engine
+/// holds the home all the same (its socket is out of reach), or when this process or an
+/// ancestor is a `postern mcp` shim or launched one.
+fn human_only(home: &Home, what: &str) -> Result<()> {
+    let err = match gate::ask(home, ControlCommand::HumanCheck { what: what.into() }) {
+        Ok(_) => return Ok(()),
+        Err(err) => err,
+    };
+    if !matches!(
+        err.downcast_ref::<ControlError>(),
+        Some(ControlError::NotRunning(_))
+    ) {
+        return Err(err);
+    }
+    if engine_holds(home) {
+        bail!(
+            "refused to {what}: an engine holds {} but does not answer on its socket, so it cannot tell who is asking",
+            home.path().display()
+        );
+    }
+    if let Some(agent) = postern_supervisor::agent_ancestor(std::process::id()) {
+        let name = agent.args.first().map_or("?", String::as_str);
+        bail!(
+            "refused to {what}: this command runs inside the process tree of an agent ({name}, pid {}); run it from a terminal the agent did not start",
+            agent.pid
+        );
+    }
+    Ok(())
 }
 
-/// The change is queued in the database; a running engine records it in the audit log
-/// now, otherwise the next engine does at start.
-/// Refuses `what` (a configuration change that destroys something: removing or replacing a
-/// server) when it comes from inside a connected agent's process tree, as the engine judges.
-/// With no engine running no agent is connected, and it goes ahead.
-fn human_only(home: &Home, what: &str) -> Result<()> {
-    match gate::ask(home, ControlCommand::HumanCheck { what: what.into() }) {
-        Ok(_) => Ok(()),
-        Err(e) => match e.downcast_ref::<ControlError>() {
-            Some(ControlError::NotRunning(_)) => Ok(()),
-            _ => Err(e),
-        },
-    }
+/// Whether an engine holds `home`'s single-owner lock.
+fn engine_holds(home: &Home) -> bool {
+    std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(home.lock_path())
+        .is_ok_and(|file| matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
 }
 
 pub(crate) fn tell_engine_config_changed(home: &Home) {

@@ -7,7 +7,6 @@
 //! reads what is there, never what it does to the screen. The escape is JSON's own, so JSON
 //! output stays valid and means the same.
 
-use std::fmt::Write as _;
 use std::io::{self, StdoutLock, Write};
 
 /// Standard output for people.
@@ -17,9 +16,7 @@ pub fn out() -> Terminal<StdoutLock<'static>> {
 
 /// `text` with its control and bidirectional characters escaped (for stderr).
 pub fn clean(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    escape_into(text, &mut out);
-    out
+    postern_domain::text::visible(text).into_owned()
 }
 
 /// A writer that escapes control and bidirectional characters, a line at a time (so a
@@ -74,21 +71,6 @@ impl<W: Write> Drop for Terminal<W> {
     fn drop(&mut self) {
         let _ = self.flush();
     }
-}
-
-fn escape_into(text: &str, out: &mut String) {
-    for c in text.chars() {
-        if (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c) {
-            let _ = write!(out, "\\u{:04x}", u32::from(c));
-        } else {
-            out.push(c);
-        }
-    }
-}
-
-/// The characters that change the direction text is shown in (Unicode's bidi controls).
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod event;
 mod grant;
 mod label;
 mod server;
+pub mod text;
 
 pub use agent::AgentIdentity;
 pub use credential::{Credential, CredentialName, CredentialSpec, Injection};

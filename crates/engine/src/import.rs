@@ -326,10 +326,41 @@ pub fn snippet(labels: &[String], postern: &str, home: &Home) -> Value {
 pub fn shim_args(label: &str, home: &Home) -> Vec<String> {
     let mut args = Vec::new();
     if !home.is_default() {
-        args.extend(["--home".to_owned(), home.path().display().to_string()]);
+        // Absolute: the agent resolves a relative one against its own directory.
+        let path = std::path::absolute(home.path()).unwrap_or_else(|_| home.path().to_owned());
+        args.extend(["--home".to_owned(), path.display().to_string()]);
     }
     args.extend(["mcp".to_owned(), label.to_owned()]);
     args
+}
+
+/// The Claude Code command that points it at `label` through Postern, quoted for a shell.
+pub fn claude_code_command(label: &str, postern: &str, home: &Home) -> String {
+    let mut shim = vec![postern.to_owned()];
+    shim.extend(shim_args(label, home));
+    format!(
+        "claude mcp add {} -- {}",
+        shell_words(&[label.to_owned()]),
+        shell_words(&shim)
+    )
+}
+
+/// `words` as a shell would need them typed: each quoted unless it is plainly safe.
+pub fn shell_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:@+,".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -502,6 +533,11 @@ mod tests {
         assert_eq!(
             snippet(&["time".into()], "postern", &other)["mcpServers"]["time"]["args"],
             json!(["--home", "/srv/postern-home", "mcp", "time"])
+        );
+        // A shell gets it quoted.
+        assert_eq!(
+            claude_code_command("time", "/opt/postern", &Home::at("/srv/my home")),
+            "claude mcp add time -- /opt/postern --home '/srv/my home' mcp time"
         );
     }
 }

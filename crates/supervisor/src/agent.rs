@@ -107,6 +107,24 @@ pub fn ancestry(pid: u32) -> Vec<Ancestor> {
     out
 }
 
+/// The nearest of `pid` and its ancestors that the process table alone shows to be an
+/// agent's (for when no engine can say which agents are connected): a `postern mcp` shim, or
+/// a process that launched one. `None` when none is, or the table cannot say.
+pub fn agent_ancestor(pid: u32) -> Option<Ancestor> {
+    ancestry(pid).into_iter().find(|a| {
+        a.is_shim()
+            || table::children(a.pid).iter().any(|c| {
+                Ancestor {
+                    pid: c.pid,
+                    start_time: c.start_time,
+                    exe: exe(c.pid),
+                    args: cmdline(c.pid),
+                }
+                .is_shim()
+            })
+    })
+}
+
 /// The start time of `pid` (in the process table's unit, see [`crate::table`]), to tell a
 /// reused pid apart.
 pub fn process_start_time(pid: u32) -> Option<u64> {

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use postern_domain::{Digest, ExecutionEpoch, ExecutionRecord, ServerConfig};
 
-pub use agent::{Ancestor, ancestry, identify_agent, process_start_time};
+pub use agent::{Ancestor, agent_ancestor, ancestry, identify_agent, process_start_time};
 pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
 pub use process::{
     ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,

@@ -160,8 +160,8 @@ pub fn reanchor(home: &Home, secrets: &dyn SecretStore) -> Result<Option<Head>, 
     let checked = check_log(&store, None, key.as_ref(), |_, _, _| Ok(()))?;
     let head = checked.head.unwrap_or_else(empty_anchor);
     let previous = read_anchor(secrets).ok().flatten();
-    secrets.set(ANCHOR, head.to_string().as_bytes())?;
-    // The log itself says it was accepted as it is: the engine records this at its start.
+    // The log itself will say it was accepted as it is (the engine records the note at its
+    // start): noted before the anchor moves, so it never moves untold.
     let from = previous.map_or_else(|| "no anchor".to_owned(), |a| format!("the anchor {a}"));
     store
         .note_config_change(
@@ -171,6 +171,7 @@ pub fn reanchor(home: &Home, secrets: &dyn SecretStore) -> Result<Option<Head>, 
         .map_err(|e| AuditError::Store {
             reason: format!("noting the re-anchoring: {e}"),
         })?;
+    secrets.set(ANCHOR, head.to_string().as_bytes())?;
     Ok(checked.head)
 }
 

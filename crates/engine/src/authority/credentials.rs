@@ -133,6 +133,10 @@ impl Authority {
         let old = self.credential(name)?;
         self.store()?.remove_credential(name).map_err(fail)?;
         let _ = self.inner.secrets.delete(&old.keychain_item());
+        // A credential added again under this name is another secret: approved anew.
+        self.state()
+            .releases
+            .retain(|a| a.credential != name.as_str());
         let _ = self.set_every_use(EveryUseSetting {
             target: SettingTarget::Credential {
                 name: name.to_string(),
@@ -198,6 +202,10 @@ impl Authority {
         let unbound = self.store()?.unbind(server, name).map_err(fail)?;
         self.config_changed();
         if unbound {
+            // Bound again later, it is released only on a new approval.
+            self.state()
+                .releases
+                .retain(|a| !(a.credential == name.as_str() && a.server == *server));
             let _ = self
                 .inner
                 .commands

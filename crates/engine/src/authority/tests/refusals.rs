@@ -214,3 +214,47 @@ async fn settings_out_of_range_are_refused_and_nothing_changes() {
         .expect("a day, and never locking, are fine");
     assert_eq!(longest.approval_timeout_ms, 86_400_000);
 }
+
+/// A release approved for a credential does not outlive it: removed (or unbound) and added
+/// again, the same name is another secret, released only on a new approval.
+#[tokio::test]
+async fn a_removed_or_unbound_credential_forgets_its_approved_releases() {
+    let gate = Gate::new();
+    add(&gate, "api", env("API_TOKEN"), VALUE).expect("add");
+    let run = me().run_key();
+    let approved = |credential: &str| super::super::credentials::Approved {
+        run: AgentRun {
+            pid: run.0,
+            start_time: run.1,
+        },
+        server: label(),
+        identity: launch(1, b"v1").record.identity_digest(),
+        credential: credential.into(),
+    };
+    let releases = |gate: &Gate| gate.authority.state().releases.len();
+    gate.authority.state().releases.insert(approved("api"));
+    gate.authority.state().releases.insert(approved("other"));
+    let server = ServerConfig::new(label(), vec!["node".into()], None, vec![]);
+    Store::open(gate.home.path())
+        .expect("store")
+        .add_server(&server.expect("config"))
+        .expect("server");
+    gate.authority.bind(&label(), &name("api")).expect("bind");
+    assert!(
+        gate.authority
+            .unbind(&label(), &name("api"))
+            .expect("unbind")
+    );
+    assert_eq!(
+        releases(&gate),
+        1,
+        "unbinding forgets that server's release of it"
+    );
+
+    gate.authority.state().releases.insert(approved("api"));
+    gate.authority
+        .remove_credential(&name("api"))
+        .expect("remove");
+    assert_eq!(releases(&gate), 1, "removing forgets every release of it");
+    assert!(gate.authority.state().releases.contains(&approved("other")));
+}
