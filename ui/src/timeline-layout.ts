@@ -62,7 +62,10 @@ export interface LaneBox {
   id: number;
   y: number;
   title: string;
+  /** Who ran it: the agent's own name and its process chain (for the tooltip). */
   subtitle: string;
+  /** The agent's self-reported name (`clientInfo`), when it gave one. */
+  client: string | null;
   status: string;
   /** The lane's line: its session from start to end (or now), clipped to the window. */
   x0: number;
@@ -103,6 +106,7 @@ export function layout(timeline: Timeline, frame: Frame): Layout {
       y,
       title: lane.server,
       subtitle: [lane.client, lane.agent].filter((s): s is string => s !== null && s !== "").join(" · ") || `session ${lane.id}`,
+      client: lane.client !== null && lane.client !== "" ? lane.client : null,
       status: lane.status,
       x0: clampX(lane.started),
       x1: clampX(end),

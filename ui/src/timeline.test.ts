@@ -16,9 +16,9 @@ describe("the timeline's layout", () => {
   const l = layout(timeline, frame);
 
   it("draws one lane per agent session, top to bottom, labelled by server and agent", () => {
-    expect(l.lanes.map((lane) => [lane.id, lane.y, lane.title, lane.subtitle, lane.status])).toEqual([
-      [1, FRAME.axisHeight, "deploy", "claude-code 2.0.14 · zsh → claude → postern (pid 4242)", "ended"],
-      [2, FRAME.axisHeight + FRAME.laneHeight, "clock", "Cursor 1.7.2", "running"],
+    expect(l.lanes.map((lane) => [lane.id, lane.y, lane.title, lane.subtitle, lane.client, lane.status])).toEqual([
+      [1, FRAME.axisHeight, "deploy", "claude-code 2.0.14 · zsh → claude → postern (pid 4242)", "claude-code 2.0.14", "ended"],
+      [2, FRAME.axisHeight + FRAME.laneHeight, "clock", "Cursor 1.7.2", "Cursor 1.7.2", "running"],
     ]);
     expect(l.height).toBe(FRAME.axisHeight + 2 * FRAME.laneHeight);
     // An ended lane stops at its end; a running one goes on to now.
@@ -171,6 +171,15 @@ describe("the timeline view", () => {
 
     document.querySelector('.lane[data-lane="2"] .lane-label')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
     expect(openSession).toHaveBeenCalledWith(2);
+  });
+
+  it("labels each lane with the agent's own name under its server, the process chain in the tooltip", async () => {
+    const { view } = setup();
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+    const label = document.querySelector('.lane[data-lane="1"] .lane-label')!;
+    expect(label.querySelector(".lane-sub")?.textContent).toBe("claude-code 2.0.14");
+    expect(label.querySelector("title")?.textContent).toContain("zsh → claude → postern (pid 4242)");
   });
 
   it("loads more lanes a page at a time", async () => {

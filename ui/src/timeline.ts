@@ -314,8 +314,10 @@ function laneGroup(lane: LaneBox, l: Layout, handlers: Handlers): SVGElement {
   g.append(svgEl("rect", { class: "lane-bg", x: "0", y: "4", width: String(l.width), height: "44" }));
   const label = svgEl("g", { class: "lane-label", tabindex: handlers.openSession ? "0" : "-1", role: "button" });
   label.append(title(`${lane.title} · ${lane.subtitle} · ${lane.status}${handlers.openSession ? " · show its Activity" : ""}`));
-  // The end of an agent's process chain says the most ("… claude → postern"): keep it.
-  label.append(text("lane-title", 10, 22, truncate(lane.title, 24)), text("lane-sub", 10, 38, truncateStart(lane.subtitle, 30)));
+  // Under the server: the agent's own name when it gave one ("claude-code 2.0.14"), else the
+  // end of its process chain, which says the most ("… claude → postern"). Both in the tooltip.
+  const sub = lane.client !== null ? truncate(lane.client, 30) : truncateStart(lane.subtitle, 30);
+  label.append(text("lane-title", 10, 22, truncate(lane.title, 24)), text("lane-sub", 10, 38, sub));
   if (handlers.openSession) {
     const open = handlers.openSession;
     activate(label, () => open(lane.id));
