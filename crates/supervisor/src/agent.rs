@@ -66,7 +66,8 @@ pub struct Ancestor {
 }
 
 impl Ancestor {
-    /// Whether it is a `postern mcp` shim.
+    /// Whether it is a `postern mcp` shim: `postern`'s subcommand (after `--home DIR`, the
+    /// one global option) is `mcp`. `postern server add mcp ...` is not one.
     pub fn is_shim(&self) -> bool {
         let postern = |s: &str| {
             Path::new(s)
@@ -80,7 +81,17 @@ impl Ancestor {
                 .as_ref()
                 .and_then(|e| e.to_str())
                 .is_some_and(postern);
-        named && self.args.iter().skip(1).any(|a| a == "mcp")
+        let mut args = self.args.iter().skip(1);
+        let subcommand = loop {
+            match args.next().map(String::as_str) {
+                Some("--home") => {
+                    args.next();
+                }
+                Some(a) if a.starts_with("--home=") => {}
+                other => break other,
+            }
+        };
+        named && subcommand == Some("mcp")
     }
 }
 
@@ -185,6 +196,18 @@ mod tests {
             ..shim.clone()
         };
         assert!(!cli.is_shim());
+        // A server labelled `mcp` is configured by the CLI, not served by a shim.
+        let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let add = Ancestor {
+            args: words(&["postern", "server", "add", "mcp", "--", "x"]),
+            ..shim.clone()
+        };
+        assert!(!add.is_shim());
+        let equals = Ancestor {
+            args: words(&["postern", "--home=/h", "mcp", "time"]),
+            ..shim.clone()
+        };
+        assert!(equals.is_shim());
     }
 
     #[test]
