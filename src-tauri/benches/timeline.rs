@@ -25,8 +25,10 @@ use postern_engine::journal::{self, ActivityFilter, TimelineQuery};
 #[path = "../../crates/store/benches/support/fill.rs"]
 mod fill;
 use fill::{DAY, SESSIONS, T0, fill_journals};
+#[path = "../../crates/store/benches/support/measure.rs"]
+mod measure;
+use measure::{median, window_count};
 
-const RUNS: usize = 21;
 /// The window's buckets for a 1180 px wide drawing: one per 4 px of plot (src/timeline.ts).
 const BUCKETS: u32 = 247;
 
@@ -75,16 +77,7 @@ fn main() {
             let answer = journal::timeline(&home, &query).expect("timeline");
             bytes = serde_json::to_vec(&answer).expect("json").len();
         });
-        let mut count = 0i64;
-        let base = median(|| {
-            count = conn
-                .query_row(
-                    "SELECT count(*) FROM journal_activity WHERE time >= ?1 AND time < ?2",
-                    [got.since, got.until],
-                    |r| r.get(0),
-                )
-                .expect("count");
-        });
+        let (base, count) = window_count(&conn, got.since, got.until);
         let marks: usize = got.lanes.iter().map(|l| l.marks.len()).sum();
         let buckets: usize = got.lanes.iter().map(|l| l.buckets.len()).sum();
         println!(
@@ -120,17 +113,4 @@ fn first_paint() -> TimelineQuery {
         max_marks: 0,
         buckets: BUCKETS,
     }
-}
-
-fn median(mut run: impl FnMut()) -> f64 {
-    run();
-    let mut times: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let start = Instant::now();
-            run();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[RUNS / 2]
 }

@@ -31,8 +31,9 @@ use postern_store::{ActivityFilter, Store, TimelineQuery};
 #[path = "support/fill.rs"]
 mod fill;
 use fill::{DAY, SESSIONS, T0, fill_journals};
-
-const RUNS: usize = 21;
+#[path = "support/measure.rs"]
+mod measure;
+use measure::{median, window_count};
 
 fn main() {
     let rows: u64 = std::env::args()
@@ -100,16 +101,7 @@ fn timeline(store: &Store, conn: &rusqlite::Connection) {
         let mut got = None;
         let t = median(|| got = Some(store.timeline(&query).expect("timeline")));
         let got = got.expect("ran");
-        let mut count = 0i64;
-        let base = median(|| {
-            count = conn
-                .query_row(
-                    "SELECT count(*) FROM journal_activity WHERE time >= ?1 AND time < ?2",
-                    [got.since, got.until],
-                    |r| r.get(0),
-                )
-                .expect("count");
-        });
+        let (base, count) = window_count(conn, got.since, got.until);
         let marks: usize = got.lanes.iter().map(|l| l.marks.len()).sum();
         let buckets: usize = got.lanes.iter().map(|l| l.buckets.len()).sum();
         let width = got
@@ -355,17 +347,4 @@ fn duration(ms: i64) -> String {
         ms if ms % 60_000 == 0 => format!("{} min", ms / 60_000),
         ms => format!("{:.1} s", ms as f64 / 1e3),
     }
-}
-
-fn median(mut f: impl FnMut()) -> f64 {
-    f();
-    let mut times: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[RUNS / 2]
 }

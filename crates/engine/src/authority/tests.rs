@@ -150,6 +150,18 @@ impl Gate {
         Self::with(home, secrets, dir)
     }
 
+    /// A gate in observe mode: agent runs are admitted without a card.
+    fn observing() -> Gate {
+        let gate = Self::new();
+        gate.authority
+            .update_settings(SettingsUpdate {
+                session_mode: Some(SessionMode::Observe),
+                ..SettingsUpdate::default()
+            })
+            .expect("settings");
+        gate
+    }
+
     /// Another gate on `home` (as after an engine restart); its own directory is unused.
     fn on(home: &Home, secrets: Arc<MemoryStore>) -> Gate {
         Self::with(home.clone(), secrets, tempfile::tempdir().expect("tempdir"))
@@ -506,13 +518,7 @@ async fn a_withdrawn_call_loses_its_card_and_is_never_answered() {
 
 #[tokio::test]
 async fn observe_mode_allows_without_a_card() {
-    let gate = Gate::new();
-    gate.authority
-        .update_settings(SettingsUpdate {
-            session_mode: Some(SessionMode::Observe),
-            ..SettingsUpdate::default()
-        })
-        .expect("settings");
+    let gate = Gate::observing();
     let a = launch(1, b"v1");
     assert_eq!(
         gate.decided_now(deploy(&a)),
@@ -534,13 +540,7 @@ async fn observe_mode_allows_without_a_card() {
 /// is released only by a human: that call asks, and approving it relaunches.
 #[tokio::test]
 async fn observe_mode_still_asks_a_human_to_release_a_withheld_credential() {
-    let gate = Gate::new();
-    gate.authority
-        .update_settings(SettingsUpdate {
-            session_mode: Some(SessionMode::Observe),
-            ..SettingsUpdate::default()
-        })
-        .expect("settings");
+    let gate = Gate::observing();
     let a = launch(1, b"v1");
     let mut call = deploy(&a);
     call.request.credentials = ["inventory-api".to_owned()].into();
