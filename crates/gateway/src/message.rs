@@ -1,6 +1,7 @@
-//! JSON-RPC messages as the gateway sees them: the original bytes plus just enough
-//! typed structure to route them. Bytes are forwarded unchanged unless the gateway
-//! deliberately answers or rewrites.
+//! JSON-RPC messages as the gateway sees them: the parsed value, just enough typed
+//! structure to route it, and the line Postern forwards, which is its own serialization of
+//! that value ([`crate::framing::encode`]), never the peer's bytes: what was decided is
+//! what goes on.
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -8,7 +9,11 @@ use std::hash::{Hash, Hasher};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::framing::{FrameError, Line, MAX_FRAME, parse_object};
+use crate::framing::{self, FrameError, Line, MAX_FRAME, parse_object};
+
+/// What an id must be, as a refusal says it.
+const ID_RULE: &str =
+    "a request id must be a string or an integer between -2^53 and 2^53 (not 1.0 or 1e0)";
 
 /// JSON-RPC error codes the gateway itself uses.
 pub mod code {
@@ -24,21 +29,36 @@ pub mod code {
     pub const INTERNAL_ERROR: i64 = -32603;
 }
 
-/// A request id: a string or a number, kept exactly as sent.
+/// The largest magnitude of a number id: 2^53, the integers every JSON reader (a
+/// JavaScript one included) holds exactly.
+pub const MAX_NUMBER_ID: u64 = 1 << 53;
+
+/// A request id: a string, or an integer within ±2^53, kept exactly as sent.
+///
+/// Other numbers are not ids here: `1.0`, `1e0` or 2^60 would be the same id as another to
+/// a peer that converts numbers (Python's and JavaScript's SDKs do), so two sides could
+/// disagree on which answer belongs to which request.
 #[derive(Debug, Clone)]
 pub struct Id {
     value: Value,
 }
 
 impl Id {
-    /// Reads an id; `None` for null, objects, arrays, booleans.
+    /// Reads an id; `None` for null, objects, arrays, booleans, and numbers that are not
+    /// integers within ±[`MAX_NUMBER_ID`].
     pub fn from_value(value: &Value) -> Option<Self> {
-        match value {
-            Value::String(_) | Value::Number(_) => Some(Self {
-                value: value.clone(),
-            }),
-            _ => None,
-        }
+        let valid = match value {
+            Value::String(_) => true,
+            Value::Number(n) => n
+                .as_i64()
+                .map(i64::unsigned_abs)
+                .or_else(|| n.as_u64())
+                .is_some_and(|magnitude| magnitude <= MAX_NUMBER_ID),
+            _ => false,
+        };
+        valid.then(|| Self {
+            value: value.clone(),
+        })
     }
 
     /// The id as JSON, same type and value as received.
@@ -81,12 +101,14 @@ pub enum Kind {
     Response { id: Id },
 }
 
-/// One parsed message with its original bytes.
+/// One parsed message and the line Postern forwards for it.
 #[derive(Debug, Clone)]
 pub struct Message {
-    /// The line as received, without its newline.
-    pub raw: Bytes,
-    /// The parsed object (duplicate keys already refused).
+    /// The message as Postern forwards it: [`crate::framing::encode`] of `body`, without
+    /// its newline. Never the peer's bytes.
+    pub line: Bytes,
+    /// The parsed object (duplicate keys, carriage returns and inexact numbers already
+    /// refused).
     pub body: Map<String, Value>,
     /// Its routing kind.
     pub kind: Kind,
@@ -117,13 +139,24 @@ impl Message {
     /// Parses and classifies one line.
     pub fn parse(raw: Bytes) -> Result<Self, Rejected> {
         let body = parse_object(&raw).map_err(|e| Rejected {
-            id: None,
+            // A line refused for what plain JSON allows still names its request.
+            id: match e {
+                FrameError::BareCarriageReturn(_) | FrameError::InexactNumber { .. } => {
+                    lenient_id(&raw)
+                }
+                _ => None,
+            },
             code: match e {
                 FrameError::NotJson(_) => code::PARSE_ERROR,
                 _ => code::INVALID_REQUEST,
             },
             reason: e.to_string(),
         })?;
+        Self::from_body(body)
+    }
+
+    /// Classifies a parsed object and serializes the line that forwards it.
+    pub fn from_body(body: Map<String, Value>) -> Result<Self, Rejected> {
         let id_value = body.get("id");
         let id = id_value.and_then(Id::from_value);
         let invalid = |reason: &str| Rejected {
@@ -143,7 +176,7 @@ impl Message {
                     id: id.clone(),
                     method: method.clone(),
                 },
-                None => return Err(invalid("a request id must be a string or a number")),
+                None => return Err(invalid(ID_RULE)),
             },
             (Some(_), _) => return Err(invalid("\"method\" must be a string")),
             (None, Some(_)) => match (&id, body.contains_key("result"), body.contains_key("error"))
@@ -151,7 +184,7 @@ impl Message {
                 (Some(id), true, false) | (Some(id), false, true) => {
                     Kind::Response { id: id.clone() }
                 }
-                (None, _, _) => return Err(invalid("a response id must be a string or a number")),
+                (None, _, _) => return Err(invalid(ID_RULE)),
                 _ => {
                     return Err(invalid(
                         "a response needs exactly one of \"result\" and \"error\"",
@@ -162,7 +195,8 @@ impl Message {
                 return Err(invalid("neither a request, a notification nor a response"));
             }
         };
-        Ok(Self { raw, body, kind })
+        let line = framing::encode(&body);
+        Ok(Self { line, body, kind })
     }
 
     /// Parses and classifies one line from a [`LineReader`](crate::framing::LineReader); a
@@ -216,6 +250,13 @@ impl Message {
         };
         Ok(ToolCall { name, arguments })
     }
+}
+
+/// The top-level id of a line that is JSON but not one Postern forwards, as a lenient parser
+/// reads it.
+fn lenient_id(raw: &[u8]) -> Option<Id> {
+    let value: Value = serde_json::from_slice(raw).ok()?;
+    Id::from_value(value.get("id")?)
 }
 
 /// What kind of JSON value this is, for a sentence ("a string", "an array", ...).
@@ -292,7 +333,7 @@ pub fn sniff_id(prefix: &[u8]) -> Option<Id> {
 }
 
 fn encode(value: &Value) -> Bytes {
-    Bytes::from(serde_json::to_vec(value).unwrap_or_default())
+    framing::encode(value)
 }
 
 #[cfg(test)]
@@ -409,5 +450,57 @@ mod tests {
             Id::from_value(&json!("abc"))
         );
         assert_eq!(sniff_id(br#"{"jsonrpc":"2.0","result":{"#), None);
+    }
+
+    #[test]
+    fn number_ids_are_integers_within_2_to_the_53() {
+        for (id, ok) in [
+            ("1", true),
+            ("-7", true),
+            ("9007199254740992", true),
+            ("-9007199254740992", true),
+            ("9007199254740993", false),
+            ("1152921504606846976", false),
+            ("1.0", false),
+            ("1e0", false),
+            ("\"1.0\"", true),
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            match parse(&line) {
+                Ok(Kind::Request { id: parsed, .. }) if ok => {
+                    assert_eq!(parsed.value().to_string(), id);
+                }
+                Err(refused) if !ok => {
+                    assert_eq!(refused.code, code::INVALID_REQUEST, "{id}");
+                    assert!(refused.reason.contains("2^53"), "{}", refused.reason);
+                }
+                other => panic!("{id}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_forwarded_line_is_postern_s_own_serialization() {
+        let msg = Message::parse(Bytes::from_static(
+            b"{ \"jsonrpc\" : \"2.0\",\t\"id\": 5, \"method\":\"x\", \"params\": {\"b\":1e2,\"a\":\"\xe2\x80\xa8\"} }",
+        ))
+        .expect("a request");
+        assert_eq!(
+            std::str::from_utf8(&msg.line).expect("utf-8"),
+            r#"{"jsonrpc":"2.0","id":5,"method":"x","params":{"b":100.0,"a":"\u2028"}}"#
+        );
+    }
+
+    #[test]
+    fn a_line_refused_for_a_carriage_return_still_names_its_request() {
+        let refused = parse("{\"jsonrpc\":\"2.0\",\"id\":\"s1\",\r\"method\":\"ping\"}")
+            .expect_err("refused");
+        assert_eq!(refused.id, Id::from_value(&json!("s1")));
+        assert_eq!(refused.code, code::INVALID_REQUEST);
+        assert!(
+            refused.reason.contains("carriage return"),
+            "{}",
+            refused.reason
+        );
     }
 }

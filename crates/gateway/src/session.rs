@@ -316,7 +316,7 @@ impl Session {
             Kind::Notification { method } => self.on_agent_notification(msg, &method),
             Kind::Response { id } => {
                 if self.server_requests.remove(&id) {
-                    self.send_upstream(msg.raw);
+                    self.send_upstream(msg.line);
                 } else {
                     tracing::warn!(session = self.info.id, %id, "agent answered a request nobody sent; dropped");
                 }

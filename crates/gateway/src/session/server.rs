@@ -188,16 +188,16 @@ impl Session {
                         sent: Instant::now(),
                     },
                 );
-                running.send(msg.raw);
+                running.send(msg.line);
             }
             Kind::Notification { method } => {
                 let initialized = method == "notifications/initialized";
-                running.send(msg.raw);
+                running.send(msg.line);
                 if initialized {
                     self.begin_fetch(false);
                 }
             }
-            Kind::Response { .. } => running.send(msg.raw),
+            Kind::Response { .. } => running.send(msg.line),
         }
     }
 
@@ -317,20 +317,20 @@ impl Session {
                     };
                     self.audit_result(id, &call, outcome);
                     self.note_listing_answered(id);
-                    self.reply(msg.raw);
+                    self.reply(msg.line);
                 } else {
                     tracing::warn!(session = self.info.id, %id, "server answered a request nobody sent; dropped");
                 }
             }
             Kind::Request { id, .. } => {
                 self.server_requests.insert(id.clone());
-                self.reply(msg.raw);
+                self.reply(msg.line);
             }
             Kind::Notification { method } => {
                 if method == "notifications/tools/list_changed" {
                     self.schedule_refetch();
                 }
-                self.reply(msg.raw);
+                self.reply(msg.line);
             }
         }
     }

@@ -360,7 +360,7 @@ impl Session {
                 sent: Instant::now(),
             },
         );
-        running.send_after_intent(line.unwrap_or_else(|| msg.raw.clone()), id.clone());
+        running.send_after_intent(line.unwrap_or_else(|| msg.line.clone()), id.clone());
         let events = self.events.clone();
         self.ctx.audit.record_durable(
             intent,
@@ -440,9 +440,7 @@ fn with_injection(msg: &Message, headers: &[InjectedHeader]) -> Option<Bytes> {
             .collect();
         meta.insert(INJECT_META.to_owned(), Value::Array(injected));
     }
-    serde_json::to_vec(&Value::Object(body))
-        .ok()
-        .map(Bytes::from)
+    Some(crate::framing::encode(&body))
 }
 
 /// A tool result the model sees as an error, with a readable text and structured detail.
