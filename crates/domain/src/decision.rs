@@ -204,6 +204,9 @@ pub enum Authority {
     Grant(GrantId),
     /// Observe mode admitted it without a grant; it is journaled.
     Observed,
+    /// A request other than a tool call (`resources/read`, `prompts/get`, ...) from an agent
+    /// run a human admitted for this server: admission is all it needs.
+    Admitted,
 }
 
 /// The decision ladder (see the module docs for the order and the reasons).
@@ -308,6 +311,39 @@ pub fn decide(inputs: &Inputs<'_>) -> Decision {
         (SessionMode::Prompt, None, true) => ask(AskFor::Call, Vec::new(), all_choices()),
         (SessionMode::Prompt, None, false) => {
             ask(AskFor::SessionAndCall, Vec::new(), all_choices())
+        }
+    }
+}
+
+/// The gate's decision for a request other than a tool call that reaches a server
+/// (`resources/read`, `prompts/get`, `completion/complete`, `tasks/*`, a method a server's
+/// configuration passes; docs/refresh-contract.md §10): the ladder's first two rungs, then
+/// admission. No grant covers such a request and no human is asked about it: the vault must
+/// be ready, the caller identified while session approval is on, and the agent run admitted
+/// for the server (observe mode admits every run).
+pub fn decide_operation(
+    vault: VaultState,
+    mode: SessionMode,
+    session: SessionStatus,
+    caller: &Caller,
+    server: &ServerLabel,
+    method: &str,
+) -> Result<Authority, Denial> {
+    match vault {
+        VaultState::Quarantined => return Err(Denial::audit_quarantined()),
+        VaultState::Locked | VaultState::Unlocking => return Err(Denial::vault_locked()),
+        VaultState::Ready => {}
+    }
+    match (caller, mode, session) {
+        (Caller::Unidentifiable { reason }, SessionMode::Prompt, _) => {
+            Err(Denial::session_unidentifiable(reason))
+        }
+        (_, SessionMode::Observe, _) => Ok(Authority::Observed),
+        (Caller::Identified { .. }, SessionMode::Prompt, SessionStatus::Approved) => {
+            Ok(Authority::Admitted)
+        }
+        (Caller::Identified { .. }, SessionMode::Prompt, SessionStatus::NotApproved) => {
+            Err(Denial::session_not_admitted(server, method))
         }
     }
 }

@@ -35,6 +35,11 @@ pub struct ServerConfig {
     /// the values.
     #[serde(default)]
     pub credentials: Vec<crate::Credential>,
+    /// Methods the gate does not know that agents may send this server all the same
+    /// (`--pass-method vendor/search`): each is decided like any request other than a tool
+    /// call (the vault, the caller, admission) and journaled. Others get -32601.
+    #[serde(default)]
+    pub pass_methods: Vec<String>,
 }
 
 /// Why a server configuration was refused.
@@ -82,6 +87,7 @@ impl ServerConfig {
             restart: RestartPolicy::Manual,
             self_reloading: false,
             credentials: Vec::new(),
+            pass_methods: Vec::new(),
         })
     }
 

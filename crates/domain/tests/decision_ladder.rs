@@ -7,7 +7,7 @@ use postern_domain::catalog::{CatalogDigest, ToolDrift};
 use postern_domain::decision::{
     APPROVAL_TIMEOUT_MS, Ask, AskFor, Authority, CardState, Decision, DenyCode, EveryUse,
     EveryUseSetting, GrantChoice, Inputs, Reply, SessionMode, SessionStatus, SettingTarget,
-    Settlement, VaultState, authorization_stale, decide, strictest,
+    Settlement, VaultState, authorization_stale, decide, decide_operation, strictest,
 };
 use postern_domain::{
     AgentRun, CallId, Caller, CatalogView, Coverage, Digest, ExecutionEpoch, Grant, GrantEnd,
@@ -195,6 +195,9 @@ fn describe(decision: &Decision) -> String {
         Decision::Allow {
             authority: Authority::Observed,
         } => "allow observed".into(),
+        Decision::Allow {
+            authority: Authority::Admitted,
+        } => "allow admitted (never for a tool call)".into(),
         Decision::Deny(denial) => {
             assert_eq!(denial.detail["error"], denial.code.as_str());
             assert!(!denial.message.is_empty());
@@ -767,8 +770,8 @@ proptest! {
                     let used = grants.iter().find(|g| g.id == id).expect("on record");
                     prop_assert_eq!(used.end, GrantEnd::ThisCallOnly { call: request.call });
                 }
-                Decision::Allow { authority: Authority::Observed } => {
-                    return Err(TestCaseError::fail("every-use must never be observed through"));
+                Decision::Allow { authority: Authority::Observed | Authority::Admitted } => {
+                    return Err(TestCaseError::fail("every-use must never be passed without a grant"));
                 }
                 Decision::AskHuman(ask) => {
                     prop_assert!(ask.decides_call() || ask.what == AskFor::Session);
@@ -781,4 +784,64 @@ proptest! {
             }
         }
     }
+}
+
+/// A request other than a tool call (refresh-contract §10): every combination of the vault,
+/// the caller, the mode and admission, against the rule stated independently.
+#[test]
+fn an_operation_needs_a_ready_vault_an_identified_caller_and_an_admitted_run() {
+    let server = label("everything");
+    let callers = [
+        Caller::Identified { run: RUN },
+        Caller::Unidentifiable {
+            reason: "gone".into(),
+        },
+    ];
+    for vault in [
+        VaultState::Locked,
+        VaultState::Unlocking,
+        VaultState::Ready,
+        VaultState::Quarantined,
+    ] {
+        for caller in &callers {
+            for mode in [SessionMode::Prompt, SessionMode::Observe] {
+                for session in [SessionStatus::Approved, SessionStatus::NotApproved] {
+                    let decided =
+                        decide_operation(vault, mode, session, caller, &server, "resources/read");
+                    let identified = matches!(caller, Caller::Identified { .. });
+                    let expected = match (vault, mode) {
+                        (VaultState::Quarantined, _) => Err(DenyCode::AuditQuarantined),
+                        (VaultState::Locked | VaultState::Unlocking, _) => {
+                            Err(DenyCode::VaultLocked)
+                        }
+                        (_, SessionMode::Observe) => Ok(Authority::Observed),
+                        _ if !identified => Err(DenyCode::SessionUnidentifiable),
+                        _ if session == SessionStatus::Approved => Ok(Authority::Admitted),
+                        _ => Err(DenyCode::SessionNotAdmitted),
+                    };
+                    assert_eq!(
+                        decided.map_err(|d| d.code),
+                        expected,
+                        "{vault:?} {caller:?} {mode:?} {session:?}"
+                    );
+                }
+            }
+        }
+    }
+    let refused = decide_operation(
+        VaultState::Ready,
+        SessionMode::Prompt,
+        SessionStatus::NotApproved,
+        &callers[0],
+        &server,
+        "prompts/get",
+    )
+    .expect_err("not admitted");
+    assert_eq!(refused.detail["error"], "session_not_admitted");
+    assert_eq!(refused.detail["method"], "prompts/get");
+    assert!(
+        refused.message.contains("prompts/get"),
+        "{}",
+        refused.message
+    );
 }

@@ -38,7 +38,8 @@ use postern_domain::{AgentRun, ApprovalId, AuditEvent, CallId, Grant, ServerLabe
 use postern_gateway::Command;
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::{
-    Authorizer, CallToAuthorize, Decided, Release, Verdict, Withdrawal, Withdrawn,
+    Authorizer, CallToAuthorize, Decided, OperationToAuthorize, Release, Verdict, Withdrawal,
+    Withdrawn,
 };
 use postern_store::Store;
 use postern_vault::SecretStore;
@@ -250,6 +251,25 @@ impl Authorizer for Authority {
         if locked {
             self.changed();
         }
+    }
+
+    fn authorize_operation(&self, operation: &OperationToAuthorize) -> Verdict {
+        let now = self.now();
+        let mut state = self.state();
+        let locked = self
+            .stepped_away(&mut state, now)
+            .is_some_and(|reason| self.lock_in(&mut state, &reason));
+        let verdict = match self.inner.audit.status().state {
+            AuditState::Unavailable { reason } if state.vault == VaultState::Ready => {
+                Verdict::Deny(Denial::audit_unavailable(&reason))
+            }
+            _ => self.decide_operation(&mut state, operation, now),
+        };
+        drop(state);
+        if locked {
+            self.changed();
+        }
+        verdict
     }
 
     fn withdraw(&self, session: u64, call: CallId, why: Withdrawn) -> Withdrawal {

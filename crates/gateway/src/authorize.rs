@@ -8,7 +8,7 @@ use std::sync::Arc;
 use postern_domain::catalog::Catalog;
 use postern_domain::decision::{Authority, Denial};
 use postern_domain::{AgentIdentity, Credential, Digest, ExecutionRecord, ServerConfig};
-use postern_domain::{CallId, Request, ServerLabel};
+use postern_domain::{CallId, Caller, Request, ServerLabel};
 use postern_vault::Secret;
 use serde_json::Value;
 use url::{Host, Url};
@@ -38,6 +38,33 @@ pub struct CallToAuthorize {
     /// Credentials bound to the server that this launch was not given (an approval releases
     /// them: the server is relaunched with them).
     pub withheld: Vec<String>,
+}
+
+/// A request other than a tool call that would reach a server (`resources/read`,
+/// `prompts/get`, a method the server's configuration passes, ...), or a request a server
+/// sends the agent (`sampling/createMessage`, `elicitation/create`, `roots/list`): decided
+/// at once, never by a human (`domain::decision::decide_operation`).
+#[derive(Debug, Clone)]
+pub struct OperationToAuthorize {
+    /// The session it came through.
+    pub session: u64,
+    /// Its server.
+    pub server: ServerLabel,
+    /// Who is asking: the agent run (for a server's request, the run it would reach).
+    pub caller: Caller,
+    /// The method.
+    pub method: String,
+    /// Which way it goes.
+    pub direction: Direction,
+}
+
+/// Which way a request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From the agent to its server: the vault, the caller and admission decide.
+    ToServer,
+    /// From the server to the agent: only the vault and the audit log decide.
+    ToAgent,
 }
 
 /// What a server launch is given.
@@ -136,6 +163,10 @@ pub trait Authorizer: Send + Sync + 'static {
     /// Decides `call`, now or once a human answered, and calls `done` with the verdict.
     fn authorize(&self, call: CallToAuthorize, done: Decided);
 
+    /// Decides a request other than a tool call, at once: [`Verdict::Allow`] or
+    /// [`Verdict::Deny`], never [`Verdict::Relaunch`].
+    fn authorize_operation(&self, operation: &OperationToAuthorize) -> Verdict;
+
     /// The call no longer waits: drop its open approval request, if any. Says whether the
     /// call was still undecided (then `done` is not called after this) or its verdict was
     /// already given (a lock or a human's answer got there first).
@@ -231,6 +262,10 @@ pub struct AllowAll;
 impl Authorizer for AllowAll {
     fn authorize(&self, _call: CallToAuthorize, done: Decided) {
         done(Verdict::Allow(Authority::Observed));
+    }
+
+    fn authorize_operation(&self, _operation: &OperationToAuthorize) -> Verdict {
+        Verdict::Allow(Authority::Observed)
     }
 
     fn withdraw(&self, _session: u64, _call: CallId, _why: Withdrawn) -> Withdrawal {

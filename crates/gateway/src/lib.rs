@@ -12,6 +12,7 @@ mod handshake;
 pub mod hello;
 mod listener;
 pub mod message;
+pub mod method;
 mod registry;
 mod session;
 pub mod shim;

@@ -11,7 +11,7 @@ mod server;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -26,6 +26,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::framing::{Line, LineReader};
 use crate::handshake::client_name;
 use crate::message::{self, Id, Kind, Message, Rejected, code};
+use crate::method;
 use crate::registry::{Phase, SessionInfo, Sessions};
 use crate::upstream::{ServerDirectory, StartError, Started};
 
@@ -104,7 +105,7 @@ pub(crate) async fn run<R>(
         in_flight: HashMap::new(),
         authorizing: HashMap::new(),
         settling: HashMap::new(),
-        server_requests: HashSet::new(),
+        server_requests: HashMap::new(),
         crashes: 0,
     };
     session.publish();
@@ -157,7 +158,7 @@ struct Session {
     /// given when they were withdrawn: it answers them once it arrives.
     settling: HashMap<Id, Settling>,
     /// Server-to-agent requests the agent has not answered yet.
-    server_requests: HashSet<Id>,
+    server_requests: HashMap<Id, InFlight>,
     /// Launches in a row that ended in a crash soon after starting.
     crashes: u32,
 }
@@ -165,7 +166,8 @@ struct Session {
 #[derive(Debug, Clone)]
 struct InFlight {
     method: String,
-    /// For tools/call: the tool, for the audit record of its result.
+    /// What the journal calls it, for the record of its result: a tool call's tool, or the
+    /// method of any other decided request (`resources/read`); `None` for discovery.
     tool: Option<String>,
     sent: std::time::Instant,
 }
@@ -315,7 +317,8 @@ impl Session {
             Kind::Request { id, method } => self.on_agent_request(msg, id, &method),
             Kind::Notification { method } => self.on_agent_notification(msg, &method),
             Kind::Response { id } => {
-                if self.server_requests.remove(&id) {
+                if let Some(request) = self.server_requests.remove(&id) {
+                    self.audit_result(&id, &request, outcome_of(&msg));
                     self.send_upstream(msg.line);
                 } else {
                     tracing::warn!(session = self.info.id, %id, "agent answered a request nobody sent; dropped");
@@ -408,39 +411,49 @@ impl Session {
             }
             "notifications/cancelled" => {
                 // Once cancelled, a late answer is dropped and an exit owes no error; a
-                // held request is simply never sent.
-                if let Some(id) = msg
+                // request the server never saw is simply never sent, and the server hears of
+                // no request it was not sent.
+                let Some(id) = msg
                     .params()
                     .and_then(|p| p.get("requestId"))
                     .and_then(Id::from_value)
-                {
-                    if let Some(call) = self.in_flight.remove(&id) {
-                        // Forwarded: the journal says how it ended, not "no result" forever.
-                        self.audit_result(&id, &call, CallOutcome::Cancelled);
-                    }
-                    if self.settling.remove(&id).is_some() {
-                        return; // withdrawn already; its verdict will find nothing to answer
-                    }
-                    if let Some(waiting) = self.authorizing.remove(&id) {
-                        // The server never saw it: nothing to tell it.
-                        self.ctx.authorizer.withdraw(
-                            self.info.id,
-                            waiting.call,
-                            crate::authorize::Withdrawn::Cancelled,
-                        );
-                        return;
-                    }
-                    let before = self.held.len();
-                    self.held.retain(
-                        |m| !matches!(&m.kind, Kind::Request { id: held, .. } if *held == id),
+                else {
+                    tracing::warn!(
+                        session = self.info.id,
+                        "a cancellation naming no valid request id; dropped"
                     );
-                    if self.held.len() != before {
-                        return;
-                    }
+                    return;
+                };
+                if let Some(call) = self.in_flight.remove(&id) {
+                    // Forwarded: the journal says how it ended, not "no result" forever.
+                    self.audit_result(&id, &call, CallOutcome::Cancelled);
+                    return self.toward_server(msg);
                 }
-                self.toward_server(msg);
+                if self.settling.remove(&id).is_some() {
+                    return; // withdrawn already; its verdict will find nothing to answer
+                }
+                if let Some(waiting) = self.authorizing.remove(&id) {
+                    // The server never saw it: nothing to tell it.
+                    self.ctx.authorizer.withdraw(
+                        self.info.id,
+                        waiting.call,
+                        crate::authorize::Withdrawn::Cancelled,
+                    );
+                    return;
+                }
+                self.held
+                    .retain(|m| !matches!(&m.kind, Kind::Request { id: held, .. } if *held == id));
             }
-            _ => self.toward_server(msg),
+            _ if method::forwards_notification(method) => self.toward_server(msg),
+            _ => {
+                // A `tools/call` (or any request) without an id would reach the server
+                // undecided: never forwarded.
+                tracing::warn!(
+                    session = self.info.id,
+                    method,
+                    "agent sent a notification that is not one of the protocol's (a request without an id?); dropped, never forwarded"
+                );
+            }
         }
     }
 
@@ -507,6 +520,16 @@ async fn read_agent<R: AsyncBufRead + Unpin>(
         }
     }
     let _ = events.send(Event::AgentClosed);
+}
+
+/// How a response ended, for the journal: a result (a tool's own error when it says so), or
+/// an error.
+fn outcome_of(msg: &Message) -> CallOutcome {
+    match msg.body.get("result") {
+        Some(result) if result.get("isError") == Some(&Value::Bool(true)) => CallOutcome::ToolError,
+        Some(_) => CallOutcome::Ok,
+        None => CallOutcome::Error,
+    }
 }
 
 fn now_ms() -> i64 {

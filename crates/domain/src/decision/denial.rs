@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::ExecutionEpoch;
 use crate::catalog::CatalogDigest;
+use crate::{ExecutionEpoch, ServerLabel};
 
 /// A refusal: a stable code, a readable sentence, and the structured content the agent
 /// gets (`isError: true`).
@@ -46,6 +46,9 @@ pub enum DenyCode {
     /// The card stopped applying while open (vault locked or unlocked, epoch or catalog
     /// changed): a decision on it would be about something else.
     ApprovalExpired,
+    /// A request other than a tool call (`resources/read`, `prompts/get`, ...) from an agent
+    /// run no human admitted for this server yet: admission comes with its first tool call.
+    SessionNotAdmitted,
 }
 
 /// The structured content of an `authorization_stale` refusal, exactly as the issue and
@@ -74,6 +77,7 @@ impl DenyCode {
             Self::ApprovalDenied => "approval_denied",
             Self::ApprovalTimeout => "approval_timeout",
             Self::ApprovalExpired => "approval_expired",
+            Self::SessionNotAdmitted => "session_not_admitted",
         }
     }
 }
@@ -181,6 +185,23 @@ impl Denial {
             "the approval request no longer applied (the vault was locked or unlocked, or the server or its catalog changed) before a human answered",
             "refresh tool metadata and call again",
         )
+    }
+
+    /// `session_not_admitted`: a request other than a tool call (`method`) from an agent run
+    /// nobody admitted for `server` yet.
+    pub fn session_not_admitted(server: &ServerLabel, method: &str) -> Self {
+        Self {
+            code: DenyCode::SessionNotAdmitted,
+            message: format!(
+                "this agent run is not approved for server '{server}' yet, so Postern does not pass its {method}; its first tool call asks a human, and once they approve, {method} goes through"
+            ),
+            detail: json!({
+                "error": "session_not_admitted",
+                "server": server.as_str(),
+                "method": method,
+                "retry": "call a tool of this server first; retry once a human approved it",
+            }),
+        }
     }
 
     /// `unknown_tool`: the server offers no such tool.

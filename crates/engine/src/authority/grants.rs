@@ -2,10 +2,15 @@
 //! an approval carried across a relaunch is picked up, a this-call grant is used up by its
 //! call), session admissions, grant expiry and revocation.
 
-use postern_domain::decision::{Ask, AskFor, Decision, Inputs, SessionMode, SessionStatus, decide};
+use postern_domain::decision::{
+    Ask, AskFor, Authority as DecisionAuthority, Decision, Denial, Inputs, SessionMode,
+    SessionStatus, VaultState, decide, decide_operation,
+};
 use postern_domain::{AgentRun, AuditEvent, Grant, GrantEnd, GrantId};
 use postern_gateway::audit::AuditSink;
-use postern_gateway::authorize::{CallToAuthorize, Decided, Verdict};
+use postern_gateway::authorize::{
+    CallToAuthorize, Decided, Direction, OperationToAuthorize, Verdict,
+};
 
 use super::{Authority, State};
 
@@ -32,6 +37,51 @@ impl Authority {
             self.changed();
         }
         revoked
+    }
+
+    /// Decides a request other than a tool call (`decide_operation`): a request from the agent
+    /// counts as activity, like a call; a server's request to the agent needs only a ready
+    /// vault.
+    pub(super) fn decide_operation(
+        &self,
+        state: &mut State,
+        operation: &OperationToAuthorize,
+        now: u64,
+    ) -> Verdict {
+        let vault = self.effective(state.vault);
+        let decided = match operation.direction {
+            Direction::ToAgent => match vault {
+                VaultState::Ready => Ok(DecisionAuthority::Observed),
+                VaultState::Quarantined => Err(Denial::audit_quarantined()),
+                VaultState::Locked | VaultState::Unlocking => Err(Denial::vault_locked()),
+            },
+            Direction::ToServer => {
+                state.last_activity = now;
+                let admitted = match &operation.caller {
+                    postern_domain::Caller::Identified { run } => {
+                        state.admitted.contains(&(*run, operation.server.clone()))
+                    }
+                    postern_domain::Caller::Unidentifiable { .. } => false,
+                };
+                let session = if admitted {
+                    SessionStatus::Approved
+                } else {
+                    SessionStatus::NotApproved
+                };
+                decide_operation(
+                    vault,
+                    state.settings.session_mode,
+                    session,
+                    &operation.caller,
+                    &operation.server,
+                    &operation.method,
+                )
+            }
+        };
+        match decided {
+            Ok(authority) => Verdict::Allow(authority),
+            Err(denial) => Verdict::Deny(denial),
+        }
     }
 
     /// Runs the ladder for `call` and acts on the decision: answer now, or open a card.

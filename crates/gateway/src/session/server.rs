@@ -7,26 +7,29 @@
 //! - `epochs`: an epoch ending (exit, restart, stop, in-place replacement), rebuilt
 //!   artifacts, and crash back-off;
 //! - `catalog`: fetching `tools/list`, installing the catalog, and what the agent was shown;
-//! - `calls`: `tools/call` authorization, credential injection, intents and results.
+//! - `calls`: `tools/call` authorization, credential injection, intents and results;
+//! - `operations`: every other request the gate decides, both ways.
 
 mod calls;
 mod catalog;
 mod epochs;
 mod launch;
+mod operations;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use postern_domain::{CallOutcome, ExecutionRecord, ServerConfig};
+use postern_domain::{ExecutionRecord, ServerConfig};
 use postern_supervisor::{ExitReport, ProcessHandle};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Event, InFlight, Session, now_ms};
+use super::{Event, InFlight, Session, now_ms, outcome_of};
 use crate::framing::{Line, MAX_FRAME};
 use crate::message::{self, Id, Kind, Message, code, sniff_id};
+use crate::method::{self, Route};
 
 pub(super) enum Upstream {
     Down,
@@ -47,8 +50,6 @@ pub(super) struct Running {
     fetch: Option<Fetch>,
     fetches: u32,
     refetch_scheduled: bool,
-    /// Agent `tools/list` requests in flight: their answers present the catalog.
-    listing: Vec<Id>,
     /// Lines to the server queued behind a tool call whose intent is not durable yet,
     /// so nothing overtakes it; `Some(id)` marks the call still waiting.
     outbox: VecDeque<(Bytes, Option<Id>)>,
@@ -165,30 +166,48 @@ impl Session {
     }
 
     fn forward(&mut self, msg: Message) {
-        if let Kind::Request { id, method } = &msg.kind
-            && method == "tools/call"
-        {
-            let id = id.clone();
-            self.authorize_call(msg, id);
-            return;
-        }
         let Upstream::Running(running) = &mut self.upstream else {
             return;
         };
         match &msg.kind {
             Kind::Request { id, method } => {
-                if method == "tools/list" {
-                    running.listing.push(id.clone());
+                let id = id.clone();
+                match method::route(method) {
+                    Route::Call => self.authorize_call(msg, id),
+                    Route::Answered if method == "tools/list" => self.answer_tools_list(&msg, &id),
+                    Route::Operation => self.authorize_operation(msg, id),
+                    Route::Unknown if running.config.pass_methods.contains(method) => {
+                        self.authorize_operation(msg, id)
+                    }
+                    Route::Unknown => {
+                        tracing::info!(
+                            session = self.info.id,
+                            method,
+                            "agent request for a method Postern does not know; refused"
+                        );
+                        let reason = format!(
+                            "Postern does not pass '{method}' to servers: it is not a method it knows how to decide (a server's configuration can pass it: postern server add ... --pass-method {method})"
+                        );
+                        self.reply(message::error(
+                            Some(&id),
+                            code::METHOD_NOT_FOUND,
+                            &reason,
+                            None,
+                        ));
+                    }
+                    // Discovery (and the few methods the gate answers, which never get here).
+                    Route::Discovery | Route::Answered => {
+                        self.in_flight.insert(
+                            id,
+                            InFlight {
+                                method: method.clone(),
+                                tool: None,
+                                sent: Instant::now(),
+                            },
+                        );
+                        running.send(msg.line);
+                    }
                 }
-                self.in_flight.insert(
-                    id.clone(),
-                    InFlight {
-                        method: method.clone(),
-                        tool: None,
-                        sent: Instant::now(),
-                    },
-                );
-                running.send(msg.line);
             }
             Kind::Notification { method } => {
                 let initialized = method == "notifications/initialized";
@@ -262,7 +281,9 @@ impl Session {
                 if let Upstream::Running(running) = &mut self.upstream {
                     running.refetch_scheduled = false;
                     if running.fetch.is_none() {
-                        self.begin_fetch(false);
+                        // The server said its tools changed: the agent is told once the gate
+                        // has the new catalog, if it differs from what the agent was shown.
+                        self.begin_fetch(true);
                     }
                 }
             }
@@ -308,29 +329,24 @@ impl Session {
             Kind::Response { id } if self.upstream.is_internal(id) => self.on_fetch_response(msg),
             Kind::Response { id } => {
                 if let Some(call) = self.in_flight.remove(id) {
-                    let outcome = match msg.body.get("result") {
-                        Some(result) if result.get("isError") == Some(&Value::Bool(true)) => {
-                            CallOutcome::ToolError
-                        }
-                        Some(_) => CallOutcome::Ok,
-                        None => CallOutcome::Error,
-                    };
-                    self.audit_result(id, &call, outcome);
-                    self.note_listing_answered(id);
+                    self.audit_result(id, &call, outcome_of(&msg));
                     self.reply(msg.line);
                 } else {
                     tracing::warn!(session = self.info.id, %id, "server answered a request nobody sent; dropped");
                 }
             }
-            Kind::Request { id, .. } => {
-                self.server_requests.insert(id.clone());
-                self.reply(msg.line);
+            Kind::Request { id, method } => {
+                let (id, method) = (id.clone(), method.clone());
+                self.on_server_request(msg, id, method);
             }
             Kind::Notification { method } => {
                 if method == "notifications/tools/list_changed" {
+                    // The agent hears of it from the gate, once the new catalog is fetched and
+                    // checked, and only if it differs from what the agent was shown.
                     self.schedule_refetch();
+                } else {
+                    self.reply(msg.line);
                 }
-                self.reply(msg.line);
             }
         }
     }

@@ -18,7 +18,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use super::{Command, Context, run};
 use crate::audit::NoAudit;
 use crate::authorize::{
-    Authorizer, CallToAuthorize, Decided, Release, Verdict, Withdrawal, Withdrawn,
+    Authorizer, CallToAuthorize, Decided, OperationToAuthorize, Release, Verdict, Withdrawal,
+    Withdrawn,
 };
 use crate::framing::LineReader;
 use crate::registry::{Phase, Sessions};
@@ -78,6 +79,10 @@ struct HandGate {
     withdrawn: Mutex<Vec<(CallId, Withdrawn)>>,
     /// What every launch is told it holds.
     released: Vec<String>,
+    /// Every request other than a tool call it was asked about.
+    operations: Mutex<Vec<OperationToAuthorize>>,
+    /// The refusal it answers them with; `None` allows them (observed).
+    refuse_operations: Mutex<Option<Denial>>,
 }
 
 impl HandGate {
@@ -119,6 +124,14 @@ impl Authorizer for HandGate {
         lock(&self.waiting).push((call, done));
     }
 
+    fn authorize_operation(&self, operation: &OperationToAuthorize) -> Verdict {
+        lock(&self.operations).push(operation.clone());
+        match lock(&self.refuse_operations).clone() {
+            Some(denial) => Verdict::Deny(denial),
+            None => Verdict::Allow(Authority::Observed),
+        }
+    }
+
     fn withdraw(&self, _session: u64, call: CallId, why: Withdrawn) -> Withdrawal {
         lock(&self.withdrawn).push((call, why));
         let mut waiting = lock(&self.waiting);
@@ -158,6 +171,11 @@ impl Agent {
     /// Starts a session for a server that lists its catalog (or, with `mute_list`, never
     /// does), behind `gate`. Nothing is sent yet.
     fn connect(gate: HandGate, mute_list: bool) -> Agent {
+        Agent::connect_passing(gate, mute_list, &[])
+    }
+
+    /// [`Agent::connect`] to a server whose configuration passes the methods `pass`.
+    fn connect_passing(gate: HandGate, mute_list: bool, pass: &[&str]) -> Agent {
         let dir = tempfile::tempdir().expect("tempdir");
         let script = dir.path().join("server.py");
         std::fs::write(&script, SERVER).expect("write the server");
@@ -171,8 +189,9 @@ impl Agent {
             command.push("mute-list".into());
         }
         let label: ServerLabel = LABEL.parse().expect("label");
-        let config = ServerConfig::new(label.clone(), command, Some(dir.path().into()), vec![])
+        let mut config = ServerConfig::new(label.clone(), command, Some(dir.path().into()), vec![])
             .expect("config");
+        config.pass_methods = pass.iter().map(|m| (*m).to_owned()).collect();
         let gate = Arc::new(gate);
         let (shutdown_tx, shutdown) = watch::channel(false);
         let ctx = Context {
@@ -279,12 +298,20 @@ impl Agent {
 
     /// The methods of the requests the server received, in order.
     fn server_received(&self) -> Vec<String> {
+        self.server_messages()
+            .iter()
+            .filter(|msg| msg.get("id").is_some())
+            .filter_map(|msg| msg["method"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// Every message the server read, as its own line reader split them (Python's, which
+    /// splits on `\r` too), in order; a line that is not JSON as a JSON string.
+    fn server_messages(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.server_log)
             .unwrap_or_default()
             .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|msg| msg.get("id").is_some())
-            .filter_map(|msg| msg["method"].as_str().map(str::to_owned))
+            .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|_| json!(line)))
             .collect()
     }
 }
@@ -317,6 +344,8 @@ fn tool_error(answer: &Value) -> &Value {
     assert_eq!(answer["result"]["isError"], true, "{answer}");
     &answer["result"]["structuredContent"]
 }
+
+mod fidelity;
 
 #[tokio::test]
 async fn a_request_reusing_the_id_of_a_call_waiting_for_the_gate_is_refused_whatever_its_method() {

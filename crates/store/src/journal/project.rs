@@ -203,7 +203,7 @@ impl Projector {
                 self.epoch_used(tx, id, epoch, at)?;
                 let decision = match authority {
                     Some(Authority::Observed) => "observed",
-                    Some(Authority::Grant(_)) | None => "allowed",
+                    Some(Authority::Grant(_) | Authority::Admitted) | None => "allowed",
                 };
                 let epoch = epoch.to_string();
                 self.insert_activity(

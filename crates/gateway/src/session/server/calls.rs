@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::Upstream;
 use super::catalog::unreachable_empty;
+use super::operations::not_made;
 use crate::authorize::{
     CallToAuthorize, INJECT_META, InjectError, InjectedHeader, Verdict, Withdrawal, Withdrawn,
     credential_host, http_request_scope,
@@ -110,7 +111,7 @@ impl Session {
 
     /// Who is calling: the agent identified at connection, if it is still that process (a
     /// pid reused by another process is another caller).
-    fn caller(&self) -> Caller {
+    pub(super) fn caller(&self) -> Caller {
         let Some(agent) = &self.info.agent else {
             return Caller::Unidentifiable {
                 reason: "the process that launched the shim could not be identified".into(),
@@ -335,6 +336,26 @@ impl Session {
         authority: Authority,
         line: Option<Bytes>,
     ) {
+        let arguments = msg
+            .params()
+            .and_then(|p| p.get("arguments"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let line = line.unwrap_or(msg.line);
+        self.send_after_intent(id, "tools/call", tool, arguments, authority, line);
+    }
+
+    /// Forwards a decided request once its intent row is durable: `name` and `arguments` are
+    /// what the journal records (a tool and its arguments, or a method and its params).
+    pub(super) fn send_after_intent(
+        &mut self,
+        id: Id,
+        method: &str,
+        name: String,
+        arguments: Value,
+        authority: Authority,
+        line: Bytes,
+    ) {
         let generation = self.generation;
         let Upstream::Running(running) = &mut self.upstream else {
             return;
@@ -344,23 +365,19 @@ impl Session {
             server: self.info.server.clone(),
             epoch: running.record.epoch,
             call: id.value().clone(),
-            tool: tool.clone(),
-            arguments: msg
-                .params()
-                .and_then(|p| p.get("arguments"))
-                .cloned()
-                .unwrap_or(Value::Null),
+            tool: name.clone(),
+            arguments,
             authority: Some(authority),
         };
         self.in_flight.insert(
             id.clone(),
             InFlight {
-                method: "tools/call".into(),
-                tool: Some(tool),
+                method: method.to_owned(),
+                tool: Some(name),
                 sent: Instant::now(),
             },
         );
-        running.send_after_intent(line.unwrap_or_else(|| msg.line.clone()), id.clone());
+        running.send_after_intent(line, id.clone());
         let events = self.events.clone();
         self.ctx.audit.record_durable(
             intent,
@@ -382,12 +399,12 @@ impl Session {
             Ok(()) => running.release(&id, true),
             Err(reason) => {
                 running.release(&id, false);
-                if self.in_flight.remove(&id).is_some() {
+                if let Some(request) = self.in_flight.remove(&id) {
                     tracing::error!(session = self.info.id, %id, "call refused: its intent could not be recorded: {reason}");
                     let detail = json!({"error": "audit_unavailable", "reason": reason});
                     let text =
                         "Postern could not record this call in its audit log, so it was not made";
-                    self.reply(message::result(&id, tool_error(text, detail)));
+                    self.reply(not_made(&id, &request.method, text, detail));
                 }
             }
         }

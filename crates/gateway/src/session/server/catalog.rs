@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{Fetch, Upstream};
 use crate::authorize::Withdrawn;
-use crate::message::{self, Id, Message};
+use crate::message::{self, Id, Message, code};
 use crate::registry::Phase;
 use crate::session::{Event, Session, Unsent};
 
@@ -20,12 +20,11 @@ const REFETCH_DEBOUNCE: Duration = Duration::from_millis(250);
 
 impl Session {
     pub(super) fn begin_fetch(&mut self, announce: bool) {
-        let generation = self.generation;
         let Upstream::Running(running) = &mut self.upstream else {
             return;
         };
         running.fetches += 1;
-        let id_value = json!(format!("postern-catalog-{generation}-{}", running.fetches));
+        let id_value = fetch_id();
         let Some(id) = Id::from_value(&id_value) else {
             return;
         };
@@ -41,7 +40,6 @@ impl Session {
     }
 
     pub(super) fn on_fetch_response(&mut self, mut msg: Message) {
-        let generation = self.generation;
         let Upstream::Running(running) = &mut self.upstream else {
             return;
         };
@@ -57,8 +55,7 @@ impl Session {
                 fetch.pages.push(page);
                 if let Some(cursor) = cursor {
                     running.fetches += 1;
-                    let id_value =
-                        json!(format!("postern-catalog-{generation}-{}", running.fetches));
+                    let id_value = fetch_id();
                     if let Some(id) = Id::from_value(&id_value) {
                         fetch.id = id;
                         let _ = running.stdin.send(message::request(
@@ -137,24 +134,47 @@ impl Session {
         }
     }
 
-    /// The agent was shown the catalog through a forwarded `tools/list` answer.
-    pub(super) fn note_listing_answered(&mut self, id: &Id) {
-        if let Upstream::Running(running) = &mut self.upstream
-            && let Some(i) = running.listing.iter().position(|l| l == id)
+    /// Answers the agent's `tools/list` from the catalog the gate fetched, digested and
+    /// checked: the agent sees exactly what cards, diffs and the ladder see, every tool as the
+    /// server defined it, on one page. The server never hears the agent's request.
+    pub(super) fn answer_tools_list(&mut self, msg: &Message, id: &Id) {
+        if msg
+            .params()
+            .and_then(|p| p.get("cursor"))
+            .is_some_and(|c| !c.is_null())
         {
-            running.listing.swap_remove(i);
-            self.info.presented.clone_from(&self.info.catalog);
-            self.info.presented_epoch = Some(running.record.epoch);
-            if let Some(catalog) = &self.info.presented {
-                self.ctx.audit.record(AuditEvent::CatalogPresented {
-                    session: self.info.id,
-                    server: self.info.server.clone(),
-                    epoch: running.record.epoch,
-                    revision: catalog.digest(),
-                });
-            }
-            self.publish();
+            // Postern hands out no cursors: every tool is on the first page.
+            return self.reply(message::error(
+                Some(id),
+                code::INVALID_PARAMS,
+                "invalid cursor: Postern lists every tool on one page and gives no cursors",
+                None,
+            ));
         }
+        let Upstream::Running(running) = &self.upstream else {
+            return;
+        };
+        let epoch = running.record.epoch;
+        let catalog = self
+            .info
+            .catalog
+            .clone()
+            .unwrap_or_else(|| Arc::new(unreachable_empty()));
+        let tools: Vec<Value> = catalog
+            .tools()
+            .iter()
+            .map(|tool| Value::Object(tool.definition().clone()))
+            .collect();
+        self.reply(message::result(id, json!({ "tools": tools })));
+        self.ctx.audit.record(AuditEvent::CatalogPresented {
+            session: self.info.id,
+            server: self.info.server.clone(),
+            epoch,
+            revision: catalog.digest(),
+        });
+        self.info.presented = Some(catalog);
+        self.info.presented_epoch = Some(epoch);
+        self.publish();
     }
 
     pub(super) fn schedule_refetch(&mut self) {
@@ -172,6 +192,12 @@ impl Session {
             let _ = events.send(Event::RefetchCatalog { generation });
         });
     }
+}
+
+/// The id of one of the gate's own `tools/list` requests: a ULID (80 random bits), so no agent can
+/// predict it (an agent's request with the id of a fetch in progress is refused as a reuse).
+fn fetch_id() -> Value {
+    json!(format!("postern-catalog-{}", ulid::Ulid::new()))
 }
 
 pub(super) fn unreachable_empty() -> Catalog {

@@ -86,7 +86,6 @@ impl Session {
         tracing::warn!(session = self.info.id, server = %self.info.server, old_epoch = %old_epoch, new_epoch = %new_epoch, "server_replaced: {why}");
         running.record = record.clone();
         running.fetch = None;
-        running.listing.clear();
         // Calls still waiting for their intent were meant for the old code.
         running.outbox.retain(|(_, waiting)| waiting.is_none());
         self.info.record = Some(record);

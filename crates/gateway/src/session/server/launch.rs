@@ -134,7 +134,6 @@ impl Session {
             fetch: None,
             fetches: 0,
             refetch_scheduled: false,
-            listing: Vec::new(),
             outbox: VecDeque::new(),
             _watchers: watchers,
         }));

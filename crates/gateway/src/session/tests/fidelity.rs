@@ -1,0 +1,187 @@
+//! The gate forwards exactly what it decided, and decides every request that reaches the
+//! server (issue 12): the server under test reads stdin with Python's universal newlines, so
+//! it splits a line on `\r` as the MCP Python SDK does.
+
+use postern_domain::decision::Denial;
+use serde_json::json;
+
+use super::{Agent, HandGate, lock, rpc_error};
+use crate::authorize::Direction;
+
+/// A request to the server the gate forwards without a decision, answered: everything the
+/// session wrote to the server before it has been read by then.
+async fn round_trip(agent: &mut Agent, id: &str) {
+    let answer = agent.request(json!(id), "resources/list", json!({})).await;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+}
+
+#[tokio::test]
+async fn a_tool_call_smuggled_behind_a_carriage_return_never_reaches_the_server() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    let hidden = r#"{"jsonrpc":"2.0","id":"s1","method":"tools/call","params":{"name":"echo","arguments":{"text":"smuggled"}}}"#;
+    let line = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"method\":\"resources/list\",\"params\":{{\"x\":\r{hidden}\r}}}}"
+    );
+    let offset = line.find('\r').expect("a CR");
+    agent.send_raw(&line).await;
+
+    let answer = agent.next().await;
+    assert_eq!(answer["id"], "s1", "{answer}");
+    let (code, message) = rpc_error(&answer);
+    assert_eq!(code, -32600, "{answer}");
+    assert!(
+        message.contains("carriage return") && message.contains(&format!("offset {offset}")),
+        "{message}"
+    );
+    round_trip(&mut agent, "after").await;
+    let received = agent.server_received();
+    assert!(
+        !received.contains(&"tools/call".to_owned()),
+        "the server ran the hidden call: {received:?}"
+    );
+    assert!(
+        lock(&agent.gate.asked).is_empty(),
+        "nothing was put to the gate"
+    );
+}
+
+#[tokio::test]
+async fn the_agent_s_tools_list_is_the_checked_catalog_and_never_reaches_the_server() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    for id in ["again", "and again"] {
+        let listed = agent.request(json!(id), "tools/list", json!({})).await;
+        assert_eq!(
+            listed["result"],
+            json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}),
+            "{listed}"
+        );
+    }
+    let paged = agent
+        .request(json!("paged"), "tools/list", json!({"cursor": "2"}))
+        .await;
+    assert_eq!(rpc_error(&paged).0, -32602, "{paged}");
+    round_trip(&mut agent, "after").await;
+
+    // One tools/list reached the server: the gate's own fetch, under an id nobody could guess.
+    let lists: Vec<_> = agent
+        .server_messages()
+        .into_iter()
+        .filter(|m| m["method"] == "tools/list")
+        .collect();
+    assert_eq!(lists.len(), 1, "{lists:?}");
+    let id = lists[0]["id"].as_str().expect("a string id");
+    let suffix = id
+        .strip_prefix("postern-catalog-")
+        .expect("the gate's prefix");
+    assert_eq!(suffix.len(), 26, "a ULID: {id}");
+}
+
+#[tokio::test]
+async fn requests_without_an_id_and_unknown_methods_never_reach_the_server() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    agent
+        .send(json!({"jsonrpc": "2.0", "method": "tools/call",
+                     "params": {"name": "echo", "arguments": {"text": "no id"}}}))
+        .await;
+    let unknown = agent
+        .request(json!("u"), "vendor/frobnicate", json!({}))
+        .await;
+    let (code, message) = rpc_error(&unknown);
+    assert_eq!(code, -32601, "{unknown}");
+    assert!(
+        message.contains("--pass-method vendor/frobnicate"),
+        "{message}"
+    );
+    round_trip(&mut agent, "after").await;
+
+    let methods: Vec<_> = agent
+        .server_messages()
+        .iter()
+        .filter_map(|m| m["method"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        !methods
+            .iter()
+            .any(|m| m == "tools/call" || m == "vendor/frobnicate"),
+        "{methods:?}"
+    );
+    assert!(lock(&agent.gate.asked).is_empty());
+}
+
+#[tokio::test]
+async fn a_method_the_server_s_configuration_passes_is_decided_then_forwarded() {
+    let mut agent = Agent::connect_passing(HandGate::default(), false, &["vendor/search"]);
+    agent.handshake().await;
+    let answer = agent
+        .request(json!(1), "vendor/search", json!({"q": "x"}))
+        .await;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    let asked = lock(&agent.gate.operations).clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(
+        (asked[0].method.as_str(), asked[0].direction),
+        ("vendor/search", Direction::ToServer)
+    );
+    assert!(
+        agent
+            .server_received()
+            .contains(&"vendor/search".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn reads_and_prompts_are_decided_and_a_refusal_never_reaches_the_server() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    *lock(&agent.gate.refuse_operations) = Some(Denial::vault_locked());
+    for (id, method, params) in [
+        ("r", "resources/read", json!({"uri": "file:///etc/passwd"})),
+        ("p", "prompts/get", json!({"name": "greet"})),
+        (
+            "c",
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "greet"}}),
+        ),
+    ] {
+        let answer = agent.request(json!(id), method, params).await;
+        let (code, _) = rpc_error(&answer);
+        assert_eq!(code, -32603, "{answer}");
+        assert_eq!(answer["error"]["data"]["error"], "vault_locked", "{answer}");
+    }
+    round_trip(&mut agent, "after").await;
+    let received = agent.server_received();
+    assert!(
+        !received
+            .iter()
+            .any(|m| ["resources/read", "prompts/get", "completion/complete"].contains(&m.as_str())),
+        "{received:?}"
+    );
+
+    // Unlocked: the same read goes through, decided once more.
+    *lock(&agent.gate.refuse_operations) = None;
+    let read = agent
+        .request(
+            json!("r2"),
+            "resources/read",
+            json!({"uri": "file:///tmp/x"}),
+        )
+        .await;
+    assert_eq!(read["result"], json!({}), "{read}");
+    assert!(
+        agent
+            .server_received()
+            .contains(&"resources/read".to_owned())
+    );
+    let methods: Vec<_> = lock(&agent.gate.operations)
+        .iter()
+        .map(|o| o.method.clone())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "resources/read",
+            "prompts/get",
+            "completion/complete",
+            "resources/read"
+        ]
+    );
+}
