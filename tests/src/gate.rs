@@ -239,6 +239,11 @@ impl Gate {
         out
     }
 
+    /// The process id of `postern daemon`, while it runs.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.daemon.as_ref().map(Child::id)
+    }
+
     /// Everything the daemon has logged so far.
     pub fn daemon_log(&self) -> String {
         std::fs::read_to_string(self.logs.join("daemon.log")).unwrap_or_default()

@@ -9,12 +9,14 @@
 //! - [`https`]: a local HTTPS server with a test CA, for the built-in `http_request`.
 //! - [`wire`]: a tap on the client's stdio that keeps the exact JSON it sent and received.
 //! - [`servers`]: the third-party test peers installed by `scripts/setup-test-deps.sh`.
+//! - [`fixture`]: what reached the project's fixture server, by its own account.
 //! - [`compare`]: JSON comparisons with readable failure messages.
 //! - [`binaries`]: finds (and builds, under cargo) `postern` and the fixture server.
 
 pub mod binaries;
 pub mod client;
 pub mod compare;
+pub mod fixture;
 pub mod gate;
 pub mod https;
 pub mod human;

@@ -236,6 +236,11 @@ impl RawAgent {
         read
     }
 
+    /// The shim's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Kills the shim (SIGKILL) and reaps it: the agent disconnects mid-whatever.
     pub async fn kill(&mut self) -> Result<()> {
         self.child.kill().await?;

@@ -59,9 +59,14 @@ pub fn time() -> Result<ServerCommand> {
 
 /// The project's own fixture server (`target/<profile>/fixture_server`).
 pub fn fixture() -> Result<ServerCommand> {
+    fixture_with(&[])
+}
+
+/// The fixture server with arguments (e.g. [`crate::fixture::TWO_FACED`]).
+pub fn fixture_with(args: &[&str]) -> Result<ServerCommand> {
     Ok(ServerCommand {
         program: binaries::fixture_server()?,
-        args: Vec::new(),
+        args: args.iter().map(Into::into).collect(),
     })
 }
 

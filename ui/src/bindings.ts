@@ -56,7 +56,12 @@ selfReloading: boolean,
 /**
  * Extra identity paths the user configured.
  */
-identityPaths: Array<string>, };
+identityPaths: Array<string>, 
+/**
+ * Methods the gate does not know that agents may send it all the same (decided and
+ * journaled).
+ */
+passMethods: Array<string>, };
 
 export type SessionStatus = { 
 /**

@@ -12,7 +12,7 @@ beforeEach(() => document.body.replaceChildren());
 /** Two servers: `inventory` with two processes (one rebuilt, one starting), `time` stopped. */
 const busy = status({
   servers: [
-    server({ label: "inventory", command: ["node", "dist/server.js"], cwd: "/srv/inventory", restart: "on-change", identityPaths: ["/srv/inventory/dist"], running: 2 }),
+    server({ label: "inventory", command: ["node", "dist/server.js"], cwd: "/srv/inventory", restart: "on-change", identityPaths: ["/srv/inventory/dist"], passMethods: ["vendor/search"], running: 2 }),
     server({ label: "time", command: ["uvx", "mcp-server-time"] }),
   ],
   sessions: [
@@ -42,7 +42,7 @@ describe("the Servers view", () => {
 
     expect(all(root, ".server-card-label")).toEqual(["inventory", "time"]);
     expect(all(root, ".server-state")).toEqual(["2 running · 1 starting", "stopped"]);
-    expect(all(root, '[data-label="inventory"] .server-config dd')).toEqual(["node dist/server.js", "/srv/inventory", "/srv/inventory/dist"]);
+    expect(all(root, '[data-label="inventory"] .server-config dd')).toEqual(["node dist/server.js", "/srv/inventory", "/srv/inventory/dist", "vendor/search"]);
     expect(all(root, ".restart")).toEqual(["restart on-change", "restart manual"]);
     expect(text(root.querySelector('[data-label="time"] .process-none'))).toContain("Stopped: no agent session runs it now");
   });

@@ -72,6 +72,8 @@ function serverCard(s: ServerStatus, processes: SessionStatus[], nowMs: number, 
       h("dd", {}, s.cwd === null ? h("span", "muted", "the engine's") : h("code", {}, s.cwd)),
       s.identityPaths.length === 0 ? null : h("dt", {}, "identity"),
       s.identityPaths.length === 0 ? null : h("dd", {}, ...s.identityPaths.map((p) => h("code", "chip", p))),
+      s.passMethods.length === 0 ? null : h("dt", { title: "Methods Postern does not know, passed to this server: each is decided and journaled" }, "passes"),
+      s.passMethods.length === 0 ? null : h("dd", { class: "pass-methods" }, ...s.passMethods.map((m) => h("code", "chip", m))),
     ),
     processes.length === 0
       ? h("p", "empty-line process-none muted", "Stopped: no agent session runs it now. An agent's next call starts it, with a new execution epoch.")

@@ -128,6 +128,11 @@ enum ServerCommand {
         /// ends its epoch at once.
         #[arg(long)]
         self_reloading: bool,
+        /// A method Postern does not know that agents may send this server all the same
+        /// (repeatable): it is decided like resources/read (vault, caller, admission) and
+        /// journaled. Other unknown methods are refused (-32601).
+        #[arg(long = "pass-method", value_name = "METHOD", value_parser = pass_method)]
+        pass_methods: Vec<String>,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -295,6 +300,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             identity,
             restart,
             self_reloading,
+            pass_methods,
             command,
         } => {
             let label = ServerLabel::parse_configurable(&label)?;
@@ -314,6 +320,7 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             config.identity_paths = identity;
             config.restart = restart;
             config.self_reloading = self_reloading;
+            config.pass_methods = pass_methods;
             if store.server(&config.label)?.is_some() {
                 human_only(home, &format!("replace server '{}'", config.label))?;
             }
@@ -444,6 +451,11 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
 
 /// Refuses a server environment variable that a credential bound to the server sets at
 /// launch too (one would silently win); `postern server bind` refuses the same the other way.
+/// A `--pass-method` value: one the gate does not route already.
+fn pass_method(method: &str) -> Result<String, String> {
+    postern_gateway::method::passable(method).map(|()| method.to_owned())
+}
+
 fn refuse_env_set_by_credential(store: &Store, config: &ServerConfig) -> Result<()> {
     let label = &config.label;
     for credential in store.bindings(label)? {

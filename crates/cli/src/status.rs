@@ -38,6 +38,13 @@ pub fn print(
             server.label, server.restart
         )?;
         writeln!(out, "  command: {}", server.command.join(" "))?;
+        if !server.pass_methods.is_empty() {
+            writeln!(
+                out,
+                "  passes (decided, journaled): {}",
+                server.pass_methods.join(" ")
+            )?;
+        }
         print_sessions(out, status, &server.label)?;
     }
     if !any && only.is_none() {

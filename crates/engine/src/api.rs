@@ -59,6 +59,9 @@ pub struct ServerStatus {
     pub self_reloading: bool,
     /// Extra identity paths the user configured.
     pub identity_paths: Vec<String>,
+    /// Methods the gate does not know that agents may send it all the same (decided and
+    /// journaled).
+    pub pass_methods: Vec<String>,
 }
 
 /// One connected agent session and the server process it owns.
@@ -223,6 +226,7 @@ pub(crate) fn status(
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),
+            pass_methods: c.pass_methods.clone(),
         })
         .collect();
     let sessions = sessions.iter().map(session_status).collect();

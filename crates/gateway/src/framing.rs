@@ -17,20 +17,22 @@ use tokio::sync::mpsc;
 /// The largest message Postern accepts on any hop: 8 MiB.
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
 
-/// How many leading bytes of an oversized line are kept, to recover its id.
-const OVERSIZE_PREFIX: usize = 512;
+/// The longest id text recovered from an oversized line (a longer id is not recovered).
+const MAX_ID_TEXT: usize = 256;
 
 /// One item read from a line stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
     /// A complete line, without its newline (and without a trailing `\r`).
     Frame(Bytes),
-    /// A line over the size cap was skipped; `prefix` holds its first bytes.
+    /// A line over the size cap was skipped, never buffered whole; its top-level `id`, wherever
+    /// it sat in the line (the TypeScript SDK writes it last), was read on the way.
     Oversize {
-        /// Bytes the line had, as far as it was read (at least `MAX_FRAME + 1`).
+        /// Bytes the line had (at least the cap + 1).
         len: usize,
-        /// Its first bytes, to recover the id of the message when possible.
-        prefix: Bytes,
+        /// The value of its top-level `id` member, when it had one that is a string or a
+        /// number (of at most 256 characters).
+        id: Option<Value>,
     },
 }
 
@@ -58,6 +60,8 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             let mut buf = BytesMut::new();
             let mut len = 0usize;
             let mut saw_any = false;
+            // Once the line is over the cap, its bytes go through this instead of the buffer.
+            let mut scanner: Option<IdScanner> = None;
             let terminated = loop {
                 let available = self.inner.fill_buf().await?;
                 if available.is_empty() {
@@ -68,12 +72,17 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                     Some(i) => (&available[..i], Some(i + 1)),
                     None => (available, None),
                 };
-                let keep = if len <= self.cap {
-                    (self.cap + 1 - len).min(chunk.len())
-                } else {
-                    0
-                };
-                buf.extend_from_slice(&chunk[..keep]);
+                match &mut scanner {
+                    Some(scanner) => scanner.feed(chunk),
+                    None if len + chunk.len() <= self.cap => buf.extend_from_slice(chunk),
+                    None => {
+                        let mut fresh = IdScanner::default();
+                        fresh.feed(&buf);
+                        fresh.feed(chunk);
+                        buf = BytesMut::new();
+                        scanner = Some(fresh);
+                    }
+                }
                 len += chunk.len();
                 let consumed = done.unwrap_or(available.len());
                 self.inner.consume(consumed);
@@ -84,11 +93,10 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             if !saw_any && !terminated {
                 return Ok(None);
             }
-            if len > self.cap {
-                buf.truncate(OVERSIZE_PREFIX);
+            if let Some(scanner) = scanner {
                 return Ok(Some(Line::Oversize {
                     len,
-                    prefix: buf.freeze(),
+                    id: scanner.id(),
                 }));
             }
             if buf.last() == Some(&b'\r') {
@@ -120,6 +128,144 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(write: W, mut rx: mpsc::Unbounde
     }
     let _ = out.flush().await;
     let _ = out.shutdown().await;
+}
+
+/// The top-level `id` of a line Postern cannot otherwise read (not JSON, a duplicate key, a
+/// lone surrogate, a carriage return): a string or a number, wherever it sits in the object.
+pub fn top_level_id(line: &[u8]) -> Option<Value> {
+    let mut scanner = IdScanner::default();
+    scanner.feed(line);
+    scanner.finish_number();
+    scanner.id()
+}
+
+/// Reads the top-level `id` member of a JSON object from its bytes, chunk by chunk, in
+/// constant memory: for a line too large to keep, whose answer must still reach its request.
+/// Nested `"id"` keys (inside `params` or `result`) are not it.
+#[derive(Debug, Default)]
+struct IdScanner {
+    /// Nesting depth outside strings: 1 inside the top-level object.
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+    /// At depth 1: whether the next string is a key (else a value).
+    expect_key: bool,
+    /// The key being read at depth 1 (kept only while it may still be `id`).
+    key: Vec<u8>,
+    /// The last top-level key read.
+    last_key_is_id: bool,
+    /// The text of the top-level `id` value, while it is read and once done.
+    value: Vec<u8>,
+    state: IdState,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum IdState {
+    #[default]
+    Looking,
+    /// Reading the id's value (a string, or a number's characters).
+    Reading,
+    /// The id was read whole.
+    Done,
+    /// An id too long, or not a scalar: none is recovered.
+    Unreadable,
+}
+
+impl IdScanner {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if self.state == IdState::Done || self.state == IdState::Unreadable {
+                return;
+            }
+            self.step(b);
+        }
+    }
+
+    fn step(&mut self, b: u8) {
+        if self.in_string {
+            let keep = self.depth == 1;
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+            }
+            if keep && self.state == IdState::Reading {
+                self.push_value(b);
+                if !self.in_string {
+                    self.state = IdState::Done;
+                }
+            } else if keep && self.expect_key && self.in_string {
+                if self.key.len() <= 2 {
+                    self.key.push(b);
+                }
+            } else if keep && self.expect_key {
+                self.last_key_is_id = self.key == b"id";
+                self.key.clear();
+            }
+            return;
+        }
+        match b {
+            b'"' => {
+                self.in_string = true;
+                if self.depth == 1 && !self.expect_key && self.last_key_is_id {
+                    self.state = IdState::Reading;
+                    self.push_value(b);
+                }
+            }
+            b'{' | b'[' => {
+                if self.depth == 1 && !self.expect_key && self.last_key_is_id {
+                    self.state = IdState::Unreadable;
+                }
+                self.depth += 1;
+                if self.depth == 1 {
+                    self.expect_key = true;
+                }
+            }
+            b'}' | b']' => {
+                self.finish_number();
+                self.depth = self.depth.saturating_sub(1);
+            }
+            b':' if self.depth == 1 => self.expect_key = false,
+            b',' if self.depth == 1 => {
+                self.finish_number();
+                self.expect_key = true;
+                self.last_key_is_id = false;
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ if self.depth == 1 && !self.expect_key && self.last_key_is_id => {
+                self.state = IdState::Reading;
+                self.push_value(b);
+            }
+            _ => {}
+        }
+    }
+
+    fn push_value(&mut self, b: u8) {
+        if self.value.len() >= MAX_ID_TEXT {
+            self.state = IdState::Unreadable;
+        } else {
+            self.value.push(b);
+        }
+    }
+
+    fn finish_number(&mut self) {
+        if self.depth == 1 && self.state == IdState::Reading {
+            self.state = IdState::Done;
+        }
+    }
+
+    /// The id read, as JSON (a string or a number; `None` for anything else).
+    fn id(&self) -> Option<Value> {
+        if self.state != IdState::Done {
+            return None;
+        }
+        match serde_json::from_slice(&self.value).ok()? {
+            value @ (Value::String(_) | Value::Number(_)) => Some(value),
+            _ => None,
+        }
+    }
 }
 
 fn memchr(haystack: &[u8]) -> Option<usize> {
@@ -427,14 +573,51 @@ mod tests {
         let input = format!("{big}\n{{\"ok\":true}}\n");
         let lines = read_all(input.as_bytes(), 32).await;
         assert_eq!(lines.len(), 2);
-        match &lines[0] {
-            Line::Oversize { len, prefix } => {
-                assert_eq!(*len, big.len());
-                assert!(prefix.starts_with(b"{\"id\":7"));
+        assert_eq!(
+            lines[0],
+            Line::Oversize {
+                len: big.len(),
+                id: Some(serde_json::json!(7))
             }
-            other => panic!("expected oversize, got {other:?}"),
-        }
+        );
         assert_eq!(lines[1], frame("{\"ok\":true}"));
+    }
+
+    #[tokio::test]
+    async fn the_top_level_id_of_an_oversized_line_is_read_wherever_it_sits() {
+        let filler = "y".repeat(200);
+        for (line, id) in [
+            // The TypeScript SDK writes the id last; nested ids are not it.
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","result":{{"id":"inner","t":"{filler}","a":[{{"id":9}}]}},"id":"outer"}}"#
+                ),
+                Some(serde_json::json!("outer")),
+            ),
+            (
+                format!(r#"{{ "result" : "{filler}\"id\":3" , "id" : -12 }}"#),
+                Some(serde_json::json!(-12)),
+            ),
+            (
+                format!(r#"{{"id":"a\"b","x":"{filler}"}}"#),
+                Some(serde_json::json!("a\"b")),
+            ),
+            (format!(r#"{{"x":"{filler}","id":null}}"#), None),
+            (format!(r#"{{"x":"{filler}","id":{{"a":1}}}}"#), None),
+            (format!(r#"{{"x":"{filler}","idx":1}}"#), None),
+            (format!(r#"{{"x":"{filler}"}}"#), None),
+        ] {
+            let lines = read_all(format!("{line}\n").as_bytes(), 64).await;
+            assert_eq!(
+                lines,
+                [Line::Oversize {
+                    len: line.len(),
+                    id: id.clone()
+                }],
+                "{line}"
+            );
+            assert_eq!(top_level_id(line.as_bytes()), id, "{line}");
+        }
     }
 
     #[tokio::test]

@@ -204,7 +204,7 @@ impl Message {
     pub fn from_line(line: Line) -> Result<Self, Rejected> {
         match line {
             Line::Frame(raw) => Self::parse(raw),
-            Line::Oversize { len, prefix } => Err(Rejected::oversize(len, &prefix)),
+            Line::Oversize { len, id } => Err(Rejected::oversize(len, id.as_ref())),
         }
     }
 
@@ -272,11 +272,11 @@ fn json_kind(value: &Value) -> &'static str {
 }
 
 impl Rejected {
-    /// A line of `len` bytes, over the size cap, with the id its first bytes show (so the
+    /// A line of `len` bytes, over the size cap, with the top-level id read from it (so the
     /// request it carried is not left hanging).
-    pub fn oversize(len: usize, prefix: &[u8]) -> Self {
+    pub fn oversize(len: usize, id: Option<&Value>) -> Self {
         Self {
-            id: sniff_id(prefix),
+            id: id.and_then(Id::from_value),
             code: code::INVALID_REQUEST,
             reason: format!(
                 "message of {len}+ bytes exceeds Postern's {} MiB limit",
@@ -319,17 +319,6 @@ pub fn notification(method: &str, params: Option<Value>) -> Bytes {
         msg["params"] = params;
     }
     encode(&msg)
-}
-
-/// Best effort: the id of a message from the first bytes of its line (used for lines
-/// too large to parse, so the request they answer is not left hanging).
-pub fn sniff_id(prefix: &[u8]) -> Option<Id> {
-    let text = String::from_utf8_lossy(prefix);
-    let start = text.find("\"id\"")? + 4;
-    let rest = text[start..].trim_start().strip_prefix(':')?.trim_start();
-    let end = rest.find([',', '}']).unwrap_or(rest.len());
-    let value: Value = serde_json::from_str(rest[..end].trim()).ok()?;
-    Id::from_value(&value)
 }
 
 fn encode(value: &Value) -> Bytes {
@@ -437,19 +426,6 @@ mod tests {
             call(r#"{"name":"echo","arguments":[1]}"#),
             Err(r#"tools/call params "arguments" must be an object, not an array"#.into())
         );
-    }
-
-    #[test]
-    fn sniffs_ids_from_truncated_lines() {
-        assert_eq!(
-            sniff_id(br#"{"jsonrpc":"2.0","id":42,"result":{"content":[{"te"#),
-            Id::from_value(&json!(42))
-        );
-        assert_eq!(
-            sniff_id(br#"{"id" : "abc","result":"#),
-            Id::from_value(&json!("abc"))
-        );
-        assert_eq!(sniff_id(br#"{"jsonrpc":"2.0","result":{"#), None);
     }
 
     #[test]

@@ -56,6 +56,35 @@ pub fn route(method: &str) -> Route {
     }
 }
 
+/// Checks a method a server's configuration may pass (`--pass-method`): a name of printable
+/// characters without spaces that the gate does not route already. The error says why, in a
+/// sentence.
+pub fn passable(method: &str) -> Result<(), String> {
+    if method.is_empty() || method.len() > 128 {
+        return Err("a method name has 1 to 128 characters".into());
+    }
+    if method.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("{method:?} holds spaces or control characters"));
+    }
+    if method.starts_with("notifications/") {
+        return Err(format!(
+            "{method} is a notification: the protocol's notifications pass already, others never do"
+        ));
+    }
+    match route(method) {
+        Route::Unknown => Ok(()),
+        known => Err(format!(
+            "Postern already knows {method} ({}); only unknown methods need passing",
+            match known {
+                Route::Answered => "it answers it itself",
+                Route::Discovery => "it passes it as discovery",
+                Route::Call => "it decides tool calls",
+                Route::Operation | Route::Unknown => "it decides it like resources/read",
+            }
+        )),
+    }
+}
+
 /// Whether an agent notification goes on to the server: only the protocol's own
 /// (`notifications/...`). Anything else without an id (a `tools/call` sent as a
 /// notification, say) would reach a server with no decision, so it is dropped.
@@ -106,6 +135,21 @@ mod tests {
             ("tools/call ", Route::Unknown),
         ] {
             assert_eq!(route(method), expected, "{method}");
+        }
+    }
+
+    #[test]
+    fn only_unknown_methods_can_be_passed() {
+        assert_eq!(passable("vendor/search"), Ok(()));
+        for refused in [
+            "",
+            "a b",
+            "tools/call",
+            "resources/read",
+            "prompts/list",
+            "notifications/x",
+        ] {
+            assert!(passable(refused).is_err(), "{refused:?}");
         }
     }
 

@@ -295,13 +295,13 @@ impl Session {
     fn on_agent_line(&mut self, line: Line) {
         let raw = match line {
             Line::Frame(raw) => raw,
-            Line::Oversize { len, prefix } => {
+            Line::Oversize { len, id } => {
                 tracing::warn!(
                     session = self.info.id,
                     len,
                     "agent message over the size cap; refused"
                 );
-                self.reply(Rejected::oversize(len, &prefix).answer());
+                self.reply(Rejected::oversize(len, id.as_ref()).answer());
                 return;
             }
         };

@@ -201,9 +201,9 @@ impl Shim {
             (Some(engine), Line::Frame(raw)) => {
                 let _ = engine.send(raw);
             }
-            (_, Line::Oversize { len, prefix }) => {
+            (_, Line::Oversize { len, id }) => {
                 // Never forwarded: the engine would refuse it anyway, and it is large.
-                self.reply(Rejected::oversize(len, &prefix).answer());
+                self.reply(Rejected::oversize(len, id.as_ref()).answer());
             }
             (None, Line::Frame(raw)) => {
                 if let Err(rejected) = Message::parse(raw) {

@@ -216,6 +216,9 @@ const MIGRATIONS: &[&str] = &[
         catalog     TEXT NOT NULL,          -- JSON Catalog
         approved_at INTEGER NOT NULL        -- unix milliseconds
     ) STRICT;",
+    // 9: methods the gate does not know that a server's agents may send it all the same
+    // (gateway method.rs; each is still decided and journaled).
+    "ALTER TABLE servers ADD COLUMN pass_methods TEXT NOT NULL DEFAULT '[]';  -- JSON array of method names",
 ];
 
 /// The schema version this build writes.

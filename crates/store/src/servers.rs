@@ -31,10 +31,10 @@ impl Store {
             .map(|v| [v.name.as_str(), v.value.as_str()])
             .collect();
         self.conn.execute(
-            "INSERT INTO servers (label, command, cwd, env, created_at, identity_paths, restart, self_reloading)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+            "INSERT INTO servers (label, command, cwd, env, created_at, identity_paths, restart, self_reloading, pass_methods)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
              ON CONFLICT(label) DO UPDATE SET command = ?2, cwd = ?3, env = ?4, identity_paths = ?6,
-                                               restart = ?7, self_reloading = ?8",
+                                               restart = ?7, self_reloading = ?8, pass_methods = ?9",
             params![
                 config.label.as_str(),
                 serde_json::Value::from(config.command.clone()).to_string(),
@@ -44,12 +44,13 @@ impl Store {
                 serde_json::to_string(&config.identity_paths).unwrap_or_default(),
                 config.restart.to_string(),
                 config.self_reloading,
+                serde_json::to_string(&config.pass_methods).unwrap_or_default(),
             ],
         )?;
         let verb = if existed { "replaced" } else { "added" };
         let env_names: Vec<&str> = config.env.iter().map(|v| v.name.as_str()).collect();
         let what = format!(
-            "{verb} server '{}': {:?}, restart {}{}{}",
+            "{verb} server '{}': {:?}, restart {}{}{}{}",
             config.label,
             config.command,
             config.restart,
@@ -62,6 +63,11 @@ impl Store {
                 String::new()
             } else {
                 format!(", env {}", env_names.join(" "))
+            },
+            if config.pass_methods.is_empty() {
+                String::new()
+            } else {
+                format!(", passing {}", config.pass_methods.join(" "))
             },
         );
         self.note_config_change(&what, Some(&config.label))?;
@@ -147,7 +153,7 @@ impl Store {
     pub fn server(&self, label: &ServerLabel) -> Result<Option<ServerConfig>, StoreError> {
         self.conn
             .query_row(
-                "SELECT label, command, cwd, env, identity_paths, restart, self_reloading FROM servers WHERE label = ?1",
+                "SELECT label, command, cwd, env, identity_paths, restart, self_reloading, pass_methods FROM servers WHERE label = ?1",
                 [label.as_str()],
                 Row::read,
             )
@@ -161,7 +167,7 @@ impl Store {
     /// Every configured server, ordered by label.
     pub fn servers(&self) -> Result<Vec<ServerConfig>, StoreError> {
         let mut stmt =
-            self.conn.prepare_cached("SELECT label, command, cwd, env, identity_paths, restart, self_reloading FROM servers ORDER BY label")?;
+            self.conn.prepare_cached("SELECT label, command, cwd, env, identity_paths, restart, self_reloading, pass_methods FROM servers ORDER BY label")?;
         let rows = stmt
             .query_map([], Row::read)?
             .collect::<Result<Vec<_>, _>>()?;
@@ -184,6 +190,7 @@ struct Row {
     identity_paths: String,
     restart: String,
     self_reloading: bool,
+    pass_methods: String,
 }
 
 impl Row {
@@ -196,6 +203,7 @@ impl Row {
             identity_paths: row.get(4)?,
             restart: row.get(5)?,
             self_reloading: row.get(6)?,
+            pass_methods: row.get(7)?,
         })
     }
 
@@ -219,6 +227,8 @@ impl Row {
             .map_err(|e| corrupt(format!("identity paths: {e}")))?;
         config.restart = self.restart.parse().map_err(corrupt)?;
         config.self_reloading = self.self_reloading;
+        config.pass_methods = serde_json::from_str(&self.pass_methods)
+            .map_err(|e| corrupt(format!("pass methods: {e}")))?;
         Ok(config)
     }
 }
@@ -243,6 +253,7 @@ mod tests {
         .expect("config");
         config.identity_paths = vec!["dist".into()];
         config.restart = postern_domain::RestartPolicy::OnChange;
+        config.pass_methods = vec!["vendor/search".into()];
         config
     }
 

@@ -27,8 +27,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Event, InFlight, Session, now_ms, outcome_of};
-use crate::framing::{Line, MAX_FRAME};
-use crate::message::{self, Id, Kind, Message, code, sniff_id};
+use crate::framing::{Line, MAX_FRAME, top_level_id};
+use crate::message::{self, Id, Kind, Message, code};
 use crate::method::{self, Route};
 
 pub(super) enum Upstream {
@@ -296,33 +296,28 @@ impl Session {
     fn on_server_line(&mut self, line: Line) {
         let raw = match line {
             Line::Frame(raw) => raw,
-            Line::Oversize { len, prefix } => {
+            Line::Oversize { len, id } => {
                 tracing::warn!(
                     session = self.info.id,
                     len,
                     "server message over the size cap; dropped"
                 );
-                if let Some(id) = sniff_id(&prefix).filter(|id| self.in_flight.contains_key(id)) {
-                    self.in_flight.remove(&id);
-                    let reason = format!(
-                        "the server's answer of {len}+ bytes exceeds Postern's {} MiB limit",
-                        MAX_FRAME >> 20
-                    );
-                    self.reply(message::error(
-                        Some(&id),
-                        code::INTERNAL_ERROR,
-                        &reason,
-                        None,
-                    ));
-                }
-                return;
+                let reason = format!(
+                    "the server's answer of {len}+ bytes exceeds Postern's {} MiB limit",
+                    MAX_FRAME >> 20
+                );
+                return self.answer_unreadable(id, &reason);
             }
         };
-        let msg = match Message::parse(raw) {
+        let msg = match Message::parse(raw.clone()) {
             Ok(msg) => msg,
             Err(rejected) => {
-                tracing::warn!(session = self.info.id, reason = %rejected.reason, "server wrote a line that is not JSON-RPC; dropped");
-                return;
+                tracing::warn!(session = self.info.id, reason = %rejected.reason, "server wrote a line that is not one Postern forwards; dropped");
+                let reason = format!(
+                    "the server's answer could not be passed on: {}",
+                    rejected.reason
+                );
+                return self.answer_unreadable(top_level_id(&raw), &reason);
             }
         };
         match &msg.kind {
@@ -348,6 +343,37 @@ impl Session {
                     self.reply(msg.line);
                 }
             }
+        }
+    }
+}
+
+impl Session {
+    /// A server line Postern cannot forward, whose top-level id is `id`: the request it
+    /// answers, if one is open, gets an error saying why (never silence); the gate's own
+    /// catalog fetch ends with what it has.
+    fn answer_unreadable(&mut self, id: Option<Value>, reason: &str) {
+        let Some(id) = id.as_ref().and_then(Id::from_value) else {
+            return;
+        };
+        if self.upstream.is_internal(&id) {
+            tracing::warn!(session = self.info.id, server = %self.info.server, "{reason}; the catalog fetch ends there");
+            let refused = json!({"jsonrpc": "2.0", "id": id.value(), "error": {"code": code::INTERNAL_ERROR, "message": reason}});
+            if let Ok(msg) = Message::from_body(match refused {
+                Value::Object(body) => body,
+                _ => Map::new(),
+            }) {
+                self.on_fetch_response(msg);
+            }
+            return;
+        }
+        if let Some(call) = self.in_flight.remove(&id) {
+            self.audit_result(&id, &call, postern_domain::CallOutcome::Error);
+            self.reply(message::error(
+                Some(&id),
+                code::INTERNAL_ERROR,
+                reason,
+                None,
+            ));
         }
     }
 }
