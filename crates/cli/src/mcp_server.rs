@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use bytes::Bytes;
-use postern_gateway::framing::{LineReader, write_lines};
+use postern_gateway::framing::{self, LineReader, Outbound, Pressure, write_lines};
 use postern_gateway::message::{self, Id, Kind, Message, code};
 use postern_gateway::negotiate;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 /// A server's tools.
@@ -85,7 +85,7 @@ pub async fn serve_on(
     input: impl AsyncRead + Unpin,
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> std::io::Result<()> {
-    let (to_client, answers) = mpsc::unbounded_channel();
+    let (to_client, answers) = framing::outbound(Pressure::default());
     let writer = tokio::spawn(write_lines(output, answers));
     let calls = tools.calls();
     let mut server = Server {
@@ -106,6 +106,8 @@ pub async fn serve_on(
             Err(e) => break Err(e),
         }
         while server.running.try_join_next().is_some() {}
+        // A client that stops reading its answers stops being read.
+        server.to_client.pressure().drained().await;
         if server.to_client.is_closed() {
             break Ok(());
         }
@@ -140,7 +142,7 @@ struct Server<T> {
     calls: Calls,
     /// One permit a running call.
     slots: Arc<Semaphore>,
-    to_client: mpsc::UnboundedSender<Bytes>,
+    to_client: Outbound,
     running: JoinSet<()>,
 }
 

@@ -12,12 +12,12 @@ use postern_supervisor::DigestCache;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 
 use crate::audit::{AuditSink, NoAudit};
 use crate::authorize::{AllowAll, Authorizer};
 use crate::control::ControlHandler;
-use crate::framing::{Line, LineReader, write_lines};
+use crate::framing::{self, Line, LineReader, write_lines};
 use crate::hello::{Opening, SOCKET_PROTOCOL, Welcome};
 use crate::registry::Sessions;
 use crate::session::{self, Command, Context};
@@ -200,7 +200,7 @@ async fn connection(
         return;
     };
     tracing::info!(session = id, server = %label, resumed = resume.is_some(), "agent session started");
-    let (to_agent, rx) = mpsc::unbounded_channel();
+    let (to_agent, rx) = framing::outbound(framing::Pressure::default());
     tokio::spawn(write_lines(write, rx));
     // The agent is whoever launched the shim, as the process table says.
     let agent = match peer_pid {

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncBufRead;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::framing::{Line, LineReader};
+use crate::framing::{Line, LineReader, Outbound, Pressure, READ_AHEAD, read_lines};
 use crate::handshake::client_name;
 use crate::message::{self, Id, Kind, Message, Rejected, code};
 use crate::method;
@@ -65,12 +65,24 @@ pub(crate) async fn run<R>(
     resume: Option<Value>,
     agent: Option<AgentIdentity>,
     from_agent: LineReader<R>,
-    to_agent: mpsc::UnboundedSender<Bytes>,
+    to_agent: Outbound,
 ) where
     R: AsyncBufRead + Unpin + Send + 'static,
 {
     let (events, mut rx) = mpsc::unbounded_channel();
-    tokio::spawn(read_agent(from_agent, events.clone()));
+    // Lines from the agent and from the server come through bounded queues whose readers wait
+    // while the queues they feed are congested: a peer that writes without end, or one that
+    // stops reading, fills its own pipe and slows only itself.
+    let (agent_tx, mut agent_rx) = mpsc::channel(READ_AHEAD);
+    let (server_lines, mut server_rx) = mpsc::channel(READ_AHEAD);
+    let upstream_pressure = Pressure::default();
+    tokio::spawn(read_lines(
+        from_agent,
+        agent_tx,
+        |line| line,
+        None,
+        vec![to_agent.pressure().clone(), upstream_pressure.clone()],
+    ));
     let mut shutdown = ctx.shutdown.clone();
     let mut commands = ctx.commands.subscribe();
     let mut session = Session {
@@ -97,6 +109,8 @@ pub(crate) async fn run<R>(
         ctx,
         to_agent,
         events,
+        server_lines,
+        upstream_pressure,
         pending_init: None,
         init_repeats: 0,
         upstream: Upstream::Down,
@@ -114,10 +128,12 @@ pub(crate) async fn run<R>(
     }
     loop {
         tokio::select! {
-            event = rx.recv() => match event {
-                Some(Event::AgentClosed) | None => break,
-                Some(event) => session.on_event(event),
+            Some(event) = rx.recv() => session.on_event(event),
+            line = agent_rx.recv() => match line {
+                Some(line) => session.on_agent_line(line),
+                None => break, // the agent disconnected
             },
+            Some(event) = server_rx.recv() => session.on_event(event),
             command = commands.recv() => if let Ok(command) = command {
                 session.on_command(command);
             },
@@ -130,8 +146,13 @@ pub(crate) async fn run<R>(
 struct Session {
     ctx: Context,
     info: SessionInfo,
-    to_agent: mpsc::UnboundedSender<Bytes>,
+    to_agent: Outbound,
     events: mpsc::UnboundedSender<Event>,
+    /// Where each launch's stdout reader sends the server's lines (bounded: see [`run`]).
+    server_lines: mpsc::Sender<Event>,
+    /// What is queued toward the server, across launches: the agent's reader waits while it
+    /// is congested.
+    upstream_pressure: Pressure,
     /// The agent's `initialize` params, once it sent them (or the shim resumed).
     client_init: Option<Value>,
     /// Whether the agent sent `notifications/initialized`.
@@ -212,14 +233,12 @@ enum Unsent {
 }
 
 enum Event {
-    Agent(Line),
     /// The gate decided a call (matched by call id: a withdrawn call's verdict is ignored).
     Authorized {
         id: Id,
         call: postern_domain::CallId,
         verdict: crate::authorize::Verdict,
     },
-    AgentClosed,
     /// The engine supplied the headers of an allowed call to the built-in server (matched by
     /// call id, like a verdict).
     Injected {
@@ -267,8 +286,6 @@ enum Event {
 impl Session {
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::Agent(line) => self.on_agent_line(line),
-            Event::AgentClosed => {}
             Event::BackoffOver => self.on_backoff_over(),
             event => self.on_server_event(event),
         }
@@ -508,18 +525,6 @@ impl Session {
         self.upstream.stop_gracefully().await;
         tracing::info!(session = self.info.id, server = %self.info.server, "session ended");
     }
-}
-
-async fn read_agent<R: AsyncBufRead + Unpin>(
-    mut reader: LineReader<R>,
-    events: mpsc::UnboundedSender<Event>,
-) {
-    while let Ok(Some(line)) = reader.next().await {
-        if events.send(Event::Agent(line)).is_err() {
-            return;
-        }
-    }
-    let _ = events.send(Event::AgentClosed);
 }
 
 /// How a response ended, for the journal: a result (a tool's own error when it says so), or

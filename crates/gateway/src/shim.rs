@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
-use crate::framing::{Line, LineReader, write_lines};
+use crate::framing::{
+    self, Line, LineReader, Outbound, Pressure, READ_AHEAD, read_lines, write_lines,
+};
 use crate::handshake::initialize_result;
 use crate::hello::{Hello, SOCKET_PROTOCOL, Welcome};
 use crate::message::{self, Id, Kind, Message, Rejected, code};
@@ -31,14 +33,19 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    let (events, mut rx) = mpsc::unbounded_channel();
-    let (to_agent, agent_rx) = mpsc::unbounded_channel();
+    // Bounded, like every queue on the data path: each reader waits while the queue its lines
+    // go to is congested (an agent that stops reading its stdout stops the engine's lines
+    // here, and so, through the socket, its session's server).
+    let (events, mut rx) = mpsc::channel(2 * READ_AHEAD);
+    let (to_agent, agent_rx) = framing::outbound(Pressure::default());
+    let to_engine = Pressure::default();
     let writer = tokio::spawn(write_lines(stdout, agent_rx));
     tokio::spawn(read_lines(
         LineReader::new(BufReader::new(stdin)),
         events.clone(),
         Event::Agent,
-        Event::AgentClosed,
+        Some(Event::AgentClosed),
+        vec![to_agent.pressure().clone(), to_engine.clone()],
     ));
 
     let mut shim = Shim {
@@ -46,6 +53,7 @@ where
         label,
         events,
         to_agent,
+        to_engine,
         engine: None,
         generation: 0,
         init: None,
@@ -75,10 +83,12 @@ where
 struct Shim {
     socket: PathBuf,
     label: String,
-    events: mpsc::UnboundedSender<Event>,
-    to_agent: mpsc::UnboundedSender<Bytes>,
+    events: mpsc::Sender<Event>,
+    to_agent: Outbound,
+    /// What is queued toward the engine, across connections.
+    to_engine: Pressure,
     /// Lines to the engine, while connected.
-    engine: Option<mpsc::UnboundedSender<Bytes>>,
+    engine: Option<Outbound>,
     generation: u64,
     /// The agent's `initialize` params once it initialized.
     init: Option<Value>,
@@ -130,13 +140,14 @@ impl Shim {
         }
         self.generation += 1;
         let generation = self.generation;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = framing::outbound(self.to_engine.clone());
         tokio::spawn(write_lines(write, rx));
         tokio::spawn(read_lines(
             reader,
             self.events.clone(),
             move |l| Event::Engine(generation, l),
-            Event::EngineClosed(generation),
+            Some(Event::EngineClosed(generation)),
+            vec![self.to_agent.pressure().clone()],
         ));
         self.engine = Some(tx);
         self.offline_reason = NOT_RUNNING.to_owned();
@@ -233,21 +244,4 @@ impl Shim {
     fn reply(&self, line: Bytes) {
         let _ = self.to_agent.send(line);
     }
-}
-
-async fn read_lines<R, F>(
-    mut reader: LineReader<R>,
-    events: mpsc::UnboundedSender<Event>,
-    wrap: F,
-    closed: Event,
-) where
-    R: AsyncBufRead + Unpin,
-    F: Fn(Line) -> Event,
-{
-    while let Ok(Some(line)) = reader.next().await {
-        if events.send(wrap(line)).is_err() {
-            return;
-        }
-    }
-    let _ = events.send(closed);
 }

@@ -12,9 +12,8 @@ use crate::authorize::{Authorizer, Release};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::mpsc;
 
-use crate::framing::{Line, LineReader};
+use crate::framing::{Inbound, Line, LineReader};
 use crate::handshake::upstream_initialize_params;
 use crate::message::{self, Kind, Message};
 
@@ -182,9 +181,11 @@ pub(crate) async fn write_line(stdin: &mut ChildStdin, line: &Bytes) -> std::io:
 }
 
 /// Feeds queued lines to the server's stdin until the queue closes or the pipe breaks.
-pub(crate) async fn pump_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Bytes>) {
+pub(crate) async fn pump_stdin(mut stdin: ChildStdin, mut rx: Inbound) {
     while let Some(line) = rx.recv().await {
-        if write_line(&mut stdin, &line).await.is_err() {
+        let written = write_line(&mut stdin, &line).await;
+        rx.done(&line);
+        if written.is_err() {
             break;
         }
     }

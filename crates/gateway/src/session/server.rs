@@ -23,11 +23,10 @@ use bytes::Bytes;
 use postern_domain::{ExecutionRecord, ServerConfig};
 use postern_supervisor::{ExitReport, ProcessHandle};
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Event, InFlight, Session, now_ms, outcome_of};
-use crate::framing::{Line, MAX_FRAME, top_level_id};
+use crate::framing::{Line, MAX_FRAME, Outbound, top_level_id};
 use crate::message::{self, Id, Kind, Message, code};
 use crate::method::{self, Route};
 
@@ -38,7 +37,7 @@ pub(super) enum Upstream {
 }
 
 pub(super) struct Running {
-    stdin: mpsc::UnboundedSender<Bytes>,
+    stdin: Outbound,
     handle: ProcessHandle,
     record: ExecutionRecord,
     config: ServerConfig,

@@ -7,13 +7,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use postern_domain::decision::{Authority, Denial};
 use postern_domain::{AgentIdentity, CallId, Digest, ServerConfig, ServerLabel};
 use postern_supervisor::DigestCache;
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 
 use super::{Command, Context, run};
 use crate::audit::NoAudit;
@@ -21,7 +20,7 @@ use crate::authorize::{
     Authorizer, CallToAuthorize, Decided, OperationToAuthorize, Release, Verdict, Withdrawal,
     Withdrawn,
 };
-use crate::framing::LineReader;
+use crate::framing::{self, Inbound, LineReader, Pressure};
 use crate::registry::{Phase, Sessions};
 use crate::upstream::ServerDirectory;
 
@@ -157,7 +156,7 @@ impl Authorizer for HandGate {
 /// The agent's end of one running session, and what the test needs to watch the rest.
 struct Agent {
     to_session: DuplexStream,
-    from_session: mpsc::UnboundedReceiver<Bytes>,
+    from_session: Inbound,
     gate: Arc<HandGate>,
     commands: broadcast::Sender<Command>,
     sessions: Sessions,
@@ -206,7 +205,7 @@ impl Agent {
         };
         let (sessions, commands) = (ctx.sessions.clone(), ctx.commands.clone());
         let (to_session, agent_lines) = tokio::io::duplex(1 << 16);
-        let (to_agent, from_session) = mpsc::unbounded_channel();
+        let (to_agent, from_session) = framing::outbound(Pressure::default());
         tokio::spawn(run(
             ctx,
             1,
@@ -283,6 +282,7 @@ impl Agent {
         let line = within("a line from the session", self.from_session.recv())
             .await
             .expect("the session is running");
+        self.from_session.done(&line);
         serde_json::from_slice(&line).expect("the session writes JSON")
     }
 

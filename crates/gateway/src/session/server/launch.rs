@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::{Running, Upstream, Watchers};
-use crate::framing::LineReader;
+use crate::framing;
 use crate::handshake::initialize_result;
 use crate::message::{self, Kind, code};
 use crate::registry::{Credentials, Phase};
@@ -65,9 +65,15 @@ impl Session {
             credentials,
         } = started;
         let generation = self.generation;
-        let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
+        let (stdin_tx, stdin_rx) = framing::outbound(self.upstream_pressure.clone());
         tokio::spawn(upstream::pump_stdin(stdin, stdin_rx));
-        tokio::spawn(read_server(stdout, generation, self.events.clone()));
+        tokio::spawn(framing::read_lines(
+            stdout,
+            self.server_lines.clone(),
+            move |line| Event::Server { generation, line },
+            Some(Event::ServerStdoutClosed { generation }),
+            vec![self.to_agent.pressure().clone()],
+        ));
         let waiter = handle.waiter();
         let events = self.events.clone();
         tokio::spawn(async move {
@@ -198,19 +204,6 @@ impl Session {
             }
         }
     }
-}
-
-async fn read_server<R: tokio::io::AsyncBufRead + Unpin>(
-    mut reader: LineReader<R>,
-    generation: u64,
-    events: mpsc::UnboundedSender<Event>,
-) {
-    while let Ok(Some(line)) = reader.next().await {
-        if events.send(Event::Server { generation, line }).is_err() {
-            return;
-        }
-    }
-    let _ = events.send(Event::ServerStdoutClosed { generation });
 }
 
 /// Watches the running epoch's artifacts and reports what is on disk now. The first
