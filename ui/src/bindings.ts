@@ -115,7 +115,12 @@ backoffUntilMs: number | null,
 /**
  * Credential scopes bound to the server that this launch was given, or not, and why.
  */
-credentials: CredentialsView, };
+credentials: CredentialsView, 
+/**
+ * Since when (unix ms) the running server has not answered Postern's pings, while it does
+ * not.
+ */
+unresponsiveSinceMs: number | null, };
 
 export type SessionState = "stopped" | "starting" | "identityPending" | "catalogReady";
 

@@ -164,7 +164,20 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
     if let Some(exit) = &s.last_exit {
         writeln!(out, "    last exit: {exit}")?;
     }
+    if let Some(since) = s.unresponsive_since_ms {
+        let seconds = (now_ms() - since).max(0) / 1000;
+        writeln!(
+            out,
+            "    not answering: Postern's pings have gone unanswered for {seconds}s"
+        )?;
+    }
     Ok(())
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn artifact(out: &mut impl Write, what: &str, a: &ArtifactView) -> std::io::Result<()> {

@@ -96,6 +96,10 @@ pub struct SessionStatus {
     pub backoff_until_ms: Option<i64>,
     /// Credential scopes bound to the server that this launch was given, or not, and why.
     pub credentials: CredentialsView,
+    /// Since when (unix ms) the running server has not answered Postern's pings, while it does
+    /// not.
+    #[ts(type = "number | null")]
+    pub unresponsive_since_ms: Option<i64>,
 }
 
 /// Which bound credentials a launch holds (names only).
@@ -282,6 +286,7 @@ fn session_status(s: &SessionInfo) -> SessionStatus {
             withheld: s.credentials.withheld.clone(),
             reason: s.credentials.reason.clone(),
         },
+        unresponsive_since_ms: s.unresponsive_since_ms,
     }
 }
 

@@ -87,6 +87,10 @@ pub fn bind(socket: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
+/// How many agent sessions one engine serves at once (each owns a server process); more are
+/// refused with a sentence the shim passes on to the agent.
+pub const MAX_SESSIONS: usize = 256;
+
 /// Accepts agent connections until `shutdown` turns true.
 pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch::Receiver<bool>) {
     let ctx = Context {
@@ -177,6 +181,11 @@ async fn connection(
         Err(e) => Err(e),
     };
     let accepted = hello.and_then(|h| {
+        if ctx.sessions.len() >= MAX_SESSIONS {
+            return Err(format!(
+                "this engine already serves {MAX_SESSIONS} agent sessions, its limit; close some agents and retry"
+            ));
+        }
         if h.postern != SOCKET_PROTOCOL {
             return Err(format!(
                 "this engine speaks socket protocol {SOCKET_PROTOCOL}, the shim {}: update Postern",

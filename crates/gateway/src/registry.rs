@@ -56,6 +56,9 @@ pub struct SessionInfo {
     pub backoff_until_ms: Option<i64>,
     /// The credentials bound to the server that the current launch got, and did not get.
     pub credentials: Credentials,
+    /// Since when (unix ms) the running server has not answered the gate's pings, while it
+    /// does not.
+    pub unresponsive_since_ms: Option<i64>,
 }
 
 /// Credential scopes (names only) a launch was given or not.

@@ -32,6 +32,11 @@ use crate::upstream::{ServerDirectory, StartError, Started};
 
 use server::Upstream;
 
+/// How many requests one agent session may have open at once (in flight, held, or with the
+/// gate): more are refused (`too_many_requests`), so an agent that pipelines without end
+/// cannot grow the engine's memory.
+pub(crate) const MAX_OPEN_REQUESTS: usize = 1024;
+
 /// A command for every session of a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -102,6 +107,7 @@ pub(crate) async fn run<R>(
             last_exit: None,
             backoff_until_ms: None,
             credentials: Default::default(),
+            unresponsive_since_ms: None,
         },
         agent_initialized: resume.is_some(),
         started_recorded: false,
@@ -120,6 +126,7 @@ pub(crate) async fn run<R>(
         authorizing: HashMap::new(),
         settling: HashMap::new(),
         server_requests: HashMap::new(),
+        tasks: HashMap::new(),
         crashes: 0,
     };
     session.publish();
@@ -180,6 +187,8 @@ struct Session {
     settling: HashMap<Id, Settling>,
     /// Server-to-agent requests the agent has not answered yet.
     server_requests: HashMap<Id, InFlight>,
+    /// Tasks this session's calls created, by task id (`session/server/tasks.rs`).
+    tasks: HashMap<String, server::Task>,
     /// Launches in a row that ended in a crash soon after starting.
     crashes: u32,
 }
@@ -191,6 +200,8 @@ struct InFlight {
     /// method of any other decided request (`resources/read`); `None` for discovery.
     tool: Option<String>,
     sent: std::time::Instant,
+    /// For `tasks/get`, `tasks/result` and `tasks/cancel`: the task it is about.
+    task: Option<String>,
 }
 
 /// A tool call the gate is deciding.
@@ -280,6 +291,15 @@ enum Event {
     RefetchCatalog {
         generation: u64,
     },
+    /// The gate's catalog fetch `id` may have gone unanswered too long.
+    FetchDeadline {
+        generation: u64,
+        id: Id,
+    },
+    /// Time for a health ping.
+    HealthCheck {
+        generation: u64,
+    },
     BackoffOver,
 }
 
@@ -360,6 +380,18 @@ impl Session {
                 code::INVALID_REQUEST,
                 &format!("request id {id} is already in use by a request in flight"),
                 None,
+            ));
+            return;
+        }
+        if self.open_requests() >= MAX_OPEN_REQUESTS {
+            tracing::warn!(session = self.info.id, %id, method, "request refused: too many open");
+            self.reply(message::error(
+                Some(&id),
+                code::INTERNAL_ERROR,
+                &format!(
+                    "this session already has {MAX_OPEN_REQUESTS} requests open; Postern takes more once some are answered"
+                ),
+                Some(json!({"error": "too_many_requests", "open": MAX_OPEN_REQUESTS})),
             ));
             return;
         }
@@ -487,6 +519,11 @@ impl Session {
                 .held
                 .iter()
                 .any(|m| matches!(&m.kind, Kind::Request { id: q, .. } if q == id))
+    }
+
+    /// Requests of the agent still owed an answer: in flight, held, or with the gate.
+    fn open_requests(&self) -> usize {
+        self.in_flight.len() + self.authorizing.len() + self.settling.len() + self.held.len()
     }
 
     // ---- plumbing ----

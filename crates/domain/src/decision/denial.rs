@@ -49,6 +49,8 @@ pub enum DenyCode {
     /// A request other than a tool call (`resources/read`, `prompts/get`, ...) from an agent
     /// run no human admitted for this server yet: admission comes with its first tool call.
     SessionNotAdmitted,
+    /// The session already has as many approval requests waiting for a human as it may.
+    ApprovalQueueFull,
 }
 
 /// The structured content of an `authorization_stale` refusal, exactly as the issue and
@@ -78,6 +80,7 @@ impl DenyCode {
             Self::ApprovalTimeout => "approval_timeout",
             Self::ApprovalExpired => "approval_expired",
             Self::SessionNotAdmitted => "session_not_admitted",
+            Self::ApprovalQueueFull => "approval_queue_full",
         }
     }
 }
@@ -200,6 +203,21 @@ impl Denial {
                 "server": server.as_str(),
                 "method": method,
                 "retry": "call a tool of this server first; retry once a human approved it",
+            }),
+        }
+    }
+
+    /// `approval_queue_full`: `waiting` approval requests of this session wait for a human.
+    pub fn approval_queue_full(waiting: usize) -> Self {
+        Self {
+            code: DenyCode::ApprovalQueueFull,
+            message: format!(
+                "{waiting} approval requests of this session already wait for a human; Postern asks about no more until they are answered"
+            ),
+            detail: json!({
+                "error": "approval_queue_full",
+                "waiting": waiting,
+                "retry": "wait for the human to answer the open requests, then call again",
             }),
         }
     }

@@ -41,6 +41,11 @@ pub(super) struct Baseline {
     catalog: Arc<Catalog>,
 }
 
+/// How many approval requests one session may have waiting for a human at once: an agent
+/// that raises more gets `approval_queue_full`, so a flood cannot bury a request among
+/// hundreds.
+pub const MAX_OPEN_PER_SESSION: usize = 8;
+
 impl Authority {
     /// Open approval requests, oldest first.
     pub fn approvals(&self) -> Vec<ApprovalCard> {
@@ -244,6 +249,16 @@ impl Authority {
             )));
             return;
         };
+        let waiting = state
+            .pending
+            .values()
+            .filter(|p| p.call.session == call.session)
+            .count();
+        if waiting >= MAX_OPEN_PER_SESSION {
+            tracing::warn!(session = call.session, waiting, tool = %call.request.tool, "approval request refused: the session already has its share waiting");
+            done(Verdict::Deny(Denial::approval_queue_full(waiting)));
+            return;
+        }
         let id = ApprovalId::new(now, random());
         let timeout_ms = state.settings.approval_timeout_ms;
         let baseline = self.baseline(state, &call.request.server);

@@ -26,6 +26,7 @@ use super::{AnswerError, Authority, ManualClock, SessionMode, SettingsUpdate, Va
 use crate::{AuditLog, Home};
 
 mod lock;
+mod operations;
 mod refusals;
 mod restart;
 mod step_away;

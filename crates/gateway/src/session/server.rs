@@ -13,8 +13,10 @@
 mod calls;
 mod catalog;
 mod epochs;
+mod health;
 mod launch;
 mod operations;
+mod tasks;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -26,9 +28,11 @@ use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
 use super::{Event, InFlight, Session, now_ms, outcome_of};
+
 use crate::framing::{Line, MAX_FRAME, Outbound, top_level_id};
 use crate::message::{self, Id, Kind, Message, code};
 use crate::method::{self, Route};
+pub(super) use tasks::Task;
 
 pub(super) enum Upstream {
     Down,
@@ -49,6 +53,8 @@ pub(super) struct Running {
     fetch: Option<Fetch>,
     fetches: u32,
     refetch_scheduled: bool,
+    /// The gate's health ping in flight, and when it went out.
+    ping: Option<(Id, Instant)>,
     /// Lines to the server queued behind a tool call whose intent is not durable yet,
     /// so nothing overtakes it; `Some(id)` marks the call still waiting.
     outbox: VecDeque<(Bytes, Option<Id>)>,
@@ -114,8 +120,14 @@ impl Running {
 }
 
 impl Upstream {
+    /// Whether `id` is one of the gate's own requests in flight (a catalog fetch, a ping).
     pub(super) fn is_internal(&self, id: &Id) -> bool {
-        matches!(self, Upstream::Running(r) if r.fetch.as_ref().is_some_and(|f| f.id == *id))
+        matches!(self, Upstream::Running(r) if r.fetch.as_ref().is_some_and(|f| f.id == *id)
+            || r.ping.as_ref().is_some_and(|(p, _)| p == id))
+    }
+
+    fn is_ping(&self, id: &Id) -> bool {
+        matches!(self, Upstream::Running(r) if r.ping.as_ref().is_some_and(|(p, _)| p == id))
     }
 
     /// Closes stdin (the polite stop), then signals the process group.
@@ -202,6 +214,7 @@ impl Session {
                                 method: method.clone(),
                                 tool: None,
                                 sent: Instant::now(),
+                                task: None,
                             },
                         );
                         running.send(msg.line);
@@ -276,6 +289,12 @@ impl Session {
                 authority,
                 outcome,
             } => self.on_injected(id, call, authority, outcome),
+            Event::FetchDeadline { generation, id } if generation == self.generation => {
+                self.on_fetch_deadline(&id)
+            }
+            Event::HealthCheck { generation } if generation == self.generation => {
+                self.on_health_check()
+            }
             Event::RefetchCatalog { generation } if generation == self.generation => {
                 if let Upstream::Running(running) = &mut self.upstream {
                     running.refetch_scheduled = false;
@@ -320,10 +339,18 @@ impl Session {
             }
         };
         match &msg.kind {
+            Kind::Response { id } if self.upstream.is_ping(id) => self.on_pong(),
             Kind::Response { id } if self.upstream.is_internal(id) => self.on_fetch_response(msg),
             Kind::Response { id } => {
                 if let Some(call) = self.in_flight.remove(id) {
-                    self.audit_result(id, &call, outcome_of(&msg));
+                    // A call answered with a task has its outcome journaled when its result
+                    // comes (or its epoch ends).
+                    if !(call.method == "tools/call" && self.note_created_task(id, &call, &msg)) {
+                        self.audit_result(id, &call, outcome_of(&msg));
+                    }
+                    if let (true, Some(task)) = (call.method == "tasks/result", &call.task) {
+                        self.note_task_result(task, &msg);
+                    }
                     self.reply(msg.line);
                 } else {
                     tracing::warn!(session = self.info.id, %id, "server answered a request nobody sent; dropped");
@@ -354,16 +381,11 @@ impl Session {
         let Some(id) = id.as_ref().and_then(Id::from_value) else {
             return;
         };
+        if self.upstream.is_ping(&id) {
+            return self.on_pong();
+        }
         if self.upstream.is_internal(&id) {
-            tracing::warn!(session = self.info.id, server = %self.info.server, "{reason}; the catalog fetch ends there");
-            let refused = json!({"jsonrpc": "2.0", "id": id.value(), "error": {"code": code::INTERNAL_ERROR, "message": reason}});
-            if let Ok(msg) = Message::from_body(match refused {
-                Value::Object(body) => body,
-                _ => Map::new(),
-            }) {
-                self.on_fetch_response(msg);
-            }
-            return;
+            return self.fail_fetch(&id, reason);
         }
         if let Some(call) = self.in_flight.remove(&id) {
             self.audit_result(&id, &call, postern_domain::CallOutcome::Error);

@@ -31,8 +31,9 @@ const STEP: Duration = Duration::from_secs(20);
 const LABEL: &str = "echo";
 
 /// A minimal MCP server: `initialize`, `tools/list` (one tool, `echo`; never answered when
-/// started with `mute-list`), and `tools/call` (answers with the call's arguments). Every line
-/// it reads is appended to the log file named by its first argument.
+/// started with `mute-list`), and `tools/call` (answers with the call's arguments, or with a
+/// task when the call asks for one). Every line it reads is appended to the log file named by
+/// its first argument.
 const SERVER: &str = r#"
 import json, sys
 log = open(sys.argv[1], "a", buffering=1)
@@ -50,6 +51,10 @@ for line in sys.stdin:
         if mute_list:
             continue
         result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call" and "task" in msg["params"]:
+        now = "2026-12-02T00:00:00Z"
+        result = {"task": {"taskId": "task-" + str(msg["id"]), "status": "working",
+                           "createdAt": now, "lastUpdatedAt": now, "ttl": 60000}}
     elif method == "tools/call":
         result = {"content": [{"type": "text", "text": json.dumps(msg["params"]["arguments"])}]}
     else:

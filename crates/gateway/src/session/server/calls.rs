@@ -375,6 +375,7 @@ impl Session {
                 method: method.to_owned(),
                 tool: Some(name),
                 sent: Instant::now(),
+                task: None,
             },
         );
         running.send_after_intent(line, id.clone());

@@ -30,13 +30,14 @@ impl Session {
         };
         let announce = announce || running.fetch.as_ref().is_some_and(|f| f.announce);
         running.fetch = Some(Fetch {
-            id,
+            id: id.clone(),
             pages: Vec::new(),
             announce,
         });
         let _ = running
             .stdin
             .send(message::request(&id_value, "tools/list", json!({})));
+        self.fetch_deadline(id);
     }
 
     pub(super) fn on_fetch_response(&mut self, mut msg: Message) {
@@ -57,13 +58,13 @@ impl Session {
                     running.fetches += 1;
                     let id_value = fetch_id();
                     if let Some(id) = Id::from_value(&id_value) {
-                        fetch.id = id;
+                        fetch.id = id.clone();
                         let _ = running.stdin.send(message::request(
                             &id_value,
                             "tools/list",
                             json!({"cursor": cursor}),
                         ));
-                        return;
+                        return self.fetch_deadline(id);
                     }
                 }
             }

@@ -33,7 +33,6 @@ impl Session {
             _ => return,
         };
         self.upstream = Upstream::Down;
-        self.server_requests.clear();
         self.info.phase = Phase::Stopped;
         let reason = format!("server exited ({report})");
         self.info.last_exit = Some(reason.clone());
@@ -52,7 +51,6 @@ impl Session {
         let old_epoch = running.record.epoch;
         tracing::info!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, "restarting: {why}");
         tokio::spawn(stop_gracefully(*running));
-        self.server_requests.clear();
         self.crashes = 0;
         self.end_epoch(old_epoch, None, why);
         self.start_upstream();
@@ -67,7 +65,6 @@ impl Session {
         let old_epoch = running.record.epoch;
         tracing::info!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, "stopping: {why}");
         tokio::spawn(stop_gracefully(*running));
-        self.server_requests.clear();
         self.info.phase = Phase::Stopped;
         self.info.last_exit = Some(why.to_owned());
         self.info.credentials = Credentials::default();
@@ -138,6 +135,16 @@ impl Session {
         );
         for (id, call) in std::mem::take(&mut self.in_flight) {
             self.reply(epoch_answer(&id, &call.method, &forwarded_text, &forwarded));
+        }
+        self.lose_tasks(old, &forwarded, reason);
+        // The old code's questions to the agent (an elicitation, a sampling request) are
+        // withdrawn: an answer now would reach other code.
+        for (id, request) in std::mem::take(&mut self.server_requests) {
+            self.audit_result(&id, &request, CallOutcome::EpochTransition);
+            self.reply(message::notification(
+                "notifications/cancelled",
+                Some(json!({"requestId": id.value(), "reason": forwarded_text})),
+            ));
         }
         // A decision now would be about code that is gone.
         let unanswered = Unsent::EpochEnded {

@@ -95,6 +95,7 @@ impl Session {
                 generation,
                 self.events.clone(),
             )),
+            tokio::spawn(ping_rounds(generation, self.events.clone())),
         ]);
         self.ctx.audit.record(AuditEvent::ServerStarted {
             session: self.info.id,
@@ -127,6 +128,7 @@ impl Session {
         self.info.record = Some(record.clone());
         self.info.artifacts_newer.clear();
         self.info.last_exit = None;
+        self.info.unresponsive_since_ms = None;
         self.info.phase = Phase::IdentityPending;
         self.upstream = Upstream::Running(Box::new(Running {
             stdin: stdin_tx,
@@ -140,6 +142,7 @@ impl Session {
             fetch: None,
             fetches: 0,
             refetch_scheduled: false,
+            ping: None,
             outbox: VecDeque::new(),
             _watchers: watchers,
         }));
@@ -202,6 +205,16 @@ impl Session {
                     None,
                 ));
             }
+        }
+    }
+}
+
+/// Asks for a health round every [`super::health::PING_EVERY`] while the process runs.
+async fn ping_rounds(generation: u64, events: mpsc::UnboundedSender<Event>) {
+    loop {
+        tokio::time::sleep(super::health::PING_EVERY).await;
+        if events.send(Event::HealthCheck { generation }).is_err() {
+            return;
         }
     }
 }

@@ -12,6 +12,7 @@ use postern_domain::decision::Denial;
 use serde_json::Value;
 
 use super::Upstream;
+use super::tasks::TaskCheck;
 use crate::authorize::{Direction, OperationToAuthorize, Verdict};
 use crate::message::{self, Id, Message, code};
 use crate::method::{self, SERVER_REQUESTS};
@@ -25,12 +26,21 @@ impl Session {
             return;
         };
         let method = method.clone();
+        let task = match self.check_task_request(&msg, &id, &method) {
+            TaskCheck::Answered => return,
+            TaskCheck::Current(task) => Some(task),
+            TaskCheck::NotATask => None,
+        };
         let verdict = self.decide_operation(&method, Direction::ToServer);
         let arguments = method::operation_arguments(msg.params());
         match verdict {
             Verdict::Allow(authority) => {
                 let line = msg.line;
-                self.send_after_intent(id, &method, method.clone(), arguments, authority, line);
+                let name = method.clone();
+                self.send_after_intent(id.clone(), &method, name, arguments, authority, line);
+                if let Some(request) = self.in_flight.get_mut(&id) {
+                    request.task = task;
+                }
             }
             Verdict::Deny(denial) => {
                 let answer = refusal(&id, &denial);
@@ -84,6 +94,7 @@ impl Session {
             method,
             tool,
             sent: Instant::now(),
+            task: None,
         };
         self.server_requests.insert(id, request);
         self.reply(msg.line);

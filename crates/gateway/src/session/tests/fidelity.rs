@@ -5,8 +5,11 @@
 use postern_domain::decision::Denial;
 use serde_json::json;
 
-use super::{Agent, HandGate, lock, rpc_error};
+use super::{Agent, HandGate, LABEL, lock, rpc_error};
 use crate::authorize::Direction;
+use crate::authorize::Verdict;
+use crate::session::Command;
+use postern_domain::decision::Authority;
 
 /// A request to the server the gate forwards without a decision, answered: everything the
 /// session wrote to the server before it has been read by then.
@@ -183,5 +186,64 @@ async fn reads_and_prompts_are_decided_and_a_refusal_never_reaches_the_server() 
             "completion/complete",
             "resources/read"
         ]
+    );
+}
+
+#[tokio::test]
+async fn a_task_of_an_ended_epoch_is_failed_and_never_reaches_the_new_code() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                     "params": {"name": "echo", "arguments": {"text": "slow"}, "task": {"ttl": 60000}}}))
+        .await;
+    let (_, done) = agent.gate.decided().await;
+    done(Verdict::Allow(Authority::Observed));
+    let created = agent.next().await;
+    assert_eq!(created["result"]["task"]["taskId"], "task-5", "{created}");
+
+    // The task's own epoch: polls go through.
+    let polled = agent
+        .request(json!("g1"), "tasks/get", json!({"taskId": "task-5"}))
+        .await;
+    assert_eq!(polled["result"], json!({}), "{polled}");
+    // A task no call of this session created is nobody's to ask about.
+    let stranger = agent
+        .request(json!("g2"), "tasks/get", json!({"taskId": "task-1"}))
+        .await;
+    assert_eq!(rpc_error(&stranger).0, -32602, "{stranger}");
+
+    agent
+        .commands
+        .send(Command::Restart(LABEL.parse().expect("label")))
+        .expect("the session listens");
+    let status = agent.next().await;
+    assert_eq!(status["method"], "notifications/tasks/status", "{status}");
+    assert_eq!(status["params"]["taskId"], "task-5");
+    assert_eq!(status["params"]["status"], "failed");
+    let result = agent
+        .request(json!("r"), "tasks/result", json!({"taskId": "task-5"}))
+        .await;
+    let (code, message) = rpc_error(&result);
+    assert_eq!(code, -32603, "{result}");
+    assert_eq!(
+        result["error"]["data"]["error"], "epoch_transition",
+        "{result}"
+    );
+    assert!(message.contains("task-5"), "{message}");
+
+    round_trip(&mut agent, "after").await;
+    let polls: Vec<_> = agent
+        .server_messages()
+        .into_iter()
+        .filter(|m| {
+            m["method"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("tasks/"))
+        })
+        .collect();
+    assert_eq!(
+        polls.len(),
+        1,
+        "only the poll of epoch A reached a server: {polls:?}"
     );
 }
