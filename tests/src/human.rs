@@ -34,6 +34,18 @@ pub fn open_approvals(gate: &Gate) -> Result<Vec<Value>> {
     Ok(serde_json::from_str(&gate.cli(["approvals", "--json"])?)?)
 }
 
+/// The Activity journal's rows (`postern activity --json <filter>`), newest first.
+pub fn activity(gate: &Gate, filter: &[&str]) -> Result<Vec<Value>> {
+    let out = gate.cli(
+        ["activity", "--json"]
+            .into_iter()
+            .chain(filter.iter().copied()),
+    )?;
+    out.lines()
+        .map(|row| serde_json::from_str(row).with_context(|| format!("activity row {row}")))
+        .collect()
+}
+
 /// A card's id.
 pub fn card_id(card: &Value) -> String {
     card["id"].as_str().unwrap_or_default().to_owned()

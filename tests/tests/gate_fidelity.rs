@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use postern_e2e::fixture::Received;
-use postern_e2e::human::{approved_call, epoch, open_approvals, ready, wait_session};
+use postern_e2e::human::{activity, approved_call, epoch, open_approvals, ready, wait_session};
 use postern_e2e::raw::{self, RawAgent, initialize_params, ok_text};
 use postern_e2e::{Gate, servers};
 use serde_json::{Value, json};
@@ -384,18 +384,6 @@ async fn get_prompt(agent: &mut RawAgent) -> Result<Value> {
     agent
         .request_next("prompts/get", json!({"name": PROMPT}))
         .await
-}
-
-/// The Activity journal's rows (`postern activity --json <filter>`), newest first.
-fn activity(gate: &Gate, filter: &[&str]) -> Result<Vec<Value>> {
-    let out = gate.cli(
-        ["activity", "--json"]
-            .into_iter()
-            .chain(filter.iter().copied()),
-    )?;
-    out.lines()
-        .map(|row| serde_json::from_str(row).with_context(|| format!("activity row {row}")))
-        .collect()
 }
 
 /// Asks the fixture what reached it until `pred` holds (a forwarded message may still be on
