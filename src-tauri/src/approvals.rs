@@ -157,8 +157,8 @@ pub fn sync<R: Runtime>(app: &AppHandle<R>) {
         tracing::debug!("cannot emit {APPROVALS_CHANGED}: {err}");
     }
     let fresh = app.state::<Announced>().update(&open);
-    for approval in &fresh {
-        announce(app, &approval.card);
+    for (card, more) in announcements(&fresh) {
+        announce(app, card, more);
     }
     match window_move(open.len(), fresh.len()) {
         // Shown on top, without taking the keyboard focus: keys typed into another app
@@ -189,15 +189,39 @@ fn window_move(open: usize, fresh: usize) -> WindowMove {
     }
 }
 
-/// A native notification for a new request. Where no notification service runs (a bare
-/// X server), this logs and goes on: the approval window and the tray still show it.
-fn announce<R: Runtime>(app: &AppHandle<R>, card: &ApprovalCard) {
+/// What to announce of the requests that just arrived: one notification per agent process and
+/// server, with how many more requests came with it, so a burst from one agent is one
+/// notification, not one each.
+fn announcements<'a>(fresh: &[&'a Approval]) -> Vec<(&'a ApprovalCard, usize)> {
+    let mut out: Vec<(&ApprovalCard, usize)> = Vec::new();
+    for approval in fresh {
+        let card = &approval.card;
+        match out
+            .iter_mut()
+            .find(|(c, _)| c.agent.pid == card.agent.pid && c.server == card.server)
+        {
+            Some((_, more)) => *more += 1,
+            None => out.push((card, 0)),
+        }
+    }
+    out
+}
+
+/// A native notification for a new request (and `more` that came with it from the same agent
+/// and server). Where no notification service runs (a bare X server), this logs and goes on:
+/// the approval window and the tray still show it.
+fn announce<R: Runtime>(app: &AppHandle<R>, card: &ApprovalCard, more: usize) {
     let title = match card.what {
         AskFor::Session => "An agent asks to use a server",
         AskFor::Call | AskFor::SessionAndCall => "An agent asks to call a tool",
     };
+    let also = match more {
+        0 => String::new(),
+        1 => " (and 1 more request)".to_owned(),
+        n => format!(" (and {n} more requests)"),
+    };
     let body = format!(
-        "{} wants {} on {}: approve or deny in Postern",
+        "{} wants {} on {}{also}: approve or deny in Postern",
         one_line(&agent_name(card)),
         one_line(&card.tool.name),
         card.server
@@ -237,6 +261,33 @@ mod tests {
         assert!(
             shown.ends_with("· deploy\\u202eyolpednu\\u000a2 approvals waiting"),
             "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_burst_from_one_agent_and_server_is_one_notification_with_a_count() {
+        let approval = |pid: u32, server: &str| {
+            let mut card = sample::card();
+            card.agent.pid = pid;
+            card.server = server.parse().expect("label");
+            Approval::of(card)
+        };
+        let burst: Vec<Approval> = (0..5)
+            .map(|_| approval(41, "deploy"))
+            .chain([approval(41, "time"), approval(42, "deploy")])
+            .collect();
+        let fresh: Vec<&Approval> = burst.iter().collect();
+        let told: Vec<(u32, String, usize)> = announcements(&fresh)
+            .into_iter()
+            .map(|(card, more)| (card.agent.pid, card.server.to_string(), more))
+            .collect();
+        assert_eq!(
+            told,
+            [
+                (41, "deploy".to_owned(), 4),
+                (41, "time".to_owned(), 0),
+                (42, "deploy".to_owned(), 0)
+            ]
         );
     }
 
