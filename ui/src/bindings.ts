@@ -122,7 +122,7 @@ credentials: CredentialsView,
  */
 unresponsiveSinceMs: number | null, };
 
-export type SessionState = "stopped" | "starting" | "identityPending" | "catalogReady";
+export type SessionState = "stopped" | "starting" | "identityPending" | "catalogReady" | "catalogRefreshing";
 
 export type ExecutionView = { 
 /**

@@ -11,6 +11,7 @@ type Tone = "ok" | "warn" | "bad" | "idle";
 /** Each state by the contract's name (§7), and the tone it shows in. */
 const STATES: Record<SessionState, [Tone, string]> = {
   catalogReady: ["ok", "catalog-ready"],
+  catalogRefreshing: ["warn", "catalog-refreshing"],
   identityPending: ["warn", "identity-pending"],
   starting: ["warn", "starting"],
   stopped: ["idle", "stopped"],
@@ -59,6 +60,7 @@ function agentChain(agent: AgentView | null): HTMLElement {
 function stateTitle(s: SessionStatus): string | undefined {
   if (s.state === "stopped" && s.lastExit !== null) return `last exit: ${s.lastExit}`;
   if (s.state === "identityPending") return "a new epoch: requests are held until its catalog is fetched";
+  if (s.state === "catalogRefreshing") return "the server said its tools changed: requests are held until Postern has checked the new catalog";
   return undefined;
 }
 

@@ -72,6 +72,7 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
         SessionState::Starting => "starting",
         SessionState::IdentityPending => "identity-pending",
         SessionState::CatalogReady => "catalog-ready",
+        SessionState::CatalogRefreshing => "catalog-refreshing",
     };
     let client = s.client.as_deref().unwrap_or("agent");
     writeln!(out, "  session {} ({client}): {state}", s.id)?;

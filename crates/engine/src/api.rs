@@ -126,6 +126,9 @@ pub enum SessionState {
     IdentityPending,
     /// Running, its catalog known.
     CatalogReady,
+    /// Running; the server said its tools changed and Postern is fetching and checking the new
+    /// catalog: requests are held.
+    CatalogRefreshing,
 }
 
 /// An execution record as shells show it.
@@ -261,6 +264,7 @@ fn session_status(s: &SessionInfo) -> SessionStatus {
             Phase::Starting => SessionState::Starting,
             Phase::IdentityPending => SessionState::IdentityPending,
             Phase::CatalogReady => SessionState::CatalogReady,
+            Phase::CatalogRefreshing => SessionState::CatalogRefreshing,
         },
         server_pid: s.pid(),
         execution: s.record.as_ref().map(execution_view),

@@ -20,6 +20,9 @@ pub enum Phase {
     IdentityPending,
     /// The epoch's catalog is known: requests flow.
     CatalogReady,
+    /// The server said its tools changed: the gate fetches and checks the new catalog, and
+    /// requests are held until it is in.
+    CatalogRefreshing,
 }
 
 /// What status views show about one agent session.

@@ -532,7 +532,9 @@ impl Session {
         let _ = self.to_agent.send(line);
     }
 
-    fn publish(&self) {
+    /// Shows the session's state in status: its phase derived from the upstream's state.
+    fn publish(&mut self) {
+        self.info.phase = self.upstream.phase();
         self.ctx.sessions.upsert(self.info.clone());
     }
 

@@ -32,6 +32,7 @@ use super::{Event, InFlight, Session, now_ms, outcome_of};
 use crate::framing::{Line, MAX_FRAME, Outbound, top_level_id};
 use crate::message::{self, Id, Kind, Message, code};
 use crate::method::{self, Route};
+use crate::registry::Phase;
 pub(super) use tasks::Task;
 
 pub(super) enum Upstream {
@@ -49,8 +50,8 @@ pub(super) struct Running {
     started: Instant,
     stdout_closed: bool,
     exit: Option<ExitReport>,
-    /// The catalog fetch in progress: the internal request id and the pages so far.
-    fetch: Option<Fetch>,
+    /// Where the epoch's catalog stands, and the fetch in progress.
+    catalog: CatalogStage,
     fetches: u32,
     refetch_scheduled: bool,
     /// The gate's health ping in flight, and when it went out.
@@ -61,7 +62,60 @@ pub(super) struct Running {
     _watchers: Watchers,
 }
 
-struct Fetch {
+/// Where a running epoch's catalog stands (refresh-contract §7): the session's status is
+/// derived from it ([`Upstream::phase`]), so it cannot say one thing while requests do another.
+pub(super) enum CatalogStage {
+    /// The epoch's catalog is not in: agent requests are held. The fetch starts once the server
+    /// is initialized (`None` until then).
+    Fetching(Option<Fetch>),
+    /// The catalog is in and checked: requests flow.
+    Ready,
+    /// The server said its tools changed: a newer catalog of the same epoch is being fetched,
+    /// and agent requests are held until it is in and checked.
+    Refreshing(Fetch),
+}
+
+impl CatalogStage {
+    /// The fetch in progress, if any.
+    fn fetch(&self) -> Option<&Fetch> {
+        match self {
+            Self::Fetching(fetch) => fetch.as_ref(),
+            Self::Refreshing(fetch) => Some(fetch),
+            Self::Ready => None,
+        }
+    }
+
+    fn fetch_mut(&mut self) -> Option<&mut Fetch> {
+        match self {
+            Self::Fetching(fetch) => fetch.as_mut(),
+            Self::Refreshing(fetch) => Some(fetch),
+            Self::Ready => None,
+        }
+    }
+
+    /// A fetch starts: from `Ready` it is a refresh; otherwise it replaces the one in progress.
+    fn begin(self, fetch: Fetch) -> Self {
+        match self {
+            Self::Ready | Self::Refreshing(_) => Self::Refreshing(fetch),
+            Self::Fetching(_) => Self::Fetching(Some(fetch)),
+        }
+    }
+
+    /// The fetch is over: the catalog is in (whatever the fetch brought), and the stage `Ready`.
+    fn finish(self) -> (Option<Fetch>, Self) {
+        match self {
+            Self::Fetching(fetch) => (fetch, Self::Ready),
+            Self::Refreshing(fetch) => (Some(fetch), Self::Ready),
+            Self::Ready => (None, Self::Ready),
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        matches!(self, Self::Ready)
+    }
+}
+
+pub(super) struct Fetch {
     id: Id,
     pages: Vec<Value>,
     /// Tell the agent to list again if the catalog differs from what it was shown.
@@ -122,8 +176,21 @@ impl Running {
 impl Upstream {
     /// Whether `id` is one of the gate's own requests in flight (a catalog fetch, a ping).
     pub(super) fn is_internal(&self, id: &Id) -> bool {
-        matches!(self, Upstream::Running(r) if r.fetch.as_ref().is_some_and(|f| f.id == *id)
+        matches!(self, Upstream::Running(r) if r.catalog.fetch().is_some_and(|f| f.id == *id)
             || r.ping.as_ref().is_some_and(|(p, _)| p == id))
+    }
+
+    /// The session's state as status shows it, derived from the upstream's own.
+    pub(super) fn phase(&self) -> Phase {
+        match self {
+            Upstream::Down => Phase::Stopped,
+            Upstream::Starting => Phase::Starting,
+            Upstream::Running(running) => match running.catalog {
+                CatalogStage::Fetching(_) => Phase::IdentityPending,
+                CatalogStage::Ready => Phase::CatalogReady,
+                CatalogStage::Refreshing(_) => Phase::CatalogRefreshing,
+            },
+        }
     }
 
     fn is_ping(&self, id: &Id) -> bool {
@@ -144,7 +211,7 @@ impl Session {
     pub(super) fn toward_server(&mut self, msg: Message) {
         let is_request = matches!(msg.kind, Kind::Request { .. });
         match &mut self.upstream {
-            Upstream::Running(running) if running.fetch.is_some() && is_request => {
+            Upstream::Running(running) if !running.catalog.is_ready() && is_request => {
                 self.held.push(msg)
             }
             Upstream::Running(_) => self.forward(msg),
@@ -298,7 +365,7 @@ impl Session {
             Event::RefetchCatalog { generation } if generation == self.generation => {
                 if let Upstream::Running(running) = &mut self.upstream {
                     running.refetch_scheduled = false;
-                    if running.fetch.is_none() {
+                    if running.catalog.is_ready() {
                         // The server said its tools changed: the agent is told once the gate
                         // has the new catalog, if it differs from what the agent was shown.
                         self.begin_fetch(true);

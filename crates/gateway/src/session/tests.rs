@@ -31,13 +31,16 @@ const STEP: Duration = Duration::from_secs(20);
 const LABEL: &str = "echo";
 
 /// A minimal MCP server: `initialize`, `tools/list` (one tool, `echo`; never answered when
-/// started with `mute-list`), and `tools/call` (answers with the call's arguments, or with a
-/// task when the call asks for one). Every line it reads is appended to the log file named by
+/// started with `mute-list`, only the first time with `mute-relist`), and `tools/call`
+/// (answers with the call's arguments, or with a task when the call asks for one; says its
+/// tools changed first when the arguments hold `"announce": true`). Every line it reads is appended to the log file named by
 /// its first argument.
 const SERVER: &str = r#"
 import json, sys
 log = open(sys.argv[1], "a", buffering=1)
 mute_list = sys.argv[2:] == ["mute-list"]
+mute_relist = sys.argv[2:] == ["mute-relist"]
+lists = 0
 for line in sys.stdin:
     log.write(line)
     msg = json.loads(line)
@@ -48,7 +51,8 @@ for line in sys.stdin:
         result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                   "serverInfo": {"name": "echo", "version": "1"}}
     elif method == "tools/list":
-        if mute_list:
+        lists += 1
+        if mute_list or (mute_relist and lists > 1):
             continue
         result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
     elif method == "tools/call" and "task" in msg["params"]:
@@ -56,6 +60,8 @@ for line in sys.stdin:
         result = {"task": {"taskId": "task-" + str(msg["id"]), "status": "working",
                            "createdAt": now, "lastUpdatedAt": now, "ttl": 60000}}
     elif method == "tools/call":
+        if msg["params"]["arguments"].get("announce"):
+            print(json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), flush=True)
         result = {"content": [{"type": "text", "text": json.dumps(msg["params"]["arguments"])}]}
     else:
         result = {}
@@ -175,11 +181,19 @@ impl Agent {
     /// Starts a session for a server that lists its catalog (or, with `mute_list`, never
     /// does), behind `gate`. Nothing is sent yet.
     fn connect(gate: HandGate, mute_list: bool) -> Agent {
-        Agent::connect_passing(gate, mute_list, &[])
+        let mode = if mute_list { Some("mute-list") } else { None };
+        Agent::start(gate, mode, &[])
     }
 
     /// [`Agent::connect`] to a server whose configuration passes the methods `pass`.
     fn connect_passing(gate: HandGate, mute_list: bool, pass: &[&str]) -> Agent {
+        let mode = if mute_list { Some("mute-list") } else { None };
+        Agent::start(gate, mode, pass)
+    }
+
+    /// A session for the server started with `mode` (`mute-list`, `mute-relist`), whose
+    /// configuration passes the methods `pass`.
+    fn start(gate: HandGate, mode: Option<&str>, pass: &[&str]) -> Agent {
         let dir = tempfile::tempdir().expect("tempdir");
         let script = dir.path().join("server.py");
         std::fs::write(&script, SERVER).expect("write the server");
@@ -189,8 +203,8 @@ impl Agent {
             script.display().to_string(),
             server_log.display().to_string(),
         ];
-        if mute_list {
-            command.push("mute-list".into());
+        if let Some(mode) = mode {
+            command.push(mode.into());
         }
         let label: ServerLabel = LABEL.parse().expect("label");
         let mut config = ServerConfig::new(label.clone(), command, Some(dir.path().into()), vec![])

@@ -9,10 +9,9 @@ use postern_domain::decision::Denial;
 use postern_domain::{AuditEvent, ExecutionEpoch};
 use serde_json::{Value, json};
 
-use super::{Fetch, Upstream};
+use super::{CatalogStage, Fetch, Upstream};
 use crate::authorize::Withdrawn;
 use crate::message::{self, Id, Message, code};
-use crate::registry::Phase;
 use crate::session::{Event, Session, Unsent};
 
 /// Bursts of `tools/list_changed` are collected this long before the catalog is fetched.
@@ -28,23 +27,26 @@ impl Session {
         let Some(id) = Id::from_value(&id_value) else {
             return;
         };
-        let announce = announce || running.fetch.as_ref().is_some_and(|f| f.announce);
-        running.fetch = Some(Fetch {
+        let announce = announce || running.catalog.fetch().is_some_and(|f| f.announce);
+        let fetch = Fetch {
             id: id.clone(),
             pages: Vec::new(),
             announce,
-        });
+        };
+        let stage = std::mem::replace(&mut running.catalog, CatalogStage::Ready);
+        running.catalog = stage.begin(fetch);
         let _ = running
             .stdin
             .send(message::request(&id_value, "tools/list", json!({})));
         self.fetch_deadline(id);
+        self.publish();
     }
 
     pub(super) fn on_fetch_response(&mut self, mut msg: Message) {
         let Upstream::Running(running) = &mut self.upstream else {
             return;
         };
-        let Some(fetch) = running.fetch.as_mut() else {
+        let Some(fetch) = running.catalog.fetch_mut() else {
             return;
         };
         match msg.body.remove("result") {
@@ -72,9 +74,11 @@ impl Session {
                 tracing::warn!(session = self.info.id, server = %self.info.server, "the server refused tools/list; its catalog is empty")
             }
         }
-        let Some(fetch) = running.fetch.take() else {
+        let stage = std::mem::replace(&mut running.catalog, CatalogStage::Ready);
+        let (Some(fetch), ready) = stage.finish() else {
             return;
         };
+        running.catalog = ready;
         let instructions = running
             .init
             .get("instructions")
@@ -117,7 +121,6 @@ impl Session {
             .as_ref()
             .is_some_and(|shown| shown.digest() != catalog.digest());
         self.info.catalog = Some(catalog);
-        self.info.phase = Phase::CatalogReady;
         if changed {
             // A decision being made about the old definitions would be about something else.
             let expired = Unsent::Refused(Denial::approval_expired());

@@ -11,10 +11,10 @@ use postern_supervisor::ExitReport;
 use serde_json::{Value, json};
 
 use super::calls::tool_error;
-use super::{Upstream, stop_gracefully};
+use super::{CatalogStage, Upstream, stop_gracefully};
 use crate::authorize::Withdrawn;
 use crate::message::{self, Id, Kind, code};
-use crate::registry::{Credentials, Phase};
+use crate::registry::Credentials;
 use crate::session::{Event, Session, Unsent, now_ms};
 
 /// A launch that ends sooner than this after starting counts as a crash for back-off.
@@ -33,7 +33,6 @@ impl Session {
             _ => return,
         };
         self.upstream = Upstream::Down;
-        self.info.phase = Phase::Stopped;
         let reason = format!("server exited ({report})");
         self.info.last_exit = Some(reason.clone());
         tracing::warn!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, %report, unanswered = self.in_flight.len(), "server exited");
@@ -65,7 +64,6 @@ impl Session {
         let old_epoch = running.record.epoch;
         tracing::info!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, "stopping: {why}");
         tokio::spawn(stop_gracefully(*running));
-        self.info.phase = Phase::Stopped;
         self.info.last_exit = Some(why.to_owned());
         self.info.credentials = Credentials::default();
         self.end_epoch(old_epoch, None, why);
@@ -82,12 +80,11 @@ impl Session {
         let new_epoch = record.epoch;
         tracing::warn!(session = self.info.id, server = %self.info.server, old_epoch = %old_epoch, new_epoch = %new_epoch, "server_replaced: {why}");
         running.record = record.clone();
-        running.fetch = None;
+        running.catalog = CatalogStage::Fetching(None);
         // Calls still waiting for their intent were meant for the old code.
         running.outbox.retain(|(_, waiting)| waiting.is_none());
         self.info.record = Some(record);
         self.info.artifacts_newer.clear();
-        self.info.phase = Phase::IdentityPending;
         self.end_epoch(old_epoch, Some(new_epoch), why);
         self.begin_fetch(true);
         self.publish();

@@ -32,7 +32,7 @@ impl Session {
         let Upstream::Running(running) = &self.upstream else {
             return;
         };
-        if running.fetch.as_ref().is_some_and(|f| f.id == *id) {
+        if running.catalog.fetch().is_some_and(|f| f.id == *id) {
             let reason = format!(
                 "the server did not answer the gate's tools/list within {}s",
                 FETCH_DEADLINE.as_secs()

@@ -12,11 +12,11 @@ use postern_supervisor::{ArtifactWatch, DigestCache, ProcessGroupSample};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::{Running, Upstream, Watchers};
+use super::{CatalogStage, Running, Upstream, Watchers};
 use crate::framing;
 use crate::handshake::initialize_result;
 use crate::message::{self, Kind, code};
-use crate::registry::{Credentials, Phase};
+use crate::registry::Credentials;
 use crate::session::{Event, Session};
 use crate::upstream::{self, StartError, Started};
 
@@ -28,7 +28,6 @@ impl Session {
         self.generation += 1;
         let generation = self.generation;
         self.upstream = Upstream::Starting;
-        self.info.phase = Phase::Starting;
         self.publish();
         let (directory, cache) = (Arc::clone(&self.ctx.directory), Arc::clone(&self.ctx.cache));
         let label = self.info.server.clone();
@@ -129,7 +128,6 @@ impl Session {
         self.info.artifacts_newer.clear();
         self.info.last_exit = None;
         self.info.unresponsive_since_ms = None;
-        self.info.phase = Phase::IdentityPending;
         self.upstream = Upstream::Running(Box::new(Running {
             stdin: stdin_tx,
             handle,
@@ -139,7 +137,7 @@ impl Session {
             started: Instant::now(),
             stdout_closed: false,
             exit: None,
-            fetch: None,
+            catalog: CatalogStage::Fetching(None),
             fetches: 0,
             refetch_scheduled: false,
             ping: None,
@@ -167,7 +165,6 @@ impl Session {
         let reason = error.reason().to_owned();
         tracing::warn!(session = self.info.id, server = %self.info.server, "{reason}");
         self.upstream = Upstream::Down;
-        self.info.phase = Phase::Stopped;
         self.info.last_exit = Some(reason.clone());
         self.count_crash(matches!(error, StartError::Crashed(_)));
         self.answer_init();

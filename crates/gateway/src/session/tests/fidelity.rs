@@ -8,6 +8,7 @@ use serde_json::json;
 use super::{Agent, HandGate, LABEL, lock, rpc_error};
 use crate::authorize::Direction;
 use crate::authorize::Verdict;
+use crate::registry::Phase;
 use crate::session::Command;
 use postern_domain::decision::Authority;
 
@@ -245,5 +246,37 @@ async fn a_task_of_an_ended_epoch_is_failed_and_never_reaches_the_new_code() {
         polls.len(),
         1,
         "only the poll of epoch A reached a server: {polls:?}"
+    );
+}
+
+/// The session's state is derived from the upstream's own: while the gate refetches a catalog
+/// the server said changed, status says so and requests wait for it.
+#[tokio::test]
+async fn while_the_gate_refetches_a_changed_catalog_status_says_so_and_requests_wait() {
+    let mut agent = Agent::start(HandGate::default(), Some("mute-relist"), &[]);
+    agent.handshake().await;
+    let listed = agent.request(json!("list"), "tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"][0]["name"], "echo", "{listed}");
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "echo", "arguments": {"announce": true}}}))
+        .await;
+    let (_, done) = agent.gate.decided().await;
+    done(Verdict::Allow(Authority::Observed));
+    let answered = agent.next().await;
+    assert_eq!(answered["id"], 1, "{answered}");
+    // The server's list_changed is not forwarded; the gate refetches (and this server never
+    // answers a second tools/list).
+    agent.wait_phase(Phase::CatalogRefreshing).await;
+    agent.start_call(json!(2)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        lock(&agent.gate.asked).len(),
+        1,
+        "the call waits for the catalog"
+    );
+    assert_eq!(
+        agent.sessions.snapshot().first().map(|s| s.phase),
+        Some(Phase::CatalogRefreshing)
     );
 }
