@@ -7,6 +7,7 @@
 //! `session/server.rs` and its submodules and follows docs/refresh-contract.md; this
 //! file is the agent side.
 
+mod requests;
 mod server;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,7 @@ use crate::method;
 use crate::registry::{Phase, SessionInfo, Sessions};
 use crate::upstream::{ServerDirectory, StartError, Started};
 
+use requests::Requests;
 use server::Upstream;
 
 /// How many requests one agent session may have open at once (in flight, held, or with the
@@ -117,14 +119,9 @@ pub(crate) async fn run<R>(
         events,
         server_lines,
         upstream_pressure,
-        pending_init: None,
-        init_repeats: 0,
         upstream: Upstream::Down,
         generation: 0,
-        held: Vec::new(),
-        in_flight: HashMap::new(),
-        authorizing: HashMap::new(),
-        settling: HashMap::new(),
+        requests: Requests::default(),
         server_requests: HashMap::new(),
         tasks: HashMap::new(),
         crashes: 0,
@@ -167,24 +164,12 @@ struct Session {
     /// Whether `session_started` is in the audit log: written once the agent said who it is
     /// (its `initialize`, or the shim's resume), or at the end for one that never did.
     started_recorded: bool,
-    /// The agent's `initialize` request, answered once the server is up.
-    pending_init: Option<Id>,
-    /// How many more `initialize` requests with that same id arrived meanwhile: each is
-    /// refused ("already initialized") right after the first is answered.
-    init_repeats: u32,
     upstream: Upstream,
     /// Bumped at every launch and every epoch change; older events are ignored.
     generation: u64,
-    /// Agent messages waiting for the server to start or its catalog to arrive.
-    held: Vec<Message>,
-    /// Agent requests sent to the current epoch and not yet answered: id -> method, tool.
-    in_flight: HashMap<Id, InFlight>,
-    /// Tool calls waiting for the gate's decision (perhaps a human's): nothing of them has
-    /// reached the server.
-    authorizing: HashMap<Id, Authorizing>,
-    /// Tool calls that can no longer be forwarded but whose verdict the gate had already
-    /// given when they were withdrawn: it answers them once it arrives.
-    settling: HashMap<Id, Settling>,
+    /// Every agent request still owed an answer, by id and where it stands (held, with the
+    /// gate, withdrawn but owed a verdict, forwarded), and the messages held for the server.
+    requests: Requests,
     /// Server-to-agent requests the agent has not answered yet.
     server_requests: HashMap<Id, InFlight>,
     /// Tasks this session's calls created, by task id (`session/server/tasks.rs`).
@@ -213,7 +198,7 @@ struct Authorizing {
     stage: Stage,
 }
 
-/// How far the gate got with a call in [`Session::authorizing`].
+/// How far the gate got with a call it is deciding ([`requests::Open::Deciding`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     /// Deciding (perhaps asking a human); the verdict comes as [`Event::Authorized`].
@@ -365,11 +350,10 @@ impl Session {
     }
 
     fn on_agent_request(&mut self, msg: Message, id: Id, method: &str) {
-        if method == "initialize" && self.pending_init.as_ref() == Some(&id) {
+        if method == "initialize" && self.requests.repeat_initialize(&id) {
             // The agent's `initialize` sent again while the first waits for the server: it is
             // refused once the first is answered, so the first answer with this id is the
             // first request's own.
-            self.init_repeats += 1;
             return;
         }
         // Checked before any method is looked at: an answer to a request whose id is taken,
@@ -416,7 +400,7 @@ impl Session {
                 self.info.client = client_name(&params);
                 self.client_init = Some(params);
                 self.record_started();
-                self.pending_init = Some(id);
+                self.requests.initialize(id);
                 self.start_upstream();
             }
             _ if self.client_init.is_none() => self.reply(message::error(
@@ -473,15 +457,15 @@ impl Session {
                     );
                     return;
                 };
-                if let Some(call) = self.in_flight.remove(&id) {
+                if let Some(call) = self.requests.take_forwarded(&id) {
                     // Forwarded: the journal says how it ended, not "no result" forever.
                     self.audit_result(&id, &call, CallOutcome::Cancelled);
                     return self.toward_server(msg);
                 }
-                if self.settling.remove(&id).is_some() {
+                if self.requests.take_settling(&id).is_some() {
                     return; // withdrawn already; its verdict will find nothing to answer
                 }
-                if let Some(waiting) = self.authorizing.remove(&id) {
+                if let Some(waiting) = self.requests.take_deciding(&id) {
                     // The server never saw it: nothing to tell it.
                     self.ctx.authorizer.withdraw(
                         self.info.id,
@@ -490,8 +474,7 @@ impl Session {
                     );
                     return;
                 }
-                self.held
-                    .retain(|m| !matches!(&m.kind, Kind::Request { id: held, .. } if *held == id));
+                self.requests.unhold(&id);
             }
             _ if method::forwards_notification(method) => self.toward_server(msg),
             _ => {
@@ -510,20 +493,12 @@ impl Session {
     /// answered, a request in flight, a call the gate is deciding (or whose verdict is still
     /// on its way), a held request (or the catalog fetch's own id).
     fn id_in_use(&self, id: &Id) -> bool {
-        self.pending_init.as_ref() == Some(id)
-            || self.in_flight.contains_key(id)
-            || self.authorizing.contains_key(id)
-            || self.settling.contains_key(id)
-            || self.upstream.is_internal(id)
-            || self
-                .held
-                .iter()
-                .any(|m| matches!(&m.kind, Kind::Request { id: q, .. } if q == id))
+        self.requests.contains(id) || self.upstream.is_internal(id)
     }
 
     /// Requests of the agent still owed an answer: in flight, held, or with the gate.
     fn open_requests(&self) -> usize {
-        self.in_flight.len() + self.authorizing.len() + self.settling.len() + self.held.len()
+        self.requests.len()
     }
 
     // ---- plumbing ----
@@ -544,7 +519,7 @@ impl Session {
 
     async fn close(mut self) {
         self.ctx.sessions.remove(self.info.id);
-        for waiting in self.authorizing.values() {
+        for waiting in self.requests.all_deciding() {
             self.ctx.authorizer.withdraw(
                 self.info.id,
                 waiting.call,

@@ -212,10 +212,10 @@ impl Session {
         let is_request = matches!(msg.kind, Kind::Request { .. });
         match &mut self.upstream {
             Upstream::Running(running) if !running.catalog.is_ready() && is_request => {
-                self.held.push(msg)
+                self.requests.hold(msg)
             }
             Upstream::Running(_) => self.forward(msg),
-            Upstream::Starting => self.held.push(msg),
+            Upstream::Starting => self.requests.hold(msg),
             Upstream::Down if is_request => {
                 if let Some(until) = self.info.backoff_until_ms.filter(|until| *until > now_ms()) {
                     if let Kind::Request { id, .. } = &msg.kind {
@@ -234,7 +234,7 @@ impl Session {
                     }
                     return;
                 }
-                self.held.push(msg);
+                self.requests.hold(msg);
                 self.start_upstream();
             }
             Upstream::Down => {
@@ -275,7 +275,7 @@ impl Session {
                     }
                     // Discovery (and the few methods the gate answers, which never get here).
                     Route::Discovery | Route::Answered => {
-                        self.in_flight.insert(
+                        self.requests.forward(
                             id,
                             InFlight {
                                 method: method.clone(),
@@ -409,7 +409,7 @@ impl Session {
             Kind::Response { id } if self.upstream.is_ping(id) => self.on_pong(),
             Kind::Response { id } if self.upstream.is_internal(id) => self.on_fetch_response(msg),
             Kind::Response { id } => {
-                if let Some(call) = self.in_flight.remove(id) {
+                if let Some(call) = self.requests.take_forwarded(id) {
                     // A call answered with a task has its outcome journaled when its result
                     // comes (or its epoch ends).
                     if !(call.method == "tools/call" && self.note_created_task(id, &call, &msg)) {
@@ -454,7 +454,7 @@ impl Session {
         if self.upstream.is_internal(&id) {
             return self.fail_fetch(&id, reason);
         }
-        if let Some(call) = self.in_flight.remove(&id) {
+        if let Some(call) = self.requests.take_forwarded(&id) {
             self.audit_result(&id, &call, postern_domain::CallOutcome::Error);
             self.reply(message::error(
                 Some(&id),

@@ -91,7 +91,7 @@ impl Session {
             arguments,
             withheld: self.info.credentials.withheld.clone(),
         };
-        self.authorizing.insert(
+        self.requests.decide(
             id.clone(),
             Authorizing {
                 call,
@@ -133,8 +133,8 @@ impl Session {
 
     /// The gate decided a call: forward it (intent first) or answer with the refusal.
     pub(super) fn on_authorized(&mut self, id: Id, call: CallId, verdict: Verdict) {
-        if self.settling.get(&id).is_some_and(|s| s.call == call)
-            && let Some(settling) = self.settling.remove(&id)
+        if self.requests.settling(&id).is_some_and(|s| s.call == call)
+            && let Some(settling) = self.requests.take_settling(&id)
         {
             return match verdict {
                 Verdict::Deny(denial) => self.refuse(id, settling.tool, denial),
@@ -144,10 +144,10 @@ impl Session {
                 }
             };
         }
-        if self.authorizing.get(&id).is_none_or(|w| w.call != call) {
+        if self.requests.deciding(&id).is_none_or(|w| w.call != call) {
             return; // withdrawn meanwhile: cancelled, or its epoch ended
         }
-        let Some(waiting) = self.authorizing.remove(&id) else {
+        let Some(waiting) = self.requests.take_deciding(&id) else {
             return;
         };
         match verdict {
@@ -156,7 +156,7 @@ impl Session {
                 // The human released credentials this launch was not given: a new launch
                 // of the same code gets them, and the call is decided again there.
                 self.restart("credentials released after approval");
-                self.held.push(waiting.msg);
+                self.requests.hold(waiting.msg);
             }
             Verdict::Allow(authority) if self.is_builtin() => {
                 self.fetch_injection(id, waiting, authority)
@@ -175,7 +175,7 @@ impl Session {
     /// answers it, anything else gets `unsent`. None of them is ever told it may have taken
     /// effect.
     pub(in crate::session) fn abandon_authorizing(&mut self, why: Withdrawn, unsent: &Unsent) {
-        for (id, waiting) in std::mem::take(&mut self.authorizing) {
+        for (id, waiting) in self.requests.take_all_deciding() {
             let decided = waiting.stage == Stage::Deciding
                 && self
                     .ctx
@@ -188,7 +188,7 @@ impl Session {
                     tool: waiting.tool,
                     unsent: unsent.clone(),
                 };
-                self.settling.insert(id, settling);
+                self.requests.settle(id, settling);
             } else {
                 self.answer_unsent(id, waiting.tool, unsent.clone());
             }
@@ -238,7 +238,7 @@ impl Session {
             stage: Stage::Injecting,
             ..waiting
         };
-        self.authorizing.insert(id.clone(), waiting);
+        self.requests.decide(id.clone(), waiting);
         let authorizer = Arc::clone(&self.ctx.authorizer);
         let (server, events) = (self.info.server.clone(), self.events.clone());
         tokio::task::spawn_blocking(move || {
@@ -260,10 +260,10 @@ impl Session {
         authority: Authority,
         outcome: Result<Vec<InjectedHeader>, InjectError>,
     ) {
-        if self.authorizing.get(&id).is_none_or(|w| w.call != call) {
+        if self.requests.deciding(&id).is_none_or(|w| w.call != call) {
             return; // withdrawn meanwhile; the values are dropped unused
         }
-        let Some(waiting) = self.authorizing.remove(&id) else {
+        let Some(waiting) = self.requests.take_deciding(&id) else {
             return;
         };
         match outcome {
@@ -369,7 +369,7 @@ impl Session {
             arguments,
             authority: Some(authority),
         };
-        self.in_flight.insert(
+        self.requests.forward(
             id.clone(),
             InFlight {
                 method: method.to_owned(),
@@ -400,7 +400,7 @@ impl Session {
             Ok(()) => running.release(&id, true),
             Err(reason) => {
                 running.release(&id, false);
-                if let Some(request) = self.in_flight.remove(&id) {
+                if let Some(request) = self.requests.take_forwarded(&id) {
                     tracing::error!(session = self.info.id, %id, "call refused: its intent could not be recorded: {reason}");
                     let detail = json!({"error": "audit_unavailable", "reason": reason});
                     let text =

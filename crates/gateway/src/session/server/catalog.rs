@@ -133,7 +133,7 @@ impl Session {
                 None,
             ));
         }
-        for msg in std::mem::take(&mut self.held) {
+        for msg in self.requests.take_held() {
             self.toward_server(msg);
         }
     }

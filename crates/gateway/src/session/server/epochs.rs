@@ -35,7 +35,7 @@ impl Session {
         self.upstream = Upstream::Down;
         let reason = format!("server exited ({report})");
         self.info.last_exit = Some(reason.clone());
-        tracing::warn!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, %report, unanswered = self.in_flight.len(), "server exited");
+        tracing::warn!(session = self.info.id, server = %self.info.server, epoch = %old_epoch, %report, unanswered = self.requests.forwarded_count(), "server exited");
         self.count_crash(started.elapsed() < CRASH_WINDOW);
         self.end_epoch(old_epoch, None, &reason);
         self.publish();
@@ -102,9 +102,7 @@ impl Session {
             new_epoch: new,
             reason: reason.to_owned(),
         });
-        for (id, call) in &self.in_flight {
-            self.audit_result(id, call, CallOutcome::EpochTransition);
-        }
+
         let label = self.info.server.as_str();
         let detail = |code: &str, retry: &str| {
             json!({
@@ -130,7 +128,8 @@ impl Session {
         let unsent_text = format!(
             "server '{label}' changed execution epoch ({reason}) before this request was forwarded; nothing of it reached the server"
         );
-        for (id, call) in std::mem::take(&mut self.in_flight) {
+        for (id, call) in self.requests.take_all_forwarded() {
+            self.audit_result(&id, &call, CallOutcome::EpochTransition);
             self.reply(epoch_answer(&id, &call.method, &forwarded_text, &forwarded));
         }
         self.lose_tasks(old, &forwarded, reason);
@@ -149,7 +148,7 @@ impl Session {
             detail: unsent.clone(),
         };
         self.abandon_authorizing(Withdrawn::EpochEnded, &unanswered);
-        for msg in std::mem::take(&mut self.held) {
+        for msg in self.requests.take_held() {
             if let Kind::Request { id, method } = &msg.kind {
                 self.reply(epoch_answer(id, method, &unsent_text, &unsent));
             }

@@ -147,7 +147,7 @@ impl Session {
         self.publish();
         self.answer_init();
 
-        let held = std::mem::take(&mut self.held);
+        let held = self.requests.take_held();
         let agent_sends_initialized = held
             .iter()
             .any(|m| matches!(&m.kind, Kind::Notification { method } if method == "notifications/initialized"));
@@ -169,7 +169,7 @@ impl Session {
         self.count_crash(matches!(error, StartError::Crashed(_)));
         self.answer_init();
         let data = json!({"error": "server_unavailable", "server": self.info.server.as_str()});
-        for msg in std::mem::take(&mut self.held) {
+        for msg in self.requests.take_held() {
             if let Kind::Request { id, .. } = &msg.kind {
                 self.reply(message::error(
                     Some(id),
@@ -184,7 +184,7 @@ impl Session {
 
     /// Answers the agent's `initialize`, then refuses any repeat of it sent meanwhile.
     fn answer_init(&mut self) {
-        if let Some(id) = self.pending_init.take() {
+        if let Some((id, repeats)) = self.requests.take_initialize() {
             let params = self.client_init.clone().unwrap_or_else(|| json!({}));
             let upstream = match &self.upstream {
                 Upstream::Running(running) => Some(&running.init),
@@ -194,7 +194,7 @@ impl Session {
                 &id,
                 initialize_result(self.info.server.as_str(), &params, upstream),
             ));
-            for _ in 0..std::mem::take(&mut self.init_repeats) {
+            for _ in 0..repeats {
                 self.reply(message::error(
                     Some(&id),
                     code::INVALID_REQUEST,

@@ -38,7 +38,7 @@ impl Session {
                 let line = msg.line;
                 let name = method.clone();
                 self.send_after_intent(id.clone(), &method, name, arguments, authority, line);
-                if let Some(request) = self.in_flight.get_mut(&id) {
+                if let Some(request) = self.requests.forwarded_mut(&id) {
                     request.task = task;
                 }
             }

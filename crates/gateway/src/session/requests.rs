@@ -1,0 +1,312 @@
+//! Every agent request a session still owes an answer, in one table keyed by id, each with
+//! where it stands: the agent's `initialize` waiting for the server, held until the catalog is
+//! in, with the gate, withdrawn but owed the gate's verdict, or forwarded. A request is in
+//! exactly one of these at a time, so an id is in use exactly while it is in the table, and a
+//! move from one to the next takes it out of the first.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::{Authorizing, InFlight, Settling};
+use crate::message::{Id, Kind, Message};
+
+/// Where one open request stands.
+#[derive(Debug)]
+pub(super) enum Open {
+    /// The agent's `initialize`, answered once the server is up; `repeats` more requests with
+    /// its id arrived meanwhile, each refused just after it is answered.
+    Initialize { repeats: u32 },
+    /// Held until the server has started and its catalog is in (the message waits in the
+    /// held queue, in order).
+    Held,
+    /// With the gate (perhaps a human): nothing of it reached the server.
+    Deciding(Authorizing),
+    /// Withdrawn from the gate after its verdict was given; answered once that arrives.
+    Settling(Settling),
+    /// Forwarded to the current epoch, not answered yet.
+    Forwarded(InFlight),
+}
+
+/// The table, and the queue of messages (requests and notifications) held for the server.
+#[derive(Debug, Default)]
+pub(super) struct Requests {
+    open: HashMap<Id, Open>,
+    held: VecDeque<Message>,
+}
+
+impl Requests {
+    /// Whether a request with this id is open.
+    pub(super) fn contains(&self, id: &Id) -> bool {
+        self.open.contains_key(id)
+    }
+
+    /// How many requests are open.
+    pub(super) fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    // ---- initialize ----
+
+    /// The agent's `initialize` now waits for the server.
+    pub(super) fn initialize(&mut self, id: Id) {
+        self.open.insert(id, Open::Initialize { repeats: 0 });
+    }
+
+    /// Another `initialize` with the id of the one waiting: counted, to be refused after it.
+    /// False when `id` is not the waiting `initialize`'s.
+    pub(super) fn repeat_initialize(&mut self, id: &Id) -> bool {
+        match self.open.get_mut(id) {
+            Some(Open::Initialize { repeats }) => {
+                *repeats += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes the waiting `initialize` out: its id and how many repeats to refuse.
+    pub(super) fn take_initialize(&mut self) -> Option<(Id, u32)> {
+        let id = self
+            .open
+            .iter()
+            .find(|(_, o)| matches!(o, Open::Initialize { .. }))
+            .map(|(id, _)| id.clone())?;
+        match self.open.remove(&id) {
+            Some(Open::Initialize { repeats }) => Some((id, repeats)),
+            _ => None,
+        }
+    }
+
+    // ---- held ----
+
+    /// Holds a message until the server is ready (a request is open meanwhile).
+    pub(super) fn hold(&mut self, msg: Message) {
+        if let Kind::Request { id, .. } = &msg.kind {
+            self.open.insert(id.clone(), Open::Held);
+        }
+        self.held.push_back(msg);
+    }
+
+    /// Takes every held message, in order; their requests are no longer open (the caller
+    /// routes each again, or answers it).
+    pub(super) fn take_held(&mut self) -> Vec<Message> {
+        let held: Vec<Message> = self.held.drain(..).collect();
+        for msg in &held {
+            if let Kind::Request { id, .. } = &msg.kind
+                && matches!(self.open.get(id), Some(Open::Held))
+            {
+                self.open.remove(id);
+            }
+        }
+        held
+    }
+
+    /// Drops the held request `id` (it was cancelled); false when none was held.
+    pub(super) fn unhold(&mut self, id: &Id) -> bool {
+        if !matches!(self.open.get(id), Some(Open::Held)) {
+            return false;
+        }
+        self.open.remove(id);
+        self.held
+            .retain(|m| !matches!(&m.kind, Kind::Request { id: held, .. } if held == id));
+        true
+    }
+
+    // ---- with the gate ----
+
+    /// The call `id` goes to the gate (or back to it, to read its credentials).
+    pub(super) fn decide(&mut self, id: Id, waiting: Authorizing) {
+        self.open.insert(id, Open::Deciding(waiting));
+    }
+
+    /// The call `id` if it is with the gate.
+    pub(super) fn deciding(&self, id: &Id) -> Option<&Authorizing> {
+        match self.open.get(id) {
+            Some(Open::Deciding(waiting)) => Some(waiting),
+            _ => None,
+        }
+    }
+
+    /// Takes the call `id` from the gate's hands, if it is there.
+    pub(super) fn take_deciding(&mut self, id: &Id) -> Option<Authorizing> {
+        self.take(id, |o| matches!(o, Open::Deciding(_)))
+            .and_then(|o| match o {
+                Open::Deciding(waiting) => Some(waiting),
+                _ => None,
+            })
+    }
+
+    /// Takes every call with the gate.
+    pub(super) fn take_all_deciding(&mut self) -> Vec<(Id, Authorizing)> {
+        self.take_all(|o| matches!(o, Open::Deciding(_)))
+            .into_iter()
+            .filter_map(|(id, o)| match o {
+                Open::Deciding(waiting) => Some((id, waiting)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every call with the gate.
+    pub(super) fn all_deciding(&self) -> impl Iterator<Item = &Authorizing> {
+        self.open.values().filter_map(|o| match o {
+            Open::Deciding(waiting) => Some(waiting),
+            _ => None,
+        })
+    }
+
+    // ---- withdrawn, owed a verdict ----
+
+    /// The call `id` was withdrawn after its verdict was given.
+    pub(super) fn settle(&mut self, id: Id, settling: Settling) {
+        self.open.insert(id, Open::Settling(settling));
+    }
+
+    /// The withdrawn call `id`, if it waits for its verdict.
+    pub(super) fn settling(&self, id: &Id) -> Option<&Settling> {
+        match self.open.get(id) {
+            Some(Open::Settling(settling)) => Some(settling),
+            _ => None,
+        }
+    }
+
+    /// Takes the withdrawn call `id`, if it waits for its verdict.
+    pub(super) fn take_settling(&mut self, id: &Id) -> Option<Settling> {
+        self.take(id, |o| matches!(o, Open::Settling(_)))
+            .and_then(|o| match o {
+                Open::Settling(settling) => Some(settling),
+                _ => None,
+            })
+    }
+
+    // ---- forwarded ----
+
+    /// The request `id` went to the server.
+    pub(super) fn forward(&mut self, id: Id, request: InFlight) {
+        self.open.insert(id, Open::Forwarded(request));
+    }
+
+    /// The forwarded request `id`.
+    pub(super) fn forwarded_mut(&mut self, id: &Id) -> Option<&mut InFlight> {
+        match self.open.get_mut(id) {
+            Some(Open::Forwarded(request)) => Some(request),
+            _ => None,
+        }
+    }
+
+    /// Takes the forwarded request `id` (it was answered, or it never will be).
+    pub(super) fn take_forwarded(&mut self, id: &Id) -> Option<InFlight> {
+        self.take(id, |o| matches!(o, Open::Forwarded(_)))
+            .and_then(|o| match o {
+                Open::Forwarded(request) => Some(request),
+                _ => None,
+            })
+    }
+
+    /// Takes every forwarded request (their epoch ended).
+    pub(super) fn take_all_forwarded(&mut self) -> Vec<(Id, InFlight)> {
+        self.take_all(|o| matches!(o, Open::Forwarded(_)))
+            .into_iter()
+            .filter_map(|(id, o)| match o {
+                Open::Forwarded(request) => Some((id, request)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How many forwarded requests wait for the server.
+    pub(super) fn forwarded_count(&self) -> usize {
+        self.open
+            .values()
+            .filter(|o| matches!(o, Open::Forwarded(_)))
+            .count()
+    }
+
+    fn take(&mut self, id: &Id, kind: impl Fn(&Open) -> bool) -> Option<Open> {
+        if self.open.get(id).is_some_and(kind) {
+            self.open.remove(id)
+        } else {
+            None
+        }
+    }
+
+    fn take_all(&mut self, kind: impl Fn(&Open) -> bool) -> Vec<(Id, Open)> {
+        let ids: Vec<Id> = self
+            .open
+            .iter()
+            .filter(|(_, o)| kind(o))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| self.open.remove(&id).map(|o| (id, o)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use bytes::Bytes;
+    use serde_json::json;
+
+    use super::*;
+
+    fn id(n: i64) -> Id {
+        Id::from_value(&json!(n)).expect("an id")
+    }
+
+    fn request(n: i64, method: &str) -> Message {
+        let line = json!({"jsonrpc": "2.0", "id": n, "method": method}).to_string();
+        Message::parse(Bytes::from(line)).expect("a request")
+    }
+
+    fn forwarded(method: &str) -> InFlight {
+        InFlight {
+            method: method.into(),
+            tool: None,
+            sent: Instant::now(),
+            task: None,
+        }
+    }
+
+    #[test]
+    fn a_request_is_in_one_place_and_a_move_takes_it_out_of_the_last() {
+        let mut requests = Requests::default();
+        requests.initialize(id(0));
+        assert!(requests.repeat_initialize(&id(0)));
+        assert!(
+            !requests.repeat_initialize(&id(1)),
+            "not the waiting initialize"
+        );
+        requests.hold(request(1, "tools/list"));
+        requests.hold(request(2, "resources/list"));
+        assert_eq!(requests.len(), 3);
+        assert!(requests.contains(&id(1)));
+
+        // Taking another kind leaves it where it is.
+        assert!(requests.take_forwarded(&id(1)).is_none());
+        assert!(requests.take_deciding(&id(1)).is_none());
+        assert!(requests.contains(&id(1)));
+
+        assert!(requests.unhold(&id(2)));
+        let held = requests.take_held();
+        assert_eq!(
+            held.len(),
+            1,
+            "the cancelled one is gone, the other released"
+        );
+        assert!(
+            !requests.contains(&id(1)),
+            "released: no longer open until routed"
+        );
+        requests.forward(id(1), forwarded("tools/list"));
+        assert_eq!(requests.forwarded_count(), 1);
+        assert_eq!(
+            requests.take_all_forwarded().len(),
+            1,
+            "the epoch's end answers it"
+        );
+        assert_eq!(requests.take_initialize(), Some((id(0), 1)));
+        assert_eq!(requests.len(), 0);
+    }
+}
