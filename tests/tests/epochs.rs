@@ -258,8 +258,9 @@ async fn a_build_leaves_the_old_process_running_and_says_so() -> Result<()> {
 /// "The process restarts but the tool list remains identical." refresh-contract §1 (every
 /// launch is a new epoch, even with every digest unchanged) and §3 (the revision is a digest of
 /// the catalog, so an identical catalog is the same revision): a restart gives a new epoch and
-/// the same revision; the agent is not told to re-list and no call is refused as stale. After a
-/// handler-only rebuild the identity digest changes although the catalog does not.
+/// the same revision; the agent is told of each new epoch (`list_changed`, issue 14) and no call
+/// is refused as stale. After a handler-only rebuild the identity digest changes although the
+/// catalog does not.
 #[tokio::test]
 async fn a_restart_with_an_identical_tool_list_is_a_new_epoch_with_the_same_revision() -> Result<()>
 {
@@ -309,15 +310,17 @@ async fn a_restart_with_an_identical_tool_list_is_a_new_epoch_with_the_same_revi
         );
         assert_eq!(third["catalog"]["changes"], json!([]), "{third}");
 
-        // The agent's listing is still current: its call goes through, to the new code.
+        // The agent's listing still describes the tools: its call goes through, to the new
+        // code. The new epoch is announced all the same (issue 14): a rebuild that kept its
+        // catalog is news, since the code that runs the calls changed.
         let answer = agent
             .call_next("publish_preview", json!({"branch": "two"}))
             .await?;
         assert_eq!(ok_text(&answer)?, "revision=B published two to preview");
         assert_eq!(
             agent.list_changed_seen(),
-            0,
-            "nothing to re-list, yet: {:?}",
+            2,
+            "each of the two new epochs is announced once: {:?}",
             agent.backlog()
         );
         assert_eq!(

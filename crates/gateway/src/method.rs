@@ -85,11 +85,21 @@ pub fn passable(method: &str) -> Result<(), String> {
     }
 }
 
-/// Whether an agent notification goes on to the server: only the protocol's own
-/// (`notifications/...`). Anything else without an id (a `tools/call` sent as a
-/// notification, say) would reach a server with no decision, so it is dropped.
+/// The notifications a client sends a server (2025-06-18 and 2025-11-25): the only ones an
+/// agent's are forwarded as.
+const CLIENT_NOTIFICATIONS: &[&str] = &[
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+    "notifications/tasks/status",
+];
+
+/// Whether an agent notification goes on to the server: only those a client sends a server.
+/// Anything else without an id (a `tools/call` sent as a notification, a server's own
+/// notification echoed back) would reach a server with no decision, so it is dropped.
 pub fn forwards_notification(method: &str) -> bool {
-    method.starts_with("notifications/")
+    CLIENT_NOTIFICATIONS.contains(&method)
 }
 
 /// What an operation's intent records as its arguments: its params without `_meta` (the
@@ -159,6 +169,8 @@ mod tests {
         assert!(forwards_notification("notifications/roots/list_changed"));
         assert!(!forwards_notification("tools/call"));
         assert!(!forwards_notification("resources/read"));
+        assert!(!forwards_notification("notifications/tools/list_changed"));
+        assert!(!forwards_notification("notifications/"));
     }
 
     #[test]

@@ -124,6 +124,7 @@ pub(crate) async fn run<R>(
         requests: Requests::default(),
         server_requests: HashMap::new(),
         tasks: HashMap::new(),
+        stale_told: None,
         crashes: 0,
     };
     session.publish();
@@ -174,6 +175,9 @@ struct Session {
     server_requests: HashMap<Id, InFlight>,
     /// Tasks this session's calls created, by task id (`session/server/tasks.rs`).
     tasks: HashMap<String, server::Task>,
+    /// The epoch for which this session was already refused a call as stale
+    /// (`authorization_stale`, `catalog_stale`): later calls are decided against it.
+    stale_told: Option<postern_domain::ExecutionEpoch>,
     /// Launches in a row that ended in a crash soon after starting.
     crashes: u32,
 }

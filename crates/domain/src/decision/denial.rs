@@ -140,7 +140,7 @@ impl Denial {
         Self {
             code: DenyCode::CatalogStale,
             message: format!(
-                "the definition of tool '{tool}' changed since this session listed tools; refresh tools/list and call again"
+                "the definition of tool '{tool}' changed since this session listed tools (the server was rebuilt or changed its tools); Postern did not make the call. Call it again with the new definition: Postern will ask you to approve it"
             ),
             detail: json!({
                 "error": "catalog_stale",
@@ -157,7 +157,7 @@ impl Denial {
         Self {
             code: DenyCode::AuthorizationStale,
             message: format!(
-                "the server's execution epoch changed from {approved} to {current} since this call was authorized; refresh tool metadata and request authorization"
+                "the server was rebuilt or restarted (execution epoch {approved} became {current}) since this call was approved, so Postern did not make it. Call again: Postern will ask you to approve the new code (in its window or menu bar, or `postern approvals`)"
             ),
             detail: authorization_stale(approved, current),
         }

@@ -281,12 +281,18 @@ impl Agent {
             .expect("write to the session");
     }
 
-    /// Sends a request and returns the next line the session writes (its answer, in these
-    /// tests: nothing else is outstanding when they use it).
+    /// Sends a request and returns the next message with an id the session writes (its
+    /// answer, in these tests: nothing else is outstanding when they use it); notifications
+    /// on the way are skipped.
     async fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
-        self.next().await
+        loop {
+            let line = self.next().await;
+            if line.get("id").is_some() {
+                return line;
+            }
+        }
     }
 
     /// Sends `tools/call echo` as `id` without waiting for an answer.

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use postern_domain::catalog::ToolDrift;
-use postern_domain::decision::{Authority, Denial};
+use postern_domain::decision::{Authority, Denial, DenyCode};
 use postern_domain::{
     AgentRun, AuditEvent, CallId, CallOutcome, Caller, CatalogView, Presented, Request,
 };
@@ -46,7 +46,14 @@ impl Session {
             .catalog
             .clone()
             .unwrap_or_else(|| Arc::new(unreachable_empty()));
-        let presented = self.info.presented.as_ref().zip(self.info.presented_epoch);
+        // What the agent knows of this epoch: what it was shown, or, once it was refused a call
+        // as stale since the epoch changed, the current catalog (that refusal told it; at most
+        // one call per session and epoch change is refused as stale, refresh-contract §4).
+        let told = self.stale_told == Some(running.record.epoch);
+        let presented = match (&self.info.catalog, told) {
+            (Some(current), true) => Some((current, running.record.epoch)),
+            _ => self.info.presented.as_ref().zip(self.info.presented_epoch),
+        };
         let drift = match presented {
             Some((shown, _)) => shown.tool_drift(&tool, &catalog),
             None => ToolDrift::between(None, catalog.tool(&tool).map(|t| t.digest())),
@@ -309,6 +316,10 @@ impl Session {
 
     /// Answers a call the gate refused before anything was forwarded, and records why.
     pub(super) fn refuse(&mut self, id: Id, tool: String, denial: Denial) {
+        let stale = matches!(
+            denial.code,
+            DenyCode::AuthorizationStale | DenyCode::CatalogStale
+        );
         tracing::info!(session = self.info.id, %id, code = denial.code.as_str(), "call refused");
         self.ctx.audit.record(AuditEvent::AuthorizationDenied {
             session: self.info.id,
@@ -323,6 +334,15 @@ impl Session {
             &id,
             tool_error(&denial.message, denial.detail),
         ));
+        if stale && let Upstream::Running(running) = &self.upstream {
+            // The agent now knows the epoch changed: its next call is decided against the new
+            // code, and a client that re-lists on list_changed gets the new catalog.
+            self.stale_told = Some(running.record.epoch);
+            self.reply(message::notification(
+                "notifications/tools/list_changed",
+                None,
+            ));
+        }
     }
 
     /// Forwards an allowed call once its intent row is durable (intent before effect). The

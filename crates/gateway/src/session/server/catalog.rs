@@ -115,11 +115,12 @@ impl Session {
                 tracing::info!(session = self.info.id, server = %self.info.server, %epoch, revision = %catalog.digest(), tools = catalog.len(), "catalog_refreshed");
             }
         }
-        let differs_from_shown = self
-            .info
-            .presented
-            .as_ref()
-            .is_some_and(|shown| shown.digest() != catalog.digest());
+        // The agent is told whenever what it was shown is not this epoch's catalog: another
+        // revision, or the same one listed by code that is gone (a rebuild that kept its
+        // catalog is news too: its calls are decided against the new code).
+        let differs_from_shown = self.info.presented.as_ref().is_some_and(|shown| {
+            shown.digest() != catalog.digest() || self.info.presented_epoch != Some(epoch)
+        });
         self.info.catalog = Some(catalog);
         if changed {
             // A decision being made about the old definitions would be about something else.

@@ -280,3 +280,50 @@ async fn while_the_gate_refetches_a_changed_catalog_status_says_so_and_requests_
         Some(Phase::CatalogRefreshing)
     );
 }
+
+/// A rebuild that keeps its catalog is news to the agent (issue 14): it is told with
+/// `list_changed`; and a client that never re-lists is refused as stale once, after which its
+/// calls are decided against the new epoch.
+#[tokio::test]
+async fn a_new_epoch_is_announced_and_a_session_is_refused_as_stale_at_most_once() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    agent
+        .commands
+        .send(Command::Restart(LABEL.parse().expect("label")))
+        .expect("the session listens");
+    let told = agent.next().await;
+    assert_eq!(told["method"], "notifications/tools/list_changed", "{told}");
+
+    // The agent does not re-list: its first call was prepared against the old code.
+    agent.start_call(json!(1)).await;
+    let (first, done) = agent.gate.decided().await;
+    let presented = first.request.catalog.presented.expect("shown a catalog");
+    assert_ne!(
+        presented.epoch, first.request.epoch,
+        "shown by the old epoch"
+    );
+    done(Verdict::Deny(Denial::authorization_stale(
+        presented.epoch,
+        first.request.epoch,
+    )));
+    let refused = agent.next().await;
+    assert_eq!(
+        refused["result"]["structuredContent"]["error"],
+        "authorization_stale"
+    );
+    let again = agent.next().await;
+    assert_eq!(
+        again["method"], "notifications/tools/list_changed",
+        "{again}"
+    );
+
+    // Still without re-listing, the next call is decided against the new epoch.
+    agent.start_call(json!(2)).await;
+    let (second, _done) = agent.gate.decided().await;
+    let presented = second
+        .request
+        .catalog
+        .presented
+        .expect("told by the refusal");
+    assert_eq!(presented.epoch, second.request.epoch);
+}
