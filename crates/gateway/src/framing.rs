@@ -435,7 +435,7 @@ impl IdScanner {
 }
 
 fn memchr(haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == b'\n')
+    memchr::memchr(b'\n', haystack)
 }
 
 /// Why a line is not an acceptable JSON-RPC message.
@@ -522,6 +522,9 @@ impl serde_json::ser::Formatter for LineSafe {
         fragment: &str,
     ) -> std::io::Result<()> {
         let bytes = fragment.as_bytes();
+        if memchr::memchr2(0xC2, 0xE2, bytes).is_none() {
+            return writer.write_all(bytes);
+        }
         let mut start = 0;
         let mut i = 0;
         while i < bytes.len() {
@@ -564,12 +567,13 @@ pub fn scan(line: &[u8]) -> Result<(), FrameError> {
         match line[i] {
             b'"' => {
                 i += 1;
-                while i < line.len() {
-                    match line[i] {
-                        b'\\' => i += 2,
-                        b'"' => break,
-                        _ => i += 1,
+                // To the closing quote, stepping over escapes.
+                while let Some(at) = memchr::memchr2(b'"', b'\\', &line[i.min(line.len())..]) {
+                    i += at;
+                    if line[i] == b'"' {
+                        break;
                     }
+                    i += 2;
                 }
                 i += 1;
             }
