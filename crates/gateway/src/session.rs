@@ -290,12 +290,19 @@ enum Event {
         generation: u64,
     },
     BackoffOver,
+    /// A call still with the gate may be owed a progress notification (its `progressToken`).
+    StillDeciding {
+        id: Id,
+        call: postern_domain::CallId,
+        round: u32,
+    },
 }
 
 impl Session {
     fn on_event(&mut self, event: Event) {
         match event {
             Event::BackoffOver => self.on_backoff_over(),
+            Event::StillDeciding { id, call, round } => self.on_still_deciding(id, call, round),
             event => self.on_server_event(event),
         }
     }

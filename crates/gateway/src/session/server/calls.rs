@@ -3,7 +3,7 @@
 //! audit record of how it ended.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use postern_domain::catalog::ToolDrift;
@@ -22,6 +22,14 @@ use crate::authorize::{
 };
 use crate::message::{self, Id, Message, code};
 use crate::session::{Authorizing, Event, InFlight, Session, Settling, Stage, Unsent, now_ms};
+
+/// How often a call waiting for a human tells the agent so (`notifications/progress`); the
+/// crate's tests wait less.
+const WAITING_PROGRESS: Duration = if cfg!(test) {
+    Duration::from_millis(200)
+} else {
+    Duration::from_secs(10)
+};
 
 impl Session {
     /// Asks the gate about a `tools/call`; the verdict comes back as [`Event::Authorized`].
@@ -108,12 +116,56 @@ impl Session {
             },
         );
         let events = self.events.clone();
+        self.remind_while_deciding(id.clone(), call, 1);
         self.ctx.authorizer.authorize(
             pending,
             Box::new(move |verdict| {
                 let _ = events.send(Event::Authorized { id, call, verdict });
             }),
         );
+    }
+
+    /// While a call waits for a human, the agent hears so every [`WAITING_PROGRESS`] when the
+    /// call carries a `progressToken` (so a client that resets its timeout on progress keeps
+    /// waiting, and a person watching it sees why).
+    fn remind_while_deciding(&self, id: Id, call: CallId, round: u32) {
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(WAITING_PROGRESS).await;
+            let _ = events.send(Event::StillDeciding { id, call, round });
+        });
+    }
+
+    pub(in crate::session) fn on_still_deciding(&mut self, id: Id, call: CallId, round: u32) {
+        let Some(waiting) = self
+            .requests
+            .deciding(&id)
+            .filter(|w| w.call == call && w.stage == Stage::Deciding)
+        else {
+            return; // decided, withdrawn or answered meanwhile
+        };
+        let Some(token) = waiting
+            .msg
+            .params()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_number())
+            .cloned()
+        else {
+            return;
+        };
+        let waited = WAITING_PROGRESS.as_secs_f64() * f64::from(round);
+        self.reply(message::notification(
+            "notifications/progress",
+            Some(json!({
+                "progressToken": token,
+                "progress": round,
+                "message": format!(
+                    "Postern is waiting for a person to approve this call ({waited:.0}s so far): in Postern's window or menu bar, or `postern approvals`"
+                ),
+            })),
+        ));
+        self.remind_while_deciding(id, call, round + 1);
     }
 
     /// Who is calling: the agent identified at connection, if it is still that process (a

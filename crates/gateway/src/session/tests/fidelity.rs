@@ -327,3 +327,34 @@ async fn a_new_epoch_is_announced_and_a_session_is_refused_as_stale_at_most_once
         .expect("told by the refusal");
     assert_eq!(presented.epoch, second.request.epoch);
 }
+
+/// A call waiting for a human keeps a client that resets its timeout on progress waiting
+/// (issue 14): with a `progressToken`, the agent hears why it waits, until the verdict.
+#[tokio::test]
+async fn a_call_waiting_for_a_human_sends_progress_while_it_waits() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                     "params": {"name": "echo", "arguments": {"text": "hi"},
+                                "_meta": {"progressToken": "p9"}}}))
+        .await;
+    let first = agent.next().await;
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    assert_eq!(first["params"]["progressToken"], "p9");
+    assert_eq!(first["params"]["progress"], 1);
+    let message = first["params"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("waiting for a person"), "{message}");
+    let second = agent.next().await;
+    assert_eq!(second["params"]["progress"], 2, "{second}");
+
+    let (_, done) = agent.gate.decided().await;
+    done(Verdict::Allow(Authority::Observed));
+    loop {
+        let line = agent.next().await;
+        if line.get("id").is_some() {
+            assert_eq!(line["id"], 9, "{line}");
+            assert!(line["result"]["content"].is_array(), "{line}");
+            break;
+        }
+    }
+}
