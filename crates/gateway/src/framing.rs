@@ -155,13 +155,13 @@ impl Pressure {
         }
     }
 
-    fn add(&self, n: usize) {
+    pub(crate) fn add(&self, n: usize) {
         self.0
             .bytes
             .fetch_add(n, std::sync::atomic::Ordering::AcqRel);
     }
 
-    fn sub(&self, n: usize) {
+    pub(crate) fn sub(&self, n: usize) {
         let before = self
             .0
             .bytes

@@ -4,7 +4,7 @@
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use postern_domain::ServerLabel;
@@ -104,11 +104,13 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
         shutdown: shutdown.clone(),
     };
     let next_id = Arc::new(AtomicU64::new(1));
+    let active = Arc::new(AtomicUsize::new(0));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let ctx = ctx.clone();
+                    let active = Arc::clone(&active);
                     let id = next_id.fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(async move {
                         let peer = stream.peer_cred();
@@ -121,7 +123,7 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
                                 return;
                             }
                         };
-                        connection(ctx, id, peer, LineReader::new(BufReader::new(read)), write).await;
+                        connection(ctx, id, peer, LineReader::new(BufReader::new(read)), write, active).await;
                     });
                 }
                 Err(e) => {
@@ -154,6 +156,7 @@ async fn connection(
     peer_pid: Option<u32>,
     mut reader: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
     mut write: OwnedWriteHalf,
+    active: Arc<AtomicUsize>,
 ) {
     let opening = match tokio::time::timeout(HELLO_TIMEOUT, reader.next()).await {
         Ok(Ok(Some(Line::Frame(line)))) => {
@@ -180,8 +183,11 @@ async fn connection(
         Ok(Opening::Session(hello)) => Ok(hello),
         Err(e) => Err(e),
     };
+    // A place among the sessions is taken here, before anything slow, and given back when
+    // the session ends: the cap holds however many agents connect at once.
+    let seat = hello.is_ok().then(|| Seat::take(&active)).flatten();
     let accepted = hello.and_then(|h| {
-        if ctx.sessions.len() >= MAX_SESSIONS {
+        if seat.is_none() {
             return Err(format!(
                 "this engine already serves {MAX_SESSIONS} agent sessions, its limit; close some agents and retry"
             ));
@@ -223,6 +229,25 @@ async fn connection(
         None => None,
     };
     session::run(ctx, id, label, resume, agent, reader, to_agent).await;
+}
+
+/// One of the engine's [`MAX_SESSIONS`] places, held while a session runs.
+struct Seat(Arc<AtomicUsize>);
+
+impl Seat {
+    fn take(active: &Arc<AtomicUsize>) -> Option<Seat> {
+        if active.fetch_add(1, Ordering::AcqRel) >= MAX_SESSIONS {
+            active.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Seat(Arc::clone(active)))
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 async fn write_json(

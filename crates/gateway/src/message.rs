@@ -67,9 +67,12 @@ impl Id {
     }
 }
 
+/// Two ids are the same request to Postern when a peer could take them for the same: `7` and
+/// `"7"` (the Python and TypeScript SDKs look requests up by the id's text), so one cannot be
+/// open while the other is.
 impl PartialEq for Id {
     fn eq(&self, other: &Self) -> bool {
-        self.value == other.value
+        self.key() == other.key()
     }
 }
 
@@ -77,11 +80,38 @@ impl Eq for Id {}
 
 impl Hash for Id {
     fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+/// An id as requests are matched: an integer, whether it came as a number or as its digits.
+#[derive(PartialEq, Eq, Hash)]
+enum IdKey<'a> {
+    Integer(i64),
+    Text(&'a str),
+}
+
+impl Id {
+    fn key(&self) -> IdKey<'_> {
         match &self.value {
-            Value::String(s) => (0u8, s).hash(state),
-            other => (1u8, other.to_string()).hash(state),
+            Value::Number(n) => n.as_i64().map_or(IdKey::Text(""), IdKey::Integer),
+            Value::String(s) => match canonical_integer(s) {
+                Some(n) => IdKey::Integer(n),
+                None => IdKey::Text(s),
+            },
+            _ => IdKey::Text(""),
         }
     }
+}
+
+/// The integer a string spells the way JSON writes it (`7`, `-12`, not `07` or `+7`).
+fn canonical_integer(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && s != "-0";
+    canonical.then(|| s.parse().ok()).flatten()
 }
 
 impl fmt::Display for Id {
@@ -354,10 +384,20 @@ mod tests {
     }
 
     #[test]
-    fn ids_keep_their_type() {
+    fn ids_keep_their_type_but_match_as_a_peer_would() {
         let s = Id::from_value(&json!("1")).expect("id");
         let n = Id::from_value(&json!(1)).expect("id");
-        assert_ne!(s, n);
+        // A peer that looks requests up by the id's text takes them for one request.
+        assert_eq!(s, n);
+        for other in [
+            json!("01"),
+            json!("1.0"),
+            json!(" 1"),
+            json!("-0"),
+            json!(2),
+        ] {
+            assert_ne!(Id::from_value(&other).expect("id"), n, "{other}");
+        }
         assert_eq!(
             String::from_utf8_lossy(&result(&s, json!({}))),
             r#"{"jsonrpc":"2.0","id":"1","result":{}}"#

@@ -10,7 +10,8 @@ pub enum Route {
     /// Answered by the gate itself: `initialize`, `ping`, `server/discover`, and `tools/list`
     /// (from the catalog the gate fetched and checked).
     Answered,
-    /// Harmless discovery: the other `*/list` methods, forwarded without a decision.
+    /// Harmless discovery: `resources/list`, `resources/templates/list`, `prompts/list`,
+    /// `tasks/list`, forwarded without a decision.
     Discovery,
     /// `tools/call`: the decision ladder, perhaps a human.
     Call,
@@ -21,6 +22,15 @@ pub enum Route {
     /// passes it by name, and then decided as an [`Route::Operation`].
     Unknown,
 }
+
+/// The discovery requests MCP defines besides `tools/list`: they describe, act on nothing and
+/// read no data. Any other `*/list` is a method the gate does not know.
+const DISCOVERY: &[&str] = &[
+    "resources/list",
+    "resources/templates/list",
+    "prompts/list",
+    "tasks/list",
+];
 
 /// Requests other than tool calls that MCP defines and servers serve (2025-06-18 and
 /// 2025-11-25): decided as operations.
@@ -51,7 +61,7 @@ pub fn route(method: &str) -> Route {
         "initialize" | "ping" | "server/discover" | "tools/list" => Route::Answered,
         "tools/call" => Route::Call,
         _ if OPERATIONS.contains(&method) => Route::Operation,
-        _ if method.ends_with("/list") && !method.starts_with("notifications/") => Route::Discovery,
+        _ if DISCOVERY.contains(&method) => Route::Discovery,
         _ => Route::Unknown,
     }
 }
@@ -141,6 +151,7 @@ mod tests {
             ("tasks/result", Route::Operation),
             ("logging/setLevel", Route::Operation),
             ("vendor/frobnicate", Route::Unknown),
+            ("secrets/list", Route::Unknown),
             ("notifications/list", Route::Unknown),
             ("tools/call ", Route::Unknown),
         ] {

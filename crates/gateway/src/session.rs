@@ -123,6 +123,7 @@ pub(crate) async fn run<R>(
         generation: 0,
         requests: Requests::default(),
         server_requests: HashMap::new(),
+        server_request_times: Default::default(),
         tasks: HashMap::new(),
         stale_told: None,
         crashes: 0,
@@ -173,6 +174,8 @@ struct Session {
     requests: Requests,
     /// Server-to-agent requests the agent has not answered yet.
     server_requests: HashMap<Id, InFlight>,
+    /// When the last server-to-agent requests were journaled (the last minute's).
+    server_request_times: std::collections::VecDeque<std::time::Instant>,
     /// Tasks this session's calls created, by task id (`session/server/tasks.rs`).
     tasks: HashMap<String, server::Task>,
     /// The epoch for which this session was already refused a call as stale
@@ -361,6 +364,9 @@ impl Session {
     }
 
     fn on_agent_request(&mut self, msg: Message, id: Id, method: &str) {
+        if self.open_requests() >= MAX_OPEN_REQUESTS {
+            return self.refuse_too_many(&id, method);
+        }
         if method == "initialize" && self.requests.repeat_initialize(&id) {
             // The agent's `initialize` sent again while the first waits for the server: it is
             // refused once the first is answered, so the first answer with this id is the
@@ -375,18 +381,6 @@ impl Session {
                 code::INVALID_REQUEST,
                 &format!("request id {id} is already in use by a request in flight"),
                 None,
-            ));
-            return;
-        }
-        if self.open_requests() >= MAX_OPEN_REQUESTS {
-            tracing::warn!(session = self.info.id, %id, method, "request refused: too many open");
-            self.reply(message::error(
-                Some(&id),
-                code::INTERNAL_ERROR,
-                &format!(
-                    "this session already has {MAX_OPEN_REQUESTS} requests open; Postern takes more once some are answered"
-                ),
-                Some(json!({"error": "too_many_requests", "open": MAX_OPEN_REQUESTS})),
             ));
             return;
         }
@@ -449,6 +443,13 @@ impl Session {
 
     fn on_agent_notification(&mut self, msg: Message, method: &str) {
         match method {
+            "notifications/initialized" if self.agent_initialized => {
+                // Once is the protocol; each again would start another catalog fetch.
+                tracing::debug!(
+                    session = self.info.id,
+                    "a repeated notifications/initialized; dropped"
+                );
+            }
             "notifications/initialized" => {
                 self.agent_initialized = true;
                 self.toward_server(msg);
@@ -468,9 +469,12 @@ impl Session {
                     );
                     return;
                 };
-                if let Some(call) = self.requests.take_forwarded(&id) {
-                    // Forwarded: the journal says how it ended, not "no result" forever.
-                    self.audit_result(&id, &call, CallOutcome::Cancelled);
+                if let Some((sent, call)) = self.requests.take_forwarded(&id) {
+                    // Forwarded: the journal says how it ended, not "no result" forever. The id
+                    // stays in use until the server answers (or its process is gone), so its
+                    // late answer cannot reach a request that reuses the id.
+                    self.audit_result(&sent, &call, CallOutcome::Cancelled);
+                    self.requests.abandon(sent);
                     return self.toward_server(msg);
                 }
                 if self.requests.take_settling(&id).is_some() {
@@ -505,6 +509,18 @@ impl Session {
     /// on its way), a held request (or the catalog fetch's own id).
     fn id_in_use(&self, id: &Id) -> bool {
         self.requests.contains(id) || self.upstream.is_internal(id)
+    }
+
+    fn refuse_too_many(&self, id: &Id, method: &str) {
+        tracing::warn!(session = self.info.id, %id, method, "request refused: too many open");
+        self.reply(message::error(
+            Some(id),
+            code::INTERNAL_ERROR,
+            &format!(
+                "this session already has {MAX_OPEN_REQUESTS} requests open; Postern takes more once some are answered"
+            ),
+            Some(json!({"error": "too_many_requests", "open": MAX_OPEN_REQUESTS})),
+        ));
     }
 
     /// Requests of the agent still owed an answer: in flight, held, or with the gate.

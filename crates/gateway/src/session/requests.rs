@@ -6,8 +6,16 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use bytes::Bytes;
+
 use super::{Authorizing, InFlight, Settling};
+use crate::framing::MAX_FRAME;
 use crate::message::{Id, Kind, Message};
+
+/// How many bytes of messages one session may hold for its server at once: one message of the
+/// largest size, or many smaller ones. Held messages are kept as their lines (a parsed value
+/// can take dozens of times its text), and parsed again when released.
+pub(super) const HELD_BUDGET: usize = MAX_FRAME;
 
 /// Where one open request stands.
 #[derive(Debug)]
@@ -24,14 +32,27 @@ pub(super) enum Open {
     Settling(Settling),
     /// Forwarded to the current epoch, not answered yet.
     Forwarded(InFlight),
+    /// Forwarded, then answered by the gate (cancelled by the agent, or its epoch ended while
+    /// the same process lives on): the server may still answer it. The id stays in use until
+    /// it does (its answer is dropped) or the process is gone, so a late answer can never
+    /// reach another request that reused the id.
+    Abandoned,
 }
 
 /// The table, and the queue of messages (requests and notifications) held for the server.
 #[derive(Debug, Default)]
 pub(super) struct Requests {
     open: HashMap<Id, Open>,
-    held: VecDeque<Message>,
+    /// Held messages as the lines Postern forwards (parsed again when released), in order.
+    held: VecDeque<(Bytes, Option<Id>)>,
+    held_bytes: usize,
+    /// Abandoned ids, oldest first: at most [`MAX_ABANDONED`] are remembered (servers need not
+    /// answer a cancelled request at all).
+    abandoned: VecDeque<Id>,
 }
+
+/// How many abandoned request ids a session keeps in use.
+const MAX_ABANDONED: usize = 1024;
 
 impl Requests {
     /// Whether a request with this id is open.
@@ -39,9 +60,17 @@ impl Requests {
         self.open.contains_key(id)
     }
 
-    /// How many requests are open.
+    /// How many requests are open (each repeat of a waiting `initialize` counts: each is owed
+    /// its refusal).
     pub(super) fn len(&self) -> usize {
-        self.open.len()
+        self.open
+            .values()
+            .map(|o| match o {
+                Open::Initialize { repeats } => 1 + *repeats as usize,
+                Open::Abandoned => 0,
+                _ => 1,
+            })
+            .sum()
     }
 
     // ---- initialize ----
@@ -78,26 +107,41 @@ impl Requests {
 
     // ---- held ----
 
-    /// Holds a message until the server is ready (a request is open meanwhile).
-    pub(super) fn hold(&mut self, msg: Message) {
-        if let Kind::Request { id, .. } = &msg.kind {
-            self.open.insert(id.clone(), Open::Held);
+    /// Holds a message until the server is ready (a request is open meanwhile), unless the
+    /// session already holds [`HELD_BUDGET`] bytes: then the message comes back, refused.
+    pub(super) fn hold(&mut self, msg: Message) -> Result<(), Box<Message>> {
+        let len = msg.line.len();
+        if self.held_bytes > 0 && self.held_bytes + len > HELD_BUDGET {
+            return Err(Box::new(msg));
         }
-        self.held.push_back(msg);
+        let id = match msg.kind {
+            Kind::Request { id, .. } => {
+                self.open.insert(id.clone(), Open::Held);
+                Some(id)
+            }
+            _ => None,
+        };
+        self.held_bytes += len;
+        self.held.push_back((msg.line, id));
+        Ok(())
     }
 
     /// Takes every held message, in order; their requests are no longer open (the caller
     /// routes each again, or answers it).
     pub(super) fn take_held(&mut self) -> Vec<Message> {
-        let held: Vec<Message> = self.held.drain(..).collect();
-        for msg in &held {
-            if let Kind::Request { id, .. } = &msg.kind
-                && matches!(self.open.get(id), Some(Open::Held))
-            {
-                self.open.remove(id);
-            }
-        }
-        held
+        self.held_bytes = 0;
+        let held: Vec<(Bytes, Option<Id>)> = self.held.drain(..).collect();
+        held.into_iter()
+            .filter_map(|(line, id)| {
+                if let Some(id) = &id
+                    && matches!(self.open.get(id), Some(Open::Held))
+                {
+                    self.open.remove(id);
+                }
+                // Postern's own serialization of a message it parsed: it parses again.
+                Message::parse(line).ok()
+            })
+            .collect()
     }
 
     /// Drops the held request `id` (it was cancelled); false when none was held.
@@ -106,8 +150,15 @@ impl Requests {
             return false;
         }
         self.open.remove(id);
-        self.held
-            .retain(|m| !matches!(&m.kind, Kind::Request { id: held, .. } if held == id));
+        let mut freed = 0;
+        self.held.retain(|(line, held)| {
+            let keep = held.as_ref() != Some(id);
+            if !keep {
+                freed += line.len();
+            }
+            keep
+        });
+        self.held_bytes -= freed;
         true
     }
 
@@ -193,13 +244,38 @@ impl Requests {
         }
     }
 
-    /// Takes the forwarded request `id` (it was answered, or it never will be).
-    pub(super) fn take_forwarded(&mut self, id: &Id) -> Option<InFlight> {
-        self.take(id, |o| matches!(o, Open::Forwarded(_)))
-            .and_then(|o| match o {
-                Open::Forwarded(request) => Some(request),
-                _ => None,
-            })
+    /// Takes the forwarded request `id` (it was answered, or it never will be), with the id as
+    /// the agent sent it (`7` or `"7"`: the server may answer either).
+    pub(super) fn take_forwarded(&mut self, id: &Id) -> Option<(Id, InFlight)> {
+        if !matches!(self.open.get(id), Some(Open::Forwarded(_))) {
+            return None;
+        }
+        match self.open.remove_entry(id) {
+            Some((sent, Open::Forwarded(request))) => Some((sent, request)),
+            _ => None,
+        }
+    }
+
+    /// The forwarded request `id` was answered by the gate while the server may still answer.
+    pub(super) fn abandon(&mut self, id: Id) {
+        self.open.insert(id.clone(), Open::Abandoned);
+        self.abandoned.push_back(id);
+        while self.abandoned.len() > MAX_ABANDONED {
+            if let Some(oldest) = self.abandoned.pop_front() {
+                self.take(&oldest, |o| matches!(o, Open::Abandoned));
+            }
+        }
+    }
+
+    /// A late answer to an abandoned request: true (and the id is free again) if it was one.
+    pub(super) fn take_abandoned(&mut self, id: &Id) -> bool {
+        self.take(id, |o| matches!(o, Open::Abandoned)).is_some()
+    }
+
+    /// The server process is gone: nothing abandoned can be answered any more.
+    pub(super) fn forget_abandoned(&mut self) {
+        self.open.retain(|_, o| !matches!(o, Open::Abandoned));
+        self.abandoned.clear();
     }
 
     /// Takes every forwarded request (their epoch ended).
@@ -270,6 +346,23 @@ mod tests {
     }
 
     #[test]
+    fn a_session_holds_at_most_its_budget_of_bytes() {
+        let mut requests = Requests::default();
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"p":"{}"}}}}"#,
+            "a".repeat(HELD_BUDGET - 100)
+        );
+        requests
+            .hold(Message::parse(Bytes::from(big)).expect("parses"))
+            .expect("one message of any size is held");
+        let refused = requests.hold(request(2, "tools/list"));
+        assert!(refused.is_err(), "past the budget");
+        assert!(!requests.contains(&id(2)));
+        assert_eq!(requests.take_held().len(), 1);
+        requests.hold(request(2, "tools/list")).expect("room again");
+    }
+
+    #[test]
     fn a_request_is_in_one_place_and_a_move_takes_it_out_of_the_last() {
         let mut requests = Requests::default();
         requests.initialize(id(0));
@@ -278,9 +371,9 @@ mod tests {
             !requests.repeat_initialize(&id(1)),
             "not the waiting initialize"
         );
-        requests.hold(request(1, "tools/list"));
-        requests.hold(request(2, "resources/list"));
-        assert_eq!(requests.len(), 3);
+        requests.hold(request(1, "tools/list")).expect("held");
+        requests.hold(request(2, "resources/list")).expect("held");
+        assert_eq!(requests.len(), 4, "the initialize, its repeat, two held");
         assert!(requests.contains(&id(1)));
 
         // Taking another kind leaves it where it is.
@@ -301,6 +394,13 @@ mod tests {
         );
         requests.forward(id(1), forwarded("tools/list"));
         assert_eq!(requests.forwarded_count(), 1);
+        // Cancelled: the id stays in use (not counted as open) until the late answer comes.
+        let (sent, _) = requests.take_forwarded(&id(1)).expect("forwarded");
+        requests.abandon(sent);
+        assert!(requests.contains(&id(1)));
+        assert!(requests.take_abandoned(&id(1)));
+        assert!(!requests.contains(&id(1)));
+        requests.forward(id(1), forwarded("tools/list"));
         assert_eq!(
             requests.take_all_forwarded().len(),
             1,

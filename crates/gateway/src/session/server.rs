@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 
 use super::{Event, InFlight, Session, now_ms, outcome_of};
 
-use crate::framing::{Line, MAX_FRAME, Outbound, top_level_id};
+use crate::framing::{Line, MAX_FRAME, Outbound, Pressure, top_level_id};
 use crate::message::{self, Id, Kind, Message, code};
 use crate::method::{self, Route};
 use crate::registry::Phase;
@@ -58,7 +58,7 @@ pub(super) struct Running {
     ping: Option<(Id, Instant)>,
     /// Lines to the server queued behind a tool call whose intent is not durable yet,
     /// so nothing overtakes it; `Some(id)` marks the call still waiting.
-    outbox: VecDeque<(Bytes, Option<Id>)>,
+    outbox: Outbox,
     _watchers: Watchers,
 }
 
@@ -116,8 +116,15 @@ impl CatalogStage {
 }
 
 pub(super) struct Fetch {
+    /// The id of the page requested now.
     id: Id,
+    /// The id of the first page's request: the fetch's deadline runs from it.
+    origin: Id,
     pages: Vec<Value>,
+    /// Bytes of the pages so far, and the cursors followed: a server cannot keep a fetch
+    /// going (and the session's requests held) by paging without end.
+    bytes: usize,
+    cursors: std::collections::HashSet<String>,
     /// Tell the agent to list again if the catalog differs from what it was shown.
     announce: bool,
 }
@@ -133,42 +140,91 @@ impl Drop for Watchers {
     }
 }
 
+/// Lines to the server queued behind a tool call whose intent is not durable yet (`Some(id)`
+/// marks the call still waiting), counted in the upstream's pressure like the lines in its
+/// stdin queue, so an agent that sends while intents are slow waits for them.
+pub(super) struct Outbox {
+    lines: VecDeque<(Bytes, Option<Id>)>,
+    pressure: Pressure,
+}
+
+impl Outbox {
+    pub(super) fn new(pressure: Pressure) -> Self {
+        Self {
+            lines: VecDeque::new(),
+            pressure,
+        }
+    }
+
+    fn push(&mut self, line: Bytes, waiting: Option<Id>) {
+        self.pressure.add(line.len() + 1);
+        self.lines.push_back((line, waiting));
+    }
+
+    fn pop_ready(&mut self) -> Option<Bytes> {
+        if self.lines.front().is_some_and(|(_, w)| w.is_none()) {
+            let (line, _) = self.lines.pop_front()?;
+            self.pressure.sub(line.len() + 1);
+            return Some(line);
+        }
+        None
+    }
+
+    /// Keeps only the lines `keep` says to.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(&Option<Id>) -> bool) {
+        let pressure = self.pressure.clone();
+        self.lines.retain(|(line, waiting)| {
+            let kept = keep(waiting);
+            if !kept {
+                pressure.sub(line.len() + 1);
+            }
+            kept
+        });
+    }
+}
+
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        self.retain(|_| false);
+    }
+}
+
 impl Running {
     /// Sends a line, behind any tool call still waiting for its intent to be durable.
     fn send(&mut self, line: Bytes) {
-        if self.outbox.is_empty() {
+        if self.outbox.lines.is_empty() {
             let _ = self.stdin.send(line);
         } else {
-            self.outbox.push_back((line, None));
+            self.outbox.push(line, None);
         }
     }
 
     /// Queues a tool call until its intent is durable.
     fn send_after_intent(&mut self, line: Bytes, id: Id) {
-        self.outbox.push_back((line, Some(id)));
+        self.outbox.push(line, Some(id));
     }
 
     /// The intent of call `id` is durable (`send`), or could not be written (drop it).
     fn release(&mut self, id: &Id, send: bool) {
-        if let Some(i) = self
-            .outbox
-            .iter()
-            .position(|(_, waiting)| waiting.as_ref() == Some(id))
-        {
-            if send {
-                self.outbox[i].1 = None;
-            } else {
-                self.outbox.remove(i);
+        if send {
+            if let Some(entry) = self
+                .outbox
+                .lines
+                .iter_mut()
+                .find(|(_, waiting)| waiting.as_ref() == Some(id))
+            {
+                entry.1 = None;
             }
+        } else {
+            let mut dropped = false;
+            self.outbox.retain(|waiting| {
+                let this = !dropped && waiting.as_ref() == Some(id);
+                dropped |= this;
+                !this
+            });
         }
-        while self
-            .outbox
-            .front()
-            .is_some_and(|(_, waiting)| waiting.is_none())
-        {
-            if let Some((line, _)) = self.outbox.pop_front() {
-                let _ = self.stdin.send(line);
-            }
+        while let Some(line) = self.outbox.pop_ready() {
+            let _ = self.stdin.send(line);
         }
     }
 }
@@ -212,10 +268,10 @@ impl Session {
         let is_request = matches!(msg.kind, Kind::Request { .. });
         match &mut self.upstream {
             Upstream::Running(running) if !running.catalog.is_ready() && is_request => {
-                self.requests.hold(msg)
+                self.hold(msg)
             }
             Upstream::Running(_) => self.forward(msg),
-            Upstream::Starting => self.requests.hold(msg),
+            Upstream::Starting => self.hold(msg),
             Upstream::Down if is_request => {
                 if let Some(until) = self.info.backoff_until_ms.filter(|until| *until > now_ms()) {
                     if let Kind::Request { id, .. } = &msg.kind {
@@ -234,11 +290,36 @@ impl Session {
                     }
                     return;
                 }
-                self.requests.hold(msg);
+                self.hold(msg);
                 self.start_upstream();
             }
             Upstream::Down => {
                 tracing::debug!(session = self.info.id, kind = ?msg.kind, "notification while the server is down; dropped");
+            }
+        }
+    }
+
+    /// Holds a message for the server, or refuses it when the session holds its budget
+    /// already (`too_many_requests`; a notification is dropped).
+    pub(super) fn hold(&mut self, msg: Message) {
+        let Err(refused) = self.requests.hold(msg) else {
+            return;
+        };
+        match &refused.kind {
+            Kind::Request { id, .. } => {
+                tracing::warn!(session = self.info.id, %id, "request refused: the session holds its budget of messages for the server");
+                self.reply(message::error(
+                    Some(id),
+                    code::INTERNAL_ERROR,
+                    "this session already holds as many bytes of requests for its server as it may while the server starts; Postern takes more once those are sent",
+                    Some(json!({"error": "too_many_requests"})),
+                ));
+            }
+            _ => {
+                tracing::warn!(
+                    session = self.info.id,
+                    "notification dropped: the session holds its budget of messages for the server"
+                );
             }
         }
     }
@@ -409,16 +490,20 @@ impl Session {
             Kind::Response { id } if self.upstream.is_ping(id) => self.on_pong(),
             Kind::Response { id } if self.upstream.is_internal(id) => self.on_fetch_response(msg),
             Kind::Response { id } => {
-                if let Some(call) = self.requests.take_forwarded(id) {
+                let id = id.clone();
+                if let Some((sent, call)) = self.requests.take_forwarded(&id) {
                     // A call answered with a task has its outcome journaled when its result
                     // comes (or its epoch ends).
-                    if !(call.method == "tools/call" && self.note_created_task(id, &call, &msg)) {
-                        self.audit_result(id, &call, outcome_of(&msg));
+                    if !(call.method == "tools/call" && self.note_created_task(&sent, &call, &msg))
+                    {
+                        self.audit_result(&sent, &call, outcome_of(&msg));
                     }
                     if let (true, Some(task)) = (call.method == "tasks/result", &call.task) {
                         self.note_task_result(task, &msg);
                     }
-                    self.reply(msg.line);
+                    self.reply(answer_as_sent(msg, &sent));
+                } else if self.requests.take_abandoned(&id) {
+                    tracing::debug!(session = self.info.id, %id, "a late answer to a request the gate already answered; dropped");
                 } else {
                     tracing::warn!(session = self.info.id, %id, "server answered a request nobody sent; dropped");
                 }
@@ -432,6 +517,8 @@ impl Session {
                     // The agent hears of it from the gate, once the new catalog is fetched and
                     // checked, and only if it differs from what the agent was shown.
                     self.schedule_refetch();
+                } else if method == "notifications/cancelled" {
+                    self.on_server_cancelled(msg);
                 } else {
                     self.reply(msg.line);
                 }
@@ -454,16 +541,28 @@ impl Session {
         if self.upstream.is_internal(&id) {
             return self.fail_fetch(&id, reason);
         }
-        if let Some(call) = self.requests.take_forwarded(&id) {
-            self.audit_result(&id, &call, postern_domain::CallOutcome::Error);
+        if let Some((sent, call)) = self.requests.take_forwarded(&id) {
+            self.audit_result(&sent, &call, postern_domain::CallOutcome::Error);
             self.reply(message::error(
-                Some(&id),
+                Some(&sent),
                 code::INTERNAL_ERROR,
                 reason,
                 None,
             ));
+        } else {
+            self.requests.take_abandoned(&id);
         }
     }
+}
+
+/// A server's answer as the agent's request named itself: a server may answer `"7"` as `7`,
+/// and the agent matches on what it sent.
+fn answer_as_sent(mut msg: Message, sent: &Id) -> Bytes {
+    if msg.body.get("id") == Some(sent.value()) {
+        return msg.line;
+    }
+    msg.body.insert("id".into(), sent.value().clone());
+    crate::framing::encode(&msg.body)
 }
 
 async fn stop_gracefully(running: Running) {

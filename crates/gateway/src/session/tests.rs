@@ -31,15 +31,18 @@ const STEP: Duration = Duration::from_secs(20);
 const LABEL: &str = "echo";
 
 /// A minimal MCP server: `initialize`, `tools/list` (one tool, `echo`; never answered when
-/// started with `mute-list`, only the first time with `mute-relist`), and `tools/call`
+/// started with `mute-list`, only the first time with `mute-relist`; one more page every time
+/// with `endless-pages`), and `tools/call`
 /// (answers with the call's arguments, or with a task when the call asks for one; says its
-/// tools changed first when the arguments hold `"announce": true`). Every line it reads is appended to the log file named by
+/// tools changed first when the arguments hold `"announce": true`, never answers when they
+/// hold `"mute": true`). Every line it reads is appended to the log file named by
 /// its first argument.
 const SERVER: &str = r#"
 import json, sys
 log = open(sys.argv[1], "a", buffering=1)
 mute_list = sys.argv[2:] == ["mute-list"]
 mute_relist = sys.argv[2:] == ["mute-relist"]
+endless_pages = sys.argv[2:] == ["endless-pages"]
 lists = 0
 for line in sys.stdin:
     log.write(line)
@@ -54,11 +57,18 @@ for line in sys.stdin:
         lists += 1
         if mute_list or (mute_relist and lists > 1):
             continue
+        if endless_pages:
+            print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                "tools": [{"name": "echo%d" % lists, "inputSchema": {"type": "object"}}],
+                "nextCursor": str(lists)}}), flush=True)
+            continue
         result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
     elif method == "tools/call" and "task" in msg["params"]:
         now = "2026-12-02T00:00:00Z"
         result = {"task": {"taskId": "task-" + str(msg["id"]), "status": "working",
                            "createdAt": now, "lastUpdatedAt": now, "ttl": 60000}}
+    elif method == "tools/call" and msg["params"]["arguments"].get("mute"):
+        continue
     elif method == "tools/call":
         if msg["params"]["arguments"].get("announce"):
             print(json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), flush=True)

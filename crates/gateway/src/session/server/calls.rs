@@ -215,7 +215,7 @@ impl Session {
                 // The human released credentials this launch was not given: a new launch
                 // of the same code gets them, and the call is decided again there.
                 self.restart("credentials released after approval");
-                self.requests.hold(waiting.msg);
+                self.hold(waiting.msg);
             }
             Verdict::Allow(authority) if self.is_builtin() => {
                 self.fetch_injection(id, waiting, authority)
@@ -472,7 +472,7 @@ impl Session {
             Ok(()) => running.release(&id, true),
             Err(reason) => {
                 running.release(&id, false);
-                if let Some(request) = self.requests.take_forwarded(&id) {
+                if let Some((_, request)) = self.requests.take_forwarded(&id) {
                     tracing::error!(session = self.info.id, %id, "call refused: its intent could not be recorded: {reason}");
                     let detail = json!({"error": "audit_unavailable", "reason": reason});
                     let text =

@@ -14,6 +14,11 @@ use crate::authorize::Withdrawn;
 use crate::message::{self, Id, Message, code};
 use crate::session::{Event, Session, Unsent};
 
+/// The most pages of one catalog fetch, and the most bytes: past either, the catalog is what
+/// came so far.
+const MAX_PAGES: usize = 100;
+const MAX_CATALOG_BYTES: usize = 16 << 20;
+
 /// Bursts of `tools/list_changed` are collected this long before the catalog is fetched.
 const REFETCH_DEBOUNCE: Duration = Duration::from_millis(250);
 
@@ -30,7 +35,10 @@ impl Session {
         let announce = announce || running.catalog.fetch().is_some_and(|f| f.announce);
         let fetch = Fetch {
             id: id.clone(),
+            origin: id.clone(),
             pages: Vec::new(),
+            bytes: 0,
+            cursors: Default::default(),
             announce,
         };
         let stage = std::mem::replace(&mut running.catalog, CatalogStage::Ready);
@@ -49,6 +57,7 @@ impl Session {
         let Some(fetch) = running.catalog.fetch_mut() else {
             return;
         };
+        let size = msg.line.len();
         match msg.body.remove("result") {
             Some(page) => {
                 let cursor = page
@@ -56,17 +65,31 @@ impl Session {
                     .and_then(Value::as_str)
                     .map(str::to_owned);
                 fetch.pages.push(page);
-                if let Some(cursor) = cursor {
+                fetch.bytes += size;
+                let more = match cursor {
+                    Some(_)
+                        if fetch.pages.len() >= MAX_PAGES || fetch.bytes > MAX_CATALOG_BYTES =>
+                    {
+                        tracing::warn!(session = self.info.id, server = %self.info.server, pages = fetch.pages.len(), bytes = fetch.bytes, "the server's tools/list goes on past Postern's limits ({MAX_PAGES} pages, {} MiB); the catalog is what came so far", MAX_CATALOG_BYTES >> 20);
+                        None
+                    }
+                    Some(cursor) if !fetch.cursors.insert(cursor.clone()) => {
+                        tracing::warn!(session = self.info.id, server = %self.info.server, "the server's tools/list repeats a cursor; the catalog is what came so far");
+                        None
+                    }
+                    cursor => cursor,
+                };
+                if let Some(cursor) = more {
                     running.fetches += 1;
                     let id_value = fetch_id();
                     if let Some(id) = Id::from_value(&id_value) {
-                        fetch.id = id.clone();
+                        fetch.id = id;
                         let _ = running.stdin.send(message::request(
                             &id_value,
                             "tools/list",
                             json!({"cursor": cursor}),
                         ));
-                        return self.fetch_deadline(id);
+                        return;
                     }
                 }
             }

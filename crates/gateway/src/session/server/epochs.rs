@@ -81,8 +81,9 @@ impl Session {
         tracing::warn!(session = self.info.id, server = %self.info.server, old_epoch = %old_epoch, new_epoch = %new_epoch, "server_replaced: {why}");
         running.record = record.clone();
         running.catalog = CatalogStage::Fetching(None);
-        // Calls still waiting for their intent were meant for the old code.
-        running.outbox.retain(|(_, waiting)| waiting.is_none());
+        // Nothing queued for the old code goes to the new: calls waiting for their intent, and
+        // whatever waited behind them (answers to the old code's questions, cancels).
+        running.outbox.retain(|_| false);
         self.info.record = Some(record);
         self.info.artifacts_newer.clear();
         self.end_epoch(old_epoch, Some(new_epoch), why);
@@ -128,9 +129,18 @@ impl Session {
         let unsent_text = format!(
             "server '{label}' changed execution epoch ({reason}) before this request was forwarded; nothing of it reached the server"
         );
+        // A process that lives on (it reloaded itself) may still answer them: their ids stay
+        // in use until it does. A process that is gone answers nothing more.
+        let lives_on = matches!(self.upstream, Upstream::Running(_));
+        if !lives_on {
+            self.requests.forget_abandoned();
+        }
         for (id, call) in self.requests.take_all_forwarded() {
             self.audit_result(&id, &call, CallOutcome::EpochTransition);
             self.reply(epoch_answer(&id, &call.method, &forwarded_text, &forwarded));
+            if lives_on {
+                self.requests.abandon(id);
+            }
         }
         self.lose_tasks(old, &forwarded, reason);
         // The old code's questions to the agent (an elicitation, a sampling request) are

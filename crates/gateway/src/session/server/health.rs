@@ -10,7 +10,7 @@ use super::Upstream;
 use crate::message::{self, Id, Message, code};
 use crate::session::{Event, Session, now_ms};
 
-/// How long the server has to answer one page of the gate's `tools/list`.
+/// How long the server has to list its tools, every page of the gate's `tools/list`.
 pub(super) const FETCH_DEADLINE: Duration = Duration::from_secs(30);
 
 /// How often a running server is pinged; a ping unanswered at the next round marks the server
@@ -18,8 +18,9 @@ pub(super) const FETCH_DEADLINE: Duration = Duration::from_secs(30);
 pub(super) const PING_EVERY: Duration = Duration::from_secs(15);
 
 impl Session {
-    /// Starts the clock on the fetch request `id`: unanswered after [`FETCH_DEADLINE`], the
-    /// fetch ends with the pages it has, and the requests it holds are released.
+    /// Starts the clock on the fetch whose first request is `id`: not done after
+    /// [`FETCH_DEADLINE`], it ends with the pages it has, and the requests it holds are
+    /// released.
     pub(super) fn fetch_deadline(&self, id: Id) {
         let (events, generation) = (self.events.clone(), self.generation);
         tokio::spawn(async move {
@@ -32,13 +33,19 @@ impl Session {
         let Upstream::Running(running) = &self.upstream else {
             return;
         };
-        if running.catalog.fetch().is_some_and(|f| f.id == *id) {
-            let reason = format!(
-                "the server did not answer the gate's tools/list within {}s",
-                FETCH_DEADLINE.as_secs()
-            );
-            self.fail_fetch(id, &reason);
-        }
+        let Some(page) = running
+            .catalog
+            .fetch()
+            .filter(|f| f.origin == *id)
+            .map(|f| f.id.clone())
+        else {
+            return;
+        };
+        let reason = format!(
+            "the server did not list its tools within {}s",
+            FETCH_DEADLINE.as_secs()
+        );
+        self.fail_fetch(&page, &reason);
     }
 
     /// Ends the fetch `id` as if the server had refused it (`reason` goes to the log).

@@ -2,7 +2,6 @@
 //! and exit, the watchers that notice rebuilt artifacts and replaced workers, and the
 //! agent's `initialize` answered once the server is up (or could not start).
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -141,7 +140,7 @@ impl Session {
             fetches: 0,
             refetch_scheduled: false,
             ping: None,
-            outbox: VecDeque::new(),
+            outbox: super::Outbox::new(self.upstream_pressure.clone()),
             _watchers: watchers,
         }));
         self.publish();

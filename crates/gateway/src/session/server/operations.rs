@@ -5,7 +5,7 @@
 //! agent (`sampling/createMessage`, `elicitation/create`, `roots/list`), journaled and refused
 //! while the vault is locked.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use postern_domain::AuditEvent;
 use postern_domain::decision::Denial;
@@ -17,6 +17,12 @@ use crate::authorize::{Direction, OperationToAuthorize, Verdict};
 use crate::message::{self, Id, Message, code};
 use crate::method::{self, SERVER_REQUESTS};
 use crate::session::{InFlight, Session};
+
+/// How many requests of its server to the agent a session keeps open at once.
+const MAX_SERVER_REQUESTS: usize = 64;
+
+/// How many requests (other than `ping`) a server may send the agent per minute.
+const SERVER_REQUEST_RATE: usize = 120;
 
 impl Session {
     /// Decides an agent's request other than a tool call and forwards it behind its intent,
@@ -70,6 +76,15 @@ impl Session {
             let answer = message::error(Some(&id), code::METHOD_NOT_FOUND, &reason, None);
             return self.send_upstream(answer);
         }
+        if let Some(reason) = self.server_requests_over_limit(&method) {
+            tracing::warn!(
+                session = self.info.id,
+                method,
+                "server request refused: {reason}"
+            );
+            let answer = message::error(Some(&id), code::INTERNAL_ERROR, &reason, None);
+            return self.send_upstream(answer);
+        }
         if method != "ping"
             && let Verdict::Deny(denial) = self.decide_operation(&method, Direction::ToAgent)
         {
@@ -98,6 +113,56 @@ impl Session {
         };
         self.server_requests.insert(id, request);
         self.reply(msg.line);
+    }
+
+    /// Why a server's request to the agent is refused for its number, if it is: at most
+    /// [`MAX_SERVER_REQUESTS`] open at once, and at most [`SERVER_REQUEST_RATE`] journaled per
+    /// minute (a server cannot flood the agent or the audit log).
+    fn server_requests_over_limit(&mut self, method: &str) -> Option<String> {
+        if self.server_requests.len() >= MAX_SERVER_REQUESTS {
+            return Some(format!(
+                "{MAX_SERVER_REQUESTS} requests of this server to the agent are open already"
+            ));
+        }
+        if method == "ping" {
+            return None;
+        }
+        let now = Instant::now();
+        let recent = &mut self.server_request_times;
+        while recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(60))
+        {
+            recent.pop_front();
+        }
+        if recent.len() >= SERVER_REQUEST_RATE {
+            return Some(format!(
+                "this server sent the agent {SERVER_REQUEST_RATE} requests in the last minute; Postern passes more later"
+            ));
+        }
+        recent.push_back(now);
+        None
+    }
+
+    /// The server cancelled one of its requests to the agent: the agent is told, if it was one
+    /// the agent still owes; any other is dropped.
+    pub(super) fn on_server_cancelled(&mut self, msg: Message) {
+        let id = msg
+            .params()
+            .and_then(|p| p.get("requestId"))
+            .and_then(Id::from_value);
+        match id.and_then(|id| self.server_requests.remove_entry(&id)) {
+            Some((id, request)) => {
+                self.audit_result(&id, &request, postern_domain::CallOutcome::Cancelled);
+                self.reply(msg.line);
+            }
+            None => {
+                tracing::debug!(
+                    session = self.info.id,
+                    "the server cancelled a request it did not send the agent; dropped"
+                );
+            }
+        }
     }
 
     fn decide_operation(&self, method: &str, direction: Direction) -> Verdict {

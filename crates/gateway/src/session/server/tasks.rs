@@ -17,6 +17,18 @@ use crate::session::{InFlight, Session, outcome_of};
 /// The most tasks a session remembers; the oldest ended ones are forgotten first.
 const MAX_TASKS: usize = 1024;
 
+/// The fields of a task the session keeps, and how long each may be (as JSON).
+const TASK_FIELDS: &[&str] = &[
+    "taskId",
+    "status",
+    "statusMessage",
+    "createdAt",
+    "lastUpdatedAt",
+    "ttl",
+    "pollInterval",
+];
+const MAX_TASK_FIELD: usize = 1024;
+
 /// A task a forwarded tool call created.
 #[derive(Debug, Clone)]
 pub(in crate::session) struct Task {
@@ -128,18 +140,27 @@ impl Session {
             && let Some(oldest) = self
                 .tasks
                 .iter()
-                .filter(|(_, t)| t.journaled)
-                .min_by_key(|(_, t)| t.created)
+                .min_by_key(|(_, t)| (!t.journaled, t.created))
                 .map(|(k, _)| k.clone())
         {
+            // Forgotten: a poll for it is refused as unknown from now on.
             self.tasks.remove(&oldest);
         }
+        // Only the task's own fields are kept (and echoed in a failed status): a server cannot
+        // park megabytes in the session with each task.
+        let described: Map<String, Value> = described
+            .iter()
+            .filter(|(k, v)| {
+                TASK_FIELDS.contains(&k.as_str()) && v.to_string().len() <= MAX_TASK_FIELD
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let task = Task {
             epoch: running.record.epoch,
             call: id.value().clone(),
             tool: tool.clone(),
             created: call.sent,
-            described: described.clone(),
+            described,
             lost: None,
             journaled: false,
         };

@@ -358,3 +358,48 @@ async fn a_call_waiting_for_a_human_sends_progress_while_it_waits() {
         }
     }
 }
+
+/// A request the agent cancelled keeps its id until the server answers it: its late answer can
+/// never be taken for the answer to a request that reuses the id.
+#[tokio::test]
+async fn a_cancelled_request_s_late_answer_never_answers_another_request() {
+    let mut agent = Agent::ready(HandGate::default()).await;
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                     "params": {"name": "echo", "arguments": {"mute": true}}}))
+        .await;
+    let (_, done) = agent.gate.decided().await;
+    done(Verdict::Allow(Authority::Observed));
+    super::within("the call to reach the server", async {
+        while !agent.server_received().contains(&"tools/call".to_owned()) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    agent
+        .send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 9}}),
+        )
+        .await;
+    // Reusing the id (as "9", which a Python or TypeScript server takes for 9) is refused
+    // while the server may still answer the first.
+    let reused = agent.request(json!("9"), "resources/list", json!({})).await;
+    assert_eq!(rpc_error(&reused).0, -32600, "{reused}");
+    assert!(rpc_error(&reused).1.contains("already in use"), "{reused}");
+}
+
+/// A server that pages its tools without end cannot keep the session's requests held: the
+/// gate stops at its page limit and the catalog is what came.
+#[tokio::test]
+async fn a_catalog_that_pages_without_end_is_cut_at_the_limit() {
+    let mut agent = Agent::start(HandGate::default(), Some("endless-pages"), &[]);
+    agent.handshake().await;
+    let listed = agent.request(json!("list"), "tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().expect("tools");
+    assert_eq!(tools.len(), 100, "one tool per page, 100 pages");
+    assert_eq!(
+        agent.sessions.snapshot().first().map(|s| s.phase),
+        Some(Phase::CatalogReady)
+    );
+}
