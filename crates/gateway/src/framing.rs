@@ -598,16 +598,23 @@ pub fn scan(line: &[u8]) -> Result<(), FrameError> {
     Ok(())
 }
 
-/// Whether a JSON number's text survives parsing and printing (see [`scan`]). Text that is
-/// not a number counts as exact: the parser refuses it with its own message.
+/// Whether a JSON number's text survives parsing and printing (see [`scan`]), judged with the
+/// very parser and printer that forward it (serde_json's). Text that is not a number counts as
+/// exact: the parser refuses it with its own message.
 fn number_is_exact(text: &str) -> bool {
     if !text.contains(['.', 'e', 'E']) {
+        if text == "-0" {
+            return false; // read back as the float -0.0: an integer would become a float
+        }
         return text.parse::<i64>().is_ok()
             || text.parse::<u64>().is_ok()
             || decimal(text).is_none();
     }
-    match text.parse::<f64>() {
-        Ok(float) if float.is_finite() => decimal(text) == decimal(&format!("{float:e}")),
+    match serde_json::from_str::<f64>(text) {
+        Ok(float) if float.is_finite() => match serde_json::Number::from_f64(float) {
+            Some(printed) => decimal(text) == decimal(&printed.to_string()),
+            None => false,
+        },
         _ => true,
     }
 }
@@ -850,9 +857,9 @@ mod tests {
     fn numbers_are_carried_exactly_or_refused() {
         for exact in [
             "0",
-            "-0",
             "1",
             "-1",
+            "-0.0",
             "1.0",
             "0.1",
             "-2.5e-3",
@@ -877,6 +884,8 @@ mod tests {
             assert!(sent == forwarded, "{exact} became {}", back["n"]);
         }
         for inexact in [
+            "-0",
+            "-26077749241640.313",
             "18446744073709551616",
             "-9223372036854775809",
             "100000000000000000001",
