@@ -99,7 +99,9 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                     id: scanner.id(),
                 }));
             }
-            if buf.last() == Some(&b'\r') {
+            // A line ending (`\r\n`), and any carriage returns just before it: whitespace after
+            // the message to every reader, so a line passed on is read again as itself.
+            while buf.last() == Some(&b'\r') {
                 buf.truncate(buf.len() - 1);
             }
             if buf.iter().all(u8::is_ascii_whitespace) {
@@ -737,7 +739,7 @@ mod tests {
 
     #[tokio::test]
     async fn splits_lines_skips_blanks_and_strips_carriage_returns() {
-        let lines = read_all(b"{\"a\":1}\n\n  \r\n{\"b\":2}\r\n{\"c\":3}", 64).await;
+        let lines = read_all(b"{\"a\":1}\n\n  \r\n{\"b\":2}\r\r\n{\"c\":3}", 64).await;
         assert_eq!(
             lines,
             [frame("{\"a\":1}"), frame("{\"b\":2}"), frame("{\"c\":3}")]
