@@ -321,6 +321,13 @@ impl Agent {
         serde_json::from_slice(&line).expect("the session writes JSON")
     }
 
+    /// `postern server restart` for the session's server: a new process, a new epoch.
+    fn restart(&self) {
+        self.commands
+            .send(Command::Restart(LABEL.parse().expect("label")))
+            .expect("the session listens");
+    }
+
     /// Waits until the session's server is in `phase`.
     async fn wait_phase(&self, phase: Phase) {
         within("the server's state", async {
@@ -515,10 +522,7 @@ async fn a_call_whose_approval_is_withdrawn_by_the_epochs_end_is_told_it_was_not
     let mut agent = Agent::ready(HandGate::default()).await;
     agent.start_call(json!(20)).await;
     let asked = agent.gate.asked_about().await;
-    agent
-        .commands
-        .send(Command::Restart(LABEL.parse().expect("label")))
-        .expect("the session listens");
+    agent.restart();
 
     let answer = agent.next().await;
     assert_eq!(answer["id"], 20, "{answer}");
@@ -550,10 +554,7 @@ async fn requests_held_when_the_epoch_ends_are_told_they_were_not_forwarded() {
     // Answered at once, after the two before it were held.
     let pong = agent.request(json!("ping"), "ping", json!({})).await;
     assert_eq!(pong["result"], json!({}), "{pong}");
-    agent
-        .commands
-        .send(Command::Restart(LABEL.parse().expect("label")))
-        .expect("the session listens");
+    agent.restart();
 
     let call = agent.next().await;
     assert_eq!(call["id"], "call", "{call}");

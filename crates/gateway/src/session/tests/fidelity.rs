@@ -5,11 +5,10 @@
 use postern_domain::decision::Denial;
 use serde_json::json;
 
-use super::{Agent, HandGate, LABEL, lock, rpc_error};
+use super::{Agent, HandGate, lock, rpc_error};
 use crate::authorize::Direction;
 use crate::authorize::Verdict;
 use crate::registry::Phase;
-use crate::session::Command;
 use postern_domain::decision::Authority;
 
 /// A request to the server the gate forwards without a decision, answered: everything the
@@ -213,10 +212,7 @@ async fn a_task_of_an_ended_epoch_is_failed_and_never_reaches_the_new_code() {
         .await;
     assert_eq!(rpc_error(&stranger).0, -32602, "{stranger}");
 
-    agent
-        .commands
-        .send(Command::Restart(LABEL.parse().expect("label")))
-        .expect("the session listens");
+    agent.restart();
     let status = agent.next().await;
     assert_eq!(status["method"], "notifications/tasks/status", "{status}");
     assert_eq!(status["params"]["taskId"], "task-5");
@@ -287,10 +283,7 @@ async fn while_the_gate_refetches_a_changed_catalog_status_says_so_and_requests_
 #[tokio::test]
 async fn a_new_epoch_is_announced_and_a_session_is_refused_as_stale_at_most_once() {
     let mut agent = Agent::ready(HandGate::default()).await;
-    agent
-        .commands
-        .send(Command::Restart(LABEL.parse().expect("label")))
-        .expect("the session listens");
+    agent.restart();
     let told = agent.next().await;
     assert_eq!(told["method"], "notifications/tools/list_changed", "{told}");
 
