@@ -43,6 +43,26 @@ impl Received {
         self.0["calls"][tool].as_u64().unwrap_or(0)
     }
 
+    /// Every request method that arrived, with how many.
+    pub fn all_requests(&self) -> Vec<(String, u64)> {
+        tally(&self.0["requests"])
+    }
+
+    /// Every notification method that arrived, with how many.
+    pub fn all_notifications(&self) -> Vec<(String, u64)> {
+        tally(&self.0["notifications"])
+    }
+
+    /// Every tool that was called, with how many calls.
+    pub fn all_calls(&self) -> Vec<(String, u64)> {
+        tally(&self.0["calls"])
+    }
+
+    /// How many responses (to requests the server sent, or to none) arrived.
+    pub fn responses(&self) -> u64 {
+        self.0["responses"].as_u64().unwrap_or(0)
+    }
+
     /// The ids of the `tools/list` requests that arrived, oldest first.
     pub fn tools_list_ids(&self) -> Vec<Value> {
         self.0["toolsListIds"]
@@ -56,4 +76,17 @@ impl fmt::Debug for Received {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "the fixture received {}", self.0)
     }
+}
+
+/// A `{name: count}` object as pairs.
+fn tally(counts: &Value) -> Vec<(String, u64)> {
+    counts
+        .as_object()
+        .map(|counts| {
+            counts
+                .iter()
+                .map(|(name, n)| (name.clone(), n.as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -11,12 +11,14 @@
 //! - [`servers`]: the third-party test peers installed by `scripts/setup-test-deps.sh`.
 //! - [`fixture`]: what reached the project's fixture server, by its own account.
 //! - [`compare`]: JSON comparisons with readable failure messages.
+//! - [`fuzz`]: the gate's fuzz driver (framing and parsing against hostile input).
 //! - [`binaries`]: finds (and builds, under cargo) `postern` and the fixture server.
 
 pub mod binaries;
 pub mod client;
 pub mod compare;
 pub mod fixture;
+pub mod fuzz;
 pub mod gate;
 pub mod https;
 pub mod human;

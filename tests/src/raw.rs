@@ -109,6 +109,13 @@ impl RawAgent {
         Ok(())
     }
 
+    /// Writes `bytes` as they are: not UTF-8, several lines, no newline, whatever they hold.
+    pub async fn send_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.stdin.write_all(bytes).await?;
+        self.stdin.flush().await?;
+        Ok(())
+    }
+
     /// Writes `msg` as one line of JSON.
     pub async fn send(&mut self, msg: &Value) -> Result<()> {
         self.send_raw(&msg.to_string()).await
@@ -221,6 +228,11 @@ impl RawAgent {
     /// The messages read while waiting for others, oldest first.
     pub fn backlog(&self) -> &[Value] {
         &self.backlog
+    }
+
+    /// Takes the backlog: the messages read while waiting for others, oldest first.
+    pub fn take_backlog(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.backlog)
     }
 
     /// Reads what the shim writes until `quiet` passes with no new line (or stdout closes,
