@@ -307,8 +307,8 @@ mod tests {
         assert_eq!(
             whats,
             [
-                "added server 'x': [\"one\"], restart on-change, env TZ",
-                "replaced server 'x': [\"two\"], restart on-change, env TZ",
+                "added server 'x': [\"one\"], restart on-change, env TZ, passing vendor/search",
+                "replaced server 'x': [\"two\"], restart on-change, env TZ, passing vendor/search",
                 "removed server 'x'",
             ]
         );
