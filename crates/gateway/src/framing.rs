@@ -17,6 +17,19 @@ use tokio::sync::mpsc;
 /// The largest message Postern accepts on any hop: 8 MiB.
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
 
+/// The longest key text read while looking for an oversized line's `id` (`"\u0069\u0064"` is
+/// 12).
+const MAX_KEY_TEXT: usize = 16;
+
+/// Whether a key's text (between its quotes, escapes as written) is `id`.
+fn key_is_id(text: &[u8]) -> bool {
+    if text == b"id" {
+        return true;
+    }
+    let quoted = [&b"\""[..], text, &b"\""[..]].concat();
+    serde_json::from_slice::<String>(&quoted).is_ok_and(|key| key == "id")
+}
+
 /// The longest id text recovered from an oversized line (a longer id is not recovered).
 const MAX_ID_TEXT: usize = 256;
 
@@ -365,11 +378,12 @@ impl IdScanner {
                     self.state = IdState::Done;
                 }
             } else if keep && self.expect_key && self.in_string {
-                if self.key.len() <= 2 {
+                // Enough of the key to read `id` however it is escaped (`"\u0069d"`).
+                if self.key.len() <= MAX_KEY_TEXT {
                     self.key.push(b);
                 }
             } else if keep && self.expect_key {
-                self.last_key_is_id = self.key == b"id";
+                self.last_key_is_id = self.key.len() <= MAX_KEY_TEXT && key_is_id(&self.key);
                 self.key.clear();
             }
             return;
@@ -784,6 +798,10 @@ mod tests {
             (format!(r#"{{"x":"{filler}","id":null}}"#), None),
             (format!(r#"{{"x":"{filler}","id":{{"a":1}}}}"#), None),
             (format!(r#"{{"x":"{filler}","idx":1}}"#), None),
+            (
+                format!(r#"{{"x":"{filler}","\u0069d":5}}"#),
+                Some(serde_json::json!(5)),
+            ),
             (format!(r#"{{"x":"{filler}"}}"#), None),
         ] {
             let lines = read_all(format!("{line}\n").as_bytes(), 64).await;
