@@ -372,16 +372,7 @@ impl Session {
             denial.code,
             DenyCode::AuthorizationStale | DenyCode::CatalogStale
         );
-        tracing::info!(session = self.info.id, %id, code = denial.code.as_str(), "call refused");
-        self.ctx.audit.record(AuditEvent::AuthorizationDenied {
-            session: self.info.id,
-            server: self.info.server.clone(),
-            epoch: self.info.record.as_ref().map(|r| r.epoch),
-            call: id.value().clone(),
-            tool,
-            code: denial.code.as_str().into(),
-            detail: denial.detail.clone(),
-        });
+        self.journal_refusal(&id, &tool, &denial);
         self.reply(message::result(
             &id,
             tool_error(&denial.message, denial.detail),

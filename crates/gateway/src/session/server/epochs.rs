@@ -5,15 +5,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bytes::Bytes;
 use postern_domain::{AuditEvent, CallOutcome, ExecutionEpoch, ExecutionRecord, RestartPolicy};
 use postern_supervisor::ExitReport;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::calls::tool_error;
+use super::operations::not_made;
 use super::{CatalogStage, Upstream, stop_gracefully};
 use crate::authorize::Withdrawn;
-use crate::message::{self, Id, Kind, code};
+use crate::message::{self, Kind};
 use crate::registry::Credentials;
 use crate::session::{Event, Session, Unsent, now_ms};
 
@@ -137,7 +136,12 @@ impl Session {
         }
         for (id, call) in self.requests.take_all_forwarded() {
             self.audit_result(&id, &call, CallOutcome::EpochTransition);
-            self.reply(epoch_answer(&id, &call.method, &forwarded_text, &forwarded));
+            self.reply(not_made(
+                &id,
+                &call.method,
+                &forwarded_text,
+                forwarded.clone(),
+            ));
             if lives_on {
                 self.requests.abandon(id);
             }
@@ -160,7 +164,7 @@ impl Session {
         self.abandon_authorizing(Withdrawn::EpochEnded, &unanswered);
         for msg in self.requests.take_held() {
             if let Kind::Request { id, method } = &msg.kind {
-                self.reply(epoch_answer(id, method, &unsent_text, &unsent));
+                self.reply(not_made(id, method, &unsent_text, unsent.clone()));
             }
         }
     }
@@ -239,15 +243,5 @@ impl Session {
             self.info.backoff_until_ms = None;
             self.publish();
         }
-    }
-}
-
-/// The answer to request `id` (of `method`) when its epoch ended: a tool error for a
-/// `tools/call`, a JSON-RPC error (-32603) with the same detail for anything else.
-fn epoch_answer(id: &Id, method: &str, text: &str, detail: &Value) -> Bytes {
-    if method == "tools/call" {
-        message::result(id, tool_error(text, detail.clone()))
-    } else {
-        message::error(Some(id), code::INTERNAL_ERROR, text, Some(detail.clone()))
     }
 }

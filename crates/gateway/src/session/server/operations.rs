@@ -11,7 +11,6 @@ use postern_domain::AuditEvent;
 use postern_domain::decision::Denial;
 use serde_json::Value;
 
-use super::Upstream;
 use super::tasks::TaskCheck;
 use crate::authorize::{Direction, OperationToAuthorize, Verdict};
 use crate::message::{self, Id, Message, code};
@@ -176,18 +175,16 @@ impl Session {
         self.ctx.authorizer.authorize_operation(&operation)
     }
 
-    /// Records a refused request in the audit log (and so in Activity).
-    fn journal_refusal(&self, id: &Id, method: &str, denial: &Denial) {
-        tracing::info!(session = self.info.id, %id, method, code = denial.code.as_str(), "request refused");
+    /// Records a refused request (a tool call or any other) in the audit log, and so in
+    /// Activity, under the epoch that would have run it.
+    pub(super) fn journal_refusal(&self, id: &Id, name: &str, denial: &Denial) {
+        tracing::info!(session = self.info.id, %id, name, code = denial.code.as_str(), "request refused");
         self.ctx.audit.record(AuditEvent::AuthorizationDenied {
             session: self.info.id,
             server: self.info.server.clone(),
-            epoch: match &self.upstream {
-                Upstream::Running(running) => Some(running.record.epoch),
-                _ => self.info.record.as_ref().map(|r| r.epoch),
-            },
+            epoch: self.info.record.as_ref().map(|r| r.epoch),
             call: id.value().clone(),
-            tool: method.to_owned(),
+            tool: name.to_owned(),
             code: denial.code.as_str().into(),
             detail: denial.detail.clone(),
         });
