@@ -33,6 +33,7 @@ const COMMANDS: &[&str] = &[
     "answer",
     "lock",
     "unlock",
+    "set_passphrase",
     "update_settings",
     "show_approvals",
     "restart",

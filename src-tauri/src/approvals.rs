@@ -98,20 +98,9 @@ pub fn summary(card: &ApprovalCard) -> String {
     )
 }
 
-/// Answers a request from the tray: the narrowest approval, or a denial.
-pub fn answer_from_tray(authority: &Authority, id: ApprovalId, approve: bool) {
-    let reply = if approve {
-        match authority.approvals().iter().find(|c| c.id == id) {
-            Some(card) => narrowest(card),
-            None => {
-                tracing::info!(approval = %id, "already answered, timed out or withdrawn");
-                return;
-            }
-        }
-    } else {
-        Reply::Deny
-    };
-    if let Err(err) = authority.answer(id, reply) {
+/// Denies a request from the tray (approving takes the passphrase, in the approval window).
+pub fn deny_from_tray(authority: &Authority, id: ApprovalId) {
+    if let Err(err) = authority.answer(id, Reply::Deny, None) {
         tracing::info!(approval = %id, "answer not taken: {err}");
     }
 }

@@ -9,7 +9,7 @@
 use ts_rs::TS;
 
 use crate::approvals::Approval;
-use crate::commands::{CommandError, ErrorCode, SettingsChange};
+use crate::commands::{CommandError, ErrorCode, ProofInput, SettingsChange};
 use crate::credentials::{CredentialItem, CredentialKind, NewCredential};
 use crate::journal::{AnchorView, Verification};
 use crate::servers::{AgentSnippet, ImportSource, Imported, NewServer};
@@ -35,6 +35,7 @@ pub fn typescript() -> String {
         [
             Approval::decl(),
             SettingsChange::decl(),
+            ProofInput::decl(),
             CommandError::decl(),
             ErrorCode::decl(),
         ],

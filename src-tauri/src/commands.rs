@@ -1,10 +1,11 @@
 //! The IPC commands the UI calls. Each one delegates to the engine; none holds a rule of
-//! its own. The app is the human's own window, so it answers approvals, unlocks and
-//! changes settings in-process (the CLI's path over the socket checks who is asking).
+//! its own. A command that widens authority carries the person's proof of presence (the
+//! passphrase typed into this window), checked by the engine's one check
+//! (`Authority::prove`), exactly as the CLI's requests over the socket are.
 
 use postern_domain::ApprovalId;
 use postern_domain::decision::{Reply, SessionMode};
-use postern_engine::authority::AnswerError;
+use postern_engine::authority::{AnswerError, PresenceError, Proof, Proven};
 use postern_engine::{Authority, Home, Settings, SettingsUpdate};
 use serde::{Deserialize, Serialize};
 use tauri::{AppHandle, Manager, Runtime};
@@ -28,26 +29,36 @@ pub async fn approvals<R: Runtime>(app: AppHandle<R>) -> Vec<Approval> {
         .unwrap_or_default()
 }
 
-/// A human's answer to a request; the waiting call goes on or is refused at once.
+/// A human's answer to a request; the waiting call goes on or is refused at once. An
+/// approval carries the passphrase; a denial needs none.
 #[tauri::command]
 pub async fn answer<R: Runtime>(
     app: AppHandle<R>,
     id: String,
     reply: Reply,
+    proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
     let id: ApprovalId = id.parse().map_err(|_| CommandError {
         code: ErrorCode::BadRequest,
         message: format!("{id:?} is not an approval request id"),
     })?;
-    authority(&app)?
-        .answer(id, reply)
-        .map_err(|err| CommandError {
-            code: match err {
-                AnswerError::NotOpen(_) => ErrorCode::NotOpen,
-                AnswerError::Unacceptable(_) => ErrorCode::Unacceptable,
-            },
-            message: err.to_string(),
-        })
+    let authority = authority(&app)?;
+    blocking(move || {
+        let proven = match reply {
+            Reply::Approve { .. } => Some(prove(&authority, proof, "approve a request")?),
+            Reply::Deny => None,
+        };
+        authority
+            .answer(id, reply, proven.as_ref())
+            .map_err(|err| match err {
+                AnswerError::Presence(e) => presence(e),
+                AnswerError::NotOpen(_) => CommandError::new(ErrorCode::NotOpen, err.to_string()),
+                AnswerError::Unacceptable(_) => {
+                    CommandError::new(ErrorCode::Unacceptable, err.to_string())
+                }
+            })
+    })
+    .await
 }
 
 /// Locks the vault. Returns whether it was unlocked.
@@ -56,24 +67,101 @@ pub async fn lock<R: Runtime>(app: AppHandle<R>) -> Result<bool, CommandError> {
     Ok(authority(&app)?.lock("locked from the app"))
 }
 
-/// Unlocks the vault. Returns whether it was locked.
+/// Unlocks the vault with the passphrase. Returns whether it was locked.
 #[tauri::command]
-pub async fn unlock<R: Runtime>(app: AppHandle<R>) -> Result<bool, CommandError> {
-    Ok(authority(&app)?.unlock())
+pub async fn unlock<R: Runtime>(
+    app: AppHandle<R>,
+    proof: Option<ProofInput>,
+) -> Result<bool, CommandError> {
+    let authority = authority(&app)?;
+    blocking(move || {
+        let proven = prove(&authority, proof, "unlock the vault")?;
+        Ok(authority.unlock(proven))
+    })
+    .await
 }
 
-/// Changes settings; returns them as they now are.
+/// Sets the first passphrase (no proof; the vault unlocks), or a new one (the proof carries
+/// the current one).
+#[tauri::command]
+pub async fn set_passphrase<R: Runtime>(
+    app: AppHandle<R>,
+    passphrase: crate::credentials::SecretValue,
+    proof: Option<ProofInput>,
+) -> Result<(), CommandError> {
+    let authority = authority(&app)?;
+    blocking(move || {
+        let proof = proof.map(ProofInput::into_proof);
+        authority
+            .set_passphrase(passphrase.secret(), proof.as_ref())
+            .map_err(presence)
+    })
+    .await
+}
+
+/// Changes settings; returns them as they now are. A change that widens (observe mode, the
+/// auto-lock) carries the passphrase.
 #[tauri::command]
 pub async fn update_settings<R: Runtime>(
     app: AppHandle<R>,
     change: SettingsChange,
+    proof: Option<ProofInput>,
 ) -> Result<Settings, CommandError> {
-    authority(&app)?
-        .update_settings(change.into())
-        .map_err(|err| CommandError {
-            code: ErrorCode::SettingsRefused,
-            message: err.to_string(),
-        })
+    let authority = authority(&app)?;
+    blocking(move || {
+        let proven = match proof {
+            Some(proof) => Some(prove(&authority, Some(proof), "widen the settings")?),
+            None => None,
+        };
+        authority
+            .update_settings(change.into(), proven.as_ref())
+            .map_err(|err| CommandError {
+                code: ErrorCode::SettingsRefused,
+                message: err.to_string(),
+            })
+    })
+    .await
+}
+
+/// The person's proof of presence from this window: the passphrase typed into it. Never
+/// shown by `Debug`, zeroized when dropped.
+#[derive(Debug, Deserialize, TS)]
+#[ts(rename = "Proof")]
+pub struct ProofInput {
+    /// The Postern passphrase.
+    #[ts(type = "string")]
+    passphrase: crate::credentials::SecretValue,
+}
+
+impl ProofInput {
+    fn into_proof(self) -> Proof {
+        Proof::Passphrase(self.passphrase.into_secret())
+    }
+}
+
+/// Checks `proof` for `what` with the engine (argon2id: call from blocking work).
+pub(crate) fn prove(
+    authority: &Authority,
+    proof: Option<ProofInput>,
+    what: &str,
+) -> Result<Proven, CommandError> {
+    let proof = proof.map(ProofInput::into_proof);
+    authority.prove(proof.as_ref(), what).map_err(presence)
+}
+
+/// A refused proof as the window shows it.
+pub(crate) fn presence(err: PresenceError) -> CommandError {
+    let code = match &err {
+        PresenceError::Required { .. } => ErrorCode::ProofRequired,
+        PresenceError::NotSet => ErrorCode::PassphraseNotSet,
+        PresenceError::AlreadySet => ErrorCode::PassphraseAlreadySet,
+        PresenceError::TooShort => ErrorCode::PassphraseTooShort,
+        PresenceError::Wrong { .. } => ErrorCode::PassphraseWrong,
+        PresenceError::Backoff { .. } => ErrorCode::ProofBackoff,
+        PresenceError::KeyReplaced => ErrorCode::VaultKeyReplaced,
+        _ => ErrorCode::Failed,
+    };
+    CommandError::new(code, err.to_string())
 }
 
 /// Opens the approval window and gives it the focus (a human asked for it), when requests
@@ -152,6 +240,20 @@ pub enum ErrorCode {
     Refused,
     /// Reading or writing failed (the database, the keychain); the message says what.
     Failed,
+    /// The act needs the person's passphrase, and none was given.
+    ProofRequired,
+    /// The passphrase is wrong; the message says when the next try is heard.
+    PassphraseWrong,
+    /// Too many wrong passphrases in a row; the message says how long to wait.
+    ProofBackoff,
+    /// No passphrase was chosen yet (the first-run step).
+    PassphraseNotSet,
+    /// A first passphrase was offered where one exists.
+    PassphraseAlreadySet,
+    /// The new passphrase is too short.
+    PassphraseTooShort,
+    /// The keychain's vault key was replaced behind Postern's back.
+    VaultKeyReplaced,
 }
 
 /// The running engine's gate.
@@ -261,7 +363,7 @@ mod tests {
         assert_eq!(approval["card"]["tool"]["name"], "now");
         assert_eq!(approval["catalogChanges"], json!([]));
 
-        let wrong = json!({"id": id, "reply": {"reply": "approve", "choice": {"end": "forMinutes", "minutes": 0}}});
+        let wrong = json!({"id": id, "reply": {"reply": "approve", "choice": {"end": "forMinutes", "minutes": 0}}, "proof": {"passphrase": "postern-app-tests"}});
         let refused = invoke(&app, "answer", wrong).unwrap_err();
         assert_eq!(refused["code"], "unacceptable", "{refused}");
 
@@ -269,7 +371,20 @@ mod tests {
             choice: Some(GrantChoice::UntilRunEnds),
         })
         .unwrap();
-        invoke(&app, "answer", json!({"id": id, "reply": reply})).unwrap();
+        let unproven = invoke(&app, "answer", json!({"id": id, "reply": reply})).unwrap_err();
+        assert_eq!(unproven["code"], "proof_required", "{unproven}");
+        let guessed = json!({"id": id, "reply": reply, "proof": {"passphrase": "a guess"}});
+        let refused = invoke(&app, "answer", guessed).unwrap_err();
+        assert_eq!(refused["code"], "passphrase_wrong", "{refused}");
+        assert!(!refused.to_string().contains("a guess"));
+        // The guess made the next try wait a second.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        invoke(
+            &app,
+            "answer",
+            json!({"id": id, "reply": reply, "proof": {"passphrase": "postern-app-tests"}}),
+        )
+        .unwrap();
 
         assert!(matches!(verdict.try_recv(), Ok(Verdict::Allow(_))));
         let grants = app.state::<Shell>().authority().unwrap().grants();
@@ -319,10 +434,21 @@ mod tests {
         assert_eq!(invoke(&app, "lock", json!({})).unwrap(), json!(true));
         assert_eq!(authority.vault(), VaultState::Locked);
         assert_eq!(invoke(&app, "lock", json!({})).unwrap(), json!(false));
-        assert_eq!(invoke(&app, "unlock", json!({})).unwrap(), json!(true));
+        let refused = invoke(&app, "unlock", json!({})).unwrap_err();
+        assert_eq!(refused["code"], "proof_required", "{refused}");
+        assert_eq!(authority.vault(), VaultState::Locked);
+        assert_eq!(
+            invoke(
+                &app,
+                "unlock",
+                json!({"proof": {"passphrase": "postern-app-tests"}})
+            )
+            .unwrap(),
+            json!(true)
+        );
         assert_eq!(authority.vault(), VaultState::Ready);
 
-        let change = json!({"change": {"sessionMode": "observe", "approvalTimeoutMs": 30000, "autoLockMs": null}});
+        let change = json!({"change": {"sessionMode": "observe", "approvalTimeoutMs": 30000, "autoLockMs": null}, "proof": {"passphrase": "postern-app-tests"}});
         let settings = invoke(&app, "update_settings", change).unwrap();
         assert_eq!(
             settings,

@@ -14,7 +14,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use tauri::{AppHandle, Runtime};
 use ts_rs::TS;
 
-use crate::commands::{CommandError, ErrorCode, authority, blocking, running_home};
+use crate::commands::{
+    CommandError, ErrorCode, ProofInput, authority, blocking, prove, running_home,
+};
 
 /// A credential as the window lists it: everything but its value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
@@ -82,6 +84,18 @@ pub struct NewCredential {
 #[derive(Debug)]
 pub struct SecretValue(Secret<String>);
 
+impl SecretValue {
+    /// The secret.
+    pub fn secret(&self) -> &Secret<String> {
+        &self.0
+    }
+
+    /// The secret, taken out.
+    pub fn into_secret(self) -> Secret<String> {
+        self.0
+    }
+}
+
 impl<'de> Deserialize<'de> for SecretValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Ok(Self(Secret::new(String::deserialize(deserializer)?)))
@@ -114,6 +128,7 @@ pub async fn credentials<R: Runtime>(
 pub async fn add_credential<R: Runtime>(
     app: AppHandle<R>,
     credential: NewCredential,
+    proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
     let authority = authority(&app)?;
     let name = name(&credential.name)?;
@@ -128,8 +143,9 @@ pub async fn add_credential<R: Runtime>(
     let value = credential.value.0;
     let every_use = credential.every_use;
     blocking(move || {
+        let proven = prove(&authority, proof, "add a credential")?;
         authority
-            .add_credential(&name, spec, every_use, value)
+            .add_credential(&proven, &name, spec, every_use, value)
             .map(drop)
             .map_err(refused)
     })
@@ -142,12 +158,14 @@ pub async fn rotate_credential<R: Runtime>(
     app: AppHandle<R>,
     name: String,
     value: SecretValue,
+    proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
     let authority = authority(&app)?;
     let name = self::name(&name)?;
     blocking(move || {
+        let proven = prove(&authority, proof, "rotate a credential")?;
         authority
-            .rotate_credential(&name, value.0)
+            .rotate_credential(&proven, &name, value.0)
             .map(drop)
             .map_err(refused)
     })
@@ -159,10 +177,15 @@ pub async fn rotate_credential<R: Runtime>(
 pub async fn remove_credential<R: Runtime>(
     app: AppHandle<R>,
     name: String,
+    proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
     let authority = authority(&app)?;
     let name = self::name(&name)?;
-    blocking(move || authority.remove_credential(&name).map_err(refused)).await
+    blocking(move || {
+        let proven = prove(&authority, proof, "remove a credential")?;
+        authority.remove_credential(&proven, &name).map_err(refused)
+    })
+    .await
 }
 
 /// Binds a credential to a server; returns whether it was not bound before.
@@ -171,10 +194,15 @@ pub async fn bind_credential<R: Runtime>(
     app: AppHandle<R>,
     server: String,
     name: String,
+    proof: Option<ProofInput>,
 ) -> Result<bool, CommandError> {
     let authority = authority(&app)?;
     let (server, name) = (label(&server)?, self::name(&name)?);
-    blocking(move || authority.bind(&server, &name).map_err(refused)).await
+    blocking(move || {
+        let proven = prove(&authority, proof, "bind a credential")?;
+        authority.bind(&proven, &server, &name).map_err(refused)
+    })
+    .await
 }
 
 /// Unbinds a credential from a server; returns whether it was bound.
@@ -262,7 +290,7 @@ mod tests {
         let add = json!({"credential": {
             "name": "inventory-api", "injection": {"kind": "env", "var": "INVENTORY_TOKEN"},
             "hosts": [], "everyUse": true, "value": CANARY,
-        }});
+        }, "proof": {"passphrase": "postern-app-tests"}});
         assert_eq!(
             invoke(&app, "add_credential", add.clone()).unwrap(),
             json!(null)
@@ -275,7 +303,7 @@ mod tests {
             invoke(
                 &app,
                 "bind_credential",
-                json!({"server": "inventory", "name": "inventory-api"})
+                json!({"server": "inventory", "name": "inventory-api", "proof": {"passphrase": "postern-app-tests"}})
             )
             .unwrap(),
             json!(true)
@@ -283,7 +311,7 @@ mod tests {
         invoke(
             &app,
             "rotate_credential",
-            json!({"name": "inventory-api", "value": "v2-value"}),
+            json!({"name": "inventory-api", "value": "v2-value", "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap();
         let listed = invoke(&app, "credentials", json!({})).unwrap();
@@ -307,13 +335,13 @@ mod tests {
             &app,
             "add_credential",
             json!({"credential": {"name": "gh", "injection": {"kind": "bearer"},
-                   "hosts": [" api.github.com ", ""], "everyUse": false, "value": "x"}}),
+                   "hosts": [" api.github.com ", ""], "everyUse": false, "value": "x"}, "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap();
         let wrong = invoke(
             &app,
             "bind_credential",
-            json!({"server": "inventory", "name": "gh"}),
+            json!({"server": "inventory", "name": "gh", "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap_err();
         assert_eq!(wrong["code"], "refused");
@@ -328,15 +356,30 @@ mod tests {
             invoke(
                 &app,
                 "unbind_credential",
-                json!({"server": "inventory", "name": "inventory-api"})
+                json!({"server": "inventory", "name": "inventory-api", "proof": {"passphrase": "postern-app-tests"}})
             )
             .unwrap(),
             json!(true)
         );
-        invoke(&app, "remove_credential", json!({"name": "inventory-api"})).unwrap();
-        invoke(&app, "remove_credential", json!({"name": "gh"})).unwrap();
+        invoke(
+            &app,
+            "remove_credential",
+            json!({"name": "inventory-api", "proof": {"passphrase": "postern-app-tests"}}),
+        )
+        .unwrap();
+        invoke(
+            &app,
+            "remove_credential",
+            json!({"name": "gh", "proof": {"passphrase": "postern-app-tests"}}),
+        )
+        .unwrap();
         assert_eq!(invoke(&app, "credentials", json!({})).unwrap(), json!([]));
-        let gone = invoke(&app, "remove_credential", json!({"name": "gh"})).unwrap_err();
+        let gone = invoke(
+            &app,
+            "remove_credential",
+            json!({"name": "gh", "proof": {"passphrase": "postern-app-tests"}}),
+        )
+        .unwrap_err();
         assert_eq!(gone["code"], "refused");
         stop(&app);
     }
@@ -377,7 +420,7 @@ mod tests {
         let empty = invoke(
             &app,
             "add_credential",
-            json!({"credential": {"name": "ok", "injection": {"kind": "bearer"}, "hosts": ["h.example"], "everyUse": false, "value": ""}}),
+            json!({"credential": {"name": "ok", "injection": {"kind": "bearer"}, "hosts": ["h.example"], "everyUse": false, "value": ""}, "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap_err();
         assert_eq!(
@@ -387,7 +430,7 @@ mod tests {
         let basic = invoke(
             &app,
             "add_credential",
-            json!({"credential": {"name": "ok", "injection": {"kind": "basic"}, "hosts": ["h.example"], "everyUse": false, "value": "canary-no-colon"}}),
+            json!({"credential": {"name": "ok", "injection": {"kind": "basic"}, "hosts": ["h.example"], "everyUse": false, "value": "canary-no-colon"}, "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap_err();
         assert_eq!(basic["code"], "refused", "{basic}");

@@ -225,7 +225,12 @@ mod tests {
         invoke(&app, "lock", json!({})).unwrap();
         let sealed = invoke(&app, "audit_entry", json!({ "seq": seq })).unwrap();
         assert_eq!(sealed["body"]["state"], "sealed", "{sealed}");
-        invoke(&app, "unlock", json!({})).unwrap();
+        invoke(
+            &app,
+            "unlock",
+            json!({"proof": {"passphrase": "postern-app-tests"}}),
+        )
+        .unwrap();
 
         let verified = invoke(&app, "verify_audit", json!({"openBodies": true})).unwrap();
         assert_eq!(verified["state"], "verified", "{verified}");

@@ -63,6 +63,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::answer,
             commands::lock,
             commands::unlock,
+            commands::set_passphrase,
             commands::update_settings,
             commands::show_approvals,
             servers::restart,

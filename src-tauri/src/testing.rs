@@ -40,6 +40,13 @@ pub fn running_app() -> (tauri::App<MockRuntime>, tempfile::TempDir) {
         crate::shell::test_hosted,
     );
     wait_for(|| matches!(app.state::<Shell>().view(), EngineView::Running { .. }));
+    // An engine starts locked; the first-run step chooses the passphrase, which unlocks it.
+    invoke(
+        &app,
+        "set_passphrase",
+        serde_json::json!({"passphrase": "postern-app-tests", "proof": null}),
+    )
+    .unwrap();
     (app, home)
 }
 

@@ -82,9 +82,10 @@ impl MenuAction {
                     authority.lock("locked from the tray");
                 }
             }
+            // Unlocking takes the passphrase: the window's lock screen asks for it.
             Self::Unlock => {
-                if let Some(authority) = app.state::<Shell>().authority() {
-                    authority.unlock();
+                if let Err(err) = window::show(app) {
+                    tracing::warn!("cannot show the window: {err}");
                 }
             }
             Self::Open => {
@@ -320,15 +321,16 @@ pub fn menu<R: Runtime>(app: &AppHandle<R>, entries: &[Entry]) -> tauri::Result<
 pub fn on_menu_event<R: Runtime>(app: &AppHandle<R>, id: &str) {
     match MenuCommand::from_id(id) {
         Some(MenuCommand::Action(action)) => action.perform(app),
-        Some(MenuCommand::Approve(approval)) => answer(app, approval, true),
-        Some(MenuCommand::Deny(approval)) => answer(app, approval, false),
+        // Approving takes the passphrase: the approval window asks for it.
+        Some(MenuCommand::Approve(_)) => approvals::review(app),
+        Some(MenuCommand::Deny(approval)) => deny(app, approval),
         None => tracing::debug!("ignoring menu item {id}"),
     }
 }
 
-fn answer<R: Runtime>(app: &AppHandle<R>, approval: ApprovalId, approve: bool) {
+fn deny<R: Runtime>(app: &AppHandle<R>, approval: ApprovalId) {
     match app.state::<Shell>().authority() {
-        Some(authority) => approvals::answer_from_tray(&authority, approval, approve),
+        Some(authority) => approvals::deny_from_tray(&authority, approval),
         None => tracing::info!("no engine to answer {approval}"),
     }
 }

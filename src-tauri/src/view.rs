@@ -146,6 +146,8 @@ mod tests {
                 approvals: 0,
                 grants: 0,
                 settings: postern_engine::Settings::default(),
+                passphrase_set: true,
+                config_warning: None,
             },
         };
         let value = serde_json::to_value(EngineView::Running {

@@ -38,7 +38,7 @@ pub fn workspace_root() -> &'static Path {
         .expect("tests/ lives inside the workspace")
 }
 
-fn cached(
+pub(crate) fn cached(
     cell: &OnceLock<Result<PathBuf, String>>,
     override_var: &str,
     package: &str,

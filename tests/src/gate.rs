@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,6 +16,7 @@ use tempfile::TempDir;
 use crate::binaries;
 use crate::keychain::PrivateKeychain;
 use crate::servers::ServerCommand;
+use crate::tty;
 
 /// How long the daemon may take to open its socket.
 const DAEMON_READY: Duration = Duration::from_secs(30);
@@ -92,6 +94,9 @@ impl Gate {
             gate.add_server(label, server)?;
         }
         gate.start_daemon().await?;
+        // An engine starts locked; on a fresh home the person chooses a passphrase, which
+        // unlocks it (`postern passphrase`, typed at the terminal).
+        gate.cli(["passphrase"])?;
         Ok(gate)
     }
 
@@ -110,21 +115,16 @@ impl Gate {
         &self.bin
     }
 
-    /// Runs `postern --home H <args>` to completion; fails unless it exits 0. Returns stdout.
+    /// Runs `postern --home H <args>` to completion, as the person at a terminal of their own
+    /// (outside every agent's process tree), typing the passphrase where it is asked for;
+    /// fails unless it exits 0. Returns stdout.
     pub fn cli<I, S>(&self, args: I) -> Result<String>
     where
         I: IntoIterator<Item = S>,
         S: Into<OsString>,
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-        let out = self
-            .postern()
-            .arg("--home")
-            .arg(&self.home)
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running {}", self.bin.display()))?;
+        let out = self.at_terminal(&args, None, tty::PASSPHRASE)?.output;
         if !out.status.success() {
             bail!(
                 "`postern {}` failed ({}):\nstdout: {}\nstderr: {}",
@@ -155,21 +155,36 @@ impl Gate {
     /// Runs `postern --home H <args>` with `input` on stdin and returns what it did, whether
     /// it succeeded or not (for the refusals and warnings a person would see).
     pub fn cli_output(&self, args: &[&str], input: &str) -> Result<std::process::Output> {
-        use std::io::Write as _;
-        let mut child = self
-            .postern()
-            .arg("--home")
-            .arg(&self.home)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("running {}", self.bin.display()))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin.write_all(input.as_bytes())?;
-        }
-        Ok(child.wait_with_output()?)
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        Ok(self
+            .at_terminal(&args, Some(input), tty::PASSPHRASE)?
+            .output)
+    }
+
+    /// `postern --home H <args>` at a terminal where `passphrase` is typed at every prompt:
+    /// what it printed, and what the terminal showed.
+    pub fn at_terminal(
+        &self,
+        args: &[OsString],
+        input: Option<&str>,
+        passphrase: &str,
+    ) -> Result<tty::AtTerminal> {
+        let mut cmd = self.postern();
+        cmd.arg("--home").arg(&self.home).args(args);
+        tty::run(&mut cmd, passphrase, input)
+            .with_context(|| format!("running {}", self.bin.display()))
+    }
+
+    /// `postern --home H <args>` with no terminal at all (as a process an agent started
+    /// outside its own tree, with `setsid`, `nohup` or `systemd-run`, would run it): what it
+    /// printed and how it exited.
+    pub fn cli_without_terminal(&self, args: &[&str]) -> Result<std::process::Output> {
+        let mut cmd = self.postern();
+        cmd.arg("--home").arg(&self.home).args(args);
+        cmd.stdin(Stdio::null())
+            .process_group(0)
+            .output()
+            .with_context(|| format!("running {}", self.bin.display()))
     }
 
     /// `postern server add <label> -- <command...>`.
@@ -304,6 +319,37 @@ impl Gate {
             cmd.envs(keychain.env().iter().map(|(k, v)| (k, v)));
         }
         cmd
+    }
+
+    /// The environment a process needs to reach this gate's keychain.
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        self.keychain
+            .as_ref()
+            .map(|k| k.env().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// What the keychain holds for this home's entry `name`, read by another process as any
+    /// process of the user can (lossy text; empty when there is none).
+    pub fn keychain_item(&self, name: &str) -> Result<String> {
+        static CELL: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+        let peek = binaries::cached(&CELL, "KEYCHAIN_PEEK_BIN", "postern-e2e", "keychain_peek")?;
+        let out = Command::new(peek)
+            .arg(&self.home)
+            .arg(name)
+            .envs(self.env())
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "keychain_peek: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Starts `postern daemon` again after [`Gate::stop_daemon`]; it starts locked.
+    pub async fn restart_daemon(&mut self) -> Result<()> {
+        self.start_daemon().await
     }
 
     /// Stops `postern daemon` (SIGTERM, SIGKILL after 5 s); the home and keychain stay.

@@ -26,6 +26,7 @@ pub mod keychain;
 pub mod raw;
 pub mod rebuild;
 pub mod servers;
+pub mod tty;
 pub mod wire;
 
 pub use client::{Client, Profile, Seen};

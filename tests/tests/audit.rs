@@ -290,8 +290,16 @@ impl TestHome {
         cmd
     }
 
+    /// `postern <args>` at the person's terminal (the passphrase typed where it is asked).
+    fn at_terminal(&self, args: &[&str]) -> Result<std::process::Output> {
+        Ok(
+            postern_e2e::tty::run(&mut self.command(args), postern_e2e::tty::PASSPHRASE, None)?
+                .output,
+        )
+    }
+
     fn cli(&self, args: &[&str]) -> Result<String> {
-        let out = self.command(args).output()?;
+        let out = self.at_terminal(args)?;
         ensure!(
             out.status.success(),
             "`postern {}` failed: {}",
@@ -303,7 +311,7 @@ impl TestHome {
 
     /// Runs a command that must fail; returns its output.
     fn cli_fails(&self, args: &[&str]) -> Result<String> {
-        let out = self.command(args).output()?;
+        let out = self.at_terminal(args)?;
         ensure!(
             !out.status.success(),
             "`postern {}` should have failed: {}",
@@ -339,6 +347,15 @@ impl TestHome {
                 std::fs::read_to_string(&log)?
             );
             std::thread::sleep(Duration::from_millis(20));
+        }
+        // An engine starts locked: the person unlocks it, or on a fresh home chooses the
+        // passphrase (which unlocks it).
+        if let Err(e) = self.cli(&["unlock"]) {
+            ensure!(
+                e.to_string().contains("no Postern passphrase is set yet"),
+                "{e:#}"
+            );
+            self.cli(&["passphrase"])?;
         }
         // These tests are about the log, not approvals: calls are admitted and journaled.
         self.cli(&["settings", "--session-mode", "observe"])?;

@@ -442,6 +442,15 @@ async fn the_shim_outlives_the_engine_and_reconnects_when_it_appears() -> Result
             .kill_on_drop(true)
             .spawn()?;
         agent.wait_list_changed().await?;
+        // The engine starts locked: the person chooses the passphrase at a terminal.
+        let mut choose = std::process::Command::new(&postern);
+        choose
+            .arg("--home")
+            .arg(&home)
+            .arg("passphrase")
+            .envs(keychain.env().iter().map(|(k, v)| (k, v)));
+        let chosen = postern_e2e::tty::run(&mut choose, postern_e2e::tty::PASSPHRASE, None)?;
+        assert!(chosen.output.status.success(), "{chosen:?}");
         let tools = agent.request(json!(3), "tools/list", json!({})).await?;
         assert!(
             tools["result"]["tools"]

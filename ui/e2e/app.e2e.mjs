@@ -3,7 +3,10 @@
 //
 //   POSTERN_APP=target/debug/postern-app POSTERN_CLI=target/debug/postern node ui/e2e/app.e2e.mjs
 //
-// Every scenario uses its own temporary POSTERN_HOME, never the user's.
+// Every scenario uses its own temporary POSTERN_HOME, never the user's. A fresh home's engine
+// starts locked with no passphrase: `withApp` first chooses one in the window's first-run step
+// (passphrase.mjs), and the scenarios type it wherever the app asks for proof of presence.
+// `postern` commands that need it run at a terminal (`posternAtTerminal`).
 
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -11,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 import { agent, client, CLOCK } from "./agent.mjs";
+import { approveInWindow, choosePassphrase, PASSPHRASE, posternAtTerminal, retryAfterMs, typeInto, unlockInWindow } from "./passphrase.mjs";
 import { startTray } from "./tray.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
@@ -32,7 +36,10 @@ const scenarios = {
       // Configuration edited with the CLI reaches the window without a restart.
       postern(home, "server", "add", "notes", "--", "python3", "-m", "notes_server");
       await s.waitForTexts(".server-label", (labels) => same(labels, ["everything", "notes", "time"]), 8000);
-      postern(home, "server", "remove", "time");
+      // Removing a server destroys configuration: the CLI asks for the passphrase on its terminal.
+      const removed = await posternAtTerminal(cli, home, ["server", "remove", "time"]);
+      expectIncludes(removed, "Postern passphrase: ", "the passphrase asked on the terminal");
+      if (removed.includes(PASSPHRASE)) throw new Error(`the terminal echoed the passphrase: ${JSON.stringify(removed)}`);
       await s.waitForTexts(".server-label", (labels) => same(labels, ["everything", "notes"]), 8000);
     });
   },
@@ -115,7 +122,13 @@ const scenarios = {
         const attempt = (cmd, args) =>
           s.execute(`return window.__TAURI_INTERNALS__.invoke(arguments[0], arguments[1]).then(() => 'allowed', (e) => String(e?.message ?? e))`, [cmd, args]);
         expectEqual(await attempt("approvals", {}), "allowed", "the queue from the approval window");
-        for (const [cmd, args] of [["credentials", {}], ["add_server", { server: {} }], ["update_settings", { change: {} }]]) {
+        for (const [cmd, args] of [
+          ["credentials", {}],
+          ["add_server", { server: {} }],
+          ["update_settings", { change: {}, proof: null }],
+          ["unlock", { proof: null }],
+          ["set_passphrase", { passphrase: "not-from-here", proof: null }],
+        ]) {
           expectIncludes(await attempt(cmd, args), "not allowed", `${cmd} from the approval window`);
         }
         expectEqual(await s.texts(".queue-pos"), ["1 of 1"], "queue position");
@@ -132,12 +145,20 @@ const scenarios = {
           ["Approve this call", "Approve for 15 min", "Approve for 60 min", "Approve until the agent run ends"],
           "grant choices",
         );
-        // The buttons take input a moment after the card appears; then the narrowest choice
-        // has the focus, and Enter on it approves this call.
+        // The buttons take input a moment after the card appears. The passphrase field has the
+        // focus: Enter in it approves with the narrowest choice, the passphrase as proof.
         await s.waitForAttributes(".choice", "disabled", (d) => d.length === 4 && d.every((v) => v === null));
-        const focused = await s.execute("return document.activeElement?.textContent ?? null");
-        expectEqual(focused, "Approve this call", "focused choice");
-        await answerWithKey(s, ".choice", "\uE007");
+        const focused = await s.execute("const el = document.activeElement; return el ? `${el.tagName} ${el.className} ${el.type}` : null");
+        expectEqual(focused, "INPUT passphrase password", "focused field");
+        // A wrong passphrase: the card stays, with the engine's message, the field emptied.
+        await type(s, "input.passphrase", "not-the-passphrase\uE007");
+        const [refused] = await s.waitForTexts(".answer-error", (t) => t.length === 1 && t[0] !== "");
+        expectIncludes(refused.toLowerCase(), "passphrase", "the engine's refusal of a wrong passphrase");
+        expectEqual(await s.texts(".approval .tool-name"), ["now"], "the card after a wrong passphrase");
+        expectEqual(await s.execute("return document.querySelector('input.passphrase').value"), "", "the field after a wrong passphrase");
+        // The right one, after the pause the engine asks for.
+        await sleep(retryAfterMs(refused));
+        await approveInWindow(s);
 
         const result = (await answer).result;
         if (result?.isError || !result?.content?.[0]?.text) throw new Error(`tools/call: expected the tool's result, got ${JSON.stringify(result)}`);
@@ -153,9 +174,10 @@ const scenarios = {
     }
   },
 
-  // The real tray menu, in trayer (tray.mjs): Deny and Approve in a request's submenu answer
-  // the agent, and Lock vault locks the window.
-  async "the tray menu denies and approves waiting requests and locks the vault"({ home }) {
+  // The real tray menu, in trayer (tray.mjs): Deny in a request's submenu answers the agent;
+  // Approve there opens the approval window, where the passphrase approves; Lock vault locks
+  // the window, and Unlock vault shows its locked screen, where the passphrase unlocks.
+  async "the tray menu denies waiting requests, sends approvals to the window, and locks and unlocks the vault"({ home }) {
     addClock(home);
     const tray = await startTray();
     let agentClient;
@@ -167,23 +189,39 @@ const scenarios = {
         agentClient = await client(cli, home, "clock", "e2e-agent");
         // Through the tray's menu: "1 request waiting" (a note), the request's submenu holding
         // Approve and Deny, Review…, Lock vault, Open Postern, Quit.
-        const fromTray = async (...keys) => {
+        // The agent's call, waiting in the approval window (wrapped: an async function
+        // returning the call's promise would wait for its answer).
+        const waiting = async () => {
           const answer = agentClient.call("now");
           await s.waitForWindow("approvals");
           await s.switchToWindow(main);
           await s.waitForTexts(".waiting", (t) => same(t, ["1 waiting"]));
-          await tray.openMenu();
-          await tray.keys(...keys);
-          const { result } = await answer;
-          await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
-          await s.switchToWindow(main);
-          return result;
+          return { answer };
         };
 
-        const denied = await fromTray("Down", "Right", "Down", "Return");
+        // Deny: the agent is told at once.
+        const { answer: denial } = await waiting();
+        await tray.openMenu();
+        await tray.keys("Down", "Right", "Down", "Return");
+        const denied = (await denial).result;
         expectEqual(denied?.structuredContent?.error, "approval_denied", "a request denied from the tray");
-        const approved = await fromTray("Down", "Right", "Return");
-        if (approved?.isError || !approved?.content?.[0]?.text) throw new Error(`a request approved from the tray: expected the tool's result, got ${JSON.stringify(approved)}`);
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        await s.switchToWindow(main);
+
+        // Approve: a click cannot prove a person is there, so the tray opens the approval
+        // window and the call waits until the passphrase is typed in it.
+        const { answer: approval } = await waiting();
+        await tray.openMenu();
+        await tray.keys("Down", "Right", "Return");
+        const early = await Promise.race([approval.then(() => "answered", () => "answered"), sleep(2000).then(() => "waiting")]);
+        expectEqual(early, "waiting", "the call after Approve in the tray, before the passphrase");
+        await s.waitForTexts(".waiting", (t) => same(t, ["1 waiting"]));
+        await s.waitForWindow("approvals");
+        await approveInWindow(s);
+        const approved = (await approval).result;
+        if (approved?.isError || !approved?.content?.[0]?.text) throw new Error(`a request approved through the tray: expected the tool's result, got ${JSON.stringify(approved)}`);
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        await s.switchToWindow(main);
         await s.waitForTexts(".waiting", (t) => t.length === 0);
 
         // With nothing waiting, the menu starts with Lock vault.
@@ -192,6 +230,15 @@ const scenarios = {
         await s.waitForTexts(".locked h2", (t) => same(t, ["Postern is locked"]));
         const refused = (await agentClient.call("now")).result;
         expectEqual(refused?.structuredContent?.error, "vault_locked", "a call after the tray's lock");
+
+        // Locked, the menu starts with Unlock vault: it shows the window's locked screen, and
+        // unlocks nothing by itself.
+        await tray.openMenu();
+        await tray.keys("Down", "Return");
+        await sleep(1000);
+        expectEqual(await s.texts(".pill"), ["Locked"], "after Unlock vault in the tray, before the passphrase");
+        await unlockInWindow(s);
+        await s.waitForTexts(".pill", (t) => same(t, ["Engine running"]));
       });
     } finally {
       agentClient?.close();
@@ -238,7 +285,13 @@ const scenarios = {
         expectEqual(await s.attributes('input[name="approvalTimeout"]', "value"), ["120"], "approval timeout shown");
         await s.click('input[name="sessionMode"][value="observe"]');
         await s.click(".settings-form .save");
-        await s.waitForTexts(".form-status", (t) => same(t, ["Saved"]));
+        // Observe mode widens: the window asks "Confirm it's you" first, and saves nothing until then.
+        await s.waitForTexts(".proof-dialog h2", (t) => same(t, ["Confirm it's you"]));
+        expectIncludes(postern(home, "settings"), "session approval: prompt", "the engine's settings before the proof");
+        await type(s, ".proof-dialog input.passphrase", PASSPHRASE);
+        await s.click(".proof-dialog .prove");
+        await s.waitForTexts(".settings-form .form-status", (t) => same(t, ["Saved"]));
+        expectEqual(await s.texts(".proof-dialog"), [], "the dialog after the proof");
         expectIncludes(postern(home, "settings"), "session approval: observe", "the engine's settings");
         await s.click(".tab-overview");
 
@@ -259,7 +312,13 @@ const scenarios = {
         const locked = (await agentClient.call("now", {}, 15_000)).result;
         expectEqual(locked?.structuredContent?.error, "vault_locked", "refusal while locked");
 
-        await s.click(".unlock");
+        // Unlock asks for the passphrase: a wrong one is refused and said, the right one unlocks.
+        await type(s, ".locked input.passphrase", "not-the-passphrase\uE007");
+        const [refused] = await s.waitForTexts(".unlock-error", (t) => t.length === 1 && t[0] !== "");
+        expectIncludes(refused.toLowerCase(), "passphrase", "the engine's refusal of a wrong passphrase");
+        expectEqual(await s.texts(".pill"), ["Locked"], "still locked");
+        await sleep(retryAfterMs(refused));
+        await unlockInWindow(s);
         await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
         expectEqual(await s.texts(".pill"), ["Engine running"], "status pill after unlock");
         const again = (await agentClient.call("now", {}, 15_000)).result;
@@ -286,6 +345,28 @@ const scenarios = {
     let agentClient;
     try {
       await withApp(home, async (s) => {
+        // Before anything else: the passphrase, with why, and nothing else on the window.
+        await s.waitForTexts(".choose-passphrase h2", (t) => same(t, ["Choose a Postern passphrase"]), 30_000);
+        expectEqual(await s.texts(".welcome, .tabs, .lock-button, .locked"), [], "only the passphrase step");
+        expectEqual(await s.texts(".pill"), ["No passphrase yet"], "status pill");
+        const [why] = await s.texts(".passphrase-why");
+        for (const said of ["a person, not an agent, approves", "every approval, every unlock", "never stored in the clear", "new Postern home"]) {
+          expectIncludes(why, said, "why a passphrase");
+        }
+        expectEqual(await s.attributes("input.passphrase-new, input.passphrase-again", "type"), ["password", "password"], "password fields");
+        // A passphrase too short, and two that differ, are caught in the window.
+        const attempt = async (first, again) => {
+          await type(s, "input.passphrase-new", first);
+          await type(s, "input.passphrase-again", again);
+          await s.click("button.set-passphrase");
+        };
+        await attempt("short", "short");
+        await s.waitForTexts(".choose-passphrase .form-status", (t) => same(t, ["A passphrase has at least 8 characters."]));
+        await attempt(PASSPHRASE, `${PASSPHRASE}-not`);
+        await s.waitForTexts(".choose-passphrase .form-status", (t) => same(t, ["The two passphrases differ: type the same one twice."]));
+        expectEqual(await s.execute("return [...document.querySelectorAll('input')].map((i) => i.value).join('')"), "", "the fields after a refusal");
+        await choosePassphrase(s);
+
         await s.waitForTexts(".welcome h2", (t) => same(t, ["Welcome to Postern"]));
         expectEqual(await s.texts(".server-label, .session"), [], "nothing configured yet");
         expectIncludes((await s.texts(".demo-command"))[0], "demo", "the demo hint");
@@ -331,7 +412,7 @@ const scenarios = {
         await s.waitForAttributes(".deny", "disabled", (d) => same(d, [null]));
         await answerWithKey(s, ".choice", "\uE00C");
         expectEqual((await answer).result?.structuredContent?.error, "approval_denied", "the agent's answer");
-      }, { HOME: user });
+      }, { HOME: user }, { choose: false });
     } finally {
       agentClient?.close();
     }
@@ -351,23 +432,30 @@ const scenarios = {
       await type(s, '.add-credential-form input[name="value"]', value);
       await s.click('.add-credential-form input[name="everyUse"]');
       await s.click(".add-credential-form .add-credential");
+      // Adding a credential widens: the window asks for the passphrase first.
+      await confirmInDialog(s, "Add the credential clock-api.");
 
       await s.waitForTexts(".credential-name", (t) => same(t, ["clock-api"]));
       expectEqual(await s.texts(".credential .kind"), ["env CLOCK_TOKEN"], "kind");
       expectEqual(await s.texts(".credential .every-use"), ["every use"], "every-use flag");
       expectIncludes((await s.texts(".credential-version"))[0], "v1", "version");
-      const leaked = await s.execute(
-        "const v = arguments[0]; return document.documentElement.outerHTML.includes(v) || [...document.querySelectorAll('input, textarea')].some((i) => i.value.includes(v))",
-        [value],
-      );
-      expectEqual(leaked, false, "the value anywhere in the page");
+      const leaked = (v) =>
+        s.execute(
+          "const v = arguments[0]; return document.documentElement.outerHTML.includes(v) || [...document.querySelectorAll('input, textarea')].some((i) => i.value.includes(v))",
+          [v],
+        );
+      expectEqual(await leaked(value), false, "the value anywhere in the page");
+      expectEqual(await leaked(PASSPHRASE), false, "the passphrase anywhere in the page");
       expectIncludes(postern(home, "credential", "list"), "clock-api", "the engine has it");
 
       // Bound to the server from the view, then unbound.
       await s.click('.credential[data-name="clock-api"] .bind');
+      await confirmInDialog(s, "Bind the credential clock-api to clock.");
       await s.waitForTexts(".credential .bound code", (t) => same(t, ["clock"]));
+      // Unbinding only narrows: no passphrase.
       await s.click('.credential .bound .unbind');
       await s.waitForTexts(".credential .unbound", (t) => same(t, ["no server"]));
+      expectEqual(await s.texts(".proof-dialog"), [], "no dialog for an unbind");
     });
   },
 
@@ -415,8 +503,10 @@ const scenarios = {
     try {
       await withApp(home, async (s) => {
         await s.waitForTexts(".server-label", (labels) => same(labels, ["deploy"]));
-        // Calls run without a card: this scenario is about what the timeline shows.
-        postern(home, "settings", "--session-mode", "observe");
+        // Calls run without a card: this scenario is about what the timeline shows. Observe
+        // mode widens: the CLI asks for the passphrase on its terminal.
+        await posternAtTerminal(cli, home, ["settings", "--session-mode", "observe"]);
+        expectIncludes(postern(home, "settings"), "session approval: observe", "the engine's settings");
         agentClient = await client(cli, home, "deploy", "e2e-agent");
         const first = (await agentClient.call("status", {}, 20_000)).result;
         expectEqual(first?.content?.[0]?.text, "revision 1", "the first call");
@@ -468,7 +558,7 @@ const scenarios = {
         await s.waitForTexts(".notice h2", (t) => same(t, ["Another Postern engine owns this home"]));
         expectEqual(await s.texts(".pill"), ["Engine unavailable"], "status pill");
         expectIncludes((await s.texts(".details dd"))[0], home, "home path");
-      });
+      }, {}, { choose: false });
     } finally {
       daemon.kill("SIGTERM");
       await Promise.race([new Promise((r) => daemon.once("exit", r)), sleep(5000)]);
@@ -501,8 +591,12 @@ process.exit(failed.length === 0 && passed > 0 ? 0 : 1);
 
 // --- helpers ---------------------------------------------------------------------------------
 
-/** Opens the app on `home` in a WebDriver session, runs `body`, then closes everything. */
-async function withApp(home, body, env = {}) {
+/**
+ * Opens the app on `home` in a WebDriver session, chooses the passphrase in its first-run step
+ * (unless `choose` is false: the scenario does, or no engine runs in the app), runs `body`,
+ * then closes everything.
+ */
+async function withApp(home, body, env = {}, { choose = true } = {}) {
   const driver = await startDriver({
     env: { POSTERN_HOME: home, RUST_LOG: verbose ? "debug" : "warn", ...env },
     log: verbose ? (line) => process.stderr.write(line) : undefined,
@@ -510,6 +604,7 @@ async function withApp(home, body, env = {}) {
   let session;
   try {
     session = await Session.create(driver.url, app);
+    if (choose) await choosePassphrase(session);
     await body(session);
   } catch (err) {
     if (!verbose) err.message += `\n--- WebKitWebDriver and app output ---\n${driver.output().slice(-3000)}`;
@@ -521,16 +616,8 @@ async function withApp(home, body, env = {}) {
 }
 
 /** Types `text` into the field at `css`, again if the window re-rendered it meanwhile. */
-async function type(s, css, text) {
-  await until(async () => {
-    try {
-      await s.sendKeys(css, text);
-      return true;
-    } catch (err) {
-      if (String(err.message).includes("stale element")) return false;
-      throw err;
-    }
-  }, 10_000, `typing into ${css}`);
+function type(s, css, text) {
+  return typeInto(s, css, text);
 }
 
 /**

@@ -18,6 +18,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 import { client, CLOCK } from "./agent.mjs";
+import { posternAtTerminal } from "./passphrase.mjs";
 import { sleep, until } from "./webdriver.mjs";
 
 const app = resolve(process.env.POSTERN_APP ?? "target/debug/postern-app");
@@ -45,6 +46,9 @@ async function measure(program, args) {
   const agents = [];
   try {
     await until(() => existsSync(join(home, "run", "engine.sock")), 60_000, `${program}'s engine`);
+    // A fresh home's engine starts locked with no passphrase: choose one (which unlocks), as
+    // a person would at a terminal, so the agents' servers start.
+    await posternAtTerminal(cli, home, ["passphrase"]);
     agents.push(await client(cli, home, "clock", "memory-agent"), await client(cli, home, "deploy", "memory-agent"));
     await sleep(settleMs);
     const rows = [child.pid, ...descendants(child.pid)].map((pid) => ({ pid, ...usage(pid) }));

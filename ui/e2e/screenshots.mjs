@@ -3,7 +3,9 @@
 //
 //   POSTERN_APP=... POSTERN_CLI=... node ui/e2e/screenshots.mjs docs/screenshots
 //
-// The homes live under $TMPDIR/postern-demo, so the pictures show a short, stable path.
+// The homes live under $TMPDIR/postern-demo, so the pictures show a short, stable path. Each
+// home is fresh: the app first asks for a Postern passphrase (passphrase.mjs chooses one), and
+// it is typed wherever the app or the `postern` CLI asks for it.
 
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -12,6 +14,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { agent, client, CLOCK } from "./agent.mjs";
+import { approveInWindow, choosePassphrase, PASSPHRASE, posternAtTerminal, typeInto } from "./passphrase.mjs";
 import { startTray } from "./tray.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
@@ -57,8 +60,8 @@ const shots = {
         await s.waitForTexts(".server-label", (l) => l.length === 2);
         // A credential bound to the publisher: its launches start without it until a human
         // approves that code for it, and the Servers view says why.
-        credential(home, "publisher-token", "--kind", "env", "--env", "PUBLISHER_TOKEN");
-        postern(home, "server", "bind", "publisher", "publisher-token");
+        await credential(home, "publisher-token", "--kind", "env", "--env", "PUBLISHER_TOKEN");
+        await posternAtTerminal(cli, home, ["server", "bind", "publisher", "publisher-token"]);
         agents.push(agent(cli, home, "publisher", "claude-code", "2.0.14"));
         await s.waitForTexts(".session .state", (t) => same(t, ["catalog-ready"]), 30_000);
         agents.push(agent(cli, home, "clock", "Cursor", "1.7.2"));
@@ -113,8 +116,7 @@ const shots = {
         agents.push(claude);
         const first = claude.call("publish_preview", { branch: "main" });
         await s.waitForWindow("approvals", 30_000);
-        await s.waitForAttributes(".choice", "disabled", (d) => d.length > 0 && d[0] === null);
-        await s.click(".choice");
+        await approveInWindow(s);
         await first;
         await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
         await s.switchToWindow(main);
@@ -156,7 +158,8 @@ const shots = {
     }
   },
 
-  // The first-run guide on an empty home, with a Cursor configuration found in the user's home.
+  // First run on an empty home: the passphrase step, then the guide, with a Cursor
+  // configuration found in the user's home.
   async "first-run"(home) {
     const user = join(home, "user");
     mkdirSync(join(user, ".cursor"), { recursive: true });
@@ -173,12 +176,17 @@ const shots = {
     return withApp(
       home,
       async (s) => {
+        await s.setWindowRect(900, 700);
+        await s.waitForTexts(".choose-passphrase h2", (t) => t.length === 1, 30_000);
+        const passphrase = await s.screenshot();
+        await choosePassphrase(s);
         await s.setWindowRect(900, 1250);
         await s.waitForTexts(".welcome h2", (t) => t.length === 1);
         await s.waitForTexts(".import-entry", (t) => t.length === 3);
-        return { "first-run.png": await s.screenshot() };
+        return { "first-run-passphrase.png": passphrase, "first-run.png": await s.screenshot() };
       },
       { HOME: user },
+      { choose: false },
     );
   },
 
@@ -200,10 +208,10 @@ const shots = {
         const main = await s.windowHandle();
         await s.setWindowRect(1180, 820);
         await s.waitForTexts(".server-label", (l) => l.length === 2);
-        credential(home, "deploy-key", "--kind", "env", "--env", "DEPLOY_KEY", "--every-use");
-        credential(home, "github", "--kind", "bearer", "--host", "api.github.com");
-        credential(home, "linear", "--kind", "header", "--header", "X-Api-Key", "--host", "api.linear.app");
-        postern(home, "server", "bind", "postern", "github");
+        await credential(home, "deploy-key", "--kind", "env", "--env", "DEPLOY_KEY", "--every-use");
+        await credential(home, "github", "--kind", "bearer", "--host", "api.github.com");
+        await credential(home, "linear", "--kind", "header", "--header", "X-Api-Key", "--host", "api.linear.app");
+        await posternAtTerminal(cli, home, ["server", "bind", "postern", "github"]);
 
         const claude = await client(cli, home, "deploy", "claude-code", "2.0.14");
         agents.push(claude);
@@ -273,10 +281,15 @@ const shots = {
     const daemon = spawn(cli, ["--home", home, "daemon"], { stdio: "ignore" });
     try {
       await until(() => existsSync(join(home, "run", "engine.sock")), 10_000, "the daemon");
-      return await withApp(home, async (s) => {
-        await s.waitForTexts(".notice h2", (t) => t.length === 1);
-        return { "engine-unavailable.png": await s.screenshot() };
-      });
+      return await withApp(
+        home,
+        async (s) => {
+          await s.waitForTexts(".notice h2", (t) => t.length === 1);
+          return { "engine-unavailable.png": await s.screenshot() };
+        },
+        {},
+        { choose: false },
+      );
     } finally {
       daemon.kill("SIGTERM");
       await Promise.race([new Promise((r) => daemon.once("exit", r)), sleep(5000)]);
@@ -331,11 +344,13 @@ function rebuildable(dir) {
   };
 }
 
-async function withApp(home, body, env = {}) {
+/** Opens the app on `home`; chooses the passphrase first unless `choose` is false. */
+async function withApp(home, body, env = {}, { choose = true } = {}) {
   const driver = await startDriver({ env: { POSTERN_HOME: home, RUST_LOG: "warn", ...env } });
   let session;
   try {
     session = await Session.create(driver.url, app);
+    if (choose) await choosePassphrase(session);
     // Let fonts settle and the first status refresh land before the picture.
     await sleep(500);
     return await body(session);
@@ -357,9 +372,18 @@ function epochOf(home, label) {
   return postern(home, "server", "status", label).match(/running epoch (\S+)/)?.[1] ?? null;
 }
 
-/** Adds a credential through the CLI, its value on stdin (a made-up one). */
-function credential(home, name, ...args) {
-  execFileSync(cli, ["--home", home, "credential", "add", name, ...args], { input: `demo-value-for-${name}`, encoding: "utf8" });
+/**
+ * Adds a credential through the CLI at a terminal (it asks for the passphrase there), its value
+ * (a made-up one) on standard input from a file.
+ */
+async function credential(home, name, ...args) {
+  const value = join(home, `.value-${name}`);
+  writeFileSync(value, `demo-value-for-${name}`);
+  try {
+    await posternAtTerminal(cli, home, ["credential", "add", name, ...args], { stdinFile: value });
+  } finally {
+    rmSync(value, { force: true });
+  }
 }
 
 /**
@@ -391,6 +415,8 @@ async function answer(s, main, pick) {
   if (pick === null) {
     await s.click(".deny").catch(closing);
   } else {
+    // An approval carries the passphrase, typed in the window's field.
+    await typeInto(s, "input.passphrase", PASSPHRASE);
     const n = (await s.attributes(".choice", "class")).length;
     await s.execute("document.querySelectorAll('.choice')[arguments[0]].click(); return true", [pick(n)]).catch(closing);
   }

@@ -11,6 +11,7 @@ import type {
   Imported,
   NewCredential,
   NewServer,
+  Proof,
   Timeline,
   TimelineQuery,
   Verification,
@@ -30,13 +31,16 @@ export interface ServersApi {
   agentSnippet(labels: string[]): Promise<AgentSnippet>;
 }
 
-/** Credentials: values go in once and never come back. */
+/**
+ * Credentials: values go in once and never come back. Adding, rotating, removing and binding
+ * one need the person's proof (src/proof.ts); unbinding only narrows, and needs none.
+ */
 export interface CredentialsApi {
   list(): Promise<CredentialItem[]>;
-  add(credential: NewCredential): Promise<void>;
-  rotate(name: string, value: string): Promise<void>;
-  remove(name: string): Promise<void>;
-  bind(server: string, name: string): Promise<boolean>;
+  add(credential: NewCredential, proof: Proof): Promise<void>;
+  rotate(name: string, value: string, proof: Proof): Promise<void>;
+  remove(name: string, proof: Proof): Promise<void>;
+  bind(server: string, name: string, proof: Proof): Promise<boolean>;
   unbind(server: string, name: string): Promise<boolean>;
 }
 

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { AgentIdentity, ApprovalCard, Argument, EpochView, ToolView, UntrustedHints } from "./approval-card";
-import { cardView, choiceLabel, countdown, renderApprovals, tick, type ApprovalHandlers, type ApprovalsState } from "./approval";
+import { cardView, choiceLabel, countdown, narrowest, renderApprovals, tick, type ApprovalHandlers, type ApprovalsState } from "./approval";
 import type { Approval } from "./bindings";
 import cardJson from "./fixtures/approval-card.json";
 import approvalJson from "./fixtures/approval.json";
@@ -194,7 +194,24 @@ describe("the approval window", () => {
     expect(on.answer).toHaveBeenCalledWith({ reply: "approve", choice: { end: "forMinutes", minutes: 15 } });
     root.querySelector<HTMLButtonElement>(".deny")!.click();
     expect(on.answer).toHaveBeenLastCalledWith({ reply: "deny" });
-    expect(text(root.querySelector(".keys"))).toBe("Enter approves the focused choice · Esc denies · ← → switch requests");
+    expect(text(root.querySelector(".keys"))).toBe("Enter in the passphrase approves the narrowest choice, or the focused one · Esc denies · ← → switch requests");
+  });
+
+  it("has a passphrase field for the approval's proof, never remembered, and mounts the one it is given", () => {
+    const root = renderApprovals(state(), card.askedAt, handlers());
+    const field = root.querySelector<HTMLInputElement>(".decide input.passphrase")!;
+    expect(field.type).toBe("password");
+    expect(field.getAttribute("autocomplete")).toBe("current-password");
+    expect(text(root.querySelector(".prove-field"))).toContain("Approving needs it; denying does not.");
+
+    const kept = document.createElement("input");
+    expect(renderApprovals(state(), card.askedAt, handlers(), kept).querySelector(".prove-field input")).toBe(kept);
+    expect(renderApprovals(state({ queue: [] }), card.askedAt, handlers()).querySelector(".passphrase")).toBeNull();
+  });
+
+  it("approves with the narrowest choice by default", () => {
+    expect(narrowest(card)).toEqual({ reply: "approve", choice: { end: "thisCall" } });
+    expect(narrowest({ ...card, choices: [] })).toEqual({ reply: "approve", choice: null });
   });
 
   it("asks about the agent run alone when the card offers no choice", () => {

@@ -1,13 +1,14 @@
 // The approval window's content: one approval card (the agent, the server and its epoch, what
 // changed since the last approval, the catalog diff, the tool and its arguments with defaults
 // marked, the annotations as untrusted hints, the credential scope, the time left) and the
-// choices a reviewer has. Pure DOM construction: src/approvals-live.ts owns the queue, the
-// clock and the keyboard.
+// choices a reviewer has, with the passphrase field that proves a person approves. Pure DOM
+// construction: src/approvals-live.ts owns the queue, the clock, the keyboard and the field.
 
 import type { Argument, ApprovalCard, GrantChoice, IdentitySince, Json, Reply } from "./approval-card";
 import type { Approval } from "./bindings";
 import { h, icon, mark, type Child } from "./dom";
 import { commandLine, shortDigest, shortEpoch } from "./format";
+import { passphraseField } from "./proof";
 
 /** What the approval window shows. */
 export type ApprovalsState = {
@@ -34,8 +35,11 @@ export interface ApprovalHandlers {
 /** What a line ending like this in `catalogChanges` means (crates/domain/src/catalog/diff.rs). */
 const ESCALATION = " [escalation]";
 
-/** The whole approval window. */
-export function renderApprovals(state: ApprovalsState, nowMs: number, on: ApprovalHandlers): HTMLElement {
+/**
+ * The whole approval window. `passphrase` is the window's one passphrase field, mounted as it
+ * is (src/approvals-live.ts keeps it across re-renders, so what is typed in it stays).
+ */
+export function renderApprovals(state: ApprovalsState, nowMs: number, on: ApprovalHandlers, passphrase: HTMLInputElement = passphraseField()): HTMLElement {
   const current = state.queue[state.index];
   const n = state.queue.length;
   return h(
@@ -55,7 +59,7 @@ export function renderApprovals(state: ApprovalsState, nowMs: number, on: Approv
     ),
     current === undefined
       ? h("main", "content", h("p", "empty-line", "No request is waiting. This window closes by itself."))
-      : h("main", "content", cardView(current, nowMs), state.error === null ? null : h("p", { class: "answer-error", role: "alert" }, state.error), choices(current.card, state, on)),
+      : h("main", "content", cardView(current, nowMs), choices(current.card, state, on, passphrase)),
   );
 }
 
@@ -319,7 +323,12 @@ function everyUseView(card: ApprovalCard): HTMLElement {
   return h("p", "every-use-line", "Per-call approval is set on ", card.everyUse.map(target).join("; "), ": a grant covers this call only.");
 }
 
-function choices(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers): HTMLElement {
+/** The narrowest answer that approves `card`: its first grant choice (none: the run alone). */
+export function narrowest(card: ApprovalCard): Reply {
+  return { reply: "approve", choice: card.choices[0] ?? null };
+}
+
+function choices(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers, passphrase: HTMLInputElement): HTMLElement {
   const disabled = !state.armed || state.busy;
   const approvals: HTMLElement[] =
     card.choices.length === 0
@@ -332,12 +341,16 @@ function choices(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers
             title: choice.end === "thisCall" ? "Only this call" : "For this server's current epoch only: a new launch asks again",
           }),
         );
+  passphrase.dataset.focus = "passphrase";
   return h(
     "div",
     "decide",
+    // Next to the field: a refused passphrase is said where the person types it again.
+    state.error === null ? null : h("p", { class: "answer-error", role: "alert" }, state.error),
+    h("label", "prove-field", h("span", "field-title", "Postern passphrase"), passphrase, h("span", "muted small", "Approving needs it; denying does not.")),
     h("div", "choices", ...approvals),
     button("deny", "Deny", () => on.answer({ reply: "deny" }), { disabled, "data-focus": "deny", title: "The agent gets approval_denied (Esc)" }),
-    h("p", "keys muted small", "Enter approves the focused choice · Esc denies · ← → switch requests"),
+    h("p", "keys muted small", "Enter in the passphrase approves the narrowest choice, or the focused one · Esc denies · ← → switch requests"),
   );
 }
 

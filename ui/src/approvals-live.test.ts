@@ -2,11 +2,12 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { Reply } from "./approval-card";
 import { approvalsWindow, type ApprovalSource } from "./approvals-live";
-import type { Approval } from "./bindings";
+import type { Approval, Proof } from "./bindings";
 import approvalJson from "./fixtures/approval.json";
 
 const sample = approvalJson as unknown as Approval;
 const ASKED = sample.card.askedAt;
+const PASSPHRASE = "correct horse battery";
 
 function request(id: string, tool = "deploy"): Approval {
   return { ...sample, card: { ...sample.card, id, tool: { ...sample.card.tool, name: tool } } };
@@ -15,17 +16,21 @@ function request(id: string, tool = "deploy"): Approval {
 function fakeSource(first: Approval[]) {
   let queue = first;
   let push: ((list: Approval[]) => void) | undefined;
-  const answers: [string, Reply][] = [];
-  let refuse: string | null = null;
+  const answers: [string, Reply, Proof | null][] = [];
+  let refuse: Error | null = null;
   const source: ApprovalSource = {
     fetch: vi.fn(async () => queue),
     subscribe: async (onList) => {
       push = onList;
       return () => {};
     },
-    answer: vi.fn(async (id: string, reply: Reply) => {
-      if (refuse !== null) throw new Error(refuse);
-      answers.push([id, reply]);
+    answer: vi.fn(async (id: string, reply: Reply, proof: Proof | null) => {
+      if (refuse !== null) {
+        const err = refuse;
+        refuse = null;
+        throw err;
+      }
+      answers.push([id, reply, proof]);
       queue = queue.filter((a) => a.card.id !== id);
       push?.(queue);
     }),
@@ -37,7 +42,8 @@ function fakeSource(first: Approval[]) {
   return {
     source,
     answers,
-    refuse: (message: string) => (refuse = message),
+    /** The next answer is refused with `message` (and the engine's `code`, if given). */
+    refuse: (message: string, code?: string) => (refuse = Object.assign(new Error(message), code === undefined ? {} : { code })),
     push: (list: Approval[]) => {
       queue = list;
       push?.(list);
@@ -48,6 +54,12 @@ function fakeSource(first: Approval[]) {
 const text = (el: Element | null): string => (el?.textContent ?? "").replace(/\s+/g, " ").trim();
 const key = (k: string) => document.dispatchEvent(new KeyboardEvent("keydown", { key: k, bubbles: true }));
 const shownId = (root: HTMLElement) => root.querySelector(".approval")?.getAttribute("data-approval");
+const field = (root: HTMLElement) => root.querySelector<HTMLInputElement>("input.passphrase")!;
+/** Types into the passphrase field, and presses Enter in it when asked. */
+function typePassphrase(root: HTMLElement, passphrase: string, enter = false): void {
+  field(root).value = passphrase;
+  if (enter) field(root).dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
+}
 
 describe("the approval window", () => {
   let root: HTMLElement;
@@ -67,7 +79,7 @@ describe("the approval window", () => {
     stop = approvalsWindow(root, source, { armMs: 600, now: () => Date.now() });
   };
 
-  it("arms a new card after a moment, focuses its narrowest choice, and Enter on it approves this call", async () => {
+  it("focuses the passphrase field, arms the card after a moment, and Enter in the field approves this call with the proof", async () => {
     vi.setSystemTime(ASKED);
     const fake = fakeSource([request("A")]);
     open(fake.source);
@@ -75,16 +87,100 @@ describe("the approval window", () => {
 
     expect(text(root.querySelector(".queue-pos"))).toBe("1 of 1");
     expect(root.querySelector<HTMLButtonElement>(".choice")?.disabled).toBe(true);
+    expect(document.activeElement).toBe(field(root));
+    // Enter before the card is armed answers nothing.
+    typePassphrase(root, PASSPHRASE, true);
+    expect(fake.answers).toEqual([]);
     await vi.advanceTimersByTimeAsync(600);
-    const first = root.querySelector<HTMLButtonElement>(".choice")!;
-    expect(first.disabled).toBe(false);
-    expect(document.activeElement).toBe(first);
+    expect(root.querySelector<HTMLButtonElement>(".choice")!.disabled).toBe(false);
+    expect(document.activeElement).toBe(field(root));
 
-    // Enter on a focused button is a click.
-    first.click();
+    typePassphrase(root, PASSPHRASE, true);
     await vi.advanceTimersByTimeAsync(0);
-    expect(fake.answers).toEqual([["A", { reply: "approve", choice: { end: "thisCall" } }]]);
+    expect(fake.answers).toEqual([["A", { reply: "approve", choice: { end: "thisCall" } }, { passphrase: PASSPHRASE }]]);
     expect(text(root.querySelector(".empty-line"))).toContain("No request is waiting");
+    expect(document.body.innerHTML).not.toContain(PASSPHRASE);
+  });
+
+  it("approves with the choice clicked, the passphrase typed as its proof, and empties the field", async () => {
+    const fake = fakeSource([request("A"), request("B")]);
+    open(fake.source);
+    await vi.advanceTimersByTimeAsync(600);
+
+    typePassphrase(root, PASSPHRASE);
+    root.querySelector<HTMLButtonElement>('[data-choice="forMinutes:15"]')!.click();
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(fake.answers).toEqual([["A", { reply: "approve", choice: { end: "forMinutes", minutes: 15 } }, { passphrase: PASSPHRASE }]]);
+    expect(shownId(root)).toBe("B");
+    expect(field(root).value).toBe("");
+  });
+
+  it("asks for the passphrase before it approves, and sends nothing without it", async () => {
+    const fake = fakeSource([request("A")]);
+    open(fake.source);
+    await vi.advanceTimersByTimeAsync(600);
+
+    root.querySelector<HTMLButtonElement>(".choice")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(fake.source.answer).not.toHaveBeenCalled();
+    expect(text(root.querySelector(".answer-error"))).toBe("Type your Postern passphrase to approve.");
+    expect(shownId(root)).toBe("A");
+    expect(document.activeElement).toBe(field(root));
+  });
+
+  it("denies with no proof, and leaves nothing typed behind", async () => {
+    const fake = fakeSource([request("A")]);
+    open(fake.source);
+    await vi.advanceTimersByTimeAsync(600);
+
+    typePassphrase(root, PASSPHRASE);
+    root.querySelector<HTMLButtonElement>(".deny")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(fake.source.answer).toHaveBeenCalledExactlyOnceWith("A", { reply: "deny" }, null);
+    expect(root.querySelector("input.passphrase")).toBeNull();
+  });
+
+  it("keeps the card open on a wrong passphrase, with the engine's message, ready for another try", async () => {
+    const fake = fakeSource([request("A")]);
+    open(fake.source);
+    await vi.advanceTimersByTimeAsync(600);
+    fake.refuse("wrong passphrase: the next try is allowed in 1 second", "passphrase_wrong");
+
+    typePassphrase(root, "not it", true);
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(shownId(root)).toBe("A");
+    expect(text(root.querySelector(".answer-error"))).toBe("wrong passphrase: the next try is allowed in 1 second");
+    expect(field(root).value).toBe("");
+    expect(document.activeElement).toBe(field(root));
+    expect(root.querySelector<HTMLButtonElement>(".choice")!.disabled).toBe(false);
+
+    typePassphrase(root, PASSPHRASE, true);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(fake.answers).toEqual([["A", { reply: "approve", choice: { end: "thisCall" } }, { passphrase: PASSPHRASE }]]);
+  });
+
+  it("keeps what is typed in the passphrase field, and its focus, when the window redraws", async () => {
+    const fake = fakeSource([request("A")]);
+    open(fake.source);
+    await vi.advanceTimersByTimeAsync(600);
+    typePassphrase(root, "half typ");
+
+    fake.push([request("A"), request("B")]);
+
+    expect(text(root.querySelector(".queue-pos"))).toBe("1 of 2");
+    expect(field(root).value).toBe("half typ");
+    expect(document.activeElement).toBe(field(root));
+    // The arrows move the caret in a passphrase being typed, not to another request...
+    field(root).dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight", bubbles: true }));
+    expect(shownId(root)).toBe("A");
+    // ...and switch requests from an empty field.
+    typePassphrase(root, "");
+    field(root).dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight", bubbles: true }));
+    expect(shownId(root)).toBe("B");
   });
 
   it("denies the shown request on Escape, and ignores keys before the card is armed", async () => {
@@ -97,7 +193,7 @@ describe("the approval window", () => {
     await vi.advanceTimersByTimeAsync(600);
     key("Escape");
     await vi.advanceTimersByTimeAsync(0);
-    expect(fake.answers).toEqual([["A", { reply: "deny" }]]);
+    expect(fake.answers).toEqual([["A", { reply: "deny" }, null]]);
   });
 
   it("queues requests, moves with the arrow keys, and disarms the card that takes an answered one's place", async () => {
@@ -117,7 +213,7 @@ describe("the approval window", () => {
     await vi.advanceTimersByTimeAsync(0);
 
     // B was answered: C takes its place, and waits before it takes input.
-    expect(fake.answers).toEqual([["B", { reply: "deny" }]]);
+    expect(fake.answers).toEqual([["B", { reply: "deny" }, null]]);
     expect(shownId(root)).toBe("C");
     expect(text(root.querySelector(".queue-pos"))).toBe("2 of 2");
     expect(root.querySelector<HTMLButtonElement>(".choice")?.disabled).toBe(true);
@@ -143,8 +239,9 @@ describe("the approval window", () => {
     const fake = fakeSource([request("A")]);
     open(fake.source);
     await vi.advanceTimersByTimeAsync(600);
-    fake.refuse("no open approval request A: it was answered, timed out or withdrawn");
+    fake.refuse("no open approval request A: it was answered, timed out or withdrawn", "not_open");
 
+    typePassphrase(root, PASSPHRASE);
     root.querySelector<HTMLButtonElement>(".choice")!.click();
     await vi.advanceTimersByTimeAsync(0);
 

@@ -1,23 +1,29 @@
 // The approval window: its queue of open requests (pushed by the app on every change, and
-// fetched again every few seconds), which one is shown, a live countdown, and the keyboard:
+// fetched again every few seconds), which one is shown, a live countdown, the passphrase
+// field, and the keyboard:
 //
-//   Enter       approves with the focused choice (the first, narrowest, one is focused)
+//   Enter       in the passphrase field (focused when a card shows): approves with the
+//               narrowest choice; on a choice button: approves with that choice
 //   Escape      denies the request shown
-//   ← / →       shows the previous / next request
+//   ← / →       shows the previous / next request (in the passphrase field: once it is empty)
 //
-// A card's buttons take no input for a moment after it appears (ARM_MS), so a key or click
-// meant for the previous card never answers the next one. The window closes itself when the
-// queue empties (src-tauri/src/approvals.rs).
+// An approval carries the person's proof: the passphrase typed in the field, which is read and
+// emptied as the answer goes (a deny needs none, and empties it too). A refused passphrase
+// keeps the card, with the engine's message. A card's buttons take no input for a moment after
+// it appears (ARM_MS), so a key or click meant for the previous card never answers the next
+// one. The window closes itself when the queue empties (src-tauri/src/approvals.rs).
 
 import type { Reply } from "./approval-card";
-import { renderApprovals, tick, type ApprovalsState } from "./approval";
-import type { Approval } from "./bindings";
+import { narrowest, renderApprovals, tick, type ApprovalsState } from "./approval";
+import type { Approval, Proof } from "./bindings";
+import { isProofRefusal, passphraseField, takeProof } from "./proof";
 
 /** Where the queue comes from and where answers go (src/ipc.ts in the app; a fake in tests). */
 export interface ApprovalSource {
   fetch(): Promise<Approval[]>;
   subscribe(onList: (list: Approval[]) => void): Promise<() => void>;
-  answer(id: string, reply: Reply): Promise<void>;
+  /** `proof` is the person's for an approval, `null` for a deny. */
+  answer(id: string, reply: Reply, proof: Proof | null): Promise<void>;
   lock(): Promise<void>;
 }
 
@@ -44,6 +50,14 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   let shownKey = "";
   let stopped = false;
   let unsubscribe: (() => void) | undefined;
+  // The window's one passphrase field, mounted by every render: what is typed survives them.
+  const passphrase = passphraseField();
+  passphrase.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter") return;
+    event.preventDefault();
+    const card = queue[index()]?.card;
+    if (card !== undefined && card.id === currentId) answer(narrowest(card));
+  });
 
   const index = (): number => Math.max(0, queue.findIndex((a) => a.card.id === currentId));
 
@@ -56,10 +70,12 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     // Keep the focused button focused across a re-render of the same card.
     const focusKey = doc.activeElement instanceof HTMLElement ? doc.activeElement.dataset.focus : undefined;
     const sameCard = root.querySelector(".approval")?.getAttribute("data-approval") === currentId;
-    root.replaceChildren(renderApprovals(state, now(), { answer, move, lock }));
+    root.replaceChildren(renderApprovals(state, now(), { answer, move, lock }, passphrase));
+    // The passphrase field has the focus when a card shows, and keeps it (it is the same
+    // element, mounted again); a choice the person moved to keeps it on the same card.
     const target =
       (sameCard && focusKey !== undefined ? root.querySelector<HTMLElement>(`[data-focus="${focusKey}"]`) : null) ??
-      (state.armed ? root.querySelector<HTMLElement>(".choice") : null);
+      (currentId !== null && root.contains(passphrase) ? passphrase : null);
     if (target !== null && !(target as HTMLButtonElement).disabled) target.focus();
   };
 
@@ -85,6 +101,8 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     if (stopped) return;
     const at = index();
     queue = list;
+    // Nothing left to approve: nothing typed stays behind.
+    if (list.length === 0) passphrase.value = "";
     if (currentId !== null && list.some((a) => a.card.id === currentId)) {
       render();
       return;
@@ -104,17 +122,29 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   function answer(reply: Reply): void {
     const id = currentId;
     if (id === null || busy || armedId !== id) return;
+    // The field is emptied as any answer goes; only an approval carries what it held.
+    const proof = takeProof(passphrase);
+    if (reply.reply === "approve" && proof === null) {
+      error = "Type your Postern passphrase to approve.";
+      render();
+      passphrase.focus();
+      return;
+    }
     busy = true;
     error = null;
     render();
+    let again = false;
     source
-      .answer(id, reply)
+      .answer(id, reply, reply.reply === "approve" ? proof : null)
       .catch((err: unknown) => {
         error = err instanceof Error ? err.message : String(err);
+        again = isProofRefusal(err);
       })
       .finally(() => {
         busy = false;
         render();
+        // A wrong passphrase: the card stays, with the message, ready for another try.
+        if (again) passphrase.focus();
         void refresh();
       });
   }
@@ -125,6 +155,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   }
 
   function lock(): void {
+    passphrase.value = "";
     source.lock().catch((err: unknown) => {
       error = err instanceof Error ? err.message : String(err);
       render();
@@ -135,6 +166,8 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     if (event.key === "Escape") {
       event.preventDefault();
       answer({ reply: "deny" });
+    } else if (event.target === passphrase && passphrase.value !== "") {
+      // The arrows move the caret in a passphrase being typed.
     } else if (event.key === "ArrowLeft") {
       move(-1);
     } else if (event.key === "ArrowRight") {

@@ -292,7 +292,16 @@ grants: number,
 /**
  * The settings.
  */
-settings: Settings, };
+settings: Settings, 
+/**
+ * Whether a Postern passphrase was chosen (the app's first-run step sets one).
+ */
+passphraseSet: boolean, 
+/**
+ * Settings found edited in the store behind the engine's back (wider than it wrote
+ * them), and what is in force instead.
+ */
+configWarning: string | null, };
 
 export type CredentialsView = { 
 /**
@@ -797,6 +806,12 @@ approvalTimeoutMs: number | null,
  */
 autoLockMs: number | null, };
 
+export type Proof = { 
+/**
+ * The Postern passphrase.
+ */
+passphrase: string, };
+
 export type CommandError = { 
 /**
  * What kind of failure, as a stable code.
@@ -807,7 +822,7 @@ code: ErrorCode,
  */
 message: string, };
 
-export type ErrorCode = "no_engine" | "not_open" | "unacceptable" | "bad_request" | "settings_refused" | "refused" | "failed";
+export type ErrorCode = "no_engine" | "not_open" | "unacceptable" | "bad_request" | "settings_refused" | "refused" | "failed" | "proof_required" | "passphrase_wrong" | "proof_backoff" | "passphrase_not_set" | "passphrase_already_set" | "passphrase_too_short" | "vault_key_replaced";
 
 // From src-tauri/src/servers.rs and postern_engine::import: servers from the window.
 

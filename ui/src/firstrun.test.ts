@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { ImportSource, Status } from "./bindings";
-import { guideShown, guideView, NEW_GUIDE, readServer, snippetLabels, type Guide, type GuideControls } from "./firstrun";
+import { guideShown, guideView, NEW_GUIDE, passphraseStep, passphraseStepShown, readServer, snippetLabels, type Guide, type GuideControls } from "./firstrun";
 import { server, session, status } from "./fixtures/status";
 
 const text = (el: Element | null): string => (el?.textContent ?? "").replace(/\s+/g, " ").trim();
@@ -16,6 +16,7 @@ function controls() {
     copy: vi.fn<GuideControls["copy"]>(),
     showApprovals: vi.fn<GuideControls["showApprovals"]>(),
     finish: vi.fn<GuideControls["finish"]>(),
+    setPassphrase: vi.fn<GuideControls["setPassphrase"]>(async () => {}),
   };
 }
 
@@ -162,5 +163,91 @@ describe("the first-run guide", () => {
     expect(guideShown(configured, { ...NEW_GUIDE, added: ["time"], finished: true })).toBe(false);
     expect(snippetLabels(configured, NEW_GUIDE)).toEqual(["time"]);
     expect(snippetLabels(status({ servers: [server({ label: "a" }), server({ label: "b" })] }), { ...NEW_GUIDE, added: ["b"] })).toEqual(["b"]);
+  });
+});
+
+describe("the passphrase step", () => {
+  const PASSPHRASE = "correct horse battery";
+
+  function step(c = controls()) {
+    const root = passphraseStep(c);
+    document.body.replaceChildren(root);
+    const form = root.querySelector<HTMLFormElement>("form")!;
+    const fill = (first: string, again: string) => {
+      root.querySelector<HTMLInputElement>(".passphrase-new")!.value = first;
+      root.querySelector<HTMLInputElement>(".passphrase-again")!.value = again;
+      form.dispatchEvent(new Event("input", { bubbles: true }));
+    };
+    const submit = () => root.querySelector<HTMLButtonElement>(".set-passphrase")!.click();
+    const typed = () => [...root.querySelectorAll<HTMLInputElement>("input")].map((i) => i.value);
+    return { root, form, fill, submit, typed, status: () => text(root.querySelector(".form-status")) };
+  }
+
+  it("is shown only while the engine has no passphrase", () => {
+    expect(passphraseStepShown(status({ gate: { ...status().gate, passphraseSet: false, vault: "locked" } }))).toBe(true);
+    expect(passphraseStepShown(status())).toBe(false);
+    expect(passphraseStepShown(status({ gate: { ...status().gate, passphraseSet: true, vault: "locked" } }))).toBe(false);
+  });
+
+  it("says why, in two password fields that are never remembered", () => {
+    const { root } = step();
+
+    expect(text(root.querySelector("h2"))).toBe("Choose a Postern passphrase");
+    const why = text(root.querySelector(".passphrase-why"));
+    for (const said of ["a person, not an agent, approves", "every approval, every unlock", "never stored in the clear", "start a new Postern home"]) {
+      expect(why).toContain(said);
+    }
+    for (const cls of ["passphrase-new", "passphrase-again"]) {
+      const input = root.querySelector<HTMLInputElement>(`input.${cls}`)!;
+      expect(input.type).toBe("password");
+      expect(input.getAttribute("autocomplete")).toBe("new-password");
+    }
+    expect(root.querySelector<HTMLInputElement>(".passphrase-new")!.dataset.autofocus).toBe("true");
+  });
+
+  it("catches a mismatch and a passphrase too short without asking the engine, and empties both fields", () => {
+    const c = controls();
+    const s = step(c);
+
+    s.fill("", "");
+    s.submit();
+    expect(s.status()).toBe("Type a passphrase.");
+    s.fill("short", "short");
+    s.submit();
+    expect(s.status()).toBe("A passphrase has at least 8 characters.");
+    expect(s.typed()).toEqual(["", ""]);
+    s.fill(PASSPHRASE, `${PASSPHRASE}!`);
+    s.submit();
+    expect(s.status()).toBe("The two passphrases differ: type the same one twice.");
+    expect(s.root.querySelector(".form-status")?.getAttribute("role")).toBe("alert");
+    expect(s.typed()).toEqual(["", ""]);
+    expect(c.setPassphrase).not.toHaveBeenCalled();
+  });
+
+  it("sets the passphrase typed twice, and keeps no copy of it", async () => {
+    const c = controls();
+    const s = step(c);
+
+    s.fill(PASSPHRASE, PASSPHRASE);
+    s.submit();
+    await settled();
+
+    expect(c.setPassphrase).toHaveBeenCalledExactlyOnceWith(PASSPHRASE);
+    expect(s.typed()).toEqual(["", ""]);
+    expect(document.body.innerHTML).not.toContain(PASSPHRASE);
+    expect(s.form.dataset.dirty).toBeUndefined();
+  });
+
+  it("shows the engine's refusal", async () => {
+    const c = controls();
+    c.setPassphrase.mockRejectedValue(Object.assign(new Error("a passphrase is set already"), { code: "passphrase_already_set" }));
+    const s = step(c);
+
+    s.fill(PASSPHRASE, PASSPHRASE);
+    s.submit();
+    await settled();
+
+    expect(s.status()).toBe("a passphrase is set already");
+    expect(s.typed()).toEqual(["", ""]);
   });
 });

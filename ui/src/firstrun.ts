@@ -1,4 +1,6 @@
-// The first-run guide, shown on an empty home (and until the newcomer says they are done):
+// First run. Before anything else, while the engine has no passphrase: choose the Postern
+// passphrase (setting it also unlocks the vault). Then the guide, shown on an empty home (and
+// until the newcomer says they are done):
 //
 //   1. add a server: a form (label, command, arguments, directory, environment), or the servers
 //      of an existing Claude Desktop, Claude Code or Cursor configuration;
@@ -11,6 +13,7 @@
 import type { AgentSnippet, ImportSource, NewServer, Status } from "./bindings";
 import { h } from "./dom";
 import { agentSnippet, commandLine, splitWords } from "./format";
+import { newPassphraseForm } from "./proof";
 
 /** What the guide knows beyond the engine's status. */
 export interface Guide {
@@ -40,6 +43,28 @@ export interface GuideControls {
   copy(text: string): void;
   showApprovals(): void;
   finish(): void;
+  /** Sets the first passphrase (which unlocks the vault); rejects with the engine's sentence. */
+  setPassphrase(passphrase: string): Promise<void>;
+}
+
+/** Whether the window shows the passphrase step: an engine runs, and no passphrase is set yet. */
+export function passphraseStepShown(status: Status): boolean {
+  return status.gate.passphraseSet === false;
+}
+
+/** "Choose a Postern passphrase": what it is for, and the two fields that set it. */
+export function passphraseStep(controls: Pick<GuideControls, "setPassphrase">): HTMLElement {
+  return h(
+    "section",
+    { class: "panel choose-passphrase", "aria-labelledby": "choose-passphrase-h" },
+    h("div", "panel-head", h("h2", { id: "choose-passphrase-h" }, "Choose a Postern passphrase")),
+    h(
+      "p",
+      "lede passphrase-why",
+      "Your passphrase is what proves that a person, not an agent, approves. Postern asks for it for every approval, every unlock and every change that widens what agents may do. It is never stored in the clear, and nobody can recover it: if you forget it, you start a new Postern home.",
+    ),
+    newPassphraseForm({ form: "choose-passphrase", submit: "Set passphrase and unlock", send: controls.setPassphrase, autofocus: true }),
+  );
 }
 
 /** Whether the Overview shows the guide. */

@@ -17,6 +17,7 @@ import type {
   EngineView,
   ImportSource,
   Imported,
+  Proof,
   Settings,
   SettingsChange,
   Timeline,
@@ -43,8 +44,9 @@ export const tauriStatus: StatusSource = {
 /** What the status window asks of the engine. */
 export const tauriActions: Actions = {
   lock: () => call<boolean>("lock").then(() => undefined),
-  unlock: () => call<boolean>("unlock").then(() => undefined),
-  updateSettings: (change: SettingsChange) => call<Settings>("update_settings", { change }),
+  unlock: (proof: Proof) => call<boolean>("unlock", { proof }).then(() => undefined),
+  updateSettings: (change: SettingsChange, proof: Proof | null) => call<Settings>("update_settings", { change, proof }),
+  setPassphrase: (passphrase: string, proof: Proof | null) => call<null>("set_passphrase", { passphrase, proof }).then(() => undefined),
   showApprovals: () => call<void>("show_approvals"),
 };
 
@@ -60,10 +62,10 @@ export const tauriApis: Apis = {
   credentials: {
     list: () => call<CredentialItem[]>("credentials"),
     // The value goes to the app once, inbound; nothing here keeps it.
-    add: (credential) => call<void>("add_credential", { credential }),
-    rotate: (name, value) => call<void>("rotate_credential", { name, value }),
-    remove: (name) => call<void>("remove_credential", { name }),
-    bind: (server, name) => call<boolean>("bind_credential", { server, name }),
+    add: (credential, proof) => call<void>("add_credential", { credential, proof }),
+    rotate: (name, value, proof) => call<void>("rotate_credential", { name, value, proof }),
+    remove: (name, proof) => call<void>("remove_credential", { name, proof }),
+    bind: (server, name, proof) => call<boolean>("bind_credential", { server, name, proof }),
     unbind: (server, name) => call<boolean>("unbind_credential", { server, name }),
   },
   journal: {
@@ -78,11 +80,16 @@ export const tauriApis: Apis = {
 export const tauriApprovals: ApprovalSource = {
   fetch: () => invoke<Approval[]>("approvals"),
   subscribe: (onList) => listen<Approval[]>(APPROVALS_CHANGED, (event) => onList(event.payload)),
-  answer: (id: string, reply: Reply) => call<void>("answer", { id, reply }),
+  // The proof goes with an approval only; it is not kept here.
+  answer: (id: string, reply: Reply, proof: Proof | null) => call<void>("answer", { id, reply, proof }),
   lock: () => call<boolean>("lock").then(() => undefined),
 };
 
-/** Invokes `cmd`; a refusal (`CommandError`) becomes an Error carrying the engine's sentence. */
+/**
+ * Invokes `cmd`; a refusal (`CommandError`) becomes an Error carrying the engine's sentence and
+ * its `code` (src/proof.ts reads `passphrase_wrong` and `proof_backoff` from it). Arguments
+ * are never logged: they may hold a passphrase or a credential's value.
+ */
 async function call<T>(cmd: string, args?: Record<string, unknown>): Promise<T> {
   try {
     return await invoke<T>(cmd, args);

@@ -131,7 +131,8 @@ describe("live", () => {
 
     root.querySelector("form")!.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
     await vi.advanceTimersByTimeAsync(0);
-    expect(actions.updateSettings).toHaveBeenCalledWith({ sessionMode: "prompt", approvalTimeoutMs: 30_000, autoLockMs: 0 });
+    // Only what changed, and a shorter approval timeout needs no proof.
+    expect(actions.updateSettings).toHaveBeenCalledWith({ sessionMode: null, approvalTimeoutMs: 30_000, autoLockMs: null }, null);
     await vi.advanceTimersByTimeAsync(2000);
     expect(timeout().value).toBe("30");
     expect(root.querySelector("form")?.hasAttribute("data-dirty")).toBe(false);
@@ -179,9 +180,219 @@ function fakeActions() {
     lock: vi.fn<Actions["lock"]>(async () => {}),
     unlock: vi.fn<Actions["unlock"]>(async () => {}),
     updateSettings: vi.fn<Actions["updateSettings"]>(async () => ({ sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 0 })),
+    setPassphrase: vi.fn<Actions["setPassphrase"]>(async () => {}),
     showApprovals: vi.fn<Actions["showApprovals"]>(async () => {}),
   };
 }
+
+const PASSPHRASE = "correct horse battery";
+
+/** The proof dialog's text, if one is open. */
+const dialogText = (): string => (document.querySelector(".proof-dialog")?.textContent ?? "").replace(/\s+/g, " ").trim();
+
+/** Types `passphrase` into the open proof dialog and confirms. */
+async function confirm(passphrase: string): Promise<void> {
+  document.querySelector<HTMLInputElement>(".proof-dialog input.passphrase")!.value = passphrase;
+  document.querySelector<HTMLButtonElement>(".proof-dialog .prove")!.click();
+  await vi.advanceTimersByTimeAsync(0);
+}
+
+const refusal = (code: string, text: string) => Object.assign(new Error(text), { code });
+
+describe("proof of presence in the status window", () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+    document.body.replaceChildren();
+  });
+  afterEach(() => vi.useRealTimers());
+
+  const withSettings = (sessionMode: "prompt" | "observe", autoLockMs = 0): EngineView => ({
+    state: "running",
+    status: status({ gate: { ...status().gate, settings: { sessionMode, approvalTimeoutMs: 120_000, autoLockMs } } }),
+  });
+
+  async function settingsPage(fake = fakeSource(withSettings("prompt")), actions = fakeActions()) {
+    const root = document.createElement("div");
+    document.body.replaceChildren(root);
+    live(root, fake.source, { actions });
+    await vi.advanceTimersByTimeAsync(0);
+    root.querySelector<HTMLButtonElement>(".tab-settings")!.click();
+    const choose = (mode: string) => {
+      const radio = root.querySelector<HTMLInputElement>(`input[name="sessionMode"][value="${mode}"]`)!;
+      radio.checked = true;
+      radio.dispatchEvent(new Event("input", { bubbles: true }));
+    };
+    const save = async () => {
+      root.querySelector("form.settings-form")!.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+      await vi.advanceTimersByTimeAsync(0);
+    };
+    return { root, fake, actions, choose, save, status: () => root.querySelector(".settings-form .form-status")?.textContent };
+  }
+
+  it("shows the passphrase step first on a fresh home, then the guide once it is set", async () => {
+    const root = document.createElement("div");
+    document.body.replaceChildren(root);
+    const fresh: EngineView = { state: "running", status: status({ gate: { ...status().gate, vault: "locked", passphraseSet: false } }) };
+    const fake = fakeSource(fresh);
+    const actions = fakeActions();
+    actions.setPassphrase.mockImplementation(async () => void fake.set({ state: "running", status: status() }));
+    live(root, fake.source, { actions, apis: fakeApis() });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(root.querySelector(".choose-passphrase h2")?.textContent).toBe("Choose a Postern passphrase");
+    expect(root.querySelector(".welcome")).toBeNull();
+    expect(document.activeElement).toBe(root.querySelector(".passphrase-new"));
+
+    root.querySelector<HTMLInputElement>(".passphrase-new")!.value = PASSPHRASE;
+    root.querySelector<HTMLInputElement>(".passphrase-again")!.value = PASSPHRASE;
+    root.querySelector<HTMLButtonElement>(".set-passphrase")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(actions.setPassphrase).toHaveBeenCalledExactlyOnceWith(PASSPHRASE, null);
+    expect(root.querySelector(".choose-passphrase")).toBeNull();
+    expect(root.querySelector(".welcome h2")?.textContent).toBe("Welcome to Postern");
+  });
+
+  it("asks for the passphrase before turning on observe mode, and sends it with the change", async () => {
+    const page = await settingsPage();
+    page.choose("observe");
+    await page.save();
+
+    expect(page.actions.updateSettings).not.toHaveBeenCalled();
+    expect(dialogText()).toContain("Confirm it's you");
+    expect(dialogText()).toContain("Turn on observe mode");
+    const field = document.querySelector<HTMLInputElement>(".proof-dialog input.passphrase")!;
+    expect(field.type).toBe("password");
+    expect(field.getAttribute("autocomplete")).toBe("current-password");
+    expect(document.activeElement).toBe(field);
+    await confirm(PASSPHRASE);
+
+    expect(page.actions.updateSettings).toHaveBeenCalledExactlyOnceWith({ sessionMode: "observe", approvalTimeoutMs: null, autoLockMs: null }, { passphrase: PASSPHRASE });
+    expect(document.querySelector(".proof-dialog")).toBeNull();
+    expect(page.status()).toBe("Saved");
+  });
+
+  it("keeps the dialog open on a wrong passphrase, with the engine's message, the field emptied, until the right one", async () => {
+    const page = await settingsPage();
+    page.actions.updateSettings
+      .mockRejectedValueOnce(refusal("passphrase_wrong", "wrong passphrase: the next try is allowed in 1 second"))
+      .mockRejectedValueOnce(refusal("proof_backoff", "too many wrong passphrases: wait 30 seconds"));
+    page.choose("observe");
+    await page.save();
+
+    await confirm("not it");
+    expect(document.querySelector(".proof-error")?.textContent).toBe("wrong passphrase: the next try is allowed in 1 second");
+    expect(document.querySelector<HTMLInputElement>(".proof-dialog .passphrase")!.value).toBe("");
+    await confirm("not it either");
+    expect(document.querySelector(".proof-error")?.textContent).toBe("too many wrong passphrases: wait 30 seconds");
+    await confirm(PASSPHRASE);
+
+    expect(page.actions.updateSettings).toHaveBeenCalledTimes(3);
+    expect(page.actions.updateSettings).toHaveBeenLastCalledWith(expect.anything(), { passphrase: PASSPHRASE });
+    expect(document.querySelector(".proof-dialog")).toBeNull();
+    expect(page.status()).toBe("Saved");
+  });
+
+  it("sends nothing when the person cancels, and says so", async () => {
+    const page = await settingsPage();
+    page.choose("observe");
+    await page.save();
+    document.querySelector<HTMLInputElement>(".proof-dialog .passphrase")!.value = PASSPHRASE;
+    document.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(document.querySelector(".proof-dialog")).toBeNull();
+    expect(page.actions.updateSettings).not.toHaveBeenCalled();
+    expect(page.status()).toBe("Not confirmed: nothing was changed.");
+    expect(document.body.innerHTML).not.toContain(PASSPHRASE);
+  });
+
+  it("asks for it for any auto-lock change, and not for a change that widens nothing", async () => {
+    const page = await settingsPage(fakeSource(withSettings("observe", 60_000)));
+    page.choose("prompt");
+    await page.save();
+    expect(page.actions.updateSettings).toHaveBeenCalledExactlyOnceWith({ sessionMode: "prompt", approvalTimeoutMs: null, autoLockMs: null }, null);
+    expect(document.querySelector(".proof-dialog")).toBeNull();
+
+    const autoLock = page.root.querySelector<HTMLInputElement>('input[name="autoLock"]')!;
+    autoLock.value = "5";
+    autoLock.dispatchEvent(new Event("input", { bubbles: true }));
+    await page.save();
+    expect(dialogText()).toContain("Change the auto-lock.");
+    document.querySelector<HTMLButtonElement>(".proof-dialog .cancel-proof")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(page.status()).toBe("Not confirmed: nothing was changed.");
+  });
+
+  it("changes the passphrase from Settings with the current one as proof", async () => {
+    const page = await settingsPage();
+    page.root.querySelector<HTMLInputElement>(".passphrase-panel .passphrase-new")!.value = "a brand new passphrase";
+    page.root.querySelector<HTMLInputElement>(".passphrase-panel .passphrase-again")!.value = "a brand new passphrase";
+    page.root.querySelector<HTMLButtonElement>(".passphrase-panel .set-passphrase")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(dialogText()).toContain("Change the Postern passphrase.");
+    await confirm(PASSPHRASE);
+
+    expect(page.actions.setPassphrase).toHaveBeenCalledExactlyOnceWith("a brand new passphrase", { passphrase: PASSPHRASE });
+  });
+
+  it("shows why an unlock was refused on the locked screen, and unlocks with the right passphrase", async () => {
+    const root = document.createElement("div");
+    document.body.replaceChildren(root);
+    const locked: EngineView = { state: "running", status: status({ servers: [server({ label: "time" })], gate: { ...status().gate, vault: "locked" } }) };
+    const fake = fakeSource(locked);
+    const actions = fakeActions();
+    actions.unlock.mockRejectedValueOnce(refusal("passphrase_wrong", "wrong passphrase: the next try is allowed in 1 second"));
+    actions.unlock.mockImplementation(async () => void fake.set(running(["time"])));
+    live(root, fake.source, { actions });
+    await vi.advanceTimersByTimeAsync(0);
+    const field = () => root.querySelector<HTMLInputElement>(".locked .passphrase")!;
+    expect(document.activeElement).toBe(field());
+
+    field().value = "not it";
+    root.querySelector<HTMLFormElement>(".unlock-form")!.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(root.querySelector(".unlock-error")?.textContent).toBe("wrong passphrase: the next try is allowed in 1 second");
+    expect(field().value).toBe("");
+    expect(labels(root)).toEqual([]);
+
+    field().value = PASSPHRASE;
+    root.querySelector<HTMLButtonElement>(".unlock")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(actions.unlock).toHaveBeenLastCalledWith({ passphrase: PASSPHRASE });
+    expect(labels(root)).toEqual(["time"]);
+  });
+
+  it("asks for proof to remove and to bind a credential, not to unbind one", async () => {
+    const root = document.createElement("div");
+    document.body.replaceChildren(root);
+    const apis = fakeApis();
+    const item: CredentialItem = { name: "api", injection: { kind: "env", var: "API_TOKEN" }, hosts: [], everyUse: false, version: 1, createdAtMs: 0, rotatedAtMs: null, servers: ["time"] };
+    apis.credentials.list.mockResolvedValue([item]);
+    live(root, fakeSource(running(["time", "notes"])).source, { apis });
+    await vi.advanceTimersByTimeAsync(0);
+    root.querySelector<HTMLButtonElement>(".tab-credentials")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+
+    root.querySelector<HTMLButtonElement>('.credential[data-name="api"] .unbind')!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(apis.credentials.unbind).toHaveBeenCalledWith("time", "api");
+    expect(document.querySelector(".proof-dialog")).toBeNull();
+
+    root.querySelector('.credential[data-name="api"] .bind-form')!.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(dialogText()).toContain("Bind the credential api to notes.");
+    await confirm(PASSPHRASE);
+    expect(apis.credentials.bind).toHaveBeenCalledWith("notes", "api", { passphrase: PASSPHRASE });
+
+    const remove = () => root.querySelector<HTMLButtonElement>('.credential[data-name="api"] .remove')!;
+    remove().click();
+    remove().click();
+    await vi.advanceTimersByTimeAsync(0);
+    await confirm(PASSPHRASE);
+    expect(apis.credentials.remove).toHaveBeenCalledWith("api", { passphrase: PASSPHRASE });
+    expect(root.querySelector(".action-error")).toBeNull();
+  });
+});
 
 describe("the main window's views", () => {
   beforeEach(() => vi.useFakeTimers());
@@ -189,7 +400,7 @@ describe("the main window's views", () => {
 
   const SECRET = "live-canary-value";
 
-  it("adds a credential through the app, keeps no copy of its value, and lists it", async () => {
+  it("adds a credential through the app once the person confirms, keeps no copy of its value, and lists it", async () => {
     const root = document.createElement("div");
     document.body.replaceChildren(root);
     const apis = fakeApis();
@@ -210,13 +421,19 @@ describe("the main window's views", () => {
     form.dispatchEvent(new Event("input", { bubbles: true }));
     form.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
     await vi.advanceTimersByTimeAsync(0);
+    expect(apis.credentials.add).not.toHaveBeenCalled();
+    expect(dialogText()).toContain("Add the credential api.");
+    await confirm(PASSPHRASE);
 
-    expect(apis.credentials.add).toHaveBeenCalledWith(expect.objectContaining({ name: "api", value: SECRET }));
+    expect(apis.credentials.add).toHaveBeenCalledWith(expect.objectContaining({ name: "api", value: SECRET }), { passphrase: PASSPHRASE });
+    expect(document.querySelector(".proof-dialog")).toBeNull();
     expect([...root.querySelectorAll(".credential-name")].map((e) => e.textContent)).toEqual(["api"]);
     // Re-rendered after the answer and on the next refreshes: the value never comes back.
     await vi.advanceTimersByTimeAsync(4000);
-    const values = [...root.querySelectorAll<HTMLInputElement>("input")].map((i) => i.value);
-    expect(root.innerHTML.includes(SECRET) || values.some((v) => v.includes(SECRET))).toBe(false);
+    const values = [...document.querySelectorAll<HTMLInputElement>("input")].map((i) => i.value);
+    for (const value of [SECRET, PASSPHRASE]) {
+      expect(document.body.innerHTML.includes(value) || values.some((v) => v.includes(value))).toBe(false);
+    }
   });
 
   it("restarts a server from the Servers view and says what happened", async () => {
@@ -285,6 +502,8 @@ describe("the main window's views", () => {
 
   it("forgets what it read from the vault when it locks, and reads it again after unlocking", async () => {
     const root = document.createElement("div");
+    // In the document: a form submits only from there.
+    document.body.replaceChildren(root);
     const apis = fakeApis();
     const fake = fakeSource(running(["time"]));
     const actions = fakeActions();
@@ -303,8 +522,10 @@ describe("the main window's views", () => {
     expect(root.querySelector(".locked")).not.toBeNull();
     expect(pane.querySelectorAll(".lane").length).toBe(0);
 
+    root.querySelector<HTMLInputElement>(".passphrase")!.value = PASSPHRASE;
     root.querySelector<HTMLButtonElement>(".unlock")!.click();
     await vi.advanceTimersByTimeAsync(0);
+    expect(actions.unlock).toHaveBeenCalledWith({ passphrase: PASSPHRASE });
     expect(apis.journal.timeline).toHaveBeenCalledTimes(2);
     expect(root.querySelectorAll(".timeline .lane").length).toBe(2);
   });

@@ -3,16 +3,20 @@
 // to the database without passing through the engine. It also owns the window's controls and
 // what the window knows beyond the engine's status: the page shown, the credentials, a
 // verification of the audit log, the first-run guide, and the two views that keep their own
-// state (the timeline and the Activity feed), which it pokes when the engine changes.
+// state (the timeline and the Activity feed), which it pokes when the engine changes. Commands
+// that need the person's proof go through the "Confirm it's you" dialog (src/proof.ts).
 
 import { message, type Apis } from "./api";
 import { activityView, type ActivityView } from "./activity";
-import type { CredentialItem, EngineView, Settings, SettingsChange, Status } from "./bindings";
+import type { CredentialItem, EngineView, Proof, Settings, SettingsChange, Status } from "./bindings";
 import type { CredentialControls } from "./credentials";
 import { openDetails, reopenDetails } from "./dom";
 import { entryPanel } from "./entry";
 import { NEW_GUIDE, snippetLabels, type Guide, type GuideControls } from "./firstrun";
 import type { VerifyState } from "./integrity";
+import type { LockNote } from "./lock";
+import { ProofCancelled, proofDialog, type Prove } from "./proof";
+import { needsProof } from "./settings";
 import { timelineView, type TimelineView } from "./timeline";
 import { render, type Controls, type Shown, type Tab } from "./view";
 
@@ -25,8 +29,11 @@ export interface StatusSource {
 /** What the window's controls ask of the engine (src/ipc.ts in the app; a fake in tests). */
 export interface Actions {
   lock(): Promise<void>;
-  unlock(): Promise<void>;
-  updateSettings(change: SettingsChange): Promise<Settings>;
+  unlock(proof: Proof): Promise<void>;
+  /** `proof` is needed when `needsProof(change)` (src/settings.ts), `null` otherwise. */
+  updateSettings(change: SettingsChange, proof: Proof | null): Promise<Settings>;
+  /** The first passphrase (`proof` null; it also unlocks), or a new one (`proof`: the current one). */
+  setPassphrase(passphrase: string, proof: Proof | null): Promise<void>;
   showApprovals(): Promise<void>;
 }
 
@@ -37,6 +44,8 @@ export interface LiveOptions {
   apis?: Apis;
   /** Copies text to the clipboard. */
   copy?: (text: string) => Promise<void>;
+  /** Asks the person's proof before a command that needs it (default: the dialog on this document). */
+  prove?: Prove;
   /** How often to poll, in milliseconds. */
   intervalMs?: number;
   /** The clock, for relative times. */
@@ -47,6 +56,7 @@ const NO_ACTIONS: Actions = {
   lock: async () => {},
   unlock: async () => {},
   updateSettings: async () => Promise.reject(new Error("settings cannot be changed here")),
+  setPassphrase: async () => Promise.reject(new Error("the passphrase cannot be set here")),
   showApprovals: async () => {},
 };
 
@@ -54,10 +64,12 @@ const NO_ACTIONS: Actions = {
 export function live(root: HTMLElement, source: StatusSource, options: LiveOptions = {}): () => void {
   const { actions = NO_ACTIONS, apis, intervalMs = 2000, now = Date.now } = options;
   const copy = options.copy ?? ((text: string) => navigator.clipboard.writeText(text));
+  const prove = options.prove ?? proofDialog(root.ownerDocument);
   let shown: Shown = { kind: "loading" };
   let tab: Tab = "overview";
   let actionError: string | null = null;
   let settingsNote: string | null = null;
+  let lockNote: LockNote = { error: null, busy: false };
   let serverNotes: Record<string, string> = {};
   let credentials: { list: CredentialItem[] | null; error: string | null } = { list: null, error: null };
   let verification: VerifyState = { kind: "idle" };
@@ -73,6 +85,8 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     return run()
       .then(() => refresh())
       .catch((err: unknown) => {
+        // Closing the proof dialog is a change of mind, not a failure.
+        if (err instanceof ProofCancelled) return;
         actionError = `Cannot ${what}: ${message(err)}`;
         paint();
       });
@@ -108,17 +122,21 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
   const credentialControls: CredentialControls = {
     add: async (credential) => {
       if (!apis) throw new Error("credentials cannot be changed here");
-      // The value is handed on and not kept: `credential` is not stored anywhere here.
-      await apis.credentials.add(credential);
+      // The value is handed on and not kept: `credential` lives only until the dialog answers.
+      await prove({ action: `Add the credential ${credential.name}.` }, (proof) => apis.credentials.add(credential, proof));
       readCredentials();
     },
     rotate: async (name, value) => {
       if (!apis) throw new Error("credentials cannot be changed here");
-      await apis.credentials.rotate(name, value);
+      await prove({ action: `Rotate the credential ${name}.` }, (proof) => apis.credentials.rotate(name, value, proof));
       readCredentials();
     },
-    remove: (name) => act(`remove ${name}`, async () => apis?.credentials.remove(name)).then(readCredentials),
-    bind: (server, name) => act(`bind ${name} to ${server}`, async () => apis?.credentials.bind(server, name)).then(readCredentials),
+    remove: (name) =>
+      act(`remove ${name}`, async () => apis && prove({ action: `Remove the credential ${name}.` }, (proof) => apis.credentials.remove(name, proof))).then(readCredentials),
+    bind: (server, name) =>
+      act(`bind ${name} to ${server}`, async () =>
+        apis && prove({ action: `Bind the credential ${name} to ${server}.`, detail: "Its processes may then be given it, once you approve their code for it." }, (proof) => apis.credentials.bind(server, name, proof)),
+      ).then(readCredentials),
     unbind: (server, name) => act(`unbind ${name} from ${server}`, async () => apis?.credentials.unbind(server, name)).then(readCredentials),
   };
 
@@ -188,6 +206,10 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
       guide = { ...guide, finished: true, note: null };
       paint();
     },
+    setPassphrase: async (passphrase) => {
+      await actions.setPassphrase(passphrase, null);
+      await refresh();
+    },
   };
   /** The snippet's absolute path comes from the app: ask again when the labels change. */
   const snippetFor = (status: Status): void => {
@@ -214,19 +236,44 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
       if (next === "activity") activity?.shown();
       paint();
     },
-    lock: () => void act("lock", actions.lock),
-    unlock: () =>
-      void act("unlock", actions.unlock).then(() => {
-        // Read again what the locked window forgot (the timeline and Activity panes follow
-        // the status themselves).
-        if (tab === "credentials") readCredentials();
-      }),
+    lock: () => {
+      lockNote = { error: null, busy: false };
+      void act("lock", actions.lock);
+    },
+    unlock: (proof) => {
+      if (lockNote.busy) return;
+      actionError = null;
+      lockNote = { error: null, busy: true };
+      paint();
+      actions.unlock(proof).then(
+        () => {
+          lockNote = { error: null, busy: false };
+          // Read again what the locked window forgot (the timeline and Activity panes follow
+          // the status themselves).
+          if (tab === "credentials") readCredentials();
+          return refresh();
+        },
+        (err: unknown) => {
+          // A wrong passphrase (or a back-off) says when to try again: the screen shows it.
+          lockNote = { error: message(err), busy: false };
+          paint();
+        },
+      );
+    },
     saveSettings: async (change) => {
       settingsNote = null;
-      await actions.updateSettings(change);
+      if (needsProof(change)) {
+        const what = change.sessionMode === "observe" ? "Turn on observe mode: every identified agent run is admitted without asking." : "Change the auto-lock.";
+        await prove({ action: what }, (proof) => actions.updateSettings(change, proof));
+      } else {
+        await actions.updateSettings(change, null);
+      }
       // The status that follows draws the form again from the engine's settings: say it saved.
       settingsNote = "Saved";
       void refresh();
+    },
+    changePassphrase: async (passphrase) => {
+      await prove({ action: "Change the Postern passphrase.", detail: "Type the current passphrase." }, (proof) => actions.setPassphrase(passphrase, proof));
     },
     showApprovals: () => void act("open the approval window", actions.showApprovals),
     restart: (label) => {
@@ -260,18 +307,29 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     const at = now();
     // Re-render only when something visible changed (times are shown to the minute), so a
     // selection the user is about to copy survives the refresh.
-    const key = JSON.stringify([shown, tab, actionError, settingsNote, serverNotes, credentials, verification, guide]) + Math.floor(at / 60_000);
+    const key = JSON.stringify([shown, tab, actionError, settingsNote, lockNote, serverNotes, credentials, verification, guide]) + Math.floor(at / 60_000);
     if (key === shownKey) return;
     shownKey = key;
     const focused = root.ownerDocument.activeElement;
-    const next = render(shown, at, { tab, controls, actionError, settingsNote, serverNotes, credentials, verification, guide, panes });
+    const next = render(shown, at, { tab, controls, actionError, settingsNote, lockNote, serverNotes, credentials, verification, guide, panes });
     // An execution record the user opened stays open across the refresh, and so do forms
     // the user is editing (and the field they are typing in).
     reopenDetails(next, openDetails(root));
     keepEditedForms(next, root);
     root.replaceChildren(next);
     if (focused instanceof HTMLElement && focused !== root.ownerDocument.body && root.contains(focused)) focused.focus();
+    else autofocus();
   };
+
+  /** Puts the focus in the field a screen asks for (the passphrase), unless it is elsewhere already. */
+  const autofocus = (): void => {
+    const active = root.ownerDocument.activeElement;
+    if (active !== null && active !== root.ownerDocument.body) return;
+    root.querySelector<HTMLElement>("[data-autofocus]")?.focus();
+  };
+  // The tray's Unlock shows this window on its locked screen: the passphrase field is ready.
+  const onWindowFocus = (): void => autofocus();
+  root.ownerDocument.defaultView?.addEventListener("focus", onWindowFocus);
 
   const show = (view: Shown): void => {
     shown = view;
@@ -315,6 +373,7 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
   return () => {
     stopped = true;
     clearInterval(timer);
+    root.ownerDocument.defaultView?.removeEventListener("focus", onWindowFocus);
     unsubscribe?.();
   };
 }

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { Settings, SettingsChange } from "./bindings";
-import { settingsPanel } from "./settings";
+import { changed, needsProof, settingsPanel } from "./settings";
 
 const DEFAULTS: Settings = { sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 28_800_000 };
 
@@ -83,5 +83,40 @@ describe("the settings form", () => {
     expect(f.status()).toBe("store unavailable");
     expect(f.el.dataset.dirty).toBe("true");
     expect(f.saveButton().disabled).toBe(false);
+  });
+});
+
+describe("what a save sends", () => {
+  it("only what changed, and nothing when nothing did", async () => {
+    const save = vi.fn(async () => {});
+    const f = form(DEFAULTS, save);
+
+    f.set("approvalTimeout", "120");
+    f.submit();
+    await settled();
+    expect(save).not.toHaveBeenCalled();
+    expect(f.status()).toBe("Nothing to save: these are the settings already.");
+
+    f.set("approvalTimeout", "60");
+    f.submit();
+    await settled();
+    expect(save).toHaveBeenCalledExactlyOnceWith({ sessionMode: null, approvalTimeoutMs: 60_000, autoLockMs: null });
+  });
+
+  it("needs the person's proof to turn on observe mode or to change the auto-lock, not otherwise", () => {
+    const none = { sessionMode: null, approvalTimeoutMs: null, autoLockMs: null };
+    expect(needsProof({ ...none, sessionMode: "observe" })).toBe(true);
+    expect(needsProof({ ...none, autoLockMs: 0 })).toBe(true);
+    expect(needsProof({ ...none, autoLockMs: 3_600_000 })).toBe(true);
+    expect(needsProof({ ...none, sessionMode: "prompt" })).toBe(false);
+    expect(needsProof({ ...none, approvalTimeoutMs: 5_000 })).toBe(false);
+    expect(changed(DEFAULTS, { sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 28_800_000 })).toBeNull();
+    expect(changed(DEFAULTS, { sessionMode: "observe", approvalTimeoutMs: 120_000, autoLockMs: 0 })).toEqual({ sessionMode: "observe", approvalTimeoutMs: null, autoLockMs: 0 });
+  });
+
+  it("says which changes ask for the passphrase", () => {
+    const f = form();
+    expect(text(f.el.querySelector('input[value="observe"]')!.closest("label"))).toContain("Turning it on asks for your passphrase.");
+    expect(text(f.el)).toContain("Changing it asks for your passphrase.");
   });
 });

@@ -1,10 +1,13 @@
 // The settings a human controls: session approval (prompt or observe), the approval timeout,
-// and the idle auto-lock. The form keeps what the user typed across status refreshes while it
-// is being edited (`data-dirty`; src/live.ts carries such a form over), and saves through the
-// engine, which checks the values (an approval timeout under 1 s is refused).
+// and the idle auto-lock; and the Postern passphrase. The form keeps what the user typed across
+// status refreshes while it is being edited (`data-dirty`; src/live.ts carries such a form
+// over), and saves through the engine, which checks the values (an approval timeout under 1 s
+// is refused). A save sends only what changed, so that a change which needs the person's proof
+// (turning observe mode on, any auto-lock) asks for it only when it is made (`needsProof`).
 
 import type { Settings, SettingsChange } from "./bindings";
 import { h } from "./dom";
+import { newPassphraseForm } from "./proof";
 
 /**
  * The settings form for `settings`; `save` sends a change to the engine. `note` is said under
@@ -33,7 +36,7 @@ export function settingsPanel(settings: Settings, save: (change: SettingsChange)
       "field",
       h("legend", {}, "Session approval"),
       mode("prompt", "Prompt", "A human admits each new agent run, on its first call (the default)."),
-      mode("observe", "Observe", "Every identified agent run is admitted without asking, and journaled."),
+      mode("observe", "Observe", "Every identified agent run is admitted without asking, and journaled. Turning it on asks for your passphrase."),
     ),
     h(
       "label",
@@ -47,7 +50,7 @@ export function settingsPanel(settings: Settings, save: (change: SettingsChange)
       "field",
       h("span", "field-title", "Auto-lock"),
       h("span", "field-input", autoLock, h("span", "unit", "minutes")),
-      h("span", "field-hint muted", "Lock the vault after this long without a call or an answer. 0 never locks."),
+      h("span", "field-hint muted", "Lock the vault after this long without a call or an answer. 0 never locks. Changing it asks for your passphrase."),
     ),
     h("div", "form-actions", submit, status),
   ) as HTMLFormElement;
@@ -59,9 +62,16 @@ export function settingsPanel(settings: Settings, save: (change: SettingsChange)
   });
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const change = read(form);
-    if (typeof change === "string") {
-      setStatus(status, change, true);
+    const wanted = read(form);
+    if (typeof wanted === "string") {
+      setStatus(status, wanted, true);
+      return;
+    }
+    const change = changed(settings, wanted);
+    if (change === null) {
+      delete form.dataset.dirty;
+      submit.disabled = true;
+      setStatus(status, "Nothing to save: these are the settings already.", false);
       return;
     }
     submit.disabled = true;
@@ -80,7 +90,40 @@ export function settingsPanel(settings: Settings, save: (change: SettingsChange)
   return form;
 }
 
-/** The change the form asks for, or why it cannot be sent. */
+/** Whether the engine asks the person's proof for `change`: observe mode turned on, or any auto-lock. */
+export function needsProof(change: SettingsChange): boolean {
+  return change.sessionMode === "observe" || change.autoLockMs !== null;
+}
+
+/** `wanted` without what `settings` already says (`null`: keep), or `null` when nothing changes. */
+export function changed(settings: Settings, wanted: SettingsChange): SettingsChange | null {
+  const change: SettingsChange = {
+    sessionMode: wanted.sessionMode !== null && wanted.sessionMode !== settings.sessionMode ? wanted.sessionMode : null,
+    approvalTimeoutMs: wanted.approvalTimeoutMs !== null && wanted.approvalTimeoutMs !== settings.approvalTimeoutMs ? wanted.approvalTimeoutMs : null,
+    autoLockMs: wanted.autoLockMs !== null && wanted.autoLockMs !== settings.autoLockMs ? wanted.autoLockMs : null,
+  };
+  return change.sessionMode === null && change.approvalTimeoutMs === null && change.autoLockMs === null ? null : change;
+}
+
+/**
+ * The form that changes the Postern passphrase: the new one twice; `change` then asks for the
+ * current one (src/live.ts, through the proof dialog).
+ */
+export function passphrasePanel(change: (passphrase: string) => Promise<void>): HTMLElement {
+  return h(
+    "section",
+    { class: "panel passphrase-panel", "aria-labelledby": "passphrase-h" },
+    h("div", "panel-head", h("h2", { id: "passphrase-h" }, "Postern passphrase")),
+    h(
+      "p",
+      "panel-note muted",
+      "It proves that a person, not an agent, approves, unlocks and widens what agents may do. Changing it asks for the current one first.",
+    ),
+    newPassphraseForm({ form: "change-passphrase", submit: "Change passphrase", send: change, done: "Changed" }),
+  );
+}
+
+/** Everything the form asks for, or why it cannot be sent (`changed` keeps only what differs). */
 export function read(form: HTMLFormElement): SettingsChange | string {
   const field = (name: string): string => (form.elements.namedItem(name) as HTMLInputElement | null)?.value.trim() ?? "";
   const checked = form.querySelector<HTMLInputElement>('input[name="sessionMode"]:checked')?.value;

@@ -98,6 +98,52 @@ describe("a new user", () => {
 
     expect(text(root.querySelector(".welcome h2"))).toBe("Welcome to Postern");
     expect(root.querySelector(".panel-servers")).toBeNull();
+    expect(root.querySelector(".choose-passphrase")).toBeNull();
+  });
+
+  it("chooses a passphrase before anything else, and sees nothing from the vault meanwhile", () => {
+    const configured = status({ servers: [server({ label: "secret-server" })], sessions: [session({ id: "#7", server: "secret-server" })] });
+    const root = show({ state: "running", status: { ...configured, gate: { ...configured.gate, vault: "locked", passphraseSet: false } } });
+
+    expect(all(root, "h2")).toEqual(["Choose a Postern passphrase"]);
+    expect(text(root.querySelector(".pill"))).toBe("No passphrase yet");
+    expect(root.querySelectorAll("input.passphrase-new, input.passphrase-again, button.set-passphrase")).toHaveLength(3);
+    expect(root.querySelector(".locked, .tabs, .lock-button, .welcome")).toBeNull();
+    for (const secret of ["secret-server", "#7", "/home/ada", "engine.sock"]) {
+      expect(root.textContent).not.toContain(secret);
+    }
+  });
+
+  it("sets it through the guide's controls", () => {
+    const setPassphrase = vi.fn(async () => {});
+    const controls = inertControls();
+    const root = render(
+      { kind: "view", view: { state: "running", status: status({ gate: { ...status().gate, vault: "locked", passphraseSet: false } }) } },
+      NOW,
+      { tab: "overview", controls: { ...controls, guide: { ...controls.guide, setPassphrase } } },
+    );
+    document.body.replaceChildren(root);
+    root.querySelector<HTMLInputElement>(".passphrase-new")!.value = "a long enough one";
+    root.querySelector<HTMLInputElement>(".passphrase-again")!.value = "a long enough one";
+    root.querySelector<HTMLButtonElement>(".set-passphrase")!.click();
+
+    expect(setPassphrase).toHaveBeenCalledWith("a long enough one");
+  });
+});
+
+describe("settings changed behind the engine's back", () => {
+  const warned = (vault: "ready" | "locked") =>
+    status({ gate: { ...status().gate, vault, configWarning: "settings changed in the database were not applied: session_mode = observe" } });
+
+  it.each(["ready", "locked"] as const)("are a warning on the %s window", (vault) => {
+    const root = show({ state: "running", status: warned(vault) });
+
+    expect(text(root.querySelector(".config-warning"))).toBe("Settings not applied. settings changed in the database were not applied: session_mode = observe");
+    expect(root.querySelector(".config-warning")?.getAttribute("role")).toBe("alert");
+  });
+
+  it("are no warning when there are none", () => {
+    expect(show({ state: "running", status: status() }).querySelector(".config-warning")).toBeNull();
   });
 });
 
@@ -190,18 +236,54 @@ describe("a locked vault", () => {
     expect(panels.length > 0).toBe(vault === "quarantined");
   });
 
-  it("offers Unlock, which asks the app", () => {
-    const unlock = vi.fn();
+  const lockedWith = (unlock = vi.fn(), lockNote?: { error: string | null; busy: boolean }) => {
     const root = render(
       { kind: "view", view: { state: "running", status: { ...busy, gate: { ...busy.gate, vault: "locked" } } } },
       NOW,
-      { tab: "overview", controls: { ...inertControls(), unlock } },
+      { tab: "overview", controls: { ...inertControls(), unlock }, ...(lockNote === undefined ? {} : { lockNote }) },
     );
+    document.body.replaceChildren(root);
+    return root;
+  };
+
+  it("offers Unlock with the passphrase, which asks the app and keeps no copy of it", () => {
+    const unlock = vi.fn();
+    const root = lockedWith(unlock);
 
     expect(text(root.querySelector(".pill"))).toBe("Locked");
     expect(text(root.querySelector(".locked h2"))).toBe("Postern is locked");
+    const field = root.querySelector<HTMLInputElement>(".locked input.passphrase")!;
+    expect(field.type).toBe("password");
+    expect(field.getAttribute("autocomplete")).toBe("current-password");
+    field.value = "correct horse battery";
     root.querySelector<HTMLButtonElement>(".unlock")!.click();
-    expect(unlock).toHaveBeenCalledOnce();
+
+    expect(unlock).toHaveBeenCalledExactlyOnceWith({ passphrase: "correct horse battery" });
+    expect(field.value).toBe("");
+  });
+
+  it("unlocks on Enter in the passphrase field (the form's submit), and asks for it when empty", () => {
+    const unlock = vi.fn();
+    const root = lockedWith(unlock);
+    const form = root.querySelector<HTMLFormElement>(".unlock-form")!;
+
+    form.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+    expect(unlock).not.toHaveBeenCalled();
+    expect(text(root.querySelector(".unlock-error"))).toBe("Type your Postern passphrase to unlock.");
+
+    root.querySelector<HTMLInputElement>(".passphrase")!.value = "correct horse battery";
+    form.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
+    expect(unlock).toHaveBeenCalledWith({ passphrase: "correct horse battery" });
+  });
+
+  it("says why the last unlock was refused, and waits while one is on its way", () => {
+    const root = lockedWith(vi.fn(), { error: "wrong passphrase: try again in 2 seconds", busy: false });
+    expect(text(root.querySelector(".unlock-error"))).toBe("wrong passphrase: try again in 2 seconds");
+    expect(root.querySelector<HTMLElement>(".unlock-error")!.hidden).toBe(false);
+
+    const waiting = lockedWith(vi.fn(), { error: null, busy: true });
+    expect(waiting.querySelector<HTMLButtonElement>(".unlock")!.disabled).toBe(true);
+    expect(waiting.querySelector<HTMLElement>(".unlock-error")!.hidden).toBe(true);
   });
 
   it("offers no Unlock while the audit log is quarantined", () => {

@@ -1,16 +1,16 @@
 // Renders what the status window shows from one value: the engine's view (or why there is none).
 // Pure DOM construction, no I/O: src/live.ts decides when to call it and what the controls do.
 
-import type { CredentialItem, EngineView, ServerStatus, SettingsChange, Status } from "./bindings";
+import type { CredentialItem, EngineView, GateStatus, Proof, ServerStatus, SettingsChange, Status } from "./bindings";
 import { credentialsPanel, type CredentialControls } from "./credentials";
 import { h, icon, mark } from "./dom";
-import { guideShown, guideView, NEW_GUIDE, type Guide, type GuideControls } from "./firstrun";
+import { guideShown, guideView, NEW_GUIDE, passphraseStep, passphraseStepShown, type Guide, type GuideControls } from "./firstrun";
 import { addCommand, agentSnippet, commandLine, count } from "./format";
 import { integrityPanel, type VerifyState } from "./integrity";
-import { lockedPill, lockScreen } from "./lock";
+import { lockedPill, lockScreen, type LockNote } from "./lock";
 import { serversView } from "./servers";
 import { sessionCard } from "./session";
-import { settingsPanel } from "./settings";
+import { passphrasePanel, settingsPanel } from "./settings";
 
 /** What there is to show: nothing yet, the engine's view, or an IPC failure. */
 export type Shown =
@@ -35,8 +35,12 @@ export type Tab = (typeof TABS)[number][0];
 export interface Controls {
   tab(tab: Tab): void;
   lock(): void;
-  unlock(): void;
+  /** Unlocks with the proof typed on the locked screen. */
+  unlock(proof: Proof): void;
+  /** Saves a change to the settings; asks for proof first when the change needs it. */
   saveSettings(change: SettingsChange): Promise<void>;
+  /** Changes the passphrase to `passphrase`; asks for the current one first. */
+  changePassphrase(passphrase: string): Promise<void>;
   showApprovals(): void;
   restart(label: string): void;
   verify(openBodies: boolean): void;
@@ -52,6 +56,8 @@ export type Ui = {
   actionError?: string | null;
   /** What the settings form says. */
   settingsNote?: string | null;
+  /** What the locked screen says: the last unlock's refusal, an unlock on its way. */
+  lockNote?: LockNote;
   /** What the last restart of each server did. */
   serverNotes?: Record<string, string>;
   /** The credentials (`list: null` while they are read). */
@@ -73,11 +79,12 @@ export function inertControls(): Controls {
     lock() {},
     unlock() {},
     saveSettings: nothing,
+    changePassphrase: nothing,
     showApprovals() {},
     restart() {},
     verify() {},
     credentials: { add: nothing, rotate: nothing, remove: nothing, bind: nothing, unbind: nothing },
-    guide: { addServer: nothing, readFile() {}, importServers() {}, copy() {}, showApprovals() {}, finish() {} },
+    guide: { addServer: nothing, readFile() {}, importServers() {}, copy() {}, showApprovals() {}, finish() {}, setPassphrase: nothing },
   };
 }
 
@@ -127,18 +134,29 @@ function parts(shown: Shown, nowMs: number, ui: Ui): Parts {
       };
     case "running": {
       const gate = view.status.gate;
-      if (gate.vault !== "ready") {
-        // Only the lock state: nothing from the vault, not even the home's path. A quarantined
-        // log also shows where its chain failed (the audit log's own state, nothing else).
-        const quarantined = gate.vault === "quarantined";
+      const warning = configBanner(gate);
+      if (gate.vault === "quarantined") {
+        // Only the audit log's own state: where its chain failed, nothing from the vault.
         return {
           ...plain,
-          pill: pill(quarantined ? "bad" : "warn", lockedPill(gate.vault)),
+          pill: pill("bad", lockedPill(gate.vault)),
           home: null,
-          body: [
-            lockScreen(gate.vault, ui.controls.unlock),
-            quarantined ? integrityPanel(view.status.audit, ui.verification ?? { kind: "idle" }, ui.controls.verify) : null,
-          ].filter((el): el is HTMLElement => el !== null),
+          body: [warning, lockScreen(gate.vault, ui.controls.unlock), integrityPanel(view.status.audit, ui.verification ?? { kind: "idle" }, ui.controls.verify)].filter(
+            (el): el is HTMLElement => el !== null,
+          ),
+        };
+      }
+      if (passphraseStepShown(view.status)) {
+        // First run: the passphrase before anything else (the vault is locked until it is set).
+        return { ...plain, pill: pill("warn", "No passphrase yet"), home: null, body: [warning, passphraseStep(ui.controls.guide)].filter((el): el is HTMLElement => el !== null) };
+      }
+      if (gate.vault !== "ready") {
+        // Only the lock state: nothing from the vault, not even the home's path.
+        return {
+          ...plain,
+          pill: pill("warn", lockedPill(gate.vault)),
+          home: null,
+          body: [warning, lockScreen(gate.vault, ui.controls.unlock, ui.lockNote)].filter((el): el is HTMLElement => el !== null),
         };
       }
       return {
@@ -146,7 +164,7 @@ function parts(shown: Shown, nowMs: number, ui: Ui): Parts {
         home: view.status.home,
         actions: [waiting(gate.approvals, ui.controls), lockButton(ui.controls)].filter((el): el is HTMLElement => el !== null),
         nav: tabs(ui),
-        body: [auditBanner(view.status, ui), ...page(view.status, nowMs, ui)].filter((el): el is HTMLElement => el !== null),
+        body: [warning, auditBanner(view.status, ui), ...page(view.status, nowMs, ui)].filter((el): el is HTMLElement => el !== null),
       };
     }
     case "stopped":
@@ -203,8 +221,18 @@ function page(status: Status, nowMs: number, ui: Ui): HTMLElement[] {
     case "integrity":
       return [integrityPanel(status.audit, ui.verification ?? { kind: "idle" }, c.verify)];
     case "settings":
-      return [settingsPanel(status.gate.settings, c.saveSettings, ui.settingsNote ?? null)];
+      return [settingsPanel(status.gate.settings, c.saveSettings, ui.settingsNote ?? null), passphrasePanel(c.changePassphrase)];
   }
+}
+
+/**
+ * On every screen while the engine reports settings edited in its database behind its back
+ * (detected, and not applied): someone, or something, tried to change them without a person.
+ */
+function configBanner(gate: GateStatus): HTMLElement | null {
+  // (Absent from an engine older than the field: no banner.)
+  if (gate.configWarning === null || gate.configWarning === undefined || gate.configWarning === "") return null;
+  return h("p", { class: "config-warning", role: "alert" }, icon("alert"), h("span", {}, h("span", "strong", "Settings not applied. "), gate.configWarning));
 }
 
 /** On every page while the audit log cannot record: every call is refused meanwhile. */

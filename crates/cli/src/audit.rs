@@ -147,6 +147,7 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
             "re-anchoring accepts the log as it is now: records missing from its end stay missing, and the check that caught it stops complaining. Run again with --yes"
         ),
         AuditCommand::Reanchor { yes: true } => {
+            crate::proof::offline(home, "re-anchor the audit log")?;
             match audit::reanchor(home, &keychain).map_err(failed)? {
                 Some(head) => writeln!(out, "anchored the log at {head}")?,
                 None => writeln!(out, "the log is empty; anchored it as empty")?,

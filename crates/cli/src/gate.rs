@@ -14,7 +14,7 @@ use postern_domain::decision::{
 use postern_domain::text::one_line;
 use postern_domain::{CredentialName, Grant, GrantEnd, ServerLabel, ToolScope};
 use postern_engine::{Home, Settings};
-use postern_gateway::control::request;
+use postern_gateway::control::request_with;
 use postern_gateway::hello::ControlCommand;
 use serde_json::Value;
 
@@ -92,9 +92,15 @@ pub struct TargetArgs {
     credential: Option<String>,
 }
 
-/// Sends `command` to the running engine; its refusal becomes the error.
+/// Sends `command` to the running engine; its refusal becomes the error. A command that
+/// widens authority or destroys configuration carries the passphrase, asked on the terminal.
 pub(crate) fn ask(home: &Home, command: ControlCommand) -> Result<Value> {
-    let answer = runtime()?.block_on(request(&home.socket_path(), command))?;
+    let proof = if command.need().needs_proof() {
+        Some(crate::proof::wire(&command.act())?)
+    } else {
+        None
+    };
+    let answer = runtime()?.block_on(request_with(&home.socket_path(), command, proof))?;
     if let Some(error) = answer.get("error").and_then(Value::as_str) {
         bail!("{error}");
     }

@@ -20,6 +20,7 @@ mod demo;
 mod gate;
 mod import;
 mod mcp_server;
+mod proof;
 mod status;
 mod terminal;
 
@@ -55,7 +56,7 @@ enum Command {
     Activity(audit::ActivityArgs),
     /// Approval requests waiting for a human.
     Approvals(gate::ApprovalsArgs),
-    /// Approve a request (refused from inside an agent's process tree).
+    /// Approve a request: asks for the Postern passphrase on this terminal.
     Approve(gate::ApproveArgs),
     /// Deny a request: the agent gets `approval_denied`.
     Deny {
@@ -75,8 +76,11 @@ enum Command {
     },
     /// Lock the vault: every call is refused, grants end, requests are withdrawn.
     Lock,
-    /// Unlock the vault (refused from inside an agent's process tree).
+    /// Unlock the vault: asks for the Postern passphrase on this terminal.
     Unlock,
+    /// Set the Postern passphrase (the first one unlocks the vault), or change it: asked on
+    /// this terminal, never read from standard input, arguments or the environment.
+    Passphrase,
     /// Show or change the session approval mode, the approval timeout, the auto-lock.
     Settings(gate::SettingsArgs),
     /// Per-call ("every use") approval for a tool, a server or a credential.
@@ -221,6 +225,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Daemon => {
+            postern_engine::harden::protect_process();
             init_logging("info");
             runtime()?.block_on(daemon(home))
         }
@@ -242,7 +247,39 @@ fn run(cli: Cli) -> Result<()> {
         Command::Demo => demo::run(&home),
         Command::DemoServer(args) => demo::server(args),
         Command::ForgetKeychain { yes } => forget_keychain(&home, yes),
+        Command::Passphrase => passphrase(&home),
     }
+}
+
+/// `postern passphrase`: the first passphrase (the vault unlocks), or a new one after the
+/// current one.
+fn passphrase(home: &Home) -> Result<()> {
+    let status: Status =
+        serde_json::from_value(gate::ask(home, ControlCommand::Status)?).context("status")?;
+    let proof = if status.gate.passphrase_set {
+        Some(proof::wire("change the Postern passphrase")?)
+    } else {
+        None
+    };
+    let passphrase = postern_gateway::hello::SecretText(proof::new_passphrase()?);
+    let answer = runtime()?.block_on(postern_gateway::control::request_with(
+        &home.socket_path(),
+        ControlCommand::SetPassphrase { passphrase },
+        proof,
+    ))?;
+    if let Some(error) = answer.get("error").and_then(serde_json::Value::as_str) {
+        bail!("{error}");
+    }
+    writeln!(
+        terminal::out(),
+        "{}",
+        if status.gate.passphrase_set {
+            "passphrase changed"
+        } else {
+            "passphrase set; the vault is unlocked"
+        }
+    )?;
+    Ok(())
 }
 
 fn forget_keychain(home: &Home, yes: bool) -> Result<()> {
@@ -252,6 +289,13 @@ fn forget_keychain(home: &Home, yes: bool) -> Result<()> {
             home.path().display()
         );
     }
+    if engine_holds(home) {
+        bail!(
+            "refused: an engine owns {}; stop it first",
+            home.path().display()
+        );
+    }
+    proof::offline(home, "forget this home's keychain entries")?;
     let keychain = postern_vault::Keychain::for_home(home.path());
     let forgotten = postern_engine::forget_secrets(home, &keychain)?;
     if forgotten.is_empty() {
@@ -482,7 +526,7 @@ pub(crate) use postern_engine::import::shell_words;
 /// holds the home all the same (its socket is out of reach), or when this process or an
 /// ancestor is a `postern mcp` shim or launched one.
 fn human_only(home: &Home, what: &str) -> Result<()> {
-    let err = match gate::ask(home, ControlCommand::HumanCheck { what: what.into() }) {
+    let err = match gate::ask(home, ControlCommand::Prove { what: what.into() }) {
         Ok(_) => return Ok(()),
         Err(err) => err,
     };
@@ -505,7 +549,7 @@ fn human_only(home: &Home, what: &str) -> Result<()> {
             agent.pid
         );
     }
-    Ok(())
+    proof::offline(home, what)
 }
 
 /// Whether an engine holds `home`'s single-owner lock.

@@ -173,6 +173,16 @@ pub enum AuditEvent {
     VaultLocked { reason: String },
     /// A human unlocked the vault.
     VaultUnlocked,
+    /// A proof of presence failed (a wrong passphrase): the act was refused, and the next
+    /// try waits `retry_after_ms`. Many in a row are someone guessing.
+    ProofRefused {
+        what: String,
+        failures: u32,
+        retry_after_ms: u64,
+    },
+    /// Settings in the store were found wider than the engine last wrote them (edited behind
+    /// its back): the stricter values are in force.
+    ConfigTampered { what: String },
     /// Configuration changed (a server added, replaced, removed).
     ConfigChanged {
         what: String,
@@ -225,6 +235,8 @@ impl AuditEvent {
             Self::GrantEnded { .. } => "grant_ended",
             Self::VaultLocked { .. } => "vault_locked",
             Self::VaultUnlocked => "vault_unlocked",
+            Self::ProofRefused { .. } => "proof_refused",
+            Self::ConfigTampered { .. } => "config_tampered",
             Self::ConfigChanged { .. } => "config_changed",
             Self::EngineStarted { .. } => "engine_started",
             Self::EngineStopped { .. } => "engine_stopped",

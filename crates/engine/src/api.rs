@@ -39,6 +39,11 @@ pub struct GateStatus {
     pub grants: u32,
     /// The settings.
     pub settings: crate::Settings,
+    /// Whether a Postern passphrase was chosen (the app's first-run step sets one).
+    pub passphrase_set: bool,
+    /// Settings found edited in the store behind the engine's back (wider than it wrote
+    /// them), and what is in force instead.
+    pub config_warning: Option<String>,
 }
 
 /// One configured server.

@@ -26,6 +26,7 @@ mod clock;
 mod credentials;
 mod grants;
 mod lock;
+mod presence;
 #[cfg(test)]
 mod tests;
 
@@ -55,6 +56,10 @@ pub use lock::{
     AUTO_LOCK_MS, MAX_APPROVAL_TIMEOUT_MS, MAX_AUTO_LOCK_MS, Settings, SettingsError,
     SettingsUpdate, mode_name,
 };
+pub use presence::{
+    MIN_PASSPHRASE_CHARS, PresenceError, Proof, Proven, VAULT_KEY_ITEM, check_offline,
+    passphrase_known,
+};
 
 pub use postern_domain::decision::{SessionMode, VaultState};
 
@@ -83,10 +88,20 @@ struct Inner {
     secrets: Arc<dyn SecretStore>,
     commands: broadcast::Sender<Command>,
     changes: watch::Sender<u64>,
+    /// Held while a proof is checked: one at a time (`presence`).
+    proving: Mutex<()>,
 }
 
 struct State {
     vault: VaultState,
+    /// The vault key, while unlocked: seals credential values and the settings (`presence`).
+    key: Option<postern_vault::VaultKey>,
+    /// Whether a passphrase was chosen for this home.
+    passphrase_set: bool,
+    /// Wrong proofs in a row and the back-off.
+    attempts: presence::Attempts,
+    /// Settings found wider in the store than the engine last wrote them, said in status.
+    config_warning: Option<String>,
     settings: Settings,
     every_use: Vec<EveryUseSetting>,
     grants: Vec<Grant>,
@@ -115,9 +130,9 @@ struct Pending {
 }
 
 impl Authority {
-    /// The gate's state for an engine: settings from `store`, the vault ready (the human
-    /// who started the engine is present), nothing granted. Must run inside a tokio runtime
-    /// (it starts the sweeper: grant expiry and the idle lock).
+    /// The gate's state for an engine: settings from `store`, the vault locked (a person
+    /// proves their presence to unlock, after every start), nothing granted. Must run inside
+    /// a tokio runtime (it starts the sweeper: grant expiry and the idle lock).
     pub fn new(
         audit: Arc<AuditLog>,
         store: Arc<Mutex<Store>>,
@@ -125,24 +140,25 @@ impl Authority {
         secrets: Arc<dyn SecretStore>,
         commands: broadcast::Sender<Command>,
     ) -> Self {
-        // Every-use settings that cannot be read might have asked for a human: fail closed
-        // by starting locked, so the human sees the problem before anything runs.
-        let (settings, every_use, vault) = match store.lock() {
-            Ok(store) => match store.every_use() {
-                Ok(every_use) => (load_settings(&store), every_use, VaultState::Ready),
-                Err(e) => {
-                    tracing::error!(
-                        "cannot read every-use settings ({e}); the vault starts locked"
-                    );
-                    (load_settings(&store), Vec::new(), VaultState::Locked)
-                }
-            },
-            Err(_) => (Settings::default(), Vec::new(), VaultState::Locked),
+        let (settings, every_use) = match store.lock() {
+            Ok(store) => (
+                load_settings(&store),
+                store.every_use().unwrap_or_else(|e| {
+                    tracing::error!("cannot read every-use settings ({e})");
+                    Vec::new()
+                }),
+            ),
+            Err(_) => (Settings::default(), Vec::new()),
         };
+        let passphrase_set = passphrase_known(secrets.as_ref());
         let now = clock.now_ms();
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
-                vault,
+                vault: VaultState::Locked,
+                key: None,
+                passphrase_set,
+                attempts: presence::Attempts::default(),
+                config_warning: None,
                 settings,
                 every_use,
                 grants: Vec::new(),
@@ -160,6 +176,7 @@ impl Authority {
             secrets,
             commands,
             changes: watch::channel(0).0,
+            proving: Mutex::new(()),
         });
         let weak = Arc::downgrade(&inner);
         tokio::spawn(async move {
@@ -186,6 +203,8 @@ impl Authority {
             approvals: state.pending.len() as u32,
             grants: state.grants.len() as u32,
             settings: state.settings,
+            passphrase_set: state.passphrase_set,
+            config_warning: state.config_warning.clone(),
         }
     }
 

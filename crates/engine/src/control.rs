@@ -1,22 +1,23 @@
-//! The CLI's management requests on the engine's socket. Anything that widens authority
-//! (an approval, an unlock, a settings change) must come from a human: it is refused when
-//! the asking process descends from a connected agent or from a shim, so an agent cannot
-//! approve itself through a shell (issue 5 item 6).
+//! The CLI's management requests on the engine's socket. Anything that widens authority or
+//! destroys configuration ([`ControlCommand::need`]) takes effect only with the person's proof
+//! of presence, checked by [`Authority::prove`] (issue 13). Before that, as a first filter, a
+//! request from inside a connected agent's process tree or from under a shim is refused: a
+//! filter for honest mistakes, not a boundary (a process can leave the tree).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use postern_domain::decision::{EveryUse, Reply, SettingTarget};
+use postern_domain::decision::{EveryUse, SettingTarget};
 use postern_domain::{ApprovalId, CredentialName, CredentialSpec, GrantId, ServerLabel};
 use postern_gateway::control::ControlHandler;
-use postern_gateway::hello::ControlCommand;
+use postern_gateway::hello::{ControlCommand, WireProof};
 use postern_gateway::{Command, Sessions};
 use postern_store::Store;
 use postern_vault::Secret;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::authority::SettingsUpdate;
+use crate::authority::{PresenceError, Proof, SettingsUpdate};
 use crate::{AuditLog, Authority, Home, record_config_changes, restart, status};
 
 /// Answers the CLI's management requests on the socket.
@@ -30,20 +31,48 @@ pub(crate) struct Control {
 }
 
 impl ControlHandler for Control {
-    fn handle(&self, command: ControlCommand, peer: Option<u32>) -> Value {
-        match self.answer(command, peer) {
+    fn handle(
+        &self,
+        command: ControlCommand,
+        proof: Option<WireProof>,
+        peer: Option<u32>,
+    ) -> Value {
+        let proof = proof.map(|p| Proof::passphrase(p.passphrase.0.clone()));
+        match self.answer(command, proof, peer) {
             Ok(answer) => answer,
             Err(Refusal::Failed(error)) => json!({"error": error}),
             Err(Refusal::HumanRequired(error)) => {
                 json!({"error": error, "code": "human_required"})
+            }
+            Err(Refusal::Presence(error)) => {
+                json!({"error": error.to_string(), "code": error.code()})
             }
         }
     }
 }
 
 impl Control {
-    fn answer(&self, command: ControlCommand, peer: Option<u32>) -> Result<Value, Refusal> {
+    fn answer(
+        &self,
+        command: ControlCommand,
+        proof: Option<Proof>,
+        peer: Option<u32>,
+    ) -> Result<Value, Refusal> {
         let authority = &self.authority;
+        let what = command.act();
+        if command.need().needs_proof() {
+            self.human_only(peer, &what)?;
+        }
+        if let ControlCommand::SetPassphrase { passphrase } = &command {
+            let passphrase = Secret::new(passphrase.0.clone());
+            authority.set_passphrase(&passphrase, proof.as_ref())?;
+            return Ok(json!({"passphrase": "set", "vault": authority.vault()}));
+        }
+        let mut proven = if command.need().needs_proof() {
+            Some(authority.prove(proof.as_ref(), &what)?)
+        } else {
+            None
+        };
         match command {
             ControlCommand::Status => status(
                 &self.home,
@@ -66,10 +95,9 @@ impl Control {
                 let id: ApprovalId = approval
                     .parse()
                     .map_err(|_| format!("'{approval}' is not an approval id"))?;
-                if matches!(reply, Reply::Approve { .. }) {
-                    self.human_only(peer, "approve a request")?;
-                }
-                authority.answer(id, reply).map_err(|e| e.to_string())?;
+                authority
+                    .answer(id, reply, proven.as_ref())
+                    .map_err(|e| e.to_string())?;
                 Ok(json!({"answered": approval}))
             }
             ControlCommand::Grants => to_json(&authority.grants()),
@@ -84,8 +112,8 @@ impl Control {
             }
             ControlCommand::Lock => Ok(json!({"locked": authority.lock("locked from the CLI")})),
             ControlCommand::Unlock => {
-                self.human_only(peer, "unlock the vault")?;
-                Ok(json!({"unlocked": authority.unlock()}))
+                let proven = proven.take().ok_or_else(|| proof_missing(&what))?;
+                Ok(json!({"unlocked": authority.unlock(proven)}))
             }
             ControlCommand::Settings {
                 session_mode,
@@ -100,9 +128,8 @@ impl Control {
                 if update == SettingsUpdate::default() {
                     return to_json(&authority.settings());
                 }
-                self.human_only(peer, "change settings")?;
                 let settings = authority
-                    .update_settings(update)
+                    .update_settings(update, proven.as_ref())
                     .map_err(|e| e.to_string())?;
                 to_json(&settings)
             }
@@ -113,37 +140,39 @@ impl Control {
                 every_use,
                 value,
             } => {
-                self.human_only(peer, "add a credential")?;
+                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
                 let name = credential_name(&name)?;
                 let spec = CredentialSpec::new(injection, &hosts).map_err(|e| e.to_string())?;
                 let value = Secret::new(value.0.clone());
                 let added = authority
-                    .add_credential(&name, spec, every_use, value)
+                    .add_credential(proven, &name, spec, every_use, value)
                     .map_err(|e| e.to_string())?;
                 to_json(&added)
             }
             ControlCommand::CredentialRotate { name, value } => {
-                self.human_only(peer, "rotate a credential")?;
+                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
                 let name = credential_name(&name)?;
                 let rotated = authority
-                    .rotate_credential(&name, Secret::new(value.0.clone()))
+                    .rotate_credential(proven, &name, Secret::new(value.0.clone()))
                     .map_err(|e| e.to_string())?;
                 to_json(&rotated)
             }
             ControlCommand::CredentialRemove { name } => {
                 // Its value is deleted from the keychain: nothing brings it back.
-                self.human_only(peer, "remove a credential")?;
+                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
                 let name = credential_name(&name)?;
                 authority
-                    .remove_credential(&name)
+                    .remove_credential(proven, &name)
                     .map_err(|e| e.to_string())?;
                 Ok(json!({"removed": name.to_string()}))
             }
             ControlCommand::Bind { server, credential } => {
-                self.human_only(peer, "bind a credential")?;
+                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
                 let label: ServerLabel = server.parse().map_err(|e| format!("{e}"))?;
                 let name = credential_name(&credential)?;
-                let bound = authority.bind(&label, &name).map_err(|e| e.to_string())?;
+                let bound = authority
+                    .bind(proven, &label, &name)
+                    .map_err(|e| e.to_string())?;
                 Ok(json!({"bound": bound}))
             }
             ControlCommand::Unbind { server, credential } => {
@@ -152,24 +181,18 @@ impl Control {
                 let unbound = authority.unbind(&label, &name).map_err(|e| e.to_string())?;
                 Ok(json!({"unbound": unbound}))
             }
-            ControlCommand::HumanCheck { what } => {
-                self.human_only(peer, &what)?;
-                Ok(json!({"human": true}))
-            }
+            ControlCommand::Prove { .. } => Ok(json!({"human": true})),
+            ControlCommand::SetPassphrase { .. } => unreachable!("answered above"),
             ControlCommand::EveryUse { set } => {
                 let mut warning = None;
                 if let Some(setting) = set {
-                    // Turning every-use off widens authority; turning it on narrows it.
-                    if setting.level == EveryUse::Off {
-                        self.human_only(peer, "turn every-use approval off")?;
-                    }
                     if let (SettingTarget::Tool { server, tool }, EveryUse::Confirm) =
                         (&setting.target, setting.level)
                     {
                         warning = self.unknown_tool(server, tool);
                     }
                     authority
-                        .set_every_use(setting)
+                        .set_every_use(setting, proven.as_ref())
                         .map_err(|e| e.to_string())?;
                 }
                 Ok(json!({"settings": to_json(&authority.every_use())?, "warning": warning}))
@@ -246,6 +269,12 @@ impl Control {
     }
 }
 
+/// The refusal when a request that needs a proof reaches its act without one (cannot happen:
+/// `need` says which requests are proven first).
+fn proof_missing(what: &str) -> Refusal {
+    Refusal::Presence(PresenceError::Required { what: what.into() })
+}
+
 fn credential_name(name: &str) -> Result<CredentialName, Refusal> {
     name.parse().map_err(|e| Refusal::Failed(format!("{e}")))
 }
@@ -258,8 +287,17 @@ fn to_json(value: &impl serde::Serialize) -> Result<Value, Refusal> {
 enum Refusal {
     /// It failed (a bad id, nothing to revoke, a store error).
     Failed(String),
-    /// It widens authority and did not come from a human (stable code `human_required`).
+    /// It widens authority and came from inside an agent's process tree (stable code
+    /// `human_required`).
     HumanRequired(String),
+    /// The person's proof of presence was missing or did not hold.
+    Presence(PresenceError),
+}
+
+impl From<PresenceError> for Refusal {
+    fn from(error: PresenceError) -> Self {
+        Self::Presence(error)
+    }
 }
 
 impl From<String> for Refusal {

@@ -6,6 +6,7 @@ pub mod api;
 pub mod audit;
 pub mod authority;
 mod control;
+pub mod harden;
 mod home;
 pub mod import;
 pub mod journal;
@@ -305,9 +306,13 @@ pub fn forget_secrets(home: &Home, secrets: &dyn SecretStore) -> Result<Vec<Stri
     home.prepare()?;
     let _lock = claim(home)?;
     let credentials = Store::open(home.path())?.credentials()?;
-    let names = [audit::OPENING_KEY.to_owned(), audit::ANCHOR.to_owned()]
-        .into_iter()
-        .chain(credentials.iter().map(|c| c.keychain_item()));
+    let names = [
+        audit::OPENING_KEY.to_owned(),
+        audit::ANCHOR.to_owned(),
+        authority::VAULT_KEY_ITEM.to_owned(),
+    ]
+    .into_iter()
+    .chain(credentials.iter().map(|c| c.keychain_item()));
     let mut forgotten = Vec::new();
     for name in names {
         if secrets.delete(&name)? {
@@ -514,7 +519,19 @@ mod tests {
         let name: postern_domain::credential::CredentialName = "api".parse().expect("name");
         engine
             .authority()
+            .set_passphrase(&postern_vault::Secret::new("a passphrase".into()), None)
+            .expect("passphrase");
+        let proven = engine
+            .authority()
+            .prove(
+                Some(&authority::Proof::passphrase("a passphrase".into())),
+                "test",
+            )
+            .expect("proof");
+        engine
+            .authority()
             .add_credential(
+                &proven,
                 &name,
                 postern_domain::CredentialSpec::new(
                     postern_domain::credential::Injection::Bearer,

@@ -8,13 +8,16 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 use crate::framing::{Line, LineReader};
-use crate::hello::{ControlCommand, ControlRequest, SOCKET_PROTOCOL};
+use crate::hello::{ControlCommand, ControlRequest, SOCKET_PROTOCOL, WireProof};
 
 /// Answers management requests; implemented by the engine.
 pub trait ControlHandler: Send + Sync + 'static {
-    /// The answer to `command` from the process `peer` (the kernel's word; `None` when it
-    /// cannot say), as JSON (`{"error": "..."}` on failure).
-    fn handle(&self, command: ControlCommand, peer: Option<u32>) -> Value;
+    /// The answer to `command`, with the person's `proof` if the asker sent one, from the
+    /// process `peer` (the kernel's word; `None` when it cannot say), as JSON
+    /// (`{"error": "...", "code": "..."}` on failure). May block (the keychain, argon2): the
+    /// listener calls it off the async threads.
+    fn handle(&self, command: ControlCommand, proof: Option<WireProof>, peer: Option<u32>)
+    -> Value;
 }
 
 /// Why a management request got no answer.
@@ -30,6 +33,15 @@ pub enum ControlError {
 
 /// Sends one management request to the engine at `socket` and returns its answer.
 pub async fn request(socket: &Path, command: ControlCommand) -> Result<Value, ControlError> {
+    request_with(socket, command, None).await
+}
+
+/// [`request`] with the person's proof of presence.
+pub async fn request_with(
+    socket: &Path,
+    command: ControlCommand,
+    proof: Option<WireProof>,
+) -> Result<Value, ControlError> {
     let not_running = || ControlError::NotRunning(socket.display().to_string());
     let stream = UnixStream::connect(socket)
         .await
@@ -38,16 +50,17 @@ pub async fn request(socket: &Path, command: ControlCommand) -> Result<Value, Co
     let mut line = serde_json::to_vec(&ControlRequest {
         postern: SOCKET_PROTOCOL,
         control: command,
+        proof,
     })
     .map_err(|e| ControlError::BadAnswer(e.to_string()))?;
     line.push(b'\n');
     write.write_all(&line).await.map_err(|_| not_running())?;
     let mut reader = LineReader::new(BufReader::new(read));
-    match tokio::time::timeout(Duration::from_secs(10), reader.next()).await {
+    match tokio::time::timeout(Duration::from_secs(30), reader.next()).await {
         Ok(Ok(Some(Line::Frame(answer)))) => {
             serde_json::from_slice(&answer).map_err(|e| ControlError::BadAnswer(e.to_string()))
         }
         Ok(Ok(_)) | Ok(Err(_)) => Err(ControlError::BadAnswer("the connection closed".into())),
-        Err(_) => Err(ControlError::BadAnswer("no answer within 10s".into())),
+        Err(_) => Err(ControlError::BadAnswer("no answer within 30s".into())),
     }
 }

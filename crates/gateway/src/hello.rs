@@ -48,6 +48,41 @@ pub struct ControlRequest {
     pub postern: u32,
     /// What to do.
     pub control: ControlCommand,
+    /// The person's proof of presence, for a command that widens authority or destroys
+    /// configuration or evidence ([`ControlCommand::need`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<WireProof>,
+}
+
+/// A proof of presence as the CLI sends it: the passphrase the person typed on the
+/// controlling terminal. `Debug` never shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireProof {
+    /// The Postern passphrase.
+    pub passphrase: SecretText,
+}
+
+/// The authority a management request needs (issue 13): reading and narrowing need no
+/// proof; widening authority and destroying configuration or evidence need a person's proof
+/// of presence, checked by the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Need {
+    /// Reads state, or records what is already so.
+    Read,
+    /// Takes authority away (lock, deny, revoke, per-call approval on).
+    Narrow,
+    /// Gives authority (approve, unlock, observe mode, a credential, per-call approval off).
+    Widen,
+    /// Destroys configuration or evidence (a credential's value, a server).
+    Destroy,
+}
+
+impl Need {
+    /// Whether a person's proof of presence is needed.
+    pub fn needs_proof(self) -> bool {
+        self >= Need::Widen
+    }
 }
 
 /// What a [`ControlRequest`] asks.
@@ -140,12 +175,18 @@ pub enum ControlCommand {
         /// The credential's scope name.
         credential: String,
     },
-    /// Whether the asking process may do `what` only a human may (removing or replacing a
+    /// Checks the proof of presence for `what` only a person may do (removing or replacing a
     /// server, which the CLI then does in the store): answered `{"human": true}`, else
-    /// refused with `human_required` like any human-only request.
-    HumanCheck {
+    /// refused like any request that needs a proof.
+    Prove {
         /// What it is about to do, for the refusal: "remove server 'x'".
         what: String,
+    },
+    /// Sets the Postern passphrase: the first one (no proof; the vault unlocks), or a new
+    /// one (the proof carries the current one).
+    SetPassphrase {
+        /// The new passphrase.
+        passphrase: SecretText,
     },
     /// Read every-use settings, or set one (`off` clears it). A change is refused from
     /// inside an agent's process tree.
@@ -154,6 +195,82 @@ pub enum ControlCommand {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         set: Option<EveryUseSetting>,
     },
+}
+
+impl ControlCommand {
+    /// The act, in words, for refusals, prompts and the audit log ("approve a request").
+    pub fn act(&self) -> String {
+        match self {
+            ControlCommand::Answer { .. } => "approve a request".into(),
+            ControlCommand::Unlock => "unlock the vault".into(),
+            ControlCommand::Settings { .. } => "widen the settings".into(),
+            ControlCommand::EveryUse { .. } => "turn per-call approval off".into(),
+            ControlCommand::CredentialAdd { name, .. } => format!("add credential '{name}'"),
+            ControlCommand::CredentialRotate { name, .. } => {
+                format!("rotate credential '{name}'")
+            }
+            ControlCommand::CredentialRemove { name } => format!("remove credential '{name}'"),
+            ControlCommand::Bind { server, credential } => {
+                format!("bind credential '{credential}' to '{server}'")
+            }
+            ControlCommand::SetPassphrase { .. } => "set the Postern passphrase".into(),
+            ControlCommand::Prove { what } => what.clone(),
+            ControlCommand::Status => "read the status".into(),
+            ControlCommand::Restart { server } => format!("restart '{server}'"),
+            ControlCommand::ConfigChanged => "record configuration changes".into(),
+            ControlCommand::Approvals => "list approval requests".into(),
+            ControlCommand::Grants => "list grants".into(),
+            ControlCommand::Revoke { grant } => format!("revoke grant {grant}"),
+            ControlCommand::Lock => "lock the vault".into(),
+            ControlCommand::Unbind { server, credential } => {
+                format!("unbind credential '{credential}' from '{server}'")
+            }
+        }
+    }
+
+    /// The authority this request needs. Settings that could widen (observe mode, any
+    /// auto-lock time) and every-use `off` are widening; the rest of those are narrowing.
+    pub fn need(&self) -> Need {
+        use postern_domain::decision::EveryUse;
+        match self {
+            ControlCommand::Status
+            | ControlCommand::Approvals
+            | ControlCommand::Grants
+            | ControlCommand::ConfigChanged => Need::Read,
+            ControlCommand::Restart { .. }
+            | ControlCommand::Revoke { .. }
+            | ControlCommand::Lock
+            | ControlCommand::Unbind { .. } => Need::Narrow,
+            ControlCommand::Answer { reply, .. } => match reply {
+                Reply::Approve { .. } => Need::Widen,
+                Reply::Deny => Need::Narrow,
+            },
+            ControlCommand::Settings {
+                session_mode,
+                approval_timeout_ms: _,
+                auto_lock_ms,
+            } => {
+                if *session_mode == Some(SessionMode::Observe) || auto_lock_ms.is_some() {
+                    Need::Widen
+                } else if session_mode.is_some() {
+                    Need::Narrow
+                } else {
+                    Need::Read
+                }
+            }
+            ControlCommand::EveryUse { set } => match set {
+                None => Need::Read,
+                Some(setting) if setting.level == EveryUse::Off => Need::Widen,
+                Some(_) => Need::Narrow,
+            },
+            ControlCommand::Unlock
+            | ControlCommand::CredentialAdd { .. }
+            | ControlCommand::CredentialRotate { .. }
+            | ControlCommand::Bind { .. }
+            | ControlCommand::SetPassphrase { .. } => Need::Widen,
+            ControlCommand::CredentialRemove { .. } | ControlCommand::Prove { .. } => Need::Destroy,
+        }
+    }
 }
 
 /// The first line on the engine's socket.

@@ -169,7 +169,15 @@ async fn connection(
     let hello = match opening {
         Ok(Opening::Control(request)) => {
             let answer = match (&ctx.control, request.postern == SOCKET_PROTOCOL) {
-                (Some(control), true) => control.handle(request.control, peer_pid),
+                (Some(control), true) => {
+                    // The handler may block (the keychain, argon2): off the async threads.
+                    let control = Arc::clone(control);
+                    tokio::task::spawn_blocking(move || {
+                        control.handle(request.control, request.proof, peer_pid)
+                    })
+                    .await
+                    .unwrap_or_else(|_| serde_json::json!({"error": "the engine failed"}))
+                }
                 (None, _) => {
                     serde_json::json!({"error": "this engine takes no management requests"})
                 }

@@ -13,6 +13,7 @@
 //! Every call is blocking (the Secret Service is a D-Bus round trip): call from a blocking
 //! context, never from an async task.
 
+mod key;
 mod keychain;
 #[cfg(any(test, feature = "memory"))]
 mod memory;
@@ -21,6 +22,7 @@ use std::fmt;
 
 use zeroize::Zeroize;
 
+pub use key::{KDF_MEMORY_KIB, KDF_PASSES, KeyError, VaultKey, WrappedKey, is_sealed};
 pub use keychain::Keychain;
 #[cfg(any(test, feature = "memory"))]
 pub use memory::MemoryStore;

@@ -204,6 +204,8 @@ mod tests {
             approvals,
             grants: 0,
             settings: Default::default(),
+            passphrase_set: true,
+            config_warning: None,
         }
     }
 

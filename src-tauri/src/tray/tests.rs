@@ -17,6 +17,8 @@ fn gate(vault: VaultState, approvals: u32) -> GateStatus {
             session_mode: SessionMode::Prompt,
             ..Default::default()
         },
+        passphrase_set: true,
+        config_warning: None,
     }
 }
 
@@ -160,17 +162,20 @@ fn open_shows_a_hidden_window() {
 }
 
 #[test]
-fn a_request_opens_the_approval_window_and_approve_from_the_tray_lets_the_call_through() {
+fn approve_from_the_tray_approves_nothing_without_the_passphrase() {
     let (app, _home) = running_app();
     let mut verdict = ask(&app, "now");
     wait_for(|| app.get_webview_window(window::APPROVALS).is_some());
     let authority = app.state::<Shell>().authority().unwrap();
     let [card] = authority.approvals().try_into().expect("one request");
 
+    // A click is not a proof of presence: the approval window (with its passphrase field)
+    // is where approving happens, and the call keeps waiting.
     on_menu_event(app.handle(), &MenuCommand::Approve(card.id).id());
 
-    assert!(matches!(verdict.try_recv(), Ok(Verdict::Allow(_))));
-    assert!(authority.approvals().is_empty());
+    assert!(verdict.try_recv().is_err(), "the call still waits");
+    assert_eq!(authority.approvals().len(), 1);
+    assert!(app.get_webview_window(window::APPROVALS).is_some());
     tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
 }
 
@@ -191,7 +196,7 @@ fn deny_from_the_tray_refuses_the_call() {
 }
 
 #[test]
-fn lock_from_the_tray_refuses_waiting_calls_and_unlock_restores() {
+fn lock_from_the_tray_refuses_waiting_calls_and_unlock_asks_for_the_passphrase() {
     let (app, _home) = running_app();
     let mut verdict = ask(&app, "now");
     let authority = app.state::<Shell>().authority().unwrap();
@@ -203,8 +208,9 @@ fn lock_from_the_tray_refuses_waiting_calls_and_unlock_restores() {
         Ok(Verdict::Deny(denial)) => assert_eq!(denial.code, DenyCode::VaultLocked),
         other => panic!("refused: {other:?}"),
     }
+    // Unlocking takes the passphrase: the tray opens the window's lock screen.
     on_menu_event(app.handle(), "unlock");
-    assert_eq!(authority.vault(), VaultState::Ready);
+    assert_eq!(authority.vault(), VaultState::Locked);
     tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
 }
 

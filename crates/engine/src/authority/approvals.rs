@@ -31,6 +31,9 @@ pub enum AnswerError {
     /// The answer does not fit the card.
     #[error("{0}")]
     Unacceptable(String),
+    /// An approval came without a person's proof of presence.
+    #[error("{0}")]
+    Presence(#[from] super::PresenceError),
 }
 
 /// The launch and catalog a human last approved a call of a server under: what the next
@@ -60,8 +63,20 @@ impl Authority {
     }
 
     /// A human's answer to an open request. Takes effect at once: the waiting call is
-    /// forwarded or refused.
-    pub fn answer(&self, id: ApprovalId, reply: Reply) -> Result<(), AnswerError> {
+    /// forwarded or refused. An approval needs a proof of presence ([`Authority::prove`]);
+    /// a denial does not.
+    pub fn answer(
+        &self,
+        id: ApprovalId,
+        reply: Reply,
+        proven: Option<&super::Proven>,
+    ) -> Result<(), AnswerError> {
+        if matches!(reply, Reply::Approve { .. }) && proven.is_none() {
+            return Err(super::PresenceError::Required {
+                what: "approve a request".into(),
+            }
+            .into());
+        }
         let now = self.now();
         let mut state = self.state();
         state.last_activity = now;

@@ -22,7 +22,7 @@ use postern_gateway::Command;
 use postern_gateway::authorize::{CallToAuthorize, InjectError, InjectedHeader, Release};
 use postern_vault::Secret;
 
-use super::{Authority, State, VaultState, random};
+use super::{Authority, Proven, State, VaultState, random};
 
 /// A release a human approved: this agent run's launches of this server with this identity
 /// get this credential.
@@ -55,6 +55,7 @@ impl Authority {
     /// `every_use`, every call that would use it needs a human.
     pub fn add_credential(
         &self,
+        proven: &Proven,
         name: &CredentialName,
         spec: CredentialSpec,
         every_use: bool,
@@ -68,22 +69,26 @@ impl Authority {
             )));
         }
         let item = postern_domain::credential::keychain_item(name, 1);
-        self.inner
-            .secrets
-            .set(&item, value.expose().as_bytes())
+        let sealed = proven
+            .key
+            .seal(&item, value.expose().as_bytes())
             .map_err(fail)?;
+        self.inner.secrets.set(&item, &sealed).map_err(fail)?;
         if let Err(e) = store.add_credential(name, spec.injection(), &spec.hosts(), every_use) {
             let _ = self.inner.secrets.delete(&item);
             return Err(fail(e));
         }
         drop(store);
         if every_use {
-            self.set_every_use(EveryUseSetting {
-                target: SettingTarget::Credential {
-                    name: name.to_string(),
+            self.set_every_use(
+                EveryUseSetting {
+                    target: SettingTarget::Credential {
+                        name: name.to_string(),
+                    },
+                    level: EveryUse::Confirm,
                 },
-                level: EveryUse::Confirm,
-            })
+                Some(proven),
+            )
             .map_err(|e| CredentialError(e.0))?;
         }
         self.config_changed();
@@ -105,16 +110,18 @@ impl Authority {
     /// Replaces a credential's value (a new version); servers holding the old value restart.
     pub fn rotate_credential(
         &self,
+        proven: &Proven,
         name: &CredentialName,
         value: Secret<String>,
     ) -> Result<Credential, CredentialError> {
         let old = self.credential(name)?;
         old.injection.check_value(value.expose()).map_err(fail)?;
         let next = postern_domain::credential::keychain_item(name, old.version + 1);
-        self.inner
-            .secrets
-            .set(&next, value.expose().as_bytes())
+        let sealed = proven
+            .key
+            .seal(&next, value.expose().as_bytes())
             .map_err(fail)?;
+        self.inner.secrets.set(&next, &sealed).map_err(fail)?;
         let rotated = self.store()?.rotate_credential(name).map_err(fail)?;
         let rotated =
             rotated.ok_or_else(|| CredentialError(format!("no credential named '{name}'")))?;
@@ -129,7 +136,11 @@ impl Authority {
 
     /// Removes a credential: its value, its metadata, its bindings; servers holding it restart
     /// without it.
-    pub fn remove_credential(&self, name: &CredentialName) -> Result<(), CredentialError> {
+    pub fn remove_credential(
+        &self,
+        proven: &Proven,
+        name: &CredentialName,
+    ) -> Result<(), CredentialError> {
         let old = self.credential(name)?;
         self.store()?.remove_credential(name).map_err(fail)?;
         let _ = self.inner.secrets.delete(&old.keychain_item());
@@ -137,12 +148,15 @@ impl Authority {
         self.state()
             .releases
             .retain(|a| a.credential != name.as_str());
-        let _ = self.set_every_use(EveryUseSetting {
-            target: SettingTarget::Credential {
-                name: name.to_string(),
+        let _ = self.set_every_use(
+            EveryUseSetting {
+                target: SettingTarget::Credential {
+                    name: name.to_string(),
+                },
+                level: EveryUse::Off,
             },
-            level: EveryUse::Off,
-        });
+            Some(proven),
+        );
         self.config_changed();
         let _ = self
             .inner
@@ -154,6 +168,7 @@ impl Authority {
     /// Binds a credential to a server (its next launch may get it, once approved).
     pub fn bind(
         &self,
+        _proven: &Proven,
         server: &ServerLabel,
         name: &CredentialName,
     ) -> Result<bool, CredentialError> {
@@ -268,15 +283,11 @@ impl Authority {
         for (credential, why) in decided {
             let name = credential.name.to_string();
             let value = match why {
-                None => match self.inner.secrets.get(&credential.keychain_item()) {
-                    Ok(Some(bytes)) => String::from_utf8(bytes.expose().clone()).ok(),
-                    Ok(None) => {
-                        reasons.push("its value is missing from the keychain");
-                        None
-                    }
-                    Err(e) => {
-                        tracing::warn!(credential = %name, "keychain read failed: {e}");
-                        reasons.push("the keychain refused to read it");
+                None => match self.read_value(&credential.keychain_item()) {
+                    Ok(value) => Some(value),
+                    Err(why) => {
+                        tracing::warn!(credential = %name, "not released: {why}");
+                        reasons.push(why);
                         None
                     }
                 },
@@ -334,16 +345,10 @@ impl Authority {
             }
             let unreadable =
                 |why: &str| InjectError::Unavailable(format!("credential '{name}' {why}"));
-            let raw = match self.inner.secrets.get(&credential.keychain_item()) {
-                Ok(Some(bytes)) => String::from_utf8(bytes.expose().clone())
-                    .map(Secret::new)
-                    .map_err(|_| unreadable("is not text"))?,
-                Ok(None) => return Err(unreadable("has no value in the keychain")),
-                Err(e) => {
-                    tracing::warn!(credential = %name, "keychain read failed: {e}");
-                    return Err(unreadable("could not be read from the keychain"));
-                }
-            };
+            let raw = Secret::new(
+                self.read_value(&credential.keychain_item())
+                    .map_err(|why| unreadable(&format!("was not used: {why}")))?,
+            );
             if raw.expose().chars().any(char::is_control) {
                 return Err(unreadable(
                     "cannot be sent as an HTTP header (its value has control characters)",
@@ -426,6 +431,53 @@ impl Authority {
         Some((carry.approval, grant))
     }
 
+    /// A credential's value from the keychain item `item`, opened with the vault key held
+    /// while unlocked. A value that is not sealed under this vault's key (stored behind
+    /// Postern's back, or under another key) is refused. The error says why, in words.
+    fn read_value(&self, item: &str) -> Result<String, &'static str> {
+        let stored = match self.inner.secrets.get(item) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err("its value is missing from the keychain"),
+            Err(e) => {
+                tracing::warn!(%item, "keychain read failed: {e}");
+                return Err("the keychain refused to read it");
+            }
+        };
+        let opened = {
+            let state = self.state();
+            let Some(key) = &state.key else {
+                return Err("the vault is locked");
+            };
+            key.open(item, stored.expose())
+        };
+        let opened =
+            opened.map_err(|_| "its value in the keychain is not sealed under this vault's key")?;
+        String::from_utf8(opened.expose().clone()).map_err(|_| "its value is not text")
+    }
+
+    /// Seals, under `key`, every credential value in the keychain stored before the vault
+    /// had a key (a home from before the passphrase). Returns how many were sealed.
+    pub(super) fn seal_existing_credentials(
+        &self,
+        key: &postern_vault::VaultKey,
+    ) -> Result<usize, CredentialError> {
+        let credentials = self.store()?.credentials().map_err(fail)?;
+        let mut sealed = 0;
+        for credential in credentials {
+            let item = credential.keychain_item();
+            let Some(value) = self.inner.secrets.get(&item).map_err(fail)? else {
+                continue;
+            };
+            if postern_vault::is_sealed(value.expose()) {
+                continue;
+            }
+            let value = key.seal(&item, value.expose()).map_err(fail)?;
+            self.inner.secrets.set(&item, &value).map_err(fail)?;
+            sealed += 1;
+        }
+        Ok(sealed)
+    }
+
     fn store(&self) -> Result<std::sync::MutexGuard<'_, postern_store::Store>, CredentialError> {
         self.inner
             .store
@@ -488,6 +540,7 @@ mod tests {
 
     struct Fixture {
         authority: Authority,
+        proven: Proven,
         _dir: tempfile::TempDir,
     }
 
@@ -504,8 +557,19 @@ mod tests {
             secrets,
             tokio::sync::broadcast::channel(8).0,
         );
+        let passphrase = "correct horse battery";
+        authority
+            .set_passphrase(&Secret::new(passphrase.into()), None)
+            .expect("first passphrase");
+        let proven = authority
+            .prove(
+                Some(&crate::authority::Proof::passphrase(passphrase.into())),
+                "test",
+            )
+            .expect("proof");
         Fixture {
             authority,
+            proven,
             _dir: dir,
         }
     }
@@ -519,9 +583,11 @@ mod tests {
         let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
         let spec = CredentialSpec::new(injection, &hosts).expect("spec");
         f.authority
-            .add_credential(&name, spec, false, Secret::new(value.into()))
+            .add_credential(&f.proven, &name, spec, false, Secret::new(value.into()))
             .expect("add");
-        f.authority.bind(&builtin(), &name).expect("bind");
+        f.authority
+            .bind(&f.proven, &builtin(), &name)
+            .expect("bind");
     }
 
     fn scope(names: &[&str]) -> BTreeSet<String> {
@@ -613,7 +679,7 @@ mod tests {
         );
 
         f.authority
-            .bind(&builtin(), &"api".parse().expect("name"))
+            .bind(&f.proven, &builtin(), &"api".parse().expect("name"))
             .expect("bind");
         f.authority
             .inner
@@ -626,7 +692,26 @@ mod tests {
             .expect_err("missing");
         assert_eq!(
             missing,
-            InjectError::Unavailable("credential 'api' has no value in the keychain".into())
+            InjectError::Unavailable(
+                "credential 'api' was not used: its value is missing from the keychain".into()
+            )
+        );
+        // A value written into the keychain behind Postern's back is not sealed under the
+        // vault key: it is not used.
+        f.authority
+            .inner
+            .secrets
+            .set("credential.api.v1", b"planted")
+            .expect("set");
+        let planted = f
+            .authority
+            .inject_for(&builtin(), "localhost", &api)
+            .expect_err("planted");
+        assert_eq!(
+            planted,
+            InjectError::Unavailable(
+                "credential 'api' was not used: its value in the keychain is not sealed under this vault's key".into()
+            )
         );
 
         f.authority.lock("test");
@@ -644,6 +729,7 @@ mod tests {
         let env = "env".parse::<CredentialName>().expect("name");
         f.authority
             .add_credential(
+                &f.proven,
                 &env,
                 CredentialSpec::new(
                     Injection::Env {
@@ -658,7 +744,7 @@ mod tests {
             .expect("add");
         let refused = f
             .authority
-            .bind(&builtin(), &env)
+            .bind(&f.proven, &builtin(), &env)
             .expect_err("env on builtin");
         assert!(
             refused.0.contains("injects only header credentials"),

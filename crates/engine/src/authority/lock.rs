@@ -15,7 +15,8 @@ use ts_rs::TS;
 
 use super::approvals::expired_event;
 use super::grants::run_alive;
-use super::{Authority, SessionMode, State, VaultState};
+use super::{Authority, PresenceError, Proven, SessionMode, State, VaultState};
+use postern_vault::VaultKey;
 
 /// The idle time after which the vault locks itself, by default (8 hours).
 pub const AUTO_LOCK_MS: u64 = 8 * 60 * 60 * 1000;
@@ -94,6 +95,7 @@ impl Authority {
             return false;
         }
         state.vault = VaultState::Locked;
+        state.key = None;
         self.inner.audit.record(AuditEvent::VaultLocked {
             reason: reason.to_owned(),
         });
@@ -146,13 +148,19 @@ impl Authority {
             .then(|| format!("idle for {} min", idle_for / 60_000))
     }
 
-    /// Unlocks the vault (the caller checked a human asked). Returns whether it was locked.
-    pub fn unlock(&self) -> bool {
+    /// Unlocks the vault with the key a proof unwrapped ([`Authority::prove`]). The first
+    /// unlock after a start checks the settings against the seal the engine last wrote: a
+    /// value found wider than sealed (edited in the store behind the engine's back) is not
+    /// used, the stricter one is, and status and the audit log say so. Returns whether it was
+    /// locked.
+    pub fn unlock(&self, proven: Proven) -> bool {
         let now = self.now();
         let mut state = self.state();
         if state.vault == VaultState::Ready {
             return false;
         }
+        self.check_config_seal(&mut state, &proven.key);
+        state.key = Some(proven.key);
         state.vault = VaultState::Ready;
         state.last_activity = now;
         self.inner.audit.record(AuditEvent::VaultUnlocked);
@@ -162,8 +170,13 @@ impl Authority {
         true
     }
 
-    /// Changes settings (the caller checked a human asked) and persists them.
-    pub fn update_settings(&self, update: SettingsUpdate) -> Result<Settings, SettingsError> {
+    /// Changes settings and persists them. A change that widens (observe mode, a longer or
+    /// no auto-lock) needs a proof.
+    pub fn update_settings(
+        &self,
+        update: SettingsUpdate,
+        proven: Option<&Proven>,
+    ) -> Result<Settings, SettingsError> {
         if update
             .approval_timeout_ms
             .is_some_and(|ms| !(1000..=MAX_APPROVAL_TIMEOUT_MS).contains(&ms))
@@ -193,6 +206,14 @@ impl Authority {
         if next == state.settings {
             return Ok(next);
         }
+        if proven.is_none() && strictest(next, state.settings) != next {
+            return Err(SettingsError(
+                PresenceError::Required {
+                    what: "widen the settings".into(),
+                }
+                .to_string(),
+            ));
+        }
         {
             let store = self
                 .inner
@@ -204,17 +225,9 @@ impl Authority {
                 .map_err(|e| SettingsError(e.to_string()))?;
         }
         state.settings = next;
+        self.reseal(&state);
         self.inner.audit.record(AuditEvent::ConfigChanged {
-            what: format!(
-                "settings: session mode {}, approval timeout {} s, auto-lock {}",
-                mode_name(next.session_mode),
-                next.approval_timeout_ms / 1000,
-                if next.auto_lock_ms == 0 {
-                    "never".to_owned()
-                } else {
-                    format!("after {} min idle", next.auto_lock_ms / 60_000)
-                }
-            ),
+            what: format!("settings: {}", describe(&next)),
             server: None,
         });
         drop(state);
@@ -227,7 +240,19 @@ impl Authority {
     /// exist is refused (it would never apply, and a typo would look like protection), and
     /// so is turning it off where it is not on (nothing would change). A tool is not checked
     /// here: the engine may not have seen the server's catalog.
-    pub fn set_every_use(&self, setting: EveryUseSetting) -> Result<(), SettingsError> {
+    pub fn set_every_use(
+        &self,
+        setting: EveryUseSetting,
+        proven: Option<&Proven>,
+    ) -> Result<(), SettingsError> {
+        if setting.level == EveryUse::Off && proven.is_none() {
+            return Err(SettingsError(
+                PresenceError::Required {
+                    what: "turn per-call approval off".into(),
+                }
+                .to_string(),
+            ));
+        }
         let mut state = self.state();
         {
             let store = self
@@ -246,6 +271,7 @@ impl Authority {
                 .every_use()
                 .map_err(|e| SettingsError(e.to_string()))?;
         }
+        self.reseal(&state);
         self.inner.audit.record(AuditEvent::ConfigChanged {
             what: format!(
                 "every-use approval {} for {}",
@@ -362,6 +388,183 @@ fn listing(intro: &str, items: &[String], separator: &str, none: &str) -> String
         none.to_owned()
     } else {
         format!("{intro}{}", items.join(separator))
+    }
+}
+
+/// Settings in words, for the audit log and warnings.
+fn describe(settings: &Settings) -> String {
+    format!(
+        "session mode {}, approval timeout {} s, auto-lock {}",
+        mode_name(settings.session_mode),
+        settings.approval_timeout_ms / 1000,
+        if settings.auto_lock_ms == 0 {
+            "never".to_owned()
+        } else {
+            format!("after {} min idle", settings.auto_lock_ms / 60_000)
+        }
+    )
+}
+
+/// The stricter of two settings, field by field: prompting over observing, the shorter
+/// auto-lock over a longer one or none. The approval timeout grants nothing: `a`'s is kept.
+fn strictest(a: Settings, b: Settings) -> Settings {
+    let session_mode =
+        if a.session_mode == SessionMode::Prompt || b.session_mode == SessionMode::Prompt {
+            SessionMode::Prompt
+        } else {
+            SessionMode::Observe
+        };
+    let auto_lock_ms = match (a.auto_lock_ms, b.auto_lock_ms) {
+        (0, other) | (other, 0) => other,
+        (x, y) => x.min(y),
+    };
+    Settings {
+        session_mode,
+        approval_timeout_ms: a.approval_timeout_ms,
+        auto_lock_ms,
+    }
+}
+
+/// The key the seal of the settings is stored under.
+const SEAL_KEY: &str = "sealed-config";
+
+/// The settings as the engine last wrote them while it held the vault key, and their MAC.
+#[derive(Debug, Serialize, Deserialize)]
+struct SealedConfig {
+    config: String,
+    mac: String,
+}
+
+/// What the seal covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Authentic {
+    settings: Settings,
+    every_use: Vec<EveryUseSetting>,
+}
+
+const SEAL_PURPOSE: &str = "postern settings seal v1";
+
+impl Authority {
+    /// Writes the seal of the settings in force, under `key`.
+    pub(super) fn seal_config(&self, state: &State, key: &VaultKey) {
+        let authentic = Authentic {
+            settings: state.settings,
+            every_use: state.every_use.clone(),
+        };
+        let config = serde_json::to_string(&authentic).unwrap_or_default();
+        let mac = key.mac(SEAL_PURPOSE, config.as_bytes());
+        let sealed = SealedConfig {
+            config,
+            mac: mac.iter().map(|b| format!("{b:02x}")).collect(),
+        };
+        let written = self
+            .inner
+            .store
+            .lock()
+            .map_err(|_| "store unavailable".to_owned())
+            .and_then(|store| {
+                store
+                    .set_setting(SEAL_KEY, &sealed)
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = written {
+            tracing::error!("the settings' seal could not be written: {e}");
+        }
+    }
+
+    /// [`Authority::seal_config`] with the key held while unlocked. A narrowing change made
+    /// while locked is sealed at the next unlock (a stricter value than sealed is taken as
+    /// it is).
+    fn reseal(&self, state: &State) {
+        if let Some(key) = &state.key {
+            self.seal_config(state, key);
+        }
+    }
+
+    /// Compares the settings in force (read from the store at start, narrowed since) with
+    /// the seal: anything wider than sealed is replaced by the sealed value, written back,
+    /// and reported. A seal that is missing or does not verify counts as the defaults.
+    fn check_config_seal(&self, state: &mut State, key: &VaultKey) {
+        let stored: Option<SealedConfig> = self
+            .inner
+            .store
+            .lock()
+            .ok()
+            .and_then(|store| store.setting(SEAL_KEY).ok().flatten());
+        let authentic = stored.as_ref().and_then(|sealed| {
+            let mac: Vec<u8> = (0..sealed.mac.len() / 2)
+                .filter_map(|i| u8::from_str_radix(sealed.mac.get(2 * i..2 * i + 2)?, 16).ok())
+                .collect();
+            key.verify_mac(SEAL_PURPOSE, sealed.config.as_bytes(), &mac)
+                .then(|| serde_json::from_str::<Authentic>(&sealed.config).ok())
+                .flatten()
+        });
+        let seal_broken = authentic.is_none();
+        let authentic = authentic.unwrap_or(Authentic {
+            settings: Settings::default(),
+            every_use: state.every_use.clone(),
+        });
+        let settings = strictest(state.settings, authentic.settings);
+        let mut every_use = state.every_use.clone();
+        let restored: Vec<EveryUseSetting> = authentic
+            .every_use
+            .iter()
+            .filter(|s| !every_use.iter().any(|o| o.target == s.target))
+            .cloned()
+            .collect();
+        every_use.extend(restored.iter().cloned());
+        let mut found = Vec::new();
+        if seal_broken {
+            found.push(if stored.is_some() {
+                "the seal of the settings does not verify".to_owned()
+            } else {
+                "the seal of the settings is missing".to_owned()
+            });
+        }
+        if settings != state.settings {
+            found.push(format!(
+                "the settings read {} and {} is in force instead",
+                describe(&state.settings),
+                describe(&settings)
+            ));
+        }
+        if !restored.is_empty() {
+            found.push(format!(
+                "per-call approval was removed for {} and is on again",
+                restored
+                    .iter()
+                    .map(|s| s.target.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !found.is_empty() {
+            let what = format!(
+                "Postern's settings were edited behind its back: {}",
+                found.join("; ")
+            );
+            tracing::warn!("{what}");
+            if let Ok(store) = self.inner.store.lock() {
+                if settings != state.settings
+                    && let Err(e) = store.set_setting(SETTINGS_KEY, &settings)
+                {
+                    tracing::error!("the stricter settings could not be written back: {e}");
+                }
+                for setting in &restored {
+                    if let Err(e) = store.set_every_use(setting) {
+                        tracing::error!("per-call approval could not be written back: {e}");
+                    }
+                }
+            }
+            self.inner
+                .audit
+                .record(AuditEvent::ConfigTampered { what: what.clone() });
+            state.config_warning = Some(what);
+        }
+        state.settings = settings;
+        state.every_use = every_use;
+        self.seal_config(state, key);
     }
 }
 

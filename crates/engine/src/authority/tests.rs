@@ -22,11 +22,14 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::sync::oneshot::error::TryRecvError;
 
-use super::{AnswerError, Authority, ManualClock, SessionMode, SettingsUpdate, VaultState};
+use super::{
+    AnswerError, Authority, ManualClock, Proof, Proven, SessionMode, SettingsUpdate, VaultState,
+};
 use crate::{AuditLog, Home};
 
 mod lock;
 mod operations;
+mod presence;
 mod refusals;
 mod restart;
 mod step_away;
@@ -140,8 +143,13 @@ struct Gate {
     audit: Arc<AuditLog>,
     secrets: Arc<MemoryStore>,
     home: Home,
+    /// The person's proof, checked once at the start (a proof may be used again).
+    proven: Proven,
     _dir: tempfile::TempDir,
 }
+
+/// The test person's passphrase.
+const PASSPHRASE: &str = "correct horse battery";
 
 impl Gate {
     fn new() -> Gate {
@@ -155,17 +163,28 @@ impl Gate {
     fn observing() -> Gate {
         let gate = Self::new();
         gate.authority
-            .update_settings(SettingsUpdate {
-                session_mode: Some(SessionMode::Observe),
-                ..SettingsUpdate::default()
-            })
+            .update_settings(
+                SettingsUpdate {
+                    session_mode: Some(SessionMode::Observe),
+                    ..SettingsUpdate::default()
+                },
+                Some(&gate.proven),
+            )
             .expect("settings");
         gate
     }
 
-    /// Another gate on `home` (as after an engine restart); its own directory is unused.
+    /// Another gate on `home` (as after an engine restart), unlocked with the passphrase;
+    /// its own directory is unused.
     fn on(home: &Home, secrets: Arc<MemoryStore>) -> Gate {
         Self::with(home.clone(), secrets, tempfile::tempdir().expect("tempdir"))
+    }
+
+    /// [`Gate::on`] left locked, as a restarted engine is.
+    fn on_locked(home: &Home, secrets: Arc<MemoryStore>) -> Gate {
+        let gate = Self::on(home, secrets);
+        gate.authority.lock("test: as started");
+        gate
     }
 
     fn with(home: Home, secrets: Arc<MemoryStore>, dir: tempfile::TempDir) -> Gate {
@@ -183,6 +202,26 @@ impl Gate {
             Arc::clone(&secrets) as Arc<dyn SecretStore>,
             commands.clone(),
         );
+        // Every start is locked: the first on a home sets the passphrase (and unlocks), a
+        // restart unlocks with it.
+        assert_eq!(
+            authority.vault(),
+            VaultState::Locked,
+            "an engine starts locked"
+        );
+        if authority.passphrase_set() {
+            let proven = authority
+                .prove(Some(&Proof::passphrase(PASSPHRASE.into())), "unlock")
+                .expect("proof");
+            authority.unlock(proven);
+        } else {
+            authority
+                .set_passphrase(&postern_vault::Secret::new(PASSPHRASE.into()), None)
+                .expect("first passphrase");
+        }
+        let proven = authority
+            .prove(Some(&Proof::passphrase(PASSPHRASE.into())), "test")
+            .expect("proof");
         Gate {
             authority,
             commands,
@@ -190,8 +229,16 @@ impl Gate {
             audit,
             secrets,
             home,
+            proven,
             _dir: dir,
         }
+    }
+
+    /// A fresh proof (for an unlock, which takes one).
+    fn prove(&self) -> Proven {
+        self.authority
+            .prove(Some(&Proof::passphrase(PASSPHRASE.into())), "test")
+            .expect("proof")
     }
 
     /// Asks the gate about `call`; the receiver gets the verdict once `done` is called.
@@ -242,6 +289,7 @@ impl Gate {
                 Reply::Approve {
                     choice: Some(choice),
                 },
+                Some(&self.proven),
             )
             .expect("answer taken");
         match rx.try_recv() {
@@ -335,7 +383,9 @@ async fn a_first_call_waits_on_one_card_and_a_run_grant_then_allows_repeats_at_o
     let reply = Reply::Approve {
         choice: Some(GrantChoice::UntilRunEnds),
     };
-    gate.authority.answer(card.id, reply).expect("answer taken");
+    gate.authority
+        .answer(card.id, reply, Some(&gate.proven))
+        .expect("answer taken");
     let grants = gate.authority.grants();
     assert_eq!(grants.len(), 1);
     assert_eq!(grants[0].end, GrantEnd::UntilRunEnds);
@@ -406,7 +456,7 @@ async fn a_denial_refuses_the_call_and_a_second_answer_finds_nothing_open() {
     let a = launch(1, b"v1");
     let (card, mut rx) = gate.carded(deploy(&a));
     gate.authority
-        .answer(card.id, Reply::Deny)
+        .answer(card.id, Reply::Deny, Some(&gate.proven))
         .expect("answer taken");
     let denial = denied(rx.try_recv().expect("decided"));
     assert_eq!(denial.code, DenyCode::ApprovalDenied);
@@ -417,6 +467,7 @@ async fn a_denial_refuses_the_call_and_a_second_answer_finds_nothing_open() {
         Reply::Approve {
             choice: Some(GrantChoice::UntilRunEnds),
         },
+        Some(&gate.proven),
     );
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
     assert!(gate.authority.grants().is_empty());
@@ -435,10 +486,13 @@ async fn an_unanswered_card_times_out_and_is_gone() {
     let gate = Gate::new();
     let settings = gate
         .authority
-        .update_settings(SettingsUpdate {
-            approval_timeout_ms: Some(1000),
-            ..SettingsUpdate::default()
-        })
+        .update_settings(
+            SettingsUpdate {
+                approval_timeout_ms: Some(1000),
+                ..SettingsUpdate::default()
+            },
+            Some(&gate.proven),
+        )
         .expect("settings");
     assert_eq!(settings.approval_timeout_ms, 1000);
     let a = launch(1, b"v1");
@@ -450,7 +504,9 @@ async fn an_unanswered_card_times_out_and_is_gone() {
         .expect("done called");
     assert_eq!(denied(verdict).code, DenyCode::ApprovalTimeout);
     assert!(gate.authority.approvals().is_empty());
-    let late = gate.authority.answer(card.id, Reply::Deny);
+    let late = gate
+        .authority
+        .answer(card.id, Reply::Deny, Some(&gate.proven));
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 
     let events = gate.events();
@@ -507,7 +563,9 @@ async fn a_withdrawn_call_loses_its_card_and_is_never_answered() {
     );
     assert!(gate.authority.approvals().is_empty());
     assert!(rx.await.is_err(), "done was dropped without being called");
-    let late = gate.authority.answer(card.id, Reply::Deny);
+    let late = gate
+        .authority
+        .answer(card.id, Reply::Deny, Some(&gate.proven));
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 
     let events = gate.events();
@@ -554,6 +612,7 @@ async fn observe_mode_still_asks_a_human_to_release_a_withheld_credential() {
             Reply::Approve {
                 choice: Some(GrantChoice::UntilRunEnds),
             },
+            Some(&gate.proven),
         )
         .expect("approve");
     assert_eq!(rx.await.expect("verdict"), Verdict::Relaunch);
@@ -570,10 +629,13 @@ async fn every_use_on_the_tool_asks_despite_a_run_grant_and_offers_this_call_onl
         tool: "deploy".into(),
     };
     gate.authority
-        .set_every_use(EveryUseSetting {
-            target: target.clone(),
-            level: EveryUse::Confirm,
-        })
+        .set_every_use(
+            EveryUseSetting {
+                target: target.clone(),
+                level: EveryUse::Confirm,
+            },
+            Some(&gate.proven),
+        )
         .expect("every-use");
 
     let (card, mut rx) = gate.carded(deploy(&a));
@@ -584,14 +646,16 @@ async fn every_use_on_the_tool_asks_despite_a_run_grant_and_offers_this_call_onl
         choice: Some(GrantChoice::UntilRunEnds),
     };
     assert!(matches!(
-        gate.authority.answer(card.id, standing),
+        gate.authority.answer(card.id, standing, Some(&gate.proven)),
         Err(AnswerError::Unacceptable(_))
     ));
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "still waiting");
     let once = Reply::Approve {
         choice: Some(GrantChoice::ThisCall),
     };
-    gate.authority.answer(card.id, once).expect("answer taken");
+    gate.authority
+        .answer(card.id, once, Some(&gate.proven))
+        .expect("answer taken");
     assert!(matches!(
         rx.try_recv(),
         Ok(Verdict::Allow(decision::Authority::Grant(_)))
@@ -611,7 +675,7 @@ async fn an_answer_after_the_card_expired_by_the_clock_is_not_taken() {
     let reply = Reply::Approve {
         choice: Some(GrantChoice::UntilRunEnds),
     };
-    let late = gate.authority.answer(card.id, reply);
+    let late = gate.authority.answer(card.id, reply, Some(&gate.proven));
     assert_eq!(
         denied(rx.try_recv().expect("decided")).code,
         DenyCode::ApprovalTimeout

@@ -208,6 +208,11 @@ async fn the_engine_opens_bodies_only_while_the_vault_is_unlocked() {
     let engine = Engine::start_with_secrets(Home::at(dir.path()), Arc::clone(&secrets))
         .await
         .expect("engine");
+    // An engine starts locked: bodies open once the person proved their presence.
+    engine
+        .authority()
+        .set_passphrase(&postern_vault::Secret::new("a passphrase".into()), None)
+        .expect("passphrase");
     // Record 1 is the run's engine_started; wait until it is committed.
     let mut entry = None;
     for _ in 0..200 {

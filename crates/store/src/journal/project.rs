@@ -355,6 +355,8 @@ impl Projector {
             | AuditEvent::ApprovalExpired { .. }
             | AuditEvent::VaultLocked { .. }
             | AuditEvent::VaultUnlocked
+            | AuditEvent::ProofRefused { .. }
+            | AuditEvent::ConfigTampered { .. }
             | AuditEvent::ConfigChanged { .. } => {}
         }
         self.seq = seq;

@@ -22,10 +22,12 @@ async fn a_lock_refuses_the_waiting_call_ends_grants_and_admissions() {
     assert!(gate.authority.grants().is_empty());
     let refused = denied(gate.decided_now(deploy(&a)));
     assert_eq!(refused.code, DenyCode::VaultLocked);
-    let late = gate.authority.answer(card.id, Reply::Deny);
+    let late = gate
+        .authority
+        .answer(card.id, Reply::Deny, Some(&gate.proven));
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 
-    assert!(gate.authority.unlock());
+    assert!(gate.authority.unlock(gate.prove()));
     assert_eq!(gate.authority.vault(), VaultState::Ready);
     let (again, _rx) = gate.carded(deploy(&a));
     assert_eq!(
@@ -36,7 +38,7 @@ async fn a_lock_refuses_the_waiting_call_ends_grants_and_admissions() {
 
     let events = gate.events();
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
-    let at = |kind: &str| kinds.iter().position(|k| *k == kind).expect(kind);
+    let at = |kind: &str| kinds.iter().rposition(|k| *k == kind).expect(kind);
     assert!(at("vault_locked") < at("vault_unlocked"), "{kinds:?}");
     let ended = of_type(&events, "grant_ended");
     assert_eq!(ended.len(), 1, "{events:#?}");
@@ -177,7 +179,7 @@ async fn the_vault_locks_when_the_os_reports_the_user_stepped_away() {
             "{interface} {}",
             back.0
         );
-        assert!(gate.authority.unlock());
+        assert!(gate.authority.unlock(gate.prove()));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     listener.join().expect("listener");

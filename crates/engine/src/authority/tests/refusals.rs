@@ -20,7 +20,13 @@ fn env(var: &str) -> CredentialSpec {
 
 fn add(gate: &Gate, n: &str, spec: CredentialSpec, value: &str) -> Result<(), String> {
     gate.authority
-        .add_credential(&name(n), spec, false, Secret::new(value.into()))
+        .add_credential(
+            &gate.proven,
+            &name(n),
+            spec,
+            false,
+            Secret::new(value.into()),
+        )
         .map(drop)
         .map_err(|e| e.0)
 }
@@ -39,7 +45,7 @@ async fn a_basic_credential_needs_user_colon_password_and_never_shows_the_value(
 
     let rotated = gate
         .authority
-        .rotate_credential(&name("basic"), Secret::new(VALUE.into()))
+        .rotate_credential(&gate.proven, &name("basic"), Secret::new(VALUE.into()))
         .expect_err("rotating to a value without a colon");
     assert!(rotated.0.contains("user:password"), "{rotated}");
     assert!(!rotated.0.contains(VALUE));
@@ -59,18 +65,18 @@ async fn binding_a_second_credential_for_the_same_variable_is_refused_naming_the
 
     assert!(
         gate.authority
-            .bind(&server, &name("deploy-token"))
+            .bind(&gate.proven, &server, &name("deploy-token"))
             .expect("bind")
     );
     assert!(
         !gate
             .authority
-            .bind(&server, &name("deploy-token"))
+            .bind(&gate.proven, &server, &name("deploy-token"))
             .expect("the same binding again is no collision"),
     );
     let twice = gate
         .authority
-        .bind(&server, &name("deploy-token-2"))
+        .bind(&gate.proven, &server, &name("deploy-token-2"))
         .expect_err("same variable");
     assert_eq!(
         twice.0,
@@ -78,7 +84,7 @@ async fn binding_a_second_credential_for_the_same_variable_is_refused_naming_the
     );
     let own = gate
         .authority
-        .bind(&server, &name("region"))
+        .bind(&gate.proven, &server, &name("region"))
         .expect_err("the server's own env");
     assert!(
         own.0.starts_with(
@@ -98,7 +104,7 @@ async fn binding_a_second_credential_for_the_same_variable_is_refused_naming_the
         .expect("unbind");
     assert!(
         gate.authority
-            .bind(&server, &name("deploy-token-2"))
+            .bind(&gate.proven, &server, &name("deploy-token-2"))
             .expect("bind")
     );
 }
@@ -109,7 +115,7 @@ async fn every_use_refuses_what_could_never_apply_and_an_off_that_changes_nothin
     gate.configure(&label(), &[]);
     let set = |target: SettingTarget, level: EveryUse| {
         gate.authority
-            .set_every_use(EveryUseSetting { target, level })
+            .set_every_use(EveryUseSetting { target, level }, Some(&gate.proven))
             .map_err(|e| e.0)
     };
     let nosuch: ServerLabel = "nosuch".parse().expect("label");
@@ -200,17 +206,23 @@ async fn settings_out_of_range_are_refused_and_nothing_changes() {
             "the auto-lock time must be at most 1 week (10080 minutes); 0 turns it off",
         ),
     ] {
-        let refused = gate.authority.update_settings(update).expect_err(refusal);
+        let refused = gate
+            .authority
+            .update_settings(update, Some(&gate.proven))
+            .expect_err(refusal);
         assert_eq!(refused.0, refusal);
     }
     assert_eq!(gate.authority.settings(), before);
     let longest = gate
         .authority
-        .update_settings(SettingsUpdate {
-            approval_timeout_ms: Some(super::super::MAX_APPROVAL_TIMEOUT_MS),
-            auto_lock_ms: Some(0),
-            ..SettingsUpdate::default()
-        })
+        .update_settings(
+            SettingsUpdate {
+                approval_timeout_ms: Some(super::super::MAX_APPROVAL_TIMEOUT_MS),
+                auto_lock_ms: Some(0),
+                ..SettingsUpdate::default()
+            },
+            Some(&gate.proven),
+        )
         .expect("a day, and never locking, are fine");
     assert_eq!(longest.approval_timeout_ms, 86_400_000);
 }
@@ -239,7 +251,9 @@ async fn a_removed_or_unbound_credential_forgets_its_approved_releases() {
         .expect("store")
         .add_server(&server.expect("config"))
         .expect("server");
-    gate.authority.bind(&label(), &name("api")).expect("bind");
+    gate.authority
+        .bind(&gate.proven, &label(), &name("api"))
+        .expect("bind");
     assert!(
         gate.authority
             .unbind(&label(), &name("api"))
@@ -253,7 +267,7 @@ async fn a_removed_or_unbound_credential_forgets_its_approved_releases() {
 
     gate.authority.state().releases.insert(approved("api"));
     gate.authority
-        .remove_credential(&name("api"))
+        .remove_credential(&gate.proven, &name("api"))
         .expect("remove");
     assert_eq!(releases(&gate), 1, "removing forgets every release of it");
     assert!(gate.authority.state().releases.contains(&approved("other")));

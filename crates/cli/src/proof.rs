@@ -1,0 +1,58 @@
+//! The person's proof of presence on a terminal (issue 13): the Postern passphrase, read from
+//! the controlling terminal (`/dev/tty`) with echo off. Never from standard input, arguments,
+//! the environment or a file: an agent can fill all of those, and a process the agent started
+//! outside its own tree (setsid, nohup, systemd-run) has no terminal to be asked on.
+
+use anyhow::{Result, anyhow, bail};
+use postern_engine::Home;
+use postern_engine::authority::{PresenceError, Proof, check_offline, passphrase_known};
+use postern_gateway::hello::{SecretText, WireProof};
+
+/// The prompt, as the person (and the end-to-end tests' pty) sees it.
+pub const PROMPT: &str = "Postern passphrase: ";
+
+/// Asks for a passphrase on the controlling terminal with `prompt`, echo off.
+pub fn ask(prompt: &str, why: &str) -> Result<String> {
+    // The passphrase is in this process's memory for a moment: keep other processes out.
+    postern_engine::harden::protect_process();
+    rpassword::prompt_password(prompt).map_err(|e| {
+        anyhow!(
+            "{}",
+            PresenceError::Required { what: why.into() }.to_string()
+                + &format!(" (this process has no terminal to ask on: {e})")
+        )
+    })
+}
+
+/// The proof for `why`, asked on the terminal, as the socket carries it.
+pub fn wire(why: &str) -> Result<WireProof> {
+    Ok(WireProof {
+        passphrase: SecretText(ask(PROMPT, why)?),
+    })
+}
+
+/// Proves the person's presence for `why` on a home no engine owns: asks on the terminal
+/// and checks against the keychain's wrapped vault key. A home that never had a passphrase
+/// has nothing to prove against (it predates issue 13, or its keychain entries are gone).
+pub fn offline(home: &Home, why: &str) -> Result<()> {
+    let keychain = postern_vault::Keychain::for_home(home.path());
+    if !passphrase_known(&keychain) {
+        return Ok(());
+    }
+    let proof = Proof::passphrase(ask(PROMPT, why)?);
+    match check_offline(&keychain, &proof) {
+        Ok(()) => Ok(()),
+        Err(PresenceError::Wrong { .. }) => bail!("wrong passphrase: refused to {why}"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A new passphrase, typed twice.
+pub fn new_passphrase() -> Result<String> {
+    let first = ask("New Postern passphrase: ", "set the Postern passphrase")?;
+    let again = ask("The same again: ", "set the Postern passphrase")?;
+    if first != again {
+        bail!("the two passphrases differ; nothing was changed");
+    }
+    Ok(first)
+}

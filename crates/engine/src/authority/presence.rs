@@ -1,0 +1,331 @@
+//! Proof of presence (issue 13): the one place the engine checks that a person, not a process
+//! of theirs, asks for something that widens authority or destroys configuration or evidence.
+//!
+//! Every process of the user can reach the engine's socket, edit the home and read the
+//! keychain, so the proof is something only the person has: the **Postern passphrase**. The
+//! keychain holds the vault key wrapped under it (`postern_vault::WrappedKey`, argon2id); a
+//! proof is a passphrase that unwraps it. [`Authority::prove`] is the only maker of a
+//! [`Proven`], and every widening method takes one, so no path (the app in-process, the CLI
+//! over the socket) can widen without passing through here.
+//!
+//! Wrong passphrases back off exponentially (1 s, 2 s, 4 s, ... at most 5 minutes) and each
+//! is recorded in the audit log (`proof_refused`). The back-off lives in the engine's memory:
+//! a restarted engine starts locked, so restarting buys a guesser one try per restart (each
+//! costing argon2id's work).
+
+use postern_domain::AuditEvent;
+use postern_gateway::audit::AuditSink;
+use postern_vault::{Secret, VaultKey, WrappedKey};
+
+use super::Authority;
+
+/// The keychain item holding the vault key wrapped under the passphrase.
+pub const VAULT_KEY_ITEM: &str = "vault-key";
+
+/// The shortest passphrase Postern accepts (characters).
+pub const MIN_PASSPHRASE_CHARS: usize = 8;
+
+/// The longest wait between wrong passphrases.
+const BACKOFF_CAP_MS: u64 = 5 * 60 * 1000;
+
+/// What a person offers to show they are there.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Proof {
+    /// The Postern passphrase, as typed into the app's own window or on the controlling
+    /// terminal (never from standard input, arguments, the environment or a file).
+    Passphrase(Secret<String>),
+}
+
+impl Proof {
+    /// A passphrase proof.
+    pub fn passphrase(text: String) -> Proof {
+        Proof::Passphrase(Secret::new(text))
+    }
+}
+
+/// A checked proof: the vault key the passphrase unwrapped. Only [`Authority::prove`] (and
+/// setting the first passphrase) makes one.
+pub struct Proven {
+    pub(super) key: VaultKey,
+}
+
+impl std::fmt::Debug for Proven {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Proven(..)")
+    }
+}
+
+/// Why a proof was not accepted. No variant carries the passphrase.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PresenceError {
+    /// No proof was given.
+    #[error(
+        "to {what}, Postern needs your passphrase: answer in the Postern app, or run the command in a terminal of your own, where it asks for it"
+    )]
+    Required {
+        /// The act, in words ("approve a request").
+        what: String,
+    },
+    /// No passphrase was chosen yet.
+    #[error(
+        "no Postern passphrase is set yet: choose one in the Postern app, or with `postern passphrase` in a terminal"
+    )]
+    NotSet,
+    /// A first passphrase was offered where one exists.
+    #[error("a Postern passphrase is set already; to change it, prove the current one")]
+    AlreadySet,
+    /// A new passphrase is too short.
+    #[error("a Postern passphrase has at least {MIN_PASSPHRASE_CHARS} characters")]
+    TooShort,
+    /// The passphrase is wrong.
+    #[error("wrong passphrase; the next try is allowed in {} s", secs(*retry_after_ms))]
+    Wrong {
+        /// Wrong tries in a row.
+        failures: u32,
+        /// How long until the next try is heard (ms).
+        retry_after_ms: u64,
+    },
+    /// A try came before the back-off ended.
+    #[error(
+        "too many wrong passphrases in a row; try again in {} s",
+        secs(*retry_after_ms)
+    )]
+    Backoff {
+        /// How long until the next try is heard (ms).
+        retry_after_ms: u64,
+    },
+    /// The passphrase unwrapped a key that is not the one the vault is unlocked with: the
+    /// keychain's wrapped key was replaced behind the engine's back.
+    #[error(
+        "the vault key in the keychain is not the one Postern unlocked with (it was replaced behind Postern's back); nothing was changed"
+    )]
+    KeyReplaced,
+    /// The keychain could not be read or written, or holds something Postern did not write.
+    #[error("the vault key could not be used: {0}")]
+    Unavailable(String),
+}
+
+impl PresenceError {
+    /// The stable machine code (docs/errors.md).
+    pub fn code(&self) -> &'static str {
+        match self {
+            PresenceError::Required { .. } => "proof_required",
+            PresenceError::NotSet => "passphrase_not_set",
+            PresenceError::AlreadySet => "passphrase_already_set",
+            PresenceError::TooShort => "passphrase_too_short",
+            PresenceError::Wrong { .. } => "passphrase_wrong",
+            PresenceError::Backoff { .. } => "proof_backoff",
+            PresenceError::KeyReplaced => "vault_key_replaced",
+            PresenceError::Unavailable(_) => "vault_key_unavailable",
+        }
+    }
+}
+
+fn secs(ms: u64) -> u64 {
+    ms.div_ceil(1000)
+}
+
+/// Wrong tries in a row and when the next is heard.
+#[derive(Debug, Default)]
+pub(super) struct Attempts {
+    failures: u32,
+    not_before_ms: u64,
+}
+
+/// The wait after `failures` wrong tries in a row: 1 s, doubling, at most 5 minutes.
+fn backoff_ms(failures: u32) -> u64 {
+    1000u64
+        .saturating_mul(1u64 << failures.saturating_sub(1).min(20))
+        .min(BACKOFF_CAP_MS)
+}
+
+impl Authority {
+    /// Whether a passphrase was chosen for this home.
+    pub fn passphrase_set(&self) -> bool {
+        self.state().passphrase_set
+    }
+
+    /// Checks `proof` for `what` (an act in words, for the refusal and the audit log). The
+    /// only maker of [`Proven`]. Blocks for argon2id's work (a fraction of a second) and a
+    /// keychain read: call it off async threads.
+    pub fn prove(&self, proof: Option<&Proof>, what: &str) -> Result<Proven, PresenceError> {
+        let Some(Proof::Passphrase(passphrase)) = proof else {
+            return Err(PresenceError::Required { what: what.into() });
+        };
+        // One proof at a time: two wrong tries racing would both slip past the back-off.
+        let _one = self
+            .inner
+            .proving
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = self.now();
+        {
+            let state = self.state();
+            if now < state.attempts.not_before_ms {
+                return Err(PresenceError::Backoff {
+                    retry_after_ms: state.attempts.not_before_ms - now,
+                });
+            }
+        }
+        let wrapped = self.wrapped_key()?.ok_or(PresenceError::NotSet)?;
+        match wrapped.unwrap_key(passphrase.expose().as_bytes()) {
+            Ok(key) => {
+                let mut state = self.state();
+                if let Some(held) = &state.key
+                    && !held.same_as(&key)
+                {
+                    drop(state);
+                    self.inner.audit.record(AuditEvent::ProofRefused {
+                        what: format!("{what} (the keychain's vault key was replaced)"),
+                        failures: 0,
+                        retry_after_ms: 0,
+                    });
+                    return Err(PresenceError::KeyReplaced);
+                }
+                state.attempts = Attempts::default();
+                Ok(Proven { key })
+            }
+            Err(postern_vault::KeyError::WrongPassphrase) => {
+                let now = self.now();
+                let mut state = self.state();
+                state.attempts.failures = state.attempts.failures.saturating_add(1);
+                let failures = state.attempts.failures;
+                let retry_after_ms = backoff_ms(failures);
+                state.attempts.not_before_ms = now + retry_after_ms;
+                drop(state);
+                tracing::warn!(failures, "a wrong passphrase to {what}");
+                self.inner.audit.record(AuditEvent::ProofRefused {
+                    what: what.into(),
+                    failures,
+                    retry_after_ms,
+                });
+                self.changed();
+                Err(PresenceError::Wrong {
+                    failures,
+                    retry_after_ms,
+                })
+            }
+            Err(e) => Err(PresenceError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// Sets the passphrase. The first one needs no proof (there is nothing to prove against):
+    /// a vault key is made, credential values already in the keychain are sealed under it,
+    /// the settings are sealed, and the vault unlocks. A later one needs the current one
+    /// (`proof`) and wraps the same key anew.
+    pub fn set_passphrase(
+        &self,
+        passphrase: &Secret<String>,
+        proof: Option<&Proof>,
+    ) -> Result<(), PresenceError> {
+        if passphrase.expose().chars().count() < MIN_PASSPHRASE_CHARS {
+            return Err(PresenceError::TooShort);
+        }
+        let unavailable = |e: &dyn std::fmt::Display| PresenceError::Unavailable(e.to_string());
+        if self.wrapped_key()?.is_some() {
+            let Some(proof) = proof else {
+                return Err(PresenceError::AlreadySet);
+            };
+            let proven = self.prove(Some(proof), "change the Postern passphrase")?;
+            let wrapped = proven
+                .key
+                .wrap(passphrase.expose().as_bytes())
+                .map_err(|e| unavailable(&e))?;
+            self.inner
+                .secrets
+                .set(VAULT_KEY_ITEM, wrapped.as_bytes())
+                .map_err(|e| unavailable(&e))?;
+            self.inner.audit.record(AuditEvent::ConfigChanged {
+                what: "the Postern passphrase was changed".into(),
+                server: None,
+            });
+            return Ok(());
+        }
+        let key = VaultKey::generate().map_err(|e| unavailable(&e))?;
+        let sealed = self
+            .seal_existing_credentials(&key)
+            .map_err(|e| unavailable(&e))?;
+        let wrapped = key
+            .wrap(passphrase.expose().as_bytes())
+            .map_err(|e| unavailable(&e))?;
+        self.inner
+            .secrets
+            .set(VAULT_KEY_ITEM, wrapped.as_bytes())
+            .map_err(|e| unavailable(&e))?;
+        {
+            let mut state = self.state();
+            state.passphrase_set = true;
+            self.seal_config(&state, &key);
+        }
+        self.inner.audit.record(AuditEvent::ConfigChanged {
+            what: if sealed == 0 {
+                "a Postern passphrase was set".into()
+            } else {
+                format!(
+                    "a Postern passphrase was set; {sealed} credential value(s) in the keychain were sealed under the vault key"
+                )
+            },
+            server: None,
+        });
+        self.unlock(Proven { key });
+        Ok(())
+    }
+
+    /// The keychain's wrapped vault key, if there is one.
+    fn wrapped_key(&self) -> Result<Option<WrappedKey>, PresenceError> {
+        let stored = self
+            .inner
+            .secrets
+            .get(VAULT_KEY_ITEM)
+            .map_err(|e| PresenceError::Unavailable(e.to_string()))?;
+        stored
+            .map(|bytes| WrappedKey::from_bytes(bytes.expose()))
+            .transpose()
+            .map_err(|e| PresenceError::Unavailable(e.to_string()))
+    }
+}
+
+/// Whether the keychain holds a wrapped vault key (an unreadable keychain counts as yes: the
+/// first-run step must not offer to replace a key it could not see).
+pub fn passphrase_known(secrets: &dyn postern_vault::SecretStore) -> bool {
+    !matches!(secrets.get(VAULT_KEY_ITEM), Ok(None))
+}
+
+/// Checks `proof` where no engine runs (the CLI's acts on a home no engine owns: forgetting
+/// its keychain entries, re-anchoring its audit log, replacing or removing a server). The
+/// back-off does not apply: each try costs argon2id's work and a process start.
+pub fn check_offline(
+    secrets: &dyn postern_vault::SecretStore,
+    proof: &Proof,
+) -> Result<(), PresenceError> {
+    let Proof::Passphrase(passphrase) = proof;
+    let stored = secrets
+        .get(VAULT_KEY_ITEM)
+        .map_err(|e| PresenceError::Unavailable(e.to_string()))?
+        .ok_or(PresenceError::NotSet)?;
+    let wrapped = WrappedKey::from_bytes(stored.expose())
+        .map_err(|e| PresenceError::Unavailable(e.to_string()))?;
+    match wrapped.unwrap_key(passphrase.expose().as_bytes()) {
+        Ok(_) => Ok(()),
+        Err(postern_vault::KeyError::WrongPassphrase) => Err(PresenceError::Wrong {
+            failures: 1,
+            retry_after_ms: 0,
+        }),
+        Err(e) => Err(PresenceError::Unavailable(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_back_off_doubles_to_five_minutes() {
+        let waits: Vec<u64> = (1..=12).map(backoff_ms).collect();
+        assert_eq!(&waits[..5], &[1000, 2000, 4000, 8000, 16000]);
+        assert_eq!(waits[11], BACKOFF_CAP_MS);
+        assert_eq!(backoff_ms(u32::MAX), BACKOFF_CAP_MS);
+    }
+}

@@ -1,0 +1,259 @@
+//! Proof of presence as an attacker of the same user meets it (issue 13): nothing widens
+//! without the passphrase, wrong guesses back off and are recorded, a restarted engine is
+//! locked, settings edited in the store behind the engine's back are not used, and the
+//! keychain holds credential values only sealed under the vault key.
+
+use postern_domain::credential::Injection;
+use postern_domain::{CredentialName, CredentialSpec};
+use postern_vault::{Secret, VaultKey};
+
+use super::super::{PresenceError, VAULT_KEY_ITEM};
+use super::*;
+
+fn proof(text: &str) -> Proof {
+    Proof::passphrase(text.into())
+}
+
+#[tokio::test]
+async fn a_restarted_engine_is_locked_until_the_passphrase_and_guesses_back_off() {
+    let gate = Gate::new();
+    gate.audit.close("restart");
+    let restarted = Gate::on_locked(&gate.home, Arc::clone(&gate.secrets));
+    let authority = &restarted.authority;
+    assert_eq!(authority.vault(), VaultState::Locked);
+    let a = launch(1, b"v1");
+    let refused = denied(restarted.decided_now(deploy(&a)));
+    assert_eq!(refused.code, DenyCode::VaultLocked);
+
+    assert_eq!(
+        authority
+            .prove(None, "unlock the vault")
+            .unwrap_err()
+            .code(),
+        "proof_required"
+    );
+    let wrong = authority
+        .prove(Some(&proof("hunter22")), "unlock the vault")
+        .unwrap_err();
+    assert_eq!(
+        wrong,
+        PresenceError::Wrong {
+            failures: 1,
+            retry_after_ms: 1000
+        }
+    );
+    // The right passphrase too early is not even tried.
+    let early = authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
+        .unwrap_err();
+    assert_eq!(early.code(), "proof_backoff");
+    restarted.clock.advance(1000);
+    let second = authority
+        .prove(Some(&proof("hunter23")), "unlock the vault")
+        .unwrap_err();
+    assert_eq!(
+        second,
+        PresenceError::Wrong {
+            failures: 2,
+            retry_after_ms: 2000
+        }
+    );
+    restarted.clock.advance(2000);
+    let proven = authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
+        .expect("the person's passphrase");
+    assert!(authority.unlock(proven));
+    assert_eq!(authority.vault(), VaultState::Ready);
+
+    let events = restarted.events();
+    let refusals = of_type(&events, "proof_refused");
+    assert_eq!(refusals.len(), 2, "{events:#?}");
+    assert_eq!(refusals[1]["failures"], 2);
+    assert_eq!(refusals[1]["what"], "unlock the vault");
+    let shown = serde_json::to_string(&events).expect("json");
+    assert!(!shown.contains("hunter2"), "a guess is never recorded");
+}
+
+#[tokio::test]
+async fn nothing_widens_without_a_proof() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let (card, _rx) = gate.carded(deploy(&a));
+    let refused = gate
+        .authority
+        .answer(card.id, Reply::Approve { choice: None }, None)
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        PresenceError::Required {
+            what: "approve a request".into()
+        }
+        .to_string()
+    );
+    assert_eq!(gate.authority.approvals().len(), 1, "the card still waits");
+    let observe = SettingsUpdate {
+        session_mode: Some(SessionMode::Observe),
+        ..SettingsUpdate::default()
+    };
+    assert!(gate.authority.update_settings(observe, None).is_err());
+    let never = SettingsUpdate {
+        auto_lock_ms: Some(0),
+        ..SettingsUpdate::default()
+    };
+    assert!(gate.authority.update_settings(never, None).is_err());
+    // Narrowing needs no proof: a shorter auto-lock.
+    let shorter = SettingsUpdate {
+        auto_lock_ms: Some(60_000),
+        ..SettingsUpdate::default()
+    };
+    assert_eq!(
+        gate.authority
+            .update_settings(shorter, None)
+            .expect("narrowing")
+            .auto_lock_ms,
+        60_000
+    );
+    gate.authority.lock("test");
+    assert!(gate.authority.update_settings(shorter, None).is_ok());
+    assert_eq!(gate.authority.settings().session_mode, SessionMode::Prompt);
+}
+
+#[tokio::test]
+async fn settings_edited_in_the_store_are_detected_and_the_stricter_ones_used() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let per_call = EveryUseSetting {
+        target: SettingTarget::Server { server: label() },
+        level: EveryUse::Confirm,
+    };
+    gate.authority
+        .set_every_use(per_call.clone(), None)
+        .expect("on");
+    gate.audit.close("restart");
+
+    // The attacker's edit, straight into SQLite, while no engine runs.
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute(
+        "UPDATE settings SET value = ?1 WHERE key = 'settings'",
+        [r#"{"sessionMode":"observe","approvalTimeoutMs":120000,"autoLockMs":0}"#],
+    )
+    .expect("edit settings");
+    db.execute("DELETE FROM every_use", []).expect("delete");
+    drop(db);
+
+    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    let settings = restarted.authority.settings();
+    assert_eq!(settings.session_mode, SessionMode::Prompt);
+    assert_eq!(settings.auto_lock_ms, super::super::AUTO_LOCK_MS);
+    assert_eq!(restarted.authority.every_use(), vec![per_call]);
+    let warning = restarted
+        .authority
+        .gate_status()
+        .config_warning
+        .expect("status says so");
+    assert!(warning.contains("edited behind its back"), "{warning}");
+    assert!(
+        warning.contains("per-call approval was removed for"),
+        "{warning}"
+    );
+    let events = restarted.events();
+    assert_eq!(of_type(&events, "config_tampered").len(), 1, "{events:#?}");
+    // The stricter values were written back: the next start finds nothing to report.
+    restarted.audit.close("restart");
+    let again = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    assert_eq!(again.authority.gate_status().config_warning, None);
+    assert_eq!(again.authority.settings().session_mode, SessionMode::Prompt);
+}
+
+#[tokio::test]
+async fn the_keychain_holds_credential_values_sealed_and_old_ones_are_sealed_on_the_first_passphrase()
+ {
+    let gate = Gate::new();
+    let name: CredentialName = "deploy-token".parse().expect("name");
+    let spec = CredentialSpec::new(
+        Injection::Env {
+            var: "TOKEN".into(),
+        },
+        &[],
+    )
+    .expect("spec");
+    gate.authority
+        .add_credential(
+            &gate.proven,
+            &name,
+            spec,
+            false,
+            Secret::new("s3cret-value".into()),
+        )
+        .expect("add");
+    let stored = gate
+        .secrets
+        .get("credential.deploy-token.v1")
+        .expect("get")
+        .expect("an item");
+    assert!(postern_vault::is_sealed(stored.expose()));
+    assert!(
+        !String::from_utf8_lossy(stored.expose()).contains("s3cret"),
+        "another process reading the keychain gets ciphertext"
+    );
+    let wrapped = gate.secrets.get(VAULT_KEY_ITEM).expect("get").expect("key");
+    assert!(!String::from_utf8_lossy(wrapped.expose()).contains(PASSPHRASE));
+
+    // A home from before the passphrase: a plain value in the keychain, no vault key.
+    let old = tempfile::tempdir().expect("tempdir");
+    let home = Home::at(old.path());
+    let secrets = Arc::new(MemoryStore::new());
+    Store::open(home.path())
+        .expect("store")
+        .add_credential(
+            &name,
+            &Injection::Env {
+                var: "TOKEN".into(),
+            },
+            &[],
+            false,
+        )
+        .expect("metadata");
+    secrets
+        .set("credential.deploy-token.v1", b"plain-old")
+        .expect("set");
+    let migrated = Gate::on(&home, Arc::clone(&secrets));
+    let sealed = secrets
+        .get("credential.deploy-token.v1")
+        .expect("get")
+        .expect("item");
+    assert!(postern_vault::is_sealed(sealed.expose()));
+    let events = migrated.events();
+    let changed = of_type(&events, "config_changed");
+    assert!(
+        changed.iter().any(|e| e["what"]
+            .as_str()
+            .unwrap_or("")
+            .contains("1 credential value(s)")),
+        "{events:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_vault_key_replaced_in_the_keychain_proves_nothing() {
+    let gate = Gate::new();
+    // The attacker wraps a key of their own under a passphrase they know.
+    let theirs = VaultKey::generate()
+        .expect("key")
+        .wrap(b"attacker-pass")
+        .expect("wrap");
+    gate.secrets
+        .set(VAULT_KEY_ITEM, theirs.as_bytes())
+        .expect("replace");
+    let refused = gate
+        .authority
+        .prove(Some(&proof("attacker-pass")), "approve a request")
+        .unwrap_err();
+    assert_eq!(refused, PresenceError::KeyReplaced);
+    // Setting a "first" passphrase over it is refused too.
+    let again = gate
+        .authority
+        .set_passphrase(&Secret::new("another-pass".into()), None)
+        .unwrap_err();
+    assert_eq!(again, PresenceError::AlreadySet);
+}

@@ -1,0 +1,110 @@
+//! A person at a terminal: runs a command with a pseudo-terminal as its controlling terminal
+//! (through `with_tty`) and types the passphrase at each of Postern's prompts, the way the
+//! person would. The command's standard streams stay pipes the test reads.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use anyhow::{Context, Result};
+
+use crate::binaries;
+
+/// The passphrase the end-to-end person chose.
+pub const PASSPHRASE: &str = "postern-e2e-passphrase";
+
+/// The `with_tty` helper (tests/src/bin/with_tty.rs), built fresh for this process.
+pub fn with_tty() -> Result<PathBuf> {
+    static CELL: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    binaries::cached(&CELL, "WITH_TTY_BIN", "postern-e2e", "with_tty")
+}
+
+/// What the terminal showed, and what the command wrote on its pipes.
+#[derive(Debug)]
+pub struct AtTerminal {
+    /// The command's output (stdout and stderr on pipes).
+    pub output: Output,
+    /// Everything written to the terminal (the prompts; echo is off for the passphrase).
+    pub screen: String,
+    /// How many prompts were answered.
+    pub prompts: usize,
+}
+
+/// Runs `command` with a terminal, answering every passphrase prompt with `passphrase`.
+/// `command`'s program, arguments, environment and directory are kept; `input` (if any) is its
+/// standard input, and its output is captured.
+pub fn run(command: &mut Command, passphrase: &str, input: Option<&str>) -> Result<AtTerminal> {
+    let pty = nix::pty::openpty(None, None).context("openpty")?;
+    let device = nix::unistd::ttyname(&pty.slave).context("ttyname")?;
+    let mut wrapped = Command::new(with_tty()?);
+    wrapped
+        .arg(&device)
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (k, v) in command.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+        .stdin(if input.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = wrapped.spawn().context("spawning with_tty")?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(input.as_bytes())?;
+    }
+    // Only the child holds the terminal's device now: its exit ends our reads.
+    drop(pty.slave);
+    let typist = type_at_prompts(pty.master, passphrase.to_owned());
+    let output = child.wait_with_output()?;
+    let (screen, prompts) = typist.join().unwrap_or_default();
+    Ok(AtTerminal {
+        output,
+        screen,
+        prompts,
+    })
+}
+
+/// Reads the terminal until it closes, typing `passphrase` after each prompt.
+fn type_at_prompts(
+    master: OwnedFd,
+    passphrase: String,
+) -> std::thread::JoinHandle<(String, usize)> {
+    std::thread::spawn(move || {
+        let mut file = std::fs::File::from(master);
+        let mut screen = String::new();
+        let mut answered = 0;
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            screen.push_str(&String::from_utf8_lossy(&buf[..n]));
+            // Postern's prompts (crates/cli/src/proof.rs): "Postern passphrase: ", "New
+            // Postern passphrase: ", "The same again: ".
+            let asked = screen.matches("passphrase: ").count() + screen.matches("again: ").count();
+            while answered < asked {
+                if file
+                    .write_all(format!("{passphrase}\n").as_bytes())
+                    .is_err()
+                {
+                    break;
+                }
+                answered += 1;
+            }
+        }
+        (screen, answered)
+    })
+}
