@@ -291,7 +291,7 @@ impl TestHome {
     }
 
     /// `postern <args>` at the person's terminal (the passphrase typed where it is asked).
-    fn at_terminal(&self, args: &[&str]) -> Result<std::process::Output> {
+    fn at_terminal(&self, args: &[&str]) -> Result<Output> {
         Ok(
             postern_e2e::tty::run(&mut self.command(args), postern_e2e::tty::PASSPHRASE, None)?
                 .output,

@@ -343,7 +343,7 @@ async fn an_approval_from_inside_the_agents_process_tree_is_refused() -> Result<
         assert!(refused.to_string().contains("process tree"), "{refused:#}");
         // Destroying configuration too; adding a new server is not destructive.
         for (args, what) in [
-            (&["credential", "remove", "kept"][..], "remove a credential"),
+            (&["credential", "remove", "kept"][..], "remove credential"),
             (&["server", "remove", LABEL][..], "remove server"),
             (
                 &["server", "add", LABEL, "--", "true"][..],
