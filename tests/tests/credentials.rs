@@ -373,7 +373,12 @@ async fn forgetting_a_home_deletes_its_keychain_entries() -> Result<()> {
         .collect();
     assert_eq!(
         names,
-        ["audit-opening-key", "audit-anchor", "credential.api.v1"],
+        [
+            "audit-opening-key",
+            "audit-anchor",
+            "vault-key",
+            "credential.api.v1"
+        ],
         "{deleted}"
     );
     assert!(!deleted.contains("forget-me-value"));

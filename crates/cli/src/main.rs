@@ -290,10 +290,11 @@ fn forget_keychain(home: &Home, yes: bool) -> Result<()> {
         );
     }
     if engine_holds(home) {
-        bail!(
-            "refused: an engine owns {}; stop it first",
-            home.path().display()
-        );
+        // The same refusal `forget_secrets` gives, before asking for a passphrase in vain.
+        return Err(postern_engine::EngineError::AlreadyRunning {
+            home: home.path().to_owned(),
+        }
+        .into());
     }
     proof::offline(home, "forget this home's keychain entries")?;
     let keychain = postern_vault::Keychain::for_home(home.path());
