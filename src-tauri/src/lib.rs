@@ -34,6 +34,8 @@ pub use view::{EngineView, Unavailable};
 
 /// Builds and runs the app until the user quits.
 pub fn run() {
+    // The engine holds the vault key while unlocked: other processes of the user stay out.
+    postern_engine::harden::protect_process();
     init_tracing();
     let app = builder(tauri::Builder::default())
         .setup(|app| {

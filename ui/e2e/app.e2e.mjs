@@ -616,6 +616,18 @@ async function withApp(home, body, env = {}, { choose = true } = {}) {
 }
 
 /** Types `text` into the field at `css`, again if the window re-rendered it meanwhile. */
+/**
+ * Confirms a widening act in the "Confirm it's you" dialog: it must name `action`; the
+ * passphrase is typed there, and the dialog closes once the engine took it.
+ */
+async function confirmInDialog(s, action) {
+  await s.waitForTexts(".proof-dialog h2", (t) => same(t, ["Confirm it's you"]));
+  expectIncludes((await s.texts(".proof-dialog"))[0], action, "what the dialog asks about");
+  await type(s, ".proof-dialog input.passphrase", PASSPHRASE);
+  await s.click(".proof-dialog .prove");
+  await s.waitForTexts(".proof-dialog", (t) => t.length === 0);
+}
+
 function type(s, css, text) {
   return typeInto(s, css, text);
 }

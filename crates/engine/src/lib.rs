@@ -553,7 +553,12 @@ mod tests {
         let forgotten = forget_secrets(&home, &*secrets).expect("forget");
         assert_eq!(
             forgotten,
-            [audit::OPENING_KEY, audit::ANCHOR, "credential.api.v1"]
+            [
+                audit::OPENING_KEY,
+                audit::ANCHOR,
+                authority::VAULT_KEY_ITEM,
+                "credential.api.v1"
+            ]
         );
         for name in &forgotten {
             assert!(secrets.get(name).expect("get").is_none(), "{name} is gone");

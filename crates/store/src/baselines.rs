@@ -57,4 +57,39 @@ impl Store {
             .execute(params![server.as_str(), record, catalog, at_ms as i64])?;
         Ok(())
     }
+
+    /// Every approved baseline's server and a digest of its stored row (record and catalog as
+    /// stored): what the engine seals, so a row edited behind its back is told apart.
+    pub fn baseline_digests(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = self
+            .conn
+            .prepare_cached(
+                "SELECT server, record, catalog FROM approved_baselines ORDER BY server",
+            )?
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows
+            .into_iter()
+            .map(|(server, record, catalog)| {
+                let mut bytes = record.into_bytes();
+                bytes.push(0);
+                bytes.extend_from_slice(catalog.as_bytes());
+                (server, postern_domain::Digest::of(&bytes).to_string())
+            })
+            .collect())
+    }
+
+    /// Forgets `server`'s approved baseline row as stored. Returns whether there was one.
+    pub fn remove_approved_baseline(&self, server: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn
+            .execute("DELETE FROM approved_baselines WHERE server = ?1", [server])?
+            > 0)
+    }
 }

@@ -141,6 +141,26 @@ impl Store {
         rows.into_iter().map(Row::into_credential).collect()
     }
 
+    /// Every binding as (server label, credential name), sorted: what the engine seals.
+    pub fn all_bindings(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT server, credential FROM server_credentials ORDER BY server, credential",
+            )?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Removes a binding row as stored (labels unchecked: a row written behind Postern's
+    /// back may hold anything). Returns whether there was one.
+    pub fn remove_binding_row(&self, server: &str, credential: &str) -> Result<bool, StoreError> {
+        Ok(self.conn.execute(
+            "DELETE FROM server_credentials WHERE server = ?1 AND credential = ?2",
+            params![server, credential],
+        )? > 0)
+    }
+
     /// The servers a credential is bound to, by label.
     pub fn bound_servers(&self, name: &CredentialName) -> Result<Vec<ServerLabel>, StoreError> {
         let labels = self

@@ -221,6 +221,8 @@ impl Authority {
         if let Err(e) = stored {
             tracing::warn!(%server, "cannot keep the approved launch for later cards: {e}");
         }
+        // The baseline is under the seal.
+        self.reseal(state);
         state.last_approved.insert(
             server.clone(),
             Baseline {

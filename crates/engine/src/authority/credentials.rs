@@ -487,6 +487,8 @@ impl Authority {
 
     fn config_changed(&self) {
         crate::record_config_changes(&self.inner.store, &self.inner.audit);
+        // Bindings are under the seal.
+        self.reseal(&self.state());
         self.changed();
     }
 }

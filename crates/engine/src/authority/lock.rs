@@ -435,35 +435,56 @@ struct SealedConfig {
     mac: String,
 }
 
-/// What the seal covers.
+/// What the seal covers: the settings and per-call approvals (held in the state), and, as
+/// stored, the credential bindings and a digest of each approved baseline (the launch a card
+/// is compared with).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Authentic {
     settings: Settings,
     every_use: Vec<EveryUseSetting>,
+    bindings: Vec<(String, String)>,
+    baselines: Vec<(String, String)>,
+}
+
+/// The bindings and baseline digests as the store holds them now.
+fn stored_rows(store: &Store) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let bindings = store.all_bindings().unwrap_or_else(|e| {
+        tracing::error!("cannot read the bindings to seal them: {e}");
+        Vec::new()
+    });
+    let baselines = store.baseline_digests().unwrap_or_else(|e| {
+        tracing::error!("cannot read the approved baselines to seal them: {e}");
+        Vec::new()
+    });
+    (bindings, baselines)
 }
 
 const SEAL_PURPOSE: &str = "postern settings seal v1";
 
 impl Authority {
-    /// Writes the seal of the settings in force, under `key`.
+    /// Writes the seal of the settings in force, and of the bindings and approved baselines
+    /// as stored, under `key`.
     pub(super) fn seal_config(&self, state: &State, key: &VaultKey) {
-        let authentic = Authentic {
-            settings: state.settings,
-            every_use: state.every_use.clone(),
-        };
-        let config = serde_json::to_string(&authentic).unwrap_or_default();
-        let mac = key.mac(SEAL_PURPOSE, config.as_bytes());
-        let sealed = SealedConfig {
-            config,
-            mac: mac.iter().map(|b| format!("{b:02x}")).collect(),
-        };
         let written = self
             .inner
             .store
             .lock()
             .map_err(|_| "store unavailable".to_owned())
             .and_then(|store| {
+                let (bindings, baselines) = stored_rows(&store);
+                let authentic = Authentic {
+                    settings: state.settings,
+                    every_use: state.every_use.clone(),
+                    bindings,
+                    baselines,
+                };
+                let config = serde_json::to_string(&authentic).unwrap_or_default();
+                let mac = key.mac(SEAL_PURPOSE, config.as_bytes());
+                let sealed = SealedConfig {
+                    config,
+                    mac: mac.iter().map(|b| format!("{b:02x}")).collect(),
+                };
                 store
                     .set_setting(SEAL_KEY, &sealed)
                     .map_err(|e| e.to_string())
@@ -476,7 +497,7 @@ impl Authority {
     /// [`Authority::seal_config`] with the key held while unlocked. A narrowing change made
     /// while locked is sealed at the next unlock (a stricter value than sealed is taken as
     /// it is).
-    fn reseal(&self, state: &State) {
+    pub(super) fn reseal(&self, state: &State) {
         if let Some(key) = &state.key {
             self.seal_config(state, key);
         }
@@ -501,9 +522,12 @@ impl Authority {
                 .flatten()
         });
         let seal_broken = authentic.is_none();
+        // A broken seal vouches for nothing: the defaults, no binding, no baseline.
         let authentic = authentic.unwrap_or(Authentic {
             settings: Settings::default(),
             every_use: state.every_use.clone(),
+            bindings: Vec::new(),
+            baselines: Vec::new(),
         });
         let settings = strictest(state.settings, authentic.settings);
         let mut every_use = state.every_use.clone();
@@ -538,6 +562,39 @@ impl Authority {
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
+        }
+        // Bindings and baselines the seal does not vouch for are dropped: a credential is
+        // bound again by a person, a card without a baseline shows everything as new.
+        if let Ok(store) = self.inner.store.lock() {
+            let (bindings, baselines) = stored_rows(&store);
+            for (server, credential) in bindings {
+                if authentic
+                    .bindings
+                    .contains(&(server.clone(), credential.clone()))
+                {
+                    continue;
+                }
+                if let Err(e) = store.remove_binding_row(&server, &credential) {
+                    tracing::error!("a binding could not be removed: {e}");
+                }
+                found.push(format!(
+                    "credential '{credential}' was bound to '{server}' and is unbound"
+                ));
+            }
+            for (server, digest) in baselines {
+                if authentic.baselines.contains(&(server.clone(), digest)) {
+                    continue;
+                }
+                if let Err(e) = store.remove_approved_baseline(&server) {
+                    tracing::error!("an approved baseline could not be removed: {e}");
+                }
+                state
+                    .last_approved
+                    .retain(|label, _| label.as_str() != server);
+                found.push(format!(
+                    "the launch last approved for '{server}' was edited and is forgotten (its next card shows everything as new)"
+                ));
+            }
         }
         if !found.is_empty() {
             let what = format!(

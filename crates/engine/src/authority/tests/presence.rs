@@ -257,3 +257,69 @@ async fn a_vault_key_replaced_in_the_keychain_proves_nothing() {
         .unwrap_err();
     assert_eq!(again, PresenceError::AlreadySet);
 }
+
+#[tokio::test]
+async fn a_binding_or_an_approved_launch_edited_in_the_store_is_not_used() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let name: CredentialName = "deploy-token".parse().expect("name");
+    let spec = CredentialSpec::new(
+        Injection::Env {
+            var: "TOKEN".into(),
+        },
+        &[],
+    )
+    .expect("spec");
+    gate.authority
+        .add_credential(&gate.proven, &name, spec, false, Secret::new("v".into()))
+        .expect("add");
+    let other: ServerLabel = "other".parse().expect("label");
+    gate.configure(&other, &[]);
+    // A person's approval makes `deployer`'s launch the baseline; a binding made by them.
+    let a = launch(1, b"v1");
+    gate.approve(deploy(&a), GrantChoice::UntilRunEnds);
+    gate.authority
+        .bind(&gate.proven, &label(), &name)
+        .expect("bind");
+    gate.audit.close("restart");
+
+    // The attacker binds the credential to another server and makes its own code the
+    // approved baseline, straight in SQLite.
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute(
+        "INSERT INTO server_credentials (server, credential) VALUES ('other', 'deploy-token')",
+        [],
+    )
+    .expect("bind behind Postern's back");
+    db.execute(
+        "UPDATE approved_baselines SET record = replace(record, ?1, ?2)",
+        [
+            Digest::of(b"v1").to_string(),
+            Digest::of(b"evil").to_string(),
+        ],
+    )
+    .expect("edit the baseline");
+    drop(db);
+
+    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    let warning = restarted
+        .authority
+        .gate_status()
+        .config_warning
+        .expect("status says so");
+    assert!(
+        warning.contains("credential 'deploy-token' was bound to 'other' and is unbound"),
+        "{warning}"
+    );
+    assert!(
+        warning.contains("the launch last approved for 'deployer' was edited"),
+        "{warning}"
+    );
+    let store = Store::open(gate.home.path()).expect("store");
+    assert_eq!(
+        store.all_bindings().expect("bindings"),
+        vec![("deployer".to_owned(), "deploy-token".to_owned())],
+        "the person's binding stays"
+    );
+    assert!(store.approved_baseline(&label()).expect("read").is_none());
+}
