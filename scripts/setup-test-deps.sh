@@ -3,7 +3,10 @@
 #   - @modelcontextprotocol/server-everything (npm) into tests/.deps/node, from the committed
 #     tests/deps/node/package.json + package-lock.json (`npm ci`, so the install is reproducible);
 #   - mcp-server-time (PyPI) into the venv tests/.deps/venv, from the pinned
-#     tests/deps/python/requirements.txt.
+#     tests/deps/python/requirements.txt;
+#   - the real agents the tests drive headless, Claude Code (@anthropic-ai/claude-code) and
+#     Codex (@openai/codex), into tests/.deps/agents from tests/deps/agents (`npm ci`; Claude
+#     Code's install.cjs is run by hand, since npm skips that postinstall).
 # Idempotent: a stamp (the hash of the lock file) makes a warm run a no-op that takes well under a
 # second. tests/.deps is gitignored; delete it to force a clean reinstall.
 #
@@ -79,6 +82,27 @@ else
     (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
     [ -f "$everything_js" ] || die "npm ci finished but $everything_js is missing"
     printf '%s\n' "$node_want" >"$node_stamp"
+fi
+
+# --- real agents: Claude Code and Codex (npm) -------------------------------------------------
+agents_dir="$deps/agents"
+agents_stamp="$agents_dir/.postern-stamp"
+agents_want="$(hash_of "$spec/agents/package.json" "$spec/agents/package-lock.json")"
+if [ -x "$agents_dir/node_modules/.bin/claude" ] && [ -x "$agents_dir/node_modules/.bin/codex" ] &&
+    [ "$(cat "$agents_stamp" 2>/dev/null)" = "$agents_want" ]; then
+    say "claude-code, codex: up to date"
+else
+    say "claude-code, codex: installing into ${agents_dir#"$root"/}"
+    mkdir -p "$agents_dir"
+    cp "$spec/agents/package.json" "$spec/agents/package-lock.json" "$agents_dir/"
+    (cd "$agents_dir" && npm ci --no-audit --no-fund --loglevel=error)
+    # npm does not run Claude Code's postinstall: it puts the platform's native binary in place.
+    (cd "$agents_dir/node_modules/@anthropic-ai/claude-code" && node install.cjs >/dev/null)
+    "$agents_dir/node_modules/.bin/claude" --version >/dev/null ||
+        die "claude-code installed but \`claude --version\` fails"
+    "$agents_dir/node_modules/.bin/codex" --version >/dev/null ||
+        die "codex installed but \`codex --version\` fails"
+    printf '%s\n' "$agents_want" >"$agents_stamp"
 fi
 
 # --- mcp-server-time (PyPI, in a venv) --------------------------------------------------------

@@ -14,6 +14,7 @@
 //! - [`fuzz`]: the gate's fuzz driver (framing and parsing against hostile input).
 //! - [`binaries`]: finds (and builds, under cargo) `postern` and the fixture server.
 
+pub mod agents;
 pub mod binaries;
 pub mod client;
 pub mod compare;
@@ -23,6 +24,7 @@ pub mod gate;
 pub mod https;
 pub mod human;
 pub mod keychain;
+pub mod model;
 pub mod raw;
 pub mod rebuild;
 pub mod servers;

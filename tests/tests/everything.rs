@@ -59,9 +59,16 @@ async fn initialize_is_answered_by_postern_with_the_servers_capabilities() -> Re
         let d = direct.initialize_result()?;
         let g = gated.initialize_result()?;
 
+        // The version the server negotiated and its own identity reach the agent as they are.
         ensure!(
-            g["protocolVersion"] == "2025-11-25",
-            "protocolVersion through Postern: {g}"
+            g["protocolVersion"] == d["protocolVersion"],
+            "protocolVersion through Postern: {g} (server: {d})"
+        );
+        ensure!(
+            g["serverInfo"] == d["serverInfo"],
+            "serverInfo through Postern: {} (server: {})",
+            g["serverInfo"],
+            d["serverInfo"]
         );
         ensure!(
             g["capabilities"]["tools"]["listChanged"] == true,

@@ -20,9 +20,16 @@ async fn initialize_through_postern_advertises_list_changed() -> Result<()> {
         let gated = Client::through(&gate, LABEL, Profile::bare()).await?;
         let d = direct.initialize_result()?;
         let g = gated.initialize_result()?;
+        // The version the server negotiated and its own identity reach the agent as they are.
         ensure!(
-            g["protocolVersion"] == "2025-11-25",
-            "protocolVersion through Postern: {g}"
+            g["protocolVersion"] == d["protocolVersion"],
+            "protocolVersion through Postern: {g} (server: {d})"
+        );
+        ensure!(
+            g["serverInfo"] == d["serverInfo"],
+            "serverInfo through Postern: {} (server: {})",
+            g["serverInfo"],
+            d["serverInfo"]
         );
         // The server itself does not claim listChanged; Postern does, because its own view of
         // the catalog can change (and Claude Code only listens when it is advertised).

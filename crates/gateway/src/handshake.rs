@@ -14,10 +14,12 @@ pub fn negotiate(agent_params: &Value) -> &'static str {
         .unwrap_or(PROTOCOL_VERSION)
 }
 
-/// The result of the agent's `initialize`. With the upstream server's own result,
-/// its capabilities and instructions are passed on, and `tools.listChanged` is always
-/// advertised: Postern tells the agent when the catalog changes, even if the server
-/// would not.
+/// The result of the agent's `initialize`. With the upstream server's own result, its
+/// protocol version (the one the server negotiated, which may differ from the agent's: the
+/// agent then decides, as the spec says, whether it speaks it), its `serverInfo`, capabilities
+/// and instructions are passed on, and `tools.listChanged` is always advertised: Postern tells
+/// the agent when the catalog changes, even if the server would not. Without one (the shim
+/// answering while no engine runs), Postern answers for itself.
 pub fn initialize_result(
     label: &str,
     agent_params: &Value,
@@ -34,14 +36,26 @@ pub fn initialize_result(
     }
     tools["listChanged"] = Value::Bool(true);
 
+    let version = upstream
+        .and_then(|u| u.get("protocolVersion"))
+        .and_then(Value::as_str)
+        .and_then(|v| SUPPORTED_PROTOCOL_VERSIONS.into_iter().find(|s| *s == v))
+        .unwrap_or_else(|| negotiate(agent_params));
+    let server_info = upstream
+        .and_then(|u| u.get("serverInfo"))
+        .filter(|i| i.get("name").is_some_and(Value::is_string))
+        .cloned()
+        .unwrap_or_else(|| {
+            json!({
+                "name": "postern",
+                "title": format!("{label} (via Postern)"),
+                "version": env!("CARGO_PKG_VERSION"),
+            })
+        });
     let mut result = json!({
-        "protocolVersion": negotiate(agent_params),
+        "protocolVersion": version,
         "capabilities": capabilities,
-        "serverInfo": {
-            "name": "postern",
-            "title": format!("{label} (via Postern)"),
-            "version": env!("CARGO_PKG_VERSION"),
-        },
+        "serverInfo": server_info,
     });
     if let Some(instructions) = upstream
         .and_then(|u| u.get("instructions"))
@@ -106,6 +120,20 @@ mod tests {
         assert_eq!(result["capabilities"]["logging"], json!({}));
         assert_eq!(result["instructions"], "Use get_current_time for clocks.");
         assert_eq!(result["serverInfo"]["title"], "time (via Postern)");
+
+        // The server's own word on its version and identity reaches the agent.
+        let upstream = json!({
+            "protocolVersion": "2025-06-18",
+            "serverInfo": {"name": "mcp-time", "version": "1.9.4"},
+            "capabilities": {},
+        });
+        let agent = json!({"protocolVersion": "2025-11-25"});
+        let result = initialize_result("time", &agent, upstream.as_object());
+        assert_eq!(result["protocolVersion"], "2025-06-18");
+        assert_eq!(
+            result["serverInfo"],
+            json!({"name": "mcp-time", "version": "1.9.4"})
+        );
 
         let offline = initialize_result("time", &json!({}), None);
         assert_eq!(

@@ -195,9 +195,24 @@ fn is_init_response(msg: &Message) -> bool {
     matches!(&msg.kind, Kind::Response { id } if id.value().as_str() == Some(INIT_ID))
 }
 
+/// The server's `initialize` result. A server answering with a protocol version Postern does
+/// not speak is refused, as the spec has a client do ("the client SHOULD disconnect"): the gate
+/// could not read its messages faithfully.
 fn init_result(mut msg: Message) -> Result<Map<String, Value>, Option<String>> {
     match msg.body.remove("result") {
-        Some(Value::Object(result)) => Ok(result),
+        Some(Value::Object(result)) => {
+            let version = result.get("protocolVersion").and_then(Value::as_str);
+            match version {
+                Some(v) if postern_domain::SUPPORTED_PROTOCOL_VERSIONS.contains(&v) => Ok(result),
+                Some(v) => Err(Some(format!(
+                    "the server speaks MCP protocol version {v}, which Postern does not (it speaks {})",
+                    postern_domain::SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+                ))),
+                None => Err(Some(
+                    "the server's initialize result names no protocol version".to_owned(),
+                )),
+            }
+        }
         Some(_) => Err(Some(
             "the server's initialize result is not an object".to_owned(),
         )),

@@ -443,12 +443,15 @@ struct SealedConfig {
 struct Authentic {
     settings: Settings,
     every_use: Vec<EveryUseSetting>,
-    bindings: Vec<(String, String)>,
-    baselines: Vec<(String, String)>,
+    bindings: Pairs,
+    baselines: Pairs,
 }
 
+/// Pairs of labels as stored: (server, credential) bindings, (server, digest) baselines.
+type Pairs = Vec<(String, String)>;
+
 /// The bindings and baseline digests as the store holds them now.
-fn stored_rows(store: &Store) -> (Vec<(String, String)>, Vec<(String, String)>) {
+fn stored_rows(store: &Store) -> (Pairs, Pairs) {
     let bindings = store.all_bindings().unwrap_or_else(|e| {
         tracing::error!("cannot read the bindings to seal them: {e}");
         Vec::new()

@@ -1,0 +1,89 @@
+//! Real MCP clients, as shipped on npm (`scripts/setup-test-deps.sh` installs the versions
+//! pinned in `tests/deps/agents` into `tests/.deps/agents`), run headless against the scripted
+//! model stand-in ([`crate::model`]) with `postern mcp <label>` as their MCP server: Claude Code
+//! (`claude -p`, its model API at `ANTHROPIC_BASE_URL`) and Codex (`codex exec`, a custom model
+//! provider's `base_url` in its `config.toml`). Each gets a private home, so nothing of the
+//! machine's own configuration is read, and no network is used.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use crate::Gate;
+use crate::binaries::workspace_root;
+use crate::model::Model;
+
+/// How long Claude Code gives one MCP tool call (`MCP_TOOL_TIMEOUT`, ms) in these tests.
+pub const CLAUDE_TOOL_TIMEOUT_MS: u64 = 60_000;
+
+fn installed(bin: &str) -> Result<PathBuf> {
+    let path = workspace_root()
+        .join("tests/.deps/agents/node_modules/.bin")
+        .join(bin);
+    if !path.exists() {
+        bail!(
+            "{} is not installed: run scripts/setup-test-deps.sh",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// A private directory an agent keeps its state in (its `HOME`, `CODEX_HOME`).
+fn private_home(gate: &Gate, name: &str) -> Result<PathBuf> {
+    let dir = gate
+        .home()
+        .parent()
+        .context("the gate's home has a parent")?
+        .join(name);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// `claude -p <prompt>` with `label` as its only MCP server (`mcp__<label>__<tool>` for the
+/// model), its tools allowed, talking to `model`.
+pub fn claude_code(
+    gate: &Gate,
+    model: &Model,
+    label: &str,
+    prompt: &str,
+) -> Result<tokio::process::Command> {
+    let home = private_home(gate, "claude-home")?;
+    let config = home.join("mcp.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {label: {
+            "command": gate.bin(),
+            "args": ["--home", gate.home(), "mcp", label],
+        }}})
+        .to_string(),
+    )?;
+    let mut cmd = tokio::process::Command::new(installed("claude")?);
+    cmd.arg("-p")
+        .arg(prompt)
+        .arg("--mcp-config")
+        .arg(&config)
+        .arg("--strict-mcp-config")
+        .arg("--allowedTools")
+        .arg(format!("mcp__{label}"))
+        .arg("--output-format")
+        .arg("json")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", model.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-stand-in")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        // MCP tools listed to the model directly, not through a search tool.
+        .env("ENABLE_TOOL_SEARCH", "false")
+        .env("MCP_TOOL_TIMEOUT", CLAUDE_TOOL_TIMEOUT_MS.to_string())
+        .current_dir(&home)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    Ok(cmd)
+}

@@ -1,0 +1,140 @@
+//! Real agents keep working across a rebuild (issue 14): Claude Code as shipped on npm, run
+//! headless (`claude -p`) against the scripted model stand-in, with `postern mcp` as its MCP
+//! server and the rebuildable fixture behind it. The test plays the model (which never calls
+//! tools/list: it only sees the tools the client lists for it) and the person (who approves
+//! each card at a terminal). Claude Code re-lists tools only when told `list_changed`.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use postern_e2e::Gate;
+use postern_e2e::agents;
+use postern_e2e::human::{card_id, epoch, open_approvals, ready, wait_session};
+use postern_e2e::model::{Model, ToolResult, Turn};
+use postern_e2e::rebuild::Fixture;
+use serde_json::{Value, json};
+
+const LABEL: &str = "rebuildable";
+const ANSWER: Duration = Duration::from_secs(60);
+
+/// The next tool result the agent hands the model, approving (for the agent run) every card
+/// that appears meanwhile, as the person at the approval window would; the cards approved are
+/// added to `cards`.
+async fn result_approving(
+    gate: &Gate,
+    model: &Model,
+    cards: &mut Vec<Value>,
+) -> Result<ToolResult> {
+    let deadline = Instant::now() + ANSWER;
+    loop {
+        if let Ok(result) = model.result(Duration::from_millis(300)).await {
+            return Ok(result);
+        }
+        for card in open_approvals(gate)? {
+            gate.cli(["approve", &card_id(&card), "--run"])?;
+            cards.push(card);
+        }
+        if Instant::now() > deadline {
+            bail!("no tool result within {ANSWER:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn claude_code_keeps_working_across_a_rebuild_with_an_identical_catalog() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = Gate::start_prompting(&[]).await?;
+    fixture.add(
+        &gate,
+        LABEL,
+        &["--restart", "on-change"],
+        &["-B", "server.py"],
+    )?;
+    let model = Model::start().await?;
+    let run = agents::claude_code(&gate, &model, LABEL, "publish a preview of main")?.spawn()?;
+    gate.scenario(async {
+        let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
+        let mut cards = Vec::new();
+
+        // Revision A: the first call asks the person about the agent run and the call.
+        model.turn(publish());
+        let first = result_approving(&gate, &model, &mut cards).await?;
+        assert!(first.text.contains("revision=A"), "{first:?}");
+        assert_eq!(cards.len(), 1, "one card for the run and its call");
+        let a = wait_session(&gate, LABEL, "revision A", ready).await?;
+        let epoch_a = epoch(&a);
+
+        // Rebuilt: the same catalog, another handler. Nothing the client lists tells it apart.
+        fixture.rebuild("b-handler")?;
+        let b = wait_session(&gate, LABEL, "revision B's epoch", |s| {
+            ready(s) && epoch(s) != epoch_a
+        })
+        .await?;
+        let epoch_b = epoch(&b);
+
+        // The model goes on calling as before. At most one call is refused as stale, naming
+        // both epochs; after that the call reaches the person and then the new code.
+        let mut results = Vec::new();
+        for _ in 0..3 {
+            model.turn(publish());
+            results.push(result_approving(&gate, &model, &mut cards).await?);
+        }
+        model.turn(Turn::Say("published".into()));
+        let stale: Vec<&ToolResult> = results
+            .iter()
+            .filter(|r| r.text.contains("authorization_stale"))
+            .collect();
+        assert!(stale.len() <= 1, "at most one stale refusal: {results:#?}");
+        for refusal in &stale {
+            assert!(refusal.is_error, "{refusal:?}");
+            assert!(
+                refusal.text.contains(&epoch_a) && refusal.text.contains(&epoch_b),
+                "the refusal names both epochs: {refusal:?}"
+            );
+        }
+        let reached: Vec<&ToolResult> = results
+            .iter()
+            .filter(|r| r.text.contains("revision=B"))
+            .collect();
+        assert_eq!(reached.len(), results.len() - stale.len(), "{results:#?}");
+        assert_eq!(
+            cards.len(),
+            2,
+            "one more card, for the rebuilt code: {cards:#?}"
+        );
+        let since = &cards[1]["epoch"]["since"];
+        assert_eq!(since["kind"], "changed", "{since}");
+        assert_eq!(since["approvedEpoch"], epoch_a.as_str());
+
+        // The run completes.
+        let out = tokio::time::timeout(ANSWER, run.wait_with_output()).await??;
+        let said: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        assert!(
+            out.status.success(),
+            "claude: {said} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(said["result"], "published", "{said}");
+
+        // Activity shows each call under its epoch.
+        let activity = gate.cli(["activity", "--json", "--server", LABEL])?;
+        let epochs: Vec<String> = activity
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["decision"] != "denied")
+            .filter_map(|r| r["epoch"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(
+            epochs.iter().filter(|e| **e == epoch_a).count(),
+            1,
+            "{activity}"
+        );
+        assert_eq!(
+            epochs.iter().filter(|e| **e == epoch_b).count(),
+            reached.len(),
+            "{activity}"
+        );
+        Ok(())
+    })
+    .await
+}
