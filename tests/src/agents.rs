@@ -14,7 +14,7 @@ use crate::Gate;
 use crate::binaries::workspace_root;
 use crate::model::Model;
 
-/// How long Claude Code gives one MCP tool call (`MCP_TOOL_TIMEOUT`, ms) in these tests.
+/// How long Claude Code gives one MCP tool call (`MCP_TOOL_TIMEOUT`, ms) unless a test says.
 pub const CLAUDE_TOOL_TIMEOUT_MS: u64 = 60_000;
 
 fn installed(bin: &str) -> Result<PathBuf> {
@@ -42,12 +42,13 @@ fn private_home(gate: &Gate, name: &str) -> Result<PathBuf> {
 }
 
 /// `claude -p <prompt>` with `label` as its only MCP server (`mcp__<label>__<tool>` for the
-/// model), its tools allowed, talking to `model`.
+/// model), its tools allowed, talking to `model`, giving each tool call `tool_timeout_ms`.
 pub fn claude_code(
     gate: &Gate,
     model: &Model,
     label: &str,
     prompt: &str,
+    tool_timeout_ms: u64,
 ) -> Result<tokio::process::Command> {
     let home = private_home(gate, "claude-home")?;
     let config = home.join("mcp.json");
@@ -79,7 +80,7 @@ pub fn claude_code(
         .env("DISABLE_TELEMETRY", "1")
         // MCP tools listed to the model directly, not through a search tool.
         .env("ENABLE_TOOL_SEARCH", "false")
-        .env("MCP_TOOL_TIMEOUT", CLAUDE_TOOL_TIMEOUT_MS.to_string())
+        .env("MCP_TOOL_TIMEOUT", tool_timeout_ms.to_string())
         .current_dir(&home)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

@@ -40,7 +40,8 @@ async fn result_approving(
     }
 }
 
-#[tokio::test]
+// Multi-threaded: the model stand-in answers the agent while the test blocks on the CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_keeps_working_across_a_rebuild_with_an_identical_catalog() -> Result<()> {
     let fixture = Fixture::new()?;
     let gate = Gate::start_prompting(&[]).await?;
@@ -51,7 +52,14 @@ async fn claude_code_keeps_working_across_a_rebuild_with_an_identical_catalog() 
         &["-B", "server.py"],
     )?;
     let model = Model::start().await?;
-    let run = agents::claude_code(&gate, &model, LABEL, "publish a preview of main")?.spawn()?;
+    let run = agents::claude_code(
+        &gate,
+        &model,
+        LABEL,
+        "publish a preview of main",
+        agents::CLAUDE_TOOL_TIMEOUT_MS,
+    )?
+    .spawn()?;
     gate.scenario(async {
         let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
         let mut cards = Vec::new();
@@ -133,6 +141,56 @@ async fn claude_code_keeps_working_across_a_rebuild_with_an_identical_catalog() 
             epochs.iter().filter(|e| **e == epoch_b).count(),
             reached.len(),
             "{activity}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// The person answers after Claude Code gave up waiting (`MCP_TOOL_TIMEOUT`): the card stayed
+/// open, the answer covers the identical retry, and no second card is raised.
+// Multi-threaded: the model stand-in answers the agent while the test blocks on the CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_retries_a_call_the_person_approved_after_its_timeout() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = Gate::start_prompting(&[]).await?;
+    fixture.add(
+        &gate,
+        LABEL,
+        &["--restart", "on-change"],
+        &["-B", "server.py"],
+    )?;
+    let model = Model::start().await?;
+    let timeout_ms = 4_000;
+    let run =
+        agents::claude_code(&gate, &model, LABEL, "publish a preview", timeout_ms)?.spawn()?;
+    gate.scenario(async {
+        let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
+        model.turn(publish());
+        let cards = postern_e2e::human::wait_approvals(&gate)?;
+        assert_eq!(cards.len(), 1, "{cards:#?}");
+        // Nobody answers in time: the client gives up and tells the model.
+        let gave_up = model.result(ANSWER).await?;
+        assert!(gave_up.is_error, "{gave_up:?}");
+        assert!(fixture.effects().is_empty(), "nothing ran");
+        let still = open_approvals(&gate)?;
+        assert_eq!(still.len(), 1, "the card stays open for the retry");
+        assert_eq!(card_id(&still[0]), card_id(&cards[0]));
+
+        // The person approves this call, late; the model tries the same call again.
+        gate.cli(["approve", &card_id(&cards[0]), "--once"])?;
+        model.turn(publish());
+        let retried = model.result(ANSWER).await?;
+        assert!(retried.text.contains("revision=A"), "{retried:?}");
+        assert!(open_approvals(&gate)?.is_empty(), "no second card");
+        assert_eq!(fixture.effects().len(), 1, "{:?}", fixture.effects());
+
+        model.turn(Turn::Say("published".into()));
+        let out = tokio::time::timeout(ANSWER, run.wait_with_output()).await??;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
         Ok(())
     })

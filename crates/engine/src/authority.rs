@@ -27,6 +27,7 @@ mod credentials;
 mod grants;
 mod lock;
 mod presence;
+mod retry;
 #[cfg(test)]
 mod tests;
 
@@ -60,6 +61,7 @@ pub use presence::{
     MIN_PASSPHRASE_CHARS, PresenceError, Proof, Proven, VAULT_KEY_ITEM, check_offline,
     passphrase_known,
 };
+pub use retry::RETRY_WINDOW_MS;
 
 pub use postern_domain::decision::{SessionMode, VaultState};
 
@@ -120,6 +122,8 @@ struct State {
     releases: HashSet<Approved>,
     /// Approvals waiting for the relaunch they caused.
     carries: Vec<Carry>,
+    /// Decisions given after the agent stopped waiting, for its identical retry.
+    later: Vec<retry::Later>,
 }
 
 struct Pending {
@@ -127,6 +131,9 @@ struct Pending {
     ask: Ask,
     call: CallToAuthorize,
     done: Decided,
+    /// Whether the call still waits; `false` once its agent cancelled it (the card stays
+    /// open for the identical retry, `retry`).
+    waiting: bool,
 }
 
 impl Authority {
@@ -169,6 +176,7 @@ impl Authority {
                 clock_offset: i128::from(now) - i128::from(clock.monotonic_ms()),
                 releases: HashSet::new(),
                 carries: Vec::new(),
+                later: Vec::new(),
             }),
             audit,
             store,
@@ -303,6 +311,19 @@ impl Authorizer for Authority {
         else {
             return Withdrawal::AlreadyDecided;
         };
+        // An agent that gave up waiting (its client's timeout) may well retry the same call:
+        // the card stays open for it, and an answer covers the retry (`retry`).
+        if why == Withdrawn::Cancelled
+            && let Some(pending) = state.pending.get_mut(&id)
+            && retry::RetryKey::of(&pending.call).is_some()
+        {
+            pending.waiting = false;
+            pending.done = Box::new(|_| {});
+            tracing::info!(approval = %id, "the agent stopped waiting; the request stays open for its identical retry");
+            drop(state);
+            self.changed();
+            return Withdrawal::Withdrawn;
+        }
         state.pending.remove(&id);
         self.inner.audit.record(AuditEvent::ApprovalExpired {
             approval: id,

@@ -11,7 +11,7 @@ use postern_domain::catalog::Catalog;
 use postern_domain::decision::{
     ApprovalCard, Ask, CardInputs, CardState, Denial, GrantChoice, Reply, Settlement,
 };
-use postern_domain::{ApprovalId, AuditEvent, ExecutionRecord, GrantId, ServerLabel};
+use postern_domain::{ApprovalId, AuditEvent, ExecutionRecord, GrantEnd, GrantId, ServerLabel};
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::{CallToAuthorize, Decided, Verdict};
 
@@ -141,6 +141,14 @@ impl Authority {
                     expired_event(id, session, &denial, "no answer in time")
                 };
                 self.inner.audit.record(event);
+                if !pending.waiting {
+                    self.keep_for_retry(
+                        &mut state,
+                        &pending.call,
+                        super::retry::LaterDecision::Deny(denial.clone()),
+                        now,
+                    );
+                }
                 (pending.done)(Verdict::Deny(denial));
                 self.changed();
                 Ok(())
@@ -180,8 +188,23 @@ impl Authority {
                         .ask
                         .grant(choice, GrantId::new(now, random()), &call.request, now)
                 });
+                // Nothing waits (the agent gave up): a grant for this call only is kept for
+                // the identical retry; any other grant covers it by itself.
+                let kept = !pending.waiting
+                    && grant
+                        .as_ref()
+                        .is_some_and(|g| matches!(g.end, GrantEnd::ThisCallOnly { .. }));
                 if let Some(grant) = &grant {
-                    state.grants.push(grant.clone());
+                    if kept {
+                        self.keep_for_retry(
+                            &mut state,
+                            &call,
+                            super::retry::LaterDecision::Allow(grant.id),
+                            now,
+                        );
+                    } else {
+                        state.grants.push(grant.clone());
+                    }
                 }
                 self.inner.audit.record(AuditEvent::ApprovalGranted {
                     approval: id,
@@ -190,7 +213,9 @@ impl Authority {
                     grant: grant.map(Box::new),
                 });
                 self.note_approved(&mut state, &call);
-                self.decide_locked(&mut state, call, pending.done, now);
+                if pending.waiting {
+                    self.decide_locked(&mut state, call, pending.done, now);
+                }
                 self.changed();
                 Ok(())
             }
@@ -266,6 +291,19 @@ impl Authority {
             )));
             return;
         };
+        // The identical retry of a call its agent stopped waiting for joins that call's card.
+        if let Some(key) = super::retry::RetryKey::of(&call)
+            && let Some(pending) = state
+                .pending
+                .values_mut()
+                .find(|p| !p.waiting && super::retry::RetryKey::of(&p.call).as_ref() == Some(&key))
+        {
+            tracing::info!(approval = %pending.card.id, "the identical retry joins the request still open for it");
+            pending.call = call;
+            pending.done = done;
+            pending.waiting = true;
+            return;
+        }
         let waiting = state
             .pending
             .values()
@@ -318,6 +356,7 @@ impl Authority {
                 ask,
                 call,
                 done,
+                waiting: true,
             },
         );
         let weak = Arc::downgrade(&self.inner);

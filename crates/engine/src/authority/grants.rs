@@ -12,6 +12,7 @@ use postern_gateway::authorize::{
     CallToAuthorize, Decided, Direction, OperationToAuthorize, Verdict,
 };
 
+use super::retry::LaterDecision;
 use super::{Authority, State};
 
 impl Authority {
@@ -156,7 +157,14 @@ impl Authority {
                 done(Verdict::Allow(authority));
             }
             Decision::Deny(denial) => done(Verdict::Deny(denial)),
-            Decision::AskHuman(ask) => self.open_card(state, call, ask, done, now),
+            Decision::AskHuman(ask) => match self.take_later(state, &call, now) {
+                // The person already answered this call after its agent stopped waiting.
+                Some(LaterDecision::Allow(grant)) => done(Verdict::Allow(
+                    postern_domain::decision::Authority::Grant(grant),
+                )),
+                Some(LaterDecision::Deny(denial)) => done(Verdict::Deny(denial)),
+                None => self.open_card(state, call, ask, done, now),
+            },
         }
     }
 

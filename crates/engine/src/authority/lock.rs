@@ -108,6 +108,7 @@ impl Authority {
         state.admitted.clear();
         state.releases.clear();
         state.carries.clear();
+        state.later.clear();
         // Waiting calls are answered before any server stops: a session that sees its server
         // stop first must find their verdicts already given (they were never forwarded).
         let denial = Denial::vault_locked();

@@ -32,6 +32,7 @@ mod operations;
 mod presence;
 mod refusals;
 mod restart;
+mod retry;
 mod step_away;
 
 const SESSION: u64 = 7;
@@ -555,10 +556,11 @@ async fn a_withdrawn_call_loses_its_card_and_is_never_answered() {
     let (card, rx) = gate.carded(call);
     // Another session's call of the same id is not this one.
     gate.authority
-        .withdraw(SESSION + 1, id, Withdrawn::Cancelled);
+        .withdraw(SESSION + 1, id, Withdrawn::Disconnected);
     assert_eq!(gate.authority.approvals().len(), 1);
     assert_eq!(
-        gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled),
+        gate.authority
+            .withdraw(SESSION, id, Withdrawn::Disconnected),
         Withdrawal::Withdrawn
     );
     assert!(gate.authority.approvals().is_empty());
@@ -572,7 +574,7 @@ async fn a_withdrawn_call_loses_its_card_and_is_never_answered() {
     let expired = of_type(&events, "approval_expired");
     assert_eq!(expired.len(), 1, "{events:#?}");
     assert_eq!(expired[0]["code"], "withdrawn");
-    assert_eq!(expired[0]["reason"], Withdrawn::Cancelled.as_str());
+    assert_eq!(expired[0]["reason"], Withdrawn::Disconnected.as_str());
 }
 
 #[tokio::test]

@@ -1,0 +1,104 @@
+//! A person who answers after the agent stopped waiting (its client's timeout) still decides
+//! the call: the card stays open, the identical retry joins it or is decided by the answer
+//! already given, and nothing else rides on it (issue 14 item 3).
+
+use super::super::RETRY_WINDOW_MS;
+use super::*;
+
+#[tokio::test]
+async fn an_answer_after_the_agent_gave_up_decides_its_identical_retry_once() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let call = deploy(&a);
+    let id = call.request.call;
+    let (card, rx) = gate.carded(call);
+    assert_eq!(
+        gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled),
+        Withdrawal::Withdrawn
+    );
+    assert!(rx.await.is_err(), "the cancelled call is never answered");
+    assert_eq!(gate.authority.approvals().len(), 1, "the card stays open");
+
+    gate.authority
+        .answer(
+            card.id,
+            Reply::Approve {
+                choice: Some(GrantChoice::ThisCall),
+            },
+            Some(&gate.proven),
+        )
+        .expect("a late approval is taken");
+    assert!(
+        gate.authority.grants().is_empty(),
+        "nothing else rides on it"
+    );
+
+    // The same call again: through at once, on that approval, with no second card.
+    let retried = gate.decided_now(deploy(&a));
+    assert!(matches!(retried, Verdict::Allow(_)), "{retried:?}");
+    // Once only, and only the identical call.
+    let (_again, _rx) = gate.carded(deploy(&a));
+    let mut other = deploy(&a);
+    other.arguments = json!({"branch": "prod"});
+    let (_other, _rx) = gate.carded(other);
+
+    let events = gate.events();
+    assert_eq!(
+        of_type(&events, "approval_requested").len(),
+        3,
+        "{events:#?}"
+    );
+    let ended = of_type(&events, "grant_ended");
+    assert!(
+        ended
+            .iter()
+            .any(|e| e["reason"] == "used by the identical retry of the call it was approved for"),
+        "{events:#?}"
+    );
+}
+
+#[tokio::test]
+async fn the_identical_retry_joins_the_open_card_and_a_late_denial_refuses_it() {
+    let gate = Gate::new();
+    let a = launch(1, b"v1");
+    let call = deploy(&a);
+    let id = call.request.call;
+    let (card, _rx) = gate.carded(call);
+    gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled);
+
+    // The retry comes before the person answered: it waits on the same card.
+    let mut rx = gate.ask(deploy(&a));
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "it waits");
+    assert_eq!(gate.authority.approvals().len(), 1, "no second card");
+    gate.authority
+        .answer(
+            card.id,
+            Reply::Approve {
+                choice: Some(GrantChoice::ThisCall),
+            },
+            Some(&gate.proven),
+        )
+        .expect("answer");
+    assert!(matches!(rx.try_recv(), Ok(Verdict::Allow(_))));
+
+    // A denial given after the agent gave up refuses the identical retry, within the window.
+    let call = deploy(&a);
+    let id = call.request.call;
+    let (card, _rx) = gate.carded(call);
+    gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled);
+    gate.authority
+        .answer(card.id, Reply::Deny, None)
+        .expect("a late denial is taken");
+    let refused = denied(gate.decided_now(deploy(&a)));
+    assert_eq!(refused.code, DenyCode::ApprovalDenied);
+    // Past the window, a retry asks again.
+    let call = deploy(&a);
+    let id = call.request.call;
+    let (card, _rx) = gate.carded(call);
+    gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled);
+    gate.authority
+        .answer(card.id, Reply::Deny, None)
+        .expect("deny");
+    gate.clock.advance(RETRY_WINDOW_MS + 1);
+    let (_fresh, _rx) = gate.carded(deploy(&a));
+}
