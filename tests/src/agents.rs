@@ -88,3 +88,61 @@ pub fn claude_code(
         .kill_on_drop(true);
     Ok(cmd)
 }
+
+/// `codex exec <prompt>` with `label` as its only MCP server (the namespace `mcp__<label>` for
+/// the model), required at start (Codex otherwise asks the model before the server listed its
+/// tools), its tools approved by Codex itself (Postern is the gate), giving each tool call
+/// `tool_timeout_sec`, talking to `model` as a custom Responses-API provider.
+pub fn codex(
+    gate: &Gate,
+    model: &Model,
+    label: &str,
+    prompt: &str,
+    tool_timeout_sec: u64,
+) -> Result<tokio::process::Command> {
+    let home = private_home(gate, "codex-home")?;
+    let quote = |s: &std::path::Path| json!(s.to_string_lossy()).to_string();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            r#"model = "stand-in"
+model_provider = "stand-in"
+approval_policy = "never"
+sandbox_mode = "read-only"
+
+[model_providers.stand-in]
+name = "stand-in"
+base_url = "{base}/v1"
+env_key = "STAND_IN_API_KEY"
+wire_api = "responses"
+
+[mcp_servers.{label}]
+command = {command}
+args = ["--home", {home}, "mcp", "{label}"]
+required = true
+tool_timeout_sec = {tool_timeout_sec}
+default_tools_approval_mode = "approve"
+"#,
+            base = model.base_url(),
+            command = quote(gate.bin()),
+            home = quote(gate.home()),
+        ),
+    )?;
+    let work = home.join("work");
+    std::fs::create_dir_all(&work)?;
+    let mut cmd = tokio::process::Command::new(installed("codex")?);
+    cmd.arg("exec")
+        .arg("--skip-git-repo-check")
+        .arg(prompt)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("CODEX_HOME", &home)
+        .env("STAND_IN_API_KEY", "sk-stand-in")
+        .current_dir(&work)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    Ok(cmd)
+}

@@ -130,15 +130,20 @@ impl Model {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
-    /// The tools the agent offered the model in its last request, by name.
+    /// The tools the agent offered the model in its last request, by name (`namespace.name`
+    /// for a namespaced one).
     pub fn offered_tools(&self) -> Vec<String> {
         self.requests()
             .iter()
             .rev()
-            .find_map(|r| r.get("tools").and_then(Value::as_array).cloned())
+            .find(|r| r.get("tools").is_some())
+            .map(offered)
             .unwrap_or_default()
-            .iter()
-            .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
+            .into_iter()
+            .map(|(ns, name)| match ns {
+                Some(ns) => format!("{ns}.{name}"),
+                None => name,
+            })
             .collect()
     }
 }
@@ -239,18 +244,36 @@ async fn answer_json(stream: &mut TcpStream, value: &Value) -> Result<()> {
     Ok(())
 }
 
-/// The offered tool whose name is `tool` or ends with `__tool`.
-fn tool_name(request: &Value, tool: &str) -> Result<String> {
-    let offered: Vec<String> = request
+/// Every tool the agent offered, as (namespace, name): Claude Code offers MCP tools flat
+/// (`mcp__label__tool`), Codex in a namespace (`mcp__label` holding `tool`).
+fn offered(request: &Value) -> Vec<(Option<String>, String)> {
+    let mut out = Vec::new();
+    for tool in request
         .get("tools")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
-        .collect();
+    {
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+        if tool["type"] == "namespace" {
+            for inner in tool["tools"].as_array().into_iter().flatten() {
+                if let Some(inner) = inner.get("name").and_then(Value::as_str) {
+                    out.push((Some(name.to_owned()), inner.to_owned()));
+                }
+            }
+        } else if !name.is_empty() {
+            out.push((None, name.to_owned()));
+        }
+    }
+    out
+}
+
+/// The offered tool whose name is `tool` or ends with `__tool`, with its namespace.
+fn tool_name(request: &Value, tool: &str) -> Result<(Option<String>, String)> {
+    let offered = offered(request);
     offered
         .iter()
-        .find(|name| *name == tool || name.ends_with(&format!("__{tool}")))
+        .find(|(_, name)| name == tool || name.ends_with(&format!("__{tool}")))
         .cloned()
         .with_context(|| format!("the agent offered no tool '{tool}': {offered:?}"))
 }
@@ -335,7 +358,7 @@ fn anthropic_events(request: &Value, turn: &Turn, n: u64) -> Result<Events> {
     )];
     let stop = match turn {
         Turn::Call { tool, arguments } => {
-            let name = tool_name(request, tool)?;
+            let (_, name) = tool_name(request, tool)?;
             events.push(event(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": 0, "content_block": {
@@ -384,9 +407,16 @@ fn responses_events(request: &Value, turn: &Turn, n: u64) -> Result<Events> {
     };
     let id = format!("resp_{n}");
     let item = match turn {
-        Turn::Call { tool, arguments } => json!({
-            "type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
-            "name": tool_name(request, tool)?, "arguments": arguments.to_string()}),
+        Turn::Call { tool, arguments } => {
+            let (namespace, name) = tool_name(request, tool)?;
+            let mut item = json!({
+                "type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
+                "name": name, "arguments": arguments.to_string()});
+            if let Some(namespace) = namespace {
+                item["namespace"] = Value::String(namespace);
+            }
+            item
+        }
         Turn::Say(text) => json!({
             "type": "message", "role": "assistant", "id": format!("msg_{n}"),
             "content": [{"type": "output_text", "text": text}]}),
