@@ -243,3 +243,142 @@ async fn late_approval(client: Client) -> Result<()> {
     })
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_keeps_working_across_a_rebuild_that_adds_a_schema_default() -> Result<()> {
+    across_a_schema_rebuild(Client::ClaudeCode).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_keeps_working_across_a_rebuild_that_adds_a_schema_default() -> Result<()> {
+    across_a_schema_rebuild(Client::Codex).await
+}
+
+/// A rebuild that adds an optional field with a default to the tool the agent keeps calling:
+/// the run completes, at most one call is refused, and the card for the new code shows the
+/// arguments checked against the new schema, the default marked as not sent.
+async fn across_a_schema_rebuild(client: Client) -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = Gate::start_prompting(&[]).await?;
+    fixture.add(
+        &gate,
+        LABEL,
+        &["--restart", "on-change"],
+        &["-B", "server.py"],
+    )?;
+    let model = Model::start().await?;
+    let run = client
+        .command(&gate, &model, "publish a preview of main", ANSWER)?
+        .spawn()?;
+    gate.scenario(async {
+        let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
+        let mut cards = Vec::new();
+        model.turn(publish());
+        let first = result_approving(&gate, &model, &mut cards).await?;
+        assert!(first.text.contains("revision=A"), "{first:?}");
+        let a = wait_session(&gate, LABEL, "revision A", ready).await?;
+        let epoch_a = epoch(&a);
+
+        fixture.rebuild("b-schema")?;
+        wait_session(&gate, LABEL, "revision B's epoch", |s| {
+            ready(s) && epoch(s) != epoch_a
+        })
+        .await?;
+        let mut results = Vec::new();
+        for _ in 0..3 {
+            model.turn(publish());
+            results.push(result_approving(&gate, &model, &mut cards).await?);
+        }
+        model.turn(Turn::Say("published".into()));
+        let reached = results
+            .iter()
+            .filter(|r| r.text.contains("revision=B published main to preview"))
+            .count();
+        assert!(
+            reached >= results.len() - 1,
+            "at most one refused: {results:#?}"
+        );
+        assert_eq!(
+            cards.len(),
+            2,
+            "one more card, for the new code: {cards:#?}"
+        );
+        let card = &cards[1];
+        assert_eq!(card["catalog"]["kind"], "changed", "{card}");
+        let arguments = card["arguments"].as_array().cloned().unwrap_or_default();
+        assert!(
+            arguments.contains(&json!({"pointer": "/branch", "value": "main", "source": "sent"}))
+                && arguments.contains(
+                    &json!({"pointer": "/target", "value": "preview", "source": "default"})
+                ),
+            "the default is shown, marked: {arguments:#?}"
+        );
+        completes(run, "published").await?;
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_gets_epoch_transition_for_a_write_in_flight_across_a_restart() -> Result<()> {
+    restart_in_flight(Client::ClaudeCode).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_gets_epoch_transition_for_a_write_in_flight_across_a_restart() -> Result<()> {
+    restart_in_flight(Client::Codex).await
+}
+
+/// A restart while a write call is in flight: that call gets the epoch-transition error, it is
+/// not retried by anyone, and the next call works.
+async fn restart_in_flight(client: Client) -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = Gate::start_prompting(&[]).await?;
+    fixture.add(&gate, LABEL, &["--restart", "manual"], &["-B", "server.py"])?;
+    let model = Model::start().await?;
+    let run = client
+        .command(&gate, &model, "write t1, then publish", ANSWER)?
+        .spawn()?;
+    gate.scenario(async {
+        let mut cards = Vec::new();
+        model.turn(Turn::call("whoami", json!({})));
+        result_approving(&gate, &model, &mut cards).await?;
+        model.turn(Turn::call(
+            "slow_write",
+            json!({"token": "t1", "ms": 600_000}),
+        ));
+        let deadline = Instant::now() + ANSWER;
+        loop {
+            for card in open_approvals(&gate)? {
+                gate.cli(["approve", &card_id(&card), "--run"])?;
+            }
+            if fixture
+                .effects()
+                .iter()
+                .any(|e| e.starts_with("slow_write start"))
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("the write never started: {:?}", fixture.effects());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        gate.cli(["server", "restart", LABEL])?;
+        let cut = model.result(ANSWER).await?;
+        assert!(cut.text.contains("epoch_transition"), "{cut:?}");
+        model.turn(Turn::call("publish_preview", json!({"branch": "main"})));
+        let next = result_approving(&gate, &model, &mut cards).await?;
+        assert!(next.text.contains("revision=A published main"), "{next:?}");
+        model.turn(Turn::Say("done".into()));
+        completes(run, "done").await?;
+        let writes: Vec<String> = fixture
+            .effects()
+            .into_iter()
+            .filter(|e| e.starts_with("slow_write start"))
+            .collect();
+        assert_eq!(writes.len(), 1, "the cut write was not retried: {writes:?}");
+        Ok(())
+    })
+    .await
+}
