@@ -1,9 +1,15 @@
-//! Real MCP clients, as shipped on npm (`scripts/setup-test-deps.sh` installs the versions
-//! pinned in `tests/deps/agents` into `tests/.deps/agents`), run headless against the scripted
-//! model stand-in ([`crate::model`]) with `postern mcp <label>` as their MCP server: Claude Code
-//! (`claude -p`, its model API at `ANTHROPIC_BASE_URL`) and Codex (`codex exec`, a custom model
-//! provider's `base_url` in its `config.toml`). Each gets a private home, so nothing of the
-//! machine's own configuration is read, and no network is used.
+//! Real MCP clients, run headless against the scripted model stand-in ([`crate::model`]) with
+//! `postern mcp <label>` as their MCP server:
+//!
+//! - Claude Code and Codex as shipped on npm (`scripts/setup-test-deps.sh` installs the versions
+//!   pinned in `tests/deps/agents` into `tests/.deps/agents`): `claude -p`, its model API at
+//!   `ANTHROPIC_BASE_URL`; `codex exec`, a custom model provider's `base_url` in its
+//!   `config.toml`. Each gets a private home, so nothing of the machine's own configuration is
+//!   read, and no network is used.
+//! - Applications on the official SDKs, used the way applications use them
+//!   (`tests/clients/`): the Python SDK (`mcp`, in the tests' venv) and the TypeScript SDK
+//!   (`@modelcontextprotocol/sdk`, installed with server-everything). Each lists tools at start
+//!   and again only on `list_changed`, and asks the stand-in what to do next.
 
 use std::path::PathBuf;
 
@@ -145,4 +151,69 @@ default_tools_approval_mode = "approve"
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     Ok(cmd)
+}
+
+/// The Python SDK application (`tests/clients/python_agent.py`), each tool call given
+/// `tool_timeout`.
+pub fn python_sdk(
+    gate: &Gate,
+    model: &Model,
+    label: &str,
+    prompt: &str,
+    tool_timeout: std::time::Duration,
+) -> Result<tokio::process::Command> {
+    let python = workspace_root().join("tests/.deps/venv/bin/python");
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(workspace_root().join("tests/clients/python_agent.py"))
+        .arg(model.base_url())
+        .arg(prompt)
+        .arg(tool_timeout.as_secs_f64().to_string())
+        .arg("--")
+        .arg(gate.bin())
+        .arg("--home")
+        .arg(gate.home())
+        .arg("mcp")
+        .arg(label);
+    sdk_process(&mut cmd);
+    Ok(cmd)
+}
+
+/// The TypeScript SDK application (`tests/clients/typescript_agent.mjs`), each tool call given
+/// `tool_timeout`.
+pub fn typescript_sdk(
+    gate: &Gate,
+    model: &Model,
+    label: &str,
+    prompt: &str,
+    tool_timeout: std::time::Duration,
+) -> Result<tokio::process::Command> {
+    let sdk = workspace_root().join("tests/.deps/node/node_modules/@modelcontextprotocol/sdk");
+    if !sdk.exists() {
+        bail!(
+            "{} is not installed: run scripts/setup-test-deps.sh",
+            sdk.display()
+        );
+    }
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg(workspace_root().join("tests/clients/typescript_agent.mjs"))
+        .arg(&sdk)
+        .arg(model.base_url())
+        .arg(prompt)
+        .arg(tool_timeout.as_millis().to_string())
+        .arg("--")
+        .arg(gate.bin())
+        .arg("--home")
+        .arg(gate.home())
+        .arg("mcp")
+        .arg(label);
+    sdk_process(&mut cmd);
+    Ok(cmd)
+}
+
+fn sdk_process(cmd: &mut tokio::process::Command) {
+    cmd.env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
 }

@@ -8,8 +8,8 @@
 //! let a timeout pass, exactly as it happens to a real agent mid-run.
 //!
 //! The stand-in speaks just enough HTTP/1.1: one request per connection (`connection:
-//! close`), a `content-length` body, a server-sent-events answer. Requests it does not know
-//! get an empty JSON object.
+//! close`), a `content-length` body, a server-sent-events answer (or, for a request with
+//! `"stream": false`, the message as JSON). Requests it does not know get an empty JSON object.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -209,6 +209,10 @@ async fn serve(stream: TcpStream, shared: &Shared) -> Result<()> {
     let n = shared
         .counter
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // An application asking without streaming (the SDK clients' agents) gets the message whole.
+    if anthropic && request["stream"] == false {
+        return answer_json(&mut stream, &anthropic_message(&request, &turn, n)?).await;
+    }
     let events = if anthropic {
         anthropic_events(&request, &turn, n)?
     } else {
@@ -345,6 +349,24 @@ fn report_responses_results(request: &Value, shared: &Shared) {
 }
 
 type Events = Vec<(String, String)>;
+
+fn anthropic_message(request: &Value, turn: &Turn, n: u64) -> Result<Value> {
+    let (content, stop) = match turn {
+        Turn::Call { tool, arguments } => {
+            let (_, name) = tool_name(request, tool)?;
+            (
+                json!([{"type": "tool_use", "id": format!("toolu_{n}"), "name": name,
+                        "input": arguments}]),
+                "tool_use",
+            )
+        }
+        Turn::Say(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
+    };
+    Ok(json!({
+        "id": format!("msg_{n}"), "type": "message", "role": "assistant",
+        "model": request["model"], "content": content, "stop_reason": stop,
+        "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}))
+}
 
 fn anthropic_events(request: &Value, turn: &Turn, n: u64) -> Result<Events> {
     let model = request["model"].as_str().unwrap_or("claude-stand-in");

@@ -437,10 +437,12 @@ async fn denied_and_unanswered_requests_refuse_the_call() -> Result<()> {
     .await
 }
 
-/// A request is withdrawn when the agent disconnects (or cancels the call) while its card is
-/// open: the card disappears, and approving it afterwards does nothing.
+/// A request outlives the agent cancelling its call (what a client's tool timeout does): the
+/// card stays open, approving it runs nothing by itself, and the identical retry goes through
+/// on that approval, once (refresh-contract §8). A request is withdrawn when the agent
+/// disconnects: the card disappears, and approving it afterwards does nothing.
 #[tokio::test]
-async fn a_request_is_withdrawn_when_the_agent_cancels_or_disconnects() -> Result<()> {
+async fn a_request_outlives_a_cancel_and_is_withdrawn_when_the_agent_disconnects() -> Result<()> {
     let fixture = Fixture::new()?;
     let gate = gate(&fixture).await?;
     gate.scenario(async {
@@ -452,16 +454,22 @@ async fn a_request_is_withdrawn_when_the_agent_cancels_or_disconnects() -> Resul
         agent
             .send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}))
             .await?;
-        wait_no_approvals(&gate).await?;
-        assert!(gate.cli(["approve", &card_id(&cards[0])]).is_err());
-
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let open = open_approvals(&gate)?;
+        assert_eq!(open.len(), 1, "the card stays open for the retry");
+        gate.cli(["approve", &card_id(&cards[0])])?;
+        assert!(fixture.effects().is_empty(), "nothing waited, nothing ran");
+        let retried = agent.request_next("tools/call", write.clone()).await?;
+        assert!(ok_text(&retried)?.contains("revision=A"), "{retried}");
+        assert_eq!(fixture.effects().len(), 1, "{:?}", fixture.effects());
+        // Once: the next identical call asks again.
         agent.start("tools/call", write.clone()).await?;
         let cards = wait_approvals(&gate)?;
         // The agent goes away: its end of the shim's pipes closes.
         drop(agent);
         wait_no_approvals(&gate).await?;
         assert!(gate.cli(["approve", &card_id(&cards[0])]).is_err());
-        assert!(fixture.effects().is_empty(), "nothing ran: {:?}", fixture.effects());
+        assert_eq!(fixture.effects().len(), 1, "{:?}", fixture.effects());
         Ok(())
     })
     .await

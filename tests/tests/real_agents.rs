@@ -3,7 +3,9 @@
 //! `postern mcp` as their MCP server and the rebuildable fixture behind it. The test plays the
 //! model (which never calls tools/list: it only sees the tools the client lists for it) and the
 //! person (who approves each card at a terminal). Claude Code re-lists tools when told
-//! `list_changed`; Codex never does. Each scenario runs against both.
+//! `list_changed`; Codex never does. Each scenario runs against both, and against applications
+//! on the official Python and TypeScript SDKs (`tests/clients/`), which list tools at start and
+//! on `list_changed` only.
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +25,8 @@ const ANSWER: Duration = Duration::from_secs(60);
 enum Client {
     ClaudeCode,
     Codex,
+    PythonSdk,
+    TypescriptSdk,
 }
 
 impl Client {
@@ -39,6 +43,10 @@ impl Client {
                 agents::claude_code(gate, model, LABEL, prompt, tool_timeout.as_millis() as u64)
             }
             Client::Codex => agents::codex(gate, model, LABEL, prompt, tool_timeout.as_secs()),
+            Client::PythonSdk => agents::python_sdk(gate, model, LABEL, prompt, tool_timeout),
+            Client::TypescriptSdk => {
+                agents::typescript_sdk(gate, model, LABEL, prompt, tool_timeout)
+            }
         }
     }
 }
@@ -141,7 +149,7 @@ async fn across_a_rebuild(client: Client) -> Result<()> {
             .collect();
         assert!(stale.len() <= 1, "at most one stale refusal: {results:#?}");
         for refusal in &stale {
-            // Codex hands the model the output without an error flag; Claude Code marks it.
+            // Codex hands the model the output without an error flag; the others mark it.
             assert!(
                 refusal.is_error || matches!(client, Client::Codex),
                 "{refusal:?}"
@@ -381,4 +389,45 @@ async fn restart_in_flight(client: Client) -> Result<()> {
         Ok(())
     })
     .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_keeps_working_across_a_rebuild_with_an_identical_catalog() -> Result<()> {
+    across_a_rebuild(Client::PythonSdk).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_keeps_working_across_a_rebuild_with_an_identical_catalog() -> Result<()> {
+    across_a_rebuild(Client::TypescriptSdk).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_retries_a_call_the_person_approved_after_its_timeout() -> Result<()> {
+    late_approval(Client::PythonSdk).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_retries_a_call_the_person_approved_after_its_timeout() -> Result<()> {
+    late_approval(Client::TypescriptSdk).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_keeps_working_across_a_rebuild_that_adds_a_schema_default() -> Result<()> {
+    across_a_schema_rebuild(Client::PythonSdk).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_keeps_working_across_a_rebuild_that_adds_a_schema_default() -> Result<()> {
+    across_a_schema_rebuild(Client::TypescriptSdk).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_gets_epoch_transition_for_a_write_in_flight_across_a_restart() -> Result<()> {
+    restart_in_flight(Client::PythonSdk).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_gets_epoch_transition_for_a_write_in_flight_across_a_restart() -> Result<()>
+{
+    restart_in_flight(Client::TypescriptSdk).await
 }

@@ -411,6 +411,22 @@ fn ask(what: AskFor, every_use: Vec<SettingTarget>, choices: Vec<GrantChoice>) -
     })
 }
 
+/// What a session's agent knows of the catalog it calls, for the ladder: the catalog it was
+/// shown and the epoch it was shown under (`shown`), or, once a call of the current epoch was
+/// refused as stale (`told` is that epoch), the current catalog (`current`): that refusal told
+/// the agent, so at most one call per session and epoch change is refused as stale, whether or
+/// not the client ever re-lists (refresh-contract §4, issue 14). The gateway keeps `told`.
+pub fn known_catalog<C>(
+    shown: Option<(C, crate::ExecutionEpoch)>,
+    current: Option<(C, crate::ExecutionEpoch)>,
+    told: Option<crate::ExecutionEpoch>,
+) -> Option<(C, crate::ExecutionEpoch)> {
+    match (current, told) {
+        (Some((catalog, epoch)), Some(told)) if told == epoch => Some((catalog, epoch)),
+        _ => shown,
+    }
+}
+
 /// Every grant end a card about a call offers: this call, each of [`OFFERED_MINUTES`], the run.
 pub fn all_choices() -> Vec<GrantChoice> {
     let mut choices = vec![GrantChoice::ThisCall];

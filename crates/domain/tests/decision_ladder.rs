@@ -7,7 +7,8 @@ use postern_domain::catalog::{CatalogDigest, ToolDrift};
 use postern_domain::decision::{
     APPROVAL_TIMEOUT_MS, Ask, AskFor, Authority, CardState, Decision, DenyCode, EveryUse,
     EveryUseSetting, GrantChoice, Inputs, Reply, SessionMode, SessionStatus, SettingTarget,
-    Settlement, VaultState, authorization_stale, decide, decide_operation, strictest,
+    Settlement, VaultState, authorization_stale, decide, decide_operation, known_catalog,
+    strictest,
 };
 use postern_domain::{
     AgentRun, CallId, Caller, CatalogView, Coverage, Digest, ExecutionEpoch, Grant, GrantEnd,
@@ -844,4 +845,73 @@ fn an_operation_needs_a_ready_vault_an_identified_caller_and_an_admitted_run() {
         "{}",
         refused.message
     );
+}
+
+/// A client that never re-lists (Codex) keeps calling after a rebuild: the ladder, fed what the
+/// session knows ([`known_catalog`], the gateway's rule), refuses exactly one call as stale,
+/// the one composed before the agent could know, and asks a human about every later one,
+/// whether the tool's definition stayed (the code changed) or changed (its new schema).
+#[test]
+fn at_most_one_call_per_epoch_change_is_refused_as_stale() {
+    for drift in [ToolDrift::Unchanged, ToolDrift::Changed] {
+        let grants = vec![Grant {
+            execution_epoch: epoch(1),
+            ..grant(Held::ForRun).expect("a grant")
+        }];
+        // Shown at epoch 1; the server now runs epoch 2; nobody re-lists.
+        let shown = Some((revision(1), epoch(1)));
+        let current = Some((
+            revision(if drift == ToolDrift::Changed { 2 } else { 1 }),
+            epoch(2),
+        ));
+        let mut told = None;
+        let mut outcomes = Vec::new();
+        for _ in 0..4 {
+            let (presented, at) = known_catalog(shown, current, told).expect("a catalog");
+            let request = Request {
+                epoch: epoch(2),
+                catalog: CatalogView {
+                    presented: Some(Presented {
+                        revision: presented,
+                        epoch: at,
+                    }),
+                    current: current.expect("current").0,
+                    drift: if at == epoch(2) {
+                        ToolDrift::Unchanged
+                    } else {
+                        drift
+                    },
+                },
+                ..request(true, Listed::CurrentEpoch)
+            };
+            let decision = decide(&Inputs {
+                vault: VaultState::Ready,
+                mode: SessionMode::Prompt,
+                session: SessionStatus::Approved,
+                every_use: &[],
+                grants: &grants,
+                request: &request,
+                now: NOW,
+            });
+            if let Decision::Deny(denial) = &decision
+                && matches!(
+                    denial.code,
+                    DenyCode::AuthorizationStale | DenyCode::CatalogStale
+                )
+            {
+                told = Some(epoch(2));
+            }
+            outcomes.push(describe(&decision));
+        }
+        let stale = outcomes.iter().filter(|o| o.contains("stale")).count();
+        assert_eq!(stale, 1, "{drift:?}: {outcomes:?}");
+        assert!(
+            outcomes[0].contains("stale"),
+            "the first call: {outcomes:?}"
+        );
+        assert!(
+            outcomes[1..].iter().all(|o| o.starts_with("ask")),
+            "{drift:?}: every later call reaches a human: {outcomes:?}"
+        );
+    }
 }

@@ -57,11 +57,14 @@ impl Session {
         // What the agent knows of this epoch: what it was shown, or, once it was refused a call
         // as stale since the epoch changed, the current catalog (that refusal told it; at most
         // one call per session and epoch change is refused as stale, refresh-contract §4).
-        let told = self.stale_told == Some(running.record.epoch);
-        let presented = match (&self.info.catalog, told) {
-            (Some(current), true) => Some((current, running.record.epoch)),
-            _ => self.info.presented.as_ref().zip(self.info.presented_epoch),
-        };
+        let presented = postern_domain::decision::known_catalog(
+            self.info.presented.as_ref().zip(self.info.presented_epoch),
+            self.info
+                .catalog
+                .as_ref()
+                .map(|c| (c, running.record.epoch)),
+            self.stale_told,
+        );
         let drift = match presented {
             Some((shown, _)) => shown.tool_drift(&tool, &catalog),
             None => ToolDrift::between(None, catalog.tool(&tool).map(|t| t.digest())),
