@@ -163,19 +163,17 @@ pub fn python_sdk(
     tool_timeout: std::time::Duration,
 ) -> Result<tokio::process::Command> {
     let python = workspace_root().join("tests/.deps/venv/bin/python");
-    let mut cmd = tokio::process::Command::new(python);
-    cmd.arg(workspace_root().join("tests/clients/python_agent.py"))
-        .arg(model.base_url())
-        .arg(prompt)
-        .arg(tool_timeout.as_secs_f64().to_string())
-        .arg("--")
-        .arg(gate.bin())
-        .arg("--home")
-        .arg(gate.home())
-        .arg("mcp")
-        .arg(label);
-    sdk_process(&mut cmd);
-    Ok(cmd)
+    let script = workspace_root().join("tests/clients/python_agent.py");
+    let timeout = tool_timeout.as_secs_f64().to_string();
+    Ok(sdk_application(
+        python.as_os_str(),
+        &[script.as_os_str()],
+        gate,
+        model,
+        label,
+        prompt,
+        &timeout,
+    ))
 }
 
 /// The TypeScript SDK application (`tests/clients/typescript_agent.mjs`), each tool call given
@@ -194,26 +192,45 @@ pub fn typescript_sdk(
             sdk.display()
         );
     }
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.arg(workspace_root().join("tests/clients/typescript_agent.mjs"))
-        .arg(&sdk)
+    let script = workspace_root().join("tests/clients/typescript_agent.mjs");
+    let timeout = tool_timeout.as_millis().to_string();
+    Ok(sdk_application(
+        "node".as_ref(),
+        &[script.as_os_str(), sdk.as_os_str()],
+        gate,
+        model,
+        label,
+        prompt,
+        &timeout,
+    ))
+}
+
+/// `<program> <script...> <model base url> <prompt> <tool timeout> -- postern --home H mcp
+/// <label>`: an SDK application's command line (tests/clients/).
+fn sdk_application(
+    program: &std::ffi::OsStr,
+    script: &[&std::ffi::OsStr],
+    gate: &Gate,
+    model: &Model,
+    label: &str,
+    prompt: &str,
+    timeout: &str,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(script)
         .arg(model.base_url())
         .arg(prompt)
-        .arg(tool_timeout.as_millis().to_string())
+        .arg(timeout)
         .arg("--")
         .arg(gate.bin())
         .arg("--home")
         .arg(gate.home())
         .arg("mcp")
-        .arg(label);
-    sdk_process(&mut cmd);
-    Ok(cmd)
-}
-
-fn sdk_process(cmd: &mut tokio::process::Command) {
-    cmd.env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg(label)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
+    cmd
 }

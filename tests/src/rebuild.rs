@@ -136,6 +136,15 @@ impl Fixture {
         args.extend(python_args.iter().map(OsString::from));
         gate.cli(args).map(drop)
     }
+
+    /// A gate with the engine's defaults (every new agent run and call asks the person) and
+    /// this fixture configured as `label`, its entry run as `server.py`, restarting on its own
+    /// file changes when `restart` is `on-change` (or left to the person: `manual`).
+    pub async fn gate(&self, label: &str, restart: &str) -> Result<Gate> {
+        let gate = Gate::start_prompting(&[]).await?;
+        self.add(&gate, label, &["--restart", restart], &["-B", "server.py"])?;
+        Ok(gate)
+    }
 }
 
 /// The test venv's python, where `scripts/setup-test-deps.sh` installs the MCP SDK.

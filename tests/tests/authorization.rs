@@ -27,14 +27,7 @@ const LABEL: &str = "rebuildable";
 
 /// A gate with the fixture configured to restart when its files change.
 async fn gate(fixture: &Fixture) -> Result<Gate> {
-    let gate = Gate::start_prompting(&[]).await?;
-    fixture.add(
-        &gate,
-        LABEL,
-        &["--restart", "on-change"],
-        &["-B", "server.py"],
-    )?;
-    Ok(gate)
+    fixture.gate(LABEL, "on-change").await
 }
 
 /// An agent (a shell running the shim) that initialized and listed tools.

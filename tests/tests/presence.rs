@@ -22,14 +22,7 @@ const ANSWER: Duration = Duration::from_secs(30);
 const LABEL: &str = "rebuildable";
 
 async fn gate(fixture: &Fixture) -> Result<Gate> {
-    let gate = Gate::start_prompting(&[]).await?;
-    fixture.add(
-        &gate,
-        LABEL,
-        &["--restart", "on-change"],
-        &["-B", "server.py"],
-    )?;
-    Ok(gate)
+    fixture.gate(LABEL, "on-change").await
 }
 
 async fn agent(gate: &Gate) -> Result<RawAgent> {

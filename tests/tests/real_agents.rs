@@ -51,6 +51,35 @@ impl Client {
     }
 }
 
+/// One scenario's world: the fixture behind a prompting gate (`restart` policy), the model
+/// stand-in, and the client's run with `prompt`, each tool call given `tool_timeout`.
+struct Scene {
+    fixture: Fixture,
+    gate: Gate,
+    model: Model,
+    run: tokio::process::Child,
+}
+
+async fn scene(
+    client: Client,
+    restart: &str,
+    prompt: &str,
+    tool_timeout: Duration,
+) -> Result<Scene> {
+    let fixture = Fixture::new()?;
+    let gate = fixture.gate(LABEL, restart).await?;
+    let model = Model::start().await?;
+    let run = client
+        .command(&gate, &model, prompt, tool_timeout)?
+        .spawn()?;
+    Ok(Scene {
+        fixture,
+        gate,
+        model,
+        run,
+    })
+}
+
 /// Waits for the run to end and checks it ended well, saying `said` last.
 async fn completes(run: tokio::process::Child, said: &str) -> Result<()> {
     let out = tokio::time::timeout(ANSWER, run.wait_with_output()).await??;
@@ -103,18 +132,12 @@ async fn codex_keeps_working_across_a_rebuild_with_an_identical_catalog() -> Res
 /// new code after one approval, at most one call is refused, as `authorization_stale` naming
 /// both epochs, and Activity shows each call under its epoch.
 async fn across_a_rebuild(client: Client) -> Result<()> {
-    let fixture = Fixture::new()?;
-    let gate = Gate::start_prompting(&[]).await?;
-    fixture.add(
-        &gate,
-        LABEL,
-        &["--restart", "on-change"],
-        &["-B", "server.py"],
-    )?;
-    let model = Model::start().await?;
-    let run = client
-        .command(&gate, &model, "publish a preview of main", ANSWER)?
-        .spawn()?;
+    let Scene {
+        fixture,
+        gate,
+        model,
+        run,
+    } = scene(client, "on-change", "publish a preview of main", ANSWER).await?;
     gate.scenario(async {
         let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
         let mut cards = Vec::new();
@@ -212,18 +235,18 @@ async fn codex_retries_a_call_the_person_approved_after_its_timeout() -> Result<
 /// The person answers after the client gave up waiting (its tool timeout, here 4 s): the card
 /// stayed open, the answer covers the identical retry, and no second card is raised.
 async fn late_approval(client: Client) -> Result<()> {
-    let fixture = Fixture::new()?;
-    let gate = Gate::start_prompting(&[]).await?;
-    fixture.add(
-        &gate,
-        LABEL,
-        &["--restart", "on-change"],
-        &["-B", "server.py"],
-    )?;
-    let model = Model::start().await?;
-    let run = client
-        .command(&gate, &model, "publish a preview", Duration::from_secs(4))?
-        .spawn()?;
+    let Scene {
+        fixture,
+        gate,
+        model,
+        run,
+    } = scene(
+        client,
+        "on-change",
+        "publish a preview",
+        Duration::from_secs(4),
+    )
+    .await?;
     gate.scenario(async {
         let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
         model.turn(publish());
@@ -266,18 +289,12 @@ async fn codex_keeps_working_across_a_rebuild_that_adds_a_schema_default() -> Re
 /// the run completes, at most one call is refused, and the card for the new code shows the
 /// arguments checked against the new schema, the default marked as not sent.
 async fn across_a_schema_rebuild(client: Client) -> Result<()> {
-    let fixture = Fixture::new()?;
-    let gate = Gate::start_prompting(&[]).await?;
-    fixture.add(
-        &gate,
-        LABEL,
-        &["--restart", "on-change"],
-        &["-B", "server.py"],
-    )?;
-    let model = Model::start().await?;
-    let run = client
-        .command(&gate, &model, "publish a preview of main", ANSWER)?
-        .spawn()?;
+    let Scene {
+        fixture,
+        gate,
+        model,
+        run,
+    } = scene(client, "on-change", "publish a preview of main", ANSWER).await?;
     gate.scenario(async {
         let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
         let mut cards = Vec::new();
@@ -340,13 +357,12 @@ async fn codex_gets_epoch_transition_for_a_write_in_flight_across_a_restart() ->
 /// A restart while a write call is in flight: that call gets the epoch-transition error, it is
 /// not retried by anyone, and the next call works.
 async fn restart_in_flight(client: Client) -> Result<()> {
-    let fixture = Fixture::new()?;
-    let gate = Gate::start_prompting(&[]).await?;
-    fixture.add(&gate, LABEL, &["--restart", "manual"], &["-B", "server.py"])?;
-    let model = Model::start().await?;
-    let run = client
-        .command(&gate, &model, "write t1, then publish", ANSWER)?
-        .spawn()?;
+    let Scene {
+        fixture,
+        gate,
+        model,
+        run,
+    } = scene(client, "manual", "write t1, then publish", ANSWER).await?;
     gate.scenario(async {
         let mut cards = Vec::new();
         model.turn(Turn::call("whoami", json!({})));

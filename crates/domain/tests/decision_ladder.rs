@@ -860,10 +860,8 @@ fn at_most_one_call_per_epoch_change_is_refused_as_stale() {
         }];
         // Shown at epoch 1; the server now runs epoch 2; nobody re-lists.
         let shown = Some((revision(1), epoch(1)));
-        let current = Some((
-            revision(if drift == ToolDrift::Changed { 2 } else { 1 }),
-            epoch(2),
-        ));
+        let current_revision = revision(if drift == ToolDrift::Changed { 2 } else { 1 });
+        let current = Some((current_revision, epoch(2)));
         let mut told = None;
         let mut outcomes = Vec::new();
         for _ in 0..4 {
@@ -875,7 +873,7 @@ fn at_most_one_call_per_epoch_change_is_refused_as_stale() {
                         revision: presented,
                         epoch: at,
                     }),
-                    current: current.expect("current").0,
+                    current: current_revision,
                     drift: if at == epoch(2) {
                         ToolDrift::Unchanged
                     } else {
