@@ -51,6 +51,53 @@ impl Client {
     }
 }
 
+/// The scenario `$scenario` against every client, as tests named `<client>_$name`.
+/// Multi-threaded: the model stand-in answers the agent while the test blocks on the CLI.
+macro_rules! for_every_client {
+    ($name:ident, $scenario:ident) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn claude_code() -> Result<()> {
+                $scenario(Client::ClaudeCode).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn codex() -> Result<()> {
+                $scenario(Client::Codex).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn python_sdk() -> Result<()> {
+                $scenario(Client::PythonSdk).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn typescript_sdk() -> Result<()> {
+                $scenario(Client::TypescriptSdk).await
+            }
+        }
+    };
+}
+
+for_every_client!(
+    keeps_working_across_a_rebuild_with_an_identical_catalog,
+    across_a_rebuild
+);
+for_every_client!(
+    retries_a_call_the_person_approved_after_its_timeout,
+    late_approval
+);
+for_every_client!(
+    keeps_working_across_a_rebuild_that_adds_a_schema_default,
+    across_a_schema_rebuild
+);
+for_every_client!(
+    gets_epoch_transition_for_a_write_in_flight_across_a_restart,
+    restart_in_flight
+);
+
 /// One scenario's world: the fixture behind a prompting gate (`restart` policy), the model
 /// stand-in, and the client's run with `prompt`, each tool call given `tool_timeout`.
 struct Scene {
@@ -117,21 +164,57 @@ async fn result_approving(
     }
 }
 
-// Multi-threaded: the model stand-in answers the agent while the test blocks on the CLI.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_keeps_working_across_a_rebuild_with_an_identical_catalog() -> Result<()> {
-    across_a_rebuild(Client::ClaudeCode).await
+/// What a run saw across a rebuild: the person's cards, the model's results after it, and the
+/// two epochs.
+struct Across {
+    cards: Vec<Value>,
+    results: Vec<ToolResult>,
+    epoch_a: String,
+    epoch_b: String,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_keeps_working_across_a_rebuild_with_an_identical_catalog() -> Result<()> {
-    across_a_rebuild(Client::Codex).await
+/// The model publishes main once under revision A (the person approves the run), the fixture
+/// is rebuilt to `revision`, and the model goes on publishing three times as before (the
+/// person approving what is asked), then says "published".
+async fn publishing_across(
+    fixture: &Fixture,
+    gate: &Gate,
+    model: &Model,
+    revision: &str,
+) -> Result<Across> {
+    let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
+    let mut cards = Vec::new();
+    // Revision A: the first call asks the person about the agent run and the call.
+    model.turn(publish());
+    let first = result_approving(gate, model, &mut cards).await?;
+    assert!(first.text.contains("revision=A"), "{first:?}");
+    assert_eq!(cards.len(), 1, "one card for the run and its call");
+    let a = wait_session(gate, LABEL, "revision A", ready).await?;
+    let epoch_a = epoch(&a);
+    fixture.rebuild(revision)?;
+    let b = wait_session(gate, LABEL, "the rebuilt epoch", |s| {
+        ready(s) && epoch(s) != epoch_a
+    })
+    .await?;
+    let mut results = Vec::new();
+    for _ in 0..3 {
+        model.turn(publish());
+        results.push(result_approving(gate, model, &mut cards).await?);
+    }
+    model.turn(Turn::Say("published".into()));
+    Ok(Across {
+        cards,
+        results,
+        epoch_a,
+        epoch_b: epoch(&b),
+    })
 }
 
 /// A rebuild with an identical catalog mid-run: the run completes, its later calls reach the
 /// new code after one approval, at most one call is refused, as `authorization_stale` naming
 /// both epochs, and Activity shows each call under its epoch.
 async fn across_a_rebuild(client: Client) -> Result<()> {
+    // Rebuilt to the same catalog, another handler: nothing the client lists tells it apart.
     let Scene {
         fixture,
         gate,
@@ -139,33 +222,14 @@ async fn across_a_rebuild(client: Client) -> Result<()> {
         run,
     } = scene(client, "on-change", "publish a preview of main", ANSWER).await?;
     gate.scenario(async {
-        let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
-        let mut cards = Vec::new();
-
-        // Revision A: the first call asks the person about the agent run and the call.
-        model.turn(publish());
-        let first = result_approving(&gate, &model, &mut cards).await?;
-        assert!(first.text.contains("revision=A"), "{first:?}");
-        assert_eq!(cards.len(), 1, "one card for the run and its call");
-        let a = wait_session(&gate, LABEL, "revision A", ready).await?;
-        let epoch_a = epoch(&a);
-
-        // Rebuilt: the same catalog, another handler. Nothing the client lists tells it apart.
-        fixture.rebuild("b-handler")?;
-        let b = wait_session(&gate, LABEL, "revision B's epoch", |s| {
-            ready(s) && epoch(s) != epoch_a
-        })
-        .await?;
-        let epoch_b = epoch(&b);
-
-        // The model goes on calling as before. At most one call is refused as stale, naming
-        // both epochs; after that the call reaches the person and then the new code.
-        let mut results = Vec::new();
-        for _ in 0..3 {
-            model.turn(publish());
-            results.push(result_approving(&gate, &model, &mut cards).await?);
-        }
-        model.turn(Turn::Say("published".into()));
+        let Across {
+            cards,
+            results,
+            epoch_a,
+            epoch_b,
+        } = publishing_across(&fixture, &gate, &model, "b-handler").await?;
+        // At most one call is refused as stale, naming both epochs; after that the call
+        // reaches the person and then the new code.
         let stale: Vec<&ToolResult> = results
             .iter()
             .filter(|r| r.text.contains("authorization_stale"))
@@ -222,16 +286,6 @@ async fn across_a_rebuild(client: Client) -> Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_retries_a_call_the_person_approved_after_its_timeout() -> Result<()> {
-    late_approval(Client::ClaudeCode).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_retries_a_call_the_person_approved_after_its_timeout() -> Result<()> {
-    late_approval(Client::Codex).await
-}
-
 /// The person answers after the client gave up waiting (its tool timeout, here 4 s): the card
 /// stayed open, the answer covers the identical retry, and no second card is raised.
 async fn late_approval(client: Client) -> Result<()> {
@@ -275,16 +329,6 @@ async fn late_approval(client: Client) -> Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_keeps_working_across_a_rebuild_that_adds_a_schema_default() -> Result<()> {
-    across_a_schema_rebuild(Client::ClaudeCode).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_keeps_working_across_a_rebuild_that_adds_a_schema_default() -> Result<()> {
-    across_a_schema_rebuild(Client::Codex).await
-}
-
 /// A rebuild that adds an optional field with a default to the tool the agent keeps calling:
 /// the run completes, at most one call is refused, and the card for the new code shows the
 /// arguments checked against the new schema, the default marked as not sent.
@@ -296,25 +340,8 @@ async fn across_a_schema_rebuild(client: Client) -> Result<()> {
         run,
     } = scene(client, "on-change", "publish a preview of main", ANSWER).await?;
     gate.scenario(async {
-        let publish = || Turn::call("publish_preview", json!({"branch": "main"}));
-        let mut cards = Vec::new();
-        model.turn(publish());
-        let first = result_approving(&gate, &model, &mut cards).await?;
-        assert!(first.text.contains("revision=A"), "{first:?}");
-        let a = wait_session(&gate, LABEL, "revision A", ready).await?;
-        let epoch_a = epoch(&a);
-
-        fixture.rebuild("b-schema")?;
-        wait_session(&gate, LABEL, "revision B's epoch", |s| {
-            ready(s) && epoch(s) != epoch_a
-        })
-        .await?;
-        let mut results = Vec::new();
-        for _ in 0..3 {
-            model.turn(publish());
-            results.push(result_approving(&gate, &model, &mut cards).await?);
-        }
-        model.turn(Turn::Say("published".into()));
+        let Across { cards, results, .. } =
+            publishing_across(&fixture, &gate, &model, "b-schema").await?;
         let reached = results
             .iter()
             .filter(|r| r.text.contains("revision=B published main to preview"))
@@ -342,16 +369,6 @@ async fn across_a_schema_rebuild(client: Client) -> Result<()> {
         Ok(())
     })
     .await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_gets_epoch_transition_for_a_write_in_flight_across_a_restart() -> Result<()> {
-    restart_in_flight(Client::ClaudeCode).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_gets_epoch_transition_for_a_write_in_flight_across_a_restart() -> Result<()> {
-    restart_in_flight(Client::Codex).await
 }
 
 /// A restart while a write call is in flight: that call gets the epoch-transition error, it is
@@ -405,41 +422,6 @@ async fn restart_in_flight(client: Client) -> Result<()> {
         Ok(())
     })
     .await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_keeps_working_across_a_rebuild_with_an_identical_catalog() -> Result<()> {
-    across_a_rebuild(Client::PythonSdk).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typescript_sdk_keeps_working_across_a_rebuild_with_an_identical_catalog() -> Result<()> {
-    across_a_rebuild(Client::TypescriptSdk).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_retries_a_call_the_person_approved_after_its_timeout() -> Result<()> {
-    late_approval(Client::PythonSdk).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typescript_sdk_retries_a_call_the_person_approved_after_its_timeout() -> Result<()> {
-    late_approval(Client::TypescriptSdk).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_keeps_working_across_a_rebuild_that_adds_a_schema_default() -> Result<()> {
-    across_a_schema_rebuild(Client::PythonSdk).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typescript_sdk_keeps_working_across_a_rebuild_that_adds_a_schema_default() -> Result<()> {
-    across_a_schema_rebuild(Client::TypescriptSdk).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_gets_epoch_transition_for_a_write_in_flight_across_a_restart() -> Result<()> {
-    restart_in_flight(Client::PythonSdk).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
