@@ -423,9 +423,3 @@ async fn restart_in_flight(client: Client) -> Result<()> {
     })
     .await
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typescript_sdk_gets_epoch_transition_for_a_write_in_flight_across_a_restart() -> Result<()>
-{
-    restart_in_flight(Client::TypescriptSdk).await
-}
