@@ -30,7 +30,7 @@ export async function startTray() {
     ["--edge", "top", "--align", "right", "--widthtype", "request", "--height", String(HEIGHT), "--SetDockType", "true", "--transparent", "false"],
     { stdio: "ignore" },
   );
-  await until(() => panel() !== null, 10_000, "trayer's panel");
+  await until(() => panel() !== null, 30_000, "trayer's panel");
   return {
     /** Waits for the app's icon to sit in the tray. */
     async waitForIcon() {

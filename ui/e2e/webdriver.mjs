@@ -129,9 +129,19 @@ export class Session {
 
   /** Clicks the first element matching `css`. */
   async click(css) {
-    const [id] = await this.findAll(css);
-    if (id === undefined) throw new Error(`nothing to click: no element matches ${css}`);
-    await call("POST", `${this.base}/element/${id}/click`, {});
+    // The window redraws as the engine's state changes: an element found just before a redraw
+    // is gone by the click. Find it again then (a few times), as a person would aim again.
+    for (let attempt = 1; ; attempt++) {
+      const [id] = await this.findAll(css);
+      if (id === undefined) throw new Error(`nothing to click: no element matches ${css}`);
+      try {
+        await call("POST", `${this.base}/element/${id}/click`, {});
+        return;
+      } catch (err) {
+        if (attempt >= 5 || !String(err.message).includes("stale element reference")) throw err;
+        await sleep(50);
+      }
+    }
   }
 
   /** Runs `script` in the page and returns its result. */

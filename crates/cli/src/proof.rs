@@ -1,5 +1,5 @@
 //! The person's proof of presence on a terminal (issue 13): the Postern passphrase, read from
-//! the controlling terminal (`/dev/tty`) with echo off. Never from standard input, arguments,
+//! the controlling terminal (`/dev/tty`) with echo off (turned off before the prompt shows). Never from standard input, arguments,
 //! the environment or a file: an agent can fill all of those, and a process the agent started
 //! outside its own tree (setsid, nohup, systemd-run) has no terminal to be asked on.
 
@@ -7,6 +7,7 @@ use anyhow::{Result, anyhow, bail};
 use postern_engine::Home;
 use postern_engine::authority::{PresenceError, Proof, check_offline, passphrase_known};
 use postern_gateway::hello::{SecretText, WireProof};
+use zeroize::Zeroize;
 
 /// The prompt, as the person (and the end-to-end tests' pty) sees it.
 pub const PROMPT: &str = "Postern passphrase: ";
@@ -15,13 +16,47 @@ pub const PROMPT: &str = "Postern passphrase: ";
 pub fn ask(prompt: &str, why: &str) -> Result<String> {
     // The passphrase is in this process's memory for a moment: keep other processes out.
     postern_engine::harden::protect_process();
-    rpassword::prompt_password(prompt).map_err(|e| {
+    read_from_tty(prompt).map_err(|e| {
         anyhow!(
             "{}",
             PresenceError::Required { what: why.into() }.to_string()
                 + &format!(" (this process has no terminal to ask on: {e})")
         )
     })
+}
+
+/// Turns echo off on `/dev/tty`, then shows `prompt` and reads one line there, and puts the
+/// terminal back as it was (also when reading fails). Echo is off before the prompt shows, so
+/// nothing typed after the prompt appears can be echoed.
+fn read_from_tty(prompt: &str) -> std::io::Result<String> {
+    use std::io::{BufRead, Write};
+
+    use nix::sys::termios::{LocalFlags, SetArg, Termios, tcgetattr, tcsetattr};
+
+    struct Restore<'a>(&'a std::fs::File, Termios);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = tcsetattr(self.0, SetArg::TCSANOW, &self.1);
+        }
+    }
+
+    let tty = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")?;
+    let original = tcgetattr(&tty)?;
+    let mut silent = original.clone();
+    silent.local_flags.remove(LocalFlags::ECHO);
+    silent.local_flags.insert(LocalFlags::ECHONL);
+    tcsetattr(&tty, SetArg::TCSANOW, &silent)?;
+    let _restore = Restore(&tty, original);
+    (&tty).write_all(prompt.as_bytes())?;
+    (&tty).flush()?;
+    let mut line = String::new();
+    std::io::BufReader::new(&tty).read_line(&mut line)?;
+    let passphrase = line.trim_end_matches(['\n', '\r']).to_owned();
+    line.zeroize();
+    Ok(passphrase)
 }
 
 /// The proof for `why`, asked on the terminal, as the socket carries it.
