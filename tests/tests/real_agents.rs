@@ -312,6 +312,7 @@ async fn late_approval(client: Client) -> Result<()> {
         assert!(fixture.effects().is_empty(), "nothing ran");
         let still = open_approvals(&gate)?;
         assert_eq!(still.len(), 1, "the card stays open for the retry");
+        assert_eq!(still[0]["agentStoppedWaiting"], true, "and says so");
         assert_eq!(card_id(&still[0]), card_id(&cards[0]));
 
         // The person approves this call, late; the model tries the same call again.

@@ -40,6 +40,8 @@ export type ApprovalCard = {
   withheldCredentials?: string[];
   /** The grant ends the reviewer may choose (empty: the card asks about the agent run only). */
   choices: GrantChoice[];
+  /** The agent stopped waiting (its client's timeout): the answer decides its identical retry. */
+  agentStoppedWaiting: boolean;
 };
 
 /** Admit the agent run, allow the call, or both on one card. */

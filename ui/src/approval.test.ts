@@ -38,6 +38,7 @@ describe("the committed sample card", () => {
       keys<ApprovalCard>({
         id: true, askedAt: true, expiresAt: true, what: true, everyUse: true, agent: true, server: true, epoch: true,
         catalog: true, tool: true, arguments: true, annotations: true, credentials: true, withheldCredentials: true, choices: true,
+        agentStoppedWaiting: true,
       }),
     );
     expect(Object.keys(card.agent).sort()).toEqual(keys<AgentIdentity>({ pid: true, startTime: true, executable: true, chain: true, cwd: true }));
@@ -144,6 +145,12 @@ describe("an approval card", () => {
     expect(text(none.querySelector(".credentials-none"))).toBe("This call uses no credential.");
     const withheld = show(withCard({ withheldCredentials: ["github-deploy"] }));
     expect(text(withheld.querySelector(".withheld"))).toContain("Withheld from the running launch: github-deploy");
+  });
+
+  it("says when the agent stopped waiting, and only then", () => {
+    expect(show(sample).querySelector(".stopped-waiting")).toBeNull();
+    const gaveUp = show(withCard({ agentStoppedWaiting: true }));
+    expect(text(gaveUp.querySelector(".stopped-waiting"))).toContain("The agent stopped waiting for this call");
   });
 
   it("counts down to the timeout", () => {

@@ -70,6 +70,13 @@ export function cardView(approval: Approval, nowMs: number): HTMLElement {
     "article",
     { class: "approval", "data-approval": card.id },
     h("div", "asks", h("p", "asks-line", h("span", "strong agent-name", agentName(card)), ` asks to ${whatText(card)}`), countdownView(card, nowMs)),
+    card.agentStoppedWaiting
+      ? h(
+          "p",
+          "stopped-waiting",
+          "The agent stopped waiting for this call (its own time ran out). Your answer decides the same call when it tries again in the next 10 minutes; nothing runs before that.",
+        )
+      : null,
     section("Agent", "agent", agentFacts(card)),
     section("Server and code", "server", serverFacts(card)),
     section("Catalog", "catalog", catalogFacts(approval)),

@@ -356,6 +356,12 @@ fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
     };
     let left = card.expires_at.saturating_sub(now_ms()) / 1000;
     writeln!(out, "{}  {what}  (times out in {left} s)", card.id)?;
+    if card.agent_stopped_waiting {
+        writeln!(
+            out,
+            "  note:    the agent stopped waiting for this call; your answer decides the same call when it tries again within 10 minutes"
+        )?;
+    }
     let exe = card
         .agent
         .executable

@@ -48,6 +48,11 @@ pub struct ApprovalCard {
     pub withheld_credentials: Vec<String>,
     /// The grant ends the reviewer may choose.
     pub choices: Vec<GrantChoice>,
+    /// The agent stopped waiting for this call (its client's timeout cancelled it): the
+    /// request stays open, and the answer decides the agent's identical retry
+    /// (refresh-contract §8).
+    #[serde(default)]
+    pub agent_stopped_waiting: bool,
 }
 
 /// Everything [`ApprovalCard::new`] reads.
@@ -252,6 +257,7 @@ impl ApprovalCard {
             annotations,
             credentials: request.credentials.clone(),
             withheld_credentials: inputs.withheld.to_vec(),
+            agent_stopped_waiting: false,
             choices: inputs.ask.choices.clone(),
         }
     }

@@ -56,7 +56,10 @@ impl Authority {
             .state()
             .pending
             .values()
-            .map(|p| p.card.clone())
+            .map(|p| ApprovalCard {
+                agent_stopped_waiting: !p.waiting,
+                ..p.card.clone()
+            })
             .collect();
         cards.sort_by_key(|c| (c.asked_at, c.id));
         cards

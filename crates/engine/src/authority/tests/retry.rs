@@ -17,7 +17,12 @@ async fn an_answer_after_the_agent_gave_up_decides_its_identical_retry_once() {
         Withdrawal::Withdrawn
     );
     assert!(rx.await.is_err(), "the cancelled call is never answered");
-    assert_eq!(gate.authority.approvals().len(), 1, "the card stays open");
+    let open = gate.authority.approvals();
+    assert_eq!(open.len(), 1, "the card stays open");
+    assert!(
+        open[0].agent_stopped_waiting,
+        "and says the agent stopped waiting"
+    );
 
     gate.authority
         .answer(
@@ -69,7 +74,9 @@ async fn the_identical_retry_joins_the_open_card_and_a_late_denial_refuses_it() 
     // The retry comes before the person answered: it waits on the same card.
     let mut rx = gate.ask(deploy(&a));
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "it waits");
-    assert_eq!(gate.authority.approvals().len(), 1, "no second card");
+    let open = gate.authority.approvals();
+    assert_eq!(open.len(), 1, "no second card");
+    assert!(!open[0].agent_stopped_waiting, "the retry waits on it");
     gate.authority
         .answer(
             card.id,
