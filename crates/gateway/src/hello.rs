@@ -247,12 +247,12 @@ impl ControlCommand {
             },
             ControlCommand::Settings {
                 session_mode,
-                approval_timeout_ms: _,
+                approval_timeout_ms,
                 auto_lock_ms,
             } => {
                 if *session_mode == Some(SessionMode::Observe) || auto_lock_ms.is_some() {
                     Need::Widen
-                } else if session_mode.is_some() {
+                } else if session_mode.is_some() || approval_timeout_ms.is_some() {
                     Need::Narrow
                 } else {
                     Need::Read
@@ -296,5 +296,120 @@ impl Drop for SecretText {
     fn drop(&mut self) {
         // A Secret zeroizes what it holds when dropped.
         drop(postern_vault::Secret::new(std::mem::take(&mut self.0)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use postern_domain::decision::{EveryUse, GrantChoice, SettingTarget};
+
+    use super::*;
+
+    /// The authority every management request needs: read and narrow go without a proof,
+    /// widen and destroy need the person's (issue 13).
+    #[test]
+    fn every_request_states_the_authority_it_needs() {
+        let secret = || SecretText("v".into());
+        let every_use = |level| ControlCommand::EveryUse {
+            set: Some(EveryUseSetting {
+                target: SettingTarget::Credential { name: "api".into() },
+                level,
+            }),
+        };
+        let settings = |mode, timeout, lock| ControlCommand::Settings {
+            session_mode: mode,
+            approval_timeout_ms: timeout,
+            auto_lock_ms: lock,
+        };
+        let s = || "x".to_owned();
+        let table = [
+            (ControlCommand::Status, Need::Read),
+            (ControlCommand::Approvals, Need::Read),
+            (ControlCommand::Grants, Need::Read),
+            (ControlCommand::ConfigChanged, Need::Read),
+            (ControlCommand::EveryUse { set: None }, Need::Read),
+            (settings(None, None, None), Need::Read),
+            (ControlCommand::Restart { server: s() }, Need::Narrow),
+            (ControlCommand::Revoke { grant: s() }, Need::Narrow),
+            (ControlCommand::Lock, Need::Narrow),
+            (
+                ControlCommand::Unbind {
+                    server: s(),
+                    credential: s(),
+                },
+                Need::Narrow,
+            ),
+            (
+                ControlCommand::Answer {
+                    approval: s(),
+                    reply: Reply::Deny,
+                },
+                Need::Narrow,
+            ),
+            (every_use(EveryUse::Confirm), Need::Narrow),
+            (
+                settings(Some(SessionMode::Prompt), None, None),
+                Need::Narrow,
+            ),
+            (settings(None, Some(30_000), None), Need::Narrow),
+            (
+                ControlCommand::Answer {
+                    approval: s(),
+                    reply: Reply::Approve {
+                        choice: Some(GrantChoice::ThisCall),
+                    },
+                },
+                Need::Widen,
+            ),
+            (ControlCommand::Unlock, Need::Widen),
+            (
+                settings(Some(SessionMode::Observe), None, None),
+                Need::Widen,
+            ),
+            (settings(None, None, Some(60_000)), Need::Widen),
+            (every_use(EveryUse::Off), Need::Widen),
+            (
+                ControlCommand::CredentialAdd {
+                    name: s(),
+                    injection: Injection::Bearer,
+                    hosts: vec![],
+                    every_use: false,
+                    value: secret(),
+                },
+                Need::Widen,
+            ),
+            (
+                ControlCommand::CredentialRotate {
+                    name: s(),
+                    value: secret(),
+                },
+                Need::Widen,
+            ),
+            (
+                ControlCommand::Bind {
+                    server: s(),
+                    credential: s(),
+                },
+                Need::Widen,
+            ),
+            (
+                ControlCommand::SetPassphrase {
+                    passphrase: secret(),
+                },
+                Need::Widen,
+            ),
+            (
+                ControlCommand::CredentialRemove { name: s() },
+                Need::Destroy,
+            ),
+            (ControlCommand::Prove { what: s() }, Need::Destroy),
+        ];
+        assert!(
+            !Need::Narrow.needs_proof() && Need::Widen.needs_proof() && Need::Destroy.needs_proof()
+        );
+        for (command, need) in table {
+            assert_eq!(command.need(), need, "{command:?}");
+            assert!(!command.act().is_empty());
+        }
     }
 }

@@ -16,6 +16,8 @@ use ts_rs::TS;
 use super::approvals::expired_event;
 use super::grants::run_alive;
 use super::{Authority, PresenceError, Proven, SessionMode, State, VaultState};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use postern_vault::VaultKey;
 
 /// The idle time after which the vault locks itself, by default (8 hours).
@@ -429,7 +431,8 @@ fn strictest(a: Settings, b: Settings) -> Settings {
 /// The key the seal of the settings is stored under.
 const SEAL_KEY: &str = "sealed-config";
 
-/// The settings as the engine last wrote them while it held the vault key, and their MAC.
+/// The settings as the engine last wrote them while it held the vault key, and their MAC
+/// (base64).
 #[derive(Debug, Serialize, Deserialize)]
 struct SealedConfig {
     config: String,
@@ -487,7 +490,7 @@ impl Authority {
                 let mac = key.mac(SEAL_PURPOSE, config.as_bytes());
                 let sealed = SealedConfig {
                     config,
-                    mac: mac.iter().map(|b| format!("{b:02x}")).collect(),
+                    mac: BASE64.encode(mac),
                 };
                 store
                     .set_setting(SEAL_KEY, &sealed)
@@ -518,9 +521,7 @@ impl Authority {
             .ok()
             .and_then(|store| store.setting(SEAL_KEY).ok().flatten());
         let authentic = stored.as_ref().and_then(|sealed| {
-            let mac: Vec<u8> = (0..sealed.mac.len() / 2)
-                .filter_map(|i| u8::from_str_radix(sealed.mac.get(2 * i..2 * i + 2)?, 16).ok())
-                .collect();
+            let mac = BASE64.decode(&sealed.mac).ok()?;
             key.verify_mac(SEAL_PURPOSE, sealed.config.as_bytes(), &mac)
                 .then(|| serde_json::from_str::<Authentic>(&sealed.config).ok())
                 .flatten()
