@@ -20,9 +20,6 @@ use crate::Gate;
 use crate::binaries::workspace_root;
 use crate::model::Model;
 
-/// How long Claude Code gives one MCP tool call (`MCP_TOOL_TIMEOUT`, ms) unless a test says.
-pub const CLAUDE_TOOL_TIMEOUT_MS: u64 = 60_000;
-
 fn installed(bin: &str) -> Result<PathBuf> {
     let path = workspace_root()
         .join("tests/.deps/agents/node_modules/.bin")
@@ -87,11 +84,8 @@ pub fn claude_code(
         // MCP tools listed to the model directly, not through a search tool.
         .env("ENABLE_TOOL_SEARCH", "false")
         .env("MCP_TOOL_TIMEOUT", tool_timeout_ms.to_string())
-        .current_dir(&home)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .current_dir(&home);
+    captured(&mut cmd);
     Ok(cmd)
 }
 
@@ -145,11 +139,8 @@ default_tools_approval_mode = "approve"
         .env("HOME", &home)
         .env("CODEX_HOME", &home)
         .env("STAND_IN_API_KEY", "sk-stand-in")
-        .current_dir(&work)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .current_dir(&work);
+    captured(&mut cmd);
     Ok(cmd)
 }
 
@@ -227,10 +218,15 @@ fn sdk_application(
         .arg(gate.home())
         .arg("mcp")
         .arg(label)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(std::process::Stdio::null())
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    captured(&mut cmd);
+    cmd
+}
+
+/// No input; output captured for the test; killed with the test.
+fn captured(cmd: &mut tokio::process::Command) {
+    cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    cmd
 }

@@ -2,7 +2,6 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -172,18 +171,6 @@ impl Gate {
         let mut cmd = self.postern();
         cmd.arg("--home").arg(&self.home).args(args);
         tty::run(&mut cmd, passphrase, input)
-            .with_context(|| format!("running {}", self.bin.display()))
-    }
-
-    /// `postern --home H <args>` with no terminal at all (as a process an agent started
-    /// outside its own tree, with `setsid`, `nohup` or `systemd-run`, would run it): what it
-    /// printed and how it exited.
-    pub fn cli_without_terminal(&self, args: &[&str]) -> Result<std::process::Output> {
-        let mut cmd = self.postern();
-        cmd.arg("--home").arg(&self.home).args(args);
-        cmd.stdin(Stdio::null())
-            .process_group(0)
-            .output()
             .with_context(|| format!("running {}", self.bin.display()))
     }
 

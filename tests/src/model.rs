@@ -60,13 +60,11 @@ pub struct Model {
     port: u16,
     turns: mpsc::UnboundedSender<Turn>,
     results: Mutex<mpsc::UnboundedReceiver<ToolResult>>,
-    requests: Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
 struct Shared {
     turns: Mutex<mpsc::UnboundedReceiver<Turn>>,
     results: mpsc::UnboundedSender<ToolResult>,
-    requests: Arc<std::sync::Mutex<Vec<Value>>>,
     /// The tool-call ids already reported (agents resend the whole conversation).
     reported: std::sync::Mutex<std::collections::HashSet<String>>,
     counter: std::sync::atomic::AtomicU64,
@@ -79,11 +77,9 @@ impl Model {
         let port = listener.local_addr()?.port();
         let (turns_tx, turns_rx) = mpsc::unbounded_channel();
         let (results_tx, results_rx) = mpsc::unbounded_channel();
-        let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
         let shared = Arc::new(Shared {
             turns: Mutex::new(turns_rx),
             results: results_tx,
-            requests: Arc::clone(&requests),
             reported: Default::default(),
             counter: Default::default(),
         });
@@ -101,7 +97,6 @@ impl Model {
             port,
             turns: turns_tx,
             results: Mutex::new(results_rx),
-            requests,
         })
     }
 
@@ -123,28 +118,6 @@ impl Model {
             Ok(None) => bail!("the model stand-in stopped"),
             Err(_) => bail!("no tool result reached the model within {limit:?}"),
         }
-    }
-
-    /// Every model request body received so far.
-    pub fn requests(&self) -> Vec<Value> {
-        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
-    }
-
-    /// The tools the agent offered the model in its last request, by name (`namespace.name`
-    /// for a namespaced one).
-    pub fn offered_tools(&self) -> Vec<String> {
-        self.requests()
-            .iter()
-            .rev()
-            .find(|r| r.get("tools").is_some())
-            .map(offered)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(ns, name)| match ns {
-                Some(ns) => format!("{ns}.{name}"),
-                None => name,
-            })
-            .collect()
     }
 }
 
@@ -175,9 +148,6 @@ async fn serve(stream: TcpStream, shared: &Shared) -> Result<()> {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if method != "POST" || !request.is_object() {
         return answer_json(&mut stream, &json!({})).await;
-    }
-    if let Ok(mut log) = shared.requests.lock() {
-        log.push(request.clone());
     }
     let anthropic = path.starts_with("/v1/messages");
     let responses = path.ends_with("/responses");

@@ -31,3 +31,14 @@ pub fn is_protected() -> bool {
         false
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_process_is_undumpable_once_protected() {
+        protect_process();
+        assert!(is_protected());
+    }
+}
