@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
 
 use postern_domain::ApprovalId;
-use postern_domain::decision::{ApprovalCard, AskFor, CatalogSince, GrantChoice, Reply};
+use postern_domain::decision::{
+    ApprovalCard, ArgumentSource, AskFor, CatalogSince, GrantChoice, Reply,
+};
 use postern_domain::text::one_line;
 use postern_engine::Authority;
 use serde::Serialize;
@@ -75,27 +77,64 @@ pub fn narrowest(card: &ApprovalCard) -> Reply {
     }
 }
 
-/// The agent as one short name: its executable's file name, else its process name.
-pub fn agent_name(card: &ApprovalCard) -> String {
-    let agent = &card.agent;
-    agent
-        .executable
-        .as_ref()
-        .and_then(|e| e.path.file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .or_else(|| agent.chain.iter().rev().nth(1).cloned())
-        .unwrap_or_else(|| format!("pid {}", agent.pid))
-}
-
 /// One line naming a request: agent, server, tool (the agent's and the server's words shown
 /// as text, never obeyed: a tray menu entry is a one-click Approve).
 pub fn summary(card: &ApprovalCard) -> String {
     format!(
         "{} · {} · {}",
-        one_line(&agent_name(card)),
+        one_line(&card.agent_name),
         card.server,
         one_line(&card.tool.name)
     )
+}
+
+/// How many arguments a tray submenu shows, and how long each value may be there.
+const MENU_ARGUMENTS: usize = 3;
+const MENU_VALUE_CHARS: usize = 48;
+
+/// What a request's tray submenu shows before its choices: its first arguments (the agent's
+/// words as text, cut short), then its risk lines, or its calm line.
+pub fn menu_lines(card: &ApprovalCard) -> Vec<String> {
+    let mut lines: Vec<String> = card
+        .arguments
+        .iter()
+        .take(MENU_ARGUMENTS)
+        .map(|a| {
+            let name = a.pointer.trim_start_matches('/').replace('/', ".");
+            let value = shorten(&a.value.to_string(), MENU_VALUE_CHARS);
+            let default = match a.source {
+                ArgumentSource::Default => " (default)",
+                ArgumentSource::Sent => "",
+            };
+            one_line(&format!("{name} = {value}{default}")).into_owned()
+        })
+        .collect();
+    if card.arguments.len() > MENU_ARGUMENTS {
+        lines.push(format!(
+            "and {} more arguments",
+            card.arguments.len() - MENU_ARGUMENTS
+        ));
+    }
+    if card.arguments.is_empty() && card.what != AskFor::Session {
+        lines.push("no arguments".into());
+    }
+    if card.risks.is_empty() {
+        lines.push("Nothing changed since your approval".into());
+    }
+    lines.extend(
+        card.risks
+            .iter()
+            .map(|r| format!("⚠ {}", one_line(&r.text))),
+    );
+    lines
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(max - 1).collect();
+    format!("{cut}…")
 }
 
 /// Denies a request from the tray (approving takes the passphrase, in the approval window).
@@ -142,6 +181,19 @@ pub fn sync<R: Runtime>(app: &AppHandle<R>) {
         Some(authority) => (list(&authority), Some(authority.gate_status())),
         None => (Vec::new(), None),
     };
+    let counts = shell
+        .with_engine(|engine| engine.status().ok())
+        .flatten()
+        .map(|status| tray::Counts {
+            servers: status.servers.len(),
+            agents: status
+                .sessions
+                .iter()
+                .filter_map(|s| s.agent.as_ref().map(|a| a.pid))
+                .collect::<BTreeSet<_>>()
+                .len(),
+        })
+        .unwrap_or_default();
     if let Err(err) = app.emit(APPROVALS_CHANGED, &open) {
         tracing::debug!("cannot emit {APPROVALS_CHANGED}: {err}");
     }
@@ -156,7 +208,7 @@ pub fn sync<R: Runtime>(app: &AppHandle<R>) {
         WindowMove::Close => window::close_approvals(app),
         WindowMove::Keep => {}
     }
-    tray::refresh(app, gate.as_ref(), &open);
+    tray::refresh(app, gate.as_ref(), counts, &open);
 }
 
 /// What the approval window does when the queue changes.
@@ -209,9 +261,14 @@ fn announce<R: Runtime>(app: &AppHandle<R>, card: &ApprovalCard, more: usize) {
         1 => " (and 1 more request)".to_owned(),
         n => format!(" (and {n} more requests)"),
     };
+    let risk = card
+        .risks
+        .first()
+        .map(|r| format!(" {}", one_line(&r.text)))
+        .unwrap_or_default();
     let body = format!(
-        "{} wants {} on {}{also}: approve or deny in Postern",
-        one_line(&agent_name(card)),
+        "{} wants {} on {}{also}.{risk}",
+        one_line(&card.agent_name),
         one_line(&card.tool.name),
         card.server
     );
@@ -303,13 +360,31 @@ mod tests {
     }
 
     #[test]
-    fn a_request_is_named_by_agent_server_and_tool() {
+    fn a_request_is_named_by_the_agent_s_own_name_server_and_tool() {
+        let card = sample::card();
+        assert_eq!(summary(&card), "claude-code 2.1.3 · deployer · deploy");
+    }
+
+    #[test]
+    fn a_tray_submenu_shows_the_first_arguments_and_the_risk_lines() {
         let mut card = sample::card();
-        assert_eq!(summary(&card), "claude · deployer · deploy");
-        card.agent.executable = None;
-        assert_eq!(agent_name(&card), "claude");
-        card.agent.chain.clear();
-        assert_eq!(agent_name(&card), "pid 48211");
+        card.arguments[0].value = serde_json::Value::String("x".repeat(200));
+        let lines = menu_lines(&card);
+        assert_eq!(
+            lines[0].chars().count(),
+            "branch = ".len() + MENU_VALUE_CHARS
+        );
+        assert!(lines[0].ends_with('…'), "{}", lines[0]);
+        assert_eq!(lines[1], "options = {}");
+        assert_eq!(lines[2], "target = \"preview\" (default)");
+        assert_eq!(lines[3], "and 1 more arguments");
+        assert_eq!(lines.len(), 4 + card.risks.len());
+        assert!(lines[4].starts_with("⚠ The code changed"), "{lines:?}");
+        card.risks.clear();
+        assert_eq!(
+            menu_lines(&card).last().map(String::as_str),
+            Some("Nothing changed since your approval")
+        );
     }
 
     #[test]

@@ -80,6 +80,7 @@ pub fn card() -> ApprovalCard {
         timeout_ms: 120_000,
         ask: &ask,
         agent: &agent,
+        client: Some("claude-code 2.1.3"),
         request: &request,
         record: &now.0,
         last_approved_record: Some(&approved.0),

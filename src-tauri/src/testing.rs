@@ -161,6 +161,7 @@ pub fn call(tool: &str) -> CallToAuthorize {
             },
         },
         agent: Some(agent),
+        client: Some("test-agent 1".into()),
         record,
         catalog: Arc::new(catalog),
         arguments: json!({}),

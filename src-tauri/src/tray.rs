@@ -1,6 +1,8 @@
 //! The tray (menu-bar) icon and its menu. Its look says the gate's state at a glance
-//! (ready, approvals waiting, locked); its menu lists each waiting request with Approve
-//! and Deny, then the vault lock, the window and Quit. The menu is a value first
+//! (ready, approvals waiting, locked); its menu starts with a status block (the lock, servers,
+//! agents, grants), then lists each waiting request as a submenu that shows its first
+//! arguments and its risk lines before any choice: Approve… only for a calm request (no risk
+//! line), Review… otherwise, and Deny; then the vault lock, the window and Quit. The menu is a value first
 //! ([`entries`]) and a click is routed by item id ([`on_menu_event`]), so tests drive both
 //! without a tray host; [`refresh`] rebuilds the icon when the gate changes.
 
@@ -9,7 +11,6 @@ mod icon;
 use std::sync::{Mutex, PoisonError};
 
 use postern_domain::ApprovalId;
-use postern_domain::decision::AskFor;
 use postern_engine::GateStatus;
 use postern_engine::authority::VaultState;
 use tauri::{
@@ -109,8 +110,10 @@ impl MenuAction {
 pub enum MenuCommand {
     /// A fixed item.
     Action(MenuAction),
-    /// Approve a request, as narrowly as its card allows ([`approvals::narrowest`]).
+    /// Approve a calm request: the approval window, where the passphrase approves it.
     Approve(ApprovalId),
+    /// Review a flagged request in the approval window (no one-step approval).
+    Review(ApprovalId),
     /// Deny a request.
     Deny(ApprovalId),
 }
@@ -121,6 +124,7 @@ impl MenuCommand {
         match self {
             Self::Action(action) => action.id().to_owned(),
             Self::Approve(id) => format!("approve:{id}"),
+            Self::Review(id) => format!("review:{id}"),
             Self::Deny(id) => format!("deny:{id}"),
         }
     }
@@ -129,6 +133,9 @@ impl MenuCommand {
     pub fn from_id(id: &str) -> Option<Self> {
         if let Some(approval) = id.strip_prefix("approve:") {
             return approval.parse().ok().map(Self::Approve);
+        }
+        if let Some(approval) = id.strip_prefix("review:") {
+            return approval.parse().ok().map(Self::Review);
         }
         if let Some(approval) = id.strip_prefix("deny:") {
             return approval.parse().ok().map(Self::Deny);
@@ -145,15 +152,18 @@ impl MenuCommand {
 pub enum Entry {
     /// A line of text that cannot be clicked.
     Note(String),
-    /// A waiting request: a submenu titled `label` holding Approve (`approve` says how
-    /// much) and Deny.
+    /// A waiting request: a submenu titled `label` showing `lines` (its first arguments, then
+    /// its risk lines or its calm line), then Approve… for a calm request or Review… for a
+    /// flagged one, and Deny.
     Request {
         /// The request.
         id: ApprovalId,
-        /// Agent, server, tool.
+        /// Agent, server, tool; a flagged request's starts with a warning sign.
         label: String,
-        /// The Approve item's text.
-        approve: &'static str,
+        /// What the submenu shows before the choices.
+        lines: Vec<String>,
+        /// Whether nothing on the card calls for a second look (Approve… rather than Review…).
+        calm: bool,
     },
     /// A fixed item.
     Action(MenuAction),
@@ -161,8 +171,18 @@ pub enum Entry {
     Separator,
 }
 
-/// The menu for the gate's state (`None`: no engine runs here) and its waiting requests.
-pub fn entries(gate: Option<&GateStatus>, waiting: &[Approval]) -> Vec<Entry> {
+/// How many servers are configured and how many agent runs are connected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Configured servers.
+    pub servers: usize,
+    /// Connected agent runs.
+    pub agents: usize,
+}
+
+/// The menu for the gate's state (`None`: no engine runs here), what it serves, and its
+/// waiting requests.
+pub fn entries(gate: Option<&GateStatus>, counts: Counts, waiting: &[Approval]) -> Vec<Entry> {
     use Entry::{Action, Note, Separator};
     let open_quit = [
         Action(MenuAction::Open),
@@ -184,15 +204,20 @@ pub fn entries(gate: Option<&GateStatus>, waiting: &[Approval]) -> Vec<Entry> {
             out.push(Separator);
         }
         VaultState::Ready => {
+            out.push(Note("Unlocked".into()));
+            out.push(Note(status_line(gate, counts)));
+            out.push(Separator);
             if !waiting.is_empty() {
                 out.push(Note(waiting_text(waiting.len())));
                 out.extend(waiting.iter().map(|a| Entry::Request {
                     id: a.card.id,
-                    label: approvals::summary(&a.card),
-                    approve: match a.card.what {
-                        AskFor::Session => "Admit this agent run",
-                        AskFor::Call | AskFor::SessionAndCall => "Approve this call",
+                    label: if a.card.is_calm() {
+                        approvals::summary(&a.card)
+                    } else {
+                        format!("⚠ {}", approvals::summary(&a.card))
                     },
+                    lines: approvals::menu_lines(&a.card),
+                    calm: a.card.is_calm(),
                 }));
                 out.push(Action(MenuAction::Review));
                 out.push(Separator);
@@ -202,6 +227,17 @@ pub fn entries(gate: Option<&GateStatus>, waiting: &[Approval]) -> Vec<Entry> {
     }
     out.extend(open_quit);
     out
+}
+
+/// "2 servers · 1 agent · 3 grants".
+fn status_line(gate: &GateStatus, counts: Counts) -> String {
+    let n = |count: usize, one: &str| format!("{count} {one}{}", if count == 1 { "" } else { "s" });
+    format!(
+        "{} · {} · {}",
+        n(counts.servers, "server"),
+        n(counts.agents, "agent"),
+        n(gate.grants as usize, "grant")
+    )
 }
 
 /// The tooltip (and the accessible name) for the gate's state.
@@ -227,7 +263,7 @@ pub fn title(gate: Option<&GateStatus>) -> Option<String> {
 pub fn create<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<TrayIcon<R>> {
     TrayIconBuilder::with_id(TRAY_ID)
         .tooltip(tooltip(None))
-        .menu(&menu(app, &entries(None, &[]))?)
+        .menu(&menu(app, &entries(None, Counts::default(), &[]))?)
         .icon(image(Look::Idle, TEMPLATE))
         .icon_as_template(TEMPLATE)
         .show_menu_on_left_click(true)
@@ -236,12 +272,17 @@ pub fn create<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<TrayIcon<R>> {
 }
 
 /// The icon, tooltip, title and menu for the gate now. Rebuilt only when they change.
-pub fn refresh<R: Runtime>(app: &AppHandle<R>, gate: Option<&GateStatus>, waiting: &[Approval]) {
+pub fn refresh<R: Runtime>(
+    app: &AppHandle<R>,
+    gate: Option<&GateStatus>,
+    counts: Counts,
+    waiting: &[Approval],
+) {
     let shown = Shown {
         look: Look::of(gate),
         tooltip: tooltip(gate),
         title: title(gate),
-        entries: entries(gate, waiting),
+        entries: entries(gate, counts, waiting),
     };
     let state = app.state::<TrayState>();
     let mut last = state.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -280,27 +321,43 @@ pub fn menu<R: Runtime>(app: &AppHandle<R>, entries: &[Entry]) -> tauri::Result<
     for entry in entries {
         let item: Box<dyn IsMenuItem<R>> = match entry {
             Entry::Note(text) => Box::new(MenuItem::new(app, text, false, None::<&str>)?),
-            Entry::Request { id, label, approve } => {
-                let approve = MenuItem::with_id(
+            Entry::Request {
+                id,
+                label,
+                lines,
+                calm,
+            } => {
+                let mut items: Vec<Box<dyn IsMenuItem<R>>> = Vec::new();
+                for line in lines {
+                    items.push(Box::new(MenuItem::new(app, line, false, None::<&str>)?));
+                }
+                items.push(Box::new(PredefinedMenuItem::separator(app)?));
+                let (command, text) = if *calm {
+                    (MenuCommand::Approve(*id), "Approve…")
+                } else {
+                    (MenuCommand::Review(*id), "Review…")
+                };
+                items.push(Box::new(MenuItem::with_id(
                     app,
-                    MenuCommand::Approve(*id).id(),
-                    approve,
+                    command.id(),
+                    text,
                     true,
                     None::<&str>,
-                )?;
-                let deny = MenuItem::with_id(
+                )?));
+                items.push(Box::new(MenuItem::with_id(
                     app,
                     MenuCommand::Deny(*id).id(),
                     "Deny",
                     true,
                     None::<&str>,
-                )?;
+                )?));
+                let refs: Vec<&dyn IsMenuItem<R>> = items.iter().map(AsRef::as_ref).collect();
                 Box::new(Submenu::with_id_and_items(
                     app,
                     format!("request:{id}"),
                     label,
                     true,
-                    &[&approve, &deny],
+                    &refs,
                 )?)
             }
             Entry::Action(action) => Box::new(MenuItem::with_id(
@@ -321,8 +378,9 @@ pub fn menu<R: Runtime>(app: &AppHandle<R>, entries: &[Entry]) -> tauri::Result<
 pub fn on_menu_event<R: Runtime>(app: &AppHandle<R>, id: &str) {
     match MenuCommand::from_id(id) {
         Some(MenuCommand::Action(action)) => action.perform(app),
-        // Approving takes the passphrase: the approval window asks for it.
-        Some(MenuCommand::Approve(_)) => approvals::review(app),
+        // Approving takes the passphrase: the approval window asks for it, and a flagged
+        // request is reviewed there in full.
+        Some(MenuCommand::Approve(_) | MenuCommand::Review(_)) => approvals::review(app),
         Some(MenuCommand::Deny(approval)) => deny(app, approval),
         None => tracing::debug!("ignoring menu item {id}"),
     }

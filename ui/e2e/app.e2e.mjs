@@ -15,6 +15,7 @@ import { join, resolve } from "node:path";
 
 import { agent, client, CLOCK } from "./agent.mjs";
 import { approveInWindow, choosePassphrase, PASSPHRASE, posternAtTerminal, retryAfterMs, typeInto, unlockInWindow } from "./passphrase.mjs";
+import { rebuildable } from "./rebuildable.mjs";
 import { startTray } from "./tray.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
@@ -133,23 +134,26 @@ const scenarios = {
         }
         expectEqual(await s.texts(".queue-pos"), ["1 of 1"], "queue position");
         expectEqual(await s.texts(".approval .tool-name"), ["now"], "tool");
-        expectIncludes((await s.texts(".asks-line"))[0], "asks to call now on clock", "what is asked");
-        // The agent is this test's own process (node), which launched the shim.
+        // The headline: the agent by its own name (its initialize), the tool, the server.
+        expectEqual(await s.texts(".headline"), ["e2e-agent 1.0.0 wants to call now on clock"], "what is asked");
+        // A first approval of a call without credentials has nothing to weigh: one calm line.
+        expectEqual(await s.texts(".risks .risk"), [], "risk lines");
+        expectIncludes((await s.texts(".calm"))[0], "Your first approval for clock", "the calm line");
+        // The agent is this test's own process (node), which launched the shim: evidence,
+        // folded in the details until asked for.
+        await s.click(".forensics summary");
         expectEqual(await s.texts(".agent-pid"), [`· pid ${process.pid}`], "agent pid");
         expectIncludes((await s.texts(".agent-chain"))[0], "→ postern", "agent chain");
         expectEqual(await s.texts(".since"), ["No launch of this server was approved before."], "identity since");
         const [left] = await s.texts(".countdown-text");
         if (!/^expires in [12]:\d\d$/.test(left)) throw new Error(`countdown: got ${JSON.stringify(left)}`);
-        expectEqual(
-          await s.texts(".choice"),
-          ["Approve this call", "Approve for 15 min", "Approve for 60 min", "Approve until the agent run ends"],
-          "grant choices",
-        );
-        // The buttons take input a moment after the card appears. The passphrase field has the
-        // focus: Enter in it approves with the narrowest choice, the passphrase as proof.
-        await s.waitForAttributes(".choice", "disabled", (d) => d.length === 4 && d.every((v) => v === null));
-        const focused = await s.execute("const el = document.activeElement; return el ? `${el.tagName} ${el.className} ${el.type}` : null");
-        expectEqual(focused, "INPUT passphrase password", "focused field");
+        expectEqual(await s.attributes(".lifetime", "data-choice"), ["thisCall", "forMinutes:15", "forMinutes:60", "untilRunEnds"], "lifetimes");
+        expectEqual(await s.attributes(".lifetime", "aria-checked"), ["true", "false", "false", "false"], "the narrowest chosen");
+        // The buttons take input a moment after the card appears. The chosen lifetime has the
+        // focus; the passphrase is typed in its field, and Enter there allows.
+        await s.waitForAttributes(".allow", "disabled", (d) => d.length === 1 && d[0] === null);
+        const focused = await s.execute("const el = document.activeElement; return el ? el.dataset.choice : null");
+        expectEqual(focused, "thisCall", "focused lifetime");
         // A wrong passphrase: the card stays, with the engine's message, the field emptied.
         await type(s, "input.passphrase", "not-the-passphrase\uE007");
         const [refused] = await s.waitForTexts(".answer-error", (t) => t.length === 1 && t[0] !== "");
@@ -171,6 +175,77 @@ const scenarios = {
       });
     } finally {
       agentClient?.close();
+    }
+  },
+
+  // Issue 18: the approval window at its own default size (560x720), over a rebuild whose
+  // schema gained `target` (default `preview`): the headline, the arguments with the default
+  // and the decision row show without scrolling, the risk strip says the code and the tool
+  // changed, keys 1–4 choose how long, Enter leads to the passphrase and allows, Esc denies.
+  async "the approval window shows a rebuild card's decision without scrolling, and answers from the keyboard"({ home }) {
+    const publisher = rebuildable(join(home, "publisher"));
+    postern(home, "server", "add", "publisher", "--cwd", publisher.app, "--env", `FIXTURE_EFFECTS=${publisher.effects}`,
+      "--identity", "lib", "--restart", "on-change", "--", ".venv/bin/python", "-B", "server.py");
+    let claude;
+    try {
+      await withApp(home, async (s) => {
+        const main = await s.windowHandle();
+        await s.waitForTexts(".server-label", (l) => same(l, ["publisher"]));
+        claude = await client(cli, home, "publisher", "claude-code", "2.1.3");
+        const first = claude.call("publish_preview", { branch: "main" });
+        await s.waitForWindow("approvals", 30_000);
+        await approveInWindow(s);
+        expectEqual((await first).result?.isError ?? false, false, "the first call, approved");
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        await s.switchToWindow(main);
+
+        publisher.build("b-schema");
+        await s.waitForTexts('[data-server="publisher"] .changes li', (t) => t.length > 0, 30_000);
+        await s.waitForTexts('[data-server="publisher"] .state', (t) => same(t, ["catalog-ready"]), 30_000);
+        await claude.request("tools/list", {});
+        const second = claude.call("publish_preview", { branch: "main" }, 120_000);
+        await s.waitForWindow("approvals", 30_000);
+        await s.waitForAttributes(".allow", "disabled", (d) => same(d, [null]));
+
+        // The window as the app opened it: its default size, scrolled to the top.
+        const size = await s.execute("return [window.innerWidth, window.innerHeight, document.scrollingElement.scrollTop]");
+        expectEqual(size, [560, 720, 0], "the approval window's size and scroll");
+        expectEqual(await s.texts(".headline"), ["claude-code 2.1.3 wants to call publish_preview on publisher"], "the headline");
+        const kinds = await s.attributes(".risks .risk", "data-kind");
+        expectEqual(kinds.slice(0, 2), ["codeChanged", "toolChanged"], "the risk strip, most severe first");
+        const risks = await s.texts(".risks .risk");
+        expectIncludes(risks[1], 'fills in target = "preview" by default', "the new default, in words");
+        expectEqual(await s.texts('.args tr[data-pointer="/target"] .arg-default'), ["default"], "the default, marked");
+        // Everything a decision needs is inside the window without scrolling.
+        const unseen = await s.execute(`
+          const h = window.innerHeight;
+          return ['.headline', '.args tr[data-pointer="/target"]', '.risks', '.lifetimes', '.covers', 'input.passphrase', '.decide-buttons .allow', '.decide-buttons .deny']
+            .filter((css) => { const r = document.querySelector(css)?.getBoundingClientRect(); return !r || r.top < 0 || r.bottom > h; });`);
+        expectEqual(unseen, [], "parts of the decision outside the window");
+
+        // Keys: 3 chooses an hour and says so; 1 goes back to this call; Enter with nothing
+        // typed takes the person to the passphrase; the passphrase and Enter allow.
+        await s.sendKeys(".lifetime.checked", "3");
+        expectEqual(await s.attributes(".lifetime", "aria-checked"), ["false", "false", "true", "false"], "after 3");
+        expectIncludes((await s.texts(".covers"))[0], "For 1 hour", "what an hour covers");
+        await s.sendKeys(".lifetime.checked", "1");
+        expectEqual(await s.attributes(".lifetime", "aria-checked"), ["true", "false", "false", "false"], "after 1");
+        expectIncludes((await s.texts(".covers"))[0], "Allows this one call", "what this call covers");
+        await s.sendKeys(".lifetime.checked", "\uE007");
+        expectEqual(await s.execute("return document.activeElement?.classList.contains('passphrase') ?? false"), true, "Enter leads to the passphrase");
+        await approveInWindow(s);
+        const allowed = (await second).result;
+        if (allowed?.isError) throw new Error(`the rebuilt call, allowed: ${JSON.stringify(allowed)}`);
+
+        // This call only: the next one asks again, and Esc denies it.
+        const third = claude.call("publish_preview", { branch: "main" }, 120_000);
+        await s.waitForWindow("approvals", 30_000);
+        await s.waitForAttributes(".allow", "disabled", (d) => same(d, [null]));
+        await answerWithKey(s, ".lifetime.checked", "\uE00C");
+        expectEqual((await third).result?.structuredContent?.error, "approval_denied", "the call after Esc");
+      });
+    } finally {
+      claude?.close();
     }
   },
 
@@ -260,7 +335,7 @@ const scenarios = {
         await s.waitForWindow("approvals");
         await s.waitForAttributes(".deny", "disabled", (d) => same(d, [null]));
         // Escape denies the request shown.
-        await answerWithKey(s, ".choice", "\uE00C");
+        await answerWithKey(s, ".allow", "\uE00C");
 
         const result = (await answer).result;
         expectEqual(result?.isError, true, "isError");
@@ -410,7 +485,7 @@ const scenarios = {
         await s.waitForTexts(".call-waiting p", (t) => t.length === 1 && t[0].startsWith("A call is waiting"));
         await s.waitForWindow("approvals");
         await s.waitForAttributes(".deny", "disabled", (d) => same(d, [null]));
-        await answerWithKey(s, ".choice", "\uE00C");
+        await answerWithKey(s, ".allow", "\uE00C");
         expectEqual((await answer).result?.structuredContent?.error, "approval_denied", "the agent's answer");
       }, { HOME: user }, { choose: false });
     } finally {

@@ -85,14 +85,14 @@ export async function approveInWindow(s, passphrase = PASSPHRASE) {
   const closed = async () => (await s.windowHandles()).length === 1;
   await retried(s, "the approval to be taken", async () => {
     if (await closed()) return { done: true };
-    await s.waitForAttributes(".choice", "disabled", (d) => d.length > 0 && d.every((v) => v === null));
+    await s.waitForAttributes(".allow", "disabled", (d) => d.length > 0 && d.every((v) => v === null));
     await typeInto(s, "input.passphrase", `${passphrase}\uE007`);
     // Enter answers at once (the window shows the answer on its way, the last refusal gone):
     // wait for the window to close, or for the engine's refusal.
     for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(100)) {
       if (await closed()) return { done: true };
       const said = await s.texts(".answer-error").catch(() => []);
-      const enabled = await s.attributes(".choice", "disabled").catch(() => []);
+      const enabled = await s.attributes(".allow", "disabled").catch(() => []);
       if (said.length === 1 && said[0] !== "" && enabled.length > 0 && enabled.every((v) => v === null)) return { done: false, said: said[0] };
     }
     return { done: false, said: "" };

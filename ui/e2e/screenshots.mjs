@@ -8,13 +8,13 @@
 // it is typed wherever the app or the `postern` CLI asks for it.
 
 import { execFileSync, spawn } from "node:child_process";
-import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 
 import { agent, client, CLOCK } from "./agent.mjs";
 import { approveInWindow, choosePassphrase, PASSPHRASE, posternAtTerminal, typeInto } from "./passphrase.mjs";
+import { rebuildable } from "./rebuildable.mjs";
 import { startTray } from "./tray.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
@@ -22,10 +22,6 @@ const app = resolve(process.env.POSTERN_APP ?? "");
 const cli = resolve(process.env.POSTERN_CLI ?? "");
 const out = resolve(process.argv[2] ?? "docs/screenshots");
 const demo = join(tmpdir(), "postern-demo");
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-/** The rebuildable fixture server (tests/fixtures/rebuildable/README.md) and the venv with its MCP SDK. */
-const REBUILDABLE = join(repo, "tests/fixtures/rebuildable");
-const VENV = join(repo, "tests/.deps/venv");
 mkdirSync(out, { recursive: true });
 
 /** `POSTERN_SHOTS=journals,first-run` takes only those homes' pictures. */
@@ -131,12 +127,13 @@ const shots = {
         void cursor.call("now", {}, 600_000).catch(() => {});
 
         await s.waitForWindow("approvals", 30_000);
-        await s.setWindowRect(600, 1000);
+        // The window at its own default size (src-tauri/src/window.rs).
+        await s.setWindowRect(560, 720);
         await s.waitForTexts(".queue-pos", (t) => same(t, ["1 of 2"]), 30_000);
-        await s.waitForAttributes(".choice", "disabled", (d) => d.length > 0 && d[0] === null);
+        await s.waitForAttributes(".allow", "disabled", (d) => d.length > 0 && d[0] === null);
         const approval = await s.screenshot();
 
-        // The first request's submenu open, its Approve and Deny showing.
+        // The first request's submenu open: its arguments and risk lines, Review… and Deny.
         await tray.openMenu();
         await tray.keys("Down", "Right");
         const trayMenu = tray.picture();
@@ -318,32 +315,6 @@ process.exit(0);
  * `app/` holds revision A's entry, the lockfile, `lib/` and `.venv` (a link to the test venv);
  * `build(revision)` copies that revision's files over it with atomic renames, as a build does.
  */
-function rebuildable(dir) {
-  if (!existsSync(join(VENV, "bin/python"))) {
-    throw new Error(`the screenshots need the test venv with the MCP SDK (${VENV}): run scripts/setup-test-deps.sh`);
-  }
-  const app = join(dir, "app");
-  const noCache = (src) => !src.includes("__pycache__");
-  mkdirSync(app, { recursive: true });
-  cpSync(join(REBUILDABLE, "lib"), join(app, "lib"), { recursive: true, filter: noCache });
-  copyFileSync(join(REBUILDABLE, "requirements.txt"), join(app, "requirements.txt"));
-  cpSync(join(REBUILDABLE, "revisions/a"), app, { recursive: true, filter: noCache });
-  symlinkSync(VENV, join(app, ".venv"));
-  let builds = 0;
-  return {
-    app,
-    effects: join(dir, "effects.txt"),
-    build(revision) {
-      const from = join(REBUILDABLE, "revisions", revision);
-      for (const file of readdirSync(from)) {
-        const staged = join(dir, `.build-${builds++}`);
-        copyFileSync(join(from, file), staged);
-        renameSync(staged, join(app, file));
-      }
-    },
-  };
-}
-
 /** Opens the app on `home`; chooses the passphrase first unless `choose` is false. */
 async function withApp(home, body, env = {}, { choose = true } = {}) {
   const driver = await startDriver({ env: { POSTERN_HOME: home, RUST_LOG: "warn", ...env } });
@@ -407,7 +378,7 @@ async function gated(s, main, call, pick) {
  */
 async function answer(s, main, pick) {
   await s.waitForWindow("approvals", 30_000);
-  await s.waitForAttributes(".choice", "disabled", (d) => d.length > 0 && d.every((v) => v === null));
+  await s.waitForAttributes(".allow", "disabled", (d) => d.length > 0 && d.every((v) => v === null));
   // The answer may close the window before the driver hears back: that is the expected outcome.
   const closing = (err) => {
     if (!/no such window|Could not parse script result/.test(String(err.message))) throw err;
@@ -417,8 +388,9 @@ async function answer(s, main, pick) {
   } else {
     // An approval carries the passphrase, typed in the window's field.
     await typeInto(s, "input.passphrase", PASSPHRASE);
-    const n = (await s.attributes(".choice", "class")).length;
-    await s.execute("document.querySelectorAll('.choice')[arguments[0]].click(); return true", [pick(n)]).catch(closing);
+    const n = (await s.attributes(".lifetime", "class")).length;
+    if (n > 0) await s.execute("document.querySelectorAll('.lifetime')[arguments[0]].click(); return true", [pick(n)]);
+    await s.click(".allow").catch(closing);
   }
   await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
   await s.switchToWindow(main);

@@ -20,7 +20,12 @@ export type ApprovalCard = {
   what: AskFor;
   /** The every-use settings that require this decision (empty: none). */
   everyUse: SettingTarget[];
-  /** The agent process asking. */
+  /** The agent by the name people know it by: its client's own name and version, else its
+   * program's file name. */
+  agentName: string;
+  /** The client's own name and version from its `initialize` (self-reported). */
+  client: string | null;
+  /** The agent process asking: the verified evidence behind the name. */
   agent: AgentIdentity;
   /** The server's label. */
   server: string;
@@ -42,7 +47,23 @@ export type ApprovalCard = {
   choices: GrantChoice[];
   /** The agent stopped waiting (its client's timeout): the answer decides its identical retry. */
   agentStoppedWaiting: boolean;
+  /** What to weigh before allowing, most severe first (empty: a calm card). */
+  risks: RiskLine[];
 };
+
+/** One line of the risk strip (crates/domain/src/decision/risk.rs): the sentence, its weight,
+ * and what it is about. */
+export type RiskLine = { severity: "danger" | "caution"; text: string } & (
+  | { kind: "codeChanged"; files: string[]; facts: string[] }
+  | { kind: "escalation"; tools: string[] }
+  | { kind: "clientMismatch"; client: string; program: string }
+  | { kind: "toolChanged"; tool: string; defaults: [string, Json][] }
+  | { kind: "releasesCredentials"; names: string[] }
+  | { kind: "usesCredentials"; names: string[] }
+  | { kind: "everyUse"; targets: SettingTarget[] }
+  | { kind: "catalogChanged"; changes: string[]; count: number }
+  | { kind: "contextChanged"; facts: string[] }
+);
 
 /** Admit the agent run, allow the call, or both on one card. */
 export type AskFor = "session" | "call" | "sessionAndCall";

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 
-import type { AgentIdentity, ApprovalCard, Argument, EpochView, ToolView, UntrustedHints } from "./approval-card";
-import { cardView, choiceLabel, countdown, narrowest, renderApprovals, tick, type ApprovalHandlers, type ApprovalsState } from "./approval";
+import type { AgentIdentity, ApprovalCard, Argument, EpochView, IdentitySince, ToolView, UntrustedHints } from "./approval-card";
+import { allowWith, argumentName, calmLine, cardView, countdown, coverage, lifetimeLabel, narrowest, renderApprovals, RISKS_SHOWN, tick, type ApprovalHandlers, type ApprovalsState } from "./approval";
 import type { Approval } from "./bindings";
 import cardJson from "./fixtures/approval-card.json";
 import approvalJson from "./fixtures/approval.json";
@@ -22,6 +22,32 @@ function show(approval: Approval, nowMs = approval.card.askedAt): HTMLElement {
   return root;
 }
 
+const handlers = () => ({
+  answer: vi.fn<ApprovalHandlers["answer"]>(),
+  move: vi.fn<ApprovalHandlers["move"]>(),
+  choose: vi.fn<ApprovalHandlers["choose"]>(),
+  details: vi.fn<ApprovalHandlers["details"]>(),
+  lock: vi.fn<ApprovalHandlers["lock"]>(),
+});
+
+const state = (fields: Partial<ApprovalsState> = {}): ApprovalsState => ({
+  queue: [sample],
+  index: 0,
+  armed: true,
+  busy: false,
+  error: null,
+  choice: 0,
+  details: false,
+  ...fields,
+});
+
+/** The whole window for one approval, its details folded or open. */
+function showWindow(approval: Approval, details = true): HTMLElement {
+  const root = renderApprovals(state({ queue: [approval], details }), approval.card.askedAt, handlers());
+  document.body.replaceChildren(root);
+  return root;
+}
+
 function withCard(fields: Partial<ApprovalCard>, rest: Partial<Approval> = {}): Approval {
   return { ...sample, ...rest, card: { ...sample.card, ...fields } };
 }
@@ -38,7 +64,7 @@ describe("the committed sample card", () => {
       keys<ApprovalCard>({
         id: true, askedAt: true, expiresAt: true, what: true, everyUse: true, agent: true, server: true, epoch: true,
         catalog: true, tool: true, arguments: true, annotations: true, credentials: true, withheldCredentials: true, choices: true,
-        agentStoppedWaiting: true,
+        agentStoppedWaiting: true, risks: true, agentName: true, client: true,
       }),
     );
     expect(Object.keys(card.agent).sort()).toEqual(keys<AgentIdentity>({ pid: true, startTime: true, executable: true, chain: true, cwd: true }));
@@ -59,27 +85,77 @@ describe("the committed sample card", () => {
 describe("an approval card", () => {
   it("shows control and bidirectional characters from the agent as escapes, never obeying them", () => {
     const agent = { ...sample.card.agent, chain: ["zsh", "claude\u202eedualc", "postern"] };
-    const root = show(withCard({ agent }));
+    const root = showWindow(withCard({ agent, agentName: "claude\u202eedualc" }));
     const chain = text(root.querySelector(".agent-chain"));
     expect(chain).toBe("zsh → claude\\u202eedualc → postern");
     expect(chain).not.toMatch(/[\u202e\u001b]/);
+    expect(text(root.querySelector(".headline .agent-name"))).toBe("claude\\u202eedualc");
   });
 
-  it("names the agent process: chain, pid, executable and digest, directory", () => {
+  it("leads with one sentence: the agent by its own name, the tool, the server, and where the agent runs", () => {
     const root = show(sample);
 
-    expect(text(root.querySelector(".asks-line"))).toBe(
-      "claude asks to call deploy on deployer (approving also admits this agent run for deployer)",
-    );
+    expect(text(root.querySelector(".headline"))).toBe("claude-code 2.1.3 wants to call deploy on deployer");
+    expect(text(root.querySelector(".agent-cwd"))).toBe("/home/ada/src/shop");
+    expect(text(root.querySelector(".tool-description"))).toBe("Deploy a branch. Safe: only reads.");
+    const session = show(withCard({ what: "session", choices: [] }));
+    expect(text(session.querySelector(".headline"))).toBe("claude-code 2.1.3 wants to start using deployer");
+  });
+
+  it("keeps the verified process as evidence in the folded details", () => {
+    const root = showWindow(sample);
+
+    expect(root.querySelector(".approval .agent-chain")).toBeNull();
+    expect(text(root.querySelector(".forensics summary"))).toBe("Details: process, code, catalog");
+    expect(text(root.querySelector(".agent-client"))).toBe("claude-code 2.1.3 (its own word)");
     expect(text(root.querySelector(".agent-chain"))).toBe("zsh → claude → postern");
     expect(text(root.querySelector(".agent-pid"))).toBe("· pid 48211");
     expect(text(root.querySelector(".agent-exe .path"))).toBe("/home/ada/.local/bin/claude");
     expect(root.querySelector(".agent-exe .digest")?.getAttribute("title")).toBe(card.agent.executable?.digest);
-    expect(text(root.querySelector(".agent-cwd"))).toBe("/home/ada/src/shop");
+  });
+
+  it("opens the details as the window last left them, and says when they are toggled", () => {
+    const on = handlers();
+    const folded = renderApprovals(state(), card.askedAt, on);
+    expect(folded.querySelector<HTMLDetailsElement>(".forensics")?.open).toBe(false);
+    expect(renderApprovals(state({ details: true }), card.askedAt, on).querySelector<HTMLDetailsElement>(".forensics")?.open).toBe(true);
+    const details = folded.querySelector<HTMLDetailsElement>(".forensics")!;
+    details.open = true;
+    details.dispatchEvent(new Event("toggle"));
+    expect(on.details).toHaveBeenCalledWith(true);
+  });
+
+  it("puts at most four risk lines on the card, most severe first, the rest in the details", () => {
+    const root = showWindow(sample);
+    const strip = [...root.querySelectorAll(".approval .risks .risk")];
+
+    expect(card.risks.length).toBeGreaterThan(RISKS_SHOWN);
+    expect(strip).toHaveLength(RISKS_SHOWN);
+    expect(strip.map((li) => li.getAttribute("data-kind"))).toEqual(card.risks.slice(0, RISKS_SHOWN).map((r) => r.kind));
+    expect(strip[0]?.classList.contains("risk-danger")).toBe(true);
+    expect(text(strip[0]!)).toBe(card.risks[0]!.text);
+    expect(text(root.querySelector(".risk-more"))).toBe(`and ${card.risks.length - RISKS_SHOWN} more in the details`);
+    expect(all(root, ".section-all-risks li")).toEqual(card.risks.map((r) => r.text));
+  });
+
+  it("says one calm line when nothing is to weigh", () => {
+    const calm = show(withCard({ risks: [], epoch: { ...card.epoch, since: { kind: "unchanged", approvedEpoch: card.epoch.epoch } } }));
+    expect(calm.querySelector(".risks")).toBeNull();
+    expect(text(calm.querySelector(".calm"))).toBe("The same code and tools you approved before.");
+    expect(calmLine({ kind: "firstApproval" }, "deployer")).toBe("Your first approval for deployer: nothing earlier to compare with. Its code is in the details.");
+  });
+
+  it("says a new working directory as a change of context, not of code", () => {
+    const since: IdentitySince = { kind: "changed", approvedEpoch: card.epoch.epoch, changedArtifacts: [], changedFacts: ["workingDirectory"] };
+    const root = showWindow(withCard({ epoch: { ...card.epoch, since } }));
+
+    expect(text(root.querySelector(".since-changed .callout-title"))).toContain("The same code, started in another context");
+    expect(root.querySelector(".since-changed")?.classList.contains("callout-warn")).toBe(false);
+    expect(text(root.querySelector(".changed-facts"))).toBe("Changed: the working directory.");
   });
 
   it("shows the server and its epoch, and exactly which artifacts changed since the approved epoch", () => {
-    const root = show(sample);
+    const root = showWindow(sample);
 
     expect(text(root.querySelector(".server-name"))).toBe("deployer");
     expect(root.querySelector(".section-server .epoch")?.getAttribute("title")).toBe(`execution epoch ${card.epoch.epoch}`);
@@ -94,14 +170,14 @@ describe("an approval card", () => {
     [{ kind: "sameEpoch" } as const, ".since-same", "The same launch you approved before."],
     [{ kind: "unchanged", approvedEpoch: "01JQ7R4S4S0QJ7GZP1S2K8XWQD" } as const, ".since-unchanged", "A new launch of the same code as the approved epoch 01JQ7R…XWQD."],
   ])("says when the identity did not change (%o)", (since, selector, said) => {
-    const root = show(withCard({ epoch: { ...card.epoch, since } }));
+    const root = showWindow(withCard({ epoch: { ...card.epoch, since } }));
 
     expect(text(root.querySelector(selector))).toBe(said);
     expect(root.querySelector(".changed-artifacts")).toBeNull();
   });
 
   it("shows the catalog diff since the last approval, escalations flagged", () => {
-    const root = show(sample);
+    const root = showWindow(sample);
 
     expect(root.querySelector(".catalog-changed")?.classList.contains("escalation")).toBe(true);
     expect(all(root, ".catalog-changes li")).toEqual([
@@ -112,38 +188,46 @@ describe("an approval card", () => {
     ]);
     expect(root.querySelectorAll(".catalog-changes .change-escalation")).toHaveLength(2);
 
-    const unchanged = show(withCard({ catalog: { kind: "unchanged", revision: "sha256:" + "ab".repeat(32) } }, { catalogChanges: [], escalation: false }));
+    const unchanged = showWindow(withCard({ catalog: { kind: "unchanged", revision: "sha256:" + "ab".repeat(32) } }, { catalogChanges: [], escalation: false }));
     expect(text(unchanged.querySelector(".catalog-since"))).toBe("Unchanged since the last approval (revision abababababab).");
   });
 
-  it("lists the arguments with the schema's defaults visibly marked", () => {
+  it("lists the arguments by name with the schema's defaults visibly marked, long values folded", () => {
     const root = show(sample);
 
     const rows = [...root.querySelectorAll(".args tr")];
     expect(rows.map((r) => r.getAttribute("data-pointer"))).toEqual(["/branch", "/options", "/target", "/options/dryRun"]);
+    expect(all(root, ".args .arg-pointer")).toEqual(["branch", "options", "target", "options.dryRun"]);
     expect(all(root, ".args .arg-value")).toEqual(['"main"', "{}", '"preview"', "false"]);
     const marked = rows.filter((r) => r.querySelector(".arg-default") !== null).map((r) => r.getAttribute("data-pointer"));
     expect(marked).toEqual(["/target", "/options/dryRun"]);
     expect(all(root, ".arg-default")).toEqual(["default", "default"]);
     expect(root.querySelector(".arg-default")?.getAttribute("title")).toContain("did not send");
+
+    const long = "x".repeat(300);
+    const folded = show(withCard({ arguments: [{ pointer: "/body", value: long, source: "sent" }] }));
+    expect(folded.querySelector(".arg-value details.folded-value")).not.toBeNull();
+    expect(text(folded.querySelector(".folded-value summary"))).toContain("302 characters");
+    expect(text(folded.querySelector(".folded-value pre"))).toBe(JSON.stringify(long));
+    expect(argumentName("/a~1b/c~0d")).toBe("a/b.c~d");
   });
 
   it("labels the annotations as untrusted hints", () => {
-    const root = show(sample);
+    const root = showWindow(sample);
 
     expect(text(root.querySelector(".section-hints h2"))).toBe("Untrusted hints");
     expect(text(root.querySelector(".hints-label"))).toBe("untrusted");
     expect(text(root.querySelector(".hints-note"))).toContain("untrusted hints from the server: they describe what it claims, and decide nothing");
     expect(all(root, ".hint-list li")).toEqual(["readOnlyHint: true", "destructiveHint: false", 'title: "Deploy"']);
 
-    expect(show(withCard({ annotations: null })).querySelector(".section-hints")).toBeNull();
+    expect(showWindow(withCard({ annotations: null })).querySelector(".section-hints")).toBeNull();
   });
 
   it("shows the credential scope", () => {
-    expect(all(show(sample), ".credential-list li")).toEqual(["github-deploy"]);
-    const none = show(withCard({ credentials: [] }));
+    expect(all(showWindow(sample), ".credential-list li")).toEqual(["github-deploy"]);
+    const none = showWindow(withCard({ credentials: [] }));
     expect(text(none.querySelector(".credentials-none"))).toBe("This call uses no credential.");
-    const withheld = show(withCard({ withheldCredentials: ["github-deploy"] }));
+    const withheld = showWindow(withCard({ withheldCredentials: ["github-deploy"] }));
     expect(text(withheld.querySelector(".withheld"))).toContain("Withheld from the running launch: github-deploy");
   });
 
@@ -178,30 +262,37 @@ describe("an approval card", () => {
 });
 
 describe("the approval window", () => {
-  const handlers = () => ({
-    answer: vi.fn<ApprovalHandlers["answer"]>(),
-    move: vi.fn<ApprovalHandlers["move"]>(),
-    lock: vi.fn<ApprovalHandlers["lock"]>(),
-  });
-  const state = (fields: Partial<ApprovalsState> = {}): ApprovalsState => ({
-    queue: [sample],
-    index: 0,
-    armed: true,
-    busy: false,
-    error: null,
-    ...fields,
-  });
-
-  it("offers the card's grant choices, narrowest first, and Deny", () => {
+  it("offers one Allow, one Deny and the lifetimes, narrowest chosen, keys 1–4", () => {
     const on = handlers();
     const root = renderApprovals(state(), card.askedAt, on);
 
-    expect(all(root, ".choice")).toEqual(["Approve this call", "Approve for 15 min", "Approve for 60 min", "Approve until the agent run ends"]);
-    root.querySelectorAll<HTMLButtonElement>(".choice")[1]!.click();
-    expect(on.answer).toHaveBeenCalledWith({ reply: "approve", choice: { end: "forMinutes", minutes: 15 } });
+    expect(all(root, ".lifetime")).toEqual(["1This call", "215 min", "31 hour", "4This agent run"]);
+    expect(root.querySelector(".lifetimes")?.getAttribute("role")).toBe("radiogroup");
+    expect([...root.querySelectorAll(".lifetime")].map((b) => b.getAttribute("aria-checked"))).toEqual(["true", "false", "false", "false"]);
+    expect(all(root, ".decide-buttons button")).toEqual(["Deny", "Allow"]);
+    root.querySelectorAll<HTMLButtonElement>(".lifetime")[1]!.click();
+    expect(on.choose).toHaveBeenCalledWith(1);
+    root.querySelector<HTMLButtonElement>(".allow")!.click();
+    expect(on.answer).toHaveBeenCalledWith({ reply: "approve", choice: { end: "thisCall" } });
     root.querySelector<HTMLButtonElement>(".deny")!.click();
     expect(on.answer).toHaveBeenLastCalledWith({ reply: "deny" });
-    expect(text(root.querySelector(".keys"))).toBe("Enter in the passphrase approves the narrowest choice, or the focused one · Esc denies · ← → switch requests");
+    expect(text(root.querySelector(".keys"))).toBe("1–4 how long · Enter allows · Esc denies · ← → other requests");
+  });
+
+  it("allows with the lifetime chosen, and says in words what it covers", () => {
+    const on = handlers();
+    const root = renderApprovals(state({ choice: 2 }), card.askedAt, on);
+
+    expect(root.querySelector(".lifetime.checked")?.getAttribute("data-choice")).toBe("forMinutes:60");
+    expect(text(root.querySelector(".covers"))).toBe(
+      "For 1 hour, claude-code 2.1.3 may call deploy on deployer with any arguments, acting with github-deploy, while this launch of deployer runs. It also lets claude-code 2.1.3 use deployer; other tools still ask.",
+    );
+    root.querySelector<HTMLButtonElement>(".allow")!.click();
+    expect(on.answer).toHaveBeenCalledWith({ reply: "approve", choice: { end: "forMinutes", minutes: 60 } });
+    expect(coverage({ ...card, what: "call" }, { end: "thisCall" })).toBe("Allows this one call, with these arguments, acting with github-deploy. The next call asks again.");
+    expect(coverage({ ...card, what: "call", credentials: [] }, { end: "untilRunEnds" })).toBe(
+      "Until this agent run ends, claude-code 2.1.3 may call deploy on deployer with any arguments, while this launch of deployer runs.",
+    );
   });
 
   it("has a passphrase field for the approval's proof, never remembered, and mounts the one it is given", () => {
@@ -209,7 +300,7 @@ describe("the approval window", () => {
     const field = root.querySelector<HTMLInputElement>(".decide input.passphrase")!;
     expect(field.type).toBe("password");
     expect(field.getAttribute("autocomplete")).toBe("current-password");
-    expect(text(root.querySelector(".prove-field"))).toContain("Approving needs it; denying does not.");
+    expect(text(root.querySelector(".prove-field"))).toBe("Postern passphrase");
 
     const kept = document.createElement("input");
     expect(renderApprovals(state(), card.askedAt, handlers(), kept).querySelector(".prove-field input")).toBe(kept);
@@ -219,6 +310,8 @@ describe("the approval window", () => {
   it("approves with the narrowest choice by default", () => {
     expect(narrowest(card)).toEqual({ reply: "approve", choice: { end: "thisCall" } });
     expect(narrowest({ ...card, choices: [] })).toEqual({ reply: "approve", choice: null });
+    expect(allowWith(card, 3)).toEqual({ reply: "approve", choice: { end: "untilRunEnds" } });
+    expect(allowWith(card, 9)).toEqual({ reply: "approve", choice: { end: "thisCall" } });
   });
 
   it("asks about the agent run alone when the card offers no choice", () => {
@@ -226,9 +319,11 @@ describe("the approval window", () => {
     const session = withCard({ what: "session", choices: [] });
     const root = renderApprovals(state({ queue: [session] }), card.askedAt, on);
 
-    expect(all(root, ".choice")).toEqual(["Admit this agent run"]);
-    root.querySelector<HTMLButtonElement>(".choice")!.click();
+    expect(root.querySelector(".lifetimes")).toBeNull();
+    expect(all(root, ".decide-buttons button")).toEqual(["Deny", "Allow this agent run"]);
+    root.querySelector<HTMLButtonElement>(".allow")!.click();
     expect(on.answer).toHaveBeenCalledWith({ reply: "approve", choice: null });
+    expect(text(root.querySelector(".covers"))).toBe("Lets claude-code 2.1.3 use deployer in this agent run. Each tool call still follows your rules.");
   });
 
   it("says where it is in the queue and disables its buttons until armed", () => {
@@ -237,7 +332,7 @@ describe("the approval window", () => {
 
     expect(text(root.querySelector(".queue-pos"))).toBe("2 of 2");
     expect(root.querySelector(".approval")?.getAttribute("data-approval")).toBe(second.card.id);
-    expect([...root.querySelectorAll<HTMLButtonElement>(".choice, .deny")].every((b) => b.disabled)).toBe(true);
+    expect([...root.querySelectorAll<HTMLButtonElement>(".allow, .deny")].every((b) => b.disabled)).toBe(true);
     expect(root.querySelector<HTMLButtonElement>(".prev")?.disabled).toBe(false);
     expect(root.querySelector<HTMLButtonElement>(".next")?.disabled).toBe(true);
   });
@@ -248,9 +343,10 @@ describe("the approval window", () => {
     expect(text(root.querySelector(".answer-error"))).toContain("timed out or withdrawn");
   });
 
-  it("names every grant choice", () => {
-    expect(choiceLabel({ end: "thisCall" })).toBe("Approve this call");
-    expect(choiceLabel({ end: "forMinutes", minutes: 5 })).toBe("Approve for 5 min");
-    expect(choiceLabel({ end: "untilRunEnds" })).toBe("Approve until the agent run ends");
+  it("names every lifetime", () => {
+    expect(lifetimeLabel({ end: "thisCall" })).toBe("This call");
+    expect(lifetimeLabel({ end: "forMinutes", minutes: 5 })).toBe("5 min");
+    expect(lifetimeLabel({ end: "forMinutes", minutes: 120 })).toBe("2 hours");
+    expect(lifetimeLabel({ end: "untilRunEnds" })).toBe("This agent run");
   });
 });

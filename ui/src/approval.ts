@@ -1,10 +1,14 @@
-// The approval window's content: one approval card (the agent, the server and its epoch, what
-// changed since the last approval, the catalog diff, the tool and its arguments with defaults
-// marked, the annotations as untrusted hints, the credential scope, the time left) and the
-// choices a reviewer has, with the passphrase field that proves a person approves. Pure DOM
+// The approval window's content, read top to bottom the way a person decides (issue 18): a
+// headline sentence (the agent by its own name, the tool, the server, the agent's directory),
+// the tool's description, the arguments (defaults marked, long values folded), the risk strip
+// (at most four plain sentences, most severe first, or one calm line), then the decision: one
+// Allow and one Deny, a lifetime (keys 1–4, the narrowest chosen), a line saying in words what
+// the choice covers, and the passphrase that proves a person allows. The forensic facts
+// (process chain, pid, digests, epoch, identity, command, catalog revision, raw annotations)
+// come last, folded, and the window remembers whether the person keeps them open. Pure DOM
 // construction: src/approvals-live.ts owns the queue, the clock, the keyboard and the field.
 
-import type { Argument, ApprovalCard, GrantChoice, IdentitySince, Json, Reply } from "./approval-card";
+import type { Argument, ApprovalCard, GrantChoice, IdentitySince, Json, Reply, RiskLine } from "./approval-card";
 import type { Approval } from "./bindings";
 import { h, icon, mark, type Child } from "./dom";
 import { commandLine, shortDigest, shortEpoch } from "./format";
@@ -22,6 +26,10 @@ export type ApprovalsState = {
   busy: boolean;
   /** The engine's refusal of the last answer, if any. */
   error: string | null;
+  /** The lifetime chosen: an index into the shown card's `choices` (0, the narrowest, first). */
+  choice: number;
+  /** Whether the forensic details are open. */
+  details: boolean;
 };
 
 /** What the window's controls do. */
@@ -29,8 +37,15 @@ export interface ApprovalHandlers {
   answer(reply: Reply): void;
   /** Shows the previous (-1) or next (+1) request. */
   move(delta: number): void;
+  /** Chooses the lifetime at `index` of the card's choices. */
+  choose(index: number): void;
+  /** Opens or folds the details. */
+  details(open: boolean): void;
   lock(): void;
 }
+
+/** How many risk lines the strip shows before "and N more in the details". */
+export const RISKS_SHOWN = 4;
 
 /** What a line ending like this in `catalogChanges` means (crates/domain/src/catalog/diff.rs). */
 const ESCALATION = " [escalation]";
@@ -59,17 +74,36 @@ export function renderApprovals(state: ApprovalsState, nowMs: number, on: Approv
     ),
     current === undefined
       ? h("main", "content", h("p", "empty-line", "No request is waiting. This window closes by itself."))
-      : h("main", "content", cardView(current, nowMs), choices(current.card, state, on, passphrase)),
+      : h(
+          "main",
+          "content",
+          cardView(current, nowMs),
+          decide(current.card, state, on, passphrase),
+          detailsView(current, state.details, on),
+        ),
   );
 }
 
-/** One card, read top to bottom the way a reviewer decides. */
+/** The decision half of one card: headline, description, arguments, risks. */
 export function cardView(approval: Approval, nowMs: number): HTMLElement {
   const card = approval.card;
   return h(
     "article",
     { class: "approval", "data-approval": card.id },
-    h("div", "asks", h("p", "asks-line", h("span", "strong agent-name", agentName(card)), ` asks to ${whatText(card)}`), countdownView(card, nowMs)),
+    h(
+      "header",
+      "card-head",
+      h("h2", "headline", ...headline(card)),
+      h(
+        "p",
+        "context muted",
+        card.agent.cwd === null ? "directory unknown" : h("span", {}, "in ", h("code", { class: "agent-cwd", title: card.agent.cwd }, card.agent.cwd)),
+        countdownView(card, nowMs),
+      ),
+    ),
+    card.tool.description === null ? null : h("p", { class: "tool-description", title: card.tool.description }, card.tool.description),
+    h("section", "card-section section-arguments", h("h3", {}, "Arguments"), argumentsView(card.arguments)),
+    risksView(card),
     card.agentStoppedWaiting
       ? h(
           "p",
@@ -77,15 +111,45 @@ export function cardView(approval: Approval, nowMs: number): HTMLElement {
           "The agent stopped waiting for this call (its own time ran out). Your answer decides the same call when it tries again in the next 10 minutes; nothing runs before that.",
         )
       : null,
-    section("Agent", "agent", agentFacts(card)),
-    section("Server and code", "server", serverFacts(card)),
-    section("Catalog", "catalog", catalogFacts(approval)),
-    section("Tool", "tool", toolFacts(card)),
-    section("Arguments", "arguments", argumentsView(card.arguments)),
-    card.annotations === null ? null : section("Untrusted hints", "hints", hintsView(card)),
-    section("Credentials", "credentials", credentialsView(card)),
-    card.everyUse.length === 0 ? null : section("Every use", "every-use", everyUseView(card)),
   );
+}
+
+/** "claude-code 2.1.3 wants to call deploy on ci": who, what, where. */
+function headline(card: ApprovalCard): Child[] {
+  const agent = h("span", "agent-name", card.agentName);
+  const tool = h("code", "tool-name", card.tool.name);
+  const server = h("span", "server-name", card.server);
+  return card.what === "session" ? [agent, " wants to start using ", server] : [agent, " wants to call ", tool, " on ", server];
+}
+
+/** The strip: at most RISKS_SHOWN lines, most severe first, or one calm line. */
+function risksView(card: ApprovalCard): HTMLElement {
+  const risks = card.risks ?? [];
+  if (risks.length === 0) return h("p", "calm", icon("check"), calmLine(card.epoch.since, card.server));
+  const more = risks.length - RISKS_SHOWN;
+  return h(
+    "ul",
+    { class: "risks", "aria-label": "What to weigh" },
+    ...risks.slice(0, RISKS_SHOWN).map(riskLine),
+    more > 0 ? h("li", "risk-more muted", `and ${more} more in the details`) : null,
+  );
+}
+
+function riskLine(line: RiskLine): HTMLElement {
+  return h("li", { class: `risk risk-${line.severity}`, "data-kind": line.kind }, icon(line.severity === "danger" ? "alert" : "info"), h("span", {}, line.text));
+}
+
+/** What a card with nothing to weigh says. */
+export function calmLine(since: IdentitySince, server: string): string {
+  switch (since.kind) {
+    case "firstApproval":
+      return `Your first approval for ${server}: nothing earlier to compare with. Its code is in the details.`;
+    case "sameEpoch":
+    case "unchanged":
+      return "The same code and tools you approved before.";
+    case "changed":
+      return "Nothing to weigh.";
+  }
 }
 
 /** "1:54" left until `expiresAt`; "0:00" once it passed. */
@@ -108,35 +172,31 @@ export function tick(root: ParentNode, queue: Approval[], nowMs: number): void {
   }
 }
 
-/** The button text for a grant choice. */
-export function choiceLabel(choice: GrantChoice): string {
+/** A lifetime's short name, as its option shows it. */
+export function lifetimeLabel(choice: GrantChoice): string {
   switch (choice.end) {
     case "thisCall":
-      return "Approve this call";
+      return "This call";
     case "forMinutes":
-      return `Approve for ${choice.minutes} min`;
+      return choice.minutes % 60 === 0 ? `${choice.minutes / 60} hour${choice.minutes === 60 ? "" : "s"}` : `${choice.minutes} min`;
     case "untilRunEnds":
-      return "Approve until the agent run ends";
+      return "This agent run";
   }
 }
 
-/** The agent as one short name: its executable's file name, else its process name. */
-export function agentName(card: ApprovalCard): string {
-  const exe = card.agent.executable?.path.split("/").pop();
-  return exe || card.agent.chain.at(-2) || `pid ${card.agent.pid}`;
-}
-
-// --- the parts ---------------------------------------------------------------------------------
-
-function whatText(card: ApprovalCard): string {
-  const call = `call ${card.tool.name} on ${card.server}`;
-  switch (card.what) {
-    case "session":
-      return `use ${card.server} (a grant already covers ${card.tool.name}: this admits the agent run)`;
-    case "call":
-      return call;
-    case "sessionAndCall":
-      return `${call} (approving also admits this agent run for ${card.server})`;
+/** What allowing with `choice` (`null`: the card has no lifetime, it admits the run) covers, in words. */
+export function coverage(card: ApprovalCard, choice: GrantChoice | null): string {
+  const creds = card.credentials.length === 0 ? "" : `, acting with ${card.credentials.join(", ")}`;
+  const admits = card.what === "sessionAndCall" ? ` It also lets ${card.agentName} use ${card.server}; other tools still ask.` : "";
+  if (choice === null) return `Lets ${card.agentName} use ${card.server} in this agent run. Each tool call still follows your rules.`;
+  const scope = `${card.agentName} may call ${card.tool.name} on ${card.server} with any arguments${creds}`;
+  switch (choice.end) {
+    case "thisCall":
+      return `Allows this one call, with these arguments${creds}. The next call asks again.${admits}`;
+    case "forMinutes":
+      return `For ${lifetimeLabel(choice)}, ${scope}, while this launch of ${card.server} runs.${admits}`;
+    case "untilRunEnds":
+      return `Until this agent run ends, ${scope}, while this launch of ${card.server} runs.${admits}`;
   }
 }
 
@@ -163,9 +223,10 @@ function fillCountdown(el: HTMLElement, card: ApprovalCard, nowMs: number): void
 function agentFacts(card: ApprovalCard): HTMLElement {
   const a = card.agent;
   return grid([
+    ["says it is", card.client === null ? none("said no name") : h("span", "agent-client", card.client, h("span", "muted", " (its own word)"))],
     ["process", h("span", {}, h("code", "agent-chain", a.chain.join(" → ")), h("span", "muted agent-pid", ` · pid ${a.pid}`))],
     ["executable", a.executable === null ? none("not readable") : h("span", "agent-exe", h("code", "path", a.executable.path), " ", h("code", { class: "digest", title: a.executable.digest }, shortDigest(a.executable.digest)))],
-    ["directory", a.cwd === null ? none("unknown") : h("code", "path agent-cwd", a.cwd)],
+    ["directory", a.cwd === null ? none("unknown") : h("code", "path", a.cwd)],
   ]);
 }
 
@@ -212,16 +273,28 @@ function sinceView(since: IdentitySince): HTMLElement {
       return h("p", "since since-same muted", "The same launch you approved before.");
     case "unchanged":
       return h("p", "since since-unchanged muted", "A new launch of the same code as the approved epoch ", h("code", { title: since.approvedEpoch }, shortEpoch(since.approvedEpoch)), ".");
-    case "changed":
+    case "changed": {
+      const code = since.changedArtifacts.length > 0 || since.changedFacts.some((f) => !CONTEXT.includes(f));
       return h(
         "div",
-        { class: "callout callout-warn since since-changed", role: "note" },
-        h("div", "callout-title", icon("files"), "The code changed since the last approval (epoch ", h("code", { title: since.approvedEpoch }, shortEpoch(since.approvedEpoch)), ")"),
+        { class: `callout since since-changed${code ? " callout-warn" : ""}`, role: "note" },
+        h(
+          "div",
+          "callout-title",
+          icon("files"),
+          code ? "The code changed since the last approval (epoch " : "The same code, started in another context than the last approval (epoch ",
+          h("code", { title: since.approvedEpoch }, shortEpoch(since.approvedEpoch)),
+          ")",
+        ),
         since.changedArtifacts.length === 0 ? null : h("ul", "paths changed-artifacts", ...since.changedArtifacts.map((p) => h("li", {}, h("code", {}, p)))),
-        since.changedFacts.length === 0 ? null : h("p", "changed-facts", "Also changed: ", since.changedFacts.map((f) => FACTS[f] ?? f).join(", "), "."),
+        since.changedFacts.length === 0 ? null : h("p", "changed-facts", code ? "Also changed: " : "Changed: ", since.changedFacts.map((f) => FACTS[f] ?? f).join(", "), "."),
       );
+    }
   }
 }
+
+/** Facts that change where a launch runs, not what code runs. */
+const CONTEXT = ["workingDirectory", "envNames"];
 
 function catalogFacts(approval: Approval): HTMLElement {
   const c = approval.card.catalog;
@@ -259,15 +332,8 @@ function changeLine(line: string): HTMLElement {
   );
 }
 
-function toolFacts(card: ApprovalCard): HTMLElement {
-  const t = card.tool;
-  return h(
-    "div",
-    {},
-    h("p", "tool-head", h("code", "tool-name strong", t.name), t.title === null ? null : h("span", "tool-title muted", ` ${t.title}`)),
-    t.description === null ? null : h("p", "tool-description", t.description),
-  );
-}
+/** A value longer than this (as JSON) is folded to its start. */
+const FOLD_AT = 80;
 
 function argumentsView(args: Argument[]): HTMLElement {
   if (args.length === 0) return h("p", "muted args-none", "No arguments.");
@@ -278,17 +344,38 @@ function argumentsView(args: Argument[]): HTMLElement {
       h(
         "tr",
         { class: `arg from-${a.source}`, "data-pointer": a.pointer },
-        h("td", "arg-pointer", h("code", {}, a.pointer)),
-        h("td", "arg-value", h("code", {}, json(a.value))),
+        h("th", { class: "arg-pointer", scope: "row" }, h("code", {}, argumentName(a.pointer))),
+        h("td", "arg-value", valueView(a.value)),
         h(
           "td",
           "arg-source",
           a.source === "default"
             ? h("span", { class: "badge badge-warn arg-default", title: "The agent did not send this: the tool's schema default applies, if the server honours it" }, "default")
-            : h("span", "muted", "sent"),
+            : null,
         ),
       ),
     )),
+  );
+}
+
+/** An argument's name from its pointer: "/opts/dry" reads "opts.dry" (RFC 6901 escapes undone). */
+export function argumentName(pointer: string): string {
+  return pointer
+    .split("/")
+    .slice(1)
+    .map((part) => part.replaceAll("~1", "/").replaceAll("~0", "~"))
+    .join(".");
+}
+
+/** A value as JSON; a long one folded to its start, the whole of it a click away. */
+function valueView(value: Json): HTMLElement {
+  const compact = JSON.stringify(value);
+  if (compact.length <= FOLD_AT) return h("code", {}, compact);
+  return h(
+    "details",
+    "folded-value",
+    h("summary", {}, h("code", {}, `${compact.slice(0, FOLD_AT - 20)}…`), h("span", "muted small", ` ${compact.length} characters`)),
+    h("pre", {}, JSON.stringify(value, null, 2)),
   );
 }
 
@@ -335,30 +422,71 @@ export function narrowest(card: ApprovalCard): Reply {
   return { reply: "approve", choice: card.choices[0] ?? null };
 }
 
-function choices(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers, passphrase: HTMLInputElement): HTMLElement {
+/** The answer allowing `card` with the lifetime at `index` (out of range: the narrowest). */
+export function allowWith(card: ApprovalCard, index: number): Reply {
+  return { reply: "approve", choice: card.choices[index] ?? card.choices[0] ?? null };
+}
+
+function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers, passphrase: HTMLInputElement): HTMLElement {
   const disabled = !state.armed || state.busy;
-  const approvals: HTMLElement[] =
-    card.choices.length === 0
-      ? [button("choice primary", card.what === "session" ? "Admit this agent run" : "Approve", () => on.answer({ reply: "approve", choice: null }), { disabled, "data-focus": "choice-0" })]
-      : card.choices.map((choice, i) =>
-          button(`choice${i === 0 ? " primary" : ""}`, choiceLabel(choice), () => on.answer({ reply: "approve", choice }), {
-            disabled,
-            "data-focus": `choice-${i}`,
-            "data-choice": choice.end === "forMinutes" ? `forMinutes:${choice.minutes}` : choice.end,
-            title: choice.end === "thisCall" ? "Only this call" : "For this server's current epoch only: a new launch asks again",
-          }),
-        );
+  const chosen = card.choices[state.choice] ?? card.choices[0] ?? null;
   passphrase.dataset.focus = "passphrase";
   return h(
-    "div",
-    "decide",
+    "section",
+    { class: "decide", "aria-label": "Your decision" },
+    card.choices.length === 0
+      ? null
+      : h(
+          "div",
+          { class: "lifetimes", role: "radiogroup", "aria-label": "How long" },
+          ...card.choices.map((choice, i) => {
+            const checked = chosen === choice;
+            return button(`lifetime${checked ? " checked" : ""}`, lifetimeLabel(choice), () => on.choose(i), {
+              role: "radio",
+              "aria-checked": checked ? "true" : "false",
+              "data-focus": `lifetime-${i}`,
+              "data-choice": choice.end === "forMinutes" ? `forMinutes:${choice.minutes}` : choice.end,
+              tabindex: checked ? "0" : "-1",
+              title: `${lifetimeLabel(choice)} (${i + 1})`,
+            }, i < 9 ? h("kbd", {}, String(i + 1)) : null);
+          }),
+        ),
+    h("p", { class: "covers", "aria-live": "polite" }, coverage(card, chosen)),
     // Next to the field: a refused passphrase is said where the person types it again.
     state.error === null ? null : h("p", { class: "answer-error", role: "alert" }, state.error),
-    h("label", "prove-field", h("span", "field-title", "Postern passphrase"), passphrase, h("span", "muted small", "Approving needs it; denying does not.")),
-    h("div", "choices", ...approvals),
-    button("deny", "Deny", () => on.answer({ reply: "deny" }), { disabled, "data-focus": "deny", title: "The agent gets approval_denied (Esc)" }),
-    h("p", "keys muted small", "Enter in the passphrase approves the narrowest choice, or the focused one · Esc denies · ← → switch requests"),
+    h("label", "prove-field", h("span", "field-title", "Postern passphrase"), passphrase),
+    h(
+      "div",
+      "decide-buttons",
+      button("deny", "Deny", () => on.answer({ reply: "deny" }), { disabled, "data-focus": "deny", title: "The agent gets approval_denied (Esc)" }),
+      button("allow primary", card.what === "session" ? "Allow this agent run" : "Allow", () => on.answer(allowWith(card, state.choice)), {
+        disabled,
+        "data-focus": "allow",
+        title: "Allow with the passphrase (Enter)",
+      }),
+    ),
+    h("p", "keys muted small", card.choices.length === 0 ? "Enter allows · Esc denies" : `1–${card.choices.length} how long · Enter allows · Esc denies`, " · ← → other requests"),
   );
+}
+
+/** The forensic facts, folded (the window remembers whether the person keeps them open). */
+function detailsView(approval: Approval, open: boolean, on: ApprovalHandlers): HTMLElement {
+  const card = approval.card;
+  const details = h(
+    "details",
+    "forensics",
+    h("summary", {}, "Details: process, code, catalog"),
+    section("Agent", "agent", agentFacts(card)),
+    section("Server and code", "server", serverFacts(card)),
+    section("Catalog", "catalog", catalogFacts(approval)),
+    card.annotations === null ? null : section("Untrusted hints", "hints", hintsView(card)),
+    section("Credentials", "credentials", credentialsView(card)),
+    card.everyUse.length === 0 ? null : section("Every use", "every-use", everyUseView(card)),
+    card.risks.length > RISKS_SHOWN ? section("Everything to weigh", "all-risks", h("ul", "risks", ...card.risks.map(riskLine))) : null,
+  ) as HTMLDetailsElement;
+  details.open = open;
+  details.addEventListener("toggle", () => on.details(details.open));
+  return details;
 }
 
 // --- pieces -------------------------------------------------------------------------------------

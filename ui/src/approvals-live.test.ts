@@ -79,21 +79,27 @@ describe("the approval window", () => {
     stop = approvalsWindow(root, source, { armMs: 600, now: () => Date.now() });
   };
 
-  it("focuses the passphrase field, arms the card after a moment, and Enter in the field approves this call with the proof", async () => {
+  it("focuses the narrowest lifetime, arms the card after a moment, and Enter takes the person to the passphrase, then allows", async () => {
     vi.setSystemTime(ASKED);
     const fake = fakeSource([request("A")]);
     open(fake.source);
     await vi.advanceTimersByTimeAsync(0);
 
     expect(text(root.querySelector(".queue-pos"))).toBe("1 of 1");
-    expect(root.querySelector<HTMLButtonElement>(".choice")?.disabled).toBe(true);
-    expect(document.activeElement).toBe(field(root));
+    expect(root.querySelector<HTMLButtonElement>(".allow")?.disabled).toBe(true);
+    expect((document.activeElement as HTMLElement).dataset.choice).toBe("thisCall");
     // Enter before the card is armed answers nothing.
     typePassphrase(root, PASSPHRASE, true);
     expect(fake.answers).toEqual([]);
+    typePassphrase(root, "");
     await vi.advanceTimersByTimeAsync(600);
-    expect(root.querySelector<HTMLButtonElement>(".choice")!.disabled).toBe(false);
+    expect(root.querySelector<HTMLButtonElement>(".allow")!.disabled).toBe(false);
+
+    // Enter on the lifetime with nothing typed: the field takes the focus, and says why.
+    key("Enter");
+    expect(fake.answers).toEqual([]);
     expect(document.activeElement).toBe(field(root));
+    expect(text(root.querySelector(".answer-error"))).toBe("Type your Postern passphrase, then Enter, to allow.");
 
     typePassphrase(root, PASSPHRASE, true);
     await vi.advanceTimersByTimeAsync(0);
@@ -102,18 +108,48 @@ describe("the approval window", () => {
     expect(document.body.innerHTML).not.toContain(PASSPHRASE);
   });
 
-  it("approves with the choice clicked, the passphrase typed as its proof, and empties the field", async () => {
+  it("chooses the lifetime with keys 1–4, types other keys into the passphrase field, and allows with what was chosen", async () => {
     const fake = fakeSource([request("A"), request("B")]);
     open(fake.source);
     await vi.advanceTimersByTimeAsync(600);
 
-    typePassphrase(root, PASSPHRASE);
-    root.querySelector<HTMLButtonElement>('[data-choice="forMinutes:15"]')!.click();
+    key("3");
+    expect(root.querySelector(".lifetime.checked")?.getAttribute("data-choice")).toBe("forMinutes:60");
+    expect((document.activeElement as HTMLElement).dataset.choice).toBe("forMinutes:60");
+    expect(text(root.querySelector(".covers"))).toContain("For 1 hour");
+    key("9"); // no ninth lifetime: nothing changes
+    expect(root.querySelector(".lifetime.checked")?.getAttribute("data-choice")).toBe("forMinutes:60");
+    key("2");
+    // A letter typed outside the field starts the passphrase there.
+    key("c");
+    expect(field(root).value).toBe("c");
+    expect(document.activeElement).toBe(field(root));
+    typePassphrase(root, PASSPHRASE, true);
     await vi.advanceTimersByTimeAsync(0);
 
     expect(fake.answers).toEqual([["A", { reply: "approve", choice: { end: "forMinutes", minutes: 15 } }, { passphrase: PASSPHRASE }]]);
     expect(shownId(root)).toBe("B");
     expect(field(root).value).toBe("");
+    // The next card starts from the narrowest again.
+    expect(root.querySelector(".lifetime.checked")?.getAttribute("data-choice")).toBe("thisCall");
+  });
+
+  it("remembers whether the details are open, across cards and windows", async () => {
+    localStorage.removeItem("postern.approvals.details");
+    const fake = fakeSource([request("A")]);
+    open(fake.source);
+    await vi.advanceTimersByTimeAsync(600);
+    const details = root.querySelector<HTMLDetailsElement>(".forensics")!;
+    expect(details.open).toBe(false);
+
+    details.open = true;
+    details.dispatchEvent(new Event("toggle"));
+    stop();
+    open(fakeSource([request("B")]).source);
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(root.querySelector<HTMLDetailsElement>(".forensics")?.open).toBe(true);
+    localStorage.removeItem("postern.approvals.details");
   });
 
   it("asks for the passphrase before it approves, and sends nothing without it", async () => {
@@ -121,13 +157,17 @@ describe("the approval window", () => {
     open(fake.source);
     await vi.advanceTimersByTimeAsync(600);
 
-    root.querySelector<HTMLButtonElement>(".choice")!.click();
+    root.querySelector<HTMLButtonElement>(".allow")!.click();
     await vi.advanceTimersByTimeAsync(0);
 
     expect(fake.source.answer).not.toHaveBeenCalled();
     expect(text(root.querySelector(".answer-error"))).toBe("Type your Postern passphrase to approve.");
     expect(shownId(root)).toBe("A");
     expect(document.activeElement).toBe(field(root));
+
+    typePassphrase(root, PASSPHRASE, true);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(fake.answers).toEqual([["A", { reply: "approve", choice: { end: "thisCall" } }, { passphrase: PASSPHRASE }]]);
   });
 
   it("denies with no proof, and leaves nothing typed behind", async () => {
@@ -156,7 +196,7 @@ describe("the approval window", () => {
     expect(text(root.querySelector(".answer-error"))).toBe("wrong passphrase: the next try is allowed in 1 second");
     expect(field(root).value).toBe("");
     expect(document.activeElement).toBe(field(root));
-    expect(root.querySelector<HTMLButtonElement>(".choice")!.disabled).toBe(false);
+    expect(root.querySelector<HTMLButtonElement>(".allow")!.disabled).toBe(false);
 
     typePassphrase(root, PASSPHRASE, true);
     await vi.advanceTimersByTimeAsync(0);
@@ -167,6 +207,7 @@ describe("the approval window", () => {
     const fake = fakeSource([request("A")]);
     open(fake.source);
     await vi.advanceTimersByTimeAsync(600);
+    field(root).focus();
     typePassphrase(root, "half typ");
 
     fake.push([request("A"), request("B")]);
@@ -216,7 +257,7 @@ describe("the approval window", () => {
     expect(fake.answers).toEqual([["B", { reply: "deny" }, null]]);
     expect(shownId(root)).toBe("C");
     expect(text(root.querySelector(".queue-pos"))).toBe("2 of 2");
-    expect(root.querySelector<HTMLButtonElement>(".choice")?.disabled).toBe(true);
+    expect(root.querySelector<HTMLButtonElement>(".allow")?.disabled).toBe(true);
     key("Escape");
     expect(fake.answers).toHaveLength(1);
   });
@@ -242,7 +283,7 @@ describe("the approval window", () => {
     fake.refuse("no open approval request A: it was answered, timed out or withdrawn", "not_open");
 
     typePassphrase(root, PASSPHRASE);
-    root.querySelector<HTMLButtonElement>(".choice")!.click();
+    root.querySelector<HTMLButtonElement>(".allow")!.click();
     await vi.advanceTimersByTimeAsync(0);
 
     expect(text(root.querySelector(".answer-error"))).toContain("timed out or withdrawn");

@@ -1,9 +1,12 @@
 // The approval window: its queue of open requests (pushed by the app on every change, and
-// fetched again every few seconds), which one is shown, a live countdown, the passphrase
-// field, and the keyboard:
+// fetched again every few seconds), which one is shown, the lifetime chosen for it, a live
+// countdown, the passphrase field, whether the details are open, and the keyboard:
 //
-//   Enter       in the passphrase field (focused when a card shows): approves with the
-//               narrowest choice; on a choice button: approves with that choice
+//   1–4         outside the passphrase field: chooses how long (the narrowest is chosen when a
+//               card shows, and the chosen option has the focus)
+//   Enter       allows with the chosen lifetime: in the passphrase field with what it holds;
+//               elsewhere with an empty field it moves to the field first (not on Deny)
+//   other keys  typed outside the field go into it (a passphrase is typed where it belongs)
 //   Escape      denies the request shown
 //   ← / →       shows the previous / next request (in the passphrase field: once it is empty)
 //
@@ -14,7 +17,7 @@
 // one. The window closes itself when the queue empties (src-tauri/src/approvals.rs).
 
 import type { Reply } from "./approval-card";
-import { narrowest, renderApprovals, tick, type ApprovalsState } from "./approval";
+import { allowWith, renderApprovals, tick, type ApprovalsState } from "./approval";
 import type { Approval, Proof } from "./bindings";
 import { isProofRefusal, passphraseField, takeProof } from "./proof";
 
@@ -50,31 +53,39 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   let shownKey = "";
   let stopped = false;
   let unsubscribe: (() => void) | undefined;
+  // The lifetime chosen for the card shown (an index into its choices; 0 is the narrowest).
+  let choice = 0;
+  // Whether the details are open: the window remembers it across cards and launches.
+  let details = readDetails();
   // The window's one passphrase field, mounted by every render: what is typed survives them.
   const passphrase = passphraseField();
-  passphrase.addEventListener("keydown", (event) => {
-    if (event.key !== "Enter") return;
-    event.preventDefault();
+  const allow = (): void => {
     const card = queue[index()]?.card;
-    if (card !== undefined && card.id === currentId) answer(narrowest(card));
-  });
+    if (card !== undefined && card.id === currentId) answer(allowWith(card, choice));
+  };
 
   const index = (): number => Math.max(0, queue.findIndex((a) => a.card.id === currentId));
 
   const render = (): void => {
     if (stopped) return;
-    const state: ApprovalsState = { queue, index: index(), armed: armedId !== null && armedId === currentId, busy, error };
-    const key = JSON.stringify([queue.map((a) => a.card.id), state.index, state.armed, busy, error]);
+    const state: ApprovalsState = { queue, index: index(), armed: armedId !== null && armedId === currentId, busy, error, choice, details };
+    const key = JSON.stringify([queue.map((a) => a.card.id), state.index, state.armed, busy, error, choice, details]);
     if (key === shownKey) return;
     shownKey = key;
     // Keep the focused button focused across a re-render of the same card.
     const focusKey = doc.activeElement instanceof HTMLElement ? doc.activeElement.dataset.focus : undefined;
     const sameCard = root.querySelector(".approval")?.getAttribute("data-approval") === currentId;
-    root.replaceChildren(renderApprovals(state, now(), { answer, move, lock }, passphrase));
-    // The passphrase field has the focus when a card shows, and keeps it (it is the same
-    // element, mounted again); a choice the person moved to keeps it on the same card.
+    const scrolled = sameCard ? (root.querySelector(".content")?.scrollTop ?? 0) : 0;
+    root.replaceChildren(renderApprovals(state, now(), { answer, move, lock, choose, details: setDetails }, passphrase));
+    // A new card opens scrolled to the top; the same card stays where the person scrolled.
+    const content = root.querySelector(".content");
+    if (content !== null) content.scrollTop = scrolled;
+    // A new card: the chosen lifetime has the focus (1–4 and Enter work from there), or the
+    // passphrase field when there is no lifetime to choose. The same card keeps the focus
+    // where the person put it (the field is the same element, mounted again).
     const target =
       (sameCard && focusKey !== undefined ? root.querySelector<HTMLElement>(`[data-focus="${focusKey}"]`) : null) ??
+      root.querySelector<HTMLElement>(".lifetime.checked") ??
       (currentId !== null && root.contains(passphrase) ? passphrase : null);
     if (target !== null && !(target as HTMLButtonElement).disabled) target.focus();
   };
@@ -85,6 +96,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
       currentId = id;
       armedId = null;
       error = null;
+      choice = 0;
       clearTimeout(armTimer);
       if (id !== null) {
         armTimer = setTimeout(() => {
@@ -154,6 +166,21 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     if (next !== undefined) show(next.card.id);
   }
 
+  function choose(i: number): void {
+    const card = queue[index()]?.card;
+    if (card === undefined || i < 0 || i >= card.choices.length) return;
+    choice = i;
+    render();
+    root.querySelector<HTMLElement>(`[data-focus="lifetime-${i}"]`)?.focus();
+  }
+
+  function setDetails(open: boolean): void {
+    if (open === details) return;
+    details = open;
+    writeDetails(open);
+    render();
+  }
+
   function lock(): void {
     passphrase.value = "";
     source.lock().catch((err: unknown) => {
@@ -163,15 +190,39 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   }
 
   const onKey = (event: KeyboardEvent): void => {
+    const inField = event.target === passphrase;
+    const target = event.target instanceof HTMLElement ? event.target : null;
+    const plain = !event.altKey && !event.ctrlKey && !event.metaKey;
     if (event.key === "Escape") {
       event.preventDefault();
       answer({ reply: "deny" });
-    } else if (event.target === passphrase && passphrase.value !== "") {
-      // The arrows move the caret in a passphrase being typed.
+    } else if (event.key === "Enter") {
+      // Enter on Deny, a folded value or a link does what it says there; anywhere else it allows.
+      if (!inField && target !== null && target.closest("button:not(.lifetime), summary, a") !== null) return;
+      event.preventDefault();
+      if (!inField && passphrase.value === "") {
+        error = "Type your Postern passphrase, then Enter, to allow.";
+        render();
+        passphrase.focus();
+        return;
+      }
+      allow();
+    } else if (inField) {
+      if (passphrase.value !== "") return; // the arrows move the caret in a passphrase being typed
+      if (event.key === "ArrowLeft") move(-1);
+      else if (event.key === "ArrowRight") move(1);
+    } else if (plain && /^[1-9]$/.test(event.key)) {
+      event.preventDefault();
+      choose(Number(event.key) - 1);
     } else if (event.key === "ArrowLeft") {
       move(-1);
     } else if (event.key === "ArrowRight") {
       move(1);
+    } else if (plain && event.key.length === 1 && event.key !== " " && currentId !== null && root.contains(passphrase)) {
+      // Typed outside the field: it goes where a passphrase belongs.
+      event.preventDefault();
+      passphrase.value += event.key;
+      passphrase.focus();
     }
   };
   doc.addEventListener("keydown", onKey);
@@ -193,4 +244,22 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     doc.removeEventListener("keydown", onKey);
     unsubscribe?.();
   };
+}
+
+const DETAILS_KEY = "postern.approvals.details";
+
+function readDetails(): boolean {
+  try {
+    return globalThis.localStorage?.getItem(DETAILS_KEY) === "open";
+  } catch {
+    return false;
+  }
+}
+
+function writeDetails(open: boolean): void {
+  try {
+    globalThis.localStorage?.setItem(DETAILS_KEY, open ? "open" : "closed");
+  } catch {
+    // Nowhere to remember it: the details open folded next time.
+  }
 }

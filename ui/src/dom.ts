@@ -44,6 +44,8 @@ const ICONS = {
   unlock: ["M4.5 7.5h7a1 1 0 0 1 1 1v5a1 1 0 0 1-1 1h-7a1 1 0 0 1-1-1v-5a1 1 0 0 1 1-1z", "M5.5 7.5V4.5a2.5 2.5 0 0 1 5 0"],
   alert: ["M8 2 14.5 13.5h-13z", "M8 6.5v3", "M8 11.6v.1"],
   files: ["M4 1.5h5l3 3v10H4z", "M9 1.5v3h3", "M6 8.5h4", "M6 11h4"],
+  check: ["M3 8.5 6.5 12 13 4.5"],
+  info: ["M8 1.75a6.25 6.25 0 1 1 0 12.5a6.25 6.25 0 0 1 0-12.5z", "M8 7.25v4", "M8 4.9v.1"],
 } as const;
 
 export type IconName = keyof typeof ICONS;

@@ -42,6 +42,7 @@
 mod approval;
 mod card;
 mod denial;
+mod risk;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -55,9 +56,10 @@ use crate::grant::{Caller, Grant, GrantEnd, GrantId, Request};
 pub use approval::{Ask, AskFor, CardState, GrantChoice, Reply, Settlement};
 pub use card::{
     ApprovalCard, Argument, ArgumentSource, CardInputs, CatalogSince, EpochView, IdentitySince,
-    ToolView, UntrustedHints, arguments_with_defaults,
+    ToolView, UntrustedHints, agent_name, arguments_with_defaults,
 };
 pub use denial::{Denial, DenyCode, authorization_stale};
+pub use risk::{Risk, RiskLine, Severity};
 
 /// How long a human has to answer an approval request by default (`approval_timeout`).
 pub const APPROVAL_TIMEOUT_MS: u64 = 120_000;

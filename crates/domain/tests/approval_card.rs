@@ -4,7 +4,7 @@
 use postern_domain::catalog::{Catalog, ToolDrift};
 use postern_domain::decision::{
     APPROVAL_TIMEOUT_MS, ApprovalCard, ArgumentSource, CardInputs, CatalogSince, Decision,
-    IdentitySince, Inputs, SessionMode, SessionStatus, VaultState, decide,
+    IdentitySince, Inputs, Risk, SessionMode, SessionStatus, Severity, VaultState, decide,
 };
 use postern_domain::{
     AgentIdentity, AgentRun, ApprovalId, Artifact, CallId, Caller, CatalogView, Digest,
@@ -129,6 +129,7 @@ fn publish_preview_after_a_rebuild() {
         timeout_ms: APPROVAL_TIMEOUT_MS,
         ask: &ask,
         agent: &agent,
+        client: Some("claude-code 2.1.3"),
         request: &request,
         record: &new_record,
         last_approved_record: Some(&old_record),
@@ -213,6 +214,7 @@ fn a_first_approval_has_nothing_to_compare_with() {
         timeout_ms: APPROVAL_TIMEOUT_MS,
         ask: &ask,
         agent: &agent,
+        client: None,
         request: &request,
         record: &rec,
         last_approved_record: None,
@@ -234,4 +236,214 @@ fn a_first_approval_has_nothing_to_compare_with() {
             .all(|a| a.source == ArgumentSource::Sent),
         "a target the agent sent is not a default"
     );
+}
+
+/// A card for `publish_preview` asked by `agent` (calling itself `client`), the approved
+/// launch `approved` and catalog `approved_catalog` against the current `now`.
+fn card_of(
+    agent: &AgentIdentity,
+    client: Option<&str>,
+    approved: (&ExecutionRecord, &Catalog),
+    now: (&ExecutionRecord, &Catalog),
+    credentials: &[&str],
+    withheld: &[String],
+) -> ApprovalCard {
+    let run = AgentRun::of(agent);
+    let request = Request {
+        call: CallId::new(NOW, 5),
+        caller: Caller::Identified { run },
+        server: "previews".parse().expect("label"),
+        epoch: now.0.epoch,
+        tool: "publish_preview".into(),
+        credentials: credentials.iter().map(|c| (*c).to_owned()).collect(),
+        catalog: CatalogView {
+            presented: Some(Presented {
+                revision: now.1.digest(),
+                epoch: now.0.epoch,
+            }),
+            current: now.1.digest(),
+            drift: ToolDrift::Unchanged,
+        },
+    };
+    let Decision::AskHuman(ask) = decide(&Inputs {
+        vault: VaultState::Ready,
+        mode: SessionMode::Prompt,
+        session: SessionStatus::NotApproved,
+        every_use: &[],
+        grants: &[],
+        request: &request,
+        now: NOW,
+    }) else {
+        panic!("a new session asks");
+    };
+    ApprovalCard::new(&CardInputs {
+        id: ApprovalId::new(NOW, 5),
+        asked_at: NOW,
+        timeout_ms: APPROVAL_TIMEOUT_MS,
+        ask: &ask,
+        agent,
+        client,
+        request: &request,
+        record: now.0,
+        last_approved_record: Some(approved.0),
+        catalog: now.1,
+        last_approved_catalog: Some(approved.1),
+        arguments: &json!({"branch": "main"}),
+        withheld,
+    })
+}
+
+/// A card of a call acting with no credential.
+fn plain(
+    agent: &AgentIdentity,
+    client: Option<&str>,
+    approved: (&ExecutionRecord, &Catalog),
+    now: (&ExecutionRecord, &Catalog),
+) -> ApprovalCard {
+    card_of(agent, client, approved, now, &[], &[])
+}
+
+fn claude() -> AgentIdentity {
+    AgentIdentity {
+        pid: 4242,
+        start_time: 987_654,
+        executable: Some(Artifact {
+            path: "/home/dev/.local/share/claude/versions/2.1.3".into(),
+            digest: Digest::of(b"claude"),
+        }),
+        chain: vec!["zsh".into(), "claude".into(), "postern".into()],
+        cwd: Some("/work/previews".into()),
+    }
+}
+
+fn kinds(card: &ApprovalCard) -> Vec<(Severity, &'static str)> {
+    card.risks
+        .iter()
+        .map(|line| {
+            let kind = match line.risk {
+                Risk::CodeChanged { .. } => "code",
+                Risk::Escalation { .. } => "escalation",
+                Risk::ClientMismatch { .. } => "client",
+                Risk::ToolChanged { .. } => "tool",
+                Risk::ReleasesCredentials { .. } => "releases",
+                Risk::UsesCredentials { .. } => "uses",
+                Risk::EveryUse { .. } => "every-use",
+                Risk::CatalogChanged { .. } => "catalog",
+                Risk::ContextChanged { .. } => "context",
+            };
+            (line.severity, kind)
+        })
+        .collect()
+}
+
+#[test]
+fn the_risk_strip_says_what_changed_most_severe_first() {
+    let (old, new) = (
+        record(ExecutionEpoch::new(1_700_000_000_000, 1), b"v1"),
+        record(ExecutionEpoch::new(1_700_000_100_000, 2), b"v2"),
+    );
+    let card = card_of(
+        &claude(),
+        Some("claude-code 2.1.3"),
+        (&old, &catalog(false)),
+        (&new, &catalog(true)),
+        &["previews-staging", "previews-prod"],
+        &["previews-prod".to_owned()],
+    );
+    assert_eq!(
+        kinds(&card),
+        [
+            (Severity::Danger, "code"),
+            (Severity::Caution, "tool"),
+            (Severity::Caution, "releases"),
+            (Severity::Caution, "uses"),
+        ]
+    );
+    let text: Vec<&str> = card.risks.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(
+        text,
+        [
+            "The code changed since you approved it: server.js.",
+            "publish_preview changed since you approved it, and fills in target = \"preview\" by default.",
+            "Allowing gives the server's code previews-prod (it restarts with it).",
+            "The call acts with previews-staging.",
+        ]
+    );
+    assert_eq!(card.agent_name, "claude-code 2.1.3");
+    assert!(!card.is_calm());
+}
+
+#[test]
+fn a_new_working_directory_is_a_context_change_not_a_code_change() {
+    let old = record(ExecutionEpoch::new(1_700_000_000_000, 1), b"v1");
+    let mut new = record(ExecutionEpoch::new(1_700_000_100_000, 2), b"v1");
+    new.working_directory = "/work/previews-2".into();
+    let same = catalog(true);
+    let card = plain(
+        &claude(),
+        Some("claude-code 2.1.3"),
+        (&old, &same),
+        (&new, &same),
+    );
+    assert_eq!(kinds(&card), [(Severity::Caution, "context")]);
+    assert_eq!(
+        card.risks[0].text,
+        "Started with another working directory than the launch you approved."
+    );
+}
+
+#[test]
+fn the_same_code_tools_and_agent_make_a_calm_card() {
+    let old = record(ExecutionEpoch::new(1_700_000_000_000, 1), b"v1");
+    let new = record(ExecutionEpoch::new(1_700_000_100_000, 2), b"v1");
+    let same = catalog(true);
+    let card = plain(
+        &claude(),
+        Some("claude-code 2.1.3"),
+        (&old, &same),
+        (&new, &same),
+    );
+    assert!(card.is_calm(), "{:?}", card.risks);
+    assert!(matches!(card.epoch.since, IdentitySince::Unchanged { .. }));
+}
+
+#[test]
+fn a_known_client_name_on_another_program_is_flagged() {
+    let old = record(ExecutionEpoch::new(1_700_000_000_000, 1), b"v1");
+    let same = catalog(true);
+    let mut python = claude();
+    python.executable = Some(Artifact {
+        path: "/usr/bin/python3.11".into(),
+        digest: Digest::of(b"python"),
+    });
+    python.chain = vec!["bash".into(), "python3.11".into(), "postern".into()];
+    let card = plain(
+        &python,
+        Some("claude-code 2.1.3"),
+        (&old, &same),
+        (&old, &same),
+    );
+    assert_eq!(kinds(&card), [(Severity::Danger, "client")]);
+    assert_eq!(
+        card.risks[0].text,
+        "It says it is claude-code 2.1.3, but its program is python3.11."
+    );
+    // The same program under a name nobody knows is not judged; under no name it is its program.
+    let unknown = plain(&python, Some("my-agent 0.1"), (&old, &same), (&old, &same));
+    assert!(unknown.is_calm());
+    let nameless = card_of(&python, None, (&old, &same), (&old, &same), &[], &[]);
+    assert_eq!(nameless.agent_name, "python3.11");
+    // Claude Code on Node is Claude Code.
+    let mut node = claude();
+    node.executable = Some(Artifact {
+        path: "/usr/bin/node".into(),
+        digest: Digest::of(b"node"),
+    });
+    let on_node = plain(
+        &node,
+        Some("claude-code 2.1.3"),
+        (&old, &same),
+        (&old, &same),
+    );
+    assert!(on_node.is_calm());
 }

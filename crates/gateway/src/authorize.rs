@@ -27,6 +27,8 @@ pub struct CallToAuthorize {
     /// The agent process behind it, as identified at connection (the request's caller says
     /// whether it is still that process).
     pub agent: Option<AgentIdentity>,
+    /// The client's name and version from its `initialize` (self-reported, for display).
+    pub client: Option<String>,
     /// The call as the ladder sees it.
     pub request: Request,
     /// The execution record of the epoch that would run it.

@@ -27,7 +27,12 @@ fn ids(entries: &[Entry]) -> Vec<String> {
         .iter()
         .map(|e| match e {
             Entry::Note(text) => format!("note {text}"),
-            Entry::Request { label, approve, .. } => format!("request {label}: {approve}"),
+            Entry::Request { label, calm, .. } => {
+                format!(
+                    "request {label}: {}",
+                    if *calm { "approve" } else { "review" }
+                )
+            }
             Entry::Action(action) => action.id().to_owned(),
             Entry::Separator => "-".to_owned(),
         })
@@ -41,26 +46,47 @@ fn ids_round_trip() {
         assert_eq!(MenuCommand::from_id(&command.id()), Some(command));
     }
     let id = sample::card().id;
-    for command in [MenuCommand::Approve(id), MenuCommand::Deny(id)] {
+    for command in [
+        MenuCommand::Approve(id),
+        MenuCommand::Review(id),
+        MenuCommand::Deny(id),
+    ] {
         assert_eq!(MenuCommand::from_id(&command.id()), Some(command));
     }
     assert_eq!(MenuCommand::from_id("nope"), None);
     assert_eq!(MenuCommand::from_id("approve:not-an-id"), None);
 }
 
+const COUNTS: Counts = Counts {
+    servers: 2,
+    agents: 1,
+};
+
 #[test]
 fn the_menu_follows_the_gate() {
-    assert_eq!(ids(&entries(None, &[])), ["open", "-", "quit"]);
+    assert_eq!(ids(&entries(None, COUNTS, &[])), ["open", "-", "quit"]);
     assert_eq!(
-        ids(&entries(Some(&gate(VaultState::Ready, 0)), &[])),
-        ["lock", "open", "-", "quit"]
+        ids(&entries(Some(&gate(VaultState::Ready, 0)), COUNTS, &[])),
+        [
+            "note Unlocked",
+            "note 2 servers · 1 agent · 0 grants",
+            "-",
+            "lock",
+            "open",
+            "-",
+            "quit"
+        ]
     );
     assert_eq!(
-        ids(&entries(Some(&gate(VaultState::Locked, 0)), &[])),
+        ids(&entries(Some(&gate(VaultState::Locked, 0)), COUNTS, &[])),
         ["note Postern is locked", "unlock", "-", "open", "-", "quit"]
     );
     assert_eq!(
-        ids(&entries(Some(&gate(VaultState::Quarantined, 0)), &[])),
+        ids(&entries(
+            Some(&gate(VaultState::Quarantined, 0)),
+            COUNTS,
+            &[]
+        )),
         [
             "note The audit log failed verification",
             "-",
@@ -70,19 +96,24 @@ fn the_menu_follows_the_gate() {
         ]
     );
 
-    let first = Approval::of(sample::card());
-    let mut second = first.clone();
-    second.card.what = AskFor::Session;
-    second.card.tool.name = "status".into();
+    // A flagged request is reviewed, never approved in one step; a calm one may be.
+    let flagged = Approval::of(sample::card());
+    let mut calm = flagged.clone();
+    calm.card.risks.clear();
+    calm.card.tool.name = "status".into();
     assert_eq!(
         ids(&entries(
             Some(&gate(VaultState::Ready, 2)),
-            &[first, second]
+            COUNTS,
+            &[flagged, calm]
         )),
         [
+            "note Unlocked",
+            "note 2 servers · 1 agent · 0 grants",
+            "-",
             "note 2 approvals waiting",
-            "request claude · deployer · deploy: Approve this call",
-            "request claude · deployer · status: Admit this agent run",
+            "request ⚠ claude-code 2.1.3 · deployer · deploy: review",
+            "request claude-code 2.1.3 · deployer · status: approve",
             "review",
             "-",
             "lock",
@@ -117,36 +148,90 @@ fn tooltip_and_title_say_the_state_and_the_count() {
     assert_eq!(title(Some(&gate(VaultState::Locked, 3))), None);
 }
 
+/// A request's submenu: its title, its items (id, text, enabled), and the ids of its choices.
+fn submenu(
+    item: &MenuItemKind<tauri::test::MockRuntime>,
+) -> (String, Vec<(String, String, bool)>, Vec<String>) {
+    let MenuItemKind::Submenu(request) = item else {
+        panic!("a submenu: {:?}", item.id())
+    };
+    let inner = request
+        .items()
+        .unwrap()
+        .iter()
+        .map(|i| match i {
+            MenuItemKind::MenuItem(m) => (
+                m.id().as_ref().to_owned(),
+                m.text().unwrap(),
+                m.is_enabled().unwrap(),
+            ),
+            other => (other.id().as_ref().to_owned(), String::new(), false),
+        })
+        .collect::<Vec<(String, String, bool)>>();
+    let choices = inner
+        .iter()
+        .filter(|(id, _, _)| id.contains(':'))
+        .map(|(id, _, _)| id.clone())
+        .collect();
+    (request.text().unwrap(), inner, choices)
+}
+
 #[test]
-fn the_menu_holds_a_submenu_per_request() {
+fn the_menu_holds_a_submenu_per_request_its_arguments_and_risks_before_the_choices() {
     let app = app();
     let card = sample::card();
+    let mut calm = card.clone();
+    calm.id = ApprovalId::new(sample::ASKED_AT, 7);
+    calm.risks.clear();
     let entries = entries(
-        Some(&gate(VaultState::Ready, 1)),
-        &[Approval::of(card.clone())],
+        Some(&gate(VaultState::Ready, 2)),
+        COUNTS,
+        &[Approval::of(card.clone()), Approval::of(calm.clone())],
     );
     let menu = menu(app.handle(), &entries).unwrap();
     let items = menu.items().unwrap();
     let ids: Vec<_> = items.iter().map(|i| i.id().as_ref().to_owned()).collect();
-    assert_eq!(ids.len(), 8, "{ids:?}");
-    assert_eq!(ids[1], format!("request:{}", card.id));
+    assert_eq!(ids.len(), 12, "{ids:?}");
+    assert_eq!(ids[4], format!("request:{}", card.id));
+
+    let (label, inner, choices) = submenu(&items[4]);
+    assert_eq!(label, "⚠ claude-code 2.1.3 · deployer · deploy");
+    let texts: Vec<&str> = inner.iter().map(|(_, t, _)| t.as_str()).collect();
     assert_eq!(
-        &ids[2..],
-        ["review", &ids[3], "lock", "open", &ids[6], "quit"]
+        &texts[..3],
+        [
+            "branch = \"main\"",
+            "options = {}",
+            "target = \"preview\" (default)"
+        ]
     );
-    let MenuItemKind::Submenu(request) = &items[1] else {
-        panic!("a submenu: {ids:?}")
-    };
-    assert_eq!(request.text().unwrap(), "claude · deployer · deploy");
-    let inner: Vec<_> = request
-        .items()
-        .unwrap()
-        .iter()
-        .map(|i| i.id().as_ref().to_owned())
-        .collect();
+    assert!(
+        texts.iter().any(|t| t.starts_with("⚠ The code changed")),
+        "{texts:?}"
+    );
+    assert!(
+        inner
+            .iter()
+            .filter(|(id, _, _)| id.contains(':'))
+            .all(|(_, _, on)| *on)
+    );
+    assert!(
+        inner
+            .iter()
+            .filter(|(_, t, _)| t.starts_with('⚠'))
+            .all(|(_, _, on)| !*on),
+        "lines are text, not choices"
+    );
     assert_eq!(
-        inner,
-        [format!("approve:{}", card.id), format!("deny:{}", card.id)]
+        choices,
+        [format!("review:{}", card.id), format!("deny:{}", card.id)]
+    );
+
+    let (label, _, choices) = submenu(&items[5]);
+    assert_eq!(label, "claude-code 2.1.3 · deployer · deploy");
+    assert_eq!(
+        choices,
+        [format!("approve:{}", calm.id), format!("deny:{}", calm.id)]
     );
 }
 

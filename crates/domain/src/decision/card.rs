@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::risk::{RiskLine, risks};
 use super::{Ask, AskFor, GrantChoice, SettingTarget};
 use crate::catalog::{Catalog, CatalogDiff, CatalogDigest};
 use crate::grant::{ApprovalId, Request};
@@ -26,7 +27,13 @@ pub struct ApprovalCard {
     pub what: AskFor,
     /// The every-use settings that require this decision (empty: none).
     pub every_use: Vec<SettingTarget>,
-    /// The agent process asking.
+    /// The agent by the name people know it by: its client's own name and version (from its
+    /// `initialize`, self-reported), else its program's file name.
+    pub agent_name: String,
+    /// The client's own name and version, as it said them (`None`: it said none).
+    #[serde(default)]
+    pub client: Option<String>,
+    /// The agent process asking: the verified evidence behind the name.
     pub agent: AgentIdentity,
     /// The server.
     pub server: ServerLabel,
@@ -53,6 +60,9 @@ pub struct ApprovalCard {
     /// (refresh-contract §8).
     #[serde(default)]
     pub agent_stopped_waiting: bool,
+    /// What to weigh before allowing, most severe first (empty: a calm card).
+    #[serde(default)]
+    pub risks: Vec<RiskLine>,
 }
 
 /// Everything [`ApprovalCard::new`] reads.
@@ -68,6 +78,8 @@ pub struct CardInputs<'a> {
     pub ask: &'a Ask,
     /// The agent process.
     pub agent: &'a AgentIdentity,
+    /// The client's name and version from its `initialize` (self-reported).
+    pub client: Option<&'a str>,
     /// The call.
     pub request: &'a Request,
     /// The execution record of the current epoch.
@@ -219,12 +231,14 @@ impl ApprovalCard {
                 note: HINTS_NOTE.to_owned(),
                 hints: hints.clone(),
             });
-        Self {
+        let mut card = Self {
             id: inputs.id,
             asked_at: inputs.asked_at,
             expires_at: inputs.asked_at.saturating_add(inputs.timeout_ms),
             what: inputs.ask.what,
             every_use: inputs.ask.every_use.clone(),
+            agent_name: agent_name(inputs.client, inputs.agent),
+            client: inputs.client.map(str::to_owned),
             agent: inputs.agent.clone(),
             server: request.server.clone(),
             epoch: EpochView {
@@ -259,8 +273,31 @@ impl ApprovalCard {
             withheld_credentials: inputs.withheld.to_vec(),
             agent_stopped_waiting: false,
             choices: inputs.ask.choices.clone(),
-        }
+            risks: Vec::new(),
+        };
+        card.risks = risks(&card, inputs.client);
+        card
     }
+
+    /// Whether nothing on the card calls for a second look (no risk line).
+    pub fn is_calm(&self) -> bool {
+        self.risks.is_empty()
+    }
+}
+
+/// The agent's name for people: its client's own name, else its program's file name, else
+/// the process that started the shim, else its pid.
+pub fn agent_name(client: Option<&str>, agent: &AgentIdentity) -> String {
+    if let Some(client) = client.map(str::trim).filter(|c| !c.is_empty()) {
+        return client.to_owned();
+    }
+    agent
+        .executable
+        .as_ref()
+        .and_then(|e| e.path.file_name())
+        .map(|f| f.to_string_lossy().into_owned())
+        .or_else(|| agent.chain.iter().rev().nth(1).cloned())
+        .unwrap_or_else(|| format!("pid {}", agent.pid))
 }
 
 /// The arguments a reviewer should see: every argument the agent sent (top level, in its

@@ -330,6 +330,7 @@ impl Authority {
             timeout_ms,
             ask: &ask,
             agent: &agent,
+            client: call.client.as_deref(),
             request: &call.request,
             record: &call.record,
             last_approved_record: last_record,

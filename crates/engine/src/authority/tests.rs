@@ -105,6 +105,7 @@ fn call_to(tool: &str, now: &Launch, shown: &Launch) -> CallToAuthorize {
     let agent = me();
     CallToAuthorize {
         session: SESSION,
+        client: Some("claude-code 2.1.3".into()),
         request: Request {
             call: CallId::new(1_700_000_000_000, ulid::Ulid::new().random()),
             caller: Caller::Identified {

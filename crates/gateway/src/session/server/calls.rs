@@ -103,6 +103,7 @@ impl Session {
         let pending = CallToAuthorize {
             session: self.info.id,
             agent: self.info.agent.clone(),
+            client: self.info.client.clone(),
             request,
             record: running.record.clone(),
             catalog,
