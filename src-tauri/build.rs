@@ -40,6 +40,8 @@ const COMMANDS: &[&str] = &[
     "add_server",
     "import_sources",
     "import_servers",
+    "rewire_preview",
+    "rewire",
     "agent_snippet",
     "credentials",
     "add_credential",

@@ -12,7 +12,7 @@ use crate::approvals::Approval;
 use crate::commands::{CommandError, ErrorCode, ProofInput, SettingsChange};
 use crate::credentials::{CredentialItem, CredentialKind, NewCredential};
 use crate::journal::{AnchorView, Verification};
-use crate::servers::{AgentSnippet, ImportSource, Imported, NewServer};
+use crate::servers::{AgentSnippet, ImportSource, Imported, NewServer, Rewired};
 use crate::view::{EngineView, Unavailable};
 
 /// Where the file lives, relative to this crate's directory.
@@ -51,6 +51,11 @@ pub fn typescript() -> String {
             postern_engine::import::Found::decl(),
             postern_engine::import::Client::decl(),
             postern_engine::import::Entry::decl(),
+            postern_engine::import::Route::decl(),
+            postern_engine::rewire::Coverage::decl(),
+            postern_engine::rewire::Plan::decl(),
+            postern_engine::rewire::Change::decl(),
+            Rewired::decl(),
             Imported::decl(),
             AgentSnippet::decl(),
         ],

@@ -72,6 +72,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             servers::add_server,
             servers::import_sources,
             servers::import_servers,
+            servers::rewire_preview,
+            servers::rewire,
             servers::agent_snippet,
             credentials::credentials,
             credentials::add_credential,

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use postern_domain::{EnvVar, ServerConfig, ServerLabel};
 use postern_engine::Home;
 use postern_engine::import::{self, Entry, Found};
+use postern_engine::rewire::{self, Coverage};
 use postern_store::Store;
 use serde::{Deserialize, Serialize};
 use tauri::{AppHandle, Manager, Runtime};
@@ -85,6 +86,8 @@ pub struct ImportSource {
     pub entries: Vec<Entry>,
     /// Why the file could not be read.
     pub error: Option<String>,
+    /// How its servers are reached now (`null` when it could not be read).
+    pub coverage: Option<Coverage>,
 }
 
 /// The configuration files of Claude Desktop, Claude Code and Cursor under the user's home
@@ -114,6 +117,7 @@ pub async fn import_sources(path: Option<String>) -> Vec<ImportSource> {
             ImportSource {
                 found,
                 path: path.display().to_string(),
+                coverage: error.is_none().then(|| Coverage::of(&entries)),
                 entries,
                 error,
             }
@@ -180,6 +184,67 @@ pub async fn import_servers<R: Runtime>(
         config_changed(&app, &home).await;
     }
     Ok(out)
+}
+
+/// What rewiring the agent configuration at `path` would change: each entry that runs a
+/// server Postern has configured (the same command) would run `postern mcp <label>`.
+#[tauri::command]
+pub async fn rewire_preview<R: Runtime>(
+    app: AppHandle<R>,
+    path: String,
+) -> Result<rewire::Plan, CommandError> {
+    let home = running_home(&app)?;
+    blocking(move || plan(&home, &path)).await
+}
+
+/// A rewired agent configuration: where the file as it was is kept, and its coverage now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Rewired {
+    /// The backup of the file as it was, beside it.
+    pub backup: String,
+    /// How its servers are reached now.
+    pub coverage: Coverage,
+}
+
+/// Rewires the agent configuration at `path` as its preview showed (`names`: the entries the
+/// preview listed); refused when the file or Postern's servers changed since.
+#[tauri::command]
+pub async fn rewire<R: Runtime>(
+    app: AppHandle<R>,
+    path: String,
+    names: Vec<String>,
+) -> Result<Rewired, CommandError> {
+    let home = running_home(&app)?;
+    blocking(move || {
+        let plan = plan(&home, &path)?;
+        let planned: Vec<&str> = plan.changes.iter().map(|c| c.name.as_str()).collect();
+        if planned != names {
+            return Err(CommandError::new(
+                ErrorCode::Refused,
+                format!("{path} or Postern's servers changed since the preview: look at the changes again"),
+            ));
+        }
+        let backup = rewire::apply(&plan).map_err(|e| match e {
+            rewire::RewireError::Changed { .. } | rewire::RewireError::Nothing { .. } => {
+                CommandError::new(ErrorCode::Refused, e.to_string())
+            }
+            other => failed(other),
+        })?;
+        let entries = import::read(Path::new(&path))
+            .map_err(|e| CommandError::new(ErrorCode::BadRequest, e.to_string()))?;
+        Ok(Rewired {
+            backup: backup.display().to_string(),
+            coverage: Coverage::of(&entries),
+        })
+    })
+    .await
+}
+
+fn plan(home: &Home, path: &str) -> Result<rewire::Plan, CommandError> {
+    let configured = open_store(home)?.servers().map_err(failed)?;
+    rewire::plan(Path::new(path), &configured, &postern_cli(), home)
+        .map_err(|e| CommandError::new(ErrorCode::BadRequest, e.to_string()))
 }
 
 /// The configuration that points an agent at Postern for some servers.
@@ -429,6 +494,42 @@ mod tests {
                 .unwrap()
                 .contains("configured already")
         );
+
+        // The imported entry is rewired to go through Postern, as the preview says, with a
+        // backup; the coverage says so.
+        assert_eq!(
+            sources[0]["coverage"]["sentence"],
+            "0 of 2 servers through Postern; remote is remote, not gated; time runs directly"
+        );
+        let preview = invoke(&app, "rewire_preview", json!({"path": path})).unwrap();
+        assert_eq!(preview["changes"][0]["name"], "time");
+        assert_eq!(preview["changes"][0]["envNames"], json!(["TZ"]));
+        assert!(!preview.to_string().contains("secret-tz"), "{preview}");
+        let stale = invoke(
+            &app,
+            "rewire",
+            json!({"path": path, "names": ["time", "remote"]}),
+        );
+        assert_eq!(
+            stale.unwrap_err()["code"],
+            "refused",
+            "not what the preview showed"
+        );
+        let rewired = invoke(&app, "rewire", json!({"path": path, "names": ["time"]})).unwrap();
+        assert_eq!(
+            rewired["coverage"]["sentence"],
+            "1 of 2 servers through Postern; remote is remote, not gated"
+        );
+        let backup = rewired["backup"].as_str().unwrap();
+        assert!(
+            std::fs::read_to_string(backup)
+                .unwrap()
+                .contains("secret-tz")
+        );
+        let now: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let args = now["mcpServers"]["time"]["args"].as_array().unwrap();
+        assert_eq!(args.last().unwrap(), "time");
+        assert!(args.iter().any(|a| a == "mcp"), "{now}");
 
         let missing = invoke(&app, "import_sources", json!({"path": "/nonexistent.json"})).unwrap();
         assert!(

@@ -409,11 +409,11 @@ const scenarios = {
   // the absolute path of the `postern` CLI, and the agent's first call opens the approval window.
   async "first run with an empty home: the guide adds a server, imports one, and shows the first gated call"({ home }) {
     const user = join(home, "user");
-    mkdirSync(join(user, ".cursor"), { recursive: true });
-    writeFileSync(
-      join(user, ".cursor", "mcp.json"),
-      JSON.stringify({ mcpServers: { notes: { command: "python3", args: ["-m", "notes_server"], env: { NOTES_TOKEN: "e2e-env-value" } }, web: { url: "https://example.com/mcp" } } }),
-    );
+    mkdirSync(user, { recursive: true });
+    // Claude Code's own configuration, as it writes it (other settings beside the servers).
+    const claudeJson = join(user, ".claude.json");
+    const original = `${JSON.stringify({ numStartups: 3, mcpServers: { notes: { type: "stdio", command: "python3", args: ["-m", "notes_server"], env: { NOTES_TOKEN: "e2e-env-value" } }, web: { type: "http", url: "https://example.com/mcp" } } }, null, 2)}\n`;
+    writeFileSync(claudeJson, original);
     const dir = join(home, "clock");
     mkdirSync(dir);
     copyFileSync(CLOCK, join(dir, "clock.py"));
@@ -447,7 +447,7 @@ const scenarios = {
         expectIncludes((await s.texts(".demo-command"))[0], "demo", "the demo hint");
 
         // The agent configuration under the user's home is offered, with the entry that cannot be imported said why.
-        await s.waitForTexts(".import-source .import-title", (t) => t.length === 1 && t[0].startsWith("Cursor"));
+        await s.waitForTexts(".import-source .import-title", (t) => t.length === 1 && t[0].startsWith("Claude Code"));
         expectEqual(await s.texts(".import-entry .entry-name"), ["notes", "web"], "entries");
         expectIncludes((await s.texts(".import-entry.skipped .entry-skip"))[0], "remote", "the remote entry is skipped");
         const page = await s.execute("return document.documentElement.outerHTML");
@@ -473,6 +473,23 @@ const scenarios = {
         const servers = JSON.parse(snippet).mcpServers;
         expectEqual(Object.keys(servers), ["clock", "notes"], "snippet labels");
         expectEqual(servers.clock, { command: cli, args: ["--home", home, "mcp", "clock"] }, "snippet for clock");
+
+        // Step 2 for Claude Code itself: how much of it goes through Postern, then Rewire, with a
+        // preview of each change and a backup of the file as it was.
+        expectEqual(await s.texts(".rewire-source .coverage"), ["0 of 2 servers through Postern; web is remote, not gated; notes runs directly."], "coverage before");
+        await s.click(".rewire-preview");
+        await s.waitForTexts(".rewire-changes del", (t) => same(t, ["python3 -m notes_server"]));
+        expectEqual(await s.texts(".rewire-changes ins"), [`${cli} --home ${home} mcp notes`], "the entry after");
+        expectEqual(readFileSync(claudeJson, "utf8"), original, "the file before the person says so");
+        await s.click(".rewire-apply");
+        await s.waitForTexts(".rewire-source .coverage", (t) => same(t, ["1 of 2 servers through Postern; web is remote, not gated."]));
+        const [rewired] = await s.texts(".rewired");
+        const backup = rewired.match(/kept at (\S+)\./)?.[1];
+        expectEqual(backup !== undefined && readFileSync(backup, "utf8") === original, true, `the backup ${backup}`);
+        const now = JSON.parse(readFileSync(claudeJson, "utf8"));
+        expectEqual(now.numStartups, 3, "Claude Code's other settings");
+        expectEqual(now.mcpServers.notes, { type: "stdio", command: cli, args: ["--home", home, "mcp", "notes"] }, "the rewired entry");
+        expectEqual(now.mcpServers.web, { type: "http", url: "https://example.com/mcp" }, "the remote entry, untouched");
 
         // Step 3: the first gated call arrives, in the approval window.
         agentClient = await client(cli, home, "clock", "e2e-agent");

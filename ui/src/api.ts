@@ -11,7 +11,9 @@ import type {
   Imported,
   NewCredential,
   NewServer,
+  Plan,
   Proof,
+  Rewired,
   Timeline,
   TimelineQuery,
   Verification,
@@ -29,6 +31,10 @@ export interface ServersApi {
   importServers(path: string, names: string[]): Promise<Imported[]>;
   /** The configuration that points an agent at Postern for `labels`. */
   agentSnippet(labels: string[]): Promise<AgentSnippet>;
+  /** What rewiring the agent configuration at `path` to go through Postern would change. */
+  rewirePreview(path: string): Promise<Plan>;
+  /** Rewires it as the preview listed (`names`), keeping a backup. */
+  rewire(path: string, names: string[]): Promise<Rewired>;
 }
 
 /**

@@ -860,7 +860,11 @@ entries: Array<Entry>,
 /**
  * Why the file could not be read.
  */
-error: string | null, };
+error: string | null, 
+/**
+ * How its servers are reached now (`null` when it could not be read).
+ */
+coverage: Coverage | null, };
 
 export type Found = { 
 /**
@@ -880,6 +884,10 @@ export type Entry = {
  */
 name: string, 
 /**
+ * How the agent reaches it today.
+ */
+route: Route, 
+/**
  * The command and its arguments (empty when skipped for lack of one).
  */
 command: Array<string>, 
@@ -891,6 +899,73 @@ envNames: Array<string>,
  * Why it cannot be imported, if so.
  */
 skipped: string | null, };
+
+export type Route = "direct" | "postern" | "remote" | "unusable";
+
+export type Coverage = { 
+/**
+ * Server entries in the file (each name once).
+ */
+servers: number, 
+/**
+ * Those that run `postern mcp`.
+ */
+throughPostern: number, 
+/**
+ * Remote servers, by name: Postern does not gate them.
+ */
+remote: Array<string>, 
+/**
+ * Servers the agent runs itself, by name: nothing gates them.
+ */
+direct: Array<string>, 
+/**
+ * The coverage in one sentence: "1 of 3 servers through Postern; linear is remote, not
+ * gated; notes runs directly".
+ */
+sentence: string, };
+
+export type Plan = { 
+/**
+ * The file.
+ */
+path: string, 
+/**
+ * The entries it changes (empty: nothing to rewire).
+ */
+changes: Array<Change>, };
+
+export type Change = { 
+/**
+ * The entry's name in the file.
+ */
+name: string, 
+/**
+ * The Postern server it goes through.
+ */
+label: string, 
+/**
+ * Its command and arguments now.
+ */
+before: Array<string>, 
+/**
+ * Its command and arguments after.
+ */
+after: Array<string>, 
+/**
+ * The environment variable names it loses (Postern holds them), never their values.
+ */
+envNames: Array<string>, };
+
+export type Rewired = { 
+/**
+ * The backup of the file as it was, beside it.
+ */
+backup: string, 
+/**
+ * How its servers are reached now.
+ */
+coverage: Coverage, };
 
 export type Imported = { 
 /**

@@ -17,6 +17,9 @@ function controls() {
     showApprovals: vi.fn<GuideControls["showApprovals"]>(),
     finish: vi.fn<GuideControls["finish"]>(),
     setPassphrase: vi.fn<GuideControls["setPassphrase"]>(async () => {}),
+    previewRewire: vi.fn<GuideControls["previewRewire"]>(),
+    rewire: vi.fn<GuideControls["rewire"]>(),
+    cancelRewire: vi.fn<GuideControls["cancelRewire"]>(),
   };
 }
 
@@ -24,10 +27,11 @@ const cursor: ImportSource = {
   found: { client: "cursor", path: "/home/ada/.cursor/mcp.json" },
   path: "/home/ada/.cursor/mcp.json",
   entries: [
-    { name: "time", command: ["uvx", "mcp-server-time"], envNames: ["TZ"], skipped: null },
-    { name: "linear", command: [], envNames: [], skipped: "a remote (HTTP) server: Postern gates stdio servers" },
+    { name: "time", route: "direct", command: ["uvx", "mcp-server-time"], envNames: ["TZ"], skipped: null },
+    { name: "linear", route: "remote", command: [], envNames: [], skipped: "a remote (HTTP) server: Postern gates stdio servers" },
   ],
   error: null,
+  coverage: { servers: 2, throughPostern: 0, remote: ["linear"], direct: ["time"], sentence: "0 of 2 servers through Postern; linear is remote, not gated; time runs directly" },
 };
 
 function guide(s: Status = status(), g: Guide = NEW_GUIDE, c = controls()) {
@@ -249,5 +253,46 @@ describe("the passphrase step", () => {
 
     expect(s.status()).toBe("a passphrase is set already");
     expect(s.typed()).toEqual(["", ""]);
+  });
+});
+
+describe("rewiring an agent's configuration", () => {
+  const withServer = () => status({ servers: [server({ label: "time" })] });
+  const plan = {
+    path: cursor.path,
+    changes: [{ name: "time", label: "time", before: ["uvx", "mcp-server-time"], after: ["/abs/postern", "mcp", "time"], envNames: ["TZ"] }],
+  };
+
+  it("says per agent how many of its servers go through Postern, and offers Rewire while some do not", () => {
+    const c = controls();
+    const root = guide(withServer(), { ...NEW_GUIDE, sources: [cursor] }, c);
+
+    expect(all(root, ".rewire-source .coverage")).toEqual(["0 of 2 servers through Postern; linear is remote, not gated; time runs directly."]);
+    root.querySelector<HTMLButtonElement>(".rewire-preview")!.click();
+    expect(c.previewRewire).toHaveBeenCalledWith(cursor.path);
+    const covered = { ...cursor, coverage: { ...cursor.coverage!, throughPostern: 1, direct: [], sentence: "1 of 2 servers through Postern; linear is remote, not gated" } };
+    expect(guide(withServer(), { ...NEW_GUIDE, sources: [covered] }).querySelector(".rewire-preview")).toBeNull();
+  });
+
+  it("previews each change, command before and after, then rewires exactly what it showed", () => {
+    const c = controls();
+    const root = guide(withServer(), { ...NEW_GUIDE, sources: [cursor], rewire: { path: cursor.path, plan, done: null, error: null } }, c);
+
+    expect(all(root, ".rewire-changes del")).toEqual(["uvx mcp-server-time"]);
+    expect(all(root, ".rewire-changes ins")).toEqual(["/abs/postern mcp time"]);
+    expect(text(root.querySelector(".rewire-changes li"))).toContain("TZ now comes from Postern.");
+    root.querySelector<HTMLButtonElement>(".rewire-apply")!.click();
+    expect(c.rewire).toHaveBeenCalledWith(cursor.path, ["time"]);
+    root.querySelector<HTMLButtonElement>(".rewire-cancel")!.click();
+    expect(c.cancelRewire).toHaveBeenCalled();
+  });
+
+  it("says where the backup is, and the coverage after", () => {
+    const done = { backup: `${cursor.path}.postern-backup-1`, coverage: { servers: 2, throughPostern: 1, remote: ["linear"], direct: [], sentence: "1 of 2 servers through Postern; linear is remote, not gated" } };
+    const root = guide(withServer(), { ...NEW_GUIDE, sources: [cursor], rewire: { path: cursor.path, plan: null, done, error: null } });
+
+    expect(all(root, ".coverage")).toEqual(["1 of 2 servers through Postern; linear is remote, not gated."]);
+    expect(text(root.querySelector(".rewired"))).toContain(`kept at ${done.backup}`);
+    expect(root.querySelector(".rewire-apply")).toBeNull();
   });
 });

@@ -10,7 +10,7 @@
 // And, for the curious, the demo: `postern demo` plays an agent and a rebuild against this app.
 // Pure DOM construction; src/live.ts holds the guide's state and runs its controls.
 
-import type { AgentSnippet, ImportSource, NewServer, Status } from "./bindings";
+import type { AgentSnippet, ImportSource, NewServer, Plan, Rewired, Status } from "./bindings";
 import { h } from "./dom";
 import { agentSnippet, commandLine, splitWords } from "./format";
 import { newPassphraseForm } from "./proof";
@@ -27,9 +27,14 @@ export interface Guide {
   note: { text: string; bad: boolean } | null;
   /** The newcomer closed the guide. */
   finished: boolean;
+  /** A rewire being previewed or just done, by the agent configuration's path. */
+  rewire: Rewiring | null;
 }
 
-export const NEW_GUIDE: Guide = { sources: null, added: [], snippet: null, note: null, finished: false };
+/** Rewiring one agent configuration: its preview, then what was done, or why not. */
+export type Rewiring = { path: string; plan: Plan | null; done: Rewired | null; error: string | null };
+
+export const NEW_GUIDE: Guide = { sources: null, added: [], snippet: null, note: null, finished: false, rewire: null };
 
 /** What the guide's controls do. */
 export interface GuideControls {
@@ -41,6 +46,12 @@ export interface GuideControls {
   importServers(path: string, names: string[]): void;
   /** Copies `text` to the clipboard. */
   copy(text: string): void;
+  /** Shows what rewiring the agent configuration at `path` would change. */
+  previewRewire(path: string): void;
+  /** Rewires it as previewed (`names`: the entries the preview listed), with a backup. */
+  rewire(path: string, names: string[]): void;
+  /** Closes the preview. */
+  cancelRewire(): void;
   showApprovals(): void;
   finish(): void;
   /** Sets the first passphrase (which unlocks the vault); rejects with the engine's sentence. */
@@ -102,7 +113,13 @@ export function guideView(status: Status, guide: Guide, controls: GuideControls)
         guide.note === null ? null : h("p", { class: `form-status guide-note${guide.note.bad ? " bad" : ""}`, role: guide.note.bad ? "alert" : "status" }, guide.note.text),
         h("p", "muted small", "From a terminal: ", h("code", {}, "postern server add <label> -- <command> [args...]")),
       ),
-      h("li", { class: `step step-snippet${hasServers ? "" : " later"}` }, h("div", "step-title", "Point your agent at Postern"), snippetBox(status, guide, controls)),
+      h(
+        "li",
+        { class: `step step-snippet${hasServers ? "" : " later"}` },
+        h("div", "step-title", "Point your agent at Postern"),
+        rewireBox(guide, controls),
+        snippetBox(status, guide, controls),
+      ),
       h("li", { class: `step step-call${status.sessions.length > 0 ? " done" : ""}` }, h("div", "step-title", "See the first gated call"), callStep(status, controls)),
     ),
     demoHint(status.home),
@@ -262,6 +279,75 @@ function snippetBox(status: Status, guide: Guide, controls: GuideControls): HTML
       : h("p", "small", "Claude Code: ", ...snippet.claudeCode.flatMap((c, i) => [i === 0 ? "" : " ; ", h("code", "claude-code", c)])),
     h("p", "muted small", "Then restart the agent, or reload its MCP servers."),
   );
+}
+
+/** Each known agent's configuration: how many of its servers go through Postern, and Rewire. */
+function rewireBox(guide: Guide, controls: GuideControls): HTMLElement | null {
+  const known = (guide.sources ?? []).filter((s) => s.found !== null && s.coverage !== null);
+  if (known.length === 0) return null;
+  return h("div", "rewire-box", ...known.map((source) => rewireSource(source, guide.rewire?.path === source.path ? guide.rewire : null, controls)));
+}
+
+function rewireSource(source: ImportSource, rewiring: Rewiring | null, controls: GuideControls): HTMLElement {
+  const client = CLIENTS[source.found!.client] ?? source.found!.client;
+  const coverage = rewiring?.done?.coverage ?? source.coverage!;
+  const direct = coverage.direct.length > 0;
+  const preview = button("rewire-preview", `Rewire ${client}…`, () => controls.previewRewire(source.path));
+  return h(
+    "div",
+    { class: "rewire-source", "data-path": source.path },
+    h("div", "import-title", client, " ", h("code", {}, source.path)),
+    h("p", { class: `coverage${direct ? "" : " covered"}` }, coverage.sentence, "."),
+    rewiring === null || rewiring.done !== null ? (direct ? preview : null) : null,
+    rewiring?.error == null ? null : h("p", { class: "form-status bad", role: "alert" }, rewiring.error),
+    rewiring?.plan == null || rewiring.done !== null ? null : planView(client, rewiring.plan, controls),
+    rewiring?.done == null
+      ? null
+      : h("p", { class: "rewired form-status", role: "status" }, `Rewired. The file as it was is kept at `, h("code", {}, rewiring.done.backup), `. Restart ${client}, or reload its MCP servers.`),
+  );
+}
+
+/** The preview: each entry's command now and after, the variables Postern takes over. */
+function planView(client: string, plan: Plan, controls: GuideControls): HTMLElement {
+  if (plan.changes.length === 0) {
+    return h(
+      "div",
+      "rewire-plan",
+      h("p", "small", `Nothing to rewire yet: no entry of this file runs a server Postern has. Import its servers first (step 1).`),
+      button("rewire-cancel", "Close", () => controls.cancelRewire()),
+    );
+  }
+  return h(
+    "div",
+    "rewire-plan",
+    h("p", "small", `${client}'s configuration would change like this (its other settings stay as they are):`),
+    h(
+      "ul",
+      "rewire-changes",
+      ...plan.changes.map((c) =>
+        h(
+          "li",
+          { "data-entry": c.name },
+          h("span", "entry-name", c.name),
+          h("del", {}, h("code", {}, commandLine(c.before))),
+          h("ins", {}, h("code", {}, commandLine(c.after))),
+          c.envNames.length === 0 ? null : h("span", "muted small", `${c.envNames.join(", ")} now ${c.envNames.length === 1 ? "comes" : "come"} from Postern.`),
+        ),
+      ),
+    ),
+    h(
+      "div",
+      "form-actions",
+      button("primary rewire-apply", "Rewire and keep a backup", () => controls.rewire(plan.path, plan.changes.map((c) => c.name))),
+      button("rewire-cancel", "Cancel", () => controls.cancelRewire()),
+    ),
+  );
+}
+
+function button(cls: string, text: string, onClick: () => void): HTMLElement {
+  const el = h("button", { type: "button", class: cls }, text);
+  el.addEventListener("click", onClick);
+  return el;
 }
 
 // --- step 3 ---------------------------------------------------------------------------------------

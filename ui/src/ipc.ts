@@ -17,7 +17,9 @@ import type {
   EngineView,
   ImportSource,
   Imported,
+  Plan,
   Proof,
+  Rewired,
   Settings,
   SettingsChange,
   Timeline,
@@ -58,6 +60,8 @@ export const tauriApis: Apis = {
     importSources: (path) => call<ImportSource[]>("import_sources", { path: path ?? null }),
     importServers: (path, names) => call<Imported[]>("import_servers", { path, names }),
     agentSnippet: (labels) => call<AgentSnippet>("agent_snippet", { labels }),
+    rewirePreview: (path) => call<Plan>("rewire_preview", { path }),
+    rewire: (path, names) => call<Rewired>("rewire", { path, names }),
   },
   credentials: {
     list: () => call<CredentialItem[]>("credentials"),

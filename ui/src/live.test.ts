@@ -556,6 +556,8 @@ function fakeApis() {
         json: JSON.stringify({ mcpServers: Object.fromEntries(labels.map((l) => [l, { command: "/abs/postern", args: ["mcp", l] }])) }),
         claudeCode: [],
       })),
+      rewirePreview: vi.fn<Apis["servers"]["rewirePreview"]>(async (path) => ({ path, changes: [] })),
+      rewire: vi.fn<Apis["servers"]["rewire"]>(async () => ({ backup: "/b", coverage: { servers: 0, throughPostern: 0, remote: [], direct: [], sentence: "" } })),
     },
     credentials: {
       list: vi.fn<Apis["credentials"]["list"]>(async () => []),

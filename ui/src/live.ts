@@ -201,6 +201,31 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
         (err: unknown) => (guide = { ...guide, note: { text: `Cannot copy (select the text instead): ${message(err)}`, bad: true } }),
       ).finally(paint);
     },
+    previewRewire: (path) => {
+      guide = { ...guide, rewire: { path, plan: null, done: null, error: null } };
+      apis?.servers.rewirePreview(path).then(
+        (plan) => (guide = { ...guide, rewire: { path, plan, done: null, error: null } }),
+        (err: unknown) => (guide = { ...guide, rewire: { path, plan: null, done: null, error: message(err) } }),
+      ).finally(paint);
+      paint();
+    },
+    rewire: (path, names) => {
+      apis?.servers.rewire(path, names).then(
+        (done) => {
+          guide = { ...guide, rewire: { path, plan: null, done, error: null } };
+          void refresh();
+        },
+        (err: unknown) => {
+          const plan = guide.rewire?.path === path ? guide.rewire.plan : null;
+          guide = { ...guide, rewire: { path, plan, done: null, error: message(err) } };
+          paint();
+        },
+      );
+    },
+    cancelRewire: () => {
+      guide = { ...guide, rewire: null };
+      paint();
+    },
     showApprovals: () => void act("open the approval window", actions.showApprovals),
     finish: () => {
       guide = { ...guide, finished: true, note: null };

@@ -84,7 +84,7 @@ export function inertControls(): Controls {
     restart() {},
     verify() {},
     credentials: { add: nothing, rotate: nothing, remove: nothing, bind: nothing, unbind: nothing },
-    guide: { addServer: nothing, readFile() {}, importServers() {}, copy() {}, showApprovals() {}, finish() {}, setPassphrase: nothing },
+    guide: { addServer: nothing, readFile() {}, importServers() {}, copy() {}, previewRewire() {}, rewire() {}, cancelRewire() {}, showApprovals() {}, finish() {}, setPassphrase: nothing },
   };
 }
 

@@ -40,12 +40,28 @@ pub struct Found {
     pub path: String,
 }
 
+/// How an agent reaches the server an entry describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub enum Route {
+    /// The agent runs the command itself: nothing gates its calls.
+    Direct,
+    /// The entry runs `postern mcp <label>`: the gate decides its calls.
+    Postern,
+    /// A remote (HTTP) server: Postern gates stdio servers only.
+    Remote,
+    /// Not a server the agent can start (no command).
+    Unusable,
+}
+
 /// One server entry read from a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
     /// The entry's name in the file (the label Postern would use, when valid).
     pub name: String,
+    /// How the agent reaches it today.
+    pub route: Route,
     /// The command and its arguments (empty when skipped for lack of one).
     pub command: Vec<String>,
     /// Environment variable names it sets (values are imported, never shown).
@@ -191,7 +207,8 @@ pub fn looks_secret(name: &str) -> bool {
         })
 }
 
-fn entry(name: &str, spec: &Value) -> Entry {
+/// The entry `name` of a configuration file, as `spec` describes it.
+pub(crate) fn entry(name: &str, spec: &Value) -> Entry {
     let program = spec.get("command").and_then(Value::as_str);
     let command: Vec<String> = program
         .map(str::to_owned)
@@ -225,29 +242,36 @@ fn entry(name: &str, spec: &Value) -> Entry {
             Err(e) => bad_env = Some(format!("its env: {e}")),
         }
     }
-    let mut out = Entry {
-        name: name.to_owned(),
-        command: command.clone(),
-        env_names: env.iter().map(|v| v.name.clone()).collect(),
-        skipped: None,
-        config: None,
-    };
     let remote = spec.get("url").is_some()
         || matches!(
             spec.get("type").and_then(Value::as_str),
             Some("http" | "sse")
         );
-    let skip = if remote {
-        Some("a remote (HTTP) server: Postern gates stdio servers".to_owned())
+    let route = if remote {
+        Route::Remote
     } else if program.is_none_or(str::is_empty) {
-        Some(
+        Route::Unusable
+    } else if is_postern(&command) {
+        Route::Postern
+    } else {
+        Route::Direct
+    };
+    let mut out = Entry {
+        name: name.to_owned(),
+        route,
+        command: command.clone(),
+        env_names: env.iter().map(|v| v.name.clone()).collect(),
+        skipped: None,
+        config: None,
+    };
+    let skip = match route {
+        Route::Remote => Some("a remote (HTTP) server: Postern gates stdio servers".to_owned()),
+        Route::Unusable => Some(
             "no \"command\" to run (its \"args\" are only the arguments; Postern does not guess the program)"
                 .to_owned(),
-        )
-    } else if is_postern(&command) {
-        Some("already goes through Postern".to_owned())
-    } else {
-        bad_env
+        ),
+        Route::Postern => Some("already goes through Postern".to_owned()),
+        Route::Direct => bad_env,
     };
     if skip.is_some() {
         out.skipped = skip;

@@ -11,6 +11,7 @@ mod home;
 pub mod import;
 pub mod journal;
 mod os_lock;
+pub mod rewire;
 
 use std::fs::{File, TryLockError};
 use std::path::PathBuf;
