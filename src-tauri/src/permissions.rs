@@ -207,6 +207,30 @@ mod tests {
             json!([])
         );
 
+        // A credential added with every use on: the rule is on the page, and once removed
+        // here the Credentials view says so too.
+        invoke(
+            &app,
+            "add_credential",
+            json!({"credential": {"name": "api", "injection": {"kind": "env", "var": "API_TOKEN"}, "hosts": [], "everyUse": true, "value": "v"}, "proof": {"passphrase": PROOF}}),
+        )
+        .unwrap();
+        let rule = json!({"on": "credential", "name": "api"});
+        assert_eq!(
+            invoke(&app, "permissions", json!({})).unwrap()["everyUse"],
+            json!([rule])
+        );
+        invoke(
+            &app,
+            "set_every_use",
+            json!({"target": rule, "on": false, "proof": {"passphrase": PROOF}}),
+        )
+        .unwrap();
+        assert_eq!(
+            invoke(&app, "credentials", json!({})).unwrap()[0]["everyUse"],
+            false
+        );
+
         let nowhere = json!({"on": "server", "server": "nowhere"});
         let refused = invoke(
             &app,
