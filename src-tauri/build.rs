@@ -54,6 +54,10 @@ const COMMANDS: &[&str] = &[
     "sessions_journal",
     "audit_entry",
     "verify_audit",
+    "permissions",
+    "revoke_grant",
+    "revoke_run",
+    "set_every_use",
 ];
 
 /// Points `generate_context!` at a placeholder page through `TAURI_CONFIG`, which the macro

@@ -6,6 +6,7 @@
 //! handed to the engine. No command returns a value, and no type here can hold one on the way
 //! out.
 
+use postern_domain::decision::SettingTarget;
 use postern_domain::{Credential, CredentialName, CredentialSpec, Injection, ServerLabel};
 use postern_engine::authority::CredentialError;
 use postern_store::Store;
@@ -113,9 +114,15 @@ pub async fn credentials<R: Runtime>(
         let list = authority.credentials().map_err(refused)?;
         // The engine has no read of bindings by credential yet (docs/app.md, "Stopgaps").
         let store = Store::open_read_only(home.path()).map_err(failed)?;
+        // Every use as the gate applies it: the setting, which the Permissions page (or
+        // `postern every-use`) may have changed since the credential was added.
+        let every_use = authority.every_use();
         list.into_iter()
-            .map(|c| {
+            .map(|mut c| {
                 let servers = store.bound_servers(&c.name).map_err(failed)?;
+                c.every_use = every_use.iter().any(|s| {
+                    matches!(&s.target, SettingTarget::Credential { name } if name == c.name.as_str())
+                });
                 Ok(item(c, servers.iter().map(ToString::to_string).collect()))
             })
             .collect()

@@ -7,7 +7,7 @@
 //! - [`approvals`]: open requests as the approval window, notifications and tray show them.
 //! - [`commands`]: the typed IPC the UI calls: the gate's ([`commands`]), servers
 //!   ([`servers`]), credentials ([`credentials`]), the journals and the audit log
-//!   ([`journal`]).
+//!   ([`journal`]), grants and every-use settings ([`permissions`]).
 //! - [`tray`]: the tray icon, its looks and its menu; [`window`]: the two windows.
 //! - [`bindings`]: the TypeScript declarations the UI imports; [`sample`]: the approval card
 //!   the UI's tests read.
@@ -17,6 +17,7 @@ pub mod bindings;
 pub mod commands;
 pub mod credentials;
 pub mod journal;
+pub mod permissions;
 #[cfg(any(test, feature = "gen-bindings"))]
 pub mod sample;
 pub mod servers;
@@ -86,6 +87,10 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             journal::sessions_journal,
             journal::audit_entry,
             journal::verify_audit,
+            permissions::permissions,
+            permissions::revoke_grant,
+            permissions::revoke_run,
+            permissions::set_every_use,
         ])
         .on_window_event(window::on_event)
 }

@@ -249,6 +249,63 @@ const scenarios = {
     }
   },
 
+  // Issue 18 item 5: a grant made in the approval window is on the Permissions page, under
+  // the agent's own name, and on its session card; Revoke ends it, and the agent's next
+  // identical call asks again.
+  async "permissions: a grant made in the approval window is listed, and Revoke makes the next call ask again"({ home }) {
+    addClock(home);
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        const main = await s.windowHandle();
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        agentClient = await client(cli, home, "clock", "e2e-agent", "2.1.3");
+        const first = agentClient.call("now");
+        await s.waitForWindow("approvals");
+        await s.waitForTexts(".approval .tool-name", (t) => same(t, ["now"]));
+        await grantInApprovalWindow(s, "forMinutes:15");
+        const allowed = (await first).result;
+        if (allowed?.isError || !allowed?.content?.[0]?.text) throw new Error(`the first call: expected the tool's result, got ${JSON.stringify(allowed)}`);
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        await s.switchToWindow(main);
+
+        // The session card says what its agent may do, and until when.
+        const [line] = await s.waitForTexts(".session .allowed", (t) => t.length === 1 && t[0].startsWith("allowed: "));
+        if (!/^allowed: now on clock until \d\d:\d\d$/.test(line)) throw new Error(`the session card's line: got ${JSON.stringify(line)}`);
+
+        // The Permissions page: the agent by its own name, the grant in words.
+        await s.click(".tab-permissions");
+        await s.waitForTexts(".run-agent", (t) => same(t, ["e2e-agent 2.1.3"]));
+        const [what] = await s.texts(".grant .grant-what");
+        if (!/^now on clock until \d\d:\d\d \(1[45] min left\)$/.test(what)) throw new Error(`the grant: got ${JSON.stringify(what)}`);
+        const engine = posternStatus(home, "clock");
+        const [launch] = await s.attributes(".grant .grant-launch", "title");
+        expectIncludes(launch, engine.epoch, "the grant's launch is the running epoch");
+        // Covered: the same call goes through without asking.
+        const covered = (await agentClient.call("now", {}, 15_000)).result;
+        if (covered?.isError) throw new Error(`a call under the grant: expected the tool's result, got ${JSON.stringify(covered)}`);
+        expectEqual(await s.texts(".waiting"), [], "nothing waiting under the grant");
+
+        // Revoking narrows: no passphrase.
+        await s.click(".grant .revoke");
+        await s.waitForTexts(".nothing-granted", (t) => same(t, ["Nothing is granted: each call asks you."]));
+        expectEqual(await s.texts(".proof-dialog"), [], "no dialog for a revoke");
+        expectIncludes(postern(home, "grants"), "no live grants", "the engine's grants");
+
+        // The agent's next identical call asks again: a new approval appears.
+        const next = agentClient.call("now");
+        await s.waitForTexts(".waiting", (t) => same(t, ["1 waiting"]));
+        await s.waitForWindow("approvals");
+        await s.waitForTexts(".approval .tool-name", (t) => same(t, ["now"]));
+        await s.waitForAttributes(".deny", "disabled", (d) => same(d, [null]));
+        await answerWithKey(s, ".allow", "\uE00C");
+        expectEqual((await next).result?.structuredContent?.error, "approval_denied", "the call after the revoke");
+      });
+    } finally {
+      agentClient?.close();
+    }
+  },
+
   // The real tray menu, in trayer (tray.mjs): Deny in a request's submenu answers the agent;
   // Approve there opens the approval window, where the passphrase approves; Lock vault locks
   // the window, and Unlock vault shows its locked screen, where the passphrase unlocks.
@@ -718,6 +775,22 @@ async function confirmInDialog(s, action) {
   await type(s, ".proof-dialog input.passphrase", PASSPHRASE);
   await s.click(".proof-dialog .prove");
   await s.waitForTexts(".proof-dialog", (t) => t.length === 0);
+}
+
+/**
+ * Answers the request shown in the approval window with the grant `choice` (its button's
+ * `data-choice`: "thisCall", "forMinutes:15", "forMinutes:60", "untilRunEnds"), the passphrase
+ * typed first as the proof. The Permissions scenario's one step in the approval window: adapt
+ * it here when that window changes.
+ */
+async function grantInApprovalWindow(s, choice) {
+  await s.waitForAttributes(".allow", "disabled", (d) => d.length > 0 && d.every((v) => v === null));
+  await s.click(`.lifetime[data-choice="${choice}"]`);
+  await type(s, "input.passphrase", PASSPHRASE);
+  await s.click(".allow").catch((err) => {
+    // The answer empties the queue and the window closes, perhaps before the click returns.
+    if (!String(err.message).includes("no such window")) throw err;
+  });
 }
 
 function type(s, css, text) {

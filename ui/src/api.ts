@@ -7,13 +7,16 @@ import type {
   AgentSnippet,
   AuditEntry,
   CredentialItem,
+  EveryUseTarget,
   ImportSource,
   Imported,
   NewCredential,
   NewServer,
+  Permissions,
   Plan,
   Proof,
   Rewired,
+  RunKey,
   Timeline,
   TimelineQuery,
   Verification,
@@ -58,11 +61,26 @@ export interface JournalApi {
   verify(openBodies: boolean): Promise<Verification>;
 }
 
+/**
+ * Grants and the every-use rules. Revoking and adding a rule only narrow, and need no proof;
+ * removing a rule widens, and carries the person's proof (src/proof.ts).
+ */
+export interface PermissionsApi {
+  list(): Promise<Permissions>;
+  /** Resolves with whether the grant was still live. */
+  revoke(id: string): Promise<boolean>;
+  /** Resolves with the ids of the grants that were live. */
+  revokeRun(run: RunKey): Promise<string[]>;
+  /** On: `proof` null; resolves with the engine's warning, if any. Off: the person's proof. */
+  setEveryUse(target: EveryUseTarget, on: boolean, proof: Proof | null): Promise<string | null>;
+}
+
 /** Everything the main window's views use besides status and the gate's controls. */
 export interface Apis {
   servers: ServersApi;
   credentials: CredentialsApi;
   journal: JournalApi;
+  permissions: PermissionsApi;
 }
 
 /** The message of a failed call, for people. */

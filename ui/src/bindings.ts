@@ -120,7 +120,12 @@ credentials: CredentialsView,
  * Since when (unix ms) the running server has not answered Postern's pings, while it does
  * not.
  */
-unresponsiveSinceMs: number | null, };
+unresponsiveSinceMs: number | null, 
+/**
+ * The live grants that cover this session's current launch (its agent run's, for this
+ * server, at this epoch), oldest first: what it may do without asking.
+ */
+grants: Array<GrantView>, };
 
 export type SessionState = "stopped" | "starting" | "identityPending" | "catalogReady" | "catalogRefreshing";
 
@@ -330,6 +335,127 @@ approvalTimeoutMs: number,
  * Lock the vault after this long without a call or an answer (ms; 0: never).
  */
 autoLockMs: number, };
+
+export type Permissions = { 
+/**
+ * Agent runs holding at least one live grant, the longest-held grant's run first.
+ */
+runs: Array<RunGrants>, 
+/**
+ * Where every call asks a human, whatever was granted (in the store's order).
+ */
+everyUse: Array<EveryUseTarget>, };
+
+export type RunGrants = { 
+/**
+ * The run, as the revoke-all command takes it back.
+ */
+run: RunKey, 
+/**
+ * The agent's own name and version from its `initialize` ("claude-code 2.1.3";
+ * self-reported), when one of its sessions is connected and said it.
+ */
+client: string | null, 
+/**
+ * The agent process's working directory, when known.
+ */
+cwd: string | null, 
+/**
+ * Whether a session of this run is connected now (a grant until the run ends outlives
+ * its session while the agent process lives).
+ */
+connected: boolean, 
+/**
+ * Its live grants, oldest first.
+ */
+grants: Array<GrantView>, };
+
+export type RunKey = { 
+/**
+ * The process id.
+ */
+pid: number, 
+/**
+ * The process start time as the process table reports it (compared, never shown).
+ */
+startTime: number, };
+
+export type GrantView = { 
+/**
+ * The grant's id (what revoke takes).
+ */
+id: string, 
+/**
+ * The server.
+ */
+server: string, 
+/**
+ * The launch (execution epoch) it covers, and no other.
+ */
+epoch: string, 
+/**
+ * When that launch started (unix ms; the epoch's own time).
+ */
+launchedAtMs: number, 
+/**
+ * Whether that launch still runs for the grant's agent run: once it ended the grant
+ * covers nothing (the next launch asks again).
+ */
+launchRunning: boolean, 
+/**
+ * The tools it covers.
+ */
+tools: GrantTools, 
+/**
+ * The credentials (names) calls under it may use.
+ */
+credentials: Array<string>, 
+/**
+ * When a human gave it (unix ms).
+ */
+issuedAtMs: number, 
+/**
+ * When it ends (besides its launch ending).
+ */
+end: GrantEndView, };
+
+export type GrantTools = { "kind": "named", 
+/**
+ * The names, sorted.
+ */
+names: Array<string>, } | { "kind": "everyToolOfCatalog", 
+/**
+ * The revision.
+ */
+revision: string, 
+/**
+ * Its tools' names, when a connected session holds that revision (else empty).
+ */
+names: Array<string>, };
+
+export type GrantEndView = { "kind": "thisCall" } | { "kind": "until", 
+/**
+ * The end.
+ */
+unixMs: number, } | { "kind": "runEnds" };
+
+export type EveryUseTarget = { "on": "tool", 
+/**
+ * The server.
+ */
+server: string, 
+/**
+ * The tool.
+ */
+tool: string, } | { "on": "server", 
+/**
+ * The server.
+ */
+server: string, } | { "on": "credential", 
+/**
+ * The credential's name.
+ */
+name: string, };
 
 export type TimelineQuery = { 
 /**

@@ -17,6 +17,7 @@ import type {
   EngineView,
   ImportSource,
   Imported,
+  Permissions,
   Plan,
   Proof,
   Rewired,
@@ -52,7 +53,7 @@ export const tauriActions: Actions = {
   showApprovals: () => call<void>("show_approvals"),
 };
 
-/** Servers, credentials, the journals and the audit log (src-tauri/src/{servers,credentials,journal}.rs). */
+/** Servers, credentials, the journals and the audit log, permissions (src-tauri/src/{servers,credentials,journal,permissions}.rs). */
 export const tauriApis: Apis = {
   servers: {
     restart: (label) => call<number>("restart", { label }),
@@ -77,6 +78,12 @@ export const tauriApis: Apis = {
     activity: (filter) => call<ActivityRow[]>("activity", { filter }),
     auditEntry: (seq) => call<AuditEntry | null>("audit_entry", { seq }),
     verify: (openBodies) => call<Verification>("verify_audit", { openBodies }),
+  },
+  permissions: {
+    list: () => call<Permissions>("permissions"),
+    revoke: (id) => call<boolean>("revoke_grant", { id }),
+    revokeRun: (run) => call<string[]>("revoke_run", { run }),
+    setEveryUse: (target, on, proof) => call<string | null>("set_every_use", { target, on, proof }),
   },
 };
 

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { Apis } from "./api";
-import type { CredentialItem, EngineView } from "./bindings";
+import type { CredentialItem, EngineView, Permissions } from "./bindings";
 import { execution, server, session, status } from "./fixtures/status";
 import { timeline } from "./fixtures/timeline";
 import { live, type Actions, type StatusSource } from "./live";
@@ -394,6 +394,71 @@ describe("proof of presence in the status window", () => {
   });
 });
 
+describe("the Permissions page", () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  const granted: Permissions = {
+    runs: [
+      {
+        run: { pid: 4242, startTime: 99 },
+        client: "claude-code 2.1.3",
+        cwd: "/home/ada/shop",
+        connected: true,
+        grants: [
+          {
+            id: "01GRANT",
+            server: "time",
+            epoch: "01EPOCH00000000000000000000",
+            launchedAtMs: 0,
+            launchRunning: true,
+            tools: { kind: "named", names: ["now"] },
+            credentials: [],
+            issuedAtMs: 0,
+            end: { kind: "runEnds" },
+          },
+        ],
+      },
+    ],
+    everyUse: [{ on: "server", server: "time" }],
+  };
+
+  it("follows the engine's pushes: a grant given elsewhere shows, a revoke goes to the app", async () => {
+    const root = document.createElement("div");
+    document.body.replaceChildren(root);
+    const apis = fakeApis();
+    const fake = fakeSource(running(["time"]));
+    live(root, fake.source, { apis, intervalMs: 60_000 });
+    await vi.advanceTimersByTimeAsync(0);
+    root.querySelector<HTMLButtonElement>(".tab-permissions")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(root.querySelector(".nothing-granted")?.textContent).toBe("Nothing is granted: each call asks you.");
+
+    // Approved in the approval window: the engine pushes a status, and the page reads itself again.
+    apis.permissions.list.mockResolvedValue(granted);
+    fake.push(running(["time"]));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(root.querySelector(".run-agent")?.textContent).toBe("claude-code 2.1.3");
+
+    root.querySelector<HTMLButtonElement>('.grant[data-grant="01GRANT"] .revoke')!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(apis.permissions.revoke).toHaveBeenCalledWith("01GRANT");
+    expect(document.querySelector(".proof-dialog")).toBeNull();
+    root.querySelector<HTMLButtonElement>(".revoke-run")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(apis.permissions.revokeRun).toHaveBeenCalledWith({ pid: 4242, startTime: 99 });
+
+    // Removing a rule widens: the passphrase first.
+    root.querySelector<HTMLButtonElement>(".every-use-rule .remove-every-use")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(dialogText()).toContain("Stop asking on every use: every tool of time.");
+    expect(apis.permissions.setEveryUse).not.toHaveBeenCalled();
+    await confirm(PASSPHRASE);
+    expect(apis.permissions.setEveryUse).toHaveBeenCalledWith({ on: "server", server: "time" }, false, { passphrase: PASSPHRASE });
+    expect(root.querySelector(".action-error")).toBeNull();
+  });
+});
+
 describe("the main window's views", () => {
   beforeEach(() => vi.useFakeTimers());
   afterEach(() => vi.useRealTimers());
@@ -572,6 +637,12 @@ function fakeApis() {
       activity: vi.fn<Apis["journal"]["activity"]>(async () => []),
       auditEntry: vi.fn<Apis["journal"]["auditEntry"]>(async () => null),
       verify: vi.fn<Apis["journal"]["verify"]>(async () => ({ state: "verified", records: 9, head: "9:ab", anchor: { state: "empty" }, bodiesOpened: false, keyNote: null })),
+    },
+    permissions: {
+      list: vi.fn<Apis["permissions"]["list"]>(async () => ({ runs: [], everyUse: [] })),
+      revoke: vi.fn<Apis["permissions"]["revoke"]>(async () => true),
+      revokeRun: vi.fn<Apis["permissions"]["revokeRun"]>(async () => []),
+      setEveryUse: vi.fn<Apis["permissions"]["setEveryUse"]>(async () => null),
     },
   };
 }

@@ -2,19 +2,21 @@
 // the window also polls, because configuration edited with the `postern` CLI goes straight
 // to the database without passing through the engine. It also owns the window's controls and
 // what the window knows beyond the engine's status: the page shown, the credentials, a
-// verification of the audit log, the first-run guide, and the two views that keep their own
+// verification of the audit log, the first-run guide, the Permissions page (read again on every
+// change the engine pushes, so an approval or a revoke shows at once), and the two views that keep their own
 // state (the timeline and the Activity feed), which it pokes when the engine changes. Commands
 // that need the person's proof go through the "Confirm it's you" dialog (src/proof.ts).
 
 import { message, type Apis } from "./api";
 import { activityView, type ActivityView } from "./activity";
-import type { CredentialItem, EngineView, Proof, Settings, SettingsChange, Status } from "./bindings";
+import type { CredentialItem, EngineView, Permissions, Proof, Settings, SettingsChange, Status } from "./bindings";
 import type { CredentialControls } from "./credentials";
 import { openDetails, reopenDetails } from "./dom";
 import { entryPanel } from "./entry";
 import { NEW_GUIDE, snippetLabels, type Guide, type GuideControls } from "./firstrun";
 import type { VerifyState } from "./integrity";
 import type { LockNote } from "./lock";
+import { targetText, type PermissionControls } from "./permissions";
 import { ProofCancelled, proofDialog, type Prove } from "./proof";
 import { needsProof } from "./settings";
 import { timelineView, type TimelineView } from "./timeline";
@@ -72,6 +74,7 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
   let lockNote: LockNote = { error: null, busy: false };
   let serverNotes: Record<string, string> = {};
   let credentials: { list: CredentialItem[] | null; error: string | null } = { list: null, error: null };
+  let permissions: { page: Permissions | null; error: string | null } = { page: null, error: null };
   let verification: VerifyState = { kind: "idle" };
   let guide: Guide = NEW_GUIDE;
   let snippetKey = "";
@@ -138,6 +141,40 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
         apis && prove({ action: `Bind the credential ${name} to ${server}.`, detail: "Its processes may then be given it, once you approve their code for it." }, (proof) => apis.credentials.bind(server, name, proof)),
       ).then(readCredentials),
     unbind: (server, name) => act(`unbind ${name} from ${server}`, async () => apis?.credentials.unbind(server, name)).then(readCredentials),
+  };
+
+  // --- the Permissions page ---
+  const readPermissions = (): void => {
+    if (!apis) return;
+    apis.permissions.list().then(
+      (page) => {
+        permissions = { page, error: null };
+        paint();
+      },
+      (err: unknown) => {
+        permissions = { ...permissions, error: message(err) };
+        paint();
+      },
+    );
+  };
+  const permissionControls: PermissionControls = {
+    // Revoking narrows: no proof. The engine's change pushes a new status, which reads the page again.
+    revoke: (id) => act("revoke the grant", async () => apis?.permissions.revoke(id)).then(readPermissions),
+    revokeRun: (run, agent) => act(`revoke the grants of ${agent}`, async () => apis?.permissions.revokeRun(run)).then(readPermissions),
+    addEveryUse: async (target) => {
+      if (!apis) throw new Error("rules cannot be changed here");
+      const warning = await apis.permissions.setEveryUse(target, true, null);
+      readPermissions();
+      return warning;
+    },
+    removeEveryUse: (target) =>
+      act(`stop asking on every use of ${targetText(target)}`, async () =>
+        apis &&
+        prove(
+          { action: `Stop asking on every use: ${targetText(target)}.`, detail: "Grants and approvals decide its calls again." },
+          (proof) => apis.permissions.setEveryUse(target, false, proof),
+        ),
+      ).then(readPermissions),
   };
 
   // --- the first-run guide ---
@@ -257,6 +294,11 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
       tab = next;
       settingsNote = null;
       if (next === "credentials") readCredentials();
+      if (next === "permissions") {
+        readPermissions();
+        // The every-use form offers the credentials by name.
+        if (credentials.list === null) readCredentials();
+      }
       if (next === "timeline") timeline?.shown();
       if (next === "activity") activity?.shown();
       paint();
@@ -324,6 +366,7 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
       ).finally(paint);
     },
     credentials: credentialControls,
+    permissions: permissionControls,
     guide: guideControls,
   };
 
@@ -332,11 +375,11 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     const at = now();
     // Re-render only when something visible changed (times are shown to the minute), so a
     // selection the user is about to copy survives the refresh.
-    const key = JSON.stringify([shown, tab, actionError, settingsNote, lockNote, serverNotes, credentials, verification, guide]) + Math.floor(at / 60_000);
+    const key = JSON.stringify([shown, tab, actionError, settingsNote, lockNote, serverNotes, credentials, permissions, verification, guide]) + Math.floor(at / 60_000);
     if (key === shownKey) return;
     shownKey = key;
     const focused = root.ownerDocument.activeElement;
-    const next = render(shown, at, { tab, controls, actionError, settingsNote, lockNote, serverNotes, credentials, verification, guide, panes });
+    const next = render(shown, at, { tab, controls, actionError, settingsNote, lockNote, serverNotes, credentials, permissions, verification, guide, panes });
     // An execution record the user opened stays open across the refresh, and so do forms
     // the user is editing (and the field they are typing in).
     reopenDetails(next, openDetails(root));
@@ -363,6 +406,7 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
       timeline?.forget();
       activity?.forget();
       credentials = { list: null, error: null };
+      permissions = { page: null, error: null };
     } else if (view.kind === "view" && view.view.state === "running") {
       const status = view.view.status;
       if (status.servers.length === 0 && status.sessions.length === 0) lookForSources();
@@ -371,6 +415,8 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
       // The views with their own reads follow the engine too.
       if (tab === "timeline") timeline?.poke();
       if (tab === "activity") activity?.poke();
+      // A grant given in the approval window, revoked, or run out: the page follows.
+      if (tab === "permissions") readPermissions();
     }
     paint();
   };

@@ -33,12 +33,13 @@ export function serversView(status: Status, nowMs: number, restart: Restart, not
         nowMs,
         restart,
         notes[s.label] ?? null,
+        status.gate.settings.sessionMode,
       ),
     ),
   );
 }
 
-function serverCard(s: ServerStatus, processes: SessionStatus[], nowMs: number, restart: Restart, note: string | null): HTMLElement {
+function serverCard(s: ServerStatus, processes: SessionStatus[], nowMs: number, restart: Restart, note: string | null, mode: "prompt" | "observe"): HTMLElement {
   const button = h(
     "button",
     {
@@ -77,7 +78,7 @@ function serverCard(s: ServerStatus, processes: SessionStatus[], nowMs: number, 
     ),
     processes.length === 0
       ? h("p", "empty-line process-none muted", "Stopped: no agent session runs it now. An agent's next call starts it, with a new execution epoch.")
-      : h("ul", "sessions processes", ...processes.map((p) => sessionCard(p, nowMs))),
+      : h("ul", "sessions processes", ...processes.map((p) => sessionCard(p, nowMs, mode))),
   );
 }
 

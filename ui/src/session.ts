@@ -5,6 +5,7 @@
 import type { AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, SessionState, SessionStatus } from "./bindings";
 import { h, icon, type Child } from "./dom";
 import { ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch } from "./format";
+import { allowedLine } from "./permissions";
 
 type Tone = "ok" | "warn" | "bad" | "idle";
 
@@ -20,8 +21,11 @@ const STATES: Record<SessionState, [Tone, string]> = {
 /** What a catalog change line ends with when it makes a tool look safer (crates/domain/src/catalog/diff.rs). */
 const ESCALATION = " [escalation]";
 
-/** A session and its server process, as one card of the sessions list. */
-export function sessionCard(s: SessionStatus, nowMs: number): HTMLElement {
+/**
+ * A session and its server process, as one card of the sessions list; `mode` is the session
+ * approval setting, for what the card says its agent may do.
+ */
+export function sessionCard(s: SessionStatus, nowMs: number, mode: "prompt" | "observe" = "prompt"): HTMLElement {
   // A state this UI does not know yet (a newer engine) still shows, by its own name.
   const [tone, stateName] = STATES[s.state] ?? ["idle", String(s.state)];
   return h(
@@ -41,6 +45,7 @@ export function sessionCard(s: SessionStatus, nowMs: number): HTMLElement {
       ]),
     ),
     facts(s),
+    h("p", { class: `allowed${(s.grants ?? []).length > 0 ? " has-grants" : ""}` }, allowedLine(s, nowMs, mode)),
     credentials(s.credentials),
     s.execution !== null && !s.execution.pinned ? unpinnedReason(s.execution) : null,
     s.artifactsNewer.length > 0 ? newer(s) : null,

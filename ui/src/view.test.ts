@@ -151,7 +151,7 @@ describe("the tabs", () => {
   it("offer every view of the main window, in order", () => {
     const root = show({ state: "running", status: status() });
 
-    expect(all(root, ".tabs .tab")).toEqual(["Overview", "Servers", "Timeline", "Activity", "Credentials", "Integrity", "Settings"]);
+    expect(all(root, ".tabs .tab")).toEqual(["Overview", "Servers", "Timeline", "Activity", "Permissions", "Credentials", "Integrity", "Settings"]);
   });
 
   it("mount the timeline and Activity panes as they are", () => {

@@ -1,13 +1,14 @@
 // Renders what the status window shows from one value: the engine's view (or why there is none).
 // Pure DOM construction, no I/O: src/live.ts decides when to call it and what the controls do.
 
-import type { CredentialItem, EngineView, GateStatus, Proof, ServerStatus, SettingsChange, Status } from "./bindings";
-import { credentialsPanel, type CredentialControls } from "./credentials";
+import type { CredentialItem, EngineView, GateStatus, Permissions, Proof, ServerStatus, SettingsChange, Status } from "./bindings";
+import { BUILTIN, credentialsPanel, type CredentialControls } from "./credentials";
 import { h, icon, mark } from "./dom";
 import { guideShown, guideView, NEW_GUIDE, passphraseStep, passphraseStepShown, type Guide, type GuideControls } from "./firstrun";
 import { addCommand, agentSnippet, commandLine, count } from "./format";
 import { integrityPanel, type VerifyState } from "./integrity";
 import { lockedPill, lockScreen, type LockNote } from "./lock";
+import { permissionsPanel, type PermissionControls } from "./permissions";
 import { serversView } from "./servers";
 import { sessionCard } from "./session";
 import { passphrasePanel, settingsPanel } from "./settings";
@@ -24,6 +25,7 @@ export const TABS = [
   ["servers", "Servers"],
   ["timeline", "Timeline"],
   ["activity", "Activity"],
+  ["permissions", "Permissions"],
   ["credentials", "Credentials"],
   ["integrity", "Integrity"],
   ["settings", "Settings"],
@@ -45,6 +47,7 @@ export interface Controls {
   restart(label: string): void;
   verify(openBodies: boolean): void;
   credentials: CredentialControls;
+  permissions: PermissionControls;
   guide: GuideControls;
 }
 
@@ -62,6 +65,8 @@ export type Ui = {
   serverNotes?: Record<string, string>;
   /** The credentials (`list: null` while they are read). */
   credentials?: { list: CredentialItem[] | null; error: string | null };
+  /** The Permissions page (`page: null` while it is read). */
+  permissions?: { page: Permissions | null; error: string | null };
   /** A verification of the audit log asked for from the Integrity view. */
   verification?: VerifyState;
   /** The first-run guide. */
@@ -84,6 +89,7 @@ export function inertControls(): Controls {
     restart() {},
     verify() {},
     credentials: { add: nothing, rotate: nothing, remove: nothing, bind: nothing, unbind: nothing },
+    permissions: { revoke: nothing, revokeRun: nothing, addEveryUse: async () => null, removeEveryUse: nothing },
     guide: { addServer: nothing, readFile() {}, importServers() {}, copy() {}, previewRewire() {}, rewire() {}, cancelRewire() {}, showApprovals() {}, finish() {}, setPassphrase: nothing },
   };
 }
@@ -218,11 +224,27 @@ function page(status: Status, nowMs: number, ui: Ui): HTMLElement[] {
           ui.credentials?.error ?? null,
         ),
       ];
+    case "permissions":
+      return [permissionsPanel(ui.permissions?.page ?? null, known(status, ui), c.permissions, nowMs, ui.permissions?.error ?? null)];
     case "integrity":
       return [integrityPanel(status.audit, ui.verification ?? { kind: "idle" }, c.verify)];
     case "settings":
       return [settingsPanel(status.gate.settings, c.saveSettings, ui.settingsNote ?? null), passphrasePanel(c.changePassphrase)];
   }
+}
+
+/** What the every-use form offers: the servers (and the built-in one), their tools as the sessions know them, the credentials. */
+function known(status: Status, ui: Ui): { servers: string[]; tools: Record<string, string[]>; credentials: string[] } {
+  const tools: Record<string, string[]> = {};
+  for (const s of status.sessions) {
+    if (s.catalog !== null) tools[s.server] = [...new Set([...(tools[s.server] ?? []), ...s.catalog.tools])].sort();
+  }
+  const servers = status.servers.map((s) => s.label);
+  return {
+    servers: servers.includes(BUILTIN) ? servers : [...servers, BUILTIN],
+    tools,
+    credentials: (ui.credentials?.list ?? []).map((c) => c.name),
+  };
 }
 
 /**
@@ -330,7 +352,7 @@ function sessions(status: Status, nowMs: number): HTMLElement {
       ),
     );
   }
-  return panel("sessions", "Agent sessions", `${list.length} connected`, h("ul", "sessions", ...list.map((s) => sessionCard(s, nowMs))));
+  return panel("sessions", "Agent sessions", `${list.length} connected`, h("ul", "sessions", ...list.map((s) => sessionCard(s, nowMs, status.gate.settings.sessionMode))));
 }
 
 function footer(status: Status): HTMLElement {

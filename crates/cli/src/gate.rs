@@ -219,15 +219,36 @@ pub fn grants(home: &Home, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `postern revoke`.
-pub fn revoke(home: &Home, grant: String) -> Result<()> {
-    ask(
-        home,
-        ControlCommand::Revoke {
-            grant: grant.clone(),
-        },
-    )?;
-    writeln!(crate::terminal::out(), "revoked {grant}")?;
+/// `postern revoke <grant>` and `postern revoke --agent <pid>`.
+pub fn revoke(home: &Home, grant: Option<String>, agent: Option<u32>) -> Result<()> {
+    let mut out = crate::terminal::out();
+    if let Some(grant) = grant {
+        ask(
+            home,
+            ControlCommand::Revoke {
+                grant: grant.clone(),
+            },
+        )?;
+        writeln!(out, "revoked {grant}")?;
+        return Ok(());
+    }
+    let pid = agent.context("name a grant, or an agent with --agent PID")?;
+    // The run (pid and start time) of the live grants: a pid alone could be reused.
+    let grants: Vec<Grant> = serde_json::from_value(ask(home, ControlCommand::Grants)?)?;
+    let runs: std::collections::BTreeSet<_> = grants
+        .iter()
+        .map(|g| g.agent_run)
+        .filter(|run| run.pid == pid)
+        .collect();
+    if runs.is_empty() {
+        bail!("no live grant of an agent with pid {pid}");
+    }
+    for run in runs {
+        let answer = ask(home, ControlCommand::RevokeRun { run })?;
+        for id in answer["revoked"].as_array().into_iter().flatten() {
+            writeln!(out, "revoked {}", id.as_str().unwrap_or_default())?;
+        }
+    }
     Ok(())
 }
 

@@ -69,10 +69,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// End a grant now.
+    /// End a grant now, or every grant of one agent (`--agent PID`).
     Revoke {
-        /// The grant's id.
-        grant: String,
+        /// The grant's id (from `postern grants`).
+        #[arg(required_unless_present = "agent")]
+        grant: Option<String>,
+        /// End every grant of the agent run with this process id instead.
+        #[arg(long, value_name = "PID", conflicts_with = "grant")]
+        agent: Option<u32>,
     },
     /// Lock the vault: every call is refused, grants end, requests are withdrawn.
     Lock,
@@ -237,7 +241,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Approve(args) => gate::approve(&home, args),
         Command::Deny { id } => gate::deny(&home, id),
         Command::Grants { json } => gate::grants(&home, json),
-        Command::Revoke { grant } => gate::revoke(&home, grant),
+        Command::Revoke { grant, agent } => gate::revoke(&home, grant, agent),
         Command::Lock => gate::lock(&home, true),
         Command::Unlock => gate::lock(&home, false),
         Command::Settings(args) => gate::settings(&home, args),

@@ -21,6 +21,11 @@ impl ExecutionEpoch {
     pub fn new(unix_ms: u64, random: u128) -> Self {
         Self(ulid::Ulid::from_parts(unix_ms, random))
     }
+
+    /// The launch time the epoch was made at (unix ms).
+    pub fn unix_ms(&self) -> u64 {
+        self.0.timestamp_ms()
+    }
 }
 
 impl fmt::Display for ExecutionEpoch {

@@ -6,6 +6,7 @@ use postern_gateway::{Phase, SessionInfo};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::permissions::{GrantView, session_grants};
 use crate::{AuditState, AuditStatus, Home};
 
 /// Everything the status view shows.
@@ -105,6 +106,9 @@ pub struct SessionStatus {
     /// not.
     #[ts(type = "number | null")]
     pub unresponsive_since_ms: Option<i64>,
+    /// The live grants that cover this session's current launch (its agent run's, for this
+    /// server, at this epoch), oldest first: what it may do without asking.
+    pub grants: Vec<GrantView>,
 }
 
 /// Which bound credentials a launch holds (names only).
@@ -220,6 +224,7 @@ pub(crate) fn status(
     sessions: &[SessionInfo],
     audit: AuditStatus,
     gate: GateStatus,
+    grants: &[postern_domain::Grant],
 ) -> Status {
     let servers = configs
         .iter()
@@ -241,7 +246,7 @@ pub(crate) fn status(
             pass_methods: c.pass_methods.clone(),
         })
         .collect();
-    let sessions = sessions.iter().map(session_status).collect();
+    let sessions = sessions.iter().map(|s| session_status(s, grants)).collect();
     Status {
         home: home.path().display().to_string(),
         socket: home.socket_path().display().to_string(),
@@ -252,7 +257,7 @@ pub(crate) fn status(
     }
 }
 
-fn session_status(s: &SessionInfo) -> SessionStatus {
+fn session_status(s: &SessionInfo, grants: &[postern_domain::Grant]) -> SessionStatus {
     SessionStatus {
         id: format!("#{}", s.id),
         server: s.server.to_string(),
@@ -296,6 +301,7 @@ fn session_status(s: &SessionInfo) -> SessionStatus {
             reason: s.credentials.reason.clone(),
         },
         unresponsive_since_ms: s.unresponsive_since_ms,
+        grants: session_grants(s, grants),
     }
 }
 
@@ -345,6 +351,13 @@ pub fn typescript_bindings() -> String {
         GateStatus::decl(),
         CredentialsView::decl(),
         crate::Settings::decl(),
+        crate::permissions::Permissions::decl(),
+        crate::permissions::RunGrants::decl(),
+        crate::permissions::RunKey::decl(),
+        GrantView::decl(),
+        crate::permissions::GrantTools::decl(),
+        crate::permissions::GrantEndView::decl(),
+        crate::permissions::EveryUseTarget::decl(),
         crate::journal::TimelineQuery::decl(),
         crate::journal::Timeline::decl(),
         crate::journal::MarksComplete::decl(),

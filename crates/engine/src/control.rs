@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use postern_domain::decision::{EveryUse, SettingTarget};
+use postern_domain::decision::{EveryUse, EveryUseSetting, SettingTarget};
 use postern_domain::{ApprovalId, CredentialName, CredentialSpec, GrantId, ServerLabel};
 use postern_gateway::control::ControlHandler;
 use postern_gateway::hello::{ControlCommand, WireProof};
@@ -110,6 +110,14 @@ impl Control {
                 }
                 Ok(json!({"revoked": grant}))
             }
+            ControlCommand::RevokeRun { run } => {
+                let revoked: Vec<String> = authority
+                    .revoke_run(run)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                Ok(json!({"revoked": revoked}))
+            }
             ControlCommand::Lock => Ok(json!({"locked": authority.lock("locked from the CLI")})),
             ControlCommand::Unlock => {
                 let proven = proven.take().ok_or_else(|| proof_missing(&what))?;
@@ -186,11 +194,7 @@ impl Control {
             ControlCommand::EveryUse { set } => {
                 let mut warning = None;
                 if let Some(setting) = set {
-                    if let (SettingTarget::Tool { server, tool }, EveryUse::Confirm) =
-                        (&setting.target, setting.level)
-                    {
-                        warning = self.unknown_tool(server, tool);
-                    }
+                    warning = unknown_tool_warning(&self.sessions, authority, &setting);
                     authority
                         .set_every_use(setting, proven.as_ref())
                         .map_err(|e| e.to_string())?;
@@ -198,37 +202,6 @@ impl Control {
                 Ok(json!({"settings": to_json(&authority.every_use())?, "warning": warning}))
             }
         }
-    }
-
-    /// A warning for per-call approval set on `tool` of `server` when the engine cannot
-    /// vouch for the tool: the server did not offer it when last seen, or the engine has not
-    /// seen the server's tools. The setting is made anyway: a later catalog may add the tool.
-    fn unknown_tool(&self, server: &ServerLabel, tool: &str) -> Option<String> {
-        let newest = self
-            .sessions
-            .snapshot()
-            .into_iter()
-            .filter(|s| s.server == *server)
-            .filter_map(|s| Some((s.record.as_ref().map(|r| r.epoch), s.catalog.clone()?)))
-            .max_by_key(|(epoch, _)| *epoch)
-            .map(|(_, catalog)| catalog);
-        let Some(catalog) = newest.or_else(|| self.authority.last_approved_catalog(server)) else {
-            return Some(format!(
-                "Postern has not seen the tools of '{server}' since the engine started, so it cannot check that '{tool}' is one of them; per-call approval is on for it as typed"
-            ));
-        };
-        if catalog.tool(tool).is_some() {
-            return None;
-        }
-        let offered: Vec<&str> = catalog.tools_by_name().map(|t| t.name()).collect();
-        Some(format!(
-            "'{server}' did not offer a tool named '{tool}' when Postern last saw its tools ({}); per-call approval is on for it anyway, in case a later version adds it",
-            if offered.is_empty() {
-                "it offered none".to_owned()
-            } else {
-                format!("it offered: {}", offered.join(", "))
-            }
-        ))
     }
 
     /// Refuses `what` unless the asking process is outside every connected agent's process
@@ -267,6 +240,54 @@ impl Control {
         }
         Ok(())
     }
+}
+
+/// A warning for per-call approval turned on for a tool the engine cannot vouch for: the
+/// server did not offer it when last seen, or the engine has not seen the server's tools.
+/// The setting is made anyway: a later catalog may add the tool.
+pub(crate) fn unknown_tool_warning(
+    sessions: &Sessions,
+    authority: &Authority,
+    setting: &EveryUseSetting,
+) -> Option<String> {
+    match (&setting.target, setting.level) {
+        (SettingTarget::Tool { server, tool }, EveryUse::Confirm) => {
+            unknown_tool(sessions, authority, server, tool)
+        }
+        _ => None,
+    }
+}
+
+fn unknown_tool(
+    sessions: &Sessions,
+    authority: &Authority,
+    server: &ServerLabel,
+    tool: &str,
+) -> Option<String> {
+    let newest = sessions
+        .snapshot()
+        .into_iter()
+        .filter(|s| s.server == *server)
+        .filter_map(|s| Some((s.record.as_ref().map(|r| r.epoch), s.catalog.clone()?)))
+        .max_by_key(|(epoch, _)| *epoch)
+        .map(|(_, catalog)| catalog);
+    let Some(catalog) = newest.or_else(|| authority.last_approved_catalog(server)) else {
+        return Some(format!(
+            "Postern has not seen the tools of '{server}' since the engine started, so it cannot check that '{tool}' is one of them; per-call approval is on for it as typed"
+        ));
+    };
+    if catalog.tool(tool).is_some() {
+        return None;
+    }
+    let offered: Vec<&str> = catalog.tools_by_name().map(|t| t.name()).collect();
+    Some(format!(
+        "'{server}' did not offer a tool named '{tool}' when Postern last saw its tools ({}); per-call approval is on for it anyway, in case a later version adds it",
+        if offered.is_empty() {
+            "it offered none".to_owned()
+        } else {
+            format!("it offered: {}", offered.join(", "))
+        }
+    ))
 }
 
 /// The refusal when a request that needs a proof reaches its act without one (cannot happen:

@@ -11,6 +11,7 @@ mod home;
 pub mod import;
 pub mod journal;
 mod os_lock;
+pub mod permissions;
 pub mod rewire;
 
 use std::fs::{File, TryLockError};
@@ -193,6 +194,28 @@ impl Engine {
         self.sessions.changes()
     }
 
+    /// Every live grant by agent run, and the every-use settings: the Permissions page.
+    pub fn permissions(&self) -> permissions::Permissions {
+        permissions::permissions(
+            &self.authority.grants(),
+            &self.sessions.snapshot(),
+            &self.authority.every_use(),
+        )
+    }
+
+    /// Sets (or, at `off`, clears) an every-use setting, as `postern every-use` does:
+    /// [`Authority::set_every_use`], and a warning when per-call approval was set on a tool
+    /// the engine cannot vouch for (the setting is made all the same).
+    pub fn set_every_use(
+        &self,
+        setting: postern_domain::decision::EveryUseSetting,
+        proven: Option<&authority::Proven>,
+    ) -> Result<Option<String>, authority::SettingsError> {
+        let warning = control::unknown_tool_warning(&self.sessions, &self.authority, &setting);
+        self.authority.set_every_use(setting, proven)?;
+        Ok(warning)
+    }
+
     /// Restarts every running process of `label` (each gets a new epoch). Returns how
     /// many sessions had one running.
     pub fn restart(&self, label: &ServerLabel) -> usize {
@@ -331,12 +354,14 @@ pub(crate) fn status(
     authority: &Authority,
 ) -> Result<Status, EngineError> {
     let configs = store.lock().map_err(|_| poisoned())?.servers()?;
+    let grants = authority.grants();
     Ok(api::status(
         home,
         &configs,
         &sessions.snapshot(),
         audit.status(),
         authority.gate_status(),
+        &grants,
     ))
 }
 

@@ -115,6 +115,11 @@ pub enum ControlCommand {
         /// The grant's id.
         grant: String,
     },
+    /// End every grant of one agent run now.
+    RevokeRun {
+        /// The agent run.
+        run: postern_domain::AgentRun,
+    },
     /// Lock the vault.
     Lock,
     /// Unlock the vault. Refused from inside an agent's process tree.
@@ -221,6 +226,9 @@ impl ControlCommand {
             ControlCommand::Approvals => "list approval requests".into(),
             ControlCommand::Grants => "list grants".into(),
             ControlCommand::Revoke { grant } => format!("revoke grant {grant}"),
+            ControlCommand::RevokeRun { run } => {
+                format!("revoke every grant of the agent run of pid {}", run.pid)
+            }
             ControlCommand::Lock => "lock the vault".into(),
             ControlCommand::Unbind { server, credential } => {
                 format!("unbind credential '{credential}' from '{server}'")
@@ -239,6 +247,7 @@ impl ControlCommand {
             | ControlCommand::ConfigChanged => Need::Read,
             ControlCommand::Restart { .. }
             | ControlCommand::Revoke { .. }
+            | ControlCommand::RevokeRun { .. }
             | ControlCommand::Lock
             | ControlCommand::Unbind { .. } => Need::Narrow,
             ControlCommand::Answer { reply, .. } => match reply {
@@ -331,6 +340,15 @@ mod tests {
             (settings(None, None, None), Need::Read),
             (ControlCommand::Restart { server: s() }, Need::Narrow),
             (ControlCommand::Revoke { grant: s() }, Need::Narrow),
+            (
+                ControlCommand::RevokeRun {
+                    run: postern_domain::AgentRun {
+                        pid: 1,
+                        start_time: 2,
+                    },
+                },
+                Need::Narrow,
+            ),
             (ControlCommand::Lock, Need::Narrow),
             (
                 ControlCommand::Unbind {

@@ -26,15 +26,35 @@ impl Authority {
 
     /// Ends a grant before its time. Returns whether it was live.
     pub fn revoke(&self, id: GrantId) -> bool {
+        !self.revoke_where(|g| g.id == id).is_empty()
+    }
+
+    /// Ends every grant of an agent run before its time ("revoke all for this agent"), each
+    /// recorded as [`Authority::revoke`] records one. Returns the grants that were live.
+    /// The run's admissions stay: they let it be asked about calls, not make them.
+    pub fn revoke_run(&self, run: AgentRun) -> Vec<GrantId> {
+        self.revoke_where(|g| g.agent_run == run)
+    }
+
+    /// Ends the live grants `which` picks, a human's doing; returns them.
+    fn revoke_where(&self, which: impl Fn(&Grant) -> bool) -> Vec<GrantId> {
         let mut state = self.state();
-        let before = state.grants.len();
-        state.grants.retain(|g| g.id != id);
-        let revoked = state.grants.len() != before;
-        if revoked {
+        let mut revoked = Vec::new();
+        state.grants.retain(|g| {
+            let ends = which(g);
+            if ends {
+                revoked.push(g.id);
+            }
+            !ends
+        });
+        for &grant in &revoked {
             self.inner.audit.record(AuditEvent::GrantEnded {
-                grant: id,
+                grant,
                 reason: "revoked by a human".into(),
             });
+        }
+        drop(state);
+        if !revoked.is_empty() {
             self.changed();
         }
         revoked

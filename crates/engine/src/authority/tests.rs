@@ -33,6 +33,7 @@ mod presence;
 mod refusals;
 mod restart;
 mod retry;
+mod revoke;
 mod step_away;
 
 const SESSION: u64 = 7;

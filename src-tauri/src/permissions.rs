@@ -1,0 +1,244 @@
+//! Permissions from the window: every live grant by agent run and the every-use settings
+//! (`postern_engine::permissions`); revoking one grant, or every grant of an agent run; and
+//! per-call approval on or off. Revoking and turning per-call approval on only narrow
+//! authority and need no proof; turning it off widens, and carries the person's proof, as
+//! `postern every-use off` does.
+
+use postern_domain::decision::{EveryUse, EveryUseSetting, SettingTarget};
+use postern_domain::{AgentRun, GrantId};
+use postern_engine::permissions::{Permissions, RunKey};
+use tauri::{AppHandle, Manager, Runtime};
+
+use crate::Shell;
+use crate::commands::{CommandError, ErrorCode, ProofInput, authority, blocking, prove};
+
+/// Every live grant by agent run, and where every call asks.
+#[tauri::command]
+pub async fn permissions<R: Runtime>(app: AppHandle<R>) -> Result<Permissions, CommandError> {
+    app.state::<Shell>()
+        .with_engine(|engine| engine.permissions())
+        .ok_or_else(CommandError::no_engine)
+}
+
+/// Ends a grant now. Returns whether it was live (it may have ended meanwhile).
+#[tauri::command]
+pub async fn revoke_grant<R: Runtime>(app: AppHandle<R>, id: String) -> Result<bool, CommandError> {
+    let grant: GrantId = id.parse().map_err(|_| {
+        CommandError::new(ErrorCode::BadRequest, format!("{id:?} is not a grant id"))
+    })?;
+    Ok(authority(&app)?.revoke(grant))
+}
+
+/// Ends every grant of one agent run now. Returns the ids of those that were live.
+#[tauri::command]
+pub async fn revoke_run<R: Runtime>(
+    app: AppHandle<R>,
+    run: RunKey,
+) -> Result<Vec<String>, CommandError> {
+    let run = AgentRun {
+        pid: run.pid,
+        start_time: run.start_time,
+    };
+    Ok(authority(&app)?
+        .revoke_run(run)
+        .iter()
+        .map(ToString::to_string)
+        .collect())
+}
+
+/// Turns per-call approval on (no proof) or off (with the person's proof) for a tool, a
+/// server or a credential (`target` is an `EveryUseTarget`). Returns a warning when it was
+/// turned on for a tool the engine cannot vouch for (it is on all the same).
+#[tauri::command]
+pub async fn set_every_use<R: Runtime>(
+    app: AppHandle<R>,
+    target: SettingTarget,
+    on: bool,
+    proof: Option<ProofInput>,
+) -> Result<Option<String>, CommandError> {
+    let authority = authority(&app)?;
+    let level = if on { EveryUse::Confirm } else { EveryUse::Off };
+    blocking(move || {
+        let proven = match level {
+            EveryUse::Off => Some(prove(&authority, proof, "turn per-call approval off")?),
+            EveryUse::Confirm => None,
+        };
+        app.state::<Shell>()
+            .with_engine(|engine| {
+                engine.set_every_use(EveryUseSetting { target, level }, proven.as_ref())
+            })
+            .ok_or_else(CommandError::no_engine)?
+            .map_err(|err| CommandError::new(ErrorCode::SettingsRefused, err.to_string()))
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use postern_domain::decision::{AskFor, GrantChoice, Reply};
+    use postern_gateway::authorize::Verdict;
+    use serde_json::{Value, json};
+    use tokio::sync::oneshot::error::TryRecvError;
+
+    use crate::testing::{ask, invoke, running_app, stop};
+
+    const PROOF: &str = "postern-app-tests";
+
+    /// Approves the one open request with `choice`, as the approval window does.
+    fn approve(app: &tauri::App<tauri::test::MockRuntime>, choice: GrantChoice) {
+        let listed = invoke(app, "approvals", json!({})).unwrap();
+        let id = listed[0]["card"]["id"].clone();
+        let reply = serde_json::to_value(Reply::Approve {
+            choice: Some(choice),
+        })
+        .unwrap();
+        invoke(
+            app,
+            "answer",
+            json!({"id": id, "reply": reply, "proof": {"passphrase": PROOF}}),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_listed_grant_revoked_from_the_window_makes_the_next_identical_call_ask_again() {
+        let (app, _home) = running_app();
+        let mut first = ask(&app, "now");
+        approve(&app, GrantChoice::ForMinutes { minutes: 15 });
+        assert!(matches!(first.try_recv(), Ok(Verdict::Allow(_))));
+        // The grant covers the same call again: nobody is asked.
+        assert!(matches!(ask(&app, "now").try_recv(), Ok(Verdict::Allow(_))));
+
+        let page = invoke(&app, "permissions", json!({})).unwrap();
+        let [run] = page["runs"].as_array().unwrap().as_slice() else {
+            panic!("one agent run: {page}")
+        };
+        assert_eq!(run["run"]["pid"], std::process::id());
+        let [grant] = run["grants"].as_array().unwrap().as_slice() else {
+            panic!("one grant: {page}")
+        };
+        assert_eq!(grant["server"], "clock");
+        assert_eq!(grant["tools"], json!({"kind": "named", "names": ["now"]}));
+        assert_eq!(grant["end"]["kind"], "until");
+        let id = grant["id"].clone();
+
+        assert_eq!(
+            invoke(&app, "revoke_grant", json!({"id": id})).unwrap(),
+            json!(true)
+        );
+        assert_eq!(
+            invoke(&app, "permissions", json!({})).unwrap()["runs"],
+            json!([])
+        );
+        assert_eq!(
+            invoke(&app, "revoke_grant", json!({"id": id})).unwrap(),
+            json!(false),
+            "ended already"
+        );
+        let bad = invoke(&app, "revoke_grant", json!({"id": "x"})).unwrap_err();
+        assert_eq!(bad["code"], "bad_request", "{bad}");
+
+        // The agent's next identical call waits on a human again.
+        let mut again = ask(&app, "now");
+        assert_eq!(again.try_recv(), Err(TryRecvError::Empty));
+        let listed = invoke(&app, "approvals", json!({})).unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+        let what: AskFor = serde_json::from_value(listed[0]["card"]["what"].clone()).unwrap();
+        assert_eq!(
+            what,
+            AskFor::Call,
+            "the run stays admitted: only the call is asked"
+        );
+        stop(&app);
+    }
+
+    #[test]
+    fn revoke_all_for_an_agent_ends_every_grant_of_its_run() {
+        let (app, _home) = running_app();
+        let _first = ask(&app, "now");
+        approve(&app, GrantChoice::UntilRunEnds);
+        let page = invoke(&app, "permissions", json!({})).unwrap();
+        let run = page["runs"][0]["run"].clone();
+        let id = page["runs"][0]["grants"][0]["id"].clone();
+        assert_eq!(
+            page["runs"][0]["grants"][0]["end"],
+            json!({"kind": "runEnds"})
+        );
+
+        let revoked = invoke(&app, "revoke_run", json!({"run": run})).unwrap();
+        assert_eq!(revoked, json!([id]));
+        assert_eq!(
+            invoke(&app, "permissions", json!({})).unwrap()["runs"],
+            json!([])
+        );
+        stop(&app);
+    }
+
+    #[test]
+    fn every_use_goes_on_without_proof_and_off_only_with_it() {
+        let (app, _home) = running_app();
+        let target = json!({"on": "server", "server": "postern"});
+
+        let warning = invoke(&app, "set_every_use", json!({"target": target, "on": true})).unwrap();
+        assert_eq!(warning, Value::Null);
+        let listed = invoke(&app, "permissions", json!({})).unwrap()["everyUse"].clone();
+        assert_eq!(listed, json!([target]));
+
+        let unproven = invoke(
+            &app,
+            "set_every_use",
+            json!({"target": target, "on": false}),
+        )
+        .unwrap_err();
+        assert_eq!(unproven["code"], "proof_required", "{unproven}");
+        assert_eq!(
+            invoke(&app, "permissions", json!({})).unwrap()["everyUse"],
+            json!([target]),
+            "still on"
+        );
+        invoke(
+            &app,
+            "set_every_use",
+            json!({"target": target, "on": false, "proof": {"passphrase": PROOF}}),
+        )
+        .unwrap();
+        assert_eq!(
+            invoke(&app, "permissions", json!({})).unwrap()["everyUse"],
+            json!([])
+        );
+
+        // A credential added with every use on: the rule is on the page, and once removed
+        // here the Credentials view says so too.
+        invoke(
+            &app,
+            "add_credential",
+            json!({"credential": {"name": "api", "injection": {"kind": "env", "var": "API_TOKEN"}, "hosts": [], "everyUse": true, "value": "v"}, "proof": {"passphrase": PROOF}}),
+        )
+        .unwrap();
+        let rule = json!({"on": "credential", "name": "api"});
+        assert_eq!(
+            invoke(&app, "permissions", json!({})).unwrap()["everyUse"],
+            json!([rule])
+        );
+        invoke(
+            &app,
+            "set_every_use",
+            json!({"target": rule, "on": false, "proof": {"passphrase": PROOF}}),
+        )
+        .unwrap();
+        assert_eq!(
+            invoke(&app, "credentials", json!({})).unwrap()[0]["everyUse"],
+            false
+        );
+
+        let nowhere = json!({"on": "server", "server": "nowhere"});
+        let refused = invoke(
+            &app,
+            "set_every_use",
+            json!({"target": nowhere, "on": true}),
+        )
+        .unwrap_err();
+        assert_eq!(refused["code"], "settings_refused", "{refused}");
+        stop(&app);
+    }
+}
