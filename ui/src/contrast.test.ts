@@ -65,7 +65,7 @@ const PAIRS: Pair[] = [
   // Non-text: the edge of a field or control against what it sits on (and, for a field, its
   // own fill), and the focus ring against what surrounds it.
   ...SURFACES.map((bg) => ui("--control-border", bg, "a field's or control's border (--control-border)")),
-  ...SURFACES.map((bg) => ui("--accent", bg, "the focus ring (:focus-visible), the primary button's edge")),
+  ...SURFACES.map((bg) => ui("--accent", bg, "the focus ring (buttons, Activity rows, timeline marks), the primary button's edge")),
   ui("--surface", "--text", "the focus ring inside the chosen lifetime"),
   ...["--surface", "--surface-2"].map((bg) => ui("--bad-control", bg, "the border of Deny and Remove")),
 ];
@@ -148,6 +148,9 @@ describe("style.css", () => {
     expect(drawn(".lifetimes button.lifetime.checked:focus-visible", "outline-color")).toBe("var(--surface)");
     expect(drawn("button.primary:hover:not(:disabled)", "background")).toBe("var(--accent-hover)");
     expect(drawn(".action-error button.link", "color")).toBe("inherit");
+    // Focus rings that are not a button's: an Activity row, a timeline mark.
+    expect(drawn(".activity-row:focus-visible", "outline")).toContain("var(--accent)");
+    expect(drawn(".timeline-svg .mark:focus .hit", "stroke")).toBe("var(--accent)");
     expect(drawn("button.deny", "border-color")).toBe("var(--bad-control)");
     expect(drawn("button.danger", "border-color")).toBe("var(--bad-control)");
   });
