@@ -58,6 +58,7 @@ const PAIRS: Pair[] = [
   text("--on-accent", "--accent", "the primary button's text"),
   text("--on-accent", "--accent-hover", "the primary button's text, hovered"),
   text("--accent", "--surface", "a link button (button.link), a lane title hovered"),
+  text("--accent", "--surface-2", "a lane title hovered, on an even lane"),
   text("--surface", "--text", "the chosen lifetime (.lifetime.checked)"),
   text("--text", "--surface", "a lifetime's key hint (kbd, opacity 0.7)", 0.7),
   text("--surface", "--text", "the chosen lifetime's key hint (kbd, opacity 0.7)", 0.7),
