@@ -8,5 +8,8 @@ export default defineConfig({
   test: {
     environment: "happy-dom",
     include: ["src/**/*.test.ts"],
+    // Vitest hands tests an empty string for CSS unless told: the style checks read the real
+    // style.css (src/contrast.test.ts, src/scale.test.ts).
+    css: { include: [/style\.css/] },
   },
 });

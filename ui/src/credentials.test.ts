@@ -87,6 +87,8 @@ describe("the credentials list", () => {
 
     root.querySelector('[data-name="github"] .bind-form')!.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
     expect(c.bind).toHaveBeenCalledWith("postern", "github");
+    // The × says what it does to a screen reader.
+    expect(root.querySelector('[data-name="inventory-api"] .unbind')?.getAttribute("aria-label")).toBe("Unbind inventory-api from inventory");
     root.querySelector<HTMLButtonElement>('[data-name="inventory-api"] .unbind')!.click();
     expect(c.unbind).toHaveBeenCalledWith("inventory", "inventory-api");
   });

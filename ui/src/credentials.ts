@@ -75,7 +75,7 @@ function bindings(c: CredentialItem, servers: string[], controls: CredentialCont
   const env = c.injection.kind === "env";
   const eligible = (env ? servers.filter((s) => s !== BUILTIN) : [BUILTIN]).filter((s) => !c.servers.includes(s));
   const bound = c.servers.map((server) => {
-    const unbind = h("button", { type: "button", class: "unbind link", title: `Unbind from ${server}: its processes holding it restart without it` }, "×") as HTMLButtonElement;
+    const unbind = h("button", { type: "button", class: "unbind link", title: `Unbind from ${server}: its processes holding it restart without it`, "aria-label": `Unbind ${c.name} from ${server}` }, "×") as HTMLButtonElement;
     unbind.addEventListener("click", () => {
       unbind.disabled = true;
       void controls.unbind(server, c.name).finally(() => (unbind.disabled = false));

@@ -49,7 +49,7 @@ export function integrityPanel(audit: AuditStatus, verification: VerifyState, ve
           anchored === null
             ? h("span", "muted", "none written yet")
             : h("span", {}, "sequence ", h("strong", "anchor-seq", String(anchored.seq)), " in the OS keychain ", h("code", { class: "digest", title: anchored.hash }, anchored.hash.slice(0, 16))),
-          audit.anchorError === null ? null : h("div", { class: "anchor-error", role: "alert" }, `The last anchor write failed: ${audit.anchorError}`),
+          audit.anchorError === null ? null : h("div", "anchor-error", `The last anchor write failed: ${audit.anchorError}`),
         ),
         h("dt", {}, "at start"),
         h("dd", "verified-at-start", atStart(audit)),
@@ -67,13 +67,13 @@ export function integrityPanel(audit: AuditStatus, verification: VerifyState, ve
 function stateCallout(audit: AuditStatus): HTMLElement {
   switch (audit.state.state) {
     case "ready":
-      return h("p", { class: "integrity-state state-ready", role: "status" }, h("span", "badge badge-ok", "recording"), " Every decision is appended to the chain before the call it allows goes on.");
+      return h("p", "integrity-state state-ready", h("span", "badge badge-ok", "recording"), " Every decision is appended to the chain before the call it allows goes on.");
     case "closed":
-      return h("p", { class: "integrity-state state-closed", role: "status" }, h("span", "badge badge-idle", "closed"), " The engine is stopping.");
+      return h("p", "integrity-state state-closed", h("span", "badge badge-idle", "closed"), " The engine is stopping.");
     case "unavailable":
       return h(
         "div",
-        { class: "callout callout-bad integrity-state state-unavailable", role: "alert" },
+        "callout callout-bad integrity-state state-unavailable",
         h("div", "callout-title", icon("alert"), "The audit log is unavailable: every tool call is refused"),
         h("p", {}, audit.state.reason),
         h("p", "callout-hint", "Postern never acts unaudited. Usually the OS keychain is missing or locked; fix that and restart Postern."),
@@ -81,7 +81,7 @@ function stateCallout(audit: AuditStatus): HTMLElement {
     case "quarantined":
       return h(
         "div",
-        { class: "callout callout-bad integrity-state state-quarantined", role: "alert" },
+        "callout callout-bad integrity-state state-quarantined",
         h("div", "callout-title", icon("alert"), `Quarantined: record #${audit.state.seq} failed verification`),
         h("p", "quarantine-reason", audit.state.reason),
         h(

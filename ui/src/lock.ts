@@ -26,7 +26,7 @@ export function lockScreen(vault: Vault, unlock: (proof: Proof) => void, note: L
   if (vault === "quarantined") {
     return h(
       "section",
-      { class: "locked quarantined", role: "alert", "aria-labelledby": "locked-h" },
+      { class: "locked quarantined", "aria-labelledby": "locked-h" },
       h("div", "locked-icon", icon("alert")),
       h("h2", { id: "locked-h" }, "The audit log failed verification"),
       h("p", {}, "Postern refuses every tool call until a human resolves it. Nothing from the vault is shown meanwhile."),
@@ -58,7 +58,7 @@ export function lockScreen(vault: Vault, unlock: (proof: Proof) => void, note: L
   });
   return h(
     "section",
-    { class: "locked", role: "status", "aria-labelledby": "locked-h" },
+    { class: "locked", "aria-labelledby": "locked-h" },
     h("div", "locked-icon", icon("lock")),
     h("h2", { id: "locked-h" }, "Postern is locked"),
     h("p", {}, "Every tool call is refused (", h("code", {}, "vault_locked"), ") until you unlock. Nothing from the vault is shown while it is locked."),

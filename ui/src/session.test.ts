@@ -76,7 +76,8 @@ describe("files newer than the running process", () => {
     const el = card({ artifactsNewer: ["/srv/inventory/dist/server.js", "/srv/inventory/package-lock.json"] });
 
     const notice = el.querySelector(".newer");
-    expect(notice?.getAttribute("role")).toBe("alert");
+    // No live region: the card is drawn again every minute, and would be announced again.
+    expect(notice?.getAttribute("role")).toBeNull();
     expect(text(notice?.querySelector(".callout-title"))).toBe("Files newer than the running process — restart to use them");
     expect(all(notice!, ".paths li")).toEqual(["/srv/inventory/dist/server.js", "/srv/inventory/package-lock.json"]);
     expect(text(notice)).toContain("postern server restart inventory");

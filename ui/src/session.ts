@@ -156,7 +156,7 @@ function unpinnedReason(e: ExecutionView): HTMLElement {
 function newer(s: SessionStatus): HTMLElement {
   return h(
     "div",
-    { class: "callout callout-warn newer", role: "alert" },
+    "callout callout-warn newer",
     h("div", "callout-title", icon("files"), "Files newer than the running process — restart to use them"),
     h("ul", "paths", ...s.artifactsNewer.map((path) => h("li", {}, h("code", {}, path)))),
     h("p", "callout-hint", "Restart with ", h("code", {}, `postern server restart ${s.server}`)),

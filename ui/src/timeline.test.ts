@@ -125,6 +125,8 @@ describe("the timeline view", () => {
     view.shown();
     await vi.advanceTimersByTimeAsync(0);
 
+    // − and + are named for a screen reader.
+    expect(["zoom-out", "zoom-in"].map((c) => document.querySelector(`.${c}`)?.getAttribute("aria-label"))).toEqual(["Zoom out", "Zoom in"]);
     document.querySelector<HTMLButtonElement>(".zoom-in")!.click();
     await vi.advanceTimersByTimeAsync(100);
     expect(queries[1]).toMatchObject({ since: T0 + 2.5 * MIN, until: T0 + 7.5 * MIN });

@@ -55,11 +55,11 @@ export function timelineView(api: Pick<JournalApi, "timeline">, options: Timelin
   let current: Layout | null = null;
 
   const range = h("span", "timeline-range muted", "");
-  const status = h("span", { class: "timeline-status muted", role: "status" }, "");
+  const status = h("span", "timeline-status muted", "");
   const canvas = h("div", "timeline-canvas");
   const more = h("button", { type: "button", class: "timeline-more", hidden: "" }, "More sessions") as HTMLButtonElement;
   const button = (cls: string, text: string, title: string, run: () => void): HTMLElement => {
-    const el = h("button", { type: "button", class: cls, title }, text);
+    const el = h("button", { type: "button", class: cls, title, "aria-label": title }, text);
     el.addEventListener("click", run);
     return el;
   };

@@ -1,4 +1,5 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
+import indexHtml from "../index.html?raw";
 
 import type { EngineView } from "./bindings";
 import { server, session, status } from "./fixtures/status";
@@ -139,7 +140,8 @@ describe("settings changed behind the engine's back", () => {
     const root = show({ state: "running", status: warned(vault) });
 
     expect(text(root.querySelector(".config-warning"))).toBe("Settings not applied. settings changed in the database were not applied: session_mode = observe");
-    expect(root.querySelector(".config-warning")?.getAttribute("role")).toBe("alert");
+    // No live region: the window is drawn again every minute, and would announce it again.
+    expect(root.querySelector(".config-warning")?.getAttribute("role")).toBeNull();
   });
 
   it("are no warning when there are none", () => {
@@ -203,7 +205,7 @@ describe("no engine here", () => {
 
     expect(text(root.querySelector(".notice h2"))).toBe(title);
     expect(text(root.querySelector(".notice .message"))).toBe("boom");
-    expect(root.querySelector(".notice")?.getAttribute("role")).toBe("alert");
+    expect(root.querySelector(".notice")?.getAttribute("role")).toBeNull();
   });
 
   it("shows starting, stopped, loading and IPC failures", () => {
@@ -329,5 +331,20 @@ describe("the window's controls", () => {
     const root = render(running(), NOW, { tab: "overview", controls: controls(), actionError: "Cannot lock: no engine" });
 
     expect(text(root.querySelector(".action-error"))).toBe("Cannot lock: no engine");
+  });
+});
+
+describe("live regions", () => {
+  it("are not the window: it is drawn again every minute and would be read out whole each time", () => {
+    const app = /<div id="app"[^>]*>/.exec(indexHtml)?.[0];
+    expect(app).toBeDefined();
+    expect(app).not.toMatch(/aria-live|role=/);
+  });
+
+  it("are not the status pill nor a state that is drawn again", () => {
+    const root = show({ state: "running", status: status({ sessions: [session({ id: "#1", server: "time", artifactsNewer: ["/x"] })] }) });
+    expect(root.querySelector(".pill")).not.toBeNull();
+    expect(root.querySelector(".newer")).not.toBeNull();
+    expect(root.querySelectorAll("[role=status], [role=alert], [aria-live]").length).toBe(0);
   });
 });

@@ -191,7 +191,7 @@ function homeLine(home: string | null): HTMLElement {
 }
 
 function pill(tone: "ok" | "warn" | "bad" | "idle", text: string): HTMLElement {
-  return h("span", { class: `pill pill-${tone}`, role: "status" }, h("span", "dot"), text);
+  return h("span", `pill pill-${tone}`, h("span", "dot"), text);
 }
 
 function tabs(ui: Ui): HTMLElement {
@@ -254,7 +254,7 @@ function known(status: Status, ui: Ui): { servers: string[]; tools: Record<strin
 function configBanner(gate: GateStatus): HTMLElement | null {
   // (Absent from an engine older than the field: no banner.)
   if (gate.configWarning === null || gate.configWarning === undefined || gate.configWarning === "") return null;
-  return h("p", { class: "config-warning", role: "alert" }, icon("alert"), h("span", {}, h("span", "strong", "Settings not applied. "), gate.configWarning));
+  return h("p", "config-warning", icon("alert"), h("span", {}, h("span", "strong", "Settings not applied. "), gate.configWarning));
 }
 
 /** On every page while the audit log cannot record: every call is refused meanwhile. */
@@ -263,7 +263,7 @@ function auditBanner(status: Status, ui: Ui): HTMLElement | null {
   if (state.state !== "unavailable" || ui.tab === "integrity") return null;
   const more = h("button", { type: "button", class: "link" }, "Integrity");
   more.addEventListener("click", () => ui.controls.tab("integrity"));
-  return h("p", { class: "action-error audit-banner", role: "alert" }, "The audit log is unavailable, so every tool call is refused: ", state.reason, " ", more);
+  return h("p", "action-error audit-banner", "The audit log is unavailable, so every tool call is refused: ", state.reason, " ", more);
 }
 
 function lockButton(controls: Controls): HTMLElement {
@@ -417,7 +417,7 @@ function panel(id: string, title: string, meta: string, body: HTMLElement): HTML
 function notice(tone: "warn" | "bad" | "idle", title: string, paragraphs: string[], extra?: HTMLElement): HTMLElement {
   return h(
     "section",
-    { class: `notice notice-${tone}`, role: tone === "idle" ? "status" : "alert" },
+    `notice notice-${tone}`,
     h("h2", {}, title),
     ...paragraphs.map((p) => h("p", {}, ...inlineCode(p))),
     extra,
