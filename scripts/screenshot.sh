@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# Regenerates the app's screenshots in docs/screenshots/ (one per view):
+# Regenerates the app's screenshots in docs/screenshots/ (one per view), each window at its own
+# default size (the status window 900x640, the approval window 560x720):
 #   status.png              two live sessions: a pinned server rebuilt under --restart on-change
 #                           (new epoch, catalog changes with an escalation, a stale agent tool
 #                           list) and an unpinned one with files newer than the running process
 #   execution-record.png    the same window with one execution record opened
 #   servers.png             the Servers view of the same home: the rebuilt server's catalog diff
 #                           (an escalation flagged), its credential withheld from the new code
-#   approval-window.png     the approval window: a rebuilt server's second call (what changed since
-#                           the approval, the catalog diff, a schema default marked), 1 of 2 queued
-#   tray-menu.png           the tray's menu with those two requests, the first one's Approve and
-#                           Deny showing (the icon held by trayer, see ui/e2e/tray.mjs)
+#   approval-window.png     the approval window at its default size (560x720): a rebuilt server's
+#                           second call (the headline, the arguments with a schema default marked,
+#                           the risk strip, the decision), 1 of 2 queued
+#   tray-menu.png           the tray's menu with those two requests, the first one's arguments,
+#                           risk lines, Review… and Deny showing (the icon held by trayer, see
+#                           ui/e2e/tray.mjs)
 #   settings.png            the status window's Settings
 #   locked.png              the locked status window: only the lock and Unlock
-#   first-run.png           a new home: the guide (add a server, or import the servers of the
-#                           Cursor configuration it found; the snippet; the first call; the demo)
+#   first-run-passphrase.png  a new home: choosing the Postern passphrase
+#   first-run.png           the guide (add a server, or import the servers of the Claude Code
+#                           configuration it found; the snippet; the first call; the demo)
+#   first-run-rewire.png    Claude Code's coverage and Rewire's preview after importing
 #   timeline.png            after a short story (two agents, approvals, a denial, a rebuild and
 #                           the stale call it refuses): the Sessions timeline, a refusal's audit
 #                           record opened
 #   activity.png            the Activity feed of the same story
+#   permissions.png         the Permissions page of the same story: a live grant, every-use rules
 #   credentials.png         the Credentials view (an env credential, two header ones)
 #   integrity.png           the Integrity view after a full verification
 #   engine-unavailable.png  another engine (`postern daemon`) owns the home

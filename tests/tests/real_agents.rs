@@ -259,6 +259,18 @@ async fn across_a_rebuild(client: Client) -> Result<()> {
         let since = &cards[1]["epoch"]["since"];
         assert_eq!(since["kind"], "changed", "{since}");
         assert_eq!(since["approvedEpoch"], epoch_a.as_str());
+        // The card leads with the code change, names the agent by its own name, and a real
+        // client is never taken for one whose name its program belies.
+        let risks: Vec<&str> = cards[1]["risks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["kind"].as_str())
+            .collect();
+        assert_eq!(risks.first(), Some(&"codeChanged"), "{:#}", cards[1]["risks"]);
+        assert!(!risks.contains(&"clientMismatch"), "{:#}", cards[1]);
+        let name = cards[1]["agentName"].as_str().unwrap_or_default();
+        assert_eq!(Some(name), cards[1]["client"].as_str(), "{:#}", cards[1]);
 
         // The run completes.
         completes(run, "published").await?;

@@ -24,6 +24,9 @@ const out = resolve(process.argv[2] ?? "docs/screenshots");
 const demo = join(tmpdir(), "postern-demo");
 mkdirSync(out, { recursive: true });
 
+/** The status window's default size (tauri.conf.json): every picture of it is taken at it. */
+const MAIN_SIZE = [900, 640];
+
 /** `POSTERN_SHOTS=journals,first-run` takes only those homes' pictures. */
 const only = process.env.POSTERN_SHOTS?.split(",").filter((name) => name !== "");
 
@@ -52,7 +55,7 @@ const shots = {
     const agents = [];
     try {
       return await withApp(home, async (s) => {
-        await s.setWindowRect(900, 800);
+        await s.setWindowRect(...MAIN_SIZE);
         await s.waitForTexts(".server-label", (l) => l.length === 2);
         // A credential bound to the publisher: its launches start without it until a human
         // approves that code for it, and the Servers view says why.
@@ -76,7 +79,7 @@ const shots = {
 
         // The Servers view: the rebuilt publisher's catalog diff (an escalation flagged), its
         // credential withheld from the new code, and Restart.
-        await s.setWindowRect(900, 1000);
+        await s.setWindowRect(...MAIN_SIZE);
         await s.click(".tab-servers");
         await s.waitForTexts('.server-card[data-label="publisher"] .changes .flag', (t) => t.length === 1);
         await s.execute("window.scrollTo(0, 0)");
@@ -106,7 +109,7 @@ const shots = {
     try {
       return await withApp(home, async (s) => {
         const main = await s.windowHandle();
-        await s.setWindowRect(900, 700);
+        await s.setWindowRect(...MAIN_SIZE);
         await s.waitForTexts(".server-label", (l) => l.length === 2);
         const claude = await client(cli, home, "publisher", "claude-code", "2.0.14");
         agents.push(claude);
@@ -136,7 +139,7 @@ const shots = {
         // The first request's submenu open: its arguments and risk lines, Review… and Deny.
         await tray.openMenu();
         await tray.keys("Down", "Right");
-        const trayMenu = tray.picture();
+        const trayMenu = tray.picture(1100, 330);
         await tray.keys("Escape", "Escape");
 
         await s.switchToWindow(main);
@@ -159,28 +162,36 @@ const shots = {
   // configuration found in the user's home.
   async "first-run"(home) {
     const user = join(home, "user");
-    mkdirSync(join(user, ".cursor"), { recursive: true });
+    mkdirSync(user, { recursive: true });
+    // Claude Code's own configuration: a stdio server, one holding a token, a remote one.
     writeFileSync(
-      join(user, ".cursor", "mcp.json"),
+      join(user, ".claude.json"),
       JSON.stringify({
+        numStartups: 4,
         mcpServers: {
-          time: { command: "uvx", args: ["mcp-server-time", "--local-timezone", "UTC"] },
-          github: { command: "npx", args: ["-y", "@modelcontextprotocol/server-github"], env: { GITHUB_TOKEN: "not-shown" } },
-          linear: { url: "https://mcp.linear.app/sse" },
+          time: { type: "stdio", command: "uvx", args: ["mcp-server-time", "--local-timezone", "UTC"] },
+          github: { type: "stdio", command: "npx", args: ["-y", "@modelcontextprotocol/server-github"], env: { GITHUB_TOKEN: "not-shown" } },
+          linear: { type: "sse", url: "https://mcp.linear.app/sse" },
         },
-      }),
+      }, null, 2),
     );
     return withApp(
       home,
       async (s) => {
-        await s.setWindowRect(900, 700);
+        await s.setWindowRect(...MAIN_SIZE);
         await s.waitForTexts(".choose-passphrase h2", (t) => t.length === 1, 30_000);
         const passphrase = await s.screenshot();
         await choosePassphrase(s);
-        await s.setWindowRect(900, 1250);
         await s.waitForTexts(".welcome h2", (t) => t.length === 1);
         await s.waitForTexts(".import-entry", (t) => t.length === 3);
-        return { "first-run-passphrase.png": passphrase, "first-run.png": await s.screenshot() };
+        const guide = await s.screenshot();
+        // Import time and github, then Rewire's preview for Claude Code itself.
+        await s.click(".import-source .import");
+        await s.waitForTexts(".guide-note", (t) => t.length === 1 && t[0].startsWith("Imported"));
+        await s.click(".rewire-preview");
+        await s.waitForTexts(".rewire-changes li", (t) => t.length === 2);
+        await s.execute("document.querySelector('.rewire-source').scrollIntoView(); return true");
+        return { "first-run-passphrase.png": passphrase, "first-run.png": guide, "first-run-rewire.png": await s.screenshot() };
       },
       { HOME: user },
       { choose: false },
@@ -203,7 +214,7 @@ const shots = {
     try {
       return await withApp(home, async (s) => {
         const main = await s.windowHandle();
-        await s.setWindowRect(1180, 820);
+        await s.setWindowRect(...MAIN_SIZE);
         await s.waitForTexts(".server-label", (l) => l.length === 2);
         await credential(home, "deploy-key", "--kind", "env", "--env", "DEPLOY_KEY", "--every-use");
         await credential(home, "github", "--kind", "bearer", "--host", "api.github.com");
@@ -257,17 +268,22 @@ const shots = {
         await s.waitForTexts(".activity-row", (t) => t.length >= 6);
         const activity = await s.screenshot();
 
-        await s.setWindowRect(900, 900);
+        // The grant claude-code was given until its run ends, with Revoke; the every-use rule.
+        await s.click(".tab-permissions");
+        await s.waitForTexts(".grant", (t) => t.length >= 1, 15_000);
+        const permissions = await s.screenshot();
+
+        await s.setWindowRect(...MAIN_SIZE);
         await s.click(".tab-credentials");
         await s.waitForTexts(".credential-name", (t) => t.length === 3);
         const credentials = await s.screenshot();
 
-        await s.setWindowRect(900, 760);
+        await s.setWindowRect(...MAIN_SIZE);
         await s.click(".tab-integrity");
         await s.click(".verify");
         await s.waitForTexts(".verify-result .callout-title", (t) => t.length === 1, 30_000);
         const integrity = await s.screenshot();
-        return { "timeline.png": timeline, "activity.png": activity, "credentials.png": credentials, "integrity.png": integrity };
+        return { "timeline.png": timeline, "activity.png": activity, "permissions.png": permissions, "credentials.png": credentials, "integrity.png": integrity };
       });
     } finally {
       for (const a of agents) a.close();

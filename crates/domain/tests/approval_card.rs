@@ -433,6 +433,20 @@ fn a_known_client_name_on_another_program_is_flagged() {
     assert!(unknown.is_calm());
     let nameless = card_of(&python, None, (&old, &same), (&old, &same), &[], &[]);
     assert_eq!(nameless.agent_name, "python3.11");
+    // Claude Code's native build, named by its version in a `claude` directory, is Claude Code.
+    let mut native = python.clone();
+    native.executable = Some(Artifact {
+        path: "/home/dev/.local/share/claude/versions/2.1.3".into(),
+        digest: Digest::of(b"claude"),
+    });
+    native.chain = vec!["zsh".into(), "2.1.3".into(), "postern".into()];
+    let native_card = plain(
+        &native,
+        Some("claude-code 2.1.3"),
+        (&old, &same),
+        (&old, &same),
+    );
+    assert!(native_card.is_calm(), "{:?}", native_card.risks);
     // Claude Code on Node is Claude Code.
     let mut node = claude();
     node.executable = Some(Artifact {

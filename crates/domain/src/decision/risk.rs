@@ -250,6 +250,11 @@ fn mismatch(client: &str, agent: &AgentIdentity) -> Option<String> {
     let (_, programs) = KNOWN_CLIENTS
         .iter()
         .find(|(known, _)| name.starts_with(known))?;
+    // The whole path: Claude Code's native build runs as `~/.local/share/claude/versions/2.1.3`.
+    let path = agent
+        .executable
+        .as_ref()
+        .map(|e| e.path.to_string_lossy().to_lowercase());
     let exe = agent
         .executable
         .as_ref()
@@ -261,7 +266,7 @@ fn mismatch(client: &str, agent: &AgentIdentity) -> Option<String> {
             .as_deref()
             .is_some_and(|c| programs.iter().any(|p| c.contains(p)))
     };
-    if matches(&exe) || matches(&agent_process) {
+    if matches(&path) || matches(&agent_process) {
         return None;
     }
     Some(
