@@ -267,7 +267,12 @@ async fn across_a_rebuild(client: Client) -> Result<()> {
             .flatten()
             .filter_map(|r| r["kind"].as_str())
             .collect();
-        assert_eq!(risks.first(), Some(&"codeChanged"), "{:#}", cards[1]["risks"]);
+        assert_eq!(
+            risks.first(),
+            Some(&"codeChanged"),
+            "{:#}",
+            cards[1]["risks"]
+        );
         assert!(!risks.contains(&"clientMismatch"), "{:#}", cards[1]);
         let name = cards[1]["agentName"].as_str().unwrap_or_default();
         assert_eq!(Some(name), cards[1]["client"].as_str(), "{:#}", cards[1]);
