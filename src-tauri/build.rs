@@ -30,6 +30,7 @@ fn main() {
 const COMMANDS: &[&str] = &[
     "status",
     "approvals",
+    "approval_focus",
     "answer",
     "lock",
     "unlock",
@@ -48,6 +49,7 @@ const COMMANDS: &[&str] = &[
     "rotate_credential",
     "remove_credential",
     "bind_credential",
+    "move_to_keychain",
     "unbind_credential",
     "timeline",
     "activity",

@@ -22,6 +22,22 @@ use crate::{Shell, tray, window};
 /// The event the approval window listens to; its payload is the queue (`Approval[]`).
 pub const APPROVALS_CHANGED: &str = "approvals-changed";
 
+/// The event that tells the approval window which request to show (its payload: the id),
+/// when a person chose one (the tray's Approve… or Review…).
+pub const APPROVALS_FOCUS: &str = "approvals-focus";
+
+/// The request a person chose to review, until the approval window takes it (a window opened
+/// for it is not listening yet when the event goes).
+#[derive(Debug, Default)]
+pub struct Focus(Mutex<Option<ApprovalId>>);
+
+impl Focus {
+    /// The request chosen, once.
+    pub fn take(&self) -> Option<ApprovalId> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
 /// One open approval request, as the approval window shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
@@ -154,6 +170,19 @@ pub fn review<R: Runtime>(app: &AppHandle<R>) {
         .is_some_and(|authority| !authority.approvals().is_empty());
     if waiting {
         window::open_approvals(app, true);
+    }
+}
+
+/// Opens the approval window with the focus on request `id`, because a person chose it (the
+/// tray's Approve… or Review… of one request).
+pub fn review_request<R: Runtime>(app: &AppHandle<R>, id: ApprovalId) {
+    *app.state::<Focus>()
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some(id);
+    review(app);
+    if let Err(err) = app.emit_to(window::APPROVALS, APPROVALS_FOCUS, id.to_string()) {
+        tracing::debug!("cannot emit {APPROVALS_FOCUS}: {err}");
     }
 }
 

@@ -29,6 +29,15 @@ pub async fn approvals<R: Runtime>(app: AppHandle<R>) -> Vec<Approval> {
         .unwrap_or_default()
 }
 
+/// The request a person chose to review from the tray, once (`null`: none): the approval
+/// window shows it first.
+#[tauri::command]
+pub async fn approval_focus<R: Runtime>(app: AppHandle<R>) -> Option<String> {
+    app.state::<approvals::Focus>()
+        .take()
+        .map(|id| id.to_string())
+}
+
 /// A human's answer to a request; the waiting call goes on or is refused at once. An
 /// approval carries the passphrase; a denial needs none.
 #[tauri::command]

@@ -212,6 +212,28 @@ pub async fn bind_credential<R: Runtime>(
     .await
 }
 
+/// Moves the environment variable `var` of `server` (plain text in Postern's configuration,
+/// as an imported agent configuration had it) into the keychain: an env credential bound to
+/// the server. Returns the credential's name. Adds and binds a credential: it needs the proof.
+#[tauri::command]
+pub async fn move_to_keychain<R: Runtime>(
+    app: AppHandle<R>,
+    server: String,
+    var: String,
+    proof: Option<ProofInput>,
+) -> Result<String, CommandError> {
+    let authority = authority(&app)?;
+    let server = label(&server)?;
+    blocking(move || {
+        let proven = prove(&authority, proof, "move a variable into the keychain")?;
+        authority
+            .move_env_to_keychain(&proven, &server, &var)
+            .map(|name| name.to_string())
+            .map_err(refused)
+    })
+    .await
+}
+
 /// Unbinds a credential from a server; returns whether it was bound.
 #[tauri::command]
 pub async fn unbind_credential<R: Runtime>(

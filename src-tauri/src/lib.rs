@@ -59,10 +59,12 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         .plugin(tauri_plugin_notification::init())
         .manage(Shell::default())
         .manage(approvals::Announced::default())
+        .manage(approvals::Focus::default())
         .manage(tray::TrayState::default())
         .invoke_handler(tauri::generate_handler![
             commands::status,
             commands::approvals,
+            commands::approval_focus,
             commands::answer,
             commands::lock,
             commands::unlock,
@@ -81,6 +83,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             credentials::rotate_credential,
             credentials::remove_credential,
             credentials::bind_credential,
+            credentials::move_to_keychain,
             credentials::unbind_credential,
             journal::timeline,
             journal::activity,

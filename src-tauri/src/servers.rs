@@ -135,6 +135,9 @@ pub struct Imported {
     pub label: Option<String>,
     /// Why it was not added.
     pub skipped: Option<String>,
+    /// Its environment variables whose names say they hold a secret: imported in plain text,
+    /// as the file had them, better moved into the keychain.
+    pub secrets: Vec<String>,
 }
 
 /// Adds the entries `names` of the configuration file at `path` (read again here: the window
@@ -166,12 +169,17 @@ pub async fn import_servers<R: Runtime>(
                         format!("a server '{}' is configured already", config.label),
                     )
                 }
-                Some((_, Some(config))) => {
+                Some((entry, Some(config))) => {
                     store.add_server(config).map_err(failed)?;
                     Imported {
                         name,
                         label: Some(config.label.to_string()),
                         skipped: None,
+                        secrets: entry
+                            .secret_env_names()
+                            .into_iter()
+                            .map(str::to_owned)
+                            .collect(),
                     }
                 }
             };
@@ -344,6 +352,7 @@ fn skipped(name: String, why: String) -> Imported {
         name,
         label: None,
         skipped: Some(why),
+        secrets: Vec::new(),
     }
 }
 

@@ -380,7 +380,9 @@ pub fn on_menu_event<R: Runtime>(app: &AppHandle<R>, id: &str) {
         Some(MenuCommand::Action(action)) => action.perform(app),
         // Approving takes the passphrase: the approval window asks for it, and a flagged
         // request is reviewed there in full.
-        Some(MenuCommand::Approve(_) | MenuCommand::Review(_)) => approvals::review(app),
+        Some(MenuCommand::Approve(id) | MenuCommand::Review(id)) => {
+            approvals::review_request(app, id);
+        }
         Some(MenuCommand::Deny(approval)) => deny(app, approval),
         None => tracing::debug!("ignoring menu item {id}"),
     }

@@ -523,6 +523,16 @@ const scenarios = {
         await s.click(".import-source .import");
         await s.waitForTexts(".guide-note", (t) => t.length === 1 && t[0].startsWith("Imported notes"));
         expectIncludes(postern(home, "server", "list"), "notes\tpython3 -m notes_server", "imported");
+        // Its NOTES_TOKEN came in plain text, as the file had it: Move to keychain (with the
+        // passphrase) makes it a credential bound to notes, gone from the server's configuration.
+        await s.waitForTexts(".plain-secret-list li", (t) => t.length === 1 && t[0].startsWith("NOTES_TOKEN of notes"));
+        await s.click(".move-to-keychain");
+        await confirmInDialog(s, "Move NOTES_TOKEN of notes into the keychain.");
+        await s.waitForTexts(".guide-note", (t) => t.length === 1 && t[0].includes("is in the keychain now"));
+        expectEqual(await s.texts(".plain-secrets"), [], "nothing left in plain text");
+        expectIncludes(postern(home, "credential", "list"), "notes-notes_token", "the credential");
+        const notesLine = postern(home, "server", "list").split("\n").find((l) => l.startsWith("notes\t"));
+        expectEqual(notesLine, "notes\tpython3 -m notes_server", "notes without its plain variable");
 
         // Step 2: the snippet runs this checkout's `postern` by its absolute path, on this
         // (non-default) home: an agent does not inherit the app's POSTERN_HOME.

@@ -51,6 +51,9 @@ export interface CredentialsApi {
   remove(name: string, proof: Proof): Promise<void>;
   bind(server: string, name: string, proof: Proof): Promise<boolean>;
   unbind(server: string, name: string): Promise<boolean>;
+  /** Moves `server`'s plain environment variable `name` into the keychain; resolves with the
+   * credential's name. */
+  moveToKeychain(server: string, name: string, proof: Proof): Promise<string>;
 }
 
 /** The journals and the audit log. */

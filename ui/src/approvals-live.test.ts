@@ -152,6 +152,30 @@ describe("the approval window", () => {
     localStorage.removeItem("postern.approvals.details");
   });
 
+  it("shows first the request a person chose in the tray, and follows later choices", async () => {
+    const fake = fakeSource([request("A"), request("B", "status"), request("C", "rollback")]);
+    let chose: ((id: string) => void) | undefined;
+    const source: ApprovalSource = {
+      ...fake.source,
+      focus: vi.fn(async () => "C"),
+      onFocus: async (onId) => {
+        chose = onId;
+        return () => {};
+      },
+    };
+    open(source);
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(shownId(root)).toBe("C");
+    expect(text(root.querySelector(".queue-pos"))).toBe("3 of 3");
+    chose?.("B");
+    await vi.advanceTimersByTimeAsync(0);
+    expect(shownId(root)).toBe("B");
+    chose?.("gone");
+    await vi.advanceTimersByTimeAsync(0);
+    expect(shownId(root)).toBe("B");
+  });
+
   it("asks for the passphrase before it approves, and sends nothing without it", async () => {
     const fake = fakeSource([request("A")]);
     open(fake.source);

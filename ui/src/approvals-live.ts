@@ -10,6 +10,9 @@
 //   Escape      denies the request shown
 //   ← / →       shows the previous / next request (in the passphrase field: once it is empty)
 //
+// A request chosen in the tray (Approve… or Review… of one) is shown first, whichever place it
+// has in the queue.
+//
 // An approval carries the person's proof: the passphrase typed in the field, which is read and
 // emptied as the answer goes (a deny needs none, and empties it too). A refused passphrase
 // keeps the card, with the engine's message. A card's buttons take no input for a moment after
@@ -27,6 +30,10 @@ export interface ApprovalSource {
   subscribe(onList: (list: Approval[]) => void): Promise<() => void>;
   /** `proof` is the person's for an approval, `null` for a deny. */
   answer(id: string, reply: Reply, proof: Proof | null): Promise<void>;
+  /** The request a person chose in the tray, once (`null`: none). */
+  focus?(): Promise<string | null>;
+  /** Calls `onId` with each request a person chooses in the tray while the window is open. */
+  onFocus?(onId: (id: string) => void): Promise<() => void>;
   lock(): Promise<void>;
 }
 
@@ -131,6 +138,11 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     }
   };
 
+  /** Shows request `id`, when it is in the queue (the tray's choice of one). */
+  const focusOn = (id: string | null): void => {
+    if (id !== null && queue.some((a) => a.card.id === id)) show(id);
+  };
+
   function answer(reply: Reply): void {
     const id = currentId;
     if (id === null || busy || armedId !== id) return;
@@ -232,7 +244,14 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     .subscribe(update)
     .then((off) => (stopped ? off() : (unsubscribe = off)))
     .catch((err: unknown) => console.warn("no approvals-changed events:", err));
-  void refresh();
+  // The request chosen in the tray comes first: read once the queue is here, then followed.
+  void refresh().then(async () => focusOn((await source.focus?.()) ?? null)).catch((err: unknown) => console.warn("no tray focus:", err));
+  let offFocus: (() => void) | undefined;
+  source.onFocus?.((id) => {
+    void refresh().then(() => focusOn(id));
+  })
+    .then((off) => (stopped ? off() : (offFocus = off)))
+    .catch((err: unknown) => console.warn("no approvals-focus events:", err));
   const poll = setInterval(() => void refresh(), intervalMs);
   const ticker = setInterval(() => tick(root, queue, now()), tickMs);
 
@@ -243,6 +262,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     clearTimeout(armTimer);
     doc.removeEventListener("keydown", onKey);
     unsubscribe?.();
+    offFocus?.();
   };
 }
 

@@ -1105,7 +1105,12 @@ label: string | null,
 /**
  * Why it was not added.
  */
-skipped: string | null, };
+skipped: string | null, 
+/**
+ * Its environment variables whose names say they hold a secret: imported in plain text,
+ * as the file had them, better moved into the keychain.
+ */
+secrets: Array<string>, };
 
 export type AgentSnippet = { 
 /**

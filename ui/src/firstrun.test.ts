@@ -20,6 +20,7 @@ function controls() {
     previewRewire: vi.fn<GuideControls["previewRewire"]>(),
     rewire: vi.fn<GuideControls["rewire"]>(),
     cancelRewire: vi.fn<GuideControls["cancelRewire"]>(),
+    moveToKeychain: vi.fn<GuideControls["moveToKeychain"]>(),
   };
 }
 
@@ -294,5 +295,19 @@ describe("rewiring an agent's configuration", () => {
     expect(all(root, ".coverage")).toEqual(["1 of 2 servers through Postern; linear is remote, not gated."]);
     expect(text(root.querySelector(".rewired"))).toContain(`kept at ${done.backup}`);
     expect(root.querySelector(".rewire-apply")).toBeNull();
+  });
+});
+
+describe("secrets an import stored in plain text", () => {
+  it("are named with Move to keychain, and nothing shows when there are none", () => {
+    const c = controls();
+    const secret = { server: "github", name: "GITHUB_TOKEN" };
+    const root = guide(status(), { ...NEW_GUIDE, sources: [cursor], plainSecrets: [secret] }, c);
+
+    expect(text(root.querySelector(".plain-secrets .callout-title"))).toBe("Stored in plain text, as the file had them");
+    expect(all(root, ".plain-secret-list li")).toEqual(["GITHUB_TOKEN of github Move to keychain"]);
+    root.querySelector<HTMLButtonElement>(".move-to-keychain")!.click();
+    expect(c.moveToKeychain).toHaveBeenCalledWith(secret);
+    expect(guide(status(), { ...NEW_GUIDE, sources: [cursor] }).querySelector(".plain-secrets")).toBeNull();
   });
 });

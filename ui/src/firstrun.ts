@@ -29,12 +29,17 @@ export interface Guide {
   finished: boolean;
   /** A rewire being previewed or just done, by the agent configuration's path. */
   rewire: Rewiring | null;
+  /** Secret-looking variables an import stored in plain text, as the file had them. */
+  plainSecrets: PlainSecret[];
 }
+
+/** A variable of an imported server whose name says it holds a secret. */
+export type PlainSecret = { server: string; name: string };
 
 /** Rewiring one agent configuration: its preview, then what was done, or why not. */
 export type Rewiring = { path: string; plan: Plan | null; done: Rewired | null; error: string | null };
 
-export const NEW_GUIDE: Guide = { sources: null, added: [], snippet: null, note: null, finished: false, rewire: null };
+export const NEW_GUIDE: Guide = { sources: null, added: [], snippet: null, note: null, finished: false, rewire: null, plainSecrets: [] };
 
 /** What the guide's controls do. */
 export interface GuideControls {
@@ -52,6 +57,8 @@ export interface GuideControls {
   rewire(path: string, names: string[]): void;
   /** Closes the preview. */
   cancelRewire(): void;
+  /** Moves an imported server's plain variable into the keychain (asks for the proof). */
+  moveToKeychain(secret: PlainSecret): void;
   showApprovals(): void;
   finish(): void;
   /** Sets the first passphrase (which unlocks the vault); rejects with the engine's sentence. */
@@ -111,6 +118,7 @@ export function guideView(status: Status, guide: Guide, controls: GuideControls)
         h("div", "step-title", "Add a server"),
         h("div", "add-options", addServerForm(controls), importBox(guide, controls)),
         guide.note === null ? null : h("p", { class: `form-status guide-note${guide.note.bad ? " bad" : ""}`, role: guide.note.bad ? "alert" : "status" }, guide.note.text),
+        plainSecretsView(guide.plainSecrets, controls),
         h("p", "muted small", "From a terminal: ", h("code", {}, "postern server add <label> -- <command> [args...]")),
       ),
       h(
@@ -256,6 +264,24 @@ function sourceForm(source: ImportSource, controls: GuideControls): HTMLElement 
     if (names.length > 0) controls.importServers(source.path, names);
   });
   return form;
+}
+
+/** The imported variables that look like secrets, each with Move to keychain. */
+function plainSecretsView(secrets: PlainSecret[], controls: GuideControls): HTMLElement | null {
+  if (secrets.length === 0) return null;
+  return h(
+    "div",
+    { class: "callout callout-warn plain-secrets", role: "note" },
+    h("div", "callout-title", "Stored in plain text, as the file had them"),
+    h("p", "small", "These look like secrets. In the keychain, a server gets them only when you approve its code for them."),
+    h(
+      "ul",
+      "plain-secret-list",
+      ...secrets.map((s) =>
+        h("li", { "data-secret": `${s.server}/${s.name}` }, h("code", {}, s.name), " of ", h("span", "strong", s.server), " ", button("move-to-keychain", "Move to keychain", () => controls.moveToKeychain(s))),
+      ),
+    ),
+  );
 }
 
 // --- step 2 ---------------------------------------------------------------------------------------

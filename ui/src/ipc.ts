@@ -33,6 +33,9 @@ export const STATUS_CHANGED = "status-changed";
 /** The event the app emits whenever the approval queue changes (src-tauri/src/approvals.rs). */
 export const APPROVALS_CHANGED = "approvals-changed";
 
+/** The event naming the request a person chose in the tray (src-tauri/src/approvals.rs). */
+export const APPROVALS_FOCUS = "approvals-focus";
+
 /** This window's label: `main` (the status window) or `approvals` (src-tauri/src/window.rs). */
 export function windowLabel(): string {
   return getCurrentWebviewWindow().label;
@@ -72,6 +75,7 @@ export const tauriApis: Apis = {
     remove: (name, proof) => call<void>("remove_credential", { name, proof }),
     bind: (server, name, proof) => call<boolean>("bind_credential", { server, name, proof }),
     unbind: (server, name) => call<boolean>("unbind_credential", { server, name }),
+    moveToKeychain: (server, name, proof) => call<string>("move_to_keychain", { server, var: name, proof }),
   },
   journal: {
     timeline: (query) => call<Timeline>("timeline", { query }),
@@ -91,6 +95,8 @@ export const tauriApis: Apis = {
 export const tauriApprovals: ApprovalSource = {
   fetch: () => invoke<Approval[]>("approvals"),
   subscribe: (onList) => listen<Approval[]>(APPROVALS_CHANGED, (event) => onList(event.payload)),
+  focus: () => call<string | null>("approval_focus"),
+  onFocus: (onId) => listen<string>(APPROVALS_FOCUS, (event) => onId(event.payload)),
   // The proof goes with an approval only; it is not kept here.
   answer: (id: string, reply: Reply, proof: Proof | null) => call<void>("answer", { id, reply, proof }),
   lock: () => call<boolean>("lock").then(() => undefined),

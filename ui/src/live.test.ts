@@ -631,6 +631,7 @@ function fakeApis() {
       remove: vi.fn<Apis["credentials"]["remove"]>(async () => {}),
       bind: vi.fn<Apis["credentials"]["bind"]>(async () => true),
       unbind: vi.fn<Apis["credentials"]["unbind"]>(async () => true),
+      moveToKeychain: vi.fn<Apis["credentials"]["moveToKeychain"]>(async (server, name) => `${server}-${name.toLowerCase()}`),
     },
     journal: {
       timeline: vi.fn<Apis["journal"]["timeline"]>(async () => timeline),

@@ -220,6 +220,8 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
       apis?.servers.importServers(path, names).then(
         (outcomes) => {
           const ok = outcomes.flatMap((o) => (o.label === null ? [] : [o.label]));
+          const secrets = outcomes.flatMap((o) => (o.label === null ? [] : o.secrets.map((name) => ({ server: o.label!, name }))));
+          guide = { ...guide, plainSecrets: [...guide.plainSecrets, ...secrets] };
           const skipped = outcomes.filter((o) => o.skipped !== null).map((o) => `${o.name}: ${o.skipped}`);
           added(ok);
           const said = [ok.length > 0 ? `Imported ${ok.join(", ")}.` : "Nothing imported.", ...skipped.map((s) => `Skipped ${s}.`)];
@@ -259,6 +261,20 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
         },
       );
     },
+    moveToKeychain: (secret) =>
+      void act(`move ${secret.name} into the keychain`, async () => {
+        if (!apis) return;
+        const name = await prove(
+          { action: `Move ${secret.name} of ${secret.server} into the keychain.`, detail: "It becomes a credential bound to the server, released only to code you approve." },
+          (proof) => apis.credentials.moveToKeychain(secret.server, secret.name, proof),
+        );
+        guide = {
+          ...guide,
+          plainSecrets: guide.plainSecrets.filter((s) => s !== secret),
+          note: { text: `${secret.name} of ${secret.server} is in the keychain now, as the credential ${name}.`, bad: false },
+        };
+        readCredentials();
+      }).then(paint),
     cancelRewire: () => {
       guide = { ...guide, rewire: null };
       paint();

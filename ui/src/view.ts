@@ -90,7 +90,7 @@ export function inertControls(): Controls {
     verify() {},
     credentials: { add: nothing, rotate: nothing, remove: nothing, bind: nothing, unbind: nothing },
     permissions: { revoke: nothing, revokeRun: nothing, addEveryUse: async () => null, removeEveryUse: nothing },
-    guide: { addServer: nothing, readFile() {}, importServers() {}, copy() {}, previewRewire() {}, rewire() {}, cancelRewire() {}, showApprovals() {}, finish() {}, setPassphrase: nothing },
+    guide: { addServer: nothing, readFile() {}, importServers() {}, copy() {}, previewRewire() {}, rewire() {}, cancelRewire() {}, moveToKeychain() {}, showApprovals() {}, finish() {}, setPassphrase: nothing },
   };
 }
 

@@ -261,6 +261,10 @@ fn approve_from_the_tray_approves_nothing_without_the_passphrase() {
     assert!(verdict.try_recv().is_err(), "the call still waits");
     assert_eq!(authority.approvals().len(), 1);
     assert!(app.get_webview_window(window::APPROVALS).is_some());
+    // The window shows the request chosen first, once.
+    let focus = app.state::<approvals::Focus>();
+    assert_eq!(focus.take(), Some(card.id));
+    assert_eq!(focus.take(), None);
     tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
 }
 

@@ -165,6 +165,57 @@ impl Authority {
         Ok(())
     }
 
+    /// Moves `var` out of `server`'s configured environment (plain text in the database, as
+    /// an imported agent configuration had it) into the OS keychain: an env credential named
+    /// `<server>-<var>` in lower case, bound to `server`, so the server gets the same variable,
+    /// released only to code a person approved. Adds and binds a credential: it needs the
+    /// person's proof. Nothing changes when a step fails.
+    pub fn move_env_to_keychain(
+        &self,
+        proven: &Proven,
+        server: &ServerLabel,
+        var: &str,
+    ) -> Result<CredentialName, CredentialError> {
+        // The store's lock is taken for each step, never across the credential calls (they
+        // take it themselves).
+        let config = self
+            .store()?
+            .server(server)
+            .map_err(fail)?
+            .ok_or_else(|| CredentialError(format!("no server is configured as '{server}'")))?;
+        let Some(at) = config.env.iter().position(|v| v.name == var) else {
+            return Err(CredentialError(format!(
+                "'{server}' sets no environment variable {var}"
+            )));
+        };
+        let derived = format!("{server}-{var}").to_ascii_lowercase().replace(
+            |c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)),
+            "-",
+        );
+        let name: CredentialName = derived.parse().map_err(fail)?;
+        let spec = CredentialSpec::new(
+            Injection::Env {
+                var: var.to_owned(),
+            },
+            &[],
+        )
+        .map_err(fail)?;
+        let mut moved = config.clone();
+        let value = Secret::new(moved.env.remove(at).value);
+        self.add_credential(proven, &name, spec, false, value)?;
+        let moved_out = self.store()?.add_server(&moved).map_err(fail);
+        let bound = moved_out.and_then(|_| self.bind(proven, server, &name));
+        if let Err(err) = bound {
+            if let Ok(store) = self.store() {
+                let _ = store.add_server(&config);
+            }
+            let _ = self.remove_credential(proven, &name);
+            return Err(err);
+        }
+        self.config_changed();
+        Ok(name)
+    }
+
     /// Binds a credential to a server (its next launch may get it, once approved).
     pub fn bind(
         &self,

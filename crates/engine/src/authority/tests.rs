@@ -687,3 +687,56 @@ async fn an_answer_after_the_card_expired_by_the_clock_is_not_taken() {
     assert!(gate.authority.grants().is_empty());
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 }
+
+/// A secret an imported configuration left in a server's environment moves into the keychain:
+/// an env credential bound to the server, sealed, the plain value gone from the server's
+/// configuration; a second move, or a variable the server does not set, changes nothing.
+#[tokio::test]
+async fn a_plain_environment_secret_moves_into_the_keychain_bound_to_its_server() {
+    let gate = Gate::new();
+    gate.configure(&label(), &["GITHUB_TOKEN=ghp-plain-value-1", "TZ=UTC"]);
+
+    let name = gate
+        .authority
+        .move_env_to_keychain(&gate.proven, &label(), "GITHUB_TOKEN")
+        .expect("moved");
+    assert_eq!(name.as_str(), "deployer-github_token");
+
+    let store = Store::open(gate.home.path()).expect("store");
+    let config = store.server(&label()).expect("read").expect("configured");
+    let env: Vec<&str> = config.env.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(env, ["TZ"], "the plain value left the configuration");
+    let bound: Vec<String> = store
+        .bindings(&label())
+        .expect("bindings")
+        .into_iter()
+        .map(|c| c.name.to_string())
+        .collect();
+    assert_eq!(bound, [name.to_string()]);
+    let item = postern_domain::credential::keychain_item(&name, 1);
+    let stored = gate.secrets.get(&item).expect("get").expect("an item");
+    assert!(
+        !String::from_utf8_lossy(stored.expose()).contains("ghp-plain-value-1"),
+        "the keychain holds the value sealed, never in the clear"
+    );
+
+    for (var, why) in [
+        ("GITHUB_TOKEN", "sets no environment variable"),
+        ("TZ_X", "sets no"),
+    ] {
+        let err = gate
+            .authority
+            .move_env_to_keychain(&gate.proven, &label(), var)
+            .expect_err("refused");
+        assert!(err.to_string().contains(why), "{err}");
+    }
+    // A credential of that name already there: the configuration keeps its variable.
+    gate.configure(&label(), &["GITHUB_TOKEN=ghp-plain-value-2"]);
+    let err = gate
+        .authority
+        .move_env_to_keychain(&gate.proven, &label(), "GITHUB_TOKEN")
+        .expect_err("the name is taken");
+    assert!(err.to_string().contains("exists"), "{err}");
+    let kept = store.server(&label()).expect("read").expect("configured");
+    assert_eq!(kept.env.len(), 1, "nothing changed");
+}
