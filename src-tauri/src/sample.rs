@@ -74,7 +74,7 @@ pub fn card() -> ApprovalCard {
     }) else {
         unreachable!("a new agent run in prompt mode is asked about")
     };
-    ApprovalCard::new(&CardInputs {
+    let mut card = ApprovalCard::new(&CardInputs {
         id: ApprovalId::new(ASKED_AT, 0x00C0_FFEE),
         asked_at: ASKED_AT,
         timeout_ms: 120_000,
@@ -88,7 +88,10 @@ pub fn card() -> ApprovalCard {
         last_approved_catalog: Some(&approved.1),
         arguments: &json!({"branch": "main", "options": {}}),
         withheld: &[],
-    })
+    });
+    // The engine numbers the launch from its journal: the server's seventh.
+    card.epoch.launch = Some(7);
+    card
 }
 
 /// The card as the app hands it to the approval window.

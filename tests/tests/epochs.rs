@@ -299,6 +299,9 @@ async fn a_restart_with_an_identical_tool_list_is_a_new_epoch_with_the_same_revi
             identity(&second),
             "other code must be another identity: {third}"
         );
+        // People read launches by number: the first, second and third of this server.
+        let launches = [&first, &second, &third].map(|s| s["execution"]["launch"].clone());
+        assert_eq!(launches, [json!(1), json!(2), json!(3)], "{third}");
         assert_ne!(
             third["execution"]["entry"]["digest"], second["execution"]["entry"]["digest"],
             "{third}"
@@ -860,7 +863,9 @@ async fn two_sessions_of_one_server_get_two_epochs_with_equal_identities() -> Re
 
 /// refresh-contract §2: an interpreter whose entry is a module name (`python -m pkg`) without a
 /// lockfile cannot be pinned to files the host can hash; it runs, and status says UNPINNED with
-/// the reason. The same server with its lockfile and entry file is pinned.
+/// the reason. With an entry file but no lockfile (and the test venv's packages hashed) it is
+/// partly pinned, and status says what is covered and what is not. The same server with its lockfile and entry file is pinned. Each is
+/// its server's launch 1.
 #[tokio::test]
 async fn a_module_entry_without_a_lockfile_is_unpinned_and_says_why() -> Result<()> {
     let unpinned = Fixture::new()?;
@@ -868,33 +873,55 @@ async fn a_module_entry_without_a_lockfile_is_unpinned_and_says_why() -> Result<
     let pinned = Fixture::new()?;
     let gate = gate().await?;
     unpinned.add(&gate, LABEL, &[], &["-m", "server"])?;
+    unpinned.add(&gate, "partly", &[], &["-B", "server.py"])?;
     pinned.add(&gate, "pinned", &[], &["-B", "server.py"])?;
     gate.scenario(async {
         let mut agent = connect(&gate, LABEL).await?;
         let session = first_session(&gate, &mut agent).await?;
         assert!(ok_text(&agent.call_next("whoami", json!({})).await?)?.starts_with("revision=A "));
         let execution = &session["execution"];
-        assert_eq!(execution["pinned"], false, "{session}");
         assert_eq!(execution["entry"], Value::Null, "{session}");
         assert_eq!(execution["lockfiles"], json!([]), "{session}");
         let reason = "the entry is a module name, not a file, and there is no lockfile";
-        assert_eq!(execution["unpinnedReason"], reason, "{session}");
+        assert_eq!(
+            execution["pinning"],
+            json!({"state": "unpinned", "reason": reason}),
+            "{session}"
+        );
         let cli = gate.cli(["server", "status", LABEL])?;
         assert!(cli.contains(&format!("    UNPINNED: {reason}\n")), "{cli}");
 
-        let mut control = connect(&gate, "pinned").await?;
-        control.list_tools().await?;
-        let status = status(&gate).await?;
-        let session = status["sessions"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["server"] == "pinned"))
-            .with_context(|| format!("no session of 'pinned': {status}"))?;
-        assert_eq!(session["execution"]["pinned"], true, "{session}");
+        let mut partly = connect(&gate, "partly").await?;
+        partly.list_tools().await?;
+        let session = session_of(&gate, "partly").await?;
         assert_eq!(
-            session["execution"]["unpinnedReason"],
-            Value::Null,
+            session["execution"]["pinning"],
+            json!({
+                "state": "partly",
+                "covered": "the entry file server.py and the packages in venv",
+                "uncovered": "the server's own modules beside it: there is no lockfile in the \
+                              working directory (add one, or name them with --identity)",
+            }),
             "{session}"
         );
+        let cli = gate.cli(["server", "status", "partly"])?;
+        assert!(
+            cli.contains(
+                "    partly pinned: covers the entry file server.py and the packages in venv, \
+                 not the server's own modules beside it"
+            ) && !cli.contains("UNPINNED"),
+            "{cli}"
+        );
+
+        let mut control = connect(&gate, "pinned").await?;
+        control.list_tools().await?;
+        let session = session_of(&gate, "pinned").await?;
+        assert_eq!(
+            session["execution"]["pinning"],
+            json!({"state": "pinned"}),
+            "{session}"
+        );
+        assert_eq!(session["execution"]["launch"], 1, "{session}");
         assert_eq!(
             session["execution"]["entry"]["path"],
             path_str(&pinned.entry()),
@@ -908,6 +935,16 @@ async fn a_module_entry_without_a_lockfile_is_unpinned_and_says_why() -> Result<
         Ok(())
     })
     .await
+}
+
+/// The first session of `label` in status.
+async fn session_of(gate: &Gate, label: &str) -> Result<Value> {
+    let status = status(gate).await?;
+    status["sessions"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["server"] == label))
+        .cloned()
+        .with_context(|| format!("no session of '{label}': {status}"))
 }
 
 /// Polls `done` (a file the server writes) until it holds.

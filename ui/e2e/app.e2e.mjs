@@ -58,7 +58,7 @@ const scenarios = {
         await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
         expectEqual(await s.texts(".server .restart"), ["restart manual"], "restart policy");
         agents.push(agent(cli, home, "clock", "e2e-agent", "1.2.3"));
-        await s.waitForTexts(".session .state", (states) => same(states, ["catalog-ready"]));
+        await s.waitForAttributes(".session .state", "data-state", (states) => same(states, ["catalog-ready"]));
         expectEqual(await s.texts(".session-server, .session-agent"), ["clock", "e2e-agent 1.2.3"], "session");
         const [pid] = await s.texts(".session .facts .pid");
         if (!/^\d+$/.test(pid)) throw new Error(`server pid: expected a number, got ${JSON.stringify(pid)}`);
@@ -66,16 +66,19 @@ const scenarios = {
 
         // The epoch and catalog revision the engine reports (through the CLI) are the ones shown.
         const engine = posternStatus(home, "clock");
-        const [epochShort] = await s.texts(".session .facts .epoch");
-        const [epochTitle] = await s.attributes(".session .facts .epoch", "title");
-        expectEqual(epochShort, `${engine.epoch.slice(0, 6)}…${engine.epoch.slice(-4)}`, "short epoch");
+        // The launch by its number (the engine's), the epoch on hover.
+        const [launchShort] = await s.texts(".session .facts .launch");
+        const [epochTitle] = await s.attributes(".session .facts .launch", "title");
+        expectIncludes(launchShort, `${engine.launch} · started `, "the launch by its number");
         expectIncludes(epochTitle, engine.epoch, "full epoch on hover");
+        expectEqual(await s.texts(".session .state"), ["Ready · 1 tool"], "the state in words");
         expectEqual(await s.texts(".session .facts .revision"), [engine.revision.slice("sha256:".length, "sha256:".length + 12)], "catalog revision");
         expectEqual(await s.texts(".session .tool-count"), ["1 tool"], "tool count");
         expectEqual(await s.texts(".session .facts .identity"), [engine.identity.slice("sha256:".length, "sha256:".length + 12)], "identity digest");
-        // No lockfile next to clock.py: the engine calls it unpinned, and the window says why.
-        expectEqual(await s.texts(".session .pin"), ["UNPINNED"], "pinning badge");
-        expectEqual(await s.texts(".session .unpinned-reason"), [`Unpinned: ${engine.unpinned}`], "unpinned reason");
+        // No lockfile next to clock.py: the engine calls it partly pinned (clock.py is hashed, not
+        // what it imports), and the window says so calmly, with what is and is not covered.
+        expectEqual(await s.texts(".session .pin"), ["partly pinned"], "pinning badge");
+        expectEqual(await s.texts(".session .pin-note"), [`Partly pinned: the digests cover ${engine.covered}, not ${engine.uncovered}.`], "pinning note");
 
         // The execution record opens on demand, and stays open while the status changes.
         await s.click(".session details.record summary");
@@ -87,7 +90,7 @@ const scenarios = {
         writeFileSync(entry, `${readFileSync(entry, "utf8")}\n# rebuilt\n`);
         await s.waitForTexts(".session .newer .paths li", (paths) => same(paths, [entry]), 8000);
         expectIncludes((await s.texts(".session .newer .callout-title"))[0], "Files newer than the running process", "newer notice");
-        expectEqual(await s.texts(".session .facts .epoch"), [epochShort], "epoch after the build (manual restart policy)");
+        expectEqual(await s.attributes(".session .facts .launch", "title"), [epochTitle], "epoch after the build (manual restart policy)");
         expectEqual(await s.attributes(".session details.record", "open"), ["true"], "record still open");
 
         // The agent leaves: its session leaves the window too.
@@ -201,7 +204,7 @@ const scenarios = {
 
         publisher.build("b-schema");
         await s.waitForTexts('[data-server="publisher"] .changes li', (t) => t.length > 0, 30_000);
-        await s.waitForTexts('[data-server="publisher"] .state', (t) => same(t, ["catalog-ready"]), 30_000);
+        await s.waitForAttributes('[data-server="publisher"] .state', "data-state", (t) => same(t, ["catalog-ready"]), 30_000);
         await claude.request("tools/list", {});
         const second = claude.call("publish_preview", { branch: "main" }, 120_000);
         await s.waitForWindow("approvals", 30_000);
@@ -281,6 +284,7 @@ const scenarios = {
         const engine = posternStatus(home, "clock");
         const [launch] = await s.attributes(".grant .grant-launch", "title");
         expectIncludes(launch, engine.epoch, "the grant's launch is the running epoch");
+        expectIncludes((await s.texts(".grant .grant-launch"))[0], `launch ${engine.launch} · started `, "the grant's launch by its number");
         // Covered: the same call goes through without asking.
         const covered = (await agentClient.call("now", {}, 15_000)).result;
         if (covered?.isError) throw new Error(`a call under the grant: expected the tool's result, got ${JSON.stringify(covered)}`);
@@ -430,7 +434,7 @@ const scenarios = {
         agentClient = await client(cli, home, "clock", "e2e-agent");
         const first = (await agentClient.call("now", {}, 15_000)).result;
         if (first?.isError) throw new Error(`observe mode: expected the tool's result, got ${JSON.stringify(first)}`);
-        await s.waitForTexts(".session .state", (t) => same(t, ["catalog-ready"]));
+        await s.waitForAttributes(".session .state", "data-state", (t) => same(t, ["catalog-ready"]));
 
         await s.click(".lock-button");
         await s.waitForTexts(".locked h2", (t) => same(t, ["Postern is locked"]));
@@ -627,24 +631,27 @@ const scenarios = {
         await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
         agents.push(agent(cli, home, "clock", "e2e-agent"));
         await s.click(".tab-servers");
-        await s.waitForTexts('.server-card[data-label="clock"] .session .state', (t) => same(t, ["catalog-ready"]), 20_000);
+        await s.waitForAttributes('.server-card[data-label="clock"] .session .state', "data-state", (t) => same(t, ["catalog-ready"]), 20_000);
         const before = epochOf(home, "clock");
         expectEqual(await s.attributes(".server-card .session .record .epoch-full", "class"), ["epoch-full"], "the record is there");
-        const [shown] = await s.attributes(".server-card .session .facts .epoch", "title");
+        const [shown] = await s.attributes(".server-card .session .facts .launch", "title");
         expectIncludes(shown, before, "the epoch shown before");
         expectEqual(await s.texts(".server-card .server-state"), ["1 running"], "state summary");
 
         await s.click('.server-card[data-label="clock"] .restart-button');
         await s.waitForTexts(".restart-note", (t) => same(t, ["Restarting 1 process of clock: each gets a new execution epoch."]));
         const [after] = await s.waitForAttributes(
-          ".server-card .session .facts .epoch",
+          ".server-card .session .facts .launch",
           "title",
           (t) => t.length === 1 && t[0] !== null && !t[0].includes(before),
           20_000,
         );
-        await s.waitForTexts(".server-card .session .state", (t) => same(t, ["catalog-ready"]), 20_000);
+        await s.waitForAttributes(".server-card .session .state", "data-state", (t) => same(t, ["catalog-ready"]), 20_000);
         const engine = epochOf(home, "clock");
         expectIncludes(after, engine, "the new epoch is the engine's");
+        // The server's second launch, by number.
+        const [launch] = await s.texts(".server-card .session .facts .launch");
+        if (!launch.startsWith("2 · started ")) throw new Error(`the restarted launch: expected launch 2, got ${JSON.stringify(launch)}`);
       });
     } finally {
       for (const a of agents) a.stdin.end();
@@ -841,9 +848,11 @@ function posternStatus(home, label) {
   };
   return {
     epoch: find(/running epoch (\S+)/, "epoch"),
+    launch: find(/running epoch \S+ {2}pid \d+ {2}launch (\d+)/, "launch number"),
     identity: find(/identity (sha256:\S+)/, "identity"),
     revision: find(/catalog (sha256:\S+)/, "catalog revision"),
-    unpinned: find(/UNPINNED: (.+)/, "unpinned reason"),
+    covered: out.match(/partly pinned: covers (.+?), not /)?.[1] ?? null,
+    uncovered: out.match(/partly pinned: covers .+?, not (.+)/)?.[1] ?? null,
   };
 }
 

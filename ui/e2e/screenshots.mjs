@@ -62,14 +62,14 @@ const shots = {
         await credential(home, "publisher-token", "--kind", "env", "--env", "PUBLISHER_TOKEN");
         await posternAtTerminal(cli, home, ["server", "bind", "publisher", "publisher-token"]);
         agents.push(agent(cli, home, "publisher", "claude-code", "2.0.14"));
-        await s.waitForTexts(".session .state", (t) => same(t, ["catalog-ready"]), 30_000);
+        await s.waitForAttributes(".session .state", "data-state", (t) => same(t, ["catalog-ready"]), 30_000);
         agents.push(agent(cli, home, "clock", "Cursor", "1.7.2"));
-        await s.waitForTexts(".session .state", (t) => same(t, ["catalog-ready", "catalog-ready"]), 30_000);
+        await s.waitForAttributes(".session .state", "data-state", (t) => same(t, ["catalog-ready", "catalog-ready"]), 30_000);
 
         publisher.build("b-annotation-flip");
         writeFileSync(clock, `${readFileSync(clock, "utf8")}\n# rebuilt\n`);
         await s.waitForTexts('[data-server="publisher"] .changes .flag', (t) => t.length === 1, 30_000);
-        await s.waitForTexts('[data-server="publisher"] .state', (t) => same(t, ["catalog-ready"]), 30_000);
+        await s.waitForAttributes('[data-server="publisher"] .state', "data-state", (t) => same(t, ["catalog-ready"]), 30_000);
         await s.waitForTexts('[data-server="clock"] .newer .paths li', (t) => t.length === 1, 15_000);
         const status = await s.screenshot();
 
@@ -122,7 +122,7 @@ const shots = {
 
         publisher.build("b-schema");
         await s.waitForTexts('[data-server="publisher"] .changes li', (t) => t.length > 0, 30_000);
-        await s.waitForTexts('[data-server="publisher"] .state', (t) => same(t, ["catalog-ready"]), 30_000);
+        await s.waitForAttributes('[data-server="publisher"] .state', "data-state", (t) => same(t, ["catalog-ready"]), 30_000);
         await claude.request("tools/list", {});
         void claude.call("publish_preview", { branch: "main" }, 600_000).catch(() => {});
         const cursor = await client(cli, home, "clock", "Cursor", "1.7.2");

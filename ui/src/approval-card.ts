@@ -93,7 +93,11 @@ export type EpochView = {
   /** The identity digest of its execution record. */
   identity: string;
   launchCommand: string[];
-  pinning: { state: "pinned" } | { state: "unpinned"; reason: string };
+  /** When it was launched (unix ms). */
+  startedAtMs: number;
+  /** Which launch of its server this is, counted from 1 ("launch 7"; null: not known). */
+  launch: number | null;
+  pinning: { state: "pinned" } | { state: "partly"; covered: string; uncovered: string } | { state: "unpinned"; reason: string };
   since: IdentitySince;
 };
 

@@ -3,6 +3,7 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import type { AgentIdentity, ApprovalCard, Argument, EpochView, IdentitySince, ToolView, UntrustedHints } from "./approval-card";
 import { allowWith, argumentName, calmLine, cardView, countdown, coverage, lifetimeLabel, narrowest, renderApprovals, RISKS_SHOWN, tick, type ApprovalHandlers, type ApprovalsState } from "./approval";
 import type { Approval } from "./bindings";
+import { clock, shortEpoch } from "./format";
 import cardJson from "./fixtures/approval-card.json";
 import approvalJson from "./fixtures/approval.json";
 
@@ -68,7 +69,7 @@ describe("the committed sample card", () => {
       }),
     );
     expect(Object.keys(card.agent).sort()).toEqual(keys<AgentIdentity>({ pid: true, startTime: true, executable: true, chain: true, cwd: true }));
-    expect(Object.keys(card.epoch).sort()).toEqual(keys<EpochView>({ epoch: true, identity: true, launchCommand: true, pinning: true, since: true }));
+    expect(Object.keys(card.epoch).sort()).toEqual(keys<EpochView>({ epoch: true, identity: true, launchCommand: true, startedAtMs: true, launch: true, pinning: true, since: true }));
     expect(Object.keys(card.tool).sort()).toEqual(keys<ToolView>({ name: true, title: true, description: true }));
     expect(Object.keys(card.annotations ?? {}).sort()).toEqual(keys<UntrustedHints>({ note: true, hints: true }));
     for (const arg of card.arguments) {
@@ -154,15 +155,34 @@ describe("an approval card", () => {
     expect(text(root.querySelector(".changed-facts"))).toBe("Changed: the working directory.");
   });
 
-  it("shows the server and its epoch, and exactly which artifacts changed since the approved epoch", () => {
+  it("shows the server and its launch by number, the epoch in full, and exactly which artifacts changed since the approved epoch", () => {
     const root = showWindow(sample);
 
     expect(text(root.querySelector(".server-name"))).toBe("deployer");
-    expect(root.querySelector(".section-server .epoch")?.getAttribute("title")).toBe(`execution epoch ${card.epoch.epoch}`);
+    // The sample was launched at 14:30 UTC on the day it asks (15:30 UTC).
+    const started = clock(card.epoch.startedAtMs, card.askedAt);
+    expect(started).toMatch(/^\d\d:30$/);
+    expect(text(root.querySelector(".section-server .launch"))).toBe(`launch 7 · started ${started}`);
+    expect(root.querySelector(".section-server .launch")?.getAttribute("title")).toBe(`execution epoch ${card.epoch.epoch}`);
+    expect(text(root.querySelector(".section-server .epoch"))).toBe(card.epoch.epoch);
     expect(text(root.querySelector(".section-server .pin"))).toBe("PINNED");
+    expect(root.querySelector(".section-server .pin-note, .section-server .unpinned-reason")).toBeNull();
     expect(text(root.querySelector(".since-changed .callout-title"))).toContain("The code changed since the last approval");
     expect(all(root, ".changed-artifacts li")).toEqual(["/srv/deployer/dist/server.js", "/usr/bin/node"]);
     expect(text(root.querySelector(".changed-facts"))).toBe("Also changed: the runtime version.");
+  });
+
+  it("says a launch it cannot number by its epoch, and a partly pinned one calmly, with what is and is not covered", () => {
+    const pinning = { state: "partly", covered: "the entry file server.js", uncovered: "the code it loads: there is no lockfile" } as const;
+    const root = showWindow(withCard({ epoch: { ...card.epoch, launch: null, pinning } }));
+
+    expect(text(root.querySelector(".section-server .launch"))).toBe(`launch ${shortEpoch(card.epoch.epoch)} · started ${clock(card.epoch.startedAtMs, card.askedAt)}`);
+    expect(text(root.querySelector(".section-server .pin"))).toBe("partly pinned");
+    expect(root.querySelector(".section-server .pin")?.classList).not.toContain("unpinned");
+    expect(text(root.querySelector(".section-server .pin-note"))).toBe(
+      "Partly pinned: the digests cover the entry file server.js, not the code it loads: there is no lockfile.",
+    );
+    expect(root.querySelector(".section-server .unpinned-reason")).toBeNull();
   });
 
   it.each([

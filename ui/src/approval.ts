@@ -11,7 +11,8 @@
 import type { Argument, ApprovalCard, GrantChoice, IdentitySince, Json, Reply, RiskLine } from "./approval-card";
 import type { Approval } from "./bindings";
 import { h, icon, mark, type Child } from "./dom";
-import { commandLine, shortDigest, shortEpoch } from "./format";
+import { commandLine, launchLine, shortDigest, shortEpoch } from "./format";
+import { pinBadge, pinNote } from "./pinning";
 import { passphraseField } from "./proof";
 
 /** What the approval window shows. */
@@ -79,7 +80,7 @@ export function renderApprovals(state: ApprovalsState, nowMs: number, on: Approv
           "content",
           cardView(current, nowMs),
           decide(current.card, state, on, passphrase),
-          detailsView(current, state.details, on),
+          detailsView(current, state.details, on, nowMs),
         ),
   );
 }
@@ -230,7 +231,7 @@ function agentFacts(card: ApprovalCard): HTMLElement {
   ]);
 }
 
-function serverFacts(card: ApprovalCard): HTMLElement {
+function serverFacts(card: ApprovalCard, nowMs: number): HTMLElement {
   const e = card.epoch;
   return h(
     "div",
@@ -238,21 +239,20 @@ function serverFacts(card: ApprovalCard): HTMLElement {
     grid([
       ["server", h("span", "server-name strong", card.server)],
       [
-        "epoch",
+        "launch",
         h(
           "span",
           {},
-          h("code", { class: "epoch", title: `execution epoch ${e.epoch}` }, shortEpoch(e.epoch)),
+          h("span", { class: "launch", title: `execution epoch ${e.epoch}` }, launchLine(e.launch, e.epoch, e.startedAtMs, nowMs)),
           " ",
-          e.pinning.state === "pinned"
-            ? h("span", { class: "badge badge-ok pin pinned", title: "The digests pin the code that runs" }, icon("lock"), "PINNED")
-            : h("span", { class: "badge pin unpinned", title: e.pinning.reason }, icon("unlock"), "UNPINNED"),
+          pinBadge(e.pinning),
         ),
       ],
+      ["epoch", h("code", { class: "epoch", title: "execution epoch: this launch's own id" }, e.epoch)],
       ["identity", h("code", { class: "identity", title: `identity digest ${e.identity}` }, shortDigest(e.identity))],
       ["command", h("code", "command", commandLine(e.launchCommand))],
     ]),
-    e.pinning.state === "unpinned" ? h("p", "unpinned-reason", h("span", "strong", "Unpinned: "), e.pinning.reason) : null,
+    pinNote(e.pinning),
     sinceView(e.since),
   );
 }
@@ -470,14 +470,14 @@ function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers,
 }
 
 /** The forensic facts, folded (the window remembers whether the person keeps them open). */
-function detailsView(approval: Approval, open: boolean, on: ApprovalHandlers): HTMLElement {
+function detailsView(approval: Approval, open: boolean, on: ApprovalHandlers, nowMs: number): HTMLElement {
   const card = approval.card;
   const details = h(
     "details",
     "forensics",
     h("summary", {}, "Details: process, code, catalog"),
     section("Agent", "agent", agentFacts(card)),
-    section("Server and code", "server", serverFacts(card)),
+    section("Server and code", "server", serverFacts(card, nowMs)),
     section("Catalog", "catalog", catalogFacts(approval)),
     card.annotations === null ? null : section("Untrusted hints", "hints", hintsView(card)),
     section("Credentials", "credentials", credentialsView(card)),

@@ -175,13 +175,15 @@ workingDirectory: string,
  */
 envNames: Array<string>, 
 /**
- * Whether the digests pin the code that runs.
+ * Which launch of its server this is, counted from 1 over every session and engine run
+ * the journal holds ("launch 7"); `None` while the audit log (and so the journal) is
+ * not being written.
  */
-pinned: boolean, 
+launch: number | null, 
 /**
- * Why not, when not.
+ * Whether the digests pin the code that runs, in part, or not.
  */
-unpinnedReason: string | null, 
+pinning: PinningView, 
 /**
  * The process id at launch.
  */
@@ -190,6 +192,20 @@ pid: number,
  * Launch time, unix ms.
  */
 startedAtMs: number, };
+
+export type PinningView = { "state": "pinned" } | { "state": "partly", 
+/**
+ * What the digests cover: "the entry file server.js".
+ */
+covered: string, 
+/**
+ * What they do not, and how to cover it.
+ */
+uncovered: string, } | { "state": "unpinned", 
+/**
+ * Why.
+ */
+reason: string, };
 
 export type ArtifactView = { 
 /**
@@ -393,6 +409,10 @@ server: string,
  * The launch (execution epoch) it covers, and no other.
  */
 epoch: string, 
+/**
+ * Which launch of its server that is, counted from 1 ("launch 7"; `None`: not known).
+ */
+launch: number | null, 
 /**
  * When that launch started (unix ms; the epoch's own time).
  */

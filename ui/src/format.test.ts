@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { addCommand, agentSnippet, ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch, splitWords } from "./format";
+import { addCommand, agentSnippet, ago, clock, clockSeconds, commandLine, count, launchLine, launchName, shortDigest, shortEpoch, splitWords } from "./format";
 
 describe("commandLine", () => {
   it("leaves plain words alone", () => {
@@ -63,6 +63,14 @@ describe("short identifiers", () => {
   it("keeps an epoch's head (its time) and tail (random, tells epochs apart)", () => {
     expect(shortEpoch("01JQ7R4S4S0QJ7GZP1S2K8XWQD")).toBe("01JQ7R…XWQD");
     expect(shortEpoch("01JQ7R4S")).toBe("01JQ7R4S");
+  });
+
+  it("names a launch by its number, and by its epoch short when it has none", () => {
+    const epoch = "01JQ7R4S4S0QJ7GZP1S2K8XWQD";
+    expect(launchName(7, epoch)).toBe("launch 7");
+    expect(launchName(null, epoch)).toBe("launch 01JQ7R…XWQD");
+    const started = new Date(2026, 10, 29, 21, 9).getTime();
+    expect(launchLine(7, epoch, started, started + 60_000)).toBe("launch 7 · started 21:09");
   });
 
   it("shows a deadline to the second", () => {

@@ -106,3 +106,17 @@ export function clockSeconds(thenMs: number): string {
   const then = new Date(thenMs);
   return `${pad(then.getHours())}:${pad(then.getMinutes())}:${pad(then.getSeconds())}`;
 }
+
+/**
+ * A launch as people say it, "launch 7": its number among its server's launches. The epoch
+ * short ("launch 01M8KY…QZZX") when the engine could not number it (the audit log is not
+ * being written).
+ */
+export function launchName(launch: number | null | undefined, epoch: string): string {
+  return launch === null || launch === undefined ? `launch ${shortEpoch(epoch)}` : `launch ${launch}`;
+}
+
+/** "launch 7 · started 21:09". */
+export function launchLine(launch: number | null | undefined, epoch: string, startedMs: number, nowMs: number): string {
+  return `${launchName(launch, epoch)} · started ${clock(startedMs, nowMs)}`;
+}

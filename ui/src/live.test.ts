@@ -410,6 +410,7 @@ describe("the Permissions page", () => {
             id: "01GRANT",
             server: "time",
             epoch: "01EPOCH00000000000000000000",
+            launch: null,
             launchedAtMs: 0,
             launchRunning: true,
             tools: { kind: "named", names: ["now"] },

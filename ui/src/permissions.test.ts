@@ -15,6 +15,7 @@ function grant(fields: Partial<GrantView> = {}): GrantView {
     id: "01JGRANT0000000000000000AA",
     server: "ci-server",
     epoch: "01JEPOCH00000000000000QZZX",
+    launch: 7,
     launchedAtMs: at(21, 9),
     launchRunning: true,
     tools: { kind: "named", names: ["deploy"] },
@@ -39,6 +40,7 @@ const page: Permissions = {
           tools: { kind: "everyToolOfCatalog", revision: "sha256:abc", names: ["status", "logs"] },
           credentials: ["deploy-key"],
           end: { kind: "runEnds" },
+          launch: null,
           launchRunning: false,
         }),
       ],
@@ -86,11 +88,14 @@ describe("the Permissions page", () => {
     expect(all(root, ".run-gone")).toEqual(["not connected"]);
     const [first, second] = [...root.querySelectorAll(".grant-run")[0]!.querySelectorAll(".grant")];
     expect(text(first!.querySelector(".grant-what"))).toBe("deploy on ci-server until 21:40 (12 min left)");
-    expect(text(first!.querySelector(".grant-launch"))).toBe("launch 01JEPO…QZZX · started 21:09");
+    expect(text(first!.querySelector(".grant-launch"))).toBe("launch 7 · started 21:09");
+    expect(first!.querySelector(".grant-launch")?.getAttribute("title")).toBe("execution epoch 01JEPOCH00000000000000QZZX");
     expect(text(first!.querySelector(".grant-given"))).toBe("given 21:25 · 3 min ago");
     expect(text(second!.querySelector(".grant-what"))).toBe("every tool of this catalog (status, logs) on ci-server until the agent run ends");
     expect(text(second!.querySelector(".grant-credentials"))).toBe("credentials deploy-key");
     expect(text(second!.querySelector(".launch-ended"))).toBe("· ended: covers nothing now");
+    // Not numbered (the audit log was not being written): the epoch short instead.
+    expect(text(second!.querySelector(".grant-launch"))).toBe("launch 01JEPO…QZZX · started 21:09 · ended: covers nothing now");
     expect(text(root.querySelector('[data-grant="01JGRANT0000000000000000CC"] .grant-end'))).toBe("this call");
     expect(text(root.querySelector(".grants-panel .panel-head .muted"))).toBe("3 grants");
   });

@@ -6,7 +6,7 @@
 
 import type { EveryUseTarget, GrantEndView, GrantTools, GrantView, Permissions, RunGrants, RunKey, SessionStatus } from "./bindings";
 import { h } from "./dom";
-import { ago, clock, count, shortEpoch } from "./format";
+import { ago, clock, count, launchLine } from "./format";
 
 /** What the page's controls do (src/live.ts wires them to the app). */
 export interface PermissionControls {
@@ -131,9 +131,7 @@ function grantView(g: GrantView, controls: PermissionControls, nowMs: number): H
         h(
           "span",
           { class: "grant-launch", title: `execution epoch ${g.epoch}` },
-          "launch ",
-          h("code", {}, shortEpoch(g.epoch)),
-          ` · started ${clock(g.launchedAtMs, nowMs)}`,
+          launchLine(g.launch, g.epoch, g.launchedAtMs, nowMs),
           g.launchRunning ? null : h("span", "launch-ended", " · ended: covers nothing now"),
         ),
         g.credentials.length === 0 ? null : h("span", "grant-credentials", "credentials ", ...g.credentials.map((c) => h("code", "chip", c))),

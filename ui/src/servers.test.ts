@@ -31,7 +31,7 @@ const busy = status({
       artifactsNewer: ["/srv/inventory/dist/server.js"],
       credentials: { released: ["inventory-read"], withheld: ["inventory-api"], reason: "identity changed since approval" },
     }),
-    session({ id: "#2", server: "inventory", state: "identityPending", serverPid: 48300, execution: execution({ pinned: false, unpinnedReason: "no lockfile" }) }),
+    session({ id: "#2", server: "inventory", state: "identityPending", serverPid: 48300, execution: execution({ pinning: { state: "unpinned", reason: "no lockfile" } }) }),
   ],
 });
 
@@ -51,8 +51,9 @@ describe("the Servers view", () => {
     const root = serversView(busy, NOW, () => {});
     const card = root.querySelector('[data-label="inventory"]')!;
 
-    expect(all(card, ".session .state")).toEqual(["catalog-ready", "identity-pending"]);
-    expect(card.querySelector('[data-session="#1"] .facts .epoch')?.getAttribute("title")).toBe("execution epoch 01JQ7RA0B6G5X3T1M2N4P6R8SV");
+    expect(all(card, ".session .state")).toEqual(["Ready · 2 tools", "Reading its tools…"]);
+    expect([...card.querySelectorAll(".session .state")].map((el) => el.getAttribute("data-state"))).toEqual(["catalog-ready", "identity-pending"]);
+    expect(card.querySelector('[data-session="#1"] .facts .launch')?.getAttribute("title")).toBe("execution epoch 01JQ7RA0B6G5X3T1M2N4P6R8SV");
     expect(all(card, '[data-session="#1"] .record-grid dt')).toContain("runtime");
     expect(all(card, '[data-session="#1"] .artifact .path')).toContain("/usr/bin/node");
     expect(all(card, ".newer .paths li")).toEqual(["/srv/inventory/dist/server.js"]);

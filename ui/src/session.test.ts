@@ -25,14 +25,21 @@ const all = (root: Element, selector: string): string[] => [...root.querySelecto
 
 beforeEach(() => document.body.replaceChildren());
 
-describe("a session's execution epoch", () => {
-  it("shows the epoch short, with the full ULID on hover", () => {
-    const el = card({ execution: execution({ epoch: "01JQ7R4S4S0QJ7GZP1S2K8XWQD" }) });
+describe("a session's launch", () => {
+  it("shows the launch by its number and start time, with the full ULID on hover", () => {
+    const el = card({ execution: execution({ epoch: "01JQ7R4S4S0QJ7GZP1S2K8XWQD", launch: 7, startedAtMs: new Date(2026, 10, 29, 15, 9).getTime() }) });
 
-    const epoch = el.querySelector(".facts .epoch");
-    expect(text(epoch)).toBe("01JQ7R…XWQD");
-    expect(epoch?.getAttribute("title")).toContain("01JQ7R4S4S0QJ7GZP1S2K8XWQD");
-    expect(epoch?.tagName).toBe("CODE");
+    const launch = el.querySelector(".facts .launch");
+    expect(text(launch?.closest(".fact") ?? null)).toBe("launch 7 · started 15:09");
+    expect(launch?.getAttribute("title")).toBe("execution epoch 01JQ7R4S4S0QJ7GZP1S2K8XWQD");
+    // The ULID itself is in the execution record.
+    expect(text(el.querySelector(".record .epoch-full"))).toBe("01JQ7R4S4S0QJ7GZP1S2K8XWQD");
+  });
+
+  it("falls back to the epoch short when the engine could not number the launch", () => {
+    const el = card({ execution: execution({ epoch: "01JQ7R4S4S0QJ7GZP1S2K8XWQD", launch: null, startedAtMs: new Date(2026, 10, 29, 15, 9).getTime() }) });
+
+    expect(text(el.querySelector(".facts .launch"))).toBe("01JQ7R…XWQD · started 15:09");
   });
 
   it("shows the pid and the identity digest short", () => {
@@ -43,31 +50,80 @@ describe("a session's execution epoch", () => {
     expect(el.querySelector(".facts .identity")?.getAttribute("title")).toContain(digest("ab"));
   });
 
-  it("calls the epoch of a stopped server its last one", () => {
+  it("calls the launch of a stopped server its last one", () => {
     const el = card({ state: "stopped", serverPid: null, execution: execution() });
 
-    expect(all(el, ".facts .fact-k")[0]).toBe("last epoch");
+    expect(all(el, ".facts .fact-k")[0]).toBe("last launch");
     expect(text(el.querySelector(".facts .pid"))).toBe("—");
   });
 });
 
 describe("pinning", () => {
   it("marks a pinned server PINNED, calmly", () => {
-    const el = card({ execution: execution({ pinned: true }) });
+    const el = card({ execution: execution({ pinning: { state: "pinned" } }) });
 
     expect(all(el, ".pin")).toEqual(["PINNED"]);
     expect(el.querySelector(".pin")?.classList).toContain("badge-ok");
+    expect(el.querySelector(".unpinned-reason")).toBeNull();
+    expect(el.querySelector(".pin-note")).toBeNull();
+  });
+
+  it("says a partly pinned server calmly, with what is covered and what is not", () => {
+    const pinning = {
+      state: "partly",
+      covered: "the entry file server.py",
+      uncovered: "the code it loads: there is no lockfile in the working directory (add one, or name the dependency tree with --identity)",
+    } as const;
+    const el = card({ execution: execution({ pinning }) });
+
+    expect(all(el, ".pin")).toEqual(["partly pinned"]);
+    expect(el.querySelector(".pin")?.classList).not.toContain("unpinned");
+    expect(el.querySelector(".pin")?.classList).toContain("badge-outline");
+    const note = el.querySelector(".pin-note");
+    expect(text(note)).toBe(
+      "Partly pinned: the digests cover the entry file server.py, not the code it loads: there is no lockfile in the working directory (add one, or name the dependency tree with --identity).",
+    );
+    expect(note?.classList).toContain("muted");
     expect(el.querySelector(".unpinned-reason")).toBeNull();
   });
 
   it("marks an unpinned server UNPINNED and says why", () => {
     const reason = "`npx` fetches and runs a package by name, and there is no lockfile in the working directory";
-    const el = card({ execution: execution({ pinned: false, unpinnedReason: reason }) });
+    const el = card({ execution: execution({ pinning: { state: "unpinned", reason } }) });
 
     expect(all(el, ".pin")).toEqual(["UNPINNED"]);
     expect(el.querySelector(".pin")?.classList).toContain("unpinned");
     expect(el.querySelector(".pin")?.getAttribute("title")).toBe(reason);
     expect(text(el.querySelector(".unpinned-reason"))).toBe(`Unpinned: ${reason}`);
+  });
+});
+
+describe("the state in words", () => {
+  it.each([
+    ["catalogReady", "Ready · 3 tools", "catalog-ready"],
+    ["catalogRefreshing", "Checking its new tools…", "catalog-refreshing"],
+    ["identityPending", "Reading its tools…", "identity-pending"],
+    ["starting", "Starting…", "starting"],
+    ["stopped", "Stopped", "stopped"],
+  ] as const)("says %s as %j, keeping the contract's name", (state, words, raw) => {
+    const el = card({ state, catalog: catalog({ tools: ["a", "b", "c"] }) });
+
+    const badge = el.querySelector(".state");
+    expect(text(badge)).toBe(words);
+    expect(badge?.getAttribute("data-state")).toBe(raw);
+    expect(badge?.getAttribute("title")?.startsWith(`${raw}: `)).toBe(true);
+  });
+
+  it("says one tool in the singular, and a ready server without a catalog as Ready", () => {
+    expect(text(card({ catalog: catalog({ tools: ["a"] }) }).querySelector(".state"))).toBe("Ready · 1 tool");
+    expect(text(card({ catalog: null }).querySelector(".state"))).toBe("Ready");
+  });
+
+  it("shows a state a newer engine sends by its own name", () => {
+    const el = card({ state: "draining" as unknown as "stopped" });
+
+    expect(text(el.querySelector(".state"))).toBe("draining");
+    expect(el.querySelector(".state")?.getAttribute("data-state")).toBe("draining");
   });
 });
 
@@ -137,7 +193,7 @@ describe("the catalog", () => {
   it("says the catalog is being fetched in a new epoch", () => {
     const el = card({ state: "identityPending", catalog: null });
 
-    expect(text(el.querySelector(".state"))).toBe("identity-pending");
+    expect(text(el.querySelector(".state"))).toBe("Reading its tools…");
     expect(all(el, ".fact")).toContain("catalog fetching…");
   });
 });

@@ -6,17 +6,38 @@ import type { AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionVi
 import { h, icon, type Child } from "./dom";
 import { ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch } from "./format";
 import { allowedLine } from "./permissions";
+import { pinBadge, pinNote } from "./pinning";
 
 type Tone = "ok" | "warn" | "bad" | "idle";
 
-/** Each state by the contract's name (§7), and the tone it shows in. */
-const STATES: Record<SessionState, [Tone, string]> = {
-  catalogReady: ["ok", "catalog-ready"],
-  catalogRefreshing: ["warn", "catalog-refreshing"],
-  identityPending: ["warn", "identity-pending"],
-  starting: ["warn", "starting"],
-  stopped: ["idle", "stopped"],
+/** Each state: its tone, its name in the contract (§7, kept as `data-state` and in the tooltip),
+ * and what it means, for the tooltip. The words a person reads are `stateWords`. */
+const STATES: Record<SessionState, [Tone, string, string]> = {
+  catalogReady: ["ok", "catalog-ready", "running, its tools known: calls go to the gate"],
+  catalogRefreshing: ["warn", "catalog-refreshing", "the server said its tools changed: requests are held until Postern has checked the new catalog"],
+  identityPending: ["warn", "identity-pending", "a new launch: requests are held until Postern has read its tools"],
+  starting: ["warn", "starting", "launching: Postern hashes its code and starts it"],
+  stopped: ["idle", "stopped", "not running: an agent's next call starts it, as a new launch"],
 };
+
+/** The state in words: "Ready · 3 tools", "Reading its tools…", "Starting…", "Stopped". */
+export function stateWords(s: SessionStatus): string {
+  switch (s.state) {
+    case "catalogReady":
+      return s.catalog === null ? "Ready" : `Ready · ${count(s.catalog.tools.length, "tool")}`;
+    case "catalogRefreshing":
+      return "Checking its new tools…";
+    case "identityPending":
+      return "Reading its tools…";
+    case "starting":
+      return "Starting…";
+    case "stopped":
+      return "Stopped";
+    default:
+      // A state this UI does not know yet (a newer engine) still shows, by its own name.
+      return String(s.state);
+  }
+}
 
 /** What a catalog change line ends with when it makes a tool look safer (crates/domain/src/catalog/diff.rs). */
 const ESCALATION = " [escalation]";
@@ -38,16 +59,16 @@ export function sessionCard(s: SessionStatus, nowMs: number, mode: "prompt" | "o
         h("span", "session-server", s.server),
         s.client === null ? h("span", "session-agent muted", "unnamed agent") : h("span", "session-agent", s.client),
         agentChain(s.agent),
-        h("span", { class: `badge badge-${tone} state`, title: stateTitle(s) }, stateName),
-        s.execution === null ? null : pinBadge(s.execution),
+        h("span", { class: `badge badge-${tone} state`, "data-state": stateName, title: stateTitle(s, stateName) }, stateWords(s)),
+        s.execution === null ? null : pinBadge(s.execution.pinning),
         staleBadge(s.catalog),
         h("span", { class: "session-since muted", title: new Date(s.connectedAtMs).toISOString() }, `${clock(s.connectedAtMs, nowMs)} · ${ago(s.connectedAtMs, nowMs)}`),
       ]),
     ),
-    facts(s),
+    facts(s, nowMs),
     h("p", { class: `allowed${(s.grants ?? []).length > 0 ? " has-grants" : ""}` }, allowedLine(s, nowMs, mode)),
     credentials(s.credentials),
-    s.execution !== null && !s.execution.pinned ? unpinnedReason(s.execution) : null,
+    s.execution === null ? null : pinNote(s.execution.pinning),
     s.artifactsNewer.length > 0 ? newer(s) : null,
     s.catalog !== null && s.catalog.changes.length > 0 ? changes(s.catalog) : null,
     exitLine(s, nowMs),
@@ -62,30 +83,29 @@ function agentChain(agent: AgentView | null): HTMLElement {
   return h("span", { class: "session-chain muted", title: `pid ${agent.pid}${exe}` }, agent.chain.join(" → "));
 }
 
-function stateTitle(s: SessionStatus): string | undefined {
-  if (s.state === "stopped" && s.lastExit !== null) return `last exit: ${s.lastExit}`;
-  if (s.state === "identityPending") return "a new epoch: requests are held until its catalog is fetched";
-  if (s.state === "catalogRefreshing") return "the server said its tools changed: requests are held until Postern has checked the new catalog";
-  return undefined;
+/** The raw state and what it means; why it stopped, when it did. */
+function stateTitle(s: SessionStatus, stateName: string): string {
+  const meaning = STATES[s.state]?.[2];
+  const exit = s.state === "stopped" && s.lastExit !== null ? ` (last exit: ${s.lastExit})` : "";
+  return meaning === undefined ? stateName : `${stateName}: ${meaning}${exit}`;
 }
 
-function pinBadge(e: ExecutionView): HTMLElement {
-  return e.pinned
-    ? h("span", { class: "badge badge-ok pin pinned", title: "The digests pin the code that runs" }, icon("lock"), "PINNED")
-    : h("span", { class: "badge pin unpinned", title: e.unpinnedReason ?? "unpinned" }, icon("unlock"), "UNPINNED");
-}
+// --- the one-line summary: launch, pid, identity, catalog -------------------------------------
 
-// --- the one-line summary: epoch, pid, identity, catalog -------------------------------------
-
-function facts(s: SessionStatus): HTMLElement {
+function facts(s: SessionStatus, nowMs: number): HTMLElement {
   const e = s.execution;
   const live = s.serverPid !== null;
   return h(
     "div",
     "facts",
     e === null
-      ? fact("epoch", "none yet", "muted")
-      : fact(live ? "epoch" : "last epoch", shortEpoch(e.epoch), "epoch", `execution epoch ${e.epoch}`),
+      ? fact("launch", "none yet", "muted")
+      : fact(
+          live ? "launch" : "last launch",
+          `${e.launch ?? shortEpoch(e.epoch)} · started ${clock(e.startedAtMs, nowMs)}`,
+          "launch",
+          `execution epoch ${e.epoch}`,
+        ),
     fact("pid", live ? String(s.serverPid) : "—", "pid"),
     e === null ? null : fact("identity", shortDigest(e.identity), "identity", `identity digest ${e.identity}`),
     catalogFact(s),
@@ -147,10 +167,6 @@ function credentials(c: CredentialsView): HTMLElement | null {
           h("span", "withheld-reason", ` ${c.reason ?? "not approved for this identity"}`),
         ),
   );
-}
-
-function unpinnedReason(e: ExecutionView): HTMLElement {
-  return h("p", "unpinned-reason", h("span", "strong", "Unpinned: "), e.unpinnedReason ?? "the engine gave no reason");
 }
 
 function newer(s: SessionStatus): HTMLElement {

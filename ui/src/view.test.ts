@@ -46,7 +46,7 @@ describe("a running engine", () => {
     expect(text(root.querySelector(".foot"))).toContain("/home/ada/.local/share/postern/run/engine.sock");
   });
 
-  it("shows connected agent sessions, one card each, with the state by the contract's name", () => {
+  it("shows connected agent sessions, one card each, with the state in words and by the contract's name", () => {
     const connected = new Date(2026, 10, 29, 15, 18).getTime();
     const root = show({
       state: "running",
@@ -65,10 +65,16 @@ describe("a running engine", () => {
     expect(cards.map((li) => li.getAttribute("data-session"))).toEqual(["#1", "#2", "#3", "#4"]);
     expect(all(root, ".session-server")).toEqual(["time", "everything", "time", "time"]);
     expect(all(root, ".session-agent")).toEqual(["claude-code 2.1.0", "unnamed agent", "unnamed agent", "unnamed agent"]);
-    expect(all(root, ".session .state")).toEqual(["catalog-ready", "starting", "identity-pending", "stopped"]);
+    expect(all(root, ".session .state")).toEqual(["Ready", "Starting…", "Reading its tools…", "Stopped"]);
+    expect([...root.querySelectorAll(".session .state")].map((el) => el.getAttribute("data-state"))).toEqual(["catalog-ready", "starting", "identity-pending", "stopped"]);
     expect(all(root, ".session .pid")).toEqual(["4242", "—", "4300", "—"]);
     expect(all(root, ".session-since")).toEqual(Array(4).fill("15:18 · 12 min ago"));
-    expect(root.querySelector('[data-session="#4"] .state')?.getAttribute("title")).toBe("last exit: exit status 1");
+    expect(root.querySelector('[data-session="#3"] .state')?.getAttribute("title")).toBe(
+      "identity-pending: a new launch: requests are held until Postern has read its tools",
+    );
+    expect(root.querySelector('[data-session="#4"] .state')?.getAttribute("title")).toBe(
+      "stopped: not running: an agent's next call starts it, as a new launch (last exit: exit status 1)",
+    );
     expect(all(root, ".panel-sessions .panel-head > *")).toEqual(["Agent sessions", "4 connected"]);
   });
 

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use postern_domain::ServerLabel;
-use postern_engine::{ArtifactView, SessionState, SessionStatus, Status};
+use postern_engine::{ArtifactView, PinningView, SessionState, SessionStatus, Status};
 
 /// What `postern server list` and `status` say of the built-in server, which is always there.
 pub const BUILTIN_SUMMARY: &str = "built-in: http_request (HTTPS, header credentials bound to it)";
@@ -96,16 +96,22 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
         } else {
             "last"
         };
-        writeln!(out, "    {running} epoch {}  pid {}", e.epoch, e.pid)?;
+        let launch = e
+            .launch
+            .map(|n| format!("  launch {n}"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "    {running} epoch {}  pid {}{launch}",
+            e.epoch, e.pid
+        )?;
         writeln!(out, "    identity {}", e.identity)?;
-        if e.pinned {
-            writeln!(out, "    pinned")?;
-        } else {
-            writeln!(
-                out,
-                "    UNPINNED: {}",
-                e.unpinned_reason.as_deref().unwrap_or("unknown reason")
-            )?;
+        match &e.pinning {
+            PinningView::Pinned => writeln!(out, "    pinned")?,
+            PinningView::Partly { covered, uncovered } => {
+                writeln!(out, "    partly pinned: covers {covered}, not {uncovered}")?;
+            }
+            PinningView::Unpinned { reason } => writeln!(out, "    UNPINNED: {reason}")?,
         }
         artifact(out, "executable", &e.executable)?;
         for w in &e.wrappers {

@@ -78,6 +78,15 @@ pub struct Artifact {
 pub enum Pinning {
     /// The code that runs is covered by the digests.
     Pinned,
+    /// The server's own code (its entry file, its script) is hashed, but not everything it
+    /// runs. Said as a note, not an alarm: what is covered and what is not.
+    Partly {
+        /// What the digests cover, in words: "the entry file server.js".
+        covered: String,
+        /// What they do not, and how to cover it: "the code it loads: there is no lockfile
+        /// ...".
+        uncovered: String,
+    },
     /// The digests prove less than they seem; `reason` says why.
     Unpinned { reason: String },
 }

@@ -166,15 +166,41 @@ pub struct ExecutionView {
     pub working_directory: String,
     /// Names of the environment variables the process got (never values).
     pub env_names: Vec<String>,
-    /// Whether the digests pin the code that runs.
-    pub pinned: bool,
-    /// Why not, when not.
-    pub unpinned_reason: Option<String>,
+    /// Which launch of its server this is, counted from 1 over every session and engine run
+    /// the journal holds ("launch 7"); `None` while the audit log (and so the journal) is
+    /// not being written.
+    pub launch: Option<u32>,
+    /// Whether the digests pin the code that runs, in part, or not.
+    pub pinning: PinningView,
     /// The process id at launch.
     pub pid: u32,
     /// Launch time, unix ms.
     #[ts(type = "number")]
     pub started_at_ms: i64,
+}
+
+/// Whether the digests cover the code that runs (`postern_domain::Pinning`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(
+    tag = "state",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum PinningView {
+    /// All of it.
+    Pinned,
+    /// The server's own code, not everything it runs.
+    Partly {
+        /// What the digests cover: "the entry file server.js".
+        covered: String,
+        /// What they do not, and how to cover it.
+        uncovered: String,
+    },
+    /// The digests prove less than they seem.
+    Unpinned {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The agent process behind a session.
@@ -217,6 +243,10 @@ pub struct CatalogView {
     pub escalation: bool,
 }
 
+/// Each launch's number among its server's launches ("launch 7"), by epoch: what
+/// [`crate::launches`] read from the journal.
+pub(crate) type Launches = std::collections::HashMap<postern_domain::ExecutionEpoch, u32>;
+
 /// Builds the status view from configuration and live sessions.
 pub(crate) fn status(
     home: &Home,
@@ -225,6 +255,7 @@ pub(crate) fn status(
     audit: AuditStatus,
     gate: GateStatus,
     grants: &[postern_domain::Grant],
+    launches: &Launches,
 ) -> Status {
     let servers = configs
         .iter()
@@ -246,7 +277,10 @@ pub(crate) fn status(
             pass_methods: c.pass_methods.clone(),
         })
         .collect();
-    let sessions = sessions.iter().map(|s| session_status(s, grants)).collect();
+    let sessions = sessions
+        .iter()
+        .map(|s| session_status(s, grants, launches))
+        .collect();
     Status {
         home: home.path().display().to_string(),
         socket: home.socket_path().display().to_string(),
@@ -257,7 +291,11 @@ pub(crate) fn status(
     }
 }
 
-fn session_status(s: &SessionInfo, grants: &[postern_domain::Grant]) -> SessionStatus {
+fn session_status(
+    s: &SessionInfo,
+    grants: &[postern_domain::Grant],
+    launches: &Launches,
+) -> SessionStatus {
     SessionStatus {
         id: format!("#{}", s.id),
         server: s.server.to_string(),
@@ -277,7 +315,7 @@ fn session_status(s: &SessionInfo, grants: &[postern_domain::Grant]) -> SessionS
             Phase::CatalogRefreshing => SessionState::CatalogRefreshing,
         },
         server_pid: s.pid(),
-        execution: s.record.as_ref().map(execution_view),
+        execution: s.record.as_ref().map(|r| execution_view(r, launches)),
         catalog: s.catalog.as_ref().map(|c| {
             let diff = s.previous_catalog.as_ref().map(|old| old.diff(c));
             CatalogView {
@@ -301,7 +339,7 @@ fn session_status(s: &SessionInfo, grants: &[postern_domain::Grant]) -> SessionS
             reason: s.credentials.reason.clone(),
         },
         unresponsive_since_ms: s.unresponsive_since_ms,
-        grants: session_grants(s, grants),
+        grants: session_grants(s, grants, launches),
     }
 }
 
@@ -312,7 +350,7 @@ fn artifact_view(a: &Artifact) -> ArtifactView {
     }
 }
 
-fn execution_view(r: &ExecutionRecord) -> ExecutionView {
+fn execution_view(r: &ExecutionRecord, launches: &Launches) -> ExecutionView {
     ExecutionView {
         epoch: r.epoch.to_string(),
         identity: r.identity_digest().to_string(),
@@ -325,10 +363,16 @@ fn execution_view(r: &ExecutionRecord) -> ExecutionView {
         runtime: r.runtime.clone(),
         working_directory: r.working_directory.display().to_string(),
         env_names: r.env_names.clone(),
-        pinned: matches!(r.pinning, Pinning::Pinned),
-        unpinned_reason: match &r.pinning {
-            Pinning::Unpinned { reason } => Some(reason.clone()),
-            Pinning::Pinned => None,
+        launch: launches.get(&r.epoch).copied(),
+        pinning: match &r.pinning {
+            Pinning::Pinned => PinningView::Pinned,
+            Pinning::Partly { covered, uncovered } => PinningView::Partly {
+                covered: covered.clone(),
+                uncovered: uncovered.clone(),
+            },
+            Pinning::Unpinned { reason } => PinningView::Unpinned {
+                reason: reason.clone(),
+            },
         },
         pid: r.pid,
         started_at_ms: r.started_at_ms,
@@ -343,6 +387,7 @@ pub fn typescript_bindings() -> String {
         SessionStatus::decl(),
         SessionState::decl(),
         ExecutionView::decl(),
+        PinningView::decl(),
         ArtifactView::decl(),
         AgentView::decl(),
         CatalogView::decl(),

@@ -10,6 +10,7 @@ pub mod harden;
 mod home;
 pub mod import;
 pub mod journal;
+mod launches;
 mod os_lock;
 pub mod permissions;
 pub mod rewire;
@@ -27,8 +28,8 @@ use postern_vault::{Keychain, SecretStore};
 use tokio::sync::{broadcast, watch};
 
 pub use api::{
-    AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, GateStatus, ServerStatus,
-    SessionState, SessionStatus, Status, typescript_bindings,
+    AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, GateStatus, PinningView,
+    ServerStatus, SessionState, SessionStatus, Status, typescript_bindings,
 };
 pub use audit::{AuditLog, AuditState, AuditStatus};
 pub use authority::{Authority, Clock, ManualClock, Settings, SettingsUpdate, SystemClock};
@@ -196,10 +197,17 @@ impl Engine {
 
     /// Every live grant by agent run, and the every-use settings: the Permissions page.
     pub fn permissions(&self) -> permissions::Permissions {
+        let grants = self.authority.grants();
+        let launches = launches::numbered(
+            &self.store,
+            &self.audit.status().state,
+            grants.iter().map(|g| (&g.server_label, g.execution_epoch)),
+        );
         permissions::permissions(
-            &self.authority.grants(),
+            &grants,
             &self.sessions.snapshot(),
             &self.authority.every_use(),
+            &launches,
         )
     }
 
@@ -355,13 +363,23 @@ pub(crate) fn status(
 ) -> Result<Status, EngineError> {
     let configs = store.lock().map_err(|_| poisoned())?.servers()?;
     let grants = authority.grants();
+    let sessions = sessions.snapshot();
+    let audit = audit.status();
+    let launches = launches::numbered(
+        store,
+        &audit.state,
+        sessions
+            .iter()
+            .filter_map(|s| Some((&s.server, s.record.as_ref()?.epoch))),
+    );
     Ok(api::status(
         home,
         &configs,
-        &sessions.snapshot(),
-        audit.status(),
+        &sessions,
+        audit,
         authority.gate_status(),
         &grants,
+        &launches,
     ))
 }
 

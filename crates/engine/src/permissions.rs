@@ -12,6 +12,8 @@ use postern_gateway::SessionInfo;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::api::Launches;
+
 /// The Permissions page: live grants by agent run, and the every-use settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
@@ -61,6 +63,8 @@ pub struct GrantView {
     pub server: String,
     /// The launch (execution epoch) it covers, and no other.
     pub epoch: String,
+    /// Which launch of its server that is, counted from 1 ("launch 7"; `None`: not known).
+    pub launch: Option<u32>,
     /// When that launch started (unix ms; the epoch's own time).
     #[ts(type = "number")]
     pub launched_at_ms: u64,
@@ -149,6 +153,7 @@ pub(crate) fn permissions(
     grants: &[Grant],
     sessions: &[SessionInfo],
     every_use: &[EveryUseSetting],
+    launches: &Launches,
 ) -> Permissions {
     let mut by_run: BTreeMap<AgentRun, Vec<&Grant>> = BTreeMap::new();
     for grant in grants {
@@ -173,7 +178,10 @@ pub(crate) fn permissions(
                     .find_map(|s| s.agent.as_ref()?.cwd.as_ref())
                     .map(|p| p.display().to_string()),
                 connected: !of_run.is_empty(),
-                grants: grants.iter().map(|g| grant_view(g, sessions)).collect(),
+                grants: grants
+                    .iter()
+                    .map(|g| grant_view(g, sessions, launches))
+                    .collect(),
             }
         })
         .collect();
@@ -185,7 +193,11 @@ pub(crate) fn permissions(
 /// The live grants that cover a session's running launch: its agent run's, for its server,
 /// at its epoch (what its card says it is allowed). None while its server is stopped: the
 /// next launch is a new epoch.
-pub(crate) fn session_grants(session: &SessionInfo, grants: &[Grant]) -> Vec<GrantView> {
+pub(crate) fn session_grants(
+    session: &SessionInfo,
+    grants: &[Grant],
+    launches: &Launches,
+) -> Vec<GrantView> {
     let (Some(agent), Some(record), Some(_)) = (&session.agent, &session.record, session.pid())
     else {
         return Vec::new();
@@ -202,11 +214,11 @@ pub(crate) fn session_grants(session: &SessionInfo, grants: &[Grant]) -> Vec<Gra
     covering.sort_by_key(|g| (g.issued_at, g.id));
     covering
         .into_iter()
-        .map(|g| grant_view(g, std::slice::from_ref(session)))
+        .map(|g| grant_view(g, std::slice::from_ref(session), launches))
         .collect()
 }
 
-fn grant_view(grant: &Grant, sessions: &[SessionInfo]) -> GrantView {
+fn grant_view(grant: &Grant, sessions: &[SessionInfo], launches: &Launches) -> GrantView {
     let running = sessions.iter().any(|s| {
         s.server == grant.server_label
             && s.pid().is_some()
@@ -231,6 +243,7 @@ fn grant_view(grant: &Grant, sessions: &[SessionInfo]) -> GrantView {
         id: grant.id.to_string(),
         server: grant.server_label.to_string(),
         epoch: grant.execution_epoch.to_string(),
+        launch: launches.get(&grant.execution_epoch).copied(),
         launched_at_ms: grant.execution_epoch.unix_ms(),
         launch_running: running,
         tools,
@@ -299,7 +312,8 @@ mod tests {
             level: EveryUse::Confirm,
         }];
 
-        let page = permissions(&grants, &[], &every_use);
+        let launches = Launches::from([(ExecutionEpoch::new(1_000, 1), 7)]);
+        let page = permissions(&grants, &[], &every_use, &launches);
 
         let runs: Vec<(u32, Vec<u64>)> = page
             .runs
@@ -317,6 +331,7 @@ mod tests {
         );
         assert!(!first.grants[0].launch_running, "no session runs it");
         assert_eq!(first.grants[0].launched_at_ms, 1_000);
+        assert_eq!(first.grants[0].launch, Some(7), "numbered from the journal");
         assert_eq!(
             page.runs[1].grants[0].end,
             GrantEndView::Until { unix_ms: 9_000 }
@@ -378,25 +393,32 @@ mod tests {
     #[test]
     fn a_run_is_named_by_its_client_and_a_session_shows_the_grants_of_its_launch() {
         let granted = ExecutionEpoch::new(1_000, 1);
+        let none = Launches::new();
         let grants = [grant(2, &["deploy"], 100, GrantEnd::UntilRunEnds)];
 
         let live = session(2, granted, Phase::CatalogReady);
-        let page = permissions(&grants, std::slice::from_ref(&live), &[]);
+        let page = permissions(&grants, std::slice::from_ref(&live), &[], &none);
         let run = &page.runs[0];
         assert_eq!(run.client.as_deref(), Some("claude-code 2.1.3"));
         assert_eq!(run.cwd.as_deref(), Some("/home/me/shop"));
         assert!(run.connected && run.grants[0].launch_running);
-        assert_eq!(session_grants(&live, &grants).len(), 1);
+        assert_eq!(
+            run.grants[0].launch, None,
+            "the journal has not numbered it"
+        );
+        assert_eq!(session_grants(&live, &grants, &none).len(), 1);
 
         // Another run's session, and the same run's next launch: not theirs to show.
-        assert!(session_grants(&session(3, granted, Phase::CatalogReady), &grants).is_empty());
+        assert!(
+            session_grants(&session(3, granted, Phase::CatalogReady), &grants, &none).is_empty()
+        );
         let relaunched = session(2, ExecutionEpoch::new(2_000, 2), Phase::CatalogReady);
-        assert!(session_grants(&relaunched, &grants).is_empty());
-        let page = permissions(&grants, &[relaunched], &[]);
+        assert!(session_grants(&relaunched, &grants, &none).is_empty());
+        let page = permissions(&grants, &[relaunched], &[], &none);
         assert!(!page.runs[0].grants[0].launch_running, "its launch ended");
         // A stopped server: the grant's launch is over.
         let stopped = session(2, granted, Phase::Stopped);
-        assert!(session_grants(&stopped, &grants).is_empty());
-        assert!(!permissions(&grants, &[stopped], &[]).runs[0].grants[0].launch_running);
+        assert!(session_grants(&stopped, &grants, &none).is_empty());
+        assert!(!permissions(&grants, &[stopped], &[], &none).runs[0].grants[0].launch_running);
     }
 }

@@ -25,6 +25,7 @@
 //! of the last record naming them), so that the timeline can draw lanes and epoch bands
 //! without reading the calls.
 
+mod launches;
 mod project;
 mod timeline;
 

@@ -179,7 +179,7 @@ impl DigestCache {
                     working_directory.join(p)
                 }
             })
-            .chain(environment)
+            .chain(environment.clone())
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
 
@@ -192,8 +192,13 @@ impl DigestCache {
         let pinning = pinning(
             config,
             kind,
-            shell_wrapper,
-            entry.is_some(),
+            match (shell_wrapper, wrappers.last()) {
+                (false, _) => Dispatch::Direct,
+                (true, Some(script)) => Dispatch::Script(script),
+                (true, None) => Dispatch::Shell,
+            },
+            entry.as_ref(),
+            environment.as_deref(),
             !lockfiles.is_empty(),
             // The user's own paths: an environment holds packages, not the server's code.
             !config.identity_paths.is_empty(),
@@ -395,11 +400,23 @@ fn program_kind(path: &Path) -> Kind {
     }
 }
 
+/// How the program that runs is reached.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dispatch<'a> {
+    /// Not through a shell.
+    Direct,
+    /// Through this shell script (hashed), which hands over to a program that is not.
+    Script(&'a Artifact),
+    /// A shell is the program, and what it starts is not hashed.
+    Shell,
+}
+
 fn pinning(
     config: &ServerConfig,
     kind: Kind,
-    through_shell: bool,
-    has_entry: bool,
+    dispatch: Dispatch<'_>,
+    entry: Option<&Artifact>,
+    environment: Option<&Path>,
     has_lock: bool,
     has_extra: bool,
 ) -> Pinning {
@@ -423,30 +440,59 @@ fn pinning(
         );
     }
     if kind == Kind::Interpreter && !has_lock && !has_extra {
-        return unpinned(
-            match (has_entry, config.args().first().map(String::as_str)) {
-                (false, Some("-m")) => {
-                    "the entry is a module name, not a file, and there is no lockfile".to_owned()
-                }
-                (false, _) => {
-                    "no entry file could be found among the arguments, and there is no lockfile"
-                        .to_owned()
-                }
-                (true, _) => "the entry file is hashed, but not the code it loads: there is no \
-                          lockfile in the working directory (add one, or name the dependency \
-                          tree with --identity)"
-                    .to_owned(),
+        return match (entry, config.args().first().map(String::as_str)) {
+            // The server's own file is hashed: the code it loads is not.
+            (Some(entry), _) => match environment {
+                Some(environment) => Pinning::Partly {
+                    covered: format!(
+                        "the entry file {} and the packages in {}",
+                        file_name(&entry.path),
+                        file_name(environment)
+                    ),
+                    uncovered: "the server's own modules beside it: there is no lockfile in the \
+                                working directory (add one, or name them with --identity)"
+                        .to_owned(),
+                },
+                None => Pinning::Partly {
+                    covered: format!("the entry file {}", file_name(&entry.path)),
+                    uncovered: "the code it loads: there is no lockfile in the working \
+                                directory (add one, or name the dependency tree with --identity)"
+                        .to_owned(),
+                },
             },
-        );
+            (None, Some("-m")) => unpinned(
+                "the entry is a module name, not a file, and there is no lockfile".to_owned(),
+            ),
+            (None, _) => unpinned(
+                "no entry file could be found among the arguments, and there is no lockfile"
+                    .to_owned(),
+            ),
+        };
     }
-    if through_shell && !has_extra {
-        return unpinned(
-            "a shell script dispatches to the program that runs (a wrapper or a version-manager shim), \
-             which is not hashed; name it with --identity"
-                .to_owned(),
-        );
+    if dispatch != Dispatch::Direct && !has_extra {
+        let uncovered = "the program it hands over to (a wrapper or a version-manager shim): \
+                         name it with --identity";
+        return match dispatch {
+            Dispatch::Script(script) => Pinning::Partly {
+                covered: format!("the script {}", file_name(&script.path)),
+                uncovered: uncovered.to_owned(),
+            },
+            Dispatch::Direct | Dispatch::Shell => unpinned(
+                "a shell runs the server, and the program it starts is not hashed: name it \
+                 with --identity"
+                    .to_owned(),
+            ),
+        };
     }
     Pinning::Pinned
+}
+
+/// A path's last component, for a sentence (the whole path when it has none).
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// Resolves a program name as `execvp` would: a path (relative to the working

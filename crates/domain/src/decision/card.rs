@@ -106,6 +106,13 @@ pub struct EpochView {
     pub identity: Digest,
     /// The command it was launched with.
     pub launch_command: Vec<String>,
+    /// When it was launched (unix ms).
+    #[serde(default)]
+    pub started_at_ms: i64,
+    /// Which launch of its server this is, counted from 1 ("launch 7"): filled by the engine,
+    /// which reads it from the journal (`None`: not known).
+    #[serde(default)]
+    pub launch: Option<u32>,
     /// Whether the digests cover the code that runs.
     pub pinning: Pinning,
     /// How it differs from the last approved epoch.
@@ -245,6 +252,8 @@ impl ApprovalCard {
                 epoch: inputs.record.epoch,
                 identity: inputs.record.identity_digest(),
                 launch_command: inputs.record.launch_command.clone(),
+                started_at_ms: inputs.record.started_at_ms,
+                launch: None,
                 pinning: inputs.record.pinning.clone(),
                 since: identity_since(inputs.last_approved_record, inputs.record),
             },

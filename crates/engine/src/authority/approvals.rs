@@ -324,7 +324,7 @@ impl Authority {
             Some(b) => (Some(&b.record), Some(b.catalog.as_ref())),
             None => (None, None),
         };
-        let card = ApprovalCard::new(&CardInputs {
+        let mut card = ApprovalCard::new(&CardInputs {
             id,
             asked_at: now,
             timeout_ms,
@@ -339,6 +339,13 @@ impl Authority {
             arguments: &call.arguments,
             withheld: &call.withheld,
         });
+        card.epoch.launch = crate::launches::numbered(
+            &self.inner.store,
+            &self.inner.audit.status().state,
+            [(&call.request.server, call.request.epoch)],
+        )
+        .get(&call.request.epoch)
+        .copied();
         self.inner.audit.record(AuditEvent::ApprovalRequested {
             approval: id,
             session: call.session,

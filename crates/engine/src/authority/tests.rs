@@ -27,6 +27,7 @@ use super::{
 };
 use crate::{AuditLog, Home};
 
+mod launches;
 mod lock;
 mod operations;
 mod presence;

@@ -5,7 +5,9 @@
 
 use postern_audit::rand_core::{TryCryptoRng, TryRng};
 use postern_audit::{Chain, EventKind, OpeningKey, SealedRecord, UnixMillis};
-use postern_domain::{AuditEvent, ExecutionEpoch, ServerLabel};
+use postern_domain::{
+    Artifact, AuditEvent, Digest, ExecutionEpoch, ExecutionRecord, Pinning, ServerLabel,
+};
 use postern_store::{
     ActivityFilter, Append, AuditWriter, Opened, SessionFilter, Store, StoreError, TimelineQuery,
 };
@@ -36,6 +38,30 @@ pub fn label(name: &str) -> ServerLabel {
 
 pub fn epoch(n: u128) -> ExecutionEpoch {
     ExecutionEpoch::new(1_700_000_000_000, n)
+}
+
+/// A pinned launch of `server` at `epoch`: one binary, nothing else.
+pub fn record(server: &str, epoch: ExecutionEpoch) -> Box<ExecutionRecord> {
+    let path = "/usr/bin/server";
+    Box::new(ExecutionRecord {
+        server_label: label(server),
+        epoch,
+        launch_command: vec![path.into()],
+        executable: Artifact {
+            path: path.into(),
+            digest: Digest::of(path.as_bytes()),
+        },
+        wrappers: vec![],
+        entry: None,
+        lockfiles: vec![],
+        extra_paths: vec![],
+        runtime: None,
+        working_directory: "/work".into(),
+        env_names: vec![],
+        pinning: Pinning::Pinned,
+        pid: 100,
+        started_at_ms: 0,
+    })
 }
 
 /// A log written through the audit writer, record `i` (1-based) at time `i * 1000`.

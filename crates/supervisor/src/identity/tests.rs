@@ -80,6 +80,16 @@ fn a_shebang_script_is_the_entry_of_its_interpreter_and_a_shell_wrapper_is_a_wra
         .observe(&config(dir.path(), &["./mcp-tool"]))
         .expect("observe");
     assert_eq!(seen.entry.map(|e| e.path), Some(tool.clone()));
+    // The script is hashed; with no lockfile, what it imports is not.
+    assert_eq!(
+        seen.pinning,
+        Pinning::Partly {
+            covered: "the entry file mcp-tool".into(),
+            uncovered: "the code it loads: there is no lockfile in the working directory \
+                        (add one, or name the dependency tree with --identity)"
+                .into(),
+        }
+    );
     assert!(
         seen.runtime
             .as_deref()
@@ -99,7 +109,8 @@ fn a_shebang_script_is_the_entry_of_its_interpreter_and_a_shell_wrapper_is_a_wra
         [wrapper]
     );
     assert!(
-        matches!(seen.pinning, Pinning::Unpinned { ref reason } if reason.contains("shell script")),
+        matches!(seen.pinning, Pinning::Partly { ref covered, ref uncovered }
+            if covered == "the script run.sh" && uncovered.starts_with("the program it hands over to")),
         "{:?}",
         seen.pinning
     );
@@ -203,9 +214,11 @@ fn a_python_virtual_environment_is_part_of_the_identity_but_its_bytecode_caches_
             .expect("the venv among the identity paths")
     };
     let before = environment(&first);
-    // The packages are hashed, not the server's own modules beside its entry: still unpinned.
+    // The packages are hashed, not the server's own modules beside its entry: partly pinned.
     assert!(
-        matches!(first.pinning, Pinning::Unpinned { .. }),
+        matches!(&first.pinning, Pinning::Partly { covered, uncovered }
+            if covered == "the entry file server.py and the packages in .venv"
+                && uncovered.starts_with("the server's own modules beside it")),
         "{:?}",
         first.pinning
     );
