@@ -43,7 +43,7 @@ use serde::Serialize;
 
 use crate::{DB_FILE, Store, StoreError, migrations};
 
-pub use activity::{ActivityFilter, ActivityRow, Agent, Asked, GrantLife};
+pub use activity::{ActivityFilter, ActivityRow, Agent, Asked, GrantLife, SessionName};
 pub(crate) use project::Projector;
 pub use timeline::{Band, Bucket, Complete, Lane, Mark, MarkKind, Timeline, TimelineQuery, Wait};
 

@@ -18,7 +18,7 @@ use rusqlite::Connection;
 pub use audit::{Append, AuditWriter, Opened, StoredRecord};
 pub use journal::{
     ActivityFilter, ActivityRow, Agent, Asked, Band, Bucket, Complete, GrantLife, GrantRow, Lane,
-    Mark, MarkKind, SessionFilter, SessionRow, Timeline, TimelineQuery, Wait,
+    Mark, MarkKind, SessionFilter, SessionName, SessionRow, Timeline, TimelineQuery, Wait,
 };
 pub use servers::AddOutcome;
 

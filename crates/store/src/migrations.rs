@@ -232,6 +232,7 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE journal_activity ADD COLUMN approval TEXT;   -- the approval request it raised
      CREATE INDEX journal_activity_asked ON journal_activity(time)
         WHERE approval IS NOT NULL;
+     CREATE INDEX journal_activity_result ON journal_activity(result_seq);  -- a result's call
      CREATE TABLE journal_approvals (
         approval  TEXT PRIMARY KEY NOT NULL,  -- the approval id (a ULID)
         session   INTEGER NOT NULL,           -- journal_sessions.id

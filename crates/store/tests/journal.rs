@@ -504,6 +504,29 @@ fn check_who_and_how(store: &Store) {
         ),
         (Some("observed"), &None, &None)
     );
+    // A clicked record finds its call (the intent, the refusal or the result) and its
+    // session, named by the journal id.
+    let call_of = |seq| store.activity_of_record(seq).expect("call").map(|r| r.seq);
+    assert_eq!(
+        (call_of(6), call_of(7), call_of(10), call_of(5)),
+        (Some(6), Some(6), Some(10), None)
+    );
+    let session = store
+        .session_of_record(5, 1)
+        .expect("session")
+        .expect("known");
+    assert_eq!((session.id, session.server.as_str()), (2, "deploy"));
+    assert_eq!(session.agent, first.agent);
+    let other = store
+        .session_of_record(23, 2)
+        .expect("session")
+        .expect("known");
+    assert_eq!(
+        (other.id, other.agent.client.as_deref()),
+        (12, Some("agent-b"))
+    );
+    assert_eq!(store.session_of_record(23, 9).expect("session"), None);
+
     let json = serde_json::to_value(first).expect("json");
     assert_eq!(json["agent"]["cwd"], "/home/u/app");
     assert_eq!(json["grant"]["end"]["kind"], "untilRunEnds");

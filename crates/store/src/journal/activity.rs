@@ -75,6 +75,39 @@ pub struct ActivityRow {
     pub asked: Option<Asked>,
 }
 
+/// A journal session by its id, with its agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionName {
+    /// The journal session id.
+    pub id: i64,
+    /// The server label.
+    pub server: String,
+    /// Its agent.
+    pub agent: Agent,
+}
+
+/// The columns an Activity statement selects, in the order [`Store::activity_rows`] reads.
+const COLUMNS: &str = "SELECT seq, time, session, server, epoch, tool, call, decision, outcome,
+                              duration_ms, authority, grant, approval
+                       FROM journal_activity";
+
+/// The Activity row whose intent, refusal (`seq`) or result (`result_seq`) is record ?1: the
+/// primary key, then `journal_activity_result`.
+fn record_call() -> String {
+    format!(
+        "{COLUMNS} WHERE seq = ?1
+         UNION ALL {COLUMNS} WHERE result_seq = ?1 AND result_seq != seq LIMIT 1"
+    )
+}
+
+/// The journal session numbered ?2 in the engine run of record ?1 (the last
+/// `engine_started` at or before it): `audit_log_kind`, then `(run, session)`.
+const SESSION_OF_RECORD: &str = "
+    SELECT id, server FROM journal_sessions
+    WHERE session = ?2 AND run = (SELECT coalesce(max(seq), 0) FROM audit_log
+                                  WHERE kind = 'engine_started' AND seq <= ?1)";
+
 /// The agent behind a session, as the journal knows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -124,7 +157,47 @@ impl Store {
     /// by `time`. The agent, grant and approval of each row are primary-key lookups after.
     pub fn activity(&self, filter: &ActivityFilter) -> Result<Vec<ActivityRow>, StoreError> {
         let (sql, args) = self.activity_sql(filter)?;
-        let mut stmt = self.conn.prepare_cached(&sql)?;
+        self.activity_rows(&sql, args)
+    }
+
+    /// The Activity row record `seq` is about: the call whose intent, refusal or result it
+    /// is (`None` for a record of another kind).
+    pub fn activity_of_record(&self, seq: i64) -> Result<Option<ActivityRow>, StoreError> {
+        Ok(self.activity_rows(&record_call(), vec![seq.into()])?.pop())
+    }
+
+    /// The journal session record `seq` names as the engine's session `number` (the
+    /// session numbers of the engine run the record belongs to), with its agent.
+    pub fn session_of_record(
+        &self,
+        seq: i64,
+        number: u64,
+    ) -> Result<Option<SessionName>, StoreError> {
+        let found: Option<(i64, String)> = self
+            .conn
+            .prepare_cached(SESSION_OF_RECORD)?
+            .query_row(rusqlite::params![seq, number as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        found
+            .map(|(id, server)| {
+                Ok(SessionName {
+                    id,
+                    server,
+                    agent: self.session_agent(id)?,
+                })
+            })
+            .transpose()
+    }
+
+    /// Runs an Activity statement (its columns [`COLUMNS`]) and completes each row.
+    fn activity_rows(
+        &self,
+        sql: &str,
+        args: Vec<SqlValue>,
+    ) -> Result<Vec<ActivityRow>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
         let rows = stmt.query_map(params_from_iter(args), |r| {
             let grant: Option<String> = r.get(11)?;
             let approval: Option<String> = r.get(12)?;
@@ -223,11 +296,7 @@ impl Store {
 
     /// The statement of an Activity page and its arguments.
     fn activity_sql(&self, filter: &ActivityFilter) -> Result<(String, Vec<SqlValue>), StoreError> {
-        let mut sql = String::from(
-            "SELECT seq, time, session, server, epoch, tool, call, decision, outcome, duration_ms,
-                    authority, grant, approval
-             FROM journal_activity WHERE 1",
-        );
+        let mut sql = format!("{COLUMNS} WHERE 1");
         let mut args: Vec<SqlValue> = Vec::new();
         let mut eq = |column: &str, value: SqlValue, sql: &mut String| {
             args.push(value);
@@ -300,6 +369,29 @@ impl Store {
 mod tests {
     use super::*;
     use crate::journal::tests::plan;
+
+    #[test]
+    fn a_records_call_and_session_are_index_searches() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let args = [SqlValue::Integer(1)];
+        let call = plan(&store, &record_call(), &args);
+        assert!(
+            call.contains("USING INTEGER PRIMARY KEY (rowid=?)"),
+            "{call}"
+        );
+        assert!(
+            call.contains("journal_activity_result (result_seq=?)"),
+            "{call}"
+        );
+        assert!(!call.contains("SCAN"), "{call}");
+        let session = plan(&store, SESSION_OF_RECORD, &[1.into(), 1.into()]);
+        assert!(
+            session.contains("sqlite_autoindex_journal_sessions"),
+            "{session}"
+        );
+        assert!(!session.contains("SCAN"), "{session}");
+    }
 
     #[test]
     fn every_activity_filter_walks_one_index_in_page_order() {
