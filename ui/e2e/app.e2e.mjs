@@ -260,11 +260,7 @@ const scenarios = {
         const main = await s.windowHandle();
         await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
         agentClient = await client(cli, home, "clock", "e2e-agent", "2.1.3");
-        const first = agentClient.call("now");
-        await s.waitForWindow("approvals");
-        await s.waitForTexts(".approval .tool-name", (t) => same(t, ["now"]));
-        await grantInApprovalWindow(s, "forMinutes:15");
-        const allowed = (await first).result;
+        const allowed = await callGranted(s, agentClient, "forMinutes:15");
         if (allowed?.isError || !allowed?.content?.[0]?.text) throw new Error(`the first call: expected the tool's result, got ${JSON.stringify(allowed)}`);
         await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
         await s.switchToWindow(main);
@@ -715,11 +711,7 @@ const scenarios = {
         const main = await s.windowHandle();
         await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
         agentClient = await client(cli, home, "clock", "e2e-agent", "2.1.3");
-        const first = agentClient.call("now");
-        await s.waitForWindow("approvals");
-        await s.waitForTexts(".approval .tool-name", (t) => same(t, ["now"]));
-        await grantInApprovalWindow(s, "forMinutes:15");
-        if ((await first).result?.isError) throw new Error("the first call was refused");
+        if ((await callGranted(s, agentClient, "forMinutes:15"))?.isError) throw new Error("the first call was refused");
         await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
         await s.switchToWindow(main);
         const covered = (await agentClient.call("now", {}, 15_000)).result;
@@ -864,6 +856,15 @@ async function grantInApprovalWindow(s, choice) {
     // The answer empties the queue and the window closes, perhaps before the click returns.
     if (!String(err.message).includes("no such window")) throw err;
   });
+}
+
+/** The agent calls clock's `now`; the approval window grants it with `choice`. Returns the call's result. */
+async function callGranted(s, agentClient, choice) {
+  const call = agentClient.call("now");
+  await s.waitForWindow("approvals");
+  await s.waitForTexts(".approval .tool-name", (t) => same(t, ["now"]));
+  await grantInApprovalWindow(s, choice);
+  return (await call).result;
 }
 
 function type(s, css, text) {
