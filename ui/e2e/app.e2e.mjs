@@ -263,11 +263,7 @@ const scenarios = {
         const main = await s.windowHandle();
         await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
         agentClient = await client(cli, home, "clock", "e2e-agent", "2.1.3");
-        const first = agentClient.call("now");
-        await s.waitForWindow("approvals");
-        await s.waitForTexts(".approval .tool-name", (t) => same(t, ["now"]));
-        await grantInApprovalWindow(s, "forMinutes:15");
-        const allowed = (await first).result;
+        const allowed = await callGranted(s, agentClient, "forMinutes:15");
         if (allowed?.isError || !allowed?.content?.[0]?.text) throw new Error(`the first call: expected the tool's result, got ${JSON.stringify(allowed)}`);
         await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
         await s.switchToWindow(main);
@@ -699,7 +695,12 @@ const scenarios = {
         await s.execute("document.querySelector('.timeline .mark-call').dispatchEvent(new MouseEvent('click', { bubbles: true }))");
         await s.waitForTexts(".timeline .entry .panel-head h2", (t) => same(t, [`Audit record #${calls[0]}`]));
         await s.waitForTexts(".timeline .entry .entry-kind", (t) => t.length === 1 && t[0] !== "");
-        const [body] = await s.waitForTexts(".timeline .entry .entry-body", (t) => t.length === 1);
+        // One sentence above the record; its JSON folded under it.
+        const [sentence] = await s.waitForTexts(".timeline .entry .entry-summary", (t) => t.length === 1);
+        expectIncludes(sentence, "e2e-agent 1.0.0 called status on deploy", "the record's sentence");
+        expectIncludes(sentence, "allowed by observe mode", "the record's sentence says how");
+        await s.click(".timeline .entry .entry-details summary");
+        const [body] = await s.waitForTexts(".timeline .entry .entry-body", (t) => t.length === 1 && t[0] !== "");
         expectIncludes(body, "status", "the record's body names the tool");
 
         // The lane's label leads to the session's Activity.
@@ -708,6 +709,70 @@ const scenarios = {
         expectEqual(await s.texts(".activity-row .col-decision"), ["observed", "observed"], "decisions");
         const epochs = await s.attributes(".activity-row .col-epoch code", "title");
         expectEqual(epochs, [epochB, epochA], "each call's epoch, newest first");
+      });
+    } finally {
+      agentClient?.close();
+    }
+  },
+
+  // Issue 18 item 8: Activity says who called (the agent by its own name) and how each call
+  // was allowed: a grant given in the approval window (its lifetime in words, and that you
+  // approved it), a call under it, a call you denied; the "Asked you" quick filter keeps the
+  // two you were asked about, a row's record leads with one sentence, and the timeline draws
+  // the two waits for you.
+  async "activity: each call's agent and how it was allowed, quick filters, and the waits on the timeline"({ home }) {
+    addClock(home);
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        const main = await s.windowHandle();
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        agentClient = await client(cli, home, "clock", "e2e-agent", "2.1.3");
+        if ((await callGranted(s, agentClient, "forMinutes:15"))?.isError) throw new Error("the first call was refused");
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        await s.switchToWindow(main);
+        const covered = (await agentClient.call("now", {}, 15_000)).result;
+        if (covered?.isError) throw new Error(`a call under the grant: got ${JSON.stringify(covered)}`);
+        // Revoked (Permissions), so that the next call asks again; denied with Esc.
+        await s.click(".tab-permissions");
+        await s.waitForTexts(".run-agent", (t) => same(t, ["e2e-agent 2.1.3"]));
+        await s.click(".grant .revoke");
+        await s.waitForTexts(".nothing-granted", (t) => t.length === 1);
+        const denied = agentClient.call("now");
+        await s.waitForWindow("approvals");
+        await s.waitForAttributes(".deny", "disabled", (d) => same(d, [null]));
+        await answerWithKey(s, ".allow", "\uE00C");
+        expectEqual((await denied).result?.structuredContent?.error, "approval_denied", "the third call");
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        await s.switchToWindow(main);
+
+        await s.click(".tab-activity");
+        const agents = await s.waitForTexts(".activity-row .col-agent", (t) => t.length === 3);
+        for (const a of agents) expectIncludes(a, "e2e-agent 2.1.3", "each row's agent");
+        const how = await s.texts(".activity-row .col-how");
+        expectEqual(how[0], "you denied it", "the denied call");
+        expectEqual(how[1], "your grant · 15 min", "the call the grant covered");
+        if (!/^your grant · 15 min · you approved after \d+(\.\d)? (ms|s)$/.test(how[2])) throw new Error(`the call you approved: got ${JSON.stringify(how[2])}`);
+        const sessions = await s.texts(".activity-row .col-session");
+        expectEqual(new Set(sessions).size, 1, "one session number for the three rows");
+
+        // Quick filter: the calls you were asked about.
+        await s.click(".quick-asked");
+        await s.waitForTexts(".activity-row .col-how", (t) => t.length === 2 && t[0] === "you denied it");
+        expectEqual(await s.attributes(".quick-asked", "aria-pressed"), ["true"], "the chip is pressed");
+        // A row's record leads with a sentence, even before it is unfolded.
+        await s.execute("document.querySelector('.activity-row:last-child').dispatchEvent(new MouseEvent('click', { bubbles: true }))");
+        const [sentence] = await s.waitForTexts(".activity .entry .entry-summary", (t) => t.length === 1);
+        if (!/^e2e-agent 2\.1\.3 called now on clock \(launch .+\), allowed by your grant · 15 min \(you approved after .+\); it returned after .+\.$/.test(sentence)) {
+          throw new Error(`the record's sentence: got ${JSON.stringify(sentence)}`);
+        }
+        await s.waitForTexts(".quick-agent", (t) => same(t, [`This agent: e2e-agent 2.1.3 (session ${sessions[0]})`]));
+
+        // The timeline: one lane named by the agent, with its two waits for you.
+        await s.click(".tab-timeline");
+        await s.waitForTexts(".timeline .lane-title", (t) => same(t, ["e2e-agent 2.1.3"]), 15_000);
+        const waits = await s.waitForAttributes(".timeline .wait", "class", (t) => t.length === 2, 15_000);
+        expectEqual(waits, ["wait wait-granted", "wait wait-denied"], "the waits for you");
       });
     } finally {
       agentClient?.close();
@@ -808,6 +873,15 @@ async function grantInApprovalWindow(s, choice) {
     // The answer empties the queue and the window closes, perhaps before the click returns.
     if (!String(err.message).includes("no such window")) throw err;
   });
+}
+
+/** The agent calls clock's `now`; the approval window grants it with `choice`. Returns the call's result. */
+async function callGranted(s, agentClient, choice) {
+  const call = agentClient.call("now");
+  await s.waitForWindow("approvals");
+  await s.waitForTexts(".approval .tool-name", (t) => same(t, ["now"]));
+  await grantInApprovalWindow(s, choice);
+  return (await call).result;
 }
 
 function type(s, css, text) {

@@ -20,6 +20,10 @@ function row(seq: number, fields: Partial<ActivityRow> = {}): ActivityRow {
     decision: "allowed",
     outcome: "ok",
     durationMs: 12,
+    agent: { client: "claude-code 2.1.3", process: "zsh -> claude -> postern (pid 4242)", cwd: "/home/u/shop" },
+    authority: "grant",
+    grant: { grant: "01JQGRANT", end: { kind: "until", unixMs: T0 + 15 * 60_000 }, issued: T0 },
+    asked: null,
     ...fields,
   };
 }
@@ -39,7 +43,7 @@ afterEach(() => vi.useRealTimers());
 function setup(answer: (f: ActivityFilter) => ActivityRow[] = (f) => page(f.before, PAGE)) {
   const filters: ActivityFilter[] = [];
   const api = { activity: vi.fn(async (f: ActivityFilter) => (filters.push(f), answer(f))) };
-  const entries = { auditEntry: vi.fn(async (seq: number): Promise<AuditEntry | null> => ({ seq, time: T0, kind: "tool_call_intent", version: 1, hash: "cd".repeat(32), problem: null, body: { state: "sealed", reason: "the vault is locked: bodies open only while it is unlocked" } })) };
+  const entries = { auditEntry: vi.fn(async (seq: number): Promise<AuditEntry | null> => ({ seq, time: T0, kind: "tool_call_intent", version: 1, hash: "cd".repeat(32), problem: null, body: { state: "sealed", reason: "the vault is locked: bodies open only while it is unlocked" }, call: null, session: null })) };
   const view = activityView(api, entryPanel(entries));
   document.body.append(view.el);
   return { view, filters, entries };
@@ -158,6 +162,78 @@ describe("the Activity feed", () => {
     broken.shown();
     await vi.advanceTimersByTimeAsync(0);
     expect(text(document.querySelector(".activity-rows"))).toBe("Cannot read the Activity journal: database is locked");
+  });
+
+  it("says who called and how each call was allowed, in words", async () => {
+    const { view } = setup(() => [
+      row(14, { decision: "approval_denied", outcome: "refused", authority: null, grant: null, durationMs: null, asked: { approval: "A2", requested: T0, answered: T0 + 3000, answer: "denied" } }),
+      row(13, { decision: "observed", authority: "observed", grant: null, agent: { client: null, process: "bash -> codex -> postern (pid 77)", cwd: null } }),
+      row(12, { grant: { grant: "G1", end: { kind: "thisCallOnly", call: "01JQCALL" }, issued: T0 }, asked: { approval: "A1", requested: T0, answered: T0 + 12_000, answer: "granted" } }),
+      row(11, { grant: { grant: "G2", end: { kind: "untilRunEnds" }, issued: T0 } }),
+      row(10),
+      row(9, { decision: "catalog_stale", outcome: "refused", authority: null, grant: null, agent: { client: null, process: null, cwd: null } }),
+      row(8, { authority: null, grant: null }),
+    ]);
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(all(document.body, ".activity-row .col-agent")).toEqual([
+      "claude-code 2.1.3 in shop",
+      "codex (pid 77)",
+      "claude-code 2.1.3 in shop",
+      "claude-code 2.1.3 in shop",
+      "claude-code 2.1.3 in shop",
+      "an unnamed agent",
+      "claude-code 2.1.3 in shop",
+    ]);
+    expect(all(document.body, ".activity-row .col-how")).toEqual([
+      "you denied it",
+      "observe mode (nobody asked)",
+      "your grant · this call · you approved after 12 s",
+      "your grant · until the run ends",
+      "your grant · 15 min",
+      "the tool changed since the agent listed it",
+      "allowed (how was not journaled: rebuild the journals to see)",
+    ]);
+    expect(all(document.body, "thead th")).toEqual(["time", "session", "agent", "server", "epoch", "tool", "decision", "allowed how", "outcome", "took"]);
+    expect(document.querySelector(".activity-row .col-session")!.getAttribute("title")).toBe("session 3");
+  });
+
+  it("quick filters set the form in one click, and a second click clears them", async () => {
+    const { view, filters } = setup();
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+    const chip = (cls: string) => document.querySelector<HTMLButtonElement>(`.quick-${cls}`);
+    expect(all(document.body, ".quick-filters .chip-filter")).toEqual(["Refused", "Asked you", "Observe mode"]);
+    expect(chip("agent")).toBeNull();
+
+    chip("refused")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(filters.at(-1)!.decision).toBe("denied");
+    expect((document.querySelector<HTMLSelectElement>('select[name="decision"]'))!.value).toBe("denied");
+    expect(chip("refused")!.getAttribute("aria-pressed")).toBe("true");
+
+    chip("asked")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(filters.at(-1)!.decision).toBe("asked");
+    expect(chip("refused")!.getAttribute("aria-pressed")).toBe("false");
+
+    // Opening a row names its agent and server on two more chips.
+    document.querySelector<HTMLElement>('.activity-row[data-seq="997"]')!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(text(chip("agent"))).toBe("This agent: claude-code 2.1.3 (session 3)");
+    expect(text(chip("server"))).toBe("This server: deploy");
+    chip("agent")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(filters.at(-1)).toMatchObject({ session: 3, decision: "asked", server: null });
+    chip("server")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(filters.at(-1)).toMatchObject({ session: 3, decision: "asked", server: "deploy" });
+
+    // Pressed again: that part of the filter is cleared, the rest kept.
+    chip("agent")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(filters.at(-1)).toMatchObject({ session: null, decision: "asked", server: "deploy" });
   });
 
   it("renders rows as text, never markup", () => {

@@ -1,6 +1,8 @@
-// The Activity feed: one row per call (the intent or the refusal), newest first, filtered by
-// session, server, epoch, tool, decision and time, a page at a time (`before` the last row's
-// seq). Clicking a row opens its audit record.
+// The Activity feed: one row per call (the intent or the refusal), newest first: when, which
+// session, which agent (by its own name), server, launch, tool, and how it was allowed ("your
+// grant · 15 min", "observe mode") or why it was refused, in words. Filtered by session, server,
+// epoch, tool, decision and time, a page at a time (`before` the last row's seq); quick filters
+// above the table set the form in one click. Clicking a row opens its audit record.
 
 import type { JournalApi } from "./api";
 import { message } from "./api";
@@ -8,6 +10,7 @@ import type { ActivityFilter, ActivityRow } from "./bindings";
 import { h } from "./dom";
 import type { EntryPanel } from "./entry";
 import { shortEpoch } from "./format";
+import { agentWords, allowedHow, askedWords, dirWords, sessionName } from "./journal-words";
 import { stamp } from "./timeline-layout";
 
 /** Rows per page. */
@@ -19,6 +22,7 @@ export const DECISIONS: [string, string][] = [
   ["allowed", "allowed"],
   ["observed", "observed"],
   ["denied", "refused (any code)"],
+  ["asked", "asked you"],
   ["approval_denied", "approval_denied"],
   ["approval_timeout", "approval_timeout"],
   ["authorization_stale", "authorization_stale"],
@@ -84,6 +88,9 @@ export function activityView(api: Pick<JournalApi, "activity">, entry: EntryPane
   const form = filterForm(serverList);
   const note = h("p", { class: "form-status", role: "status" }, "");
   const table = h("div", "activity-rows");
+  /** The row last opened: what "this agent" and "this server" mean. */
+  let focus: ActivityRow | null = null;
+  const chips = h("div", { class: "quick-filters", role: "group", "aria-label": "Quick filters" });
   const older = pager("older", "Older →", () => {
     const last = rows?.[rows.length - 1];
     if (last === undefined) return;
@@ -103,6 +110,7 @@ export function activityView(api: Pick<JournalApi, "activity">, entry: EntryPane
     { class: "panel activity", "aria-labelledby": "activity-h" },
     h("div", "panel-head", h("h2", { id: "activity-h" }, "Activity"), h("span", "muted", "every call, newest first")),
     form,
+    chips,
     note,
     table,
     h("div", "pager", newest, newer, older),
@@ -148,7 +156,41 @@ export function activityView(api: Pick<JournalApi, "activity">, entry: EntryPane
     );
   };
 
+  /** Sets the form's fields (the others as they are) and applies it, or clears them when the filter already says so. */
+  const quick = (fields: Record<string, string>): void => {
+    const on = Object.entries(fields).every(([name, value]) => field(form, name) === value);
+    for (const [name, value] of Object.entries(fields)) setField(form, name, on ? "" : value);
+    form.requestSubmit();
+  };
+
+  const paintChips = (): void => {
+    const chip = (cls: string, text: string, title: string, fields: Record<string, string>): HTMLElement => {
+      const on = Object.entries(fields).every(([name, value]) => filterField(filter, name) === value);
+      const b = h("button", { type: "button", class: `chip-filter ${cls}`, title, "aria-pressed": on ? "true" : "false" }, text);
+      b.addEventListener("click", () => quick(fields));
+      return b;
+    };
+    chips.replaceChildren(
+      chip("quick-refused", "Refused", "Only calls Postern refused (any code)", { decision: "denied" }),
+      chip("quick-asked", "Asked you", "Only calls a person was asked about: approved, denied or left unanswered", { decision: "asked" }),
+      chip("quick-observed", "Observe mode", "Only calls that went through in observe mode, without a grant", { decision: "observed" }),
+      ...(focus === null
+        ? [h("span", "muted quick-hint", "Open a row to filter by its agent or server.")]
+        : [
+            chip("quick-agent", `This agent: ${agentWords(focus.agent)} (${sessionName(focus.session)})`, `Only the calls of ${sessionName(focus.session)}`, { session: String(focus.session) }),
+            chip("quick-server", `This server: ${focus.server}`, `Only calls to ${focus.server}`, { server: focus.server }),
+          ]),
+    );
+  };
+
+  const openRow = (row: ActivityRow): void => {
+    focus = row;
+    paintChips();
+    entry.show(row.seq);
+  };
+
   const paint = (): void => {
+    paintChips();
     (newer as HTMLButtonElement).disabled = pages.length <= 1;
     (newest as HTMLButtonElement).disabled = pages.length <= 1;
     (older as HTMLButtonElement).disabled = rows === null || rows.length < PAGE;
@@ -157,7 +199,7 @@ export function activityView(api: Pick<JournalApi, "activity">, entry: EntryPane
       return;
     }
     if (rows === null) return;
-    table.replaceChildren(rows.length === 0 ? h("p", "empty-line", pages.length > 1 ? "No older calls." : "No call matches.") : rowsTable(rows, (seq) => entry.show(seq)));
+    table.replaceChildren(rows.length === 0 ? h("p", "empty-line", pages.length > 1 ? "No older calls." : "No call matches.") : rowsTable(rows, openRow));
   };
 
   return {
@@ -191,25 +233,34 @@ export function activityView(api: Pick<JournalApi, "activity">, entry: EntryPane
 }
 
 /** The rows as a table (pure, apart from the click handler). */
-export function rowsTable(rows: ActivityRow[], open: (seq: number) => void = () => {}): HTMLElement {
-  const head = h("tr", {}, ...["time", "session", "server", "epoch", "tool", "decision", "outcome", "took"].map((t) => h("th", { scope: "col" }, t)));
+export function rowsTable(rows: ActivityRow[], open: (row: ActivityRow) => void = () => {}): HTMLElement {
+  const head = h("tr", {}, ...["time", "session", "agent", "server", "epoch", "tool", "decision", "allowed how", "outcome", "took"].map((t) => h("th", { scope: "col" }, t)));
   const body = rows.map((r) => {
     const tone = decisionTone(r.decision);
+    const dir = dirWords(r.agent.cwd);
+    const asked = askedWords(r.asked);
     const tr = h(
       "tr",
       { class: `activity-row tone-${tone}`, "data-seq": String(r.seq), tabindex: "0", title: `Open audit record #${r.seq}` },
       h("td", "col-when", h("code", {}, stamp(r.time).slice(0, 19))),
-      h("td", "col-session", String(r.session)),
+      h("td", { class: "col-session", title: sessionName(r.session) }, String(r.session)),
+      h(
+        "td",
+        { class: "col-agent", title: [r.agent.client, r.agent.process, r.agent.cwd].filter((s) => s !== null).join(" · ") },
+        agentWords(r.agent),
+        dir === null ? null : h("span", "agent-dir muted", ` in ${dir}`),
+      ),
       h("td", "col-server", r.server),
       h("td", "col-epoch", r.epoch === null ? h("span", "muted", "—") : h("code", { title: r.epoch }, shortEpoch(r.epoch))),
       h("td", "col-tool", h("code", {}, r.tool)),
       h("td", "col-decision", h("span", `badge badge-${tone}`, r.decision)),
+      h("td", { class: "col-how", title: r.grant === null ? "" : `grant ${r.grant.grant}` }, allowedHow(r), asked === null || r.decision === "approval_denied" ? null : h("span", "how-asked muted", ` · ${asked}`)),
       h("td", "col-outcome", r.outcome ?? h("span", "muted", "pending")),
       h("td", "col-took", r.durationMs === null ? "" : `${r.durationMs} ms`),
     );
-    tr.addEventListener("click", () => open(r.seq));
+    tr.addEventListener("click", () => open(r));
     tr.addEventListener("keydown", (event) => {
-      if (event.key === "Enter") open(r.seq);
+      if (event.key === "Enter") open(r);
     });
     return tr;
   });
@@ -242,11 +293,23 @@ function filterForm(servers: HTMLElement): HTMLFormElement {
   ) as HTMLFormElement;
 }
 
+function field(form: HTMLFormElement, name: string): string {
+  return (form.elements.namedItem(name) as HTMLInputElement | null)?.value.trim() ?? "";
+}
+
+function setField(form: HTMLFormElement, name: string, value: string): void {
+  const el = form.elements.namedItem(name) as HTMLInputElement | null;
+  if (el) el.value = value;
+}
+
+/** A filter's field as the form would say it. */
+function filterField(f: ActivityFilter, name: string): string {
+  const value = (f as unknown as Record<string, unknown>)[name];
+  return value === null || value === undefined ? "" : String(value);
+}
+
 function fill(form: HTMLFormElement, f: ActivityFilter): void {
-  const set = (name: string, value: string): void => {
-    const el = form.elements.namedItem(name) as HTMLInputElement | null;
-    if (el) el.value = value;
-  };
+  const set = (name: string, value: string): void => setField(form, name, value);
   set("session", f.session === null ? "" : String(f.session));
   set("server", f.server ?? "");
   set("epoch", f.epoch ?? "");

@@ -562,6 +562,10 @@ agent: string | null,
  */
 client: string | null, 
 /**
+ * The agent's working directory.
+ */
+cwd: string | null, 
+/**
  * Start, unix ms.
  */
 started: number, 
@@ -593,7 +597,12 @@ marks: Array<TimelineMark>,
  * Its counts per bucket (`bucketWidth` wide), by start, when not every mark is given;
  * buckets with nothing in them are left out.
  */
-buckets: Array<TimelineBucket>, };
+buckets: Array<TimelineBucket>, 
+/**
+ * Its approval requests overlapping the window: while each was open, the agent waited
+ * for a person.
+ */
+waits: Array<ApprovalWait>, };
 
 export type EpochBand = { 
 /**
@@ -649,6 +658,36 @@ refused: number,
  */
 grants: number, };
 
+export type ApprovalWait = { 
+/**
+ * The approval id.
+ */
+approval: string, 
+/**
+ * The tool the call was for.
+ */
+tool: string, 
+/**
+ * When it was asked, unix ms.
+ */
+requested: number, 
+/**
+ * The request's audit record.
+ */
+seq: number, 
+/**
+ * When it was answered, unix ms; `null` while open (or never: the engine stopped first).
+ */
+answered: number | null, 
+/**
+ * `granted`, `denied` or `expired`.
+ */
+answer: string | null, 
+/**
+ * The answer's audit record.
+ */
+answerSeq: number | null, };
+
 export type ActivityFilter = { 
 /**
  * A journal session id (a lane's `id`).
@@ -667,7 +706,8 @@ epoch: string | null,
  */
 tool: string | null, 
 /**
- * `allowed`, `observed`, `denied` (any refusal), or one refusal code.
+ * `allowed`, `observed`, `denied` (any refusal), `asked` (a person was asked about
+ * the call), or one refusal code.
  */
 decision: string | null, 
 /**
@@ -728,7 +768,71 @@ outcome: string | null,
 /**
  * How long it took.
  */
-durationMs: number | null, };
+durationMs: number | null, 
+/**
+ * Who called: its session's agent.
+ */
+agent: AgentName, 
+/**
+ * On what authority it went: `grant`, `observed` (observe mode), `admitted` (a request
+ * other than a tool call, from a run a person admitted); `null` for a refusal and for
+ * rows the journal recorded before it kept this.
+ */
+authority: string | null, 
+/**
+ * The grant it went under, and how long it was given for.
+ */
+grant: CallGrant | null, 
+/**
+ * The approval request it raised, when a person was asked about it.
+ */
+asked: CallAsked | null, };
+
+export type AgentName = { 
+/**
+ * Its own name and version from its `initialize` (`claude-code 2.1.3`; self-reported).
+ */
+client: string | null, 
+/**
+ * The process as the engine identified it (chain and pid).
+ */
+process: string | null, 
+/**
+ * Its working directory.
+ */
+cwd: string | null, };
+
+export type CallGrant = { 
+/**
+ * The grant id.
+ */
+grant: string, 
+/**
+ * The `GrantEnd` it was given with; `null` when the journal has no record of it.
+ */
+end: unknown, 
+/**
+ * When it was given, unix ms.
+ */
+issued: number | null, };
+
+export type CallAsked = { 
+/**
+ * The approval id.
+ */
+approval: string, 
+/**
+ * When it was asked, unix ms.
+ */
+requested: number, 
+/**
+ * When it was answered, unix ms.
+ */
+answered: number | null, 
+/**
+ * `granted`, `denied` or `expired`.
+ */
+answer: string | null, };
 
 export type SessionFilter = { 
 /**
@@ -773,6 +877,10 @@ client: string | null,
  * The agent process, for display.
  */
 agent: string | null, 
+/**
+ * The agent's working directory.
+ */
+cwd: string | null, 
 /**
  * Start, unix ms.
  */
@@ -886,9 +994,33 @@ problem: string | null,
 /**
  * The event, when it could be opened.
  */
-body: AuditBody, };
+body: AuditBody, 
+/**
+ * The call the record is about (its intent, refusal or result), as the Activity
+ * journal has it: known even while the body stays sealed.
+ */
+call: ActivityRow | null, 
+/**
+ * The agent session the record names, by its journal id (the event's own `session` is
+ * the engine's number within its run, which starts again with each run).
+ */
+session: EntrySession | null, };
 
 export type AuditBody = { "state": "opened", event: unknown, } | { "state": "sealed", reason: string, };
+
+export type EntrySession = { 
+/**
+ * The journal session id: the number the app and `postern sessions` show.
+ */
+id: number, 
+/**
+ * The server label.
+ */
+server: string, 
+/**
+ * Its agent.
+ */
+agent: AgentName, };
 
 // From src-tauri/src/view.rs: the engine as the app sees it.
 

@@ -1,11 +1,15 @@
-// One audit record, opened for a clicked timeline mark or Activity row: its clear header (seq,
-// time, kind, chain hash, whether it checks against the previous record) and its body, which
-// the engine opens only while the vault is unlocked (tool-call arguments by their shape only).
+// One audit record, opened for a clicked timeline mark or Activity row: one sentence saying what
+// happened (who, what, under which launch, allowed how, how it ended; from the journals, so even
+// a sealed record gets one when it is a call), its clear header (seq, time, kind, the session by
+// its journal id, chain hash, whether it checks against the previous record) and its body folded
+// under them, which the engine opens only while the vault is unlocked (tool-call arguments by
+// their shape only).
 
 import type { JournalApi } from "./api";
 import { message } from "./api";
 import type { AuditEntry } from "./bindings";
 import { h } from "./dom";
+import { agentWords, entrySentence, sessionName } from "./journal-words";
 import { stamp } from "./timeline-layout";
 
 export interface EntryPanel {
@@ -53,8 +57,10 @@ export function entryPanel(api: Pick<JournalApi, "auditEntry">): EntryPanel {
 
 /** The record's header and body (pure). */
 export function renderEntry(entry: AuditEntry, closeButton: HTMLElement | null = null): HTMLElement[] {
+  const sentence = entrySentence(entry);
   return [
     head(entry.seq, closeButton, entry.kind),
+    sentence === null ? null : h("p", "entry-summary", sentence),
     h(
       "dl",
       "entry-grid",
@@ -62,6 +68,9 @@ export function renderEntry(entry: AuditEntry, closeButton: HTMLElement | null =
       h("dd", {}, h("code", {}, stamp(entry.time))),
       h("dt", {}, "kind"),
       h("dd", {}, h("code", "entry-kind", entry.kind)),
+      ...(entry.session === null
+        ? []
+        : [h("dt", {}, "session"), h("dd", "entry-session", `${sessionName(entry.session.id)} · ${agentWords(entry.session.agent)} on ${entry.session.server}`)]),
       h("dt", {}, "chain hash"),
       h("dd", {}, h("code", { class: "entry-hash", title: entry.hash }, entry.hash.slice(0, 16))),
       h("dt", {}, "format"),
@@ -71,9 +80,14 @@ export function renderEntry(entry: AuditEntry, closeButton: HTMLElement | null =
       ? h("p", "entry-ok", "Checks against the previous record.")
       : h("p", { class: "callout callout-bad entry-problem", role: "alert" }, `This record does not check out: ${entry.problem}`),
     entry.body.state === "opened"
-      ? h("pre", "entry-body snippet", h("code", {}, JSON.stringify(entry.body.event, null, 2)))
+      ? h(
+          "details",
+          "entry-details",
+          h("summary", {}, "The record as logged (JSON)"),
+          h("pre", "entry-body snippet", h("code", {}, JSON.stringify(entry.body.event, null, 2))),
+        )
       : h("p", "entry-sealed muted", `The body stays sealed: ${entry.body.reason}`),
-  ];
+  ].filter((el): el is HTMLElement => el !== null);
 }
 
 function head(seq: number, closeButton: HTMLElement | null, kind?: string): HTMLElement {

@@ -1,10 +1,13 @@
-// The Sessions timeline's geometry, from one `Timeline` answer: one lane per agent session, its
-// server's execution epochs as bands, its calls, refusals, approvals and rebuilds as marks (or,
-// when the engine only counted them, bars per bucket), and the time axis. Pure: numbers in,
-// numbers out; src/timeline.ts draws them.
+// The Sessions timeline's geometry, from one `Timeline` answer: one lane per agent session,
+// named by the agent (its own name, its directory, the server, the session number), its
+// server's execution epochs as bands, the times it waited for a person (an approval request to
+// its answer) as segments under its line, its calls, refusals, approvals and rebuilds as marks
+// (or, when the engine only counted them, bars per bucket), and the time axis. Pure: numbers
+// in, numbers out; src/timeline.ts draws them.
 
-import type { EpochBand, Timeline, TimelineLane, TimelineMark } from "./bindings";
+import type { ApprovalWait, EpochBand, Timeline, TimelineLane, TimelineMark } from "./bindings";
 import { shortEpoch } from "./format";
+import { agentWords, dirWords, sessionName, span } from "./journal-words";
 
 /** How big things are, in pixels. */
 export interface Frame {
@@ -58,12 +61,26 @@ export interface BarBox {
   title: string;
 }
 
+/** A time the agent waited for a person: an approval request until its answer. */
+export interface WaitBox {
+  x0: number;
+  x1: number;
+  /** The request's audit record. */
+  seq: number;
+  /** `granted`, `denied`, `expired`, or `open` (no answer on record). */
+  answer: string;
+  title: string;
+}
+
 export interface LaneBox {
   id: number;
   y: number;
+  /** The agent by its own name ("claude-code 2.1.3"), else its process. */
   title: string;
-  /** Who ran it: the agent's own name and its process chain (for the tooltip). */
+  /** Under it: the server and the agent's directory ("deploy · in shop"). */
   subtitle: string;
+  /** Everything, for the tooltip: name, directory, server, session, process chain. */
+  tooltip: string;
   /** The agent's self-reported name (`clientInfo`), when it gave one. */
   client: string | null;
   status: string;
@@ -71,6 +88,7 @@ export interface LaneBox {
   x0: number;
   x1: number;
   bands: BandBox[];
+  waits: WaitBox[];
   marks: MarkBox[];
   bars: BarBox[];
 }
@@ -101,16 +119,22 @@ export function layout(timeline: Timeline, frame: Frame): Layout {
   const lanes = timeline.lanes.map((lane, i) => {
     const y = frame.axisHeight + i * frame.laneHeight;
     const end = laneEnd(lane, frame.now);
+    const agent = { client: lane.client, process: lane.agent, cwd: lane.cwd };
+    const dir = dirWords(lane.cwd);
     return {
       id: lane.id,
       y,
-      title: lane.server,
-      subtitle: [lane.client, lane.agent].filter((s): s is string => s !== null && s !== "").join(" · ") || `session ${lane.id}`,
+      title: agentWords(agent),
+      subtitle: dir === null ? lane.server : `${lane.server} · in ${dir}`,
+      tooltip: [agentWords(agent), lane.cwd === null ? null : `in ${lane.cwd}`, `on ${lane.server}`, sessionName(lane.id), lane.agent]
+        .filter((s): s is string => s !== null && s !== "")
+        .join(" · "),
       client: lane.client !== null && lane.client !== "" ? lane.client : null,
       status: lane.status,
       x0: clampX(lane.started),
       x1: clampX(end),
       bands: bands(lane.bands, end, clampX),
+      waits: (lane.waits ?? []).map((w) => waitBox(w, end, clampX)),
       marks: marks(lane.marks, scale, x0, x1),
       bars: bars(lane, timeline.bucketWidth, tallest, clampX),
     };
@@ -152,6 +176,17 @@ function bands(list: EpochBand[], end: number, x: (t: number) => number): BandBo
     const b = Math.max(a + 2, x(stop));
     return { epoch: band.epoch, x0: a, x1: b, shade: i % 2, label: b - a > 84 ? shortEpoch(band.epoch) : null, seq: band.seq };
   });
+}
+
+/** An approval request from its asking to its answer (unanswered: to the lane's end), at least 3 px wide. */
+function waitBox(wait: ApprovalWait, end: number, x: (t: number) => number): WaitBox {
+  const stop = wait.answered ?? Math.max(end, wait.requested);
+  const a = x(wait.requested);
+  const b = Math.max(a + 3, x(stop));
+  const answer = wait.answer ?? "open";
+  const how: Record<string, string> = { granted: "you approved", denied: "you denied", expired: "nobody answered" };
+  const ending = wait.answered === null ? "no answer on record" : `${how[answer] ?? answer} after ${span(stop - wait.requested)}`;
+  return { x0: a, x1: b, seq: wait.seq, answer, title: `${stamp(wait.requested)} · waiting for you: ${wait.tool} · ${ending}` };
 }
 
 function marks(list: TimelineMark[], scale: (t: number) => number, x0: number, x1: number): MarkBox[] {

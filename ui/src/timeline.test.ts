@@ -4,7 +4,7 @@ import type { AuditEntry, Timeline, TimelineQuery } from "./bindings";
 import { entryPanel } from "./entry";
 import { bucketed, EPOCH_A, EPOCH_B, EPOCH_C, T0, timeline } from "./fixtures/timeline";
 import { timelineView } from "./timeline";
-import { FRAME, layout, ticks, timeAt } from "./timeline-layout";
+import { FRAME, layout, stamp, ticks, timeAt } from "./timeline-layout";
 
 const MIN = 60_000;
 const WIDTH = 1000;
@@ -15,15 +15,32 @@ const x = (t: number): number => FRAME.labelWidth + ((t - T0) / (10 * MIN)) * (W
 describe("the timeline's layout", () => {
   const l = layout(timeline, frame);
 
-  it("draws one lane per agent session, top to bottom, labelled by server and agent", () => {
+  it("draws one lane per agent session, top to bottom, named by the agent, then its server and directory", () => {
     expect(l.lanes.map((lane) => [lane.id, lane.y, lane.title, lane.subtitle, lane.client, lane.status])).toEqual([
-      [1, FRAME.axisHeight, "deploy", "claude-code 2.0.14 · zsh → claude → postern (pid 4242)", "claude-code 2.0.14", "ended"],
-      [2, FRAME.axisHeight + FRAME.laneHeight, "clock", "Cursor 1.7.2", "Cursor 1.7.2", "running"],
+      [1, FRAME.axisHeight, "claude-code 2.0.14", "deploy · in shop", "claude-code 2.0.14", "ended"],
+      [2, FRAME.axisHeight + FRAME.laneHeight, "Cursor 1.7.2", "clock", "Cursor 1.7.2", "running"],
     ]);
+    // The tooltip says it all, the session by the number Activity and `--session` use.
+    expect(l.lanes[0]!.tooltip).toBe("claude-code 2.0.14 · in /home/u/shop · on deploy · session 1 · zsh → claude → postern (pid 4242)");
     expect(l.height).toBe(FRAME.axisHeight + 2 * FRAME.laneHeight);
     // An ended lane stops at its end; a running one goes on to now.
     expect(l.lanes[0]!.x1).toBeCloseTo(x(T0 + 8 * MIN));
     expect(l.lanes[1]!.x1).toBeCloseTo(x(T0 + 9.5 * MIN));
+  });
+
+  it("draws each wait for you from the request to its answer, an open one to the lane's end", () => {
+    const [granted, denied] = l.lanes[0]!.waits;
+    expect([granted!.answer, granted!.seq]).toEqual(["granted", 4]);
+    expect(granted!.x0).toBeCloseTo(x(T0 + 0.5 * MIN));
+    expect(granted!.x1).toBeCloseTo(x(T0 + 1 * MIN));
+    expect(granted!.title).toBe(`${stamp(T0 + 0.5 * MIN)} · waiting for you: deploy · you approved after 30 s`);
+    // Never narrower than 3 px, so a quick answer still shows.
+    expect(denied!.x1 - denied!.x0).toBeCloseTo(Math.max(3, x(T0 + 4.6 * MIN) - x(T0 + 4.55 * MIN)));
+    expect(denied!.title).toContain("you denied after 3.0 s");
+    const [open] = l.lanes[1]!.waits;
+    expect(open!.answer).toBe("open");
+    expect(open!.x1).toBeCloseTo(x(T0 + 9.5 * MIN));
+    expect(open!.title).toContain("no answer on record");
   });
 
   it("draws each epoch as a band until the next one starts, neighbours shaded apart", () => {
@@ -170,18 +187,36 @@ describe("the timeline view", () => {
     expect(entries.auditEntry).toHaveBeenCalledWith(13);
     expect(document.querySelector(".entry h2")?.textContent).toBe("Audit record #13");
     expect(document.querySelector(".entry .entry-body")?.textContent).toContain('"code": "authorization_stale"');
+    // The JSON is folded under the record's facts.
+    expect(document.querySelector(".entry details.entry-details .entry-body")).not.toBeNull();
+    expect(document.querySelector<HTMLDetailsElement>(".entry details.entry-details")!.open).toBe(false);
 
     document.querySelector('.lane[data-lane="2"] .lane-label')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
     expect(openSession).toHaveBeenCalledWith(2);
   });
 
-  it("labels each lane with the agent's own name under its server, the process chain in the tooltip", async () => {
+  it("labels each lane with the agent's own name, its server and directory under it, the process chain in the tooltip", async () => {
     const { view } = setup();
     view.shown();
     await vi.advanceTimersByTimeAsync(0);
     const label = document.querySelector('.lane[data-lane="1"] .lane-label')!;
-    expect(label.querySelector(".lane-sub")?.textContent).toBe("claude-code 2.0.14");
+    expect(label.querySelector(".lane-title")?.textContent).toBe("claude-code 2.0.14");
+    expect(label.querySelector(".lane-sub")?.textContent).toBe("deploy · in shop");
     expect(label.querySelector("title")?.textContent).toContain("zsh → claude → postern (pid 4242)");
+    expect(label.querySelector("title")?.textContent).toContain("session 1");
+  });
+
+  it("draws the waits for you under the lane, each opening its request's record", async () => {
+    const { view, entries } = setup();
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+    const waits = [...document.querySelectorAll(".timeline-svg .wait")];
+    expect(waits.map((w) => w.getAttribute("class"))).toEqual(["wait wait-granted", "wait wait-denied", "wait wait-open"]);
+    expect(waits[0]!.querySelector("title")?.textContent).toContain("waiting for you: deploy · you approved after 30 s · record #4");
+    waits[1]!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(entries.auditEntry).toHaveBeenCalledWith(13);
+    expect(document.querySelector(".timeline-legend")?.textContent).toContain("waiting for you");
   });
 
   it("loads more lanes a page at a time", async () => {
@@ -244,5 +279,7 @@ function entry(seq: number): AuditEntry {
     hash: "ab".repeat(32),
     problem: null,
     body: { state: "opened", event: { kind: "call_refused", tool: "deploy", code: "authorization_stale", arguments: { branch: "string" } } },
+    call: null,
+    session: null,
   };
 }

@@ -1,5 +1,6 @@
-// The Sessions timeline: a picture of what agents did. One lane per agent run over time, its
-// server's execution epochs as bands, calls, refusals (with their codes), approvals and rebuilds
+// The Sessions timeline: a picture of what agents did. One lane per agent run over time, named
+// by the agent, its server's execution epochs as bands, the times it waited for you (approval
+// request to answer) under its line, calls, refusals (with their codes), approvals and rebuilds
 // as marks. The wheel zooms around the pointer and dragging pans; each new window is a new
 // query to the engine (which gives at most a few thousand marks, counts per bucket beyond
 // that), so nothing ever loads the whole journal. Clicking a mark opens its audit record.
@@ -9,7 +10,7 @@ import { message } from "./api";
 import type { Timeline, TimelineQuery } from "./bindings";
 import { h, visible } from "./dom";
 import type { EntryPanel } from "./entry";
-import { FRAME, layout, stamp, timeAt, type BandBox, type LaneBox, type Layout, type MarkBox } from "./timeline-layout";
+import { FRAME, layout, stamp, timeAt, type BandBox, type LaneBox, type Layout, type MarkBox, type WaitBox } from "./timeline-layout";
 
 const SVG = "http://www.w3.org/2000/svg";
 /** Lanes per query; more come a page at a time. */
@@ -313,11 +314,9 @@ function laneGroup(lane: LaneBox, l: Layout, handlers: Handlers): SVGElement {
   const g = svgEl("g", { class: `lane lane-${lane.status}`, "data-lane": String(lane.id), transform: `translate(0 ${lane.y})` });
   g.append(svgEl("rect", { class: "lane-bg", x: "0", y: "4", width: String(l.width), height: "44" }));
   const label = svgEl("g", { class: "lane-label", tabindex: handlers.openSession ? "0" : "-1", role: "button" });
-  label.append(title(`${lane.title} · ${lane.subtitle} · ${lane.status}${handlers.openSession ? " · show its Activity" : ""}`));
-  // Under the server: the agent's own name when it gave one ("claude-code 2.0.14"), else the
-  // end of its process chain, which says the most ("… claude → postern"). Both in the tooltip.
-  const sub = lane.client !== null ? truncate(lane.client, 30) : truncateStart(lane.subtitle, 30);
-  label.append(text("lane-title", 10, 22, truncate(lane.title, 24)), text("lane-sub", 10, 38, sub));
+  label.append(title(`${lane.tooltip} · ${lane.status}${handlers.openSession ? " · show its Activity" : ""}`));
+  // The agent by its own name ("claude-code 2.1.3"), under it the server and its directory.
+  label.append(text("lane-title", 10, 22, truncate(lane.title, 24)), text("lane-sub", 10, 38, truncate(lane.subtitle, 30)));
   if (handlers.openSession) {
     const open = handlers.openSession;
     activate(label, () => open(lane.id));
@@ -325,6 +324,7 @@ function laneGroup(lane: LaneBox, l: Layout, handlers: Handlers): SVGElement {
   g.append(label);
   g.append(svgEl("line", { class: "lane-line", x1: n(lane.x0), x2: n(lane.x1), y1: String(mid), y2: String(mid) }));
   for (const band of lane.bands) g.append(bandEl(band));
+  for (const wait of lane.waits) g.append(waitEl(wait, mid, handlers));
   for (const bar of lane.bars) {
     const h1 = Math.max(1, bar.calls * 18);
     const bar0 = svgEl("g", { class: "bar" });
@@ -343,6 +343,14 @@ function bandEl(band: BandBox): SVGElement {
   const g = svgEl("g", { class: `band shade-${band.shade}`, "data-epoch": band.epoch });
   g.append(title(`execution epoch ${band.epoch}`), svgEl("rect", { class: "band-rect", x: n(band.x0), y: "18", width: n(band.x1 - band.x0), height: "24", rx: "3" }));
   if (band.label !== null) g.append(text("band-label", band.x0 + 4, 16, band.label));
+  return g;
+}
+
+/** A time the agent waited for a person: a bar under the lane's line, from request to answer; it opens the request's record. */
+function waitEl(wait: WaitBox, mid: number, handlers: Handlers): SVGElement {
+  const g = svgEl("g", { class: `wait wait-${wait.answer}`, "data-seq": String(wait.seq), tabindex: "0", role: "button" });
+  g.append(title(`${wait.title} · record #${wait.seq}`), svgEl("rect", { class: "wait-rect", x: n(wait.x0), y: String(mid + 6), width: n(wait.x1 - wait.x0), height: "5", rx: "2" }));
+  activate(g, () => handlers.open(wait.seq));
   return g;
 }
 
@@ -406,6 +414,7 @@ function legend(): HTMLElement {
     item("legend-band", "execution epoch"),
     item("legend-call", "call"),
     item("legend-refusal", "refused (code)"),
+    item("legend-wait", "waiting for you"),
     item("legend-approval", "approved"),
     item("legend-rebuild", "rebuild / restart"),
   );
@@ -431,10 +440,6 @@ function title(content: string): SVGElement {
 
 function truncate(s: string, max: number): string {
   return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
-}
-
-function truncateStart(s: string, max: number): string {
-  return s.length <= max ? s : `…${s.slice(s.length - max + 1)}`;
 }
 
 function n(v: number): string {

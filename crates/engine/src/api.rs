@@ -410,13 +410,18 @@ pub fn typescript_bindings() -> String {
         crate::journal::EpochBand::decl(),
         crate::journal::TimelineMark::decl(),
         crate::journal::TimelineBucket::decl(),
+        crate::journal::ApprovalWait::decl(),
         crate::journal::ActivityFilter::decl(),
         crate::journal::ActivityRow::decl(),
+        crate::journal::AgentName::decl(),
+        crate::journal::CallGrant::decl(),
+        crate::journal::CallAsked::decl(),
         crate::journal::SessionFilter::decl(),
         crate::journal::SessionRow::decl(),
         crate::journal::GrantRow::decl(),
         crate::journal::AuditEntry::decl(),
         crate::journal::AuditBody::decl(),
+        crate::journal::EntrySession::decl(),
     ];
     let mut out = String::from(
         "// Generated from crates/engine/src/api.rs by `cargo run -p postern-app --bin gen-bindings`. Do not edit.\n\n",

@@ -21,10 +21,10 @@ use ts_rs::TS;
 
 use crate::{EngineError, Home};
 
-pub use entry::{AuditBody, AuditEntry, audit_entry};
+pub use entry::{AuditBody, AuditEntry, EntrySession, audit_entry};
 pub use timeline::{
-    EpochBand, MarksComplete, Timeline, TimelineBucket, TimelineLane, TimelineMark, TimelineQuery,
-    timeline,
+    ApprovalWait, EpochBand, MarksComplete, Timeline, TimelineBucket, TimelineLane, TimelineMark,
+    TimelineQuery, timeline,
 };
 
 /// Which Activity rows to read: newest first.
@@ -40,7 +40,8 @@ pub struct ActivityFilter {
     pub epoch: Option<String>,
     /// A tool name.
     pub tool: Option<String>,
-    /// `allowed`, `observed`, `denied` (any refusal), or one refusal code.
+    /// `allowed`, `observed`, `denied` (any refusal), `asked` (a person was asked about
+    /// the call), or one refusal code.
     pub decision: Option<String>,
     /// At or after, unix ms.
     #[ts(type = "number | null")]
@@ -84,6 +85,58 @@ pub struct ActivityRow {
     /// How long it took.
     #[ts(type = "number | null")]
     pub duration_ms: Option<i64>,
+    /// Who called: its session's agent.
+    pub agent: AgentName,
+    /// On what authority it went: `grant`, `observed` (observe mode), `admitted` (a request
+    /// other than a tool call, from a run a person admitted); `null` for a refusal and for
+    /// rows the journal recorded before it kept this.
+    pub authority: Option<String>,
+    /// The grant it went under, and how long it was given for.
+    pub grant: Option<CallGrant>,
+    /// The approval request it raised, when a person was asked about it.
+    pub asked: Option<CallAsked>,
+}
+
+/// An agent as the journal names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentName {
+    /// Its own name and version from its `initialize` (`claude-code 2.1.3`; self-reported).
+    pub client: Option<String>,
+    /// The process as the engine identified it (chain and pid).
+    pub process: Option<String>,
+    /// Its working directory.
+    pub cwd: Option<String>,
+}
+
+/// The grant a call went under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CallGrant {
+    /// The grant id.
+    pub grant: String,
+    /// The `GrantEnd` it was given with; `null` when the journal has no record of it.
+    #[ts(type = "unknown")]
+    pub end: Option<serde_json::Value>,
+    /// When it was given, unix ms.
+    #[ts(type = "number | null")]
+    pub issued: Option<i64>,
+}
+
+/// The approval request a call raised.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CallAsked {
+    /// The approval id.
+    pub approval: String,
+    /// When it was asked, unix ms.
+    #[ts(type = "number")]
+    pub requested: i64,
+    /// When it was answered, unix ms.
+    #[ts(type = "number | null")]
+    pub answered: Option<i64>,
+    /// `granted`, `denied` or `expired`.
+    pub answer: Option<String>,
 }
 
 /// Which sessions to read: newest first.
@@ -120,6 +173,8 @@ pub struct SessionRow {
     pub client: Option<String>,
     /// The agent process, for display.
     pub agent: Option<String>,
+    /// The agent's working directory.
+    pub cwd: Option<String>,
     /// Start, unix ms.
     #[ts(type = "number")]
     pub started: i64,
@@ -191,21 +246,39 @@ pub fn activity(home: &Home, filter: &ActivityFilter) -> Result<Vec<ActivityRow>
         before: filter.before,
         limit: filter.limit,
     })?;
-    Ok(rows
-        .into_iter()
-        .map(|r| ActivityRow {
-            seq: r.seq,
-            time: r.time,
-            session: r.session,
-            server: r.server,
-            epoch: r.epoch,
-            tool: r.tool,
-            call: r.call,
-            decision: r.decision,
-            outcome: r.outcome,
-            duration_ms: r.duration_ms,
-        })
-        .collect())
+    Ok(rows.into_iter().map(activity_row).collect())
+}
+
+pub(crate) fn activity_row(r: postern_store::ActivityRow) -> ActivityRow {
+    ActivityRow {
+        seq: r.seq,
+        time: r.time,
+        session: r.session,
+        server: r.server,
+        epoch: r.epoch,
+        tool: r.tool,
+        call: r.call,
+        decision: r.decision,
+        outcome: r.outcome,
+        duration_ms: r.duration_ms,
+        agent: AgentName {
+            client: r.agent.client,
+            process: r.agent.process,
+            cwd: r.agent.cwd,
+        },
+        authority: r.authority,
+        grant: r.grant.map(|g| CallGrant {
+            grant: g.grant,
+            end: g.end,
+            issued: g.issued,
+        }),
+        asked: r.asked.map(|a| CallAsked {
+            approval: a.approval,
+            requested: a.requested,
+            answered: a.answered,
+            answer: a.answer,
+        }),
+    }
 }
 
 /// A page of the home's Sessions journal.
@@ -225,6 +298,7 @@ pub fn sessions(home: &Home, filter: &SessionFilter) -> Result<Vec<SessionRow>, 
             server: s.server,
             client: s.client,
             agent: s.agent,
+            cwd: s.cwd,
             started: s.started,
             ended: s.ended,
             status: s.status,

@@ -14,7 +14,12 @@
 //!   It also keeps who admitted the session (`approved`), the agent process behind it
 //!   (`agent`, for display) and how many approval requests it raised (`approvals`).
 //! - `journal_activity`: one row per call, keyed by the seq of its intent (or refusal) record;
-//!   the result fills in the outcome and duration.
+//!   the result fills in the outcome and duration. An allowed call keeps its authority (a
+//!   grant, observe mode, an admitted run) and grant; a call a person was asked about, its
+//!   approval request ([`activity`]).
+//! - `journal_approvals`: one row per approval request, with its answer (granted, denied,
+//!   expired) and the call that raised it: the intent that first used the grant it gave, or
+//!   the refusal with the code it ended in, in the same session and for the same tool.
 //! - `journal_grants`: one row per grant a human gave, under the session it was given in;
 //!   the `grant_ended` record fills in when and why it stopped applying.
 //! - `journal_activity_buckets`: per session, how many calls, refusals and grants fell in
@@ -25,6 +30,7 @@
 //! of the last record naming them), so that the timeline can draw lanes and epoch bands
 //! without reading the calls.
 
+mod activity;
 mod launches;
 mod project;
 mod timeline;
@@ -38,64 +44,13 @@ use serde::Serialize;
 
 use crate::{DB_FILE, Store, StoreError, migrations};
 
+pub use activity::{ActivityFilter, ActivityRow, Agent, Asked, GrantLife, SessionName};
 pub(crate) use project::Projector;
-pub use timeline::{Band, Bucket, Complete, Lane, Mark, MarkKind, Timeline, TimelineQuery};
+pub use timeline::{Band, Bucket, Complete, Lane, Mark, MarkKind, Timeline, TimelineQuery, Wait};
 
 /// The widths (ms) calls are counted by, per session, in `journal_activity_buckets`: a
 /// minute, ten minutes, an hour, six hours, a day. Migration 7 backfills the same ones.
 pub(crate) const SPANS: [i64; 5] = [60_000, 600_000, 3_600_000, 21_600_000, 86_400_000];
-
-/// Which Activity rows to return: newest first, `limit` at most, before seq `before`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ActivityFilter {
-    /// A journal session id ([`SessionRow::id`]).
-    pub session: Option<i64>,
-    /// A server label.
-    pub server: Option<String>,
-    /// An execution epoch.
-    pub epoch: Option<String>,
-    /// A tool name.
-    pub tool: Option<String>,
-    /// `allowed`, `observed`, `denied` (any refusal: refused before forwarding), or one
-    /// decision (`no_intent`, a refusal code).
-    pub decision: Option<String>,
-    /// At or after this time (unix ms).
-    pub since: Option<i64>,
-    /// Before this time (unix ms).
-    pub until: Option<i64>,
-    /// Only rows after this one in the page order (the previous page's last seq): older, or
-    /// as old with a smaller seq.
-    pub before: Option<i64>,
-    /// Page size (0 means 50).
-    pub limit: u32,
-}
-
-/// One call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ActivityRow {
-    /// Seq of the intent (or refusal) record.
-    pub seq: i64,
-    /// When (unix ms).
-    pub time: i64,
-    /// The journal session id.
-    pub session: i64,
-    /// The server label.
-    pub server: String,
-    /// The execution epoch it ran under (or was refused under).
-    pub epoch: Option<String>,
-    /// The tool.
-    pub tool: String,
-    /// The JSON-RPC id, as JSON.
-    pub call: String,
-    /// `allowed` (under a grant), `observed` (observe mode, no grant), or the refusal code.
-    pub decision: String,
-    /// `ok`, `tool_error`, `error`, `epoch_transition`, `cancelled`, `refused`; `None` while
-    /// no result is recorded (in flight, or the engine died).
-    pub outcome: Option<String>,
-    /// How long the call took.
-    pub duration_ms: Option<i64>,
-}
 
 /// Which sessions to return: newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -127,6 +82,8 @@ pub struct SessionRow {
     /// The agent process as the engine identified it, for display: its process chain and
     /// pid, e.g. `bash -> claude -> postern (pid 4242)`.
     pub agent: Option<String>,
+    /// The agent's working directory.
+    pub cwd: Option<String>,
     /// Start (unix ms).
     pub started: i64,
     /// End (unix ms), when it ended cleanly.
@@ -211,104 +168,6 @@ impl Store {
         Ok(Store { conn })
     }
 
-    /// A page of the Activity journal: newest first (by time, then seq).
-    ///
-    /// Every filter has an index that ends in `time` (and the rowid, the seq), so a filter,
-    /// a time range and the order are served by one index walk that stops after the page:
-    /// `session`, `server`, `epoch`, `tool`, `decision` each by `(column, time)`, `denied`
-    /// by a partial index on `time` of the refused rows, no filter by `time`.
-    pub fn activity(&self, filter: &ActivityFilter) -> Result<Vec<ActivityRow>, StoreError> {
-        let (sql, args) = self.activity_sql(filter)?;
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args), |r| {
-            Ok(ActivityRow {
-                seq: r.get(0)?,
-                time: r.get(1)?,
-                session: r.get(2)?,
-                server: r.get(3)?,
-                epoch: r.get(4)?,
-                tool: r.get(5)?,
-                call: r.get(6)?,
-                decision: r.get(7)?,
-                outcome: r.get(8)?,
-                duration_ms: r.get(9)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// The statement of an Activity page and its arguments.
-    fn activity_sql(&self, filter: &ActivityFilter) -> Result<(String, Vec<SqlValue>), StoreError> {
-        let mut sql = String::from(
-            "SELECT seq, time, session, server, epoch, tool, call, decision, outcome, duration_ms
-             FROM journal_activity WHERE 1",
-        );
-        let mut args: Vec<SqlValue> = Vec::new();
-        let mut eq = |column: &str, value: SqlValue, sql: &mut String| {
-            args.push(value);
-            sql.push_str(&format!(" AND {column} = ?{}", args.len()));
-        };
-        if let Some(session) = filter.session {
-            eq("session", session.into(), &mut sql);
-        }
-        for (column, value) in [
-            ("server", &filter.server),
-            ("epoch", &filter.epoch),
-            ("tool", &filter.tool),
-        ] {
-            if let Some(value) = value {
-                eq(column, value.clone().into(), &mut sql);
-            }
-        }
-        match filter.decision.as_deref() {
-            // Spelled as the partial index's condition, so that the index applies.
-            Some("denied") => sql.push_str(" AND outcome = 'refused'"),
-            Some(decision) => eq("decision", decision.to_owned().into(), &mut sql),
-            None => {}
-        }
-        let mut range = |op: &str, column: &str, value: Option<i64>, sql: &mut String| {
-            if let Some(value) = value {
-                args.push(value.into());
-                sql.push_str(&format!(" AND {column} {op} ?{}", args.len()));
-            }
-        };
-        range(">=", "time", filter.since, &mut sql);
-        range("<", "time", filter.until, &mut sql);
-        if let Some(before) = filter.before {
-            match self.record_time(before)? {
-                Some(time) => {
-                    args.push(time.into());
-                    args.push(before.into());
-                    let (t, s) = (args.len() - 1, args.len());
-                    sql.push_str(&format!(
-                        " AND time <= ?{t} AND (time < ?{t} OR seq < ?{s})"
-                    ));
-                }
-                // A seq the database does not know: everything before it.
-                None => range("<", "seq", Some(before), &mut sql),
-            }
-        }
-        args.push(i64::from(page(filter.limit)).into());
-        sql.push_str(&format!(
-            " ORDER BY time DESC, seq DESC LIMIT ?{}",
-            args.len()
-        ));
-
-        Ok((sql, args))
-    }
-
-    /// The time of record `seq`: its Activity row's, else its audit log row's.
-    fn record_time(&self, seq: i64) -> Result<Option<i64>, StoreError> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT time FROM journal_activity WHERE seq = ?1
-                 UNION ALL SELECT time FROM audit_log WHERE seq = ?1 LIMIT 1",
-            )?
-            .query_row([seq], |r| r.get(0))
-            .optional()?)
-    }
-
     /// A page of the Sessions journal.
     pub fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRow>, StoreError> {
         let mut sql = String::from(
@@ -317,7 +176,7 @@ impl Store {
                     (SELECT group_concat(epoch, ' ') FROM
                         (SELECT epoch FROM journal_session_epochs e WHERE e.session = s.id
                          ORDER BY e.seq)),
-                    agent, approved, approvals
+                    agent, approved, approvals, cwd
              FROM journal_sessions s WHERE 1",
         );
         let mut args: Vec<SqlValue> = Vec::new();
@@ -353,6 +212,7 @@ impl Store {
                     .map(|e| e.split(' ').map(str::to_owned).collect())
                     .unwrap_or_default(),
                 agent: r.get(13)?,
+                cwd: r.get(16)?,
                 approved: r.get(14)?,
                 approvals: r.get(15)?,
                 grants: Vec::new(),
@@ -455,141 +315,5 @@ mod tests {
             .collect::<Result<Vec<_>, _>>()
             .expect("steps");
         steps.join("\n")
-    }
-
-    #[test]
-    fn every_activity_filter_walks_one_index_in_page_order() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("open");
-        // A row for the `before` cursor to find.
-        store
-            .conn
-            .execute(
-                "INSERT INTO journal_activity (seq, time, session, server, tool, call, decision)
-                 VALUES (5, 5000, 1, 's', 't', '1', 'allowed')",
-                [],
-            )
-            .expect("row");
-        let f = ActivityFilter::default;
-        let text = || Some("x".to_owned());
-        let window = |filter: ActivityFilter| ActivityFilter {
-            since: Some(1),
-            until: Some(2),
-            ..filter
-        };
-        let cases = [
-            (
-                f(),
-                "SCAN journal_activity USING INDEX journal_activity_time",
-            ),
-            (
-                ActivityFilter {
-                    session: Some(1),
-                    ..f()
-                },
-                "journal_activity_session_time (session=?)",
-            ),
-            (
-                ActivityFilter {
-                    server: text(),
-                    ..f()
-                },
-                "journal_activity_server_time (server=?)",
-            ),
-            (
-                ActivityFilter {
-                    epoch: text(),
-                    ..f()
-                },
-                "journal_activity_epoch_time (epoch=?)",
-            ),
-            (
-                ActivityFilter {
-                    tool: text(),
-                    ..f()
-                },
-                "journal_activity_tool_time (tool=?)",
-            ),
-            (
-                ActivityFilter {
-                    decision: Some("denied".into()),
-                    ..f()
-                },
-                "SCAN journal_activity USING INDEX journal_activity_refused",
-            ),
-            (
-                ActivityFilter {
-                    decision: Some("approval_denied".into()),
-                    ..f()
-                },
-                "journal_activity_decision_time (decision=?)",
-            ),
-            (window(f()), "journal_activity_time (time>? AND time<?)"),
-            (
-                window(ActivityFilter {
-                    session: Some(1),
-                    ..f()
-                }),
-                "journal_activity_session_time (session=? AND time>? AND time<?)",
-            ),
-            (
-                window(ActivityFilter {
-                    server: text(),
-                    ..f()
-                }),
-                "journal_activity_server_time (server=? AND time>? AND time<?)",
-            ),
-            (
-                window(ActivityFilter {
-                    epoch: text(),
-                    ..f()
-                }),
-                "journal_activity_epoch_time (epoch=? AND time>? AND time<?)",
-            ),
-            (
-                window(ActivityFilter {
-                    tool: text(),
-                    ..f()
-                }),
-                "journal_activity_tool_time (tool=? AND time>? AND time<?)",
-            ),
-            (
-                window(ActivityFilter {
-                    decision: Some("denied".into()),
-                    ..f()
-                }),
-                "journal_activity_refused (time>? AND time<?)",
-            ),
-            (
-                window(ActivityFilter {
-                    decision: Some("allowed".into()),
-                    ..f()
-                }),
-                "journal_activity_decision_time (decision=? AND time>? AND time<?)",
-            ),
-            (
-                ActivityFilter {
-                    before: Some(5),
-                    ..f()
-                },
-                "journal_activity_time (time<?)",
-            ),
-            (
-                ActivityFilter {
-                    server: text(),
-                    before: Some(5),
-                    ..f()
-                },
-                "journal_activity_server_time (server=? AND time<?)",
-            ),
-        ];
-        for (filter, index) in cases {
-            let (sql, args) = store.activity_sql(&filter).expect("sql");
-            let plan = plan(&store, &sql, &args);
-            assert!(
-                plan.contains(index) && !plan.contains("TEMP B-TREE") && plan.lines().count() == 1,
-                "{filter:?}: {plan}"
-            );
-        }
     }
 }

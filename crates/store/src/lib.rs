@@ -17,8 +17,8 @@ use rusqlite::Connection;
 
 pub use audit::{Append, AuditWriter, Opened, StoredRecord};
 pub use journal::{
-    ActivityFilter, ActivityRow, Band, Bucket, Complete, GrantRow, Lane, Mark, MarkKind,
-    SessionFilter, SessionRow, Timeline, TimelineQuery,
+    ActivityFilter, ActivityRow, Agent, Asked, Band, Bucket, Complete, GrantLife, GrantRow, Lane,
+    Mark, MarkKind, SessionFilter, SessionName, SessionRow, Timeline, TimelineQuery, Wait,
 };
 pub use servers::AddOutcome;
 

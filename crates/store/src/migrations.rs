@@ -219,6 +219,36 @@ const MIGRATIONS: &[&str] = &[
     // 9: methods the gate does not know that a server's agents may send it all the same
     // (gateway method.rs; each is still decided and journaled).
     "ALTER TABLE servers ADD COLUMN pass_methods TEXT NOT NULL DEFAULT '[]';  -- JSON array of method names",
+    // 10: who, under what and by whom, in the journals (issue 18 item 8): the agent's working
+    // directory on its session; on each allowed call its authority (a grant, observe mode, an
+    // admitted run) and grant, and the approval request it raised; and every approval request
+    // with its answer, which the timeline draws as the time the agent waited for a person.
+    //
+    // Rows written before this version have none of these (NULL, no approvals): they come
+    // back when the journals are rebuilt from the log (`postern audit rebuild-journals`).
+    "ALTER TABLE journal_sessions ADD COLUMN cwd TEXT;        -- the agent's working directory, for display
+     ALTER TABLE journal_activity ADD COLUMN authority TEXT;  -- grant | observed | admitted; NULL when refused
+     ALTER TABLE journal_activity ADD COLUMN grant TEXT;      -- the grant it went under
+     ALTER TABLE journal_activity ADD COLUMN approval TEXT;   -- the approval request it raised
+     CREATE INDEX journal_activity_asked ON journal_activity(time)
+        WHERE approval IS NOT NULL;
+     CREATE INDEX journal_activity_result ON journal_activity(result_seq);  -- a result's call
+     CREATE TABLE journal_approvals (
+        approval  TEXT PRIMARY KEY NOT NULL,  -- the approval id (a ULID)
+        session   INTEGER NOT NULL,           -- journal_sessions.id
+        tool      TEXT NOT NULL,
+        requested INTEGER NOT NULL,           -- unix ms of the approval_requested record
+        seq       INTEGER NOT NULL,           -- its seq
+        answered  INTEGER,                    -- unix ms of the answer; NULL while open
+        answer    TEXT,                       -- granted | denied | expired
+        code      TEXT,                       -- what the call got when not granted
+        grant     TEXT,                       -- the grant it gave, if any
+        answer_seq INTEGER,                   -- seq of the answer's record
+        activity  INTEGER                     -- journal_activity.seq of the call that raised it
+     ) STRICT;
+     CREATE INDEX journal_approvals_session_requested ON journal_approvals(session, requested);
+     CREATE INDEX journal_approvals_open ON journal_approvals(session, tool)
+        WHERE activity IS NULL;",
 ];
 
 /// The schema version this build writes.
@@ -273,6 +303,44 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .expect("version");
         assert_eq!(version, LATEST);
+    }
+
+    #[test]
+    fn calls_from_version_9_keep_their_rows_with_who_and_how_unknown() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        for sql in &MIGRATIONS[..9] {
+            conn.execute_batch(sql).expect("old migration");
+        }
+        conn.pragma_update(None, "user_version", 9)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO journal_sessions (id, run, session, server, client, started, status)
+                VALUES (2, 1, 1, 'time', 'claude-code 2.1.3', 2000, 'ended');
+             INSERT INTO journal_activity
+                (seq, time, session, server, epoch, tool, call, decision, outcome, result_seq)
+                VALUES (4, 3500, 2, 'time', 'E1', 'now', '1', 'allowed', 'ok', 5);",
+        )
+        .expect("old rows");
+
+        apply(&mut conn).expect("migrate");
+        let row: (String, Option<String>, Option<String>, Option<String>) = conn
+            .query_row(
+                "SELECT decision, authority, grant, approval FROM journal_activity WHERE seq = 4",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .expect("row");
+        assert_eq!(row, ("allowed".into(), None, None, None));
+        let cwd: Option<String> = conn
+            .query_row("SELECT cwd FROM journal_sessions WHERE id = 2", [], |r| {
+                r.get(0)
+            })
+            .expect("session");
+        assert_eq!(cwd, None);
+        let approvals: i64 = conn
+            .query_row("SELECT count(*) FROM journal_approvals", [], |r| r.get(0))
+            .expect("approvals");
+        assert_eq!(approvals, 0);
     }
 
     #[test]

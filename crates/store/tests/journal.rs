@@ -17,7 +17,9 @@ use postern_domain::{
     AgentIdentity, AgentRun, ApprovalId, AuditEvent, CallOutcome, Grant, GrantEnd, GrantId,
     ToolScope,
 };
-use postern_store::{ActivityFilter, GrantRow, Opened, SessionFilter, Store, StoreError};
+use postern_store::{
+    ActivityFilter, Agent, Asked, GrantLife, GrantRow, Opened, SessionFilter, Store, StoreError,
+};
 use serde_json::json;
 
 fn intent(session: u64, server: &str, e: u128, call: i64, tool: &str) -> AuditEvent {
@@ -184,7 +186,7 @@ fn authorization() -> Vec<AuditEvent> {
                 start_time: 77,
                 executable: None,
                 chain: vec!["bash".into(), "claude".into(), "postern".into()],
-                cwd: None,
+                cwd: Some("/home/u/app".into()),
             }),
         },
         /* 3 */ asked(1, 1, "deploy", 1, "ship"),
@@ -274,12 +276,47 @@ fn authorization() -> Vec<AuditEvent> {
             grant: GrantId::new(9_000, 1),
             reason: "run ended".into(),
         },
+        // A later call under the grant asked nobody; a request nobody answered stays open.
+        /* 21 */
+        intent_on(1, "deploy", 1, 3, "ship", Some(Authority::Grant(grant.id))),
+        /* 22 */ asked(5, 1, "deploy", 1, "ship"),
+        // A request that timed out: the refusal it gave is the call that raised it.
+        /* 23 */
+        asked(6, 2, "time", 2, "get_time"),
+        /* 24 */
+        AuditEvent::ApprovalExpired {
+            approval: ApprovalId::new(1_000, 6),
+            session: 2,
+            code: "approval_timeout".into(),
+            reason: "no answer in time".into(),
+        },
+        /* 25 */
+        AuditEvent::AuthorizationDenied {
+            session: 2,
+            server: label("time"),
+            epoch: Some(epoch(2)),
+            call: json!(2),
+            tool: "get_time".into(),
+            code: "approval_timeout".into(),
+            detail: json!({}),
+        },
+        // A refusal that asked nobody is linked to no request, even an open one.
+        /* 26 */
+        AuditEvent::AuthorizationDenied {
+            session: 1,
+            server: label("deploy"),
+            epoch: Some(epoch(1)),
+            call: json!(4),
+            tool: "ship".into(),
+            code: "catalog_stale".into(),
+            detail: json!({}),
+        },
     ]
 }
 
 #[test]
 fn the_journals_show_approvals_grants_and_observed_calls_and_rebuild_identically() {
-    let mut log = Log::write(authorization(), &[0..5, 5..11, 11..20]);
+    let mut log = Log::write(authorization(), &[0..5, 5..11, 11..20, 20..26]);
     check_authorization(&log.store);
     log.rebuild_identically();
     check_authorization(&log.store);
@@ -304,14 +341,14 @@ fn check_authorization(store: &Store) {
     assert_eq!(
         summary,
         vec![
-            (12, "time", Some("observe"), None, 0, (1, 0, 0), 0),
+            (12, "time", Some("observe"), None, 1, (1, 1, 0), 0),
             (
                 2,
                 "deploy",
                 Some("human"),
                 Some("bash -> claude -> postern (pid 4242)"),
-                2,
-                (1, 1, 0),
+                3,
+                (2, 2, 0),
                 1
             ),
         ]
@@ -363,11 +400,15 @@ fn check_authorization(store: &Store) {
     assert_eq!(
         rows,
         vec![
+            row(26, 2, "ship", "catalog_stale", Some("refused")),
+            row(25, 12, "get_time", "approval_timeout", Some("refused")),
+            row(21, 2, "ship", "allowed", None),
             row(14, 12, "get_time", "observed", None),
             row(10, 2, "rollback", "approval_denied", Some("refused")),
             row(6, 2, "ship", "allowed", Some("ok")),
         ]
     );
+    check_who_and_how(store);
     let f = ActivityFilter::default;
     let decided = |decision: &str| {
         seqs(
@@ -379,9 +420,167 @@ fn check_authorization(store: &Store) {
         )
     };
     // An observed call went through: it is not a refusal.
-    assert_eq!(decided("denied"), [10]);
+    assert_eq!(decided("denied"), [26, 25, 10]);
     assert_eq!(decided("observed"), [14]);
-    assert_eq!(decided("allowed"), [6]);
+    assert_eq!(decided("allowed"), [21, 6]);
+    // A person was asked about these three calls, and only these.
+    assert_eq!(decided("asked"), [25, 10, 6]);
+}
+
+/// Who called, on what authority, and whether a person was asked: each Activity row's agent,
+/// authority, grant (with its lifetime) and approval request.
+fn check_who_and_how(store: &Store) {
+    let rows = store
+        .activity(&ActivityFilter::default())
+        .expect("activity");
+    let by_seq = |seq: i64| rows.iter().find(|r| r.seq == seq).expect("row");
+    let grant = revoked_grant();
+
+    let first = by_seq(6);
+    assert_eq!(
+        first.agent,
+        Agent {
+            client: Some("agent-a".into()),
+            process: Some("bash -> claude -> postern (pid 4242)".into()),
+            cwd: Some("/home/u/app".into()),
+        }
+    );
+    assert_eq!(first.authority.as_deref(), Some("grant"));
+    assert_eq!(
+        first.grant,
+        Some(GrantLife {
+            grant: grant.id.to_string(),
+            end: Some(json!({"kind": "untilRunEnds"})),
+            issued: Some(4_500),
+        })
+    );
+    // Asked at record 3, granted at record 5.
+    assert_eq!(
+        first.asked,
+        Some(Asked {
+            approval: ApprovalId::new(1_000, 1).to_string(),
+            requested: 3_000,
+            answered: Some(5_000),
+            answer: Some("granted".into()),
+        })
+    );
+    // The same grant's later call: same authority, nobody asked.
+    let later = by_seq(21);
+    assert_eq!(
+        (
+            later.authority.as_deref(),
+            later.grant.as_ref().map(|g| &g.grant),
+            &later.asked
+        ),
+        (Some("grant"), Some(&grant.id.to_string()), &None)
+    );
+
+    let denied = by_seq(10);
+    assert_eq!((denied.authority.as_deref(), &denied.grant), (None, &None));
+    assert_eq!(
+        denied
+            .asked
+            .as_ref()
+            .map(|a| (a.answered, a.answer.as_deref())),
+        Some((Some(9_000), Some("denied")))
+    );
+    let timed_out = by_seq(25);
+    assert_eq!(
+        timed_out
+            .asked
+            .as_ref()
+            .map(|a| (a.requested, a.answered, a.answer.as_deref())),
+        Some((23_000, Some(24_000), Some("expired")))
+    );
+    assert_eq!(timed_out.agent.client.as_deref(), Some("agent-b"));
+    assert_eq!(by_seq(26).asked, None);
+
+    let observed = by_seq(14);
+    assert_eq!(
+        (
+            observed.authority.as_deref(),
+            &observed.grant,
+            &observed.asked
+        ),
+        (Some("observed"), &None, &None)
+    );
+    // A clicked record finds its call (the intent, the refusal or the result) and its
+    // session, named by the journal id.
+    let call_of = |seq| store.activity_of_record(seq).expect("call").map(|r| r.seq);
+    assert_eq!(
+        (call_of(6), call_of(7), call_of(10), call_of(5)),
+        (Some(6), Some(6), Some(10), None)
+    );
+    let session = store
+        .session_of_record(5, 1)
+        .expect("session")
+        .expect("known");
+    assert_eq!((session.id, session.server.as_str()), (2, "deploy"));
+    assert_eq!(session.agent, first.agent);
+    let other = store
+        .session_of_record(23, 2)
+        .expect("session")
+        .expect("known");
+    assert_eq!(
+        (other.id, other.agent.client.as_deref()),
+        (12, Some("agent-b"))
+    );
+    assert_eq!(store.session_of_record(23, 9).expect("session"), None);
+
+    let json = serde_json::to_value(first).expect("json");
+    assert_eq!(json["agent"]["cwd"], "/home/u/app");
+    assert_eq!(json["grant"]["end"]["kind"], "untilRunEnds");
+    assert_eq!(json["asked"]["answer"], "granted");
+
+    // The timeline's waits: the three requests of the deploy lane, the open one to the end.
+    let timeline = store
+        .timeline(&postern_store::TimelineQuery::default())
+        .expect("timeline");
+    let waits: Vec<_> = timeline
+        .lanes
+        .iter()
+        .map(|l| {
+            l.waits
+                .iter()
+                .map(|w| {
+                    (
+                        w.tool.as_str(),
+                        w.requested,
+                        w.answered,
+                        w.answer.as_deref(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        waits,
+        vec![
+            vec![
+                ("ship", 3_000, Some(5_000), Some("granted")),
+                ("rollback", 8_000, Some(9_000), Some("denied")),
+                ("ship", 22_000, None, None),
+            ],
+            vec![("get_time", 23_000, Some(24_000), Some("expired"))],
+        ]
+    );
+    assert_eq!(timeline.lanes[0].cwd.as_deref(), Some("/home/u/app"));
+    // A window after the answered requests still shows the open one.
+    let late = store
+        .timeline(&postern_store::TimelineQuery {
+            since: Some(25_000),
+            until: Some(27_000),
+            ..Default::default()
+        })
+        .expect("timeline");
+    assert_eq!(
+        late.lanes[0]
+            .waits
+            .iter()
+            .map(|w| w.seq)
+            .collect::<Vec<_>>(),
+        vec![22]
+    );
 }
 
 fn seqs(store: &Store, filter: ActivityFilter) -> Vec<i64> {

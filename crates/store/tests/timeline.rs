@@ -247,6 +247,7 @@ fn lane(id: i64, server: &str, client: &str, times: (i64, i64)) -> Lane {
         server: server.into(),
         agent: None,
         client: Some(client.into()),
+        cwd: None,
         started: times.0,
         ended: Some(times.1),
         last_seen: times.1,
@@ -255,6 +256,7 @@ fn lane(id: i64, server: &str, client: &str, times: (i64, i64)) -> Lane {
         bands: vec![],
         marks: vec![],
         buckets: vec![],
+        waits: vec![],
     }
 }
 

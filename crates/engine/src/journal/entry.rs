@@ -7,7 +7,7 @@ use postern_vault::SecretStore;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-use super::reader;
+use super::{ActivityRow, AgentName, activity_row, reader};
 use crate::audit::{open_record, read_key, redacted};
 use crate::{EngineError, Home};
 
@@ -33,6 +33,25 @@ pub struct AuditEntry {
     pub problem: Option<String>,
     /// The event, when it could be opened.
     pub body: AuditBody,
+    /// The call the record is about (its intent, refusal or result), as the Activity
+    /// journal has it: known even while the body stays sealed.
+    pub call: Option<ActivityRow>,
+    /// The agent session the record names, by its journal id (the event's own `session` is
+    /// the engine's number within its run, which starts again with each run).
+    pub session: Option<EntrySession>,
+}
+
+/// The session an audit record names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct EntrySession {
+    /// The journal session id: the number the app and `postern sessions` show.
+    #[ts(type = "number")]
+    pub id: i64,
+    /// The server label.
+    pub server: String,
+    /// Its agent.
+    pub agent: AgentName,
 }
 
 /// A record's body: opened (tool-call arguments shown by their shape only), or not.
@@ -98,6 +117,31 @@ pub fn audit_entry(
             },
         },
     };
+    let call = store.activity_of_record(wanted)?.map(activity_row);
+    let session = match (&call, &body) {
+        (Some(call), _) => Some(EntrySession {
+            id: call.session,
+            server: call.server.clone(),
+            agent: call.agent.clone(),
+        }),
+        (None, AuditBody::Opened { event }) => {
+            match event.get("session").and_then(|s| s.as_u64()) {
+                Some(number) => store
+                    .session_of_record(wanted, number)?
+                    .map(|s| EntrySession {
+                        id: s.id,
+                        server: s.server,
+                        agent: AgentName {
+                            client: s.agent.client,
+                            process: s.agent.process,
+                            cwd: s.agent.cwd,
+                        },
+                    }),
+                None => None,
+            }
+        }
+        (None, AuditBody::Sealed { .. }) => None,
+    };
     Ok(Some(AuditEntry {
         seq,
         time: header.as_ref().map_or(row.time, |h| h.time().as_millis()),
@@ -109,6 +153,8 @@ pub fn audit_entry(
             .map_or_else(|_| "(malformed)".to_owned(), |h| h.to_string()),
         problem,
         body,
+        call,
+        session,
     }))
 }
 

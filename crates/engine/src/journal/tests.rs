@@ -180,6 +180,41 @@ fn an_entry_shows_its_header_and_its_body_with_arguments_by_shape() {
 }
 
 #[test]
+fn an_entry_names_its_call_and_its_session_by_the_journal_id() {
+    let (_dir, home, secrets) = written();
+    let open = |seq| {
+        audit_entry(&home, seq, Ok(&*secrets))
+            .expect("entry")
+            .expect("exists")
+    };
+    let sealed = |seq| {
+        audit_entry(&home, seq, Err("the vault is locked".into()))
+            .expect("entry")
+            .expect("exists")
+    };
+    // The intent and, even sealed, the result: the same call, its outcome and its agent.
+    for entry in [open(3), sealed(4)] {
+        let call = entry.call.as_ref().expect("a call");
+        assert_eq!(
+            (call.seq, call.tool.as_str(), call.outcome.as_deref()),
+            (3, "echo", Some("ok"))
+        );
+        assert_eq!(call.duration_ms, Some(4));
+        let session = entry.session.expect("a session");
+        assert_eq!(
+            (session.id, session.agent.client.as_deref()),
+            (2, Some("agent"))
+        );
+    }
+    // A record of another kind: its session from its opened body (the engine's number 1
+    // in that run is journal session 2), none while sealed.
+    let replaced = open(5);
+    assert_eq!(replaced.call, None);
+    assert_eq!(replaced.session.map(|s| s.id), Some(2));
+    assert_eq!(sealed(5).session, None);
+}
+
+#[test]
 fn an_edited_record_is_shown_with_its_problem() {
     let (_dir, home, secrets) = written();
     let conn = rusqlite::Connection::open(home.path().join(postern_store::DB_FILE)).expect("db");

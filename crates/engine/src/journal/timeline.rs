@@ -76,6 +76,8 @@ pub struct TimelineLane {
     pub agent: Option<String>,
     /// The agent's self-reported client name (display only).
     pub client: Option<String>,
+    /// The agent's working directory.
+    pub cwd: Option<String>,
     /// Start, unix ms.
     #[ts(type = "number")]
     pub started: i64,
@@ -96,6 +98,33 @@ pub struct TimelineLane {
     /// Its counts per bucket (`bucketWidth` wide), by start, when not every mark is given;
     /// buckets with nothing in them are left out.
     pub buckets: Vec<TimelineBucket>,
+    /// Its approval requests overlapping the window: while each was open, the agent waited
+    /// for a person.
+    pub waits: Vec<ApprovalWait>,
+}
+
+/// An approval request on a lane, from the request to its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalWait {
+    /// The approval id.
+    pub approval: String,
+    /// The tool the call was for.
+    pub tool: String,
+    /// When it was asked, unix ms.
+    #[ts(type = "number")]
+    pub requested: i64,
+    /// The request's audit record.
+    #[ts(type = "number")]
+    pub seq: i64,
+    /// When it was answered, unix ms; `null` while open (or never: the engine stopped first).
+    #[ts(type = "number | null")]
+    pub answered: Option<i64>,
+    /// `granted`, `denied` or `expired`.
+    pub answer: Option<String>,
+    /// The answer's audit record.
+    #[ts(type = "number | null")]
+    pub answer_seq: Option<i64>,
 }
 
 /// An execution epoch of a session's server.
@@ -224,6 +253,7 @@ fn lane(lane: postern_store::Lane) -> TimelineLane {
         server: lane.server,
         agent: lane.agent,
         client: lane.client,
+        cwd: lane.cwd,
         started: lane.started,
         ended: lane.ended,
         last_seen: lane.last_seen,
@@ -248,6 +278,19 @@ fn lane(lane: postern_store::Lane) -> TimelineLane {
                 calls: b.calls,
                 refused: b.refused,
                 grants: b.grants,
+            })
+            .collect(),
+        waits: lane
+            .waits
+            .into_iter()
+            .map(|w| ApprovalWait {
+                approval: w.approval,
+                tool: w.tool,
+                requested: w.requested,
+                seq: w.seq,
+                answered: w.answered,
+                answer: w.answer,
+                answer_seq: w.answer_seq,
             })
             .collect(),
     }

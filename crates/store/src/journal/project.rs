@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use postern_domain::decision::Authority;
-use postern_domain::{AuditEvent, ExecutionEpoch, Grant};
+use postern_domain::{ApprovalId, AuditEvent, ExecutionEpoch, Grant};
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{SPANS, meta_int};
@@ -57,6 +57,7 @@ impl Projector {
              DELETE FROM journal_activity_buckets;
              DELETE FROM journal_session_epochs;
              DELETE FROM journal_grants;
+             DELETE FROM journal_approvals;
              DELETE FROM journal_sessions;",
         )?;
         Ok(Projector {
@@ -114,18 +115,31 @@ impl Projector {
                 client,
                 agent,
             } => {
+                let cwd = agent
+                    .as_ref()
+                    .and_then(|a| a.cwd.as_ref())
+                    .map(|c| c.display().to_string());
                 let agent = agent
                     .as_ref()
                     .map(|a| format!("{} (pid {})", a.chain_text(), a.pid));
                 tx.prepare_cached(
                     "INSERT INTO journal_sessions
-                        (id, run, session, server, client, agent, started, status, last_time)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?7)
+                        (id, run, session, server, client, agent, cwd, started, status, last_time)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?8)
                      ON CONFLICT (run, session) DO UPDATE SET client = excluded.client,
-                        agent = excluded.agent,
+                        agent = excluded.agent, cwd = excluded.cwd,
                         last_time = max(coalesce(last_time, excluded.last_time), excluded.last_time)",
                 )?
-                .execute(params![seq, self.run, *session as i64, server.as_str(), client, agent, time])?;
+                .execute(params![
+                    seq,
+                    self.run,
+                    *session as i64,
+                    server.as_str(),
+                    client,
+                    agent,
+                    cwd,
+                    time
+                ])?;
             }
             AuditEvent::SessionEnded {
                 session,
@@ -205,6 +219,18 @@ impl Projector {
                     Some(Authority::Observed) => "observed",
                     Some(Authority::Grant(_) | Authority::Admitted) | None => "allowed",
                 };
+                let (authority, grant) = match authority {
+                    Some(Authority::Grant(grant)) => (Some("grant"), Some(grant.to_string())),
+                    Some(Authority::Observed) => (Some("observed"), None),
+                    Some(Authority::Admitted) => (Some("admitted"), None),
+                    None => (None, None),
+                };
+                // The call that raised the approval which gave this grant is its first use
+                // in the session.
+                let approval = match &grant {
+                    Some(grant) => open_approval(tx, id, tool, "grant = ?3", grant)?,
+                    None => None,
+                };
                 let epoch = epoch.to_string();
                 self.insert_activity(
                     tx,
@@ -217,6 +243,9 @@ impl Projector {
                         call,
                         decision,
                         refused: false,
+                        authority,
+                        grant: grant.as_deref(),
+                        approval: approval.as_deref(),
                     },
                 )?;
                 bump(tx, id, "calls")?;
@@ -257,6 +286,9 @@ impl Projector {
                                 call,
                                 decision: "no_intent",
                                 refused: false,
+                                authority: None,
+                                grant: None,
+                                approval: None,
                             },
                         )?;
                         seq
@@ -289,6 +321,14 @@ impl Projector {
                     self.epoch_seen(id, epoch, time);
                 }
                 let epoch = epoch.map(|e| e.to_string());
+                // A refusal a person's answer (or its absence) decided: the oldest request of
+                // this tool in the session that ended with this code and no call yet.
+                let approval = match code.as_str() {
+                    "approval_denied" | "approval_timeout" | "approval_expired" => {
+                        open_approval(tx, id, tool, "code = ?3", code)?
+                    }
+                    _ => None,
+                };
                 self.insert_activity(
                     tx,
                     at,
@@ -300,6 +340,9 @@ impl Projector {
                         call,
                         decision: code,
                         refused: true,
+                        authority: None,
+                        grant: None,
+                        approval: approval.as_deref(),
                     },
                 )?;
                 bump(tx, id, "denied")?;
@@ -315,22 +358,50 @@ impl Projector {
                     .execute(params![id, by])?;
             }
             AuditEvent::ApprovalRequested {
+                approval,
                 session,
                 server,
                 epoch,
+                tool,
                 ..
             } => {
                 let id = self.session(tx, at, *session, server.as_str())?;
                 self.epoch_seen(id, epoch, time);
                 bump(tx, id, "approvals")?;
+                tx.prepare_cached(
+                    "INSERT INTO journal_approvals (approval, session, tool, requested, seq)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (approval) DO NOTHING",
+                )?
+                .execute(params![approval.to_string(), id, tool, time, seq])?;
             }
             AuditEvent::ApprovalGranted {
+                approval,
+                grant: None,
+                ..
+            } => answered(tx, at, approval, "granted", None, None)?,
+            AuditEvent::ApprovalDenied { approval, .. } => {
+                answered(tx, at, approval, "denied", Some("approval_denied"), None)?;
+            }
+            AuditEvent::ApprovalExpired { approval, code, .. } => {
+                answered(tx, at, approval, "expired", Some(code), None)?;
+            }
+            AuditEvent::ApprovalGranted {
+                approval,
                 session,
                 grant: Some(grant),
                 ..
             } => {
                 let id = self.session(tx, at, *session, grant.server_label.as_str())?;
                 insert_grant(tx, seq, id, grant)?;
+                answered(
+                    tx,
+                    at,
+                    approval,
+                    "granted",
+                    None,
+                    Some(&grant.id.to_string()),
+                )?;
                 self.count(
                     id,
                     grant.issued_at as i64,
@@ -350,10 +421,7 @@ impl Projector {
             }
             // Refusals that reach the agent are `authorization_denied` records, already
             // journaled; the vault's state is in the log alone.
-            AuditEvent::ApprovalGranted { grant: None, .. }
-            | AuditEvent::ApprovalDenied { .. }
-            | AuditEvent::ApprovalExpired { .. }
-            | AuditEvent::VaultLocked { .. }
+            AuditEvent::VaultLocked { .. }
             | AuditEvent::VaultUnlocked
             | AuditEvent::ProofRefused { .. }
             | AuditEvent::ConfigTampered { .. }
@@ -440,9 +508,10 @@ impl Projector {
         let refused = call.refused;
         tx.prepare_cached(
             "INSERT INTO journal_activity
-                (seq, time, session, server, epoch, tool, call, decision, outcome, result_seq)
+                (seq, time, session, server, epoch, tool, call, decision, outcome, result_seq,
+                 authority, grant, approval)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-                     CASE WHEN ?9 THEN 'refused' END, CASE WHEN ?9 THEN ?1 END)",
+                     CASE WHEN ?9 THEN 'refused' END, CASE WHEN ?9 THEN ?1 END, ?10, ?11, ?12)",
         )?
         .execute(params![
             at.seq,
@@ -454,7 +523,14 @@ impl Projector {
             call.call.to_string(),
             call.decision,
             refused,
+            call.authority,
+            call.grant,
+            call.approval,
         ])?;
+        if let Some(approval) = call.approval {
+            tx.prepare_cached("UPDATE journal_approvals SET activity = ?2 WHERE approval = ?1")?
+                .execute(params![approval, at.seq])?;
+        }
         self.count(
             call.session,
             at.time,
@@ -515,6 +591,12 @@ struct Call<'a> {
     decision: &'a str,
     /// Refused before forwarding (an `authorization_denied` record).
     refused: bool,
+    /// `grant`, `observed` or `admitted` for a call that went through on that authority.
+    authority: Option<&'a str>,
+    /// The grant it went under.
+    grant: Option<&'a str>,
+    /// The approval request it raised.
+    approval: Option<&'a str>,
 }
 
 fn latest<K: Ord>(map: &mut BTreeMap<K, i64>, key: K, time: i64) {
@@ -564,6 +646,52 @@ fn insert_grant(
         seq
     ])?;
     Ok(())
+}
+
+/// The approval request answered in record `at`: how, and the grant it gave. The first
+/// answer is the one that counts.
+fn answered(
+    tx: &Transaction<'_>,
+    at: At,
+    approval: &ApprovalId,
+    answer: &str,
+    code: Option<&str>,
+    grant: Option<&str>,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "UPDATE journal_approvals SET answered = ?2, answer = ?3, code = ?4, grant = ?5,
+                                      answer_seq = ?6
+         WHERE approval = ?1 AND answered IS NULL",
+    )?
+    .execute(params![
+        approval.to_string(),
+        at.time,
+        answer,
+        code,
+        grant,
+        at.seq
+    ])?;
+    Ok(())
+}
+
+/// The oldest approval request of `tool` in journal session `session` that no call is linked
+/// to yet and whose `condition` (on `?3`, `value`) holds: the one a call just decided came
+/// from. The partial index of unlinked requests serves it.
+fn open_approval(
+    tx: &Transaction<'_>,
+    session: i64,
+    tool: &str,
+    condition: &'static str,
+    value: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(tx
+        .prepare_cached(&format!(
+            "SELECT approval FROM journal_approvals
+             WHERE session = ?1 AND tool = ?2 AND activity IS NULL AND {condition}
+             ORDER BY requested, seq LIMIT 1"
+        ))?
+        .query_row(params![session, tool, value], |r| r.get(0))
+        .optional()?)
 }
 
 fn bump(tx: &Transaction<'_>, session: i64, column: &'static str) -> Result<(), StoreError> {

@@ -14,6 +14,11 @@
 //!   from `journal_activity_buckets` (rows already counted per minute, ten minutes, hour,
 //!   six hours, day), or from the rows themselves when a bucket is narrower than a minute.
 //!
+//! - **Waits** are the approval requests of a lane that overlap the window: from the request
+//!   to its answer (or, unanswered, to the lane's end), the time the agent waited for a
+//!   person. Always given in full (`max_marks` does not bound them: people answer at most a
+//!   few a minute), from `journal_approvals` by `(session, requested)`.
+//!
 //! Zoom and pan are a new query over another window. The reads are index walks that stop
 //! at the bounds: per lane, `(session, time)` on the Activity rows (`LIMIT` the marks
 //! left), the partial `(session, time)` index of refused rows, `(session, issued)` and
@@ -86,6 +91,8 @@ pub struct Lane {
     pub agent: Option<String>,
     /// The agent's self-reported client name.
     pub client: Option<String>,
+    /// The agent's working directory.
+    pub cwd: Option<String>,
     /// Start (unix ms).
     pub started: i64,
     /// End (unix ms), when it ended cleanly.
@@ -103,6 +110,30 @@ pub struct Lane {
     /// Its counts per bucket, by start, when not every mark is given (buckets without any
     /// count are left out).
     pub buckets: Vec<Bucket>,
+    /// Its approval requests overlapping the window, by time: while each was open, the agent
+    /// waited for a person.
+    pub waits: Vec<Wait>,
+}
+
+/// An approval request, from the request to its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Wait {
+    /// The approval id.
+    pub approval: String,
+    /// The tool the call was for.
+    pub tool: String,
+    /// When it was asked (unix ms).
+    pub requested: i64,
+    /// The seq of the request's record.
+    pub seq: i64,
+    /// When it was answered (unix ms); `None` while open (or never answered: the engine
+    /// stopped first).
+    pub answered: Option<i64>,
+    /// `granted`, `denied` or `expired`.
+    pub answer: Option<String>,
+    /// The seq of the answer's record.
+    pub answer_seq: Option<i64>,
 }
 
 /// An execution epoch within a session.
@@ -215,6 +246,7 @@ impl Store {
         lanes.truncate(max_lanes);
         for lane in &mut lanes {
             self.bands(lane, since, until)?;
+            self.waits(lane, since, until)?;
         }
 
         let grants = self.grant_marks(&lanes, since, until, budget + 1)?;
@@ -293,6 +325,7 @@ impl Store {
                     server: r.get(1)?,
                     agent: r.get(2)?,
                     client: r.get(3)?,
+                    cwd: r.get(9)?,
                     started: r.get(4)?,
                     ended: r.get(5)?,
                     status: r.get(6)?,
@@ -301,6 +334,7 @@ impl Store {
                     bands: Vec::new(),
                     marks: Vec::new(),
                     buckets: Vec::new(),
+                    waits: Vec::new(),
                 })
             },
         )?;
@@ -337,6 +371,26 @@ impl Store {
             .into_iter()
             .filter(|b| b.first < until && b.last >= since)
             .collect();
+        Ok(())
+    }
+
+    /// Fills a lane's approval requests that overlap the window: asked before its end, and
+    /// answered at or after its start, or never.
+    fn waits(&self, lane: &mut Lane, since: i64, until: i64) -> Result<(), StoreError> {
+        let mut stmt = self.conn.prepare_cached(WAITS)?;
+        lane.waits = stmt
+            .query_map(rusqlite::params![lane.id, since, until], |r| {
+                Ok(Wait {
+                    approval: r.get(0)?,
+                    tool: r.get(1)?,
+                    requested: r.get(2)?,
+                    seq: r.get(3)?,
+                    answered: r.get(4)?,
+                    answer: r.get(5)?,
+                    answer_seq: r.get(6)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
         Ok(())
     }
 
@@ -497,7 +551,7 @@ impl Store {
 /// from ?1 (sessions are few: one per agent run).
 const LANES: &str = "
     SELECT id, server, agent, client, started, ended, status, approved,
-           max(coalesce(last_time, started), coalesce(ended, started))
+           max(coalesce(last_time, started), coalesce(ended, started)), cwd
     FROM journal_sessions
     WHERE id > ?1 AND started < ?3
       AND (status = 'running'
@@ -509,6 +563,13 @@ const BANDS: &str = "
     SELECT epoch, seq, coalesce(first_time, 0), coalesce(last_time, first_time, 0)
     FROM journal_session_epochs WHERE session = ?1
     ORDER BY first_time, seq";
+
+/// A session's approval requests asked before ?3 and answered at or after ?2 (or not at all):
+/// `(session, requested)`. A lane has as many as a person answered in it.
+const WAITS: &str = "
+    SELECT approval, tool, requested, seq, answered, answer, answer_seq FROM journal_approvals
+    WHERE session = ?1 AND requested < ?3 AND (answered IS NULL OR answered >= ?2)
+    ORDER BY requested";
 
 /// A session's grants issued in `[?2, ?3)`, at most ?4: `(session, issued)`.
 const GRANTS_ISSUED: &str = "
@@ -585,6 +646,11 @@ mod tests {
         let cases = [
             (LANES, 4, "USING INTEGER PRIMARY KEY (rowid>?)"),
             (BANDS, 1, "USING PRIMARY KEY (session=?)"),
+            (
+                WAITS,
+                3,
+                "journal_approvals_session_requested (session=? AND requested<?)",
+            ),
             (
                 GRANTS_ISSUED,
                 4,

@@ -173,6 +173,7 @@ pub fn dump(home: &std::path::Path) -> Vec<(String, Vec<String>)> {
         ("journal_activity", "seq"),
         ("journal_activity_buckets", "session, span, start"),
         ("journal_grants", "grant"),
+        ("journal_approvals", "approval"),
     ]
     .into_iter()
     .map(|(table, key)| {
