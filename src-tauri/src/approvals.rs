@@ -22,18 +22,29 @@ use crate::{Shell, tray, window};
 /// The event the approval window listens to; its payload is the queue (`Approval[]`).
 pub const APPROVALS_CHANGED: &str = "approvals-changed";
 
-/// The event that tells the approval window which request to show (its payload: the id),
-/// when a person chose one (the tray's Approve… or Review…).
+/// The event that tells the approval window which request to show (its payload: a
+/// [`Chosen`]), when a person chose one (the tray's Approve… or Review…).
 pub const APPROVALS_FOCUS: &str = "approvals-focus";
 
-/// The request a person chose to review, until the approval window takes it (a window opened
-/// for it is not listening yet when the event goes).
+/// A request a person chose in the tray, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Chosen {
+    /// The request.
+    #[ts(type = "string")]
+    pub id: ApprovalId,
+    /// Review… of a flagged request (the window opens its details), not Approve… of a calm one.
+    pub review: bool,
+}
+
+/// The request a person chose, until the approval window takes it (a window opened for it is
+/// not listening yet when the event goes).
 #[derive(Debug, Default)]
-pub struct Focus(Mutex<Option<ApprovalId>>);
+pub struct Focus(Mutex<Option<Chosen>>);
 
 impl Focus {
     /// The request chosen, once.
-    pub fn take(&self) -> Option<ApprovalId> {
+    pub fn take(&self) -> Option<Chosen> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
@@ -173,15 +184,15 @@ pub fn review<R: Runtime>(app: &AppHandle<R>) {
     }
 }
 
-/// Opens the approval window with the focus on request `id`, because a person chose it (the
-/// tray's Approve… or Review… of one request).
-pub fn review_request<R: Runtime>(app: &AppHandle<R>, id: ApprovalId) {
+/// Opens the approval window with the focus on the request a person chose (the tray's
+/// Approve… or Review… of one request).
+pub fn review_request<R: Runtime>(app: &AppHandle<R>, chosen: Chosen) {
     *app.state::<Focus>()
         .0
         .lock()
-        .unwrap_or_else(PoisonError::into_inner) = Some(id);
+        .unwrap_or_else(PoisonError::into_inner) = Some(chosen);
     review(app);
-    if let Err(err) = app.emit_to(window::APPROVALS, APPROVALS_FOCUS, id.to_string()) {
+    if let Err(err) = app.emit_to(window::APPROVALS, APPROVALS_FOCUS, chosen) {
         tracing::debug!("cannot emit {APPROVALS_FOCUS}: {err}");
     }
 }

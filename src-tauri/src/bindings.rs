@@ -8,7 +8,7 @@
 
 use ts_rs::TS;
 
-use crate::approvals::Approval;
+use crate::approvals::{Approval, Chosen};
 use crate::commands::{CommandError, ErrorCode, ProofInput, SettingsChange};
 use crate::credentials::{CredentialItem, CredentialKind, NewCredential};
 use crate::journal::{AnchorView, Verification};
@@ -34,6 +34,7 @@ pub fn typescript() -> String {
         &mut out,
         [
             Approval::decl(),
+            Chosen::decl(),
             SettingsChange::decl(),
             ProofInput::decl(),
             CommandError::decl(),

@@ -29,13 +29,11 @@ pub async fn approvals<R: Runtime>(app: AppHandle<R>) -> Vec<Approval> {
         .unwrap_or_default()
 }
 
-/// The request a person chose to review from the tray, once (`null`: none): the approval
-/// window shows it first.
+/// The request a person chose in the tray, once (`null`: none): the approval window shows it
+/// first (with its details open when it was Review…).
 #[tauri::command]
-pub async fn approval_focus<R: Runtime>(app: AppHandle<R>) -> Option<String> {
-    app.state::<approvals::Focus>()
-        .take()
-        .map(|id| id.to_string())
+pub async fn approval_focus<R: Runtime>(app: AppHandle<R>) -> Option<approvals::Chosen> {
+    app.state::<approvals::Focus>().take()
 }
 
 /// A human's answer to a request; the waiting call goes on or is refused at once. An

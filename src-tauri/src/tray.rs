@@ -380,8 +380,11 @@ pub fn on_menu_event<R: Runtime>(app: &AppHandle<R>, id: &str) {
         Some(MenuCommand::Action(action)) => action.perform(app),
         // Approving takes the passphrase: the approval window asks for it, and a flagged
         // request is reviewed there in full.
-        Some(MenuCommand::Approve(id) | MenuCommand::Review(id)) => {
-            approvals::review_request(app, id);
+        Some(MenuCommand::Approve(id)) => {
+            approvals::review_request(app, approvals::Chosen { id, review: false });
+        }
+        Some(MenuCommand::Review(id)) => {
+            approvals::review_request(app, approvals::Chosen { id, review: true });
         }
         Some(MenuCommand::Deny(approval)) => deny(app, approval),
         None => tracing::debug!("ignoring menu item {id}"),

@@ -356,6 +356,24 @@ const scenarios = {
         await s.switchToWindow(main);
         await s.waitForTexts(".waiting", (t) => t.length === 0);
 
+        // A flagged request (every use of now asked for): its submenu offers Review…, never a
+        // one-step Approve…: it opens the approval window on that request with its details
+        // open, and the call waits for the person there.
+        postern(home, "every-use", "on", "--server", "clock", "--tool", "now");
+        const { answer: flagged } = await waiting();
+        await tray.openMenu();
+        await tray.keys("Down", "Right", "Return");
+        await s.waitForWindow("approvals");
+        await s.waitForAttributes(".risks .risk", "data-kind", (k) => k.includes("everyUse"));
+        await until(async () => (await s.execute("return document.querySelector('.forensics')?.open ?? false")) === true, 10_000, "Review… to open the details");
+        const reviewed = await Promise.race([flagged.then(() => "answered", () => "answered"), sleep(1000).then(() => "waiting")]);
+        expectEqual(reviewed, "waiting", "the flagged call after Review… in the tray");
+        await answerWithKey(s, ".allow", "\uE00C");
+        expectEqual((await flagged).result?.structuredContent?.error, "approval_denied", "the flagged call, denied in the window");
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        await s.switchToWindow(main);
+        await s.waitForTexts(".waiting", (t) => t.length === 0);
+
         // With nothing waiting, the menu starts with Lock vault.
         await tray.openMenu();
         await tray.keys("Down", "Return");

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { Reply } from "./approval-card";
 import { approvalsWindow, type ApprovalSource } from "./approvals-live";
-import type { Approval, Proof } from "./bindings";
+import type { Approval, Chosen, Proof } from "./bindings";
 import approvalJson from "./fixtures/approval.json";
 
 const sample = approvalJson as unknown as Approval;
@@ -154,10 +154,10 @@ describe("the approval window", () => {
 
   it("shows first the request a person chose in the tray, and follows later choices", async () => {
     const fake = fakeSource([request("A"), request("B", "status"), request("C", "rollback")]);
-    let chose: ((id: string) => void) | undefined;
+    let chose: ((chosen: Chosen) => void) | undefined;
     const source: ApprovalSource = {
       ...fake.source,
-      focus: vi.fn(async () => "C"),
+      focus: vi.fn(async () => ({ id: "C", review: false })),
       onFocus: async (onId) => {
         chose = onId;
         return () => {};
@@ -168,10 +168,13 @@ describe("the approval window", () => {
 
     expect(shownId(root)).toBe("C");
     expect(text(root.querySelector(".queue-pos"))).toBe("3 of 3");
-    chose?.("B");
+    expect(root.querySelector<HTMLDetailsElement>(".forensics")?.open).toBe(false);
+    // Review… of a flagged request: shown with its details open.
+    chose?.({ id: "B", review: true });
     await vi.advanceTimersByTimeAsync(0);
     expect(shownId(root)).toBe("B");
-    chose?.("gone");
+    expect(root.querySelector<HTMLDetailsElement>(".forensics")?.open).toBe(true);
+    chose?.({ id: "gone", review: false });
     await vi.advanceTimersByTimeAsync(0);
     expect(shownId(root)).toBe("B");
   });

@@ -11,7 +11,7 @@
 //   ← / →       shows the previous / next request (in the passphrase field: once it is empty)
 //
 // A request chosen in the tray (Approve… or Review… of one) is shown first, whichever place it
-// has in the queue.
+// has in the queue; Review… (of a flagged request) shows it with its details open.
 //
 // An approval carries the person's proof: the passphrase typed in the field, which is read and
 // emptied as the answer goes (a deny needs none, and empties it too). A refused passphrase
@@ -21,7 +21,7 @@
 
 import type { Reply } from "./approval-card";
 import { allowWith, renderApprovals, tick, type ApprovalsState } from "./approval";
-import type { Approval, Proof } from "./bindings";
+import type { Approval, Chosen, Proof } from "./bindings";
 import { isProofRefusal, passphraseField, takeProof } from "./proof";
 
 /** Where the queue comes from and where answers go (src/ipc.ts in the app; a fake in tests). */
@@ -31,9 +31,9 @@ export interface ApprovalSource {
   /** `proof` is the person's for an approval, `null` for a deny. */
   answer(id: string, reply: Reply, proof: Proof | null): Promise<void>;
   /** The request a person chose in the tray, once (`null`: none). */
-  focus?(): Promise<string | null>;
-  /** Calls `onId` with each request a person chooses in the tray while the window is open. */
-  onFocus?(onId: (id: string) => void): Promise<() => void>;
+  focus?(): Promise<Chosen | null>;
+  /** Calls `onChosen` with each request a person chooses in the tray while the window is open. */
+  onFocus?(onChosen: (chosen: Chosen) => void): Promise<() => void>;
   lock(): Promise<void>;
 }
 
@@ -138,9 +138,12 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     }
   };
 
-  /** Shows request `id`, when it is in the queue (the tray's choice of one). */
-  const focusOn = (id: string | null): void => {
-    if (id !== null && queue.some((a) => a.card.id === id)) show(id);
+  /** Shows the request chosen in the tray, when it is in the queue; Review… (of a flagged
+   * one) opens its details, without changing what the window remembers. */
+  const focusOn = (chosen: Chosen | null): void => {
+    if (chosen === null || !queue.some((a) => a.card.id === chosen.id)) return;
+    if (chosen.review) details = true;
+    show(chosen.id);
   };
 
   function answer(reply: Reply): void {
@@ -247,8 +250,8 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   // The request chosen in the tray comes first: read once the queue is here, then followed.
   void refresh().then(async () => focusOn((await source.focus?.()) ?? null)).catch((err: unknown) => console.warn("no tray focus:", err));
   let offFocus: (() => void) | undefined;
-  source.onFocus?.((id) => {
-    void refresh().then(() => focusOn(id));
+  source.onFocus?.((chosen) => {
+    void refresh().then(() => focusOn(chosen));
   })
     .then((off) => (stopped ? off() : (offFocus = off)))
     .catch((err: unknown) => console.warn("no approvals-focus events:", err));

@@ -1070,6 +1070,16 @@ catalogChanges: Array<string>,
  */
 escalation: boolean, };
 
+export type Chosen = { 
+/**
+ * The request.
+ */
+id: string, 
+/**
+ * Review… of a flagged request (the window opens its details), not Approve… of a calm one.
+ */
+review: boolean, };
+
 export type SettingsChange = { 
 /**
  * `prompt` (a human admits each new agent run) or `observe`.

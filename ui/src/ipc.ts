@@ -12,6 +12,7 @@ import type {
   AgentSnippet,
   Approval,
   AuditEntry,
+  Chosen,
   CommandError,
   CredentialItem,
   EngineView,
@@ -95,8 +96,8 @@ export const tauriApis: Apis = {
 export const tauriApprovals: ApprovalSource = {
   fetch: () => invoke<Approval[]>("approvals"),
   subscribe: (onList) => listen<Approval[]>(APPROVALS_CHANGED, (event) => onList(event.payload)),
-  focus: () => call<string | null>("approval_focus"),
-  onFocus: (onId) => listen<string>(APPROVALS_FOCUS, (event) => onId(event.payload)),
+  focus: () => call<Chosen | null>("approval_focus"),
+  onFocus: (onChosen) => listen<Chosen>(APPROVALS_FOCUS, (event) => onChosen(event.payload)),
   // The proof goes with an approval only; it is not kept here.
   answer: (id: string, reply: Reply, proof: Proof | null) => call<void>("answer", { id, reply, proof }),
   lock: () => call<boolean>("lock").then(() => undefined),

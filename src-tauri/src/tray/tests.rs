@@ -263,7 +263,15 @@ fn approve_from_the_tray_approves_nothing_without_the_passphrase() {
     assert!(app.get_webview_window(window::APPROVALS).is_some());
     // The window shows the request chosen first, once.
     let focus = app.state::<approvals::Focus>();
-    assert_eq!(focus.take(), Some(card.id));
+    assert_eq!(
+        focus.take(),
+        Some(approvals::Chosen {
+            id: card.id,
+            review: false
+        })
+    );
+    on_menu_event(app.handle(), &MenuCommand::Review(card.id).id());
+    assert_eq!(focus.take().map(|c| c.review), Some(true));
     assert_eq!(focus.take(), None);
     tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
 }
