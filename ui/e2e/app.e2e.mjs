@@ -666,6 +666,15 @@ const scenarios = {
         // The server's second launch, by number.
         const [launch] = await s.texts(".server-card .session .facts .launch");
         if (!launch.startsWith("2 · started ")) throw new Error(`the restarted launch: expected launch 2, got ${JSON.stringify(launch)}`);
+
+        // Adding a server is on this view too, not only in the first-run guide.
+        await s.click(".add-servers summary");
+        await type(s, '.add-servers input[name="label"]', "clock-two");
+        await type(s, '.add-servers input[name="command"]', "python3");
+        await type(s, '.add-servers input[name="args"]', "clock.py");
+        await s.click(".add-servers .add-server");
+        await s.waitForAttributes(".server-card", "data-label", (l) => same(l, ["clock", "clock-two"]), 15_000);
+        expectIncludes(postern(home, "server", "list"), "clock-two\tpython3 clock.py", "added from the Servers view");
       });
     } finally {
       for (const a of agents) a.stdin.end();

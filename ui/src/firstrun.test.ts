@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { ImportSource, Status } from "./bindings";
-import { guideShown, guideView, NEW_GUIDE, passphraseStep, passphraseStepShown, readServer, snippetLabels, type Guide, type GuideControls } from "./firstrun";
+import { addServersPanel, guideShown, guideView, NEW_GUIDE, passphraseStep, passphraseStepShown, readServer, snippetLabels, type Guide, type GuideControls } from "./firstrun";
 import { server, session, status } from "./fixtures/status";
 
 const text = (el: Element | null): string => (el?.textContent ?? "").replace(/\s+/g, " ").trim();
@@ -309,5 +309,26 @@ describe("secrets an import stored in plain text", () => {
     root.querySelector<HTMLButtonElement>(".move-to-keychain")!.click();
     expect(c.moveToKeychain).toHaveBeenCalledWith(secret);
     expect(guide(status(), { ...NEW_GUIDE, sources: [cursor] }).querySelector(".plain-secrets")).toBeNull();
+  });
+});
+
+describe("add and import on the Servers view", () => {
+  it("offers the same form, import box, plain-text secrets and Rewire, folded under one summary", () => {
+    const c = controls();
+    const secret = { server: "time", name: "TIME_TOKEN" };
+    const panel = addServersPanel(status({ servers: [server({ label: "time" })] }), { ...NEW_GUIDE, sources: [cursor], plainSecrets: [secret] }, c);
+    document.body.replaceChildren(panel);
+
+    expect(panel.tagName).toBe("DETAILS");
+    expect(panel.getAttribute("data-keep")).toBe("add-servers");
+    expect(text(panel.querySelector("summary"))).toBe("Add or import a server");
+    expect(panel.querySelector("form.add-server-form")).not.toBeNull();
+    expect(all(panel, ".import-entry .entry-name")).toEqual(["time", "linear"]);
+    expect(all(panel, ".plain-secret-list li")).toEqual(["TIME_TOKEN of time Move to keychain"]);
+    expect(all(panel, ".rewire-source .coverage")).toHaveLength(1);
+    type(panel, "label", "clock");
+    type(panel, "command", "python3");
+    panel.querySelector<HTMLFormElement>("form.add-server-form")!.requestSubmit();
+    expect(c.addServer).toHaveBeenCalledWith(expect.objectContaining({ label: "clock", command: ["python3"] }));
   });
 });

@@ -134,6 +134,23 @@ export function guideView(status: Status, guide: Guide, controls: GuideControls)
   );
 }
 
+/**
+ * Add and import for the Servers view, after the guide is gone: the same form and import box
+ * as step 1, the secrets an import left in plain text, and each agent configuration's coverage
+ * with Rewire, folded under one summary (kept open across re-renders).
+ */
+export function addServersPanel(status: Status, guide: Guide, controls: GuideControls): HTMLElement {
+  return h(
+    "details",
+    { class: "panel add-servers", "data-keep": "add-servers" },
+    h("summary", {}, "Add or import a server"),
+    h("div", "add-options", addServerForm(controls), importBox(guide, controls)),
+    guide.note === null ? null : h("p", { class: `form-status guide-note${guide.note.bad ? " bad" : ""}`, role: guide.note.bad ? "alert" : "status" }, guide.note.text),
+    plainSecretsView(guide.plainSecrets, controls),
+    status.servers.length === 0 ? null : rewireBox(guide, controls),
+  );
+}
+
 function finishButton(controls: GuideControls): HTMLElement {
   const el = h("button", { type: "button", class: "finish-guide" }, "Done");
   el.addEventListener("click", () => controls.finish());

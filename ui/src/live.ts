@@ -425,7 +425,7 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
       permissions = { page: null, error: null };
     } else if (view.kind === "view" && view.view.state === "running") {
       const status = view.view.status;
-      if (status.servers.length === 0 && status.sessions.length === 0) lookForSources();
+      if ((status.servers.length === 0 && status.sessions.length === 0) || tab === "servers") lookForSources();
       snippetFor(status);
       activity?.servers(status.servers.map((s) => s.label));
       // The views with their own reads follow the engine too.

@@ -14,18 +14,24 @@ import { sessionCard } from "./session";
 export type Restart = (label: string) => void;
 
 /** Each server with its processes; `notes` says what the last restart of a label did. */
-export function serversView(status: Status, nowMs: number, restart: Restart, notes: Record<string, string> = {}): HTMLElement {
+export function serversView(status: Status, nowMs: number, restart: Restart, notes: Record<string, string> = {}, add: HTMLElement | null = null): HTMLElement {
   if (status.servers.length === 0) {
     return h(
-      "section",
-      { class: "panel servers-view", "aria-labelledby": "servers-view-h" },
-      h("div", "panel-head", h("h2", { id: "servers-view-h" }, "Servers")),
-      h("p", "empty-line", "No servers configured yet. The Overview tab shows how to add one."),
+      "div",
+      "servers-view",
+      h(
+        "section",
+        { class: "panel", "aria-labelledby": "servers-view-h" },
+        h("div", "panel-head", h("h2", { id: "servers-view-h" }, "Servers")),
+        h("p", "empty-line", "No servers configured yet: add one below, or import your agent's."),
+      ),
+      add,
     );
   }
   return h(
     "div",
     "servers-view",
+    add,
     ...status.servers.map((s) =>
       serverCard(
         s,

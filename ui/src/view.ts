@@ -4,7 +4,7 @@
 import type { CredentialItem, EngineView, GateStatus, Permissions, Proof, ServerStatus, SettingsChange, Status } from "./bindings";
 import { BUILTIN, credentialsPanel, type CredentialControls } from "./credentials";
 import { h, icon, mark } from "./dom";
-import { guideShown, guideView, NEW_GUIDE, passphraseStep, passphraseStepShown, type Guide, type GuideControls } from "./firstrun";
+import { addServersPanel, guideShown, guideView, NEW_GUIDE, passphraseStep, passphraseStepShown, type Guide, type GuideControls } from "./firstrun";
 import { addCommand, agentSnippet, commandLine, count } from "./format";
 import { integrityPanel, type VerifyState } from "./integrity";
 import { lockedPill, lockScreen, type LockNote } from "./lock";
@@ -210,7 +210,7 @@ function page(status: Status, nowMs: number, ui: Ui): HTMLElement[] {
     case "overview":
       return running(status, nowMs, ui);
     case "servers":
-      return [serversView(status, nowMs, c.restart, ui.serverNotes)];
+      return [serversView(status, nowMs, c.restart, ui.serverNotes, ui.guide === undefined ? null : addServersPanel(status, ui.guide, c.guide))];
     case "timeline":
     case "activity":
       return [ui.panes?.[ui.tab] ?? h("p", "empty-line muted", "Not available in this window.")];
