@@ -225,6 +225,16 @@ const scenarios = {
           return ['.headline', '.args tr[data-pointer="/target"]', '.risks', '.lifetimes', '.covers', 'input.passphrase', '.decide-buttons .allow', '.decide-buttons .deny']
             .filter((css) => { const r = document.querySelector(css)?.getBoundingClientRect(); return !r || r.top < 0 || r.bottom > h; });`);
         expectEqual(unseen, [], "parts of the decision outside the window");
+        // At the window's minimum size (420x480) the headline, the arguments and the decision
+        // row still show without scrolling.
+        await s.setWindowRect(420, 480);
+        await until(async () => (await s.execute("return window.innerHeight")) === 480, 5000, "the minimum size");
+        const unseenSmall = await s.execute(`
+          const h = window.innerHeight, w = window.innerWidth;
+          return ['.headline', '.args tr[data-pointer="/target"]', '.lifetimes', 'input.passphrase', '.decide-buttons .allow', '.decide-buttons .deny']
+            .filter((css) => { const r = document.querySelector(css)?.getBoundingClientRect(); return !r || r.top < 0 || r.bottom > h || r.right > w; });`);
+        expectEqual(unseenSmall, [], "parts of the decision outside the window at its minimum size");
+        await s.setWindowRect(560, 720);
 
         // Keys: 3 chooses an hour and says so; 1 goes back to this call; Enter with nothing
         // typed takes the person to the passphrase; the passphrase and Enter allow.

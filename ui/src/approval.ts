@@ -454,16 +454,20 @@ function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers,
     h("p", { class: "covers", "aria-live": "polite" }, coverage(card, chosen)),
     // Next to the field: a refused passphrase is said where the person types it again.
     state.error === null ? null : h("p", { class: "answer-error", role: "alert" }, state.error),
-    h("label", "prove-field", h("span", "field-title", "Postern passphrase"), passphrase),
     h(
       "div",
-      "decide-buttons",
-      button("deny", "Deny", () => on.answer({ reply: "deny" }), { disabled, "data-focus": "deny", title: "The agent gets approval_denied (Esc)" }),
-      button("allow primary", card.what === "session" ? "Allow this agent run" : "Allow", () => on.answer(allowWith(card, state.choice)), {
-        disabled,
-        "data-focus": "allow",
-        title: "Allow with the passphrase (Enter)",
-      }),
+      "decide-row",
+      h("label", "prove-field", h("span", "field-title", "Postern passphrase"), passphrase),
+      h(
+        "div",
+        "decide-buttons",
+        button("deny", "Deny", () => on.answer({ reply: "deny" }), { disabled, "data-focus": "deny", title: "The agent gets approval_denied (Esc)" }),
+        button("allow primary", card.what === "session" ? "Allow this agent run" : "Allow", () => on.answer(allowWith(card, state.choice)), {
+          disabled,
+          "data-focus": "allow",
+          title: "Allow with the passphrase (Enter)",
+        }),
+      ),
     ),
     h("p", "keys muted small", card.choices.length === 0 ? "Enter allows · Esc denies" : `1–${card.choices.length} how long · Enter allows · Esc denies`, " · ← → other requests"),
   );
