@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { Reply } from "./approval-card";
-import { approvalsWindow, type ApprovalSource } from "./approvals-live";
+import { approvalsWindow, fittedHeight, type ApprovalSource } from "./approvals-live";
 import type { Approval, Chosen, Proof } from "./bindings";
 import approvalJson from "./fixtures/approval.json";
 
@@ -331,5 +331,23 @@ describe("the approval window", () => {
     await vi.advanceTimersByTimeAsync(0);
     expect(fake.source.lock).toHaveBeenCalled();
     expect(root.querySelector(".approval")).toBeNull();
+  });
+
+  it("fits the window to each new card and to its details, up to the screen", async () => {
+    const fake = fakeSource([request("A"), request("B")]);
+    const sizes: [number, number][] = [];
+    open({ ...fake.source, fit: vi.fn(async (w: number, h: number) => void sizes.push([w, h])) });
+    await vi.advanceTimersByTimeAsync(600);
+    const first = sizes.length;
+    expect(first).toBeGreaterThan(0);
+
+    fake.push([request("A"), request("B")]); // the same card again: no resize
+    expect(sizes).toHaveLength(first);
+    key("ArrowRight"); // another card
+    expect(sizes.length).toBeGreaterThan(first);
+    expect(fittedHeight(300, 900)).toBe(480);
+    expect(fittedHeight(700, 900)).toBe(700);
+    expect(fittedHeight(2000, 900)).toBe(852);
+    expect(fittedHeight(2000, 0)).toBe(2000);
   });
 });

@@ -34,6 +34,8 @@ export interface ApprovalSource {
   focus?(): Promise<Chosen | null>;
   /** Calls `onChosen` with each request a person chooses in the tray while the window is open. */
   onFocus?(onChosen: (chosen: Chosen) => void): Promise<() => void>;
+  /** Resizes the window (CSS pixels). */
+  fit?(width: number, height: number): Promise<void>;
   lock(): Promise<void>;
 }
 
@@ -95,6 +97,26 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
       root.querySelector<HTMLElement>(".lifetime.checked") ??
       (currentId !== null && root.contains(passphrase) ? passphrase : null);
     if (target !== null && !(target as HTMLButtonElement).disabled) target.focus();
+    const fitKey = `${currentId}:${details}`;
+    if (fitKey !== fittedKey) {
+      fittedKey = fitKey;
+      fit();
+      // Once more when the layout has settled (a new window's first frames).
+      clearTimeout(fitTimer);
+      fitTimer = setTimeout(fit, FIT_AGAIN_MS);
+    }
+  };
+
+  /** The window fits the card shown, up to the screen (a new card, details opened or folded). */
+  let fittedKey = "";
+  let fitTimer: ReturnType<typeof setTimeout> | undefined;
+  const fit = (): void => {
+    const view = doc.defaultView;
+    const card = root.firstElementChild;
+    if (source.fit === undefined || view === null || card === null || currentId === null) return;
+    const height = fittedHeight(card.getBoundingClientRect().height, view.screen?.availHeight ?? 0);
+    if (Math.abs(height - view.innerHeight) <= FIT_SLACK) return;
+    source.fit(view.innerWidth, height).catch((err: unknown) => console.warn("cannot fit the window:", err));
   };
 
   /** Shows `id`; a card not shown before waits ARM_MS before it takes input. */
@@ -263,10 +285,27 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     clearInterval(poll);
     clearInterval(ticker);
     clearTimeout(armTimer);
+    clearTimeout(fitTimer);
     doc.removeEventListener("keydown", onKey);
     unsubscribe?.();
     offFocus?.();
   };
+}
+
+/** The window's own minimum height (src-tauri/src/window.rs), and how far below the screen's
+ * usable height it stops. */
+const MIN_HEIGHT = 480;
+const SCREEN_MARGIN = 48;
+/** A difference this small is left alone (no resize for a pixel or two). */
+const FIT_SLACK = 8;
+/** When the window fits its card again, after the first try (ms). */
+const FIT_AGAIN_MS = 300;
+
+/** The window height that fits `content` (CSS px), between the window's minimum and the
+ * screen's usable height (`screen`, 0 when unknown: the content's own height then). */
+export function fittedHeight(content: number, screen: number): number {
+  const most = screen > 0 ? Math.max(MIN_HEIGHT, screen - SCREEN_MARGIN) : Number.POSITIVE_INFINITY;
+  return Math.round(Math.min(Math.max(content, MIN_HEIGHT), most));
 }
 
 const DETAILS_KEY = "postern.approvals.details";

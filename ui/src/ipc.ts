@@ -2,6 +2,7 @@
 // callbacks, which keeps the views testable without a Tauri runtime.
 import { invoke } from "@tauri-apps/api/core";
 import { listen } from "@tauri-apps/api/event";
+import { LogicalSize } from "@tauri-apps/api/dpi";
 import { getCurrentWebviewWindow } from "@tauri-apps/api/webviewWindow";
 
 import type { Apis } from "./api";
@@ -97,6 +98,7 @@ export const tauriApprovals: ApprovalSource = {
   fetch: () => invoke<Approval[]>("approvals"),
   subscribe: (onList) => listen<Approval[]>(APPROVALS_CHANGED, (event) => onList(event.payload)),
   focus: () => call<Chosen | null>("approval_focus"),
+  fit: (width, height) => getCurrentWebviewWindow().setSize(new LogicalSize(width, height)),
   onFocus: (onChosen) => listen<Chosen>(APPROVALS_FOCUS, (event) => onChosen(event.payload)),
   // The proof goes with an approval only; it is not kept here.
   answer: (id: string, reply: Reply, proof: Proof | null) => call<void>("answer", { id, reply, proof }),
