@@ -226,8 +226,8 @@ const scenarios = {
         const grown = await s.execute("return [window.innerHeight, screen.availHeight]");
         if (grown[0] > grown[1]) throw new Error(`the window outgrew the screen: ${grown}`);
         await s.click(".forensics summary");
-        // Folded again, it fits the card again (twice: at once, and once the layout settled).
-        await sleep(800);
+        // Folded again, it fits the card again (at once, and twice more as the layout settles).
+        await sleep(2000);
         await s.setWindowRect(560, 720);
         await until(async () => (await s.execute("return window.innerHeight")) === 720, 5000, "the default size");
         expectEqual(await s.texts(".headline"), ["claude-code 2.1.3 wants to call publish_preview on publisher"], "the headline");

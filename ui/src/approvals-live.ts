@@ -101,15 +101,16 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     if (fitKey !== fittedKey) {
       fittedKey = fitKey;
       fit();
-      // Once more when the layout has settled (a new window's first frames).
-      clearTimeout(fitTimer);
-      fitTimer = setTimeout(fit, FIT_AGAIN_MS);
+      // Again when the layout has settled, and once the window is surely on screen: a new
+      // window may be mapped at its default size after the first try (a busy machine).
+      for (const timer of fitTimers) clearTimeout(timer);
+      fitTimers = FIT_AGAIN_MS.map((ms) => setTimeout(fit, ms));
     }
   };
 
   /** The window fits the card shown, up to the screen (a new card, details opened or folded). */
   let fittedKey = "";
-  let fitTimer: ReturnType<typeof setTimeout> | undefined;
+  let fitTimers: ReturnType<typeof setTimeout>[] = [];
   const fit = (): void => {
     const view = doc.defaultView;
     const card = root.firstElementChild;
@@ -285,7 +286,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     clearInterval(poll);
     clearInterval(ticker);
     clearTimeout(armTimer);
-    clearTimeout(fitTimer);
+    for (const timer of fitTimers) clearTimeout(timer);
     doc.removeEventListener("keydown", onKey);
     unsubscribe?.();
     offFocus?.();
@@ -299,7 +300,7 @@ const SCREEN_MARGIN = 48;
 /** A difference this small is left alone (no resize for a pixel or two). */
 const FIT_SLACK = 8;
 /** When the window fits its card again, after the first try (ms). */
-const FIT_AGAIN_MS = 300;
+const FIT_AGAIN_MS = [300, 1500];
 
 /** The window height that fits `content` (CSS px), between the window's minimum and the
  * screen's usable height (`screen`, 0 when unknown: the content's own height then). */
