@@ -10,7 +10,7 @@ import { message } from "./api";
 import type { Timeline, TimelineQuery } from "./bindings";
 import { h, visible } from "./dom";
 import type { EntryPanel } from "./entry";
-import { FRAME, layout, stamp, timeAt, type BandBox, type LaneBox, type Layout, type MarkBox, type WaitBox } from "./timeline-layout";
+import { FRAME, LANE_MID, layout, stamp, timeAt, type BandBox, type LaneBox, type Layout, type MarkBox, type WaitBox } from "./timeline-layout";
 
 const SVG = "http://www.w3.org/2000/svg";
 /** Lanes per query; more come a page at a time. */
@@ -301,8 +301,8 @@ export function picture(l: Layout, handlers: Handlers = { open() {}, openSession
   for (const t of l.ticks) {
     axis.append(
       svgEl("line", { class: "tick", x1: n(t.x), x2: n(t.x), y1: "18", y2: String(l.height) }),
-      text("tick-label", t.x + 3, 13, t.label),
     );
+    if (t.label !== null) axis.append(text("tick-label", t.label.x, t.label.y, t.label.text));
   }
   svg.append(axis);
   for (const lane of l.lanes) svg.append(laneGroup(lane, l, handlers));
@@ -310,7 +310,7 @@ export function picture(l: Layout, handlers: Handlers = { open() {}, openSession
 }
 
 function laneGroup(lane: LaneBox, l: Layout, handlers: Handlers): SVGElement {
-  const mid = 30;
+  const mid = LANE_MID;
   const g = svgEl("g", { class: `lane lane-${lane.status}`, "data-lane": String(lane.id), transform: `translate(0 ${lane.y})` });
   g.append(svgEl("rect", { class: "lane-bg", x: "0", y: "4", width: String(l.width), height: "44" }));
   const label = svgEl("g", { class: "lane-label", tabindex: handlers.openSession ? "0" : "-1", role: "button" });
@@ -342,7 +342,7 @@ function laneGroup(lane: LaneBox, l: Layout, handlers: Handlers): SVGElement {
 function bandEl(band: BandBox): SVGElement {
   const g = svgEl("g", { class: `band shade-${band.shade}`, "data-epoch": band.epoch });
   g.append(title(`execution epoch ${band.epoch}`), svgEl("rect", { class: "band-rect", x: n(band.x0), y: "18", width: n(band.x1 - band.x0), height: "24", rx: "3" }));
-  if (band.label !== null) g.append(text("band-label", band.x0 + 4, 16, band.label));
+  if (band.label !== null) g.append(text("band-label", band.label.x, band.label.y, band.label.text));
   return g;
 }
 
@@ -370,7 +370,7 @@ function markEl(mark: MarkBox, mid: number, handlers: Handlers): SVGElement {
       break;
     case "refusal":
       g.append(svgEl("path", { d: `M${n(x - 4.5)} ${mid - 4.5} l9 9 M${n(x + 4.5)} ${mid - 4.5} l-9 9` }));
-      if (mark.label !== null) g.append(text("mark-label", x + 7, mid + 15, mark.label));
+      if (mark.label !== null) g.append(text("mark-label", mark.label.x, mark.label.y, mark.label.text));
       break;
     case "approval":
       g.append(svgEl("path", { d: `M${n(x)} ${mid - 12} l5 8 h-10 z` }));
