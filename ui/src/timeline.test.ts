@@ -248,6 +248,57 @@ describe("the timeline view", () => {
     expect(openSession).toHaveBeenCalledWith(2);
   });
 
+  it("keeps the clicked mark selected across zooms and refreshes, until another is clicked or the panel closes", async () => {
+    let answer = timeline;
+    const { view } = setup(() => answer);
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+    const selected = (): string[] => [...document.querySelectorAll(".timeline-svg .selected")].map((el) => `${el.getAttribute("class")}#${el.getAttribute("data-seq")}`);
+    expect(selected()).toEqual([]);
+
+    document.querySelector('.mark[data-seq="6"]')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(selected()).toEqual(["mark mark-call tone-ok selected#6"]);
+    expect(document.querySelector('.mark[data-seq="6"]')!.getAttribute("aria-current")).toBe("true");
+
+    // Zoomed: drawn again at once from the data in hand, then from the engine's answer.
+    document.querySelector<HTMLButtonElement>(".zoom-out")!.click();
+    expect(selected()).toEqual(["mark mark-call tone-ok selected#6"]);
+    // The engine's answer is new data: the same record, its call now failed, a new call after it.
+    const [lane] = timeline.lanes;
+    answer = {
+      ...timeline,
+      since: T0 - 5 * MIN,
+      until: T0 + 15 * MIN,
+      lanes: [
+        {
+          ...lane!,
+          marks: [
+            ...lane!.marks.map((m) => (m.kind === "call" && m.seq === 6 ? { ...m, outcome: "tool_error" } : m)),
+            { kind: "call", time: T0 + 7.5 * MIN, seq: 30, tool: "deploy", epoch: EPOCH_B, decision: "allowed", outcome: "ok" },
+          ],
+        },
+      ],
+    };
+    await vi.advanceTimersByTimeAsync(100);
+    expect(document.querySelector('.mark[data-seq="30"]')).not.toBeNull();
+    expect(selected()).toEqual(["mark mark-call tone-warn selected#6"]);
+
+    // Another mark: it takes the selection (and a wait opening the same record is selected with it).
+    document.querySelector('.mark[data-seq="13"]')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(selected()).toEqual(["wait wait-denied selected#13", "mark mark-refusal tone-bad selected#13"]);
+    expect(document.querySelector('.mark[data-seq="6"]')!.hasAttribute("aria-current")).toBe(false);
+
+    // Closing the panel clears it, and a redraw does not bring it back.
+    document.querySelector<HTMLButtonElement>(".entry .entry-close")!.click();
+    expect(selected()).toEqual([]);
+    document.querySelector<HTMLButtonElement>(".zoom-fit")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(document.querySelectorAll(".timeline-svg .mark").length).toBeGreaterThan(0);
+    expect(selected()).toEqual([]);
+  });
+
   it("labels each lane with the agent's own name, its server and directory under it, the process chain in the tooltip", async () => {
     const { view } = setup();
     view.shown();

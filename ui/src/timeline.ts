@@ -3,7 +3,8 @@
 // request to answer) under its line, calls, refusals (with their codes), approvals and rebuilds
 // as marks. The wheel zooms around the pointer and dragging pans; each new window is a new
 // query to the engine (which gives at most a few thousand marks, counts per bucket beyond
-// that), so nothing ever loads the whole journal. Clicking a mark opens its audit record.
+// that), so nothing ever loads the whole journal. Clicking a mark opens its audit record, and the
+// mark stays ringed through zooms, pans and refreshes until another is clicked or the record closes.
 
 import type { JournalApi } from "./api";
 import { message } from "./api";
@@ -54,6 +55,12 @@ export function timelineView(api: Pick<JournalApi, "timeline">, options: Timelin
   let settle: ReturnType<typeof setTimeout> | undefined;
   let lastPoke = 0;
   let current: Layout | null = null;
+  /** The record open in the entry panel: its marks stay marked through every redraw until it closes. */
+  let selected: number | null = null;
+  entry.onChange((seq) => {
+    selected = seq;
+    for (const el of canvas.querySelectorAll(".mark[data-seq], .wait[data-seq]")) select(el, el.getAttribute("data-seq") === String(seq));
+  });
 
   const range = h("span", "timeline-range muted", "");
   const status = h("span", "timeline-status muted", "");
@@ -198,7 +205,7 @@ export function timelineView(api: Pick<JournalApi, "timeline">, options: Timelin
     current = layout(shown, { ...FRAME, width: width(), now: now() });
     range.textContent = rangeText(shown.since, shown.until);
     more.hidden = !shown.moreLanes;
-    canvas.replaceChildren(picture(current, { open: (seq) => entry.show(seq), openSession }));
+    canvas.replaceChildren(picture(current, { open: (seq) => entry.show(seq), openSession, selected }));
   };
 
   const paintStatus = (): void => {
@@ -285,6 +292,15 @@ export function rangeText(since: number, until: number): string {
 interface Handlers {
   open(seq: number): void;
   openSession: ((session: number) => void) | undefined;
+  /** The record open in the entry panel: the marks and waits that open it are drawn selected. */
+  selected?: number | null;
+}
+
+/** Draws `el` (a mark or a wait) as the one whose record is open, or not. */
+function select(el: Element, on: boolean): void {
+  el.classList.toggle("selected", on);
+  if (on) el.setAttribute("aria-current", "true");
+  else el.removeAttribute("aria-current");
 }
 
 /** The SVG for `l` (pure DOM construction, apart from the handlers). */
@@ -351,6 +367,7 @@ function waitEl(wait: WaitBox, mid: number, handlers: Handlers): SVGElement {
   const g = svgEl("g", { class: `wait wait-${wait.answer}`, "data-seq": String(wait.seq), tabindex: "0", role: "button" });
   g.append(title(`${wait.title} · record #${wait.seq}`), svgEl("rect", { class: "wait-rect", x: n(wait.x0), y: String(mid + 6), width: n(wait.x1 - wait.x0), height: "5", rx: "2" }));
   activate(g, () => handlers.open(wait.seq));
+  if (handlers.selected === wait.seq) select(g, true);
   return g;
 }
 
@@ -390,6 +407,7 @@ function markEl(mark: MarkBox, mid: number, handlers: Handlers): SVGElement {
   if (mark.seq !== null) {
     const seq = mark.seq;
     activate(g, () => handlers.open(seq));
+    if (handlers.selected === seq) select(g, true);
   }
   return g;
 }
