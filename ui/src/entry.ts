@@ -17,12 +17,16 @@ export interface EntryPanel {
   /** Fetches and shows record `seq`. */
   show(seq: number): void;
   hide(): void;
+  /** Calls `listener` with the record now shown, or `null` when the panel closes. */
+  onChange(listener: (seq: number | null) => void): void;
 }
 
 /** A panel that shows one audit record at a time; hidden until asked. */
 export function entryPanel(api: Pick<JournalApi, "auditEntry">): EntryPanel {
   const el = h("section", { class: "entry panel", "aria-live": "polite", hidden: "" });
   let wanted = 0;
+  const listeners: ((seq: number | null) => void)[] = [];
+  const tell = (seq: number | null): void => listeners.forEach((l) => l(seq));
   const put = (...children: (HTMLElement | null)[]): void => {
     el.hidden = false;
     el.replaceChildren(...children.filter((c): c is HTMLElement => c !== null));
@@ -36,10 +40,12 @@ export function entryPanel(api: Pick<JournalApi, "auditEntry">): EntryPanel {
     wanted = 0;
     el.hidden = true;
     el.replaceChildren();
+    tell(null);
   };
   const show = (seq: number): void => {
     wanted = seq;
     el.dataset.seq = String(seq);
+    tell(seq);
     put(h("div", "panel-head", h("h2", {}, `Audit record #${seq}`), close()), h("p", "muted entry-loading", "Opening…"));
     api.auditEntry(seq).then(
       (entry) => {
@@ -52,7 +58,7 @@ export function entryPanel(api: Pick<JournalApi, "auditEntry">): EntryPanel {
       },
     );
   };
-  return { el, show, hide };
+  return { el, show, hide, onChange: (listener) => void listeners.push(listener) };
 }
 
 /** The record's header and body (pure). */

@@ -38,7 +38,38 @@ export interface MarkBox {
   /** What it says on hover. */
   title: string;
   /** Text drawn next to it (a refusal's code), when there is room. */
-  label: string | null;
+  label: Label | null;
+}
+
+/**
+ * A word written in the picture, where it is drawn: `x` its left edge, `y` its baseline, in the
+ * lane's coordinates (the axis' for a tick). Its width is estimated from its characters
+ * (`labelWidth`), so labels that would overlap can be left out before anything is drawn.
+ */
+export interface Label {
+  text: string;
+  x: number;
+  y: number;
+}
+
+/** Labels are set in the small monospaced size (--text-xs, 11 px): about this wide a character. */
+export const LABEL_CHAR = 6.8;
+/** A label's height above its baseline and below it (descenders). */
+export const LABEL_ASCENT = 9;
+export const LABEL_DESCENT = 3;
+/** The least room kept between two labels, so they read as two. */
+export const LABEL_GAP = 6;
+/** Where a lane's line runs, from its top; marks sit on it. */
+export const LANE_MID = 30;
+
+/** A label's estimated width, from its characters. */
+export function labelWidth(text: string): number {
+  return [...text].length * LABEL_CHAR;
+}
+
+/** The box a label covers. */
+export function labelBox(l: Label): { x0: number; x1: number; y0: number; y1: number } {
+  return { x0: l.x, x1: l.x + labelWidth(l.text), y0: l.y - LABEL_ASCENT, y1: l.y + LABEL_DESCENT };
 }
 
 export interface BandBox {
@@ -47,8 +78,8 @@ export interface BandBox {
   x1: number;
   /** 0, 1, 0, 1, ... along the lane, so neighbouring epochs look different. */
   shade: number;
-  /** The epoch shortened, when the band is wide enough to say it. */
-  label: string | null;
+  /** The epoch shortened, when the band is wide enough to say it and no other label is there. */
+  label: Label | null;
   seq: number;
 }
 
@@ -95,7 +126,8 @@ export interface LaneBox {
 
 export interface Tick {
   x: number;
-  label: string;
+  /** Its time, unless it would run into the previous tick's or past the picture's edge. */
+  label: Label | null;
 }
 
 export interface Layout {
@@ -121,6 +153,9 @@ export function layout(timeline: Timeline, frame: Frame): Layout {
     const end = laneEnd(lane, frame.now);
     const agent = { client: lane.client, process: lane.agent, cwd: lane.cwd };
     const dir = dirWords(lane.cwd);
+    const laneBands = bands(lane.bands, end, clampX);
+    const laneMarks = marks(lane.marks, scale, x0, x1);
+    place([...laneBands, ...laneMarks], frame.width);
     return {
       id: lane.id,
       y,
@@ -133,9 +168,9 @@ export function layout(timeline: Timeline, frame: Frame): Layout {
       status: lane.status,
       x0: clampX(lane.started),
       x1: clampX(end),
-      bands: bands(lane.bands, end, clampX),
+      bands: laneBands,
       waits: (lane.waits ?? []).map((w) => waitBox(w, end, clampX)),
-      marks: marks(lane.marks, scale, x0, x1),
+      marks: laneMarks,
       bars: bars(lane, timeline.bucketWidth, tallest, clampX),
     };
   });
@@ -146,8 +181,46 @@ export function layout(timeline: Timeline, frame: Frame): Layout {
     height: frame.axisHeight + Math.max(1, lanes.length) * frame.laneHeight,
     plot: { x0, x1 },
     lanes,
-    ticks: ticks(since, until, x1 - x0).map((t) => ({ x: scale(t.time), label: t.label })),
+    ticks: axisTicks(since, until, x0, x1, scale, frame.width),
   };
+}
+
+/**
+ * Leaves out the labels that would collide: in order along the lane, a label that would
+ * overlap one already kept is dropped (its mark keeps its tooltip), and one that would run past
+ * the picture's right edge is shortened to fit, or dropped when too little of it would be left.
+ */
+export function place(items: { label: Label | null }[], width: number): void {
+  const kept: ReturnType<typeof labelBox>[] = [];
+  const order = items.filter((i) => i.label !== null).sort((a, b) => a.label!.x - b.label!.x);
+  for (const item of order) {
+    const label = fit(item.label!, width);
+    const box = label === null ? null : labelBox(label);
+    if (box === null || kept.some((k) => box.x0 < k.x1 + LABEL_GAP && k.x0 < box.x1 + LABEL_GAP && box.y0 < k.y1 && k.y0 < box.y1)) {
+      item.label = null;
+      continue;
+    }
+    item.label = label;
+    kept.push(box);
+  }
+}
+
+/** `label`, shortened with an ellipsis to end before `width`; `null` when fewer than 4 characters would fit. */
+function fit(label: Label, width: number): Label | null {
+  const chars = [...label.text];
+  const room = Math.floor((width - label.x) / LABEL_CHAR);
+  if (chars.length <= room) return label;
+  if (room < 4) return null;
+  return { ...label, text: `${chars.slice(0, room - 1).join("")}…` };
+}
+
+function axisTicks(since: number, until: number, x0: number, x1: number, scale: (t: number) => number, width: number): Tick[] {
+  const out = ticks(since, until, x1 - x0).map((t): Tick => {
+    const x = scale(t.time);
+    return { x, label: { text: t.label, x: x + 3, y: 13 } };
+  });
+  place(out, width);
+  return out;
 }
 
 /** Where a lane stops: its end, its last record when interrupted, now while it runs. */
@@ -174,7 +247,10 @@ function bands(list: EpochBand[], end: number, x: (t: number) => number): BandBo
     const stop = next === undefined ? Math.max(band.last, end) : next.first;
     const a = x(band.first);
     const b = Math.max(a + 2, x(stop));
-    return { epoch: band.epoch, x0: a, x1: b, shade: i % 2, label: b - a > 84 ? shortEpoch(band.epoch) : null, seq: band.seq };
+    const name = shortEpoch(band.epoch);
+    // Said inside its band only: a narrower band leaves it to the tooltip.
+    const label = b - a > labelWidth(name) + 8 ? { text: name, x: a + 4, y: 16 } : null;
+    return { epoch: band.epoch, x0: a, x1: b, shade: i % 2, label, seq: band.seq };
   });
 }
 
@@ -191,17 +267,10 @@ function waitBox(wait: ApprovalWait, end: number, x: (t: number) => number): Wai
 
 function marks(list: TimelineMark[], scale: (t: number) => number, x0: number, x1: number): MarkBox[] {
   const out: MarkBox[] = [];
-  let lastLabelX = -Infinity;
   for (const mark of [...list].sort((a, b) => a.time - b.time)) {
     const x = scale(mark.time);
     if (x < x0 - 0.5 || x > x1 + 0.5) continue;
-    const box = describe(mark, x);
-    // A refusal's code is written beside it when it does not run into the previous one.
-    if (box.kind === "refusal") {
-      if (x - lastLabelX > 110) lastLabelX = x;
-      else box.label = null;
-    }
-    out.push(box);
+    out.push(describe(mark, x));
   }
   return out;
 }
@@ -231,7 +300,8 @@ function describe(mark: TimelineMark, x: number): MarkBox {
         time: mark.time,
         tone: "bad",
         title: `${at} · ${mark.tool} refused: ${mark.code}${epochNote(mark.epoch)}`,
-        label: mark.code,
+        // Its code, beside and under the cross.
+        label: { text: mark.code, x: x + 7, y: LANE_MID + 15 },
       };
     case "grantIssued":
       return {

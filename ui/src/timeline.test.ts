@@ -2,9 +2,10 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import type { AuditEntry, Timeline, TimelineQuery } from "./bindings";
 import { entryPanel } from "./entry";
-import { bucketed, EPOCH_A, EPOCH_B, EPOCH_C, T0, timeline } from "./fixtures/timeline";
+import type { TimelineLane } from "./bindings";
+import { bucketed, EPOCH_A, EPOCH_B, EPOCH_C, rebuilt, T0, timeline } from "./fixtures/timeline";
 import { timelineView } from "./timeline";
-import { FRAME, layout, stamp, ticks, timeAt } from "./timeline-layout";
+import { FRAME, LABEL_ASCENT, LABEL_CHAR, LABEL_DESCENT, labelWidth, layout, stamp, ticks, timeAt } from "./timeline-layout";
 
 const MIN = 60_000;
 const WIDTH = 1000;
@@ -51,7 +52,7 @@ describe("the timeline's layout", () => {
     expect(b!.x0).toBeCloseTo(x(T0 + 4 * MIN));
     // The last epoch runs to the lane's end.
     expect(b!.x1).toBeCloseTo(x(T0 + 8 * MIN));
-    expect(a!.label).toBe("01JQ7R…XWQD");
+    expect(a!.label?.text).toBe("01JQ7R…XWQD");
     expect(l.lanes[1]!.bands.map((band) => band.epoch)).toEqual([EPOCH_C]);
   });
 
@@ -70,11 +71,61 @@ describe("the timeline's layout", () => {
     expect(marks.find((m) => m.seq === 11)!.x).toBeCloseTo(x(T0 + 4 * MIN));
     expect(marks.find((m) => m.seq === 11)!.title).toContain("new epoch: 01JQ7R…XWQD → 01JQ7R…R8SV");
     // A code is written beside its refusal unless it would run into the previous one.
-    expect(marks.filter((m) => m.kind === "refusal").map((m) => m.label)).toEqual(["authorization_stale", null]);
+    expect(marks.filter((m) => m.kind === "refusal").map((m) => m.label?.text ?? null)).toEqual(["authorization_stale", null]);
     expect(marks.find((m) => m.seq === 14)!.title).toContain("deploy refused: approval_denied");
     expect(marks.find((m) => m.seq === 20)!.title).toContain("no result yet");
     expect(marks.find((m) => m.seq === 5)!.title).toContain("approved: deploy for epoch 01JQ7R…XWQD");
     expect(l.lanes[1]!.marks.map((m) => [m.kind, m.tone])).toEqual([["call", "idle"]]);
+  });
+
+  it("never lets two labels in a lane overlap: the later one is dropped, one far enough away is kept", () => {
+    // Refusals 3 s apart (about 40 px; the fourth 126 px after the first, inside its 129 px code), then one well clear of the first's code, with epochs
+    // changing among them; a one-minute window so the bands are wide enough to be named.
+    const at = (s: number): number => T0 + s * 1000;
+    const codes = ["authorization_stale", "approval_denied", "vault_locked", "upstream_gone", "authorization_stale"];
+    const seconds = [10, 13, 16, 19.5, 45];
+    const lane: TimelineLane = {
+      ...rebuilt,
+      started: T0,
+      ended: at(60),
+      lastSeen: at(60),
+      bands: [
+        { epoch: EPOCH_A, first: at(0), last: at(11), seq: 1 },
+        { epoch: EPOCH_B, first: at(12), last: at(40), seq: 2 },
+        { epoch: EPOCH_C, first: at(41), last: at(60), seq: 3 },
+      ],
+      marks: seconds.map((s, i) => ({ kind: "refusal", time: at(s), seq: 100 + i, tool: "deploy", epoch: EPOCH_A, code: codes[i]! })),
+      waits: [],
+    };
+    const l = layout({ ...timeline, since: T0, until: at(60), lanes: [lane] }, frame);
+    const shown = [...l.lanes[0]!.bands, ...l.lanes[0]!.marks].flatMap((i) => (i.label === null ? [] : [i.label]));
+    const boxes = shown.map((s) => ({ text: s.text, x0: s.x, x1: s.x + s.text.length * LABEL_CHAR, y0: s.y - LABEL_ASCENT, y1: s.y + LABEL_DESCENT }));
+    for (const [i, a] of boxes.entries()) {
+      for (const b of boxes.slice(i + 1)) {
+        const overlap = a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1;
+        expect(overlap, `${a.text} and ${b.text}`).toBe(false);
+      }
+    }
+    const refusals = l.lanes[0]!.marks.map((m) => m.label?.text ?? null);
+    // The first code is written; the three crowded after it are not, but keep their tooltips.
+    expect(refusals).toEqual(["authorization_stale", null, null, null, "authorization_stale"]);
+    expect(l.lanes[0]!.marks[1]!.title).toContain("refused: approval_denied");
+    // The epochs are named in their bands (a row above the codes), each band wide enough.
+    expect(l.lanes[0]!.bands.map((b) => b.label?.text ?? null)).toEqual(["01JQ7R…XWQD", "01JQ7R…R8SV", "01JQ7R…0000"]);
+    // The estimate is the same as the layout's.
+    expect(labelWidth("authorization_stale")).toBe(19 * LABEL_CHAR);
+  });
+
+  it("shortens a label that would run past the picture's right edge, and drops one with too little room", () => {
+    const refusal = (time: number, seq: number): TimelineLane["marks"][number] => ({ kind: "refusal", time, seq, tool: "deploy", epoch: null, code: "authorization_stale" });
+    const near: TimelineLane = { ...rebuilt, bands: [], waits: [], marks: [refusal(T0 + 9 * MIN, 1)] };
+    const edge: TimelineLane = { ...rebuilt, id: 2, bands: [], waits: [], marks: [refusal(T0 + 10 * MIN, 2)] };
+    const l = layout({ ...timeline, lanes: [near, edge] }, frame);
+    const shortened = l.lanes[0]!.marks[0]!.label!;
+    expect(shortened.text).toBe("authorizati…");
+    expect(shortened.x + labelWidth(shortened.text)).toBeLessThanOrEqual(WIDTH);
+    expect(l.lanes[1]!.marks[0]!.label).toBeNull();
+    expect(l.lanes[1]!.marks[0]!.title).toContain("refused: authorization_stale");
   });
 
   it("leaves out marks outside the window (a zoom drawn before its answer arrives)", () => {
@@ -101,6 +152,8 @@ describe("the timeline's layout", () => {
     expect(marks.map((t) => t.label)).toEqual(["14:00", "14:02", "14:04", "14:06", "14:08", "14:10"]);
     expect(ticks(T0, T0 + 30_000, 800).map((t) => t.label).slice(0, 3)).toEqual(["14:00:00", "14:00:05", "14:00:10"]);
     expect(timeAt(l, x(T0 + 4 * MIN))).toBeCloseTo(T0 + 4 * MIN, -1);
+    // In the picture, a tick label that would run past the right edge is left out (its line stays).
+    expect(l.ticks.map((t) => t.label?.text ?? null)).toEqual(["14:00", "14:02", "14:04", "14:06", "14:08", null]);
   });
 });
 
@@ -193,6 +246,57 @@ describe("the timeline view", () => {
 
     document.querySelector('.lane[data-lane="2"] .lane-label')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
     expect(openSession).toHaveBeenCalledWith(2);
+  });
+
+  it("keeps the clicked mark selected across zooms and refreshes, until another is clicked or the panel closes", async () => {
+    let answer = timeline;
+    const { view } = setup(() => answer);
+    view.shown();
+    await vi.advanceTimersByTimeAsync(0);
+    const selected = (): string[] => [...document.querySelectorAll(".timeline-svg .selected")].map((el) => `${el.getAttribute("class")}#${el.getAttribute("data-seq")}`);
+    expect(selected()).toEqual([]);
+
+    document.querySelector('.mark[data-seq="6"]')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(selected()).toEqual(["mark mark-call tone-ok selected#6"]);
+    expect(document.querySelector('.mark[data-seq="6"]')!.getAttribute("aria-current")).toBe("true");
+
+    // Zoomed: drawn again at once from the data in hand, then from the engine's answer.
+    document.querySelector<HTMLButtonElement>(".zoom-out")!.click();
+    expect(selected()).toEqual(["mark mark-call tone-ok selected#6"]);
+    // The engine's answer is new data: the same record, its call now failed, a new call after it.
+    const [lane] = timeline.lanes;
+    answer = {
+      ...timeline,
+      since: T0 - 5 * MIN,
+      until: T0 + 15 * MIN,
+      lanes: [
+        {
+          ...lane!,
+          marks: [
+            ...lane!.marks.map((m) => (m.kind === "call" && m.seq === 6 ? { ...m, outcome: "tool_error" } : m)),
+            { kind: "call", time: T0 + 7.5 * MIN, seq: 30, tool: "deploy", epoch: EPOCH_B, decision: "allowed", outcome: "ok" },
+          ],
+        },
+      ],
+    };
+    await vi.advanceTimersByTimeAsync(100);
+    expect(document.querySelector('.mark[data-seq="30"]')).not.toBeNull();
+    expect(selected()).toEqual(["mark mark-call tone-warn selected#6"]);
+
+    // Another mark: it takes the selection (and a wait opening the same record is selected with it).
+    document.querySelector('.mark[data-seq="13"]')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(selected()).toEqual(["wait wait-denied selected#13", "mark mark-refusal tone-bad selected#13"]);
+    expect(document.querySelector('.mark[data-seq="6"]')!.hasAttribute("aria-current")).toBe(false);
+
+    // Closing the panel clears it, and a redraw does not bring it back.
+    document.querySelector<HTMLButtonElement>(".entry .entry-close")!.click();
+    expect(selected()).toEqual([]);
+    document.querySelector<HTMLButtonElement>(".zoom-fit")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(document.querySelectorAll(".timeline-svg .mark").length).toBeGreaterThan(0);
+    expect(selected()).toEqual([]);
   });
 
   it("labels each lane with the agent's own name, its server and directory under it, the process chain in the tooltip", async () => {

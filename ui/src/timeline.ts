@@ -3,14 +3,15 @@
 // request to answer) under its line, calls, refusals (with their codes), approvals and rebuilds
 // as marks. The wheel zooms around the pointer and dragging pans; each new window is a new
 // query to the engine (which gives at most a few thousand marks, counts per bucket beyond
-// that), so nothing ever loads the whole journal. Clicking a mark opens its audit record.
+// that), so nothing ever loads the whole journal. Clicking a mark opens its audit record, and the
+// mark stays ringed through zooms, pans and refreshes until another is clicked or the record closes.
 
 import type { JournalApi } from "./api";
 import { message } from "./api";
 import type { Timeline, TimelineQuery } from "./bindings";
 import { h, visible } from "./dom";
 import type { EntryPanel } from "./entry";
-import { FRAME, layout, stamp, timeAt, type BandBox, type LaneBox, type Layout, type MarkBox, type WaitBox } from "./timeline-layout";
+import { FRAME, LANE_MID, layout, stamp, timeAt, type BandBox, type LaneBox, type Layout, type MarkBox, type WaitBox } from "./timeline-layout";
 
 const SVG = "http://www.w3.org/2000/svg";
 /** Lanes per query; more come a page at a time. */
@@ -54,6 +55,12 @@ export function timelineView(api: Pick<JournalApi, "timeline">, options: Timelin
   let settle: ReturnType<typeof setTimeout> | undefined;
   let lastPoke = 0;
   let current: Layout | null = null;
+  /** The record open in the entry panel: its marks stay marked through every redraw until it closes. */
+  let selected: number | null = null;
+  entry.onChange((seq) => {
+    selected = seq;
+    for (const el of canvas.querySelectorAll(".mark[data-seq], .wait[data-seq]")) select(el, el.getAttribute("data-seq") === String(seq));
+  });
 
   const range = h("span", "timeline-range muted", "");
   const status = h("span", "timeline-status muted", "");
@@ -198,7 +205,7 @@ export function timelineView(api: Pick<JournalApi, "timeline">, options: Timelin
     current = layout(shown, { ...FRAME, width: width(), now: now() });
     range.textContent = rangeText(shown.since, shown.until);
     more.hidden = !shown.moreLanes;
-    canvas.replaceChildren(picture(current, { open: (seq) => entry.show(seq), openSession }));
+    canvas.replaceChildren(picture(current, { open: (seq) => entry.show(seq), openSession, selected }));
   };
 
   const paintStatus = (): void => {
@@ -285,6 +292,15 @@ export function rangeText(since: number, until: number): string {
 interface Handlers {
   open(seq: number): void;
   openSession: ((session: number) => void) | undefined;
+  /** The record open in the entry panel: the marks and waits that open it are drawn selected. */
+  selected?: number | null;
+}
+
+/** Draws `el` (a mark or a wait) as the one whose record is open, or not. */
+function select(el: Element, on: boolean): void {
+  el.classList.toggle("selected", on);
+  if (on) el.setAttribute("aria-current", "true");
+  else el.removeAttribute("aria-current");
 }
 
 /** The SVG for `l` (pure DOM construction, apart from the handlers). */
@@ -301,8 +317,8 @@ export function picture(l: Layout, handlers: Handlers = { open() {}, openSession
   for (const t of l.ticks) {
     axis.append(
       svgEl("line", { class: "tick", x1: n(t.x), x2: n(t.x), y1: "18", y2: String(l.height) }),
-      text("tick-label", t.x + 3, 13, t.label),
     );
+    if (t.label !== null) axis.append(text("tick-label", t.label.x, t.label.y, t.label.text));
   }
   svg.append(axis);
   for (const lane of l.lanes) svg.append(laneGroup(lane, l, handlers));
@@ -310,7 +326,7 @@ export function picture(l: Layout, handlers: Handlers = { open() {}, openSession
 }
 
 function laneGroup(lane: LaneBox, l: Layout, handlers: Handlers): SVGElement {
-  const mid = 30;
+  const mid = LANE_MID;
   const g = svgEl("g", { class: `lane lane-${lane.status}`, "data-lane": String(lane.id), transform: `translate(0 ${lane.y})` });
   g.append(svgEl("rect", { class: "lane-bg", x: "0", y: "4", width: String(l.width), height: "44" }));
   const label = svgEl("g", { class: "lane-label", tabindex: handlers.openSession ? "0" : "-1", role: "button" });
@@ -342,7 +358,7 @@ function laneGroup(lane: LaneBox, l: Layout, handlers: Handlers): SVGElement {
 function bandEl(band: BandBox): SVGElement {
   const g = svgEl("g", { class: `band shade-${band.shade}`, "data-epoch": band.epoch });
   g.append(title(`execution epoch ${band.epoch}`), svgEl("rect", { class: "band-rect", x: n(band.x0), y: "18", width: n(band.x1 - band.x0), height: "24", rx: "3" }));
-  if (band.label !== null) g.append(text("band-label", band.x0 + 4, 16, band.label));
+  if (band.label !== null) g.append(text("band-label", band.label.x, band.label.y, band.label.text));
   return g;
 }
 
@@ -351,6 +367,7 @@ function waitEl(wait: WaitBox, mid: number, handlers: Handlers): SVGElement {
   const g = svgEl("g", { class: `wait wait-${wait.answer}`, "data-seq": String(wait.seq), tabindex: "0", role: "button" });
   g.append(title(`${wait.title} · record #${wait.seq}`), svgEl("rect", { class: "wait-rect", x: n(wait.x0), y: String(mid + 6), width: n(wait.x1 - wait.x0), height: "5", rx: "2" }));
   activate(g, () => handlers.open(wait.seq));
+  if (handlers.selected === wait.seq) select(g, true);
   return g;
 }
 
@@ -370,7 +387,7 @@ function markEl(mark: MarkBox, mid: number, handlers: Handlers): SVGElement {
       break;
     case "refusal":
       g.append(svgEl("path", { d: `M${n(x - 4.5)} ${mid - 4.5} l9 9 M${n(x + 4.5)} ${mid - 4.5} l-9 9` }));
-      if (mark.label !== null) g.append(text("mark-label", x + 7, mid + 15, mark.label));
+      if (mark.label !== null) g.append(text("mark-label", mark.label.x, mark.label.y, mark.label.text));
       break;
     case "approval":
       g.append(svgEl("path", { d: `M${n(x)} ${mid - 12} l5 8 h-10 z` }));
@@ -390,6 +407,7 @@ function markEl(mark: MarkBox, mid: number, handlers: Handlers): SVGElement {
   if (mark.seq !== null) {
     const seq = mark.seq;
     activate(g, () => handlers.open(seq));
+    if (handlers.selected === seq) select(g, true);
   }
   return g;
 }
