@@ -214,6 +214,9 @@ const scenarios = {
         // as the card (within the screen): nothing to scroll to.
         const size = await s.execute("return [window.innerWidth, document.scrollingElement.scrollTop]");
         expectEqual(size, [560, 0], "the approval window's width and scroll");
+        // The window remembers whether its details were open (an earlier scenario may have
+        // opened them in this webview profile): start folded.
+        if (await s.execute("return document.querySelector('.forensics').open")) await s.click(".forensics summary");
         await until(
           async () => await s.execute("const d = document.documentElement; const card = document.querySelector('#app > .window').getBoundingClientRect().height; return d.scrollHeight <= window.innerHeight + 1 && window.innerHeight - card <= 40"),
           10_000,
