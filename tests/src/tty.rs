@@ -62,7 +62,12 @@ pub fn run(command: &mut Command, passphrase: &str, input: Option<&str>) -> Resu
         .stderr(std::process::Stdio::piped());
     let mut child = wrapped.spawn().context("spawning with_tty")?;
     if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin.write_all(input.as_bytes())?;
+        // A command that refuses its input before reading it may be gone already: its refusal
+        // is what the test reads, not our write.
+        match stdin.write_all(input.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            written => written?,
+        }
     }
     // Only the child holds the terminal's device now: its exit ends our reads.
     drop(pty.slave);
