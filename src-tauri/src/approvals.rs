@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 
 use postern_domain::ApprovalId;
 use postern_domain::decision::{
-    ApprovalCard, ArgumentSource, AskFor, CatalogSince, GrantChoice, Reply,
+    ApprovalCard, ArgumentSource, AskFor, CatalogSince, GrantChoice, Reply, argument_name,
 };
 use postern_domain::text::one_line;
 use postern_engine::Authority;
@@ -127,7 +127,7 @@ pub fn menu_lines(card: &ApprovalCard) -> Vec<String> {
         .iter()
         .take(MENU_ARGUMENTS)
         .map(|a| {
-            let name = a.pointer.trim_start_matches('/').replace('/', ".");
+            let name = argument_name(&a.pointer);
             let value = shorten(&a.value.to_string(), MENU_VALUE_CHARS);
             let default = match a.source {
                 ArgumentSource::Default => " (default)",

@@ -59,7 +59,7 @@ pub use card::{
     ToolView, UntrustedHints, agent_name, arguments_with_defaults,
 };
 pub use denial::{Denial, DenyCode, authorization_stale};
-pub use risk::{Risk, RiskLine, Severity};
+pub use risk::{Risk, RiskLine, Severity, argument_name};
 
 /// How long a human has to answer an approval request by default (`approval_timeout`).
 pub const APPROVAL_TIMEOUT_MS: u64 = 120_000;

@@ -415,7 +415,7 @@ fn named(items: &[String]) -> String {
 }
 
 /// An argument's name from its RFC 6901 pointer: `/opts/dry` reads `opts.dry`.
-fn argument_name(pointer: &str) -> String {
+pub fn argument_name(pointer: &str) -> String {
     pointer
         .split('/')
         .skip(1)
