@@ -259,8 +259,9 @@ impl Engine {
 
     /// Audit record `seq` (a clicked mark's): its header fields and, while the vault is
     /// unlocked, its body opened with the opening key from `secrets` (the keychain this
-    /// engine was started with; the engine itself keeps only the public key), tool-call
-    /// arguments shown by their shape. `None` when there is no such record.
+    /// engine was started with, the key sealed under the vault key; the engine itself keeps
+    /// only the public key), tool-call arguments shown by their shape. `None` when there is
+    /// no such record.
     pub fn audit_entry(
         &self,
         seq: u64,
@@ -269,7 +270,11 @@ impl Engine {
         use postern_domain::decision::VaultState;
         let key = match (secrets, self.authority.vault()) {
             (None, _) => Err("no keychain was given to open it".to_owned()),
-            (Some(secrets), VaultState::Ready) => Ok(secrets),
+            (Some(secrets), VaultState::Ready) => {
+                audit::read_key(secrets, self.authority.vault_key().as_ref())
+                    .map_err(|e| e.to_string())
+                    .and_then(|key| key.ok_or_else(|| audit::AuditError::KeyMissing.to_string()))
+            }
             (Some(_), VaultState::Locked | VaultState::Unlocking) => {
                 Err("the vault is locked: bodies open only while it is unlocked".to_owned())
             }
@@ -278,6 +283,17 @@ impl Engine {
             }
         };
         journal::audit_entry(&self.home, seq, key)
+    }
+
+    /// Verifies this home's audit log ([`audit::verify`]); with `open_bodies`, every body
+    /// too while the vault is unlocked (its opening key is sealed under the vault key).
+    pub fn verify_audit(
+        &self,
+        secrets: &dyn SecretStore,
+        open_bodies: bool,
+    ) -> Result<audit::VerifyReport, audit::AuditError> {
+        let vault = self.authority.vault_key();
+        audit::verify(&self.home, secrets, vault.as_ref(), open_bodies)
     }
 
     /// Stops accepting agents, ends every session and its server, releases the home.

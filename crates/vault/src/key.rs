@@ -74,6 +74,13 @@ impl std::fmt::Debug for VaultKey {
     }
 }
 
+/// A copy is as secret as the original: redacted, zeroized when dropped.
+impl Clone for VaultKey {
+    fn clone(&self) -> Self {
+        VaultKey(Secret::new(*self.0.expose()))
+    }
+}
+
 impl VaultKey {
     /// A new random key.
     pub fn generate() -> Result<VaultKey, KeyError> {
