@@ -232,7 +232,7 @@ mod macos {
         let workspace = NSWorkspace::sharedWorkspace().notificationCenter();
         for (center, name, _) in MACOS {
             let on: &NSNotificationCenter = match center {
-                Center::Distributed => distributed,
+                Center::Distributed => &distributed,
                 Center::Workspace => &workspace,
             };
             let observed = Arc::clone(observed);
