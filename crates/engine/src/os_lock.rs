@@ -4,9 +4,9 @@
 //! - Linux: D-Bus signals: logind's `PrepareForSleep(true)` and a session's `Lock` on the
 //!   system bus, and the screensaver's `ActiveChanged(true)` on the session bus. Where a bus
 //!   is missing (a container, an SSH session) nothing is reported.
-//! - macOS: notifications ([`MACOS`]): the distributed `com.apple.screenIsLocked`, and
-//!   NSWorkspace's will-sleep, screens-did-sleep and session-did-resign-active (another user
-//!   switched in). Both centers deliver on the main thread's run loop, so the process must run
+//! - macOS: notifications (`MACOS`): the distributed `com.apple.screenIsLocked`, and
+//!   NSWorkspace's will-sleep, screens-did-sleep and session-did-resign-active (fast user
+//!   switching). Both centers deliver on the main thread's run loop, so the process must run
 //!   one: the app's AppKit loop does, and `postern daemon` runs its engine beside the main
 //!   thread's loop ([`with_main_run_loop`]). Compile-checked only: not run on a Mac yet.
 //!
