@@ -7,12 +7,13 @@
 //!   and the like owned by root, and writes no core dump. Children are unaffected: `execve`
 //!   makes a new program dumpable again, so MCP servers behave as before.
 //! - macOS: `ptrace(PT_DENY_ATTACH)`, and a core-file limit of zero. Once denied, the kernel
-//!   refuses every later ptrace attach to this process (and signals the tracer), which is also
-//!   how LLDB and dtrace attach. Memory can otherwise only be read through the process's Mach
-//!   task port (`task_for_pid`), which macOS gives another unprivileged process only after an
-//!   administrator's authorization (taskgated) and never for an app signed with the hardened
-//!   runtime and without the `get-task-allow` entitlement; the hardened runtime also makes dyld
-//!   ignore `DYLD_INSERT_LIBRARIES` for it. A process of the user can send the engine
+//!   refuses every later ptrace attach to this process (and signals the tracer): LLDB's
+//!   debugserver attaches that way, and dtrace stops seeing the process too. Memory can
+//!   otherwise only be read through the process's Mach task port (`task_for_pid`), which macOS
+//!   gives another unprivileged process only with an administrator's authorization (taskgated)
+//!   or Developer Tools access the user turned on, and never for an app signed with the
+//!   hardened runtime and without the `get-task-allow` entitlement; the hardened runtime also
+//!   makes dyld ignore `DYLD_INSERT_LIBRARIES` for it. A process of the user can send the engine
 //!   `SIGSEGV`; with no core-file limit (a shell's `ulimit -c unlimited`) the kernel would
 //!   write the engine's memory to `/cores`, so both limits are set to zero (children inherit
 //!   it: MCP servers launched by the engine write no core files either). When a debugger is
