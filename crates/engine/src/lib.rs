@@ -34,6 +34,7 @@ pub use api::{
 pub use audit::{AuditLog, AuditState, AuditStatus};
 pub use authority::{Authority, Clock, ManualClock, Settings, SettingsUpdate, SystemClock};
 pub use home::{Home, HomeError};
+pub use os_lock::with_main_run_loop;
 
 /// A running engine. Dropping it without [`Engine::shutdown`] stops it too, less politely.
 #[derive(Debug)]
