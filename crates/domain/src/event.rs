@@ -166,6 +166,22 @@ pub enum AuditEvent {
         credentials: Vec<String>,
         reason: String,
     },
+    /// The egress broker put credential values in a request of a launch, in place of its
+    /// placeholders, toward a host they are bound to (names and the host, never a value).
+    CredentialSubstituted {
+        server: ServerLabel,
+        epoch: Option<ExecutionEpoch>,
+        credentials: Vec<String>,
+        host: String,
+    },
+    /// A launch sent credential placeholders toward a host they are not bound to (or after
+    /// such a request): refused, the launch frozen, the release approvals withdrawn.
+    CredentialLeakAttempt {
+        server: ServerLabel,
+        epoch: Option<ExecutionEpoch>,
+        credentials: Vec<String>,
+        host: String,
+    },
     /// A grant stopped applying before its epoch did: used, revoked, expired with its
     /// run, or dropped by a lock.
     GrantEnded { grant: GrantId, reason: String },
@@ -232,6 +248,8 @@ impl AuditEvent {
             Self::ApprovalExpired { .. } => "approval_expired",
             Self::CredentialReleased { .. } => "credential_released",
             Self::CredentialWithheld { .. } => "credential_withheld",
+            Self::CredentialSubstituted { .. } => "credential_substituted",
+            Self::CredentialLeakAttempt { .. } => "credential_leak_attempt",
             Self::GrantEnded { .. } => "grant_ended",
             Self::VaultLocked { .. } => "vault_locked",
             Self::VaultUnlocked => "vault_unlocked",

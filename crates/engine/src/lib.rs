@@ -32,6 +32,10 @@ pub use api::{
     ServerStatus, SessionState, SessionStatus, Status, typescript_bindings,
 };
 pub use audit::{AuditLog, AuditState, AuditStatus};
+
+/// The environment variable naming a CA file (PEM) the egress broker trusts for upstream TLS
+/// beside the platform's roots.
+pub const EGRESS_CA_FILE: &str = "POSTERN_EGRESS_CA_FILE";
 pub use authority::{Authority, Clock, ManualClock, Settings, SettingsUpdate, SystemClock};
 pub use home::{Home, HomeError};
 pub use os_lock::with_main_run_loop;
@@ -130,6 +134,14 @@ impl Engine {
             secrets,
             gateway.commands.clone(),
         );
+        // The way out for launches that hold credential placeholders (issue 15). Upstream TLS
+        // also trusts the CA file POSTERN_EGRESS_CA_FILE names (a corporate proxy's).
+        let extra_ca = std::env::var_os(EGRESS_CA_FILE).map(PathBuf::from);
+        if let Err(e) = authority.start_egress(&home.path().join("egress"), extra_ca.as_deref()) {
+            tracing::error!(
+                "the egress broker did not start ({e}); credentials bound to hosts are withheld from launches"
+            );
+        }
         gateway.audit = Arc::clone(&audit) as Arc<dyn AuditSink>;
         gateway.authorizer = Arc::new(authority.clone());
         gateway.control = Some(Arc::new(control::Control {

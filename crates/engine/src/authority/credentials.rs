@@ -331,6 +331,7 @@ impl Authority {
                 .collect()
         };
         let mut reasons: Vec<&str> = Vec::new();
+        let mut brokered: Vec<(String, postern_egress::Brokered)> = Vec::new();
         for (credential, why) in decided {
             let name = credential.name.to_string();
             let value = match why {
@@ -348,12 +349,25 @@ impl Authority {
                 }
             };
             match (value, credential.env_var()) {
+                // Bound to hosts: the launch holds a placeholder, the broker the value.
+                (Some(value), Some(var)) if credential.brokered() => {
+                    let brokered_value = postern_egress::Brokered {
+                        credential: name,
+                        placeholder: super::egress::placeholder(&value),
+                        value: Secret::new(value),
+                        hosts: credential.hosts.clone(),
+                    };
+                    brokered.push((var.to_owned(), brokered_value));
+                }
                 (Some(value), Some(var)) => {
                     release.env.push((var.to_owned(), Secret::new(value)));
                     release.released.push(name);
                 }
                 _ => release.withheld.push(name),
             }
+        }
+        if !brokered.is_empty() {
+            self.open_egress(config, brokered, &mut release, &mut reasons);
         }
         reasons.dedup();
         if !reasons.is_empty() {

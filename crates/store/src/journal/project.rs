@@ -425,6 +425,8 @@ impl Projector {
             | AuditEvent::VaultUnlocked
             | AuditEvent::ProofRefused { .. }
             | AuditEvent::ConfigTampered { .. }
+            | AuditEvent::CredentialSubstituted { .. }
+            | AuditEvent::CredentialLeakAttempt { .. }
             | AuditEvent::ConfigChanged { .. } => {}
         }
         self.seq = seq;
