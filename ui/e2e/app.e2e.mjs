@@ -807,20 +807,21 @@ const scenarios = {
         const agents = await s.waitForTexts(".activity-row .col-agent", (t) => t.length === 3);
         for (const a of agents) expectIncludes(a, "e2e-agent 2.1.3", "each row's agent");
         const how = await s.texts(".activity-row .col-how");
-        expectEqual(how[0], "you denied it", "the denied call");
+        // Where you answered, from the audit log: the approval window, both times.
+        expectEqual(how[0], "you denied it in the approval window", "the denied call");
         expectEqual(how[1], "your grant · 15 min", "the call the grant covered");
-        if (!/^your grant · 15 min · you approved after \d+(\.\d)? (ms|s)$/.test(how[2])) throw new Error(`the call you approved: got ${JSON.stringify(how[2])}`);
+        if (!/^your grant · 15 min · you approved in the approval window after \d+(\.\d)? (ms|s)$/.test(how[2])) throw new Error(`the call you approved: got ${JSON.stringify(how[2])}`);
         const sessions = await s.texts(".activity-row .col-session");
         expectEqual(new Set(sessions).size, 1, "one session number for the three rows");
 
         // Quick filter: the calls you were asked about.
         await s.click(".quick-asked");
-        await s.waitForTexts(".activity-row .col-how", (t) => t.length === 2 && t[0] === "you denied it");
+        await s.waitForTexts(".activity-row .col-how", (t) => t.length === 2 && t[0] === "you denied it in the approval window");
         expectEqual(await s.attributes(".quick-asked", "aria-pressed"), ["true"], "the chip is pressed");
         // A row's record leads with a sentence, even before it is unfolded.
         await s.execute("document.querySelector('.activity-row:last-child').dispatchEvent(new MouseEvent('click', { bubbles: true }))");
         const [sentence] = await s.waitForTexts(".activity .entry .entry-summary", (t) => t.length === 1);
-        if (!/^e2e-agent 2\.1\.3 called now on clock \(launch .+\), allowed by your grant · 15 min \(you approved after .+\); it returned after .+\.$/.test(sentence)) {
+        if (!/^e2e-agent 2\.1\.3 called now on clock \(launch .+\), allowed by your grant · 15 min \(you approved in the approval window after .+\); it returned after .+\.$/.test(sentence)) {
           throw new Error(`the record's sentence: got ${JSON.stringify(sentence)}`);
         }
         await s.waitForTexts(".quick-agent", (t) => same(t, [`This agent: e2e-agent 2.1.3 (session ${sessions[0]})`]));

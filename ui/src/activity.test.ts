@@ -166,9 +166,10 @@ describe("the Activity feed", () => {
 
   it("says who called and how each call was allowed, in words", async () => {
     const { view } = setup(() => [
-      row(14, { decision: "approval_denied", outcome: "refused", authority: null, grant: null, durationMs: null, asked: { approval: "A2", requested: T0, answered: T0 + 3000, answer: "denied" } }),
+      row(14, { decision: "approval_denied", outcome: "refused", authority: null, grant: null, durationMs: null, asked: { approval: "A2", requested: T0, answered: T0 + 3000, answer: "denied", by: "terminal" } }),
       row(13, { decision: "observed", authority: "observed", grant: null, agent: { client: null, process: "bash -> codex -> postern (pid 77)", cwd: null } }),
-      row(12, { grant: { grant: "G1", end: { kind: "thisCallOnly", call: "01JQCALL" }, issued: T0 }, asked: { approval: "A1", requested: T0, answered: T0 + 12_000, answer: "granted" } }),
+      row(12, { grant: { grant: "G1", end: { kind: "thisCallOnly", call: "01JQCALL" }, issued: T0 }, asked: { approval: "A1", requested: T0, answered: T0 + 12_000, answer: "granted", by: "window" } }),
+      row(111, { grant: { grant: "G0", end: { kind: "thisCallOnly", call: "01JQCALL0" }, issued: T0 }, asked: { approval: "A0", requested: T0, answered: T0 + 5_000, answer: "granted", by: null } }),
       row(11, { grant: { grant: "G2", end: { kind: "untilRunEnds" }, issued: T0 } }),
       row(10),
       row(9, { decision: "catalog_stale", outcome: "refused", authority: null, grant: null, agent: { client: null, process: null, cwd: null } }),
@@ -183,13 +184,16 @@ describe("the Activity feed", () => {
       "claude-code 2.1.3 in shop",
       "claude-code 2.1.3 in shop",
       "claude-code 2.1.3 in shop",
+      "claude-code 2.1.3 in shop",
       "an unnamed agent",
       "claude-code 2.1.3 in shop",
     ]);
     expect(all(document.body, ".activity-row .col-how")).toEqual([
-      "you denied it",
+      "you denied it on a terminal",
       "observe mode (nobody asked)",
-      "your grant · this call · you approved after 12 s",
+      "your grant · this call · you approved in the approval window after 12 s",
+      // An answer recorded before the log kept where it was given.
+      "your grant · this call · you approved after 5.0 s",
       "your grant · until the run ends",
       "your grant · 15 min",
       "the tool changed since the agent listed it",

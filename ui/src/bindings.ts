@@ -832,7 +832,12 @@ answered: number | null,
 /**
  * `granted`, `denied` or `expired`.
  */
-answer: string | null, };
+answer: string | null, 
+/**
+ * Where the person answered: `window` (the approval window), `tray`, `terminal` (the
+ * CLI); `null` when nobody did, and for answers recorded before the log kept it.
+ */
+by: string | null, };
 
 export type SessionFilter = { 
 /**

@@ -137,6 +137,9 @@ pub struct CallAsked {
     pub answered: Option<i64>,
     /// `granted`, `denied` or `expired`.
     pub answer: Option<String>,
+    /// Where the person answered: `window` (the approval window), `tray`, `terminal` (the
+    /// CLI); `null` when nobody did, and for answers recorded before the log kept it.
+    pub by: Option<String>,
 }
 
 /// Which sessions to read: newest first.
@@ -277,6 +280,7 @@ pub(crate) fn activity_row(r: postern_store::ActivityRow) -> ActivityRow {
             requested: a.requested,
             answered: a.answered,
             answer: a.answer,
+            by: a.by,
         }),
     }
 }

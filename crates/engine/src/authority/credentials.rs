@@ -43,6 +43,8 @@ pub(super) struct Carry {
     pub identity: Digest,
     pub tool: String,
     pub choice: Option<GrantChoice>,
+    /// Where the person answered.
+    pub by: postern_domain::AnswerChannel,
 }
 
 /// Why a credential operation failed.
@@ -451,7 +453,11 @@ impl Authority {
         state: &mut State,
         call: &CallToAuthorize,
         now: u64,
-    ) -> Option<(postern_domain::ApprovalId, Grant)> {
+    ) -> Option<(
+        postern_domain::ApprovalId,
+        Grant,
+        postern_domain::AnswerChannel,
+    )> {
         let identity = call.record.identity_digest();
         let at = state.carries.iter().position(|c| {
             c.session == call.session
@@ -479,7 +485,7 @@ impl Authority {
             issued_at: now,
             end,
         };
-        Some((carry.approval, grant))
+        Some((carry.approval, grant, carry.by))
     }
 
     /// A credential's value from the keychain item `item`, opened with the vault key held

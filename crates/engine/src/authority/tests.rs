@@ -294,6 +294,7 @@ impl Gate {
                     choice: Some(choice),
                 },
                 Some(&self.proven),
+                postern_domain::AnswerChannel::Window,
             )
             .expect("answer taken");
         match rx.try_recv() {
@@ -388,7 +389,12 @@ async fn a_first_call_waits_on_one_card_and_a_run_grant_then_allows_repeats_at_o
         choice: Some(GrantChoice::UntilRunEnds),
     };
     gate.authority
-        .answer(card.id, reply, Some(&gate.proven))
+        .answer(
+            card.id,
+            reply,
+            Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
+        )
         .expect("answer taken");
     let grants = gate.authority.grants();
     assert_eq!(grants.len(), 1);
@@ -460,7 +466,12 @@ async fn a_denial_refuses_the_call_and_a_second_answer_finds_nothing_open() {
     let a = launch(1, b"v1");
     let (card, mut rx) = gate.carded(deploy(&a));
     gate.authority
-        .answer(card.id, Reply::Deny, Some(&gate.proven))
+        .answer(
+            card.id,
+            Reply::Deny,
+            Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
+        )
         .expect("answer taken");
     let denial = denied(rx.try_recv().expect("decided"));
     assert_eq!(denial.code, DenyCode::ApprovalDenied);
@@ -472,6 +483,7 @@ async fn a_denial_refuses_the_call_and_a_second_answer_finds_nothing_open() {
             choice: Some(GrantChoice::UntilRunEnds),
         },
         Some(&gate.proven),
+        postern_domain::AnswerChannel::Window,
     );
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
     assert!(gate.authority.grants().is_empty());
@@ -508,9 +520,12 @@ async fn an_unanswered_card_times_out_and_is_gone() {
         .expect("done called");
     assert_eq!(denied(verdict).code, DenyCode::ApprovalTimeout);
     assert!(gate.authority.approvals().is_empty());
-    let late = gate
-        .authority
-        .answer(card.id, Reply::Deny, Some(&gate.proven));
+    let late = gate.authority.answer(
+        card.id,
+        Reply::Deny,
+        Some(&gate.proven),
+        postern_domain::AnswerChannel::Window,
+    );
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 
     let events = gate.events();
@@ -568,9 +583,12 @@ async fn a_withdrawn_call_loses_its_card_and_is_never_answered() {
     );
     assert!(gate.authority.approvals().is_empty());
     assert!(rx.await.is_err(), "done was dropped without being called");
-    let late = gate
-        .authority
-        .answer(card.id, Reply::Deny, Some(&gate.proven));
+    let late = gate.authority.answer(
+        card.id,
+        Reply::Deny,
+        Some(&gate.proven),
+        postern_domain::AnswerChannel::Window,
+    );
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 
     let events = gate.events();
@@ -618,6 +636,7 @@ async fn observe_mode_still_asks_a_human_to_release_a_withheld_credential() {
                 choice: Some(GrantChoice::UntilRunEnds),
             },
             Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
         )
         .expect("approve");
     assert_eq!(rx.await.expect("verdict"), Verdict::Relaunch);
@@ -651,7 +670,12 @@ async fn every_use_on_the_tool_asks_despite_a_run_grant_and_offers_this_call_onl
         choice: Some(GrantChoice::UntilRunEnds),
     };
     assert!(matches!(
-        gate.authority.answer(card.id, standing, Some(&gate.proven)),
+        gate.authority.answer(
+            card.id,
+            standing,
+            Some(&gate.proven),
+            postern_domain::AnswerChannel::Window
+        ),
         Err(AnswerError::Unacceptable(_))
     ));
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "still waiting");
@@ -659,7 +683,12 @@ async fn every_use_on_the_tool_asks_despite_a_run_grant_and_offers_this_call_onl
         choice: Some(GrantChoice::ThisCall),
     };
     gate.authority
-        .answer(card.id, once, Some(&gate.proven))
+        .answer(
+            card.id,
+            once,
+            Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
+        )
         .expect("answer taken");
     assert!(matches!(
         rx.try_recv(),
@@ -680,7 +709,12 @@ async fn an_answer_after_the_card_expired_by_the_clock_is_not_taken() {
     let reply = Reply::Approve {
         choice: Some(GrantChoice::UntilRunEnds),
     };
-    let late = gate.authority.answer(card.id, reply, Some(&gate.proven));
+    let late = gate.authority.answer(
+        card.id,
+        reply,
+        Some(&gate.proven),
+        postern_domain::AnswerChannel::Window,
+    );
     assert_eq!(
         denied(rx.try_recv().expect("decided")).code,
         DenyCode::ApprovalTimeout

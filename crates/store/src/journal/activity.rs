@@ -145,6 +145,9 @@ pub struct Asked {
     pub answered: Option<i64>,
     /// `granted`, `denied` or `expired`.
     pub answer: Option<String>,
+    /// Where the person answered: `window`, `tray`, `terminal`; `None` when nobody did, and
+    /// for answers recorded before the audit log kept it.
+    pub by: Option<String>,
 }
 
 impl Store {
@@ -275,14 +278,18 @@ impl Store {
 
     /// Approval request `approval` and its answer.
     fn asked(&self, approval: String) -> Result<Asked, StoreError> {
-        let found: Option<(i64, Option<i64>, Option<String>)> = self
+        type Found = (i64, Option<i64>, Option<String>, Option<String>);
+        let found: Option<Found> = self
             .conn
             .prepare_cached(
-                "SELECT requested, answered, answer FROM journal_approvals WHERE approval = ?1",
+                "SELECT requested, answered, answer, channel FROM journal_approvals
+                 WHERE approval = ?1",
             )?
-            .query_row([&approval], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_row([&approval], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
             .optional()?;
-        let (requested, answered, answer) = found.ok_or_else(|| StoreError::Corrupt {
+        let (requested, answered, answer, by) = found.ok_or_else(|| StoreError::Corrupt {
             what: format!("journal approval {approval}"),
             why: "a call names it and it is not in the journal".into(),
         })?;
@@ -291,6 +298,7 @@ impl Store {
             requested,
             answered,
             answer,
+            by,
         })
     }
 
