@@ -764,7 +764,9 @@ const scenarios = {
         await s.execute("document.querySelector('.timeline .lane-label').dispatchEvent(new MouseEvent('click', { bubbles: true }))");
         await s.waitForTexts(".activity-row .col-tool", (t) => same(t, ["status", "status"]));
         expectEqual(await s.texts(".activity-row .col-decision"), ["observed", "observed"], "decisions");
-        const epochs = await s.attributes(".activity-row .col-epoch code", "title");
+        const epochs = await s.attributes(".activity-row .col-epoch .launch", "title");
+        // Launches by number, as the Servers view says them.
+        expectEqual(await s.texts(".activity-row .col-epoch"), ["launch 2", "launch 1"], "each call's launch");
         expectEqual(epochs, [epochB, epochA], "each call's epoch, newest first");
       });
     } finally {
@@ -811,8 +813,18 @@ const scenarios = {
         expectEqual(how[0], "you denied it in the approval window", "the denied call");
         expectEqual(how[1], "your grant · 15 min", "the call the grant covered");
         if (!/^your grant · 15 min · you approved in the approval window after \d+(\.\d)? (ms|s)$/.test(how[2])) throw new Error(`the call you approved: got ${JSON.stringify(how[2])}`);
+        // The table fits the window: it scrolls sideways inside its own box (whose scrollbar is
+        // on screen), never the page, and the live session card shows the same number.
+        const fit = await s.execute(`const box = document.querySelector(".activity-rows").getBoundingClientRect();
+          return { page: document.documentElement.scrollWidth, width: innerWidth, right: box.right, box: box.height, height: innerHeight };`);
+        if (fit.page > fit.width || fit.right > fit.width || fit.box > fit.height) throw new Error(`the Activity table does not fit the window: ${JSON.stringify(fit)}`);
         const sessions = await s.texts(".activity-row .col-session");
         expectEqual(new Set(sessions).size, 1, "one session number for the three rows");
+        // The live session's card on the Overview says the same number.
+        await s.click(".tab-overview");
+        await s.waitForTexts(".session .session-number", (t) => same(t, [`session ${sessions[0]}`]), 15_000);
+        await s.click(".tab-activity");
+        await s.waitForTexts(".activity-row .col-agent", (t) => t.length === 3);
 
         // Quick filter: the calls you were asked about.
         await s.click(".quick-asked");

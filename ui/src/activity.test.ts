@@ -15,6 +15,7 @@ function row(seq: number, fields: Partial<ActivityRow> = {}): ActivityRow {
     session: 3,
     server: "deploy",
     epoch: "01JQ7RA0B6G5X3T1M2N4P6R8SV",
+    launch: null,
     tool: "deploy",
     call: String(seq),
     decision: "allowed",
@@ -52,7 +53,7 @@ function setup(answer: (f: ActivityFilter) => ActivityRow[] = (f) => page(f.befo
 describe("the Activity feed", () => {
   it("shows the newest page of calls, one row each", async () => {
     const { view, filters } = setup(() => [
-      row(12, { tool: "deploy", decision: "authorization_stale", outcome: "refused", durationMs: null }),
+      row(12, { tool: "deploy", decision: "authorization_stale", outcome: "refused", durationMs: null, launch: 7 }),
       row(11, { tool: "status", decision: "observed", outcome: null, epoch: null }),
       row(10),
     ]);
@@ -63,7 +64,11 @@ describe("the Activity feed", () => {
     expect(all(document.body, ".activity-row .col-tool")).toEqual(["deploy", "status", "deploy"]);
     expect(all(document.body, ".activity-row .col-decision")).toEqual(["authorization_stale", "observed", "allowed"]);
     expect(all(document.body, ".activity-row .col-outcome")).toEqual(["refused", "pending", "ok"]);
-    expect(all(document.body, ".activity-row .col-epoch")).toEqual(["01JQ7R…R8SV", "—", "01JQ7R…R8SV"]);
+    // Launches by number, as the Servers view says them; the epoch itself in the title (a row
+    // whose launch the journal could not number shows its epoch short).
+    expect(all(document.body, ".activity-row .col-epoch")).toEqual(["launch 7", "—", "launch 01JQ7R…R8SV"]);
+    expect(document.querySelector(".activity-row .col-epoch .launch")!.getAttribute("title")).toBe("01JQ7RA0B6G5X3T1M2N4P6R8SV");
+    expect(all(document.body, "thead th")[4]).toBe("launch");
     expect([...document.querySelectorAll(".activity-row")].map((r) => r.className)).toEqual(["activity-row tone-bad", "activity-row tone-idle", "activity-row tone-ok"]);
     expect(all(document.body, ".activity-row .col-took")).toEqual(["", "12 ms", "12 ms"]);
   });
@@ -199,7 +204,7 @@ describe("the Activity feed", () => {
       "the tool changed since the agent listed it",
       "allowed (how was not journaled: rebuild the journals to see)",
     ]);
-    expect(all(document.body, "thead th")).toEqual(["time", "session", "agent", "server", "epoch", "tool", "decision", "allowed how", "outcome", "took"]);
+    expect(all(document.body, "thead th")).toEqual(["time", "session", "agent", "server", "launch", "tool", "decision", "allowed how", "outcome", "took"]);
     expect(document.querySelector(".activity-row .col-session")!.getAttribute("title")).toBe("session 3");
   });
 
@@ -238,6 +243,14 @@ describe("the Activity feed", () => {
     chip("agent")!.click();
     await vi.advanceTimersByTimeAsync(0);
     expect(filters.at(-1)).toMatchObject({ session: null, decision: "asked", server: "deploy" });
+  });
+
+  it("shows the time of day, and the date only for another day", () => {
+    const today = rowsTable([row(1)], () => {}, T0 + 3_600_000);
+    expect(text(today.querySelector(".col-when"))).toBe("14:00:01");
+    expect(today.querySelector(".col-when code")!.getAttribute("title")).toBe("2026-11-29 14:00:01.000");
+    const later = rowsTable([row(1)], () => {}, T0 + 2 * 86_400_000);
+    expect(text(later.querySelector(".col-when"))).toBe("2026-11-29 14:00:01");
   });
 
   it("renders rows as text, never markup", () => {

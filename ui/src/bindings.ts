@@ -69,6 +69,12 @@ export type SessionStatus = {
  */
 id: string, 
 /**
+ * Its journal id: the session number Activity, the timeline and `postern sessions`
+ * show ("session 27"); `null` until its first record is committed, or while the audit
+ * log is not written.
+ */
+journal: number | null, 
+/**
  * The server label the agent asked for.
  */
 server: string, 
@@ -748,6 +754,11 @@ server: string,
  * The epoch it ran (or was refused) under.
  */
 epoch: string | null, 
+/**
+ * Which launch of its server that epoch is ("launch 7", as the Servers view numbers
+ * it); `null` without an epoch.
+ */
+launch: number | null, 
 /**
  * The tool.
  */

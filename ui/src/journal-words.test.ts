@@ -15,6 +15,7 @@ function call(fields: Partial<ActivityRow> = {}): ActivityRow {
     session: 27,
     server: "ci",
     epoch: EPOCH,
+    launch: null,
     tool: "deploy",
     call: "7",
     decision: "allowed",
@@ -85,6 +86,8 @@ describe("an audit record's sentence", () => {
     const refused = call({ decision: "approval_timeout", outcome: "refused", authority: null, grant: null, durationMs: null, asked: { approval: "A", requested: T0 - 120_000, answered: T0, answer: "expired", by: null } });
     expect(entrySentence(entry({ call: refused }))).toBe("claude-code 2.1.3 called deploy on ci (launch 01JQ7R…R8SV); refused: nobody answered in time (it waited 2 min for you).");
     expect(entrySentence(entry({ call: call({ outcome: null, durationMs: null }) }))).toContain("no result is on record");
+    // A launch the journal numbers is said by its number, as everywhere else.
+    expect(entrySentence(entry({ call: call({ launch: 7 }) }))).toMatch(/^claude-code 2\.1\.3 called deploy on ci \(launch 7\), allowed/);
   });
 
   it("says what other records are about, naming the agent of their session", () => {

@@ -4,7 +4,7 @@
 // "observe mode"), why one was refused, and one sentence for an audit record. Pure.
 
 import type { ActivityRow, AgentName, AuditEntry, CallAsked, CallGrant } from "./bindings";
-import { shortEpoch } from "./format";
+import { launchName } from "./format";
 
 /** A session as the app names it everywhere: "session 27" (its journal id). */
 export function sessionName(id: number): string {
@@ -56,7 +56,11 @@ export function allowedHow(row: Pick<ActivityRow, "decision" | "authority" | "gr
   return "allowed (how was not journaled: rebuild the journals to see)";
 }
 
-/** Who decided, when a person was asked: "you approved after 12 s", "you denied after 3 s", "nobody answered (2 min)". */
+/**
+ * Who decided, when a person was asked, and where: "you approved in the approval window after
+ * 12 s", "you denied on a terminal after 3 s", "nobody answered (2 min)"; an answer recorded
+ * before the log kept where is just "you approved after 12 s".
+ */
 export function askedWords(asked: CallAsked | null): string | null {
   if (asked === null) return null;
   const waited = asked.answered === null ? null : span(asked.answered - asked.requested);
@@ -127,7 +131,7 @@ export function entrySentence(entry: AuditEntry): string | null {
   const who = entry.session === null ? null : agentWords(entry.session.agent);
   const call = entry.call;
   if (call !== null) {
-    const launch = call.epoch === null ? "" : ` (launch ${shortEpoch(call.epoch)})`;
+    const launch = call.epoch === null ? "" : ` (${launchName(call.launch, call.epoch)})`;
     const head = `${agentWords(call.agent)} called ${call.tool} on ${call.server}${launch}`;
     if (call.outcome === "refused") {
       const waited = call.asked?.answered == null ? "" : ` (it waited ${span(call.asked.answered - call.asked.requested)} for you)`;

@@ -76,6 +76,11 @@ pub struct ServerStatus {
 pub struct SessionStatus {
     /// The session's id, unique within this engine's run.
     pub id: String,
+    /// Its journal id: the session number Activity, the timeline and `postern sessions`
+    /// show ("session 27"); `null` until its first record is committed, or while the audit
+    /// log is not written.
+    #[ts(type = "number | null")]
+    pub journal: Option<i64>,
     /// The server label the agent asked for.
     pub server: String,
     /// The agent's own name and version from `initialize` (self-reported, for display).
@@ -247,6 +252,10 @@ pub struct CatalogView {
 /// [`crate::launches`] read from the journal.
 pub(crate) type Launches = std::collections::HashMap<postern_domain::ExecutionEpoch, u32>;
 
+/// Each live session's journal id (what Activity calls "session 27"), by its number in this
+/// engine run and its server: what [`crate::launches::journal_ids`] read from the journal.
+pub(crate) type JournalIds = std::collections::HashMap<(u64, String), i64>;
+
 /// Builds the status view from configuration and live sessions.
 pub(crate) fn status(
     home: &Home,
@@ -256,6 +265,7 @@ pub(crate) fn status(
     gate: GateStatus,
     grants: &[postern_domain::Grant],
     launches: &Launches,
+    journal_ids: &JournalIds,
 ) -> Status {
     let servers = configs
         .iter()
@@ -279,7 +289,10 @@ pub(crate) fn status(
         .collect();
     let sessions = sessions
         .iter()
-        .map(|s| session_status(s, grants, launches))
+        .map(|s| SessionStatus {
+            journal: journal_ids.get(&(s.id, s.server.to_string())).copied(),
+            ..session_status(s, grants, launches)
+        })
         .collect();
     Status {
         home: home.path().display().to_string(),
@@ -298,6 +311,7 @@ fn session_status(
 ) -> SessionStatus {
     SessionStatus {
         id: format!("#{}", s.id),
+        journal: None,
         server: s.server.to_string(),
         client: s.client.clone(),
         agent: s.agent.as_ref().map(|a| AgentView {

@@ -73,6 +73,9 @@ pub struct ActivityRow {
     pub server: String,
     /// The epoch it ran (or was refused) under.
     pub epoch: Option<String>,
+    /// Which launch of its server that epoch is ("launch 7", as the Servers view numbers
+    /// it); `null` without an epoch.
+    pub launch: Option<u32>,
     /// The tool.
     pub tool: String,
     /// The JSON-RPC id, as JSON text.
@@ -259,6 +262,7 @@ pub(crate) fn activity_row(r: postern_store::ActivityRow) -> ActivityRow {
         session: r.session,
         server: r.server,
         epoch: r.epoch,
+        launch: r.launch,
         tool: r.tool,
         call: r.call,
         decision: r.decision,

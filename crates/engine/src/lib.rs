@@ -372,6 +372,7 @@ pub(crate) fn status(
             .iter()
             .filter_map(|s| Some((&s.server, s.record.as_ref()?.epoch))),
     );
+    let journal_ids = launches::journal_ids(store, &audit.state);
     Ok(api::status(
         home,
         &configs,
@@ -380,6 +381,7 @@ pub(crate) fn status(
         authority.gate_status(),
         &grants,
         &launches,
+        &journal_ids,
     ))
 }
 

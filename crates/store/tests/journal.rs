@@ -449,6 +449,8 @@ fn check_who_and_how(store: &Store) {
         }
     );
     assert_eq!(first.authority.as_deref(), Some("grant"));
+    // Its epoch is deploy's first launch, as the Servers view numbers it.
+    assert_eq!(first.launch, Some(1));
     assert_eq!(
         first.grant,
         Some(GrantLife {

@@ -52,6 +52,8 @@ pub struct ActivityRow {
     pub server: String,
     /// The execution epoch it ran under (or was refused under).
     pub epoch: Option<String>,
+    /// Which launch of its server that epoch is ("launch 7": [`Store::launch_number`]).
+    pub launch: Option<u32>,
     /// The tool.
     pub tool: String,
     /// The JSON-RPC id, as JSON.
@@ -211,6 +213,7 @@ impl Store {
                     session: r.get(2)?,
                     server: r.get(3)?,
                     epoch: r.get(4)?,
+                    launch: None,
                     tool: r.get(5)?,
                     call: r.get(6)?,
                     decision: r.get(7)?,
@@ -227,12 +230,19 @@ impl Store {
         })?;
         let rows: Vec<_> = rows.collect::<Result<_, _>>()?;
         let mut agents: HashMap<i64, Agent> = HashMap::new();
+        let mut launches: HashMap<(String, String), u32> = HashMap::new();
         rows.into_iter()
             .map(|(mut row, grant, approval)| {
                 row.agent = match agents.entry(row.session) {
                     Entry::Occupied(known) => known.get().clone(),
                     Entry::Vacant(slot) => slot.insert(self.session_agent(row.session)?).clone(),
                 };
+                if let Some(epoch) = &row.epoch {
+                    row.launch = Some(match launches.entry((row.server.clone(), epoch.clone())) {
+                        Entry::Occupied(known) => *known.get(),
+                        Entry::Vacant(slot) => *slot.insert(self.launch_of(&row.server, epoch)?),
+                    });
+                }
                 row.grant = grant.map(|g| self.grant_life(g)).transpose()?;
                 row.asked = approval.map(|a| self.asked(a)).transpose()?;
                 Ok(row)
