@@ -774,6 +774,44 @@ const scenarios = {
     }
   },
 
+  // Issue 18 item 8: labels are placed by their width as the webview draws them (measured in
+  // it, not estimated from their characters), so on a busy lane no two overlap.
+  async "timeline: on a busy lane no two labels overlap, as the webview draws them"({ home }) {
+    addClock(home);
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        agentClient = await client(cli, home, "clock", "e2e-agent");
+        // A tool the server lacks is refused at once, nobody asked (unknown_tool): a refusal
+        // mark with its code for a label. Unevenly spaced, so that labels crowd each other.
+        const gaps = [0, 150, 400, 150, 900, 300, 150, 600, 250, 1200, 150, 450, 100, 700];
+        for (const gap of gaps) {
+          await sleep(gap);
+          const refused = (await agentClient.call("no_such_tool", {}, 15_000)).result;
+          expectEqual(refused?.structuredContent?.error, "unknown_tool", "a call to a tool the server lacks");
+        }
+        await s.click(".tab-timeline");
+        await s.waitForAttributes(".timeline .lane .mark-refusal", "data-seq", (t) => t.length === gaps.length, 15_000);
+        const labels = await s.execute(`return [...document.querySelectorAll(".timeline .timeline-svg:not(.measure-probe) text.mark-label, .timeline .timeline-svg:not(.measure-probe) text.band-label, .timeline .timeline-svg:not(.measure-probe) text.tick-label")].map((t) => {
+          const r = t.getBoundingClientRect();
+          return { text: t.textContent, lane: t.closest(".lane")?.getAttribute("data-lane") ?? "axis", x0: r.left, x1: r.right, y0: r.top, y1: r.bottom };
+        });`);
+        const codes = labels.filter((l) => l.text === "unknown_tool");
+        if (codes.length < 2) throw new Error(`a busy lane writes more than one code: ${JSON.stringify(labels)}`);
+        if (codes.length === gaps.length) throw new Error(`crowded codes are left out: ${JSON.stringify(codes)}`);
+        for (const [i, a] of labels.entries()) {
+          for (const b of labels.slice(i + 1)) {
+            if (a.lane !== b.lane) continue;
+            if (a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1) throw new Error(`labels overlap as drawn: ${JSON.stringify(a)} and ${JSON.stringify(b)}`);
+          }
+        }
+      });
+    } finally {
+      agentClient?.close();
+    }
+  },
+
   // Issue 18 item 8: Activity says who called (the agent by its own name) and how each call
   // was allowed: a grant given in the approval window (its lifetime in words, and that you
   // approved it), a call under it, a call you denied; the "Asked you" quick filter keeps the
