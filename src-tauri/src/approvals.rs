@@ -222,16 +222,11 @@ pub fn sync<R: Runtime>(app: &AppHandle<R>) {
         None => (Vec::new(), None),
     };
     let counts = shell
-        .with_engine(|engine| engine.status().ok())
+        .with_engine(|engine| engine.census().ok())
         .flatten()
-        .map(|status| tray::Counts {
-            servers: status.servers.len(),
-            agents: status
-                .sessions
-                .iter()
-                .filter_map(|s| s.agent.as_ref().map(|a| a.pid))
-                .collect::<BTreeSet<_>>()
-                .len(),
+        .map(|census| tray::Counts {
+            servers: census.servers,
+            agents: census.agent_runs,
         })
         .unwrap_or_default();
     if let Err(err) = app.emit(APPROVALS_CHANGED, &open) {

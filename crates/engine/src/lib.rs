@@ -176,6 +176,17 @@ impl Engine {
         )
     }
 
+    /// How many servers are configured and how many agent runs are connected: the tray's
+    /// status line, read on every change of the gate. Cheaper than [`Engine::status`] (no
+    /// journal reads, no status of each session).
+    pub fn census(&self) -> Result<permissions::Census, EngineError> {
+        let servers = self.store.lock().map_err(|_| poisoned())?.servers()?.len();
+        Ok(permissions::Census {
+            servers,
+            agent_runs: permissions::agent_runs(&self.sessions.snapshot()),
+        })
+    }
+
     /// The audit log's state: ready, unavailable or quarantined (calls are refused in the
     /// last two), its head and its anchor.
     pub fn audit(&self) -> AuditStatus {
