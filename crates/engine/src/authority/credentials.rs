@@ -214,6 +214,17 @@ impl Authority {
             let _ = self.remove_credential(proven, &name);
             return Err(err);
         }
+        // The plain value is gone from the row (zeroed by `secure_delete`); its older copies
+        // in the write-ahead log go too.
+        match self.store()?.forget_deleted() {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                %server,
+                "a reader kept the database's write-ahead log: the moved value's old copy \
+                 leaves it at the next checkpoint"
+            ),
+            Err(e) => tracing::warn!(%server, "cannot checkpoint the database: {e}"),
+        }
         self.config_changed();
         Ok(name)
     }

@@ -748,6 +748,17 @@ async fn a_plain_environment_secret_moves_into_the_keychain_bound_to_its_server(
         .map(|c| c.name.to_string())
         .collect();
     assert_eq!(bound, [name.to_string()]);
+    // Nor in the database's files: not in a free part of a page, not in an older page in
+    // the write-ahead log.
+    for file in ["postern.db", "postern.db-wal"] {
+        let bytes = std::fs::read(gate.home.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes
+                .windows(b"ghp-plain-value-1".len())
+                .any(|w| w == b"ghp-plain-value-1"),
+            "{file} still holds the moved value"
+        );
+    }
     let item = postern_domain::credential::keychain_item(&name, 1);
     let stored = gate.secrets.get(&item).expect("get").expect("an item");
     assert!(
