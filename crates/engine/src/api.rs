@@ -256,6 +256,16 @@ pub(crate) type Launches = std::collections::HashMap<postern_domain::ExecutionEp
 /// engine run and its server: what [`crate::launches::journal_ids`] read from the journal.
 pub(crate) type JournalIds = std::collections::HashMap<(u64, String), i64>;
 
+/// The numbers people read instead of ids, from the journal: each launch's and each live
+/// session's.
+#[derive(Debug, Default)]
+pub(crate) struct Numbers {
+    /// "launch 7", by epoch.
+    pub launches: Launches,
+    /// "session 27", by session number and server.
+    pub sessions: JournalIds,
+}
+
 /// Builds the status view from configuration and live sessions.
 pub(crate) fn status(
     home: &Home,
@@ -264,8 +274,7 @@ pub(crate) fn status(
     audit: AuditStatus,
     gate: GateStatus,
     grants: &[postern_domain::Grant],
-    launches: &Launches,
-    journal_ids: &JournalIds,
+    numbers: &Numbers,
 ) -> Status {
     let servers = configs
         .iter()
@@ -290,8 +299,8 @@ pub(crate) fn status(
     let sessions = sessions
         .iter()
         .map(|s| SessionStatus {
-            journal: journal_ids.get(&(s.id, s.server.to_string())).copied(),
-            ..session_status(s, grants, launches)
+            journal: numbers.sessions.get(&(s.id, s.server.to_string())).copied(),
+            ..session_status(s, grants, &numbers.launches)
         })
         .collect();
     Status {

@@ -383,7 +383,10 @@ pub(crate) fn status(
             .iter()
             .filter_map(|s| Some((&s.server, s.record.as_ref()?.epoch))),
     );
-    let journal_ids = launches::journal_ids(store, &audit.state);
+    let numbers = api::Numbers {
+        sessions: launches::journal_ids(store, &audit.state),
+        launches,
+    };
     Ok(api::status(
         home,
         &configs,
@@ -391,8 +394,7 @@ pub(crate) fn status(
         audit,
         authority.gate_status(),
         &grants,
-        &launches,
-        &journal_ids,
+        &numbers,
     ))
 }
 

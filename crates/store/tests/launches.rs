@@ -100,7 +100,8 @@ fn launches_are_numbered_per_server_across_restarts_and_rebuilds() {
 fn the_running_engines_sessions_are_found_by_their_number_under_their_journal_id() {
     let events = scenario();
     // The first engine run, before the restart: its sessions #1 and #2 are records 2 and 4.
-    let first = Log::write(events[..6].to_vec(), &[0..6]);
+    let before_restart = 0..6;
+    let first = Log::write(events[..6].to_vec(), &[before_restart]);
     assert_eq!(
         first.store.current_run_sessions().expect("sessions"),
         [((1, "fixture".into()), 2), ((2, "time".into()), 4)].into()
