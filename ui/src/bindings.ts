@@ -692,7 +692,12 @@ answer: string | null,
 /**
  * The answer's audit record.
  */
-answerSeq: number | null, };
+answerSeq: number | null, 
+/**
+ * Where the person answered: `window`, `tray`, `terminal`; `null` when nobody did, or
+ * the record predates it.
+ */
+by: string | null, };
 
 export type ActivityFilter = { 
 /**

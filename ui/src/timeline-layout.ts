@@ -7,7 +7,7 @@
 
 import type { ApprovalWait, EpochBand, Timeline, TimelineLane, TimelineMark } from "./bindings";
 import { shortEpoch } from "./format";
-import { agentWords, dirWords, sessionName, span } from "./journal-words";
+import { agentWords, answeredWhere, dirWords, sessionName, span } from "./journal-words";
 
 /** How big things are, in pixels. */
 export interface Frame {
@@ -275,7 +275,8 @@ function waitBox(wait: ApprovalWait, end: number, x: (t: number) => number): Wai
   const b = Math.max(a + 3, x(stop));
   const answer = wait.answer ?? "open";
   const how: Record<string, string> = { granted: "you approved", denied: "you denied", expired: "nobody answered" };
-  const ending = wait.answered === null ? "no answer on record" : `${how[answer] ?? answer} after ${span(stop - wait.requested)}`;
+  const where = answer === "expired" ? null : answeredWhere(wait.by);
+  const ending = wait.answered === null ? "no answer on record" : `${how[answer] ?? answer}${where === null ? "" : ` ${where}`} after ${span(stop - wait.requested)}`;
   return { x0: a, x1: b, seq: wait.seq, answer, title: `${stamp(wait.requested)} · waiting for you: ${wait.tool} · ${ending}` };
 }
 

@@ -37,7 +37,8 @@ describe("the timeline's layout", () => {
     expect(granted!.title).toBe(`${stamp(T0 + 0.5 * MIN)} · waiting for you: deploy · you approved after 30 s`);
     // Never narrower than 3 px, so a quick answer still shows.
     expect(denied!.x1 - denied!.x0).toBeCloseTo(Math.max(3, x(T0 + 4.6 * MIN) - x(T0 + 4.55 * MIN)));
-    expect(denied!.title).toContain("you denied after 3.0 s");
+    // Where the person answered, when the log says (the first answer predates it).
+    expect(denied!.title).toContain("you denied from the tray after 3.0 s");
     const [open] = l.lanes[1]!.waits;
     expect(open!.answer).toBe("open");
     expect(open!.x1).toBeCloseTo(x(T0 + 9.5 * MIN));
