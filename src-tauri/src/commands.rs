@@ -3,8 +3,8 @@
 //! passphrase typed into this window), checked by the engine's one check
 //! (`Authority::prove`), exactly as the CLI's requests over the socket are.
 
-use postern_domain::ApprovalId;
 use postern_domain::decision::{Reply, SessionMode};
+use postern_domain::{AnswerChannel, ApprovalId};
 use postern_engine::authority::{AnswerError, PresenceError, Proof, Proven};
 use postern_engine::{Authority, Home, Settings, SettingsUpdate};
 use serde::{Deserialize, Serialize};
@@ -63,7 +63,7 @@ pub async fn answer<R: Runtime>(
             Reply::Deny => None,
         };
         authority
-            .answer(id, reply, proven.as_ref())
+            .answer(id, reply, proven.as_ref(), AnswerChannel::Window)
             .map_err(|err| match err {
                 AnswerError::Presence(e) => presence(e),
                 AnswerError::NotOpen(_) => CommandError::new(ErrorCode::NotOpen, err.to_string()),
@@ -407,6 +407,9 @@ mod tests {
         assert!(matches!(verdict.try_recv(), Ok(Verdict::Allow(_))));
         let grants = app.state::<Shell>().authority().unwrap().grants();
         assert_eq!(grants.len(), 1, "a grant until the run ends: {grants:?}");
+        // The audit log keeps that the person approved in the approval window.
+        let granted = crate::testing::audit_event(&app, "approval_granted");
+        assert_eq!(granted["by"], "window", "{granted}");
         let late = invoke(
             &app,
             "answer",

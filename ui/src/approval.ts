@@ -258,7 +258,7 @@ function serverFacts(card: ApprovalCard, nowMs: number): HTMLElement {
       ["command", h("code", "command", commandLine(e.launchCommand))],
     ]),
     pinNote(e.pinning),
-    sinceView(e.since),
+    sinceView(e.since, card.risks),
   );
 }
 
@@ -270,7 +270,12 @@ const FACTS: Record<string, string> = {
   envNames: "the environment's variable names",
 };
 
-function sinceView(since: IdentitySince): HTMLElement {
+/**
+ * What changed in the launch since the approved one. Whether it is a change of code or only of
+ * context is the domain's call (its risk lines: `codeChanged` or only `contextChanged`, from
+ * crates/domain/src/decision/risk.rs), never a list of facts kept here as well.
+ */
+function sinceView(since: IdentitySince, risks: readonly RiskLine[]): HTMLElement {
   switch (since.kind) {
     case "firstApproval":
       return h("p", "since since-first muted", "No launch of this server was approved before.");
@@ -279,7 +284,7 @@ function sinceView(since: IdentitySince): HTMLElement {
     case "unchanged":
       return h("p", "since since-unchanged muted", "A new launch of the same code as the approved epoch ", h("code", { title: since.approvedEpoch }, shortEpoch(since.approvedEpoch)), ".");
     case "changed": {
-      const code = since.changedArtifacts.length > 0 || since.changedFacts.some((f) => !CONTEXT.includes(f));
+      const code = risks.some((r) => r.kind === "codeChanged");
       return h(
         "div",
         { class: `callout since since-changed${code ? " callout-warn" : ""}`, role: "note" },
@@ -297,9 +302,6 @@ function sinceView(since: IdentitySince): HTMLElement {
     }
   }
 }
-
-/** Facts that change where a launch runs, not what code runs. */
-const CONTEXT = ["workingDirectory", "envNames"];
 
 function catalogFacts(approval: Approval): HTMLElement {
   const c = approval.card.catalog;

@@ -69,6 +69,12 @@ export type SessionStatus = {
  */
 id: string, 
 /**
+ * Its journal id: the session number Activity, the timeline and `postern sessions`
+ * show ("session 27"); `null` until its first record is committed, or while the audit
+ * log is not written.
+ */
+journal: number | null, 
+/**
  * The server label the agent asked for.
  */
 server: string, 
@@ -697,7 +703,12 @@ answer: string | null,
 /**
  * The answer's audit record.
  */
-answerSeq: number | null, };
+answerSeq: number | null, 
+/**
+ * Where the person answered: `window`, `tray`, `terminal`; `null` when nobody did, or
+ * the record predates it.
+ */
+by: string | null, };
 
 export type ActivityFilter = { 
 /**
@@ -759,6 +770,11 @@ server: string,
  * The epoch it ran (or was refused) under.
  */
 epoch: string | null, 
+/**
+ * Which launch of its server that epoch is ("launch 7", as the Servers view numbers
+ * it); `null` without an epoch.
+ */
+launch: number | null, 
 /**
  * The tool.
  */
@@ -843,7 +859,12 @@ answered: number | null,
 /**
  * `granted`, `denied` or `expired`.
  */
-answer: string | null, };
+answer: string | null, 
+/**
+ * Where the person answered: `window` (the approval window), `tray`, `terminal` (the
+ * CLI); `null` when nobody did, and for answers recorded before the log kept it.
+ */
+by: string | null, };
 
 export type SessionFilter = { 
 /**

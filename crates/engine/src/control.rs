@@ -8,7 +8,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use postern_domain::decision::{EveryUse, EveryUseSetting, SettingTarget};
-use postern_domain::{ApprovalId, CredentialName, CredentialSpec, GrantId, ServerLabel};
+use postern_domain::{
+    AnswerChannel, ApprovalId, CredentialName, CredentialSpec, GrantId, ServerLabel,
+};
 use postern_gateway::control::ControlHandler;
 use postern_gateway::hello::{ControlCommand, WireProof};
 use postern_gateway::{Command, Sessions};
@@ -96,7 +98,7 @@ impl Control {
                     .parse()
                     .map_err(|_| format!("'{approval}' is not an approval id"))?;
                 authority
-                    .answer(id, reply, proven.as_ref())
+                    .answer(id, reply, proven.as_ref(), AnswerChannel::Terminal)
                     .map_err(|e| e.to_string())?;
                 Ok(json!({"answered": approval}))
             }

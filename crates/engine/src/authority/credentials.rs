@@ -43,6 +43,8 @@ pub(super) struct Carry {
     pub identity: Digest,
     pub tool: String,
     pub choice: Option<GrantChoice>,
+    /// Where the person answered.
+    pub by: postern_domain::AnswerChannel,
 }
 
 /// Why a credential operation failed.
@@ -211,6 +213,17 @@ impl Authority {
             }
             let _ = self.remove_credential(proven, &name);
             return Err(err);
+        }
+        // The plain value is gone from the row (zeroed by `secure_delete`); its older copies
+        // in the write-ahead log go too.
+        match self.store()?.forget_deleted() {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                %server,
+                "a reader kept the database's write-ahead log: the moved value's old copy \
+                 leaves it at the next checkpoint"
+            ),
+            Err(e) => tracing::warn!(%server, "cannot checkpoint the database: {e}"),
         }
         self.config_changed();
         Ok(name)
@@ -465,7 +478,11 @@ impl Authority {
         state: &mut State,
         call: &CallToAuthorize,
         now: u64,
-    ) -> Option<(postern_domain::ApprovalId, Grant)> {
+    ) -> Option<(
+        postern_domain::ApprovalId,
+        Grant,
+        postern_domain::AnswerChannel,
+    )> {
         let identity = call.record.identity_digest();
         let at = state.carries.iter().position(|c| {
             c.session == call.session
@@ -493,7 +510,7 @@ impl Authority {
             issued_at: now,
             end,
         };
-        Some((carry.approval, grant))
+        Some((carry.approval, grant, carry.by))
     }
 
     /// A credential's value from the keychain item `item`, opened with the vault key held

@@ -149,7 +149,12 @@ async fn nothing_widens_without_a_proof() {
     let (card, _rx) = gate.carded(deploy(&a));
     let refused = gate
         .authority
-        .answer(card.id, Reply::Approve { choice: None }, None)
+        .answer(
+            card.id,
+            Reply::Approve { choice: None },
+            None,
+            postern_domain::AnswerChannel::Window,
+        )
         .unwrap_err();
     assert_eq!(
         refused.to_string(),
