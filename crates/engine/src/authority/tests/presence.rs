@@ -430,6 +430,7 @@ async fn plain_clicks_approve_only_when_on_within_the_window_after_the_passphras
                 choice: Some(GrantChoice::ThisCall),
             },
             Some(&proven),
+            postern_domain::AnswerChannel::Window,
         )
         .expect("approved with a click");
     // A click stands for the passphrase only in an approval.
