@@ -149,6 +149,7 @@ mod tests {
                 passphrase_set: true,
                 config_warning: None,
             },
+            system_auth: None,
         };
         let value = serde_json::to_value(EngineView::Running {
             status: Box::new(status),

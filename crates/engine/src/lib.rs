@@ -11,6 +11,7 @@ mod home;
 pub mod import;
 pub mod journal;
 mod launches;
+pub mod os_auth;
 mod os_lock;
 pub mod permissions;
 pub mod rewire;
@@ -372,7 +373,7 @@ pub(crate) fn status(
             .iter()
             .filter_map(|s| Some((&s.server, s.record.as_ref()?.epoch))),
     );
-    Ok(api::status(
+    let mut status = api::status(
         home,
         &configs,
         &sessions,
@@ -380,7 +381,9 @@ pub(crate) fn status(
         authority.gate_status(),
         &grants,
         &launches,
-    ))
+    );
+    status.system_auth = os_auth::available().ok().map(str::to_owned);
+    Ok(status)
 }
 
 /// Moves the configuration changes the CLI queued into the audit log (the engine is its

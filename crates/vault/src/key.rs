@@ -178,6 +178,12 @@ impl VaultKey {
         mac.verify_slice(tag).is_ok()
     }
 
+    /// Another handle on the same key, for a proof that vouches for the key already held
+    /// (an OS authentication while the vault is unlocked). Zeroized on drop like this one.
+    pub fn duplicate(&self) -> VaultKey {
+        VaultKey(Secret::new(*self.0.expose()))
+    }
+
     /// Whether `other` is the same key (compared in constant time).
     pub fn same_as(&self, other: &VaultKey) -> bool {
         let check = self.mac("postern key check", b"");
