@@ -98,7 +98,10 @@ pub async fn set_passphrase<R: Runtime>(
 ) -> Result<(), CommandError> {
     let authority = authority(&app)?;
     blocking(move || {
-        let proof = proof.and_then(|p| p.into_proof().transpose()).transpose().map_err(presence)?;
+        let proof = proof
+            .and_then(|p| p.into_proof().transpose())
+            .transpose()
+            .map_err(presence)?;
         authority
             .set_passphrase(passphrase.secret(), proof.as_ref())
             .map_err(presence)
@@ -162,7 +165,10 @@ pub(crate) fn prove(
     proof: Option<ProofInput>,
     what: &str,
 ) -> Result<Proven, CommandError> {
-    let proof = proof.and_then(|p| p.into_proof().transpose()).transpose().map_err(presence)?;
+    let proof = proof
+        .and_then(|p| p.into_proof().transpose())
+        .transpose()
+        .map_err(presence)?;
     authority.prove(proof.as_ref(), what).map_err(presence)
 }
 

@@ -105,7 +105,10 @@ impl Gate {
         // login keychain.
         let keychain = if cfg!(target_os = "linux") {
             let dir = dir.path().join("keychain");
-            Some(PrivateKeychain::start_as(&dir, user.as_ref().map(|u| &u.0))?)
+            Some(PrivateKeychain::start_as(
+                &dir,
+                user.as_ref().map(|u| &u.0),
+            )?)
         } else {
             None
         };
@@ -215,7 +218,10 @@ impl Gate {
     ) -> Result<tty::AtTerminal> {
         let mut cmd = self.postern();
         cmd.arg("--home").arg(&self.home).args(args);
-        let user = self.user.as_ref().map(|(user, with_tty)| (user, with_tty.as_path()));
+        let user = self
+            .user
+            .as_ref()
+            .map(|(user, with_tty)| (user, with_tty.as_path()));
         tty::run_typing(&mut cmd, typing, input, user)
             .with_context(|| format!("running {}", self.bin.display()))
     }
@@ -224,7 +230,11 @@ impl Gate {
     /// empty), as the gate's user: what it printed.
     pub fn detached(&self, args: &[&str]) -> Result<std::process::Output> {
         let mut cmd = Command::new("setsid");
-        cmd.arg("-w").arg(&self.bin).arg("--home").arg(&self.home).args(args);
+        cmd.arg("-w")
+            .arg(&self.bin)
+            .arg("--home")
+            .arg(&self.home)
+            .args(args);
         if let Some(keychain) = &self.keychain {
             cmd.envs(keychain.env().iter().map(|(k, v)| (k, v)));
         }

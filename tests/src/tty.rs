@@ -143,6 +143,10 @@ fn type_at_prompts(master: OwnedFd, typing: Typing) -> std::thread::JoinHandle<(
                 .map(|prompt| screen.matches(prompt.as_str()).count())
                 .sum();
             while answered < asked {
+                // As a person would, type once the prompt is really listening: polkit's
+                // agent prints its prompt first and then turns echo off with TCSAFLUSH,
+                // which throws away anything typed before (Postern turns echo off first).
+                wait_for_echo_off(&file);
                 if file
                     .write_all(format!("{}\n", typing.answer).as_bytes())
                     .is_err()
@@ -154,4 +158,18 @@ fn type_at_prompts(master: OwnedFd, typing: Typing) -> std::thread::JoinHandle<(
         }
         (screen, answered)
     })
+}
+
+/// Waits (at most 5 s) until the terminal behind the pty `master` has echo off: a password
+/// prompt is reading then.
+fn wait_for_echo_off(master: &std::fs::File) {
+    use nix::sys::termios::{LocalFlags, tcgetattr};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        match tcgetattr(master) {
+            Ok(attrs) if !attrs.local_flags.contains(LocalFlags::ECHO) => return,
+            Ok(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Err(_) => return,
+        }
+    }
 }

@@ -70,7 +70,11 @@ async fn polkit_answers_for_the_person_only_while_the_vault_is_unlocked() -> Res
         let wrong = approve("not-the-login-password")?;
         let said = String::from_utf8_lossy(&wrong.output.stderr).into_owned();
         assert!(!wrong.output.status.success(), "{said}");
-        assert!(said.contains("(os_auth_denied)"), "{said}\n{}", wrong.screen);
+        assert!(
+            said.contains("(os_auth_denied)"),
+            "{said}\n{}",
+            wrong.screen
+        );
         assert!(wrong.prompts >= 1, "polkit asked: {}", wrong.screen);
         assert!(wrong.screen.contains(USER), "{}", wrong.screen);
         assert_eq!(open_approvals(&gate)?.len(), 1, "the card still waits");
@@ -97,8 +101,18 @@ async fn polkit_answers_for_the_person_only_while_the_vault_is_unlocked() -> Res
             String::from_utf8_lossy(&typed.output.stderr),
             typed.screen
         );
-        assert!(typed.screen.contains("AUTHENTICATING FOR dev.postern.approve"), "{}", typed.screen);
-        assert!(!typed.screen.contains(PASSWORD), "echo is off: {}", typed.screen);
+        assert!(
+            typed
+                .screen
+                .contains("AUTHENTICATING FOR dev.postern.approve"),
+            "{}",
+            typed.screen
+        );
+        assert!(
+            !typed.screen.contains(PASSWORD),
+            "echo is off: {}",
+            typed.screen
+        );
         let answered = agent.response(&call).await?;
         assert!(answered.get("result").is_some(), "{answered}");
         assert!(open_approvals(&gate)?.is_empty());

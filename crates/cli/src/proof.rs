@@ -140,10 +140,7 @@ pub fn offline(home: &Home, why: &str) -> Result<()> {
         return Ok(());
     }
     if OS_AUTH.load(Ordering::Relaxed) {
-        bail!(
-            "{}",
-            PresenceError::OsNeedsPassphrase { what: why.into() }
-        );
+        bail!("{}", PresenceError::OsNeedsPassphrase { what: why.into() });
     }
     let proof = Proof::passphrase(ask(PROMPT, why)?);
     match check_offline(&keychain, &proof) {

@@ -448,7 +448,8 @@ mod tests {
             serde_json::to_value(WireProof::Os).expect("json"),
             serde_json::json!("os")
         );
-        let forged: Result<WireProof, _> = serde_json::from_value(serde_json::json!({"os": {"pid": 1}}));
+        let forged: Result<WireProof, _> =
+            serde_json::from_value(serde_json::json!({"os": {"pid": 1}}));
         assert!(forged.is_err(), "an OS proof carries no pid");
     }
 }

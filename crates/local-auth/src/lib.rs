@@ -88,9 +88,10 @@ pub fn authenticate(reason: &str, within: Duration) -> Outcome {
 fn outcome(error: LAError) -> Outcome {
     match error {
         LAError::AuthenticationFailed => Outcome::Denied,
-        LAError::UserCancel | LAError::SystemCancel | LAError::AppCancel | LAError::UserFallback => {
-            Outcome::Dismissed
-        }
+        LAError::UserCancel
+        | LAError::SystemCancel
+        | LAError::AppCancel
+        | LAError::UserFallback => Outcome::Dismissed,
         LAError::PasscodeNotSet => Outcome::Unavailable("this Mac has no login password".into()),
         LAError::NotInteractive => {
             Outcome::Unavailable("LocalAuthentication may not show a dialog here".into())

@@ -129,10 +129,9 @@ fn unavailable(e: &dbus::Error, action: &str) -> String {
         | "org.freedesktop.DBus.Error.Spawn.ExecFailed" => {
             "polkit is not running (no polkitd on the system bus)".into()
         }
-        "org.freedesktop.DBus.Error.NoReply" => format!(
-            "no answer from polkit within {} s",
-            ANSWER_WITHIN.as_secs()
-        ),
+        "org.freedesktop.DBus.Error.NoReply" => {
+            format!("no answer from polkit within {} s", ANSWER_WITHIN.as_secs())
+        }
         _ if message.contains("is not registered") => format!(
             "the polkit action {action} is not installed: copy packaging/linux/dev.postern.policy \
              into /usr/share/polkit-1/actions/"

@@ -336,7 +336,9 @@ async fn an_os_proof_opens_nothing_while_locked_and_never_changes_the_passphrase
         .unwrap_err();
     assert_eq!(change.code(), "os_auth_needs_passphrase");
     assert_eq!(
-        check_offline(gate.secrets.as_ref(), &os).unwrap_err().code(),
+        check_offline(gate.secrets.as_ref(), &os)
+            .unwrap_err()
+            .code(),
         "os_auth_needs_passphrase"
     );
 
@@ -351,10 +353,16 @@ async fn an_os_proof_opens_nothing_while_locked_and_never_changes_the_passphrase
             what: "unlock the vault".into()
         }
     );
-    assert!(refused.to_string().contains("only while the vault is unlocked"));
+    assert!(
+        refused
+            .to_string()
+            .contains("only while the vault is unlocked")
+    );
     assert_eq!(gate.authority.vault(), VaultState::Locked);
     // Not a wrong try: nothing was asked, so nothing backs off or is recorded.
     assert!(of_type(&gate.events(), "proof_refused").is_empty());
-    let proven = gate.authority.prove(Some(&proof(PASSPHRASE)), "unlock the vault");
+    let proven = gate
+        .authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock the vault");
     assert!(proven.is_ok(), "the passphrase is heard at once");
 }
