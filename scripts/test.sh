@@ -74,12 +74,12 @@ os="$(uname -s)"
 # Debian packages: Tauri's build dependencies (see shared reference linux-build-and-test.md),
 # plus what the tests run: a private D-Bus session with gnome-keyring, Xvfb and WebKitWebDriver,
 # and a tray host with xdotool for the tray menu (ui/e2e/tray.mjs), and polkit (polkitd,
-# pkttyagent, pkaction) for the OS-authentication test (tests/tests/os_auth.rs).
+# pkttyagent, pkaction; gdbus) for the OS-authentication test (tests/tests/os_auth.rs).
 apt_packages=(
     build-essential pkg-config curl wget file libssl-dev
     libwebkit2gtk-4.1-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
     xvfb xauth webkit2gtk-driver gnome-keyring dbus dbus-x11 trayer xdotool imagemagick
-    polkitd passwd
+    polkitd passwd libglib2.0-bin
 )
 
 install_system_packages() {

@@ -34,7 +34,7 @@ async fn polkit_answers_for_the_person_only_while_the_vault_is_unlocked() -> Res
         return Ok(());
     };
     let fixture = servers::fixture()?;
-    let gate = Gate::start_prompting_as(&[(LABEL, &fixture)], &[], Some(user)).await?;
+    let gate = Gate::start_prompting_as(&[(LABEL, &fixture)], &[], Some(user.clone())).await?;
     gate.scenario(async {
         let mut agent = agent(&gate).await?;
         let call = agent
@@ -84,6 +84,15 @@ async fn polkit_answers_for_the_person_only_while_the_vault_is_unlocked() -> Res
             "the refusal is in the audit log"
         );
         assert!(!exported.contains("not-the-login-password"));
+        // A process of the same user cannot answer for the person: it may run an agent of
+        // its own, but only uid 0 (the setuid helper, after PAM) may tell polkitd that
+        // authentication succeeded.
+        let forged = forge_success(&user)?;
+        assert!(
+            forged.contains("Only uid 0 may invoke this method"),
+            "{forged}"
+        );
+
         // It counts toward the same back-off as wrong passphrases: after its second of wait,
         // a wrong passphrase is the second refusal in a row, and waits two.
         tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -137,6 +146,29 @@ async fn polkit_answers_for_the_person_only_while_the_vault_is_unlocked() -> Res
     .await
 }
 
+/// What polkitd says when a process of `user` (not the setuid helper) reports a successful
+/// authentication for a cookie, as its own agent would have to.
+fn forge_success(user: &RunAs) -> Result<String> {
+    let mut call = std::process::Command::new("gdbus");
+    call.args([
+        "call",
+        "--system",
+        "--dest",
+        "org.freedesktop.PolicyKit1",
+        "--object-path",
+        "/org/freedesktop/PolicyKit1/Authority",
+        "--method",
+        "org.freedesktop.PolicyKit1.Authority.AuthenticationAgentResponse2",
+    ])
+    .arg(user.uid.to_string())
+    .arg("a-cookie-of-its-choosing")
+    .arg(format!("('unix-user', {{'uid': <uint32 {}>}})", user.uid));
+    user.apply(&mut call);
+    let out = call.current_dir("/").output()?;
+    anyhow::ensure!(!out.status.success(), "polkitd took the claim");
+    Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 /// polkit's prompt (pkttyagent: "Password: ") answered with `password`.
 fn login_password(password: &str) -> Typing {
     Typing {
@@ -185,6 +217,9 @@ fn missing() -> Option<String> {
     }
     if servers::find_on_path("pkttyagent").is_err() {
         return Some("pkttyagent (Debian package polkitd) is not installed".into());
+    }
+    if servers::find_on_path("gdbus").is_err() {
+        return Some("gdbus (Debian package libglib2.0-bin) is not installed".into());
     }
     let action = std::process::Command::new("pkaction")
         .args(["--action-id", "dev.postern.approve"])
