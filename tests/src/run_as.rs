@@ -86,13 +86,7 @@ impl RunAs {
 
     /// [`RunAs::apply`] for a tokio command.
     pub fn apply_tokio(&self, cmd: &mut tokio::process::Command) {
-        cmd.uid(self.uid).gid(self.gid);
-        for (key, value) in self.env() {
-            cmd.env(key, value);
-        }
-        if let Some(home) = &self.home {
-            cmd.current_dir(home);
-        }
+        self.apply(cmd.as_std_mut());
     }
 
     fn env(&self) -> Vec<(OsString, OsString)> {
