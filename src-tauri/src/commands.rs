@@ -37,7 +37,8 @@ pub async fn approval_focus<R: Runtime>(app: AppHandle<R>) -> Option<approvals::
 }
 
 /// A human's answer to a request; the waiting call goes on or is refused at once. An
-/// approval carries the passphrase; a denial needs none.
+/// approval carries the passphrase (or, within the plain-click window the settings may
+/// open after it, nothing); a denial needs none.
 #[tauri::command]
 pub async fn answer<R: Runtime>(
     app: AppHandle<R>,
@@ -52,7 +53,15 @@ pub async fn answer<R: Runtime>(
     let authority = authority(&app)?;
     blocking(move || {
         let proven = match reply {
-            Reply::Approve { .. } => Some(prove(&authority, proof, "approve a request")?),
+            // Without a passphrase, the approval is a plain click: the engine takes it only
+            // within the plain-click window after the last passphrase (off by default).
+            Reply::Approve { .. } => {
+                let proof = match proof {
+                    None => Some(Proof::Click),
+                    Some(input) => input.into_proof().map_err(presence)?,
+                };
+                Some(authority.prove_approval(proof.as_ref()).map_err(presence)?)
+            }
             Reply::Deny => None,
         };
         authority
@@ -212,6 +221,9 @@ pub struct SettingsChange {
     /// Lock the vault after this long without a call or an answer (ms; 0: never).
     #[ts(type = "number | null")]
     pub auto_lock_ms: Option<u64>,
+    /// Plain clicks approve for this long after the passphrase (ms; 0: never).
+    #[ts(type = "number | null")]
+    pub click_window_ms: Option<u64>,
 }
 
 impl From<SettingsChange> for SettingsUpdate {
@@ -220,6 +232,7 @@ impl From<SettingsChange> for SettingsUpdate {
             session_mode: change.session_mode,
             approval_timeout_ms: change.approval_timeout_ms,
             auto_lock_ms: change.auto_lock_ms,
+            click_window_ms: change.click_window_ms,
         }
     }
 }
@@ -444,6 +457,36 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_click_approves_only_with_the_setting_on_after_the_passphrase() {
+        let (app, _home) = running_app();
+        let mut verdict = ask(&app, "now");
+        let listed = invoke(&app, "approvals", json!({})).unwrap();
+        let id = listed[0]["card"]["id"].clone();
+        let click = json!({"id": id, "reply": {"reply": "approve", "choice": {"end": "thisCall"}}});
+
+        // Off by default: an Allow without the passphrase is refused, the card stays.
+        let refused = invoke(&app, "answer", click.clone()).unwrap_err();
+        assert_eq!(refused["code"], "proof_required", "{refused}");
+        assert!(verdict.try_recv().is_err(), "still waiting");
+
+        // On (which takes the passphrase, and counts as one): the same plain click approves.
+        let on = json!({"change": {"sessionMode": null, "approvalTimeoutMs": null, "autoLockMs": null, "clickWindowMs": 300000}});
+        let refused = invoke(&app, "update_settings", on.clone()).unwrap_err();
+        assert_eq!(refused["code"], "settings_refused", "{refused}");
+        let mut on = on;
+        on["proof"] = json!({"passphrase": "postern-app-tests"});
+        invoke(&app, "update_settings", on).unwrap();
+        let status = invoke(&app, "status", json!({})).unwrap();
+        assert!(
+            status["status"]["gate"]["clicksUntilMs"].as_u64().is_some(),
+            "{status}"
+        );
+        invoke(&app, "answer", click).unwrap();
+        assert!(matches!(verdict.try_recv(), Ok(Verdict::Allow(_))));
+        stop(&app);
+    }
+
+    #[test]
     fn a_denial_from_the_window_refuses_the_call() {
         let (app, _home) = running_app();
         let mut verdict = ask(&app, "now");
@@ -491,7 +534,7 @@ mod tests {
         let settings = invoke(&app, "update_settings", change).unwrap();
         assert_eq!(
             settings,
-            json!({"sessionMode": "observe", "approvalTimeoutMs": 30000, "autoLockMs": 28800000})
+            json!({"sessionMode": "observe", "approvalTimeoutMs": 30000, "autoLockMs": 28800000, "clickWindowMs": 0})
         );
         assert_eq!(authority.settings().approval_timeout_ms, 30_000);
         let too_short =

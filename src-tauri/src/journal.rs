@@ -4,11 +4,11 @@
 //! (`postern_engine::journal`, `postern_engine::audit::verify`) on its own read-only
 //! connection, off the async runtime's threads.
 
+use postern_engine::EngineError;
 use postern_engine::audit::{AnchorCheck, AuditError};
 use postern_engine::journal::{
     ActivityFilter, ActivityRow, AuditEntry, SessionFilter, SessionRow, Timeline, TimelineQuery,
 };
-use postern_engine::{EngineError, Home};
 use serde::Serialize;
 use tauri::{AppHandle, Manager, Runtime};
 use ts_rs::TS;
@@ -126,20 +126,21 @@ pub async fn verify_audit<R: Runtime>(
     app: AppHandle<R>,
     open_bodies: bool,
 ) -> Result<Verification, CommandError> {
-    let home = running_home(&app)?;
-    let secrets = app
-        .state::<Shell>()
-        .secrets()
-        .ok_or_else(CommandError::no_engine)?;
-    blocking(move || verify(&home, &*secrets, open_bodies)).await
+    blocking(move || {
+        let shell = app.state::<Shell>();
+        let secrets = shell.secrets().ok_or_else(CommandError::no_engine)?;
+        let report = shell
+            .with_engine(|engine| engine.verify_audit(&*secrets, open_bodies))
+            .ok_or_else(CommandError::no_engine)?;
+        verification(report)
+    })
+    .await
 }
 
-fn verify(
-    home: &Home,
-    secrets: &dyn postern_vault::SecretStore,
-    open_bodies: bool,
+fn verification(
+    report: Result<postern_engine::audit::VerifyReport, AuditError>,
 ) -> Result<Verification, CommandError> {
-    match postern_engine::audit::verify(home, secrets, open_bodies) {
+    match report {
         Ok(report) => Ok(Verification::Verified {
             records: report.records,
             head: report.head.map(|h| h.to_string()),

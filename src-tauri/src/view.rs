@@ -147,6 +147,7 @@ mod tests {
                 grants: 0,
                 settings: postern_engine::Settings::default(),
                 passphrase_set: true,
+                clicks_until_ms: None,
                 config_warning: None,
             },
             system_auth: None,

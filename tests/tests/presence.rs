@@ -262,6 +262,24 @@ async fn a_restarted_engine_is_locked_and_settings_edited_in_sqlite_are_not_used
     let item = gate.keychain_item("credential.deploy-key.v1")?;
     assert!(!item.is_empty(), "the item exists");
     assert!(!item.contains("canary-value-4711"), "{item}");
+    // ...and the audit log's opening key only sealed under the vault key: the keychain alone
+    // opens no record (the export asks for the passphrase, which an agent cannot give).
+    let key = gate.keychain_item("audit-opening-key")?;
+    assert!(key.starts_with("PSV1"), "sealed, not a base64 key: {key:?}");
+    let refused = gate.at_terminal(
+        &[OsString::from("audit"), OsString::from("export")],
+        None,
+        "not-the-passphrase",
+    )?;
+    assert!(!refused.output.status.success());
+    assert!(
+        !String::from_utf8_lossy(&refused.output.stdout).contains("canary"),
+        "nothing was exported"
+    );
+    assert!(
+        gate.cli(["audit", "export"])?.contains("vault_unlocked"),
+        "the passphrase opens it"
+    );
 
     gate.cli(["unlock"])?;
     let status = status(&gate).await?;

@@ -77,7 +77,10 @@ export type SettingTarget =
 /** The agent process behind a session, as the process table describes it. */
 export type AgentIdentity = {
   pid: number;
-  /** With the pid, the run's key (clock ticks since boot on Linux). */
+  /**
+   * With the pid, the run's key (clock ticks since boot on Linux, microseconds since the
+   * epoch on macOS).
+   */
   startTime: number;
   /** Its executable and that file's digest, when readable. */
   executable: { path: string; digest: string } | null;

@@ -11,7 +11,7 @@
 import type { Argument, ApprovalCard, GrantChoice, IdentitySince, Json, Reply, RiskLine } from "./approval-card";
 import type { Approval } from "./bindings";
 import { h, icon, mark, type Child } from "./dom";
-import { commandLine, launchLine, shortDigest, shortEpoch } from "./format";
+import { clock, commandLine, launchLine, shortDigest, shortEpoch } from "./format";
 import { pinBadge, pinNote } from "./pinning";
 import { passphraseField, systemAuthButton } from "./proof";
 
@@ -33,6 +33,11 @@ export type ApprovalsState = {
   details: boolean;
   /** The OS authentication the engine can ask instead of the passphrase, or `null`. */
   systemAuth?: string | null;
+  /**
+   * Until when (unix ms) a plain Allow needs no passphrase: the person typed it a moment ago and
+   * the plain-click setting is on. `null` (or absent, or past): every Allow needs it.
+   */
+  clicksUntil?: number | null;
 };
 
 /** What the window's controls do. */
@@ -82,7 +87,7 @@ export function renderApprovals(state: ApprovalsState, nowMs: number, on: Approv
           "main",
           "content",
           cardView(current, nowMs),
-          decide(current.card, state, on, passphrase),
+          decide(current.card, state, on, passphrase, nowMs),
           detailsView(current, state.details, on, nowMs),
         ),
   );
@@ -430,8 +435,10 @@ export function allowWith(card: ApprovalCard, index: number): Reply {
   return { reply: "approve", choice: card.choices[index] ?? card.choices[0] ?? null };
 }
 
-function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers, passphrase: HTMLInputElement): HTMLElement {
+function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers, passphrase: HTMLInputElement, nowMs: number): HTMLElement {
   const disabled = !state.armed || state.busy;
+  const clicksUntil = state.clicksUntil ?? null;
+  const clicks = clicksUntil !== null && nowMs < clicksUntil;
   const chosen = card.choices[state.choice] ?? card.choices[0] ?? null;
   passphrase.dataset.focus = "passphrase";
   return h(
@@ -457,10 +464,13 @@ function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers,
     h("p", { class: "covers", "aria-live": "polite" }, coverage(card, chosen)),
     // Next to the field: a refused passphrase is said where the person types it again.
     state.error === null ? null : h("p", { class: "answer-error", role: "alert" }, state.error),
+    clicks
+      ? h("p", "clicks muted small", `You typed your passphrase a moment ago: Allow needs it again from ${clock(clicksUntil, nowMs)} (Settings, plain clicks).`)
+      : null,
     h(
       "div",
       "decide-row",
-      h("label", "prove-field", h("span", "field-title", "Postern passphrase"), passphrase),
+      h("label", "prove-field", h("span", "field-title", clicks ? "Postern passphrase (not needed now)" : "Postern passphrase"), passphrase),
       h(
         "div",
         "decide-buttons",
@@ -468,7 +478,7 @@ function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers,
         button("allow primary", card.what === "session" ? "Allow this agent run" : "Allow", () => on.answer(allowWith(card, state.choice)), {
           disabled,
           "data-focus": "allow",
-          title: "Allow with the passphrase (Enter)",
+          title: clicks ? "Allow (Enter)" : "Allow with the passphrase (Enter)",
         }),
       ),
     ),

@@ -227,6 +227,27 @@ describe("the approval window", () => {
     expect(fake.answers).toEqual([["A", { reply: "approve", choice: { end: "thisCall" } }, { passphrase: PASSPHRASE }]]);
   });
 
+  it("allows with a plain click only while the engine says the plain-click window is open", async () => {
+    vi.setSystemTime(ASKED);
+    const fake = fakeSource([request("A"), request("B")]);
+    fake.source.clicksUntil = vi.fn(async () => ASKED + 60_000);
+    open(fake.source);
+    await vi.advanceTimersByTimeAsync(600);
+
+    expect(text(root.querySelector(".clicks"))).toContain("You typed your passphrase a moment ago: Allow needs it again from");
+    root.querySelector<HTMLButtonElement>(".allow")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(fake.answers).toEqual([["A", { reply: "approve", choice: { end: "thisCall" } }, null]]);
+
+    // The window closes: the next Allow asks for the passphrase again, and sends nothing.
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(root.querySelector(".clicks")).toBeNull();
+    root.querySelector<HTMLButtonElement>(".allow")!.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(fake.answers).toHaveLength(1);
+    expect(text(root.querySelector(".answer-error"))).toBe("Type your Postern passphrase to approve.");
+  });
+
   it("denies with no proof, and leaves nothing typed behind", async () => {
     const fake = fakeSource([request("A")]);
     open(fake.source);

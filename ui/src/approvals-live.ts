@@ -38,6 +38,8 @@ export interface ApprovalSource {
   fit?(width: number, height: number): Promise<void>;
   /** The OS authentication the engine can ask (status `systemAuth`), or `null`. */
   systemAuth?(): Promise<string | null>;
+  /** Until when (unix ms) a plain Allow needs no passphrase (`null`: every one needs it). */
+  clicksUntil?(): Promise<number | null>;
   lock(): Promise<void>;
 }
 
@@ -72,6 +74,9 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   let systemAuth: string | null = null;
   // The window's one passphrase field, mounted by every render: what is typed survives them.
   const passphrase = passphraseField();
+  // Until when a plain Allow needs no passphrase (the engine's word, fetched with the queue).
+  let clicksUntil: number | null = null;
+  const clicks = (): boolean => clicksUntil !== null && now() < clicksUntil;
   const allow = (): void => {
     const card = queue[index()]?.card;
     if (card !== undefined && card.id === currentId) answer(allowWith(card, choice));
@@ -81,8 +86,8 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
 
   const render = (): void => {
     if (stopped) return;
-    const state: ApprovalsState = { queue, index: index(), armed: armedId !== null && armedId === currentId, busy, error, choice, details, systemAuth };
-    const key = JSON.stringify([queue.map((a) => a.card.id), state.index, state.armed, busy, error, choice, details, systemAuth]);
+    const state: ApprovalsState = { queue, index: index(), armed: armedId !== null && armedId === currentId, busy, error, choice, details, clicksUntil, systemAuth };
+    const key = JSON.stringify([queue.map((a) => a.card.id), state.index, state.armed, busy, error, choice, details, clicks() ? clicksUntil : null, systemAuth]);
     if (key === shownKey) return;
     shownKey = key;
     // Keep the focused button focused across a re-render of the same card.
@@ -159,6 +164,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
 
   const refresh = async (): Promise<void> => {
     try {
+      if (source.clicksUntil !== undefined) clicksUntil = await source.clicksUntil();
       if (source.systemAuth !== undefined) systemAuth = await source.systemAuth();
       update(await source.fetch());
     } catch (err) {
@@ -181,7 +187,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     // with system authentication, the request that the OS ask the person).
     const typed = takeProof(passphrase);
     const proof = system ? SYSTEM_PROOF : typed;
-    if (reply.reply === "approve" && proof === null) {
+    if (reply.reply === "approve" && proof === null && !clicks()) {
       error = "Type your Postern passphrase to approve.";
       render();
       passphrase.focus();
@@ -245,7 +251,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
       // Enter on Deny, a folded value or a link does what it says there; anywhere else it allows.
       if (!inField && target !== null && target.closest("button:not(.lifetime), summary, a") !== null) return;
       event.preventDefault();
-      if (!inField && passphrase.value === "") {
+      if (!inField && passphrase.value === "" && !clicks()) {
         error = "Type your Postern passphrase, then Enter, to allow.";
         render();
         passphrase.focus();
@@ -286,7 +292,11 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     .then((off) => (stopped ? off() : (offFocus = off)))
     .catch((err: unknown) => console.warn("no approvals-focus events:", err));
   const poll = setInterval(() => void refresh(), intervalMs);
-  const ticker = setInterval(() => tick(root, queue, now()), tickMs);
+  const ticker = setInterval(() => {
+    tick(root, queue, now());
+    // The plain-click window closed: the card asks for the passphrase again.
+    if (!clicks() && root.querySelector(".clicks") !== null) render();
+  }, tickMs);
 
   return () => {
     stopped = true;

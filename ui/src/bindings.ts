@@ -324,6 +324,11 @@ settings: Settings,
  */
 passphraseSet: boolean, 
 /**
+ * Until when (unix ms) a plain click in the app approves, the person having typed the
+ * passphrase shortly before (the setting `clickWindowMs`); `null`: a click is no proof.
+ */
+clicksUntilMs: number | null, 
+/**
  * Settings found edited in the store behind the engine's back (wider than it wrote
  * them), and what is in force instead.
  */
@@ -355,7 +360,13 @@ approvalTimeoutMs: number,
 /**
  * Lock the vault after this long without a call or an answer (ms; 0: never).
  */
-autoLockMs: number, };
+autoLockMs: number, 
+/**
+ * For this long after the passphrase was typed, a plain click in the app approves a
+ * request (ms; 0, the default: every approval needs the passphrase). On X11 any program
+ * of the user can click for them meanwhile.
+ */
+clickWindowMs: number, };
 
 export type Permissions = { 
 /**
@@ -1097,7 +1108,11 @@ approvalTimeoutMs: number | null,
 /**
  * Lock the vault after this long without a call or an answer (ms; 0: never).
  */
-autoLockMs: number | null, };
+autoLockMs: number | null, 
+/**
+ * Plain clicks approve for this long after the passphrase (ms; 0: never).
+ */
+clickWindowMs: number | null, };
 
 export type Proof = { 
 /**

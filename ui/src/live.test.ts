@@ -111,13 +111,13 @@ describe("live", () => {
     const root = document.createElement("div");
     const withTimeout = (ms: number): EngineView => ({
       state: "running",
-      status: status({ gate: { ...status().gate, settings: { sessionMode: "prompt", approvalTimeoutMs: ms, autoLockMs: 0 } } }),
+      status: status({ gate: { ...status().gate, settings: { sessionMode: "prompt", approvalTimeoutMs: ms, autoLockMs: 0, clickWindowMs: 0 } } }),
     });
     const fake = fakeSource(withTimeout(120_000));
     const actions = fakeActions();
     actions.updateSettings.mockImplementation(async () => {
       fake.set(withTimeout(30_000));
-      return { sessionMode: "prompt", approvalTimeoutMs: 30_000, autoLockMs: 0 };
+      return { sessionMode: "prompt", approvalTimeoutMs: 30_000, autoLockMs: 0, clickWindowMs: 0 };
     });
     live(root, fake.source, { intervalMs: 2000, actions });
     await vi.advanceTimersByTimeAsync(0);
@@ -132,7 +132,7 @@ describe("live", () => {
     root.querySelector("form")!.dispatchEvent(new Event("submit", { bubbles: true, cancelable: true }));
     await vi.advanceTimersByTimeAsync(0);
     // Only what changed, and a shorter approval timeout needs no proof.
-    expect(actions.updateSettings).toHaveBeenCalledWith({ sessionMode: null, approvalTimeoutMs: 30_000, autoLockMs: null }, null);
+    expect(actions.updateSettings).toHaveBeenCalledWith({ sessionMode: null, approvalTimeoutMs: 30_000, autoLockMs: null, clickWindowMs: null }, null);
     await vi.advanceTimersByTimeAsync(2000);
     expect(timeout().value).toBe("30");
     expect(root.querySelector("form")?.hasAttribute("data-dirty")).toBe(false);
@@ -179,7 +179,7 @@ function fakeActions() {
   return {
     lock: vi.fn<Actions["lock"]>(async () => {}),
     unlock: vi.fn<Actions["unlock"]>(async () => {}),
-    updateSettings: vi.fn<Actions["updateSettings"]>(async () => ({ sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 0 })),
+    updateSettings: vi.fn<Actions["updateSettings"]>(async () => ({ sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 0, clickWindowMs: 0 })),
     setPassphrase: vi.fn<Actions["setPassphrase"]>(async () => {}),
     showApprovals: vi.fn<Actions["showApprovals"]>(async () => {}),
   };
@@ -208,7 +208,7 @@ describe("proof of presence in the status window", () => {
 
   const withSettings = (sessionMode: "prompt" | "observe", autoLockMs = 0): EngineView => ({
     state: "running",
-    status: status({ gate: { ...status().gate, settings: { sessionMode, approvalTimeoutMs: 120_000, autoLockMs } } }),
+    status: status({ gate: { ...status().gate, settings: { sessionMode, approvalTimeoutMs: 120_000, autoLockMs, clickWindowMs: 0 } } }),
   });
 
   async function settingsPage(fake = fakeSource(withSettings("prompt")), actions = fakeActions()) {
@@ -266,7 +266,7 @@ describe("proof of presence in the status window", () => {
     expect(document.activeElement).toBe(field);
     await confirm(PASSPHRASE);
 
-    expect(page.actions.updateSettings).toHaveBeenCalledExactlyOnceWith({ sessionMode: "observe", approvalTimeoutMs: null, autoLockMs: null }, { passphrase: PASSPHRASE });
+    expect(page.actions.updateSettings).toHaveBeenCalledExactlyOnceWith({ sessionMode: "observe", approvalTimeoutMs: null, autoLockMs: null, clickWindowMs: null }, { passphrase: PASSPHRASE });
     expect(document.querySelector(".proof-dialog")).toBeNull();
     expect(page.status()).toBe("Saved");
   });
@@ -310,7 +310,7 @@ describe("proof of presence in the status window", () => {
     const page = await settingsPage(fakeSource(withSettings("observe", 60_000)));
     page.choose("prompt");
     await page.save();
-    expect(page.actions.updateSettings).toHaveBeenCalledExactlyOnceWith({ sessionMode: "prompt", approvalTimeoutMs: null, autoLockMs: null }, null);
+    expect(page.actions.updateSettings).toHaveBeenCalledExactlyOnceWith({ sessionMode: "prompt", approvalTimeoutMs: null, autoLockMs: null, clickWindowMs: null }, null);
     expect(document.querySelector(".proof-dialog")).toBeNull();
 
     const autoLock = page.root.querySelector<HTMLInputElement>('input[name="autoLock"]')!;

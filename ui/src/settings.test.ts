@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import type { Settings, SettingsChange } from "./bindings";
 import { changed, needsProof, settingsPanel } from "./settings";
 
-const DEFAULTS: Settings = { sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 28_800_000 };
+const DEFAULTS: Settings = { sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 28_800_000, clickWindowMs: 0 };
 
 const text = (el: Element | null): string => (el?.textContent ?? "").replace(/\s+/g, " ").trim();
 
@@ -32,7 +32,7 @@ const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 describe("the settings form", () => {
   it("shows the session mode, the approval timeout in seconds and the auto-lock in minutes", () => {
-    const f = form({ sessionMode: "observe", approvalTimeoutMs: 45_000, autoLockMs: 0 });
+    const f = form({ sessionMode: "observe", approvalTimeoutMs: 45_000, autoLockMs: 0, clickWindowMs: 0 });
 
     expect(f.input("sessionMode").value).toBe("observe");
     expect(f.input("approvalTimeout").value).toBe("45");
@@ -48,12 +48,13 @@ describe("the settings form", () => {
     f.choose("observe");
     f.set("approvalTimeout", "30");
     f.set("autoLock", "15");
+    f.set("clickWindow", "5");
     expect(f.el.dataset.dirty).toBe("true");
     expect(f.saveButton().disabled).toBe(false);
     f.submit();
     await settled();
 
-    expect(save).toHaveBeenCalledWith({ sessionMode: "observe", approvalTimeoutMs: 30_000, autoLockMs: 900_000 });
+    expect(save).toHaveBeenCalledWith({ sessionMode: "observe", approvalTimeoutMs: 30_000, autoLockMs: 900_000, clickWindowMs: 300_000 });
     expect(f.status()).toBe("Saved");
     expect(f.el.dataset.dirty).toBeUndefined();
   });
@@ -100,18 +101,32 @@ describe("what a save sends", () => {
     f.set("approvalTimeout", "60");
     f.submit();
     await settled();
-    expect(save).toHaveBeenCalledExactlyOnceWith({ sessionMode: null, approvalTimeoutMs: 60_000, autoLockMs: null });
+    expect(save).toHaveBeenCalledExactlyOnceWith({ sessionMode: null, approvalTimeoutMs: 60_000, autoLockMs: null, clickWindowMs: null });
   });
 
   it("needs the person's proof to turn on observe mode or to change the auto-lock, not otherwise", () => {
-    const none = { sessionMode: null, approvalTimeoutMs: null, autoLockMs: null };
+    const none = { sessionMode: null, approvalTimeoutMs: null, autoLockMs: null, clickWindowMs: null };
     expect(needsProof({ ...none, sessionMode: "observe" })).toBe(true);
     expect(needsProof({ ...none, autoLockMs: 0 })).toBe(true);
     expect(needsProof({ ...none, autoLockMs: 3_600_000 })).toBe(true);
+    expect(needsProof({ ...none, clickWindowMs: 300_000 })).toBe(true);
+    expect(needsProof({ ...none, clickWindowMs: 0 })).toBe(false);
     expect(needsProof({ ...none, sessionMode: "prompt" })).toBe(false);
     expect(needsProof({ ...none, approvalTimeoutMs: 5_000 })).toBe(false);
-    expect(changed(DEFAULTS, { sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 28_800_000 })).toBeNull();
-    expect(changed(DEFAULTS, { sessionMode: "observe", approvalTimeoutMs: 120_000, autoLockMs: 0 })).toEqual({ sessionMode: "observe", approvalTimeoutMs: null, autoLockMs: 0 });
+    expect(changed(DEFAULTS, { sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 28_800_000, clickWindowMs: 0 })).toBeNull();
+    expect(changed(DEFAULTS, { sessionMode: "observe", approvalTimeoutMs: 120_000, autoLockMs: 0, clickWindowMs: 0 })).toEqual({ sessionMode: "observe", approvalTimeoutMs: null, autoLockMs: 0, clickWindowMs: null });
+  });
+
+  it("refuses plain clicks longer than 15 minutes, and says the risk where they are set", () => {
+    const save = vi.fn(async () => {});
+    const f = form(DEFAULTS, save);
+    const hint = text(f.el.querySelector('input[name="clickWindow"]')!.closest("label"));
+    expect(hint).toContain("0 (the default) asks every time");
+    expect(hint).toContain("every program on X11");
+    f.set("clickWindow", "16");
+    f.submit();
+    expect(save).not.toHaveBeenCalled();
+    expect(f.status()).toBe("Plain clicks must be a number of minutes from 0 to 15.");
   });
 
   it("says which changes ask for the passphrase", () => {

@@ -1,9 +1,10 @@
 // The settings a human controls: session approval (prompt or observe), the approval timeout,
-// and the idle auto-lock; and the Postern passphrase. The form keeps what the user typed across
+// the idle auto-lock, and plain clicks after the passphrase; and the Postern passphrase. The form keeps what the user typed across
 // status refreshes while it is being edited (`data-dirty`; src/live.ts carries such a form
 // over), and saves through the engine, which checks the values (an approval timeout under 1 s
 // is refused). A save sends only what changed, so that a change which needs the person's proof
-// (turning observe mode on, any auto-lock) asks for it only when it is made (`needsProof`).
+// (turning observe mode on, any auto-lock, plain clicks on) asks for it only when it is made
+// (`needsProof`).
 
 import type { Settings, SettingsChange } from "./bindings";
 import { h } from "./dom";
@@ -23,6 +24,8 @@ export function settingsPanel(settings: Settings, save: (change: SettingsChange)
     );
   const timeout = number("approvalTimeout", settings.approvalTimeoutMs / 1000, "1");
   const autoLock = number("autoLock", settings.autoLockMs / 60_000, "0");
+  const clicks = number("clickWindow", settings.clickWindowMs / 60_000, "0");
+  clicks.max = "15";
   const status = h("p", { class: "form-status", role: "status" }, note ?? "");
   const submit = h("button", { type: "submit", class: "primary save" }, "Save") as HTMLButtonElement;
   submit.disabled = true;
@@ -51,6 +54,17 @@ export function settingsPanel(settings: Settings, save: (change: SettingsChange)
       h("span", "field-title", "Auto-lock"),
       h("span", "field-input", autoLock, h("span", "unit", "minutes")),
       h("span", "field-hint muted", "Lock the vault after this long without a call or an answer. 0 never locks. Changing it asks for your passphrase."),
+    ),
+    h(
+      "label",
+      "field",
+      h("span", "field-title", "Plain clicks after your passphrase"),
+      h("span", "field-input", clicks, h("span", "unit", "minutes")),
+      h(
+        "span",
+        "field-hint muted",
+        "For this long after you type your passphrase, Allow in the approval window needs no passphrase. 0 (the default) asks every time; at most 15. Risk: meanwhile any program that can send input to your desktop can click Allow for you (every program on X11; on macOS, those with Accessibility access). Turning it on asks for your passphrase.",
+      ),
     ),
     h("div", "form-actions", submit, status),
   ) as HTMLFormElement;
@@ -90,9 +104,9 @@ export function settingsPanel(settings: Settings, save: (change: SettingsChange)
   return form;
 }
 
-/** Whether the engine asks the person's proof for `change`: observe mode turned on, or any auto-lock. */
+/** Whether the engine asks the person's proof for `change`: observe mode turned on, any auto-lock, or plain clicks on. */
 export function needsProof(change: SettingsChange): boolean {
-  return change.sessionMode === "observe" || change.autoLockMs !== null;
+  return change.sessionMode === "observe" || change.autoLockMs !== null || (change.clickWindowMs !== null && change.clickWindowMs > 0);
 }
 
 /** `wanted` without what `settings` already says (`null`: keep), or `null` when nothing changes. */
@@ -101,8 +115,10 @@ export function changed(settings: Settings, wanted: SettingsChange): SettingsCha
     sessionMode: wanted.sessionMode !== null && wanted.sessionMode !== settings.sessionMode ? wanted.sessionMode : null,
     approvalTimeoutMs: wanted.approvalTimeoutMs !== null && wanted.approvalTimeoutMs !== settings.approvalTimeoutMs ? wanted.approvalTimeoutMs : null,
     autoLockMs: wanted.autoLockMs !== null && wanted.autoLockMs !== settings.autoLockMs ? wanted.autoLockMs : null,
+    clickWindowMs: wanted.clickWindowMs !== null && wanted.clickWindowMs !== settings.clickWindowMs ? wanted.clickWindowMs : null,
   };
-  return change.sessionMode === null && change.approvalTimeoutMs === null && change.autoLockMs === null ? null : change;
+  const none = change.sessionMode === null && change.approvalTimeoutMs === null && change.autoLockMs === null && change.clickWindowMs === null;
+  return none ? null : change;
 }
 
 /**
@@ -129,16 +145,21 @@ export function read(form: HTMLFormElement): SettingsChange | string {
   const checked = form.querySelector<HTMLInputElement>('input[name="sessionMode"]:checked')?.value;
   const timeout = Number(field("approvalTimeout"));
   const autoLock = Number(field("autoLock"));
+  const clicks = Number(field("clickWindow"));
   if (field("approvalTimeout") === "" || !Number.isFinite(timeout) || timeout < 1) {
     return "The approval timeout must be a number of seconds, at least 1.";
   }
   if (field("autoLock") === "" || !Number.isFinite(autoLock) || autoLock < 0) {
     return "Auto-lock must be a number of minutes, 0 or more.";
   }
+  if (field("clickWindow") === "" || !Number.isFinite(clicks) || clicks < 0 || clicks > 15) {
+    return "Plain clicks must be a number of minutes from 0 to 15.";
+  }
   return {
     sessionMode: checked === "observe" ? "observe" : checked === "prompt" ? "prompt" : null,
     approvalTimeoutMs: Math.round(timeout * 1000),
     autoLockMs: Math.round(autoLock * 60_000),
+    clickWindowMs: Math.round(clicks * 60_000),
   };
 }
 

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use postern_engine::Home;
 use postern_engine::audit::{self, AnchorCheck, AuditError};
 use postern_store::{ActivityFilter, SessionFilter, Store};
-use postern_vault::Keychain;
+use postern_vault::{Keychain, VaultKey};
 
 /// `postern audit <command>`.
 #[derive(Debug, Subcommand)]
@@ -114,7 +114,16 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
     let mut out = crate::terminal::out();
     match command {
         AuditCommand::Verify { no_open } => {
-            let report = audit::verify(home, &keychain, !no_open).map_err(failed)?;
+            // Bodies whose key is sealed open with the passphrase; with no terminal to ask on,
+            // the chain is verified without them (the report says so).
+            let vault = match no_open {
+                true => None,
+                false => sealed_vault(&keychain, "open the audit log's records")
+                    .ok()
+                    .flatten(),
+            };
+            let report =
+                audit::verify(home, &keychain, vault.as_ref(), !no_open).map_err(failed)?;
             let head = report
                 .head
                 .map_or_else(|| "none".to_owned(), |h| h.to_string());
@@ -141,24 +150,42 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
             format: Format::Jsonl,
             with_arguments,
         } => {
-            audit::export(home, &keychain, with_arguments, &mut out).map_err(failed)?;
+            let vault = sealed_vault(&keychain, "export the audit log")?;
+            audit::export(home, &keychain, vault.as_ref(), with_arguments, &mut out)
+                .map_err(failed)?;
         }
         AuditCommand::Reanchor { yes: false } => bail!(
             "re-anchoring accepts the log as it is now: records missing from its end stay missing, and the check that caught it stops complaining. Run again with --yes"
         ),
         AuditCommand::Reanchor { yes: true } => {
-            crate::proof::offline(home, "re-anchor the audit log")?;
-            match audit::reanchor(home, &keychain).map_err(failed)? {
+            let vault = match postern_engine::authority::passphrase_known(&keychain) {
+                true => Some(crate::proof::vault_key(
+                    &keychain,
+                    "re-anchor the audit log",
+                )?),
+                false => None,
+            };
+            match audit::reanchor(home, &keychain, vault.as_ref()).map_err(failed)? {
                 Some(head) => writeln!(out, "anchored the log at {head}")?,
                 None => writeln!(out, "the log is empty; anchored it as empty")?,
             }
         }
         AuditCommand::RebuildJournals => {
-            let n = audit::rebuild_journals(home, &keychain).map_err(failed)?;
+            let vault = sealed_vault(&keychain, "rebuild the journals from the audit log")?;
+            let n = audit::rebuild_journals(home, &keychain, vault.as_ref()).map_err(failed)?;
             writeln!(out, "rebuilt the journals from {n} records")?;
         }
     }
     Ok(())
+}
+
+/// The vault key, asked for on the terminal, when the log's opening key is sealed under it
+/// (`None`: it is not, and nothing is asked).
+fn sealed_vault(keychain: &Keychain, why: &str) -> Result<Option<VaultKey>> {
+    if !audit::opening_key_sealed(keychain) {
+        return Ok(None);
+    }
+    crate::proof::vault_key(keychain, why).map(Some)
 }
 
 /// Runs `postern sessions`.

@@ -238,7 +238,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Daemon => {
             postern_engine::harden::protect_process();
             init_logging("info");
-            runtime()?.block_on(daemon(home))
+            // macOS delivers screen-lock and sleep notifications on the main thread's run
+            // loop: the engine runs beside it (elsewhere, right here).
+            postern_engine::with_main_run_loop(|| runtime()?.block_on(daemon(home)))
         }
         Command::Server(cmd) => server(&home, cmd),
         Command::Audit(cmd) => audit::audit(&home, cmd),

@@ -17,6 +17,7 @@ use anyhow::{Result, anyhow, bail};
 use postern_engine::Home;
 use postern_engine::authority::{PresenceError, Proof, check_offline, passphrase_known};
 use postern_gateway::hello::{SecretText, WireProof};
+use postern_vault::VaultKey;
 use zeroize::Zeroize;
 
 /// The prompt, as the person (and the end-to-end tests' pty) sees it.
@@ -142,9 +143,14 @@ pub fn offline(home: &Home, why: &str) -> Result<()> {
     if OS_AUTH.load(Ordering::Relaxed) {
         bail!("{}", PresenceError::OsNeedsPassphrase { what: why.into() });
     }
+    vault_key(&keychain, why).map(drop)
+}
+
+/// The vault key, unwrapped with the passphrase asked for on the terminal (for `why`).
+pub fn vault_key(keychain: &postern_vault::Keychain, why: &str) -> Result<VaultKey> {
     let proof = Proof::passphrase(ask(PROMPT, why)?);
-    match check_offline(&keychain, &proof) {
-        Ok(()) => Ok(()),
+    match check_offline(keychain, &proof) {
+        Ok(key) => Ok(key),
         Err(PresenceError::Wrong { .. }) => bail!("wrong passphrase: refused to {why}"),
         Err(e) => Err(e.into()),
     }

@@ -15,7 +15,8 @@ use crate::Artifact;
 pub struct AgentIdentity {
     /// The agent's process id.
     pub pid: u32,
-    /// Its start time (clock ticks since boot on Linux): with the pid, the run's key.
+    /// Its start time (clock ticks since boot on Linux, microseconds since the epoch on macOS):
+    /// with the pid, the run's key.
     pub start_time: u64,
     /// Its executable and that file's digest, when readable.
     pub executable: Option<Artifact>,

@@ -24,8 +24,8 @@ pub struct AgentRun {
     /// The process id.
     pub pid: u32,
     /// The process start time as the platform's process table reports it (Linux: clock
-    /// ticks since boot, `/proc/<pid>/stat` field 22; macOS: seconds since the epoch). Only
-    /// ever compared for equality.
+    /// ticks since boot, `/proc/<pid>/stat` field 22; macOS: microseconds since the epoch,
+    /// libproc's `pbi_start_tvsec` and `pbi_start_tvusec`). Only ever compared for equality.
     pub start_time: u64,
 }
 

@@ -127,7 +127,7 @@ fn verify_rate(home: &Home, secrets: &dyn SecretStore) {
     let mut records = 0;
     for _ in 0..5 {
         let start = Instant::now();
-        let report = postern_engine::audit::verify(home, secrets, false).expect("verifies");
+        let report = postern_engine::audit::verify(home, secrets, None, false).expect("verifies");
         best = best.min(start.elapsed().as_secs_f64());
         records = report.records;
     }

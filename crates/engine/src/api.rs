@@ -45,6 +45,10 @@ pub struct GateStatus {
     pub settings: crate::Settings,
     /// Whether a Postern passphrase was chosen (the app's first-run step sets one).
     pub passphrase_set: bool,
+    /// Until when (unix ms) a plain click in the app approves, the person having typed the
+    /// passphrase shortly before (the setting `clickWindowMs`); `null`: a click is no proof.
+    #[ts(type = "number | null")]
+    pub clicks_until_ms: Option<u64>,
     /// Settings found edited in the store behind the engine's back (wider than it wrote
     /// them), and what is in force instead.
     pub config_warning: Option<String>,

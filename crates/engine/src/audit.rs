@@ -22,6 +22,7 @@
 //! Errors handed to `done` start with a stable code (`audit_unavailable: ...`).
 
 mod offline;
+mod opening;
 mod writer;
 
 use std::path::Path;
@@ -39,6 +40,8 @@ use ts_rs::TS;
 
 pub use offline::{AnchorCheck, VerifyReport, export, reanchor, rebuild_journals, verify};
 pub(crate) use offline::{open_record, redacted};
+pub use opening::opening_key_sealed;
+pub(crate) use opening::read_key;
 
 /// The keychain entry holding the log's opening key (base64).
 pub const OPENING_KEY: &str = "audit-opening-key";
@@ -50,6 +53,8 @@ pub const ANCHOR: &str = "audit-anchor";
 pub struct AuditLog {
     mode: Mode,
     shared: Arc<Shared>,
+    /// The keychain the log was opened with (anchors; the opening key, sealed at unlock).
+    secrets: Arc<dyn SecretStore>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -136,6 +141,11 @@ pub enum AuditError {
     /// The opening key is not in the keychain (bodies cannot be opened).
     #[error("the audit opening key is not in the keychain for this home")]
     KeyMissing,
+    /// The opening key is sealed under the vault key, and no vault key was given.
+    #[error(
+        "the audit opening key is sealed under the vault key: the bodies open only with your passphrase (or while the vault is unlocked)"
+    )]
+    KeySealed,
     /// The operation needs the engine stopped.
     #[error("the engine is running for this home; stop it first (the app or `postern daemon`)")]
     EngineRunning,
@@ -160,6 +170,7 @@ impl AuditError {
             AuditError::Closed => "audit_closed",
             AuditError::Verification { code, .. } => code,
             AuditError::KeyMissing => "audit_key_missing",
+            AuditError::KeySealed => "audit_key_sealed",
             AuditError::EngineRunning => "engine_running",
             AuditError::Keychain(e) => e.code(),
             AuditError::Store { .. } => "audit_store_failed",
@@ -203,11 +214,12 @@ impl AuditLog {
                     done: None,
                     seal: None,
                 })));
-                let handle = writer::spawn(ready, rx, secrets, Arc::clone(&shared));
+                let handle = writer::spawn(ready, rx, Arc::clone(&secrets), Arc::clone(&shared));
                 tracing::info!(head = ?head.map(|h| h.to_string()), "audit log verified and open");
                 AuditLog {
                     mode: Mode::Running(Mutex::new(Some(tx)), recipient),
                     shared,
+                    secrets,
                     writer: Mutex::new(handle),
                 }
             }
@@ -230,9 +242,18 @@ impl AuditLog {
                 AuditLog {
                     mode: Mode::Refusing(refusal),
                     shared,
+                    secrets,
                     writer: Mutex::new(None),
                 }
             }
+        }
+    }
+
+    /// The public key records are sealed to (`None`: a log that refuses appends).
+    fn recipient(&self) -> Option<RecipientKey> {
+        match &self.mode {
+            Mode::Running(_, recipient) => Some(*recipient),
+            Mode::Refusing(_) => None,
         }
     }
 
@@ -474,24 +495,6 @@ fn read_anchor(secrets: &dyn SecretStore) -> Result<Option<Head>, AuditError> {
         .map_err(|_| AuditError::Quarantined {
             seq: 0,
             reason: "the audit anchor in the keychain is malformed".into(),
-        })
-}
-
-/// The keychain's opening key, parsed.
-pub(crate) fn read_key(secrets: &dyn SecretStore) -> Result<Option<OpeningKey>, AuditError> {
-    let Some(bytes) = secrets.get(OPENING_KEY)? else {
-        return Ok(None);
-    };
-    let text = std::str::from_utf8(bytes.expose()).map_err(|_| AuditError::Unavailable {
-        reason: "the audit opening key in the keychain is not text".into(),
-    })?;
-    OpeningKey::from_base64(text)
-        .map(Some)
-        .map_err(|e| AuditError::Unavailable {
-            reason: format!(
-                "the audit opening key in the keychain is malformed ({})",
-                e.code()
-            ),
         })
 }
 

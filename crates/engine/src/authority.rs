@@ -54,8 +54,8 @@ use credentials::{Approved, Carry};
 use grants::run_alive;
 use lock::load_settings;
 pub use lock::{
-    AUTO_LOCK_MS, MAX_APPROVAL_TIMEOUT_MS, MAX_AUTO_LOCK_MS, Settings, SettingsError,
-    SettingsUpdate, mode_name,
+    AUTO_LOCK_MS, MAX_APPROVAL_TIMEOUT_MS, MAX_AUTO_LOCK_MS, MAX_CLICK_WINDOW_MS, Settings,
+    SettingsError, SettingsUpdate, mode_name,
 };
 pub use presence::{
     MIN_PASSPHRASE_CHARS, PresenceError, Proof, Proven, VAULT_KEY_ITEM, check_offline,
@@ -102,6 +102,9 @@ struct State {
     passphrase_set: bool,
     /// Wrong proofs in a row and the back-off.
     attempts: presence::Attempts,
+    /// When the last passphrase was proven while unlocked (wall ms): plain clicks in the app
+    /// count as a proof of an approval for `click_window_ms` after it. Cleared at lock.
+    last_proof_ms: Option<u64>,
     /// Settings found wider in the store than the engine last wrote them, said in status.
     config_warning: Option<String>,
     settings: Settings,
@@ -147,15 +150,20 @@ impl Authority {
         secrets: Arc<dyn SecretStore>,
         commands: broadcast::Sender<Command>,
     ) -> Self {
-        let (settings, every_use) = match store.lock() {
+        let (settings, every_use, attempts) = match store.lock() {
             Ok(store) => (
                 load_settings(&store),
                 store.every_use().unwrap_or_else(|e| {
                     tracing::error!("cannot read every-use settings ({e})");
                     Vec::new()
                 }),
+                presence::load_attempts(&store),
             ),
-            Err(_) => (Settings::default(), Vec::new()),
+            Err(_) => (
+                Settings::default(),
+                Vec::new(),
+                presence::Attempts::default(),
+            ),
         };
         let passphrase_set = passphrase_known(secrets.as_ref());
         let now = clock.now_ms();
@@ -164,7 +172,8 @@ impl Authority {
                 vault: VaultState::Locked,
                 key: None,
                 passphrase_set,
-                attempts: presence::Attempts::default(),
+                attempts,
+                last_proof_ms: None,
                 config_warning: None,
                 settings,
                 every_use,
@@ -212,6 +221,7 @@ impl Authority {
             grants: state.grants.len() as u32,
             settings: state.settings,
             passphrase_set: state.passphrase_set,
+            clicks_until_ms: presence::clicks_until(&state),
             config_warning: state.config_warning.clone(),
         }
     }

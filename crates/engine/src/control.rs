@@ -137,10 +137,12 @@ impl Control {
                 approval_timeout_ms,
                 auto_lock_ms,
             } => {
+                // Plain clicks are the app's (a terminal always asks for the passphrase).
                 let update = SettingsUpdate {
                     session_mode,
                     approval_timeout_ms,
                     auto_lock_ms,
+                    click_window_ms: None,
                 };
                 if update == SettingsUpdate::default() {
                     return to_json(&authority.settings());

@@ -35,6 +35,7 @@ pub use api::{
 pub use audit::{AuditLog, AuditState, AuditStatus};
 pub use authority::{Authority, Clock, ManualClock, Settings, SettingsUpdate, SystemClock};
 pub use home::{Home, HomeError};
+pub use os_lock::with_main_run_loop;
 
 /// A running engine. Dropping it without [`Engine::shutdown`] stops it too, less politely.
 #[derive(Debug)]
@@ -260,8 +261,9 @@ impl Engine {
 
     /// Audit record `seq` (a clicked mark's): its header fields and, while the vault is
     /// unlocked, its body opened with the opening key from `secrets` (the keychain this
-    /// engine was started with; the engine itself keeps only the public key), tool-call
-    /// arguments shown by their shape. `None` when there is no such record.
+    /// engine was started with, the key sealed under the vault key; the engine itself keeps
+    /// only the public key), tool-call arguments shown by their shape. `None` when there is
+    /// no such record.
     pub fn audit_entry(
         &self,
         seq: u64,
@@ -270,7 +272,11 @@ impl Engine {
         use postern_domain::decision::VaultState;
         let key = match (secrets, self.authority.vault()) {
             (None, _) => Err("no keychain was given to open it".to_owned()),
-            (Some(secrets), VaultState::Ready) => Ok(secrets),
+            (Some(secrets), VaultState::Ready) => {
+                audit::read_key(secrets, self.authority.vault_key().as_ref())
+                    .map_err(|e| e.to_string())
+                    .and_then(|key| key.ok_or_else(|| audit::AuditError::KeyMissing.to_string()))
+            }
             (Some(_), VaultState::Locked | VaultState::Unlocking) => {
                 Err("the vault is locked: bodies open only while it is unlocked".to_owned())
             }
@@ -279,6 +285,17 @@ impl Engine {
             }
         };
         journal::audit_entry(&self.home, seq, key)
+    }
+
+    /// Verifies this home's audit log ([`audit::verify`]); with `open_bodies`, every body
+    /// too while the vault is unlocked (its opening key is sealed under the vault key).
+    pub fn verify_audit(
+        &self,
+        secrets: &dyn SecretStore,
+        open_bodies: bool,
+    ) -> Result<audit::VerifyReport, audit::AuditError> {
+        let vault = self.authority.vault_key();
+        audit::verify(&self.home, secrets, vault.as_ref(), open_bodies)
     }
 
     /// Stops accepting agents, ends every session and its server, releases the home.

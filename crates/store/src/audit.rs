@@ -27,6 +27,9 @@ pub const META_RECIPIENT: &str = "audit.recipient";
 pub struct AuditWriter {
     store: Store,
     projector: Projector,
+    /// Whether appends project their events into the journals (`false` while the journals
+    /// are behind the log and wait to catch up, [`AuditWriter::pause_projection`]).
+    projecting: bool,
 }
 
 /// One record to append and the plaintext event it seals (for the journals).
@@ -76,7 +79,11 @@ impl AuditWriter {
     pub fn open_file(path: &Path) -> Result<Self, StoreError> {
         let store = Store::open_with(path, Sync::Full)?;
         let projector = Projector::load(&store.conn)?;
-        Ok(AuditWriter { store, projector })
+        Ok(AuditWriter {
+            store,
+            projector,
+            projecting: true,
+        })
     }
 
     /// Read access on this same connection.
@@ -112,6 +119,19 @@ impl AuditWriter {
         result
     }
 
+    /// Appends leave the journals alone until [`AuditWriter::resume_projection`]: for journals
+    /// behind the log that cannot catch up yet (the events that would fill the gap cannot be
+    /// opened until the vault is unlocked). A later [`AuditWriter::project`] from
+    /// [`Store::journal_seq`] then projects the appended events too, in order.
+    pub fn pause_projection(&mut self) {
+        self.projecting = false;
+    }
+
+    /// Appends project their events again (after the journals caught up).
+    pub fn resume_projection(&mut self) {
+        self.projecting = true;
+    }
+
     /// Sets a meta value (its own transaction, durable).
     pub fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
         self.store.conn.execute(
@@ -141,10 +161,14 @@ impl AuditWriter {
                     item.record.sealed_body().as_bytes(),
                     &item.record.chain_hash().as_bytes()[..],
                 ])?;
-                self.projector.apply(&tx, seq, time, item.event)?;
+                if self.projecting {
+                    self.projector.apply(&tx, seq, time, item.event)?;
+                }
             }
         }
-        self.projector.save(&tx)?;
+        if self.projecting {
+            self.projector.save(&tx)?;
+        }
         tx.commit()?;
         Ok(())
     }

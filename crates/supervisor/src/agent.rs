@@ -1,5 +1,5 @@
 //! Identifying the agent behind a shim, and a process's ancestry, from the process table
-//! ([`crate::table`]: procfs on Linux, `sysinfo` elsewhere).
+//! ([`crate::table`]: procfs on Linux, libproc and `sysinfo` on macOS, `sysinfo` elsewhere).
 
 use std::path::{Path, PathBuf};
 
@@ -140,6 +140,13 @@ pub fn agent_ancestor(pid: u32) -> Option<Ancestor> {
 /// reused pid apart.
 pub fn process_start_time(pid: u32) -> Option<u64> {
     table::read(pid).map(|p| p.start_time)
+}
+
+/// Whether a debugger is attached to this process (libproc's `PROC_FLAG_TRACED`); `None`
+/// when the process table cannot say.
+#[cfg(target_os = "macos")]
+pub fn debugger_attached() -> Option<bool> {
+    table::is_traced(std::process::id())
 }
 
 #[cfg(test)]

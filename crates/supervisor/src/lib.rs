@@ -17,6 +17,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use postern_domain::{Digest, ExecutionEpoch, ExecutionRecord, ServerConfig};
 
+#[cfg(target_os = "macos")]
+pub use agent::debugger_attached;
 pub use agent::{Ancestor, agent_ancestor, ancestry, identify_agent, process_start_time};
 pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
 pub use process::{

@@ -1,12 +1,17 @@
 //! The process table, as the rest of the crate reads it: a process's name, parent and start
 //! time, its executable, command line and working directory, and a process's children.
 //!
-//! Two backends answer the same questions. On Linux, [`procfs`] reads `/proc` directly (the
-//! start time in clock ticks since boot, exact enough to tell a reused pid apart). Elsewhere
-//! (macOS), [`portable`] asks the `sysinfo` crate (the start time in seconds since the epoch).
+//! On Linux, [`procfs`] reads `/proc` directly (the start time in clock ticks since boot, exact
+//! enough to tell a reused pid apart). On macOS, [`libproc`] reads each entry with
+//! `proc_pidinfo` (the start time in microseconds since the epoch) and [`portable`] (the
+//! `sysinfo` crate) lists children and reads executables, command lines and working
+//! directories. Elsewhere [`portable`] answers everything (the start time in whole seconds).
 //! A start time is only ever compared with another from the same backend on the same machine.
-//! Both are tested on Linux against the same real processes.
+//! procfs and portable are tested on Linux against the same real processes; libproc's
+//! conversions are tested everywhere, its call into the kernel only on a Mac.
 
+#[cfg(any(test, target_os = "macos"))]
+mod libproc;
 #[cfg(any(test, not(target_os = "linux")))]
 mod portable;
 #[cfg(target_os = "linux")]
@@ -14,15 +19,19 @@ mod procfs;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
+#[cfg(target_os = "macos")]
+pub(crate) use libproc::{children, is_traced, read};
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub(crate) use portable::{children, read};
 #[cfg(not(target_os = "linux"))]
-pub(crate) use portable::{children, cmdline, cwd, exe, read};
+pub(crate) use portable::{cmdline, cwd, exe};
 #[cfg(target_os = "linux")]
 pub(crate) use procfs::{children, cmdline, cwd, exe, read};
 
 /// What one entry of the process table says about a process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Proc {
-    /// Its command name (the kernel's short name: at most 15 bytes on Linux).
+    /// Its command name (the kernel's short name: at most 15 bytes on Linux, 32 on macOS).
     pub name: String,
     /// Its parent's process id (0 when it has none).
     pub ppid: u32,

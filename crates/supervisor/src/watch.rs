@@ -74,7 +74,7 @@ impl ArtifactWatch {
 /// been seen: the "workers" of a self-reloading server (nodemon, `tsx watch`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProcessGroupSample {
-    /// (pid, start time in clock ticks) -> (command name, samples seen in a row).
+    /// (pid, start time in the process table's unit) -> (command name, samples seen in a row).
     workers: BTreeMap<(i32, u64), (String, u32)>,
 }
 

@@ -74,6 +74,13 @@ impl std::fmt::Debug for VaultKey {
     }
 }
 
+/// A copy is as secret as the original: redacted, zeroized when dropped.
+impl Clone for VaultKey {
+    fn clone(&self) -> Self {
+        VaultKey(Secret::new(*self.0.expose()))
+    }
+}
+
 impl VaultKey {
     /// A new random key.
     pub fn generate() -> Result<VaultKey, KeyError> {
@@ -176,12 +183,6 @@ impl VaultKey {
         mac.update(purpose.as_bytes());
         mac.update(data);
         mac.verify_slice(tag).is_ok()
-    }
-
-    /// Another handle on the same key, for a proof that vouches for the key already held
-    /// (an OS authentication while the vault is unlocked). Zeroized on drop like this one.
-    pub fn duplicate(&self) -> VaultKey {
-        VaultKey(Secret::new(*self.0.expose()))
     }
 
     /// Whether `other` is the same key (compared in constant time).

@@ -205,6 +205,7 @@ mod tests {
             grants: 0,
             settings: Default::default(),
             passphrase_set: true,
+            clicks_until_ms: None,
             config_warning: None,
         }
     }

@@ -18,6 +18,7 @@ fn gate(vault: VaultState, approvals: u32) -> GateStatus {
             ..Default::default()
         },
         passphrase_set: true,
+        clicks_until_ms: None,
         config_warning: None,
     }
 }

@@ -9,7 +9,7 @@ use std::io::Write;
 use postern_audit::{Head, OpeningKey, RawRecord, SealedRecord, Seq};
 use postern_domain::{AuditEvent, shape};
 use postern_store::{AuditWriter, Opened, Store};
-use postern_vault::SecretStore;
+use postern_vault::{SecretStore, VaultKey};
 use serde_json::json;
 
 use super::writer::empty_anchor;
@@ -46,10 +46,12 @@ pub enum AnchorCheck {
 }
 
 /// Verifies the whole log of `home`: structure and chain hashes; against the keychain's
-/// anchor when there is a keychain; and with `open_bodies` and the opening key, every body.
+/// anchor when there is a keychain; and with `open_bodies` and the opening key (opened with
+/// `vault` when it is sealed), every body.
 pub fn verify(
     home: &Home,
     secrets: &dyn SecretStore,
+    vault: Option<&VaultKey>,
     open_bodies: bool,
 ) -> Result<VerifyReport, AuditError> {
     let store = Store::open(home.path())?;
@@ -66,7 +68,7 @@ pub fn verify(
         Err(e) => return Err(e),
     };
     let (key, key_note) = if open_bodies {
-        match read_key(secrets) {
+        match read_key(secrets, vault) {
             Ok(Some(key)) => (Some(key), None),
             Ok(None) => (
                 None,
@@ -109,16 +111,18 @@ pub fn verify(
 
 /// Writes every event as one JSON object per line (`seq`, `time`, `kind`, `event`), verifying
 /// the chain as it goes (it stops at the first bad record, after the good ones). Tool-call
-/// arguments are replaced by their shape unless `with_arguments`. Returns the count written.
+/// arguments are replaced by their shape unless `with_arguments`. A sealed opening key opens
+/// with `vault`. Returns the count written.
 pub fn export(
     home: &Home,
     secrets: &dyn SecretStore,
+    vault: Option<&VaultKey>,
     with_arguments: bool,
     out: &mut dyn Write,
 ) -> Result<u64, AuditError> {
     let store = Store::open(home.path())?;
     let anchor = read_anchor(secrets)?.filter(|a| *a != empty_anchor());
-    let key = read_key(secrets)?.ok_or(AuditError::KeyMissing)?;
+    let key = read_key(secrets, vault)?.ok_or(AuditError::KeyMissing)?;
     let mut written = 0;
     check_log(&store, anchor, Some(&key), |seq, time, event| {
         let kind = event.kind();
@@ -141,13 +145,18 @@ pub fn export(
 }
 
 /// Accepts the log as it is now: verifies its structure and hashes (and its bodies, when the
-/// key is in the keychain), then writes its head to the keychain as the anchor. For a log cut
-/// short or rolled back on purpose (a restored backup); a log with an edited record still
-/// fails. Needs the engine stopped. Returns the new anchor (`None`: an empty log).
-pub fn reanchor(home: &Home, secrets: &dyn SecretStore) -> Result<Option<Head>, AuditError> {
+/// key is in the keychain, opened with `vault` when sealed), then writes its head to the
+/// keychain as the anchor. For a log cut short or rolled back on purpose (a restored backup);
+/// a log with an edited record still fails. Needs the engine stopped. Returns the new anchor
+/// (`None`: an empty log).
+pub fn reanchor(
+    home: &Home,
+    secrets: &dyn SecretStore,
+    vault: Option<&VaultKey>,
+) -> Result<Option<Head>, AuditError> {
     let _lock = lock(home)?;
     let store = Store::open(home.path())?;
-    let key = read_key(secrets)?;
+    let key = read_key(secrets, vault)?;
     if let (Some(key), Some(recipient)) = (&key, read_recipient(&store)?)
         && key.recipient() != recipient
     {
@@ -176,11 +185,15 @@ pub fn reanchor(home: &Home, secrets: &dyn SecretStore) -> Result<Option<Head>, 
 }
 
 /// Empties the journals and projects them again from the log, opening every body with the
-/// keychain's key (after checking the chain against the anchor). Needs the engine stopped.
-/// Returns how many events were projected.
-pub fn rebuild_journals(home: &Home, secrets: &dyn SecretStore) -> Result<u64, AuditError> {
+/// keychain's key, opened with `vault` when sealed (after checking the chain against the
+/// anchor). Needs the engine stopped. Returns how many events were projected.
+pub fn rebuild_journals(
+    home: &Home,
+    secrets: &dyn SecretStore,
+    vault: Option<&VaultKey>,
+) -> Result<u64, AuditError> {
     let _lock = lock(home)?;
-    let key = read_key(secrets)?.ok_or(AuditError::KeyMissing)?;
+    let key = read_key(secrets, vault)?.ok_or(AuditError::KeyMissing)?;
     let anchor = read_anchor(secrets)?.filter(|a| *a != empty_anchor());
     let reader = Store::open(home.path())?;
     check_log(&reader, anchor, None, |_, _, _| Ok(()))?;

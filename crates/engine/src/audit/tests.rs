@@ -146,7 +146,7 @@ fn concurrent_durable_appends_are_committed_chained_anchored_and_projected() {
     let refused = durable(&log, intent(1, 9999)).expect_err("closed");
     assert!(refused.starts_with("audit_closed:"), "{refused}");
 
-    let report = verify(&fx.home, &*fx.secrets, true).expect("verifies");
+    let report = verify(&fx.home, &*fx.secrets, None, true).expect("verifies");
     assert_eq!(report.records, 403);
     assert!(report.bodies_opened);
     assert_eq!(report.head.map(|h| h.to_string()), Some(head));
@@ -184,7 +184,7 @@ fn a_failed_transaction_refuses_its_batch_and_the_chain_continues_without_a_gap(
     // The chain was rolled back: the next record takes seq 3 again and the log verifies.
     durable(&log, intent(1, 2)).expect("after the failure");
     log.close("test");
-    let report = verify(&fx.home, &*fx.secrets, true).expect("verifies");
+    let report = verify(&fx.home, &*fx.secrets, None, true).expect("verifies");
     assert_eq!(report.records, 4);
 }
 
@@ -194,7 +194,7 @@ fn a_tampered_row_quarantines_the_log_at_its_seq_and_calls_are_refused() {
     fx.with_calls(3);
     fx.sql("UPDATE audit_log SET sealed = CAST(zeroblob(80) AS BLOB) WHERE seq = 4;");
 
-    let err = verify(&fx.home, &*fx.secrets, false).expect_err("tampered");
+    let err = verify(&fx.home, &*fx.secrets, None, false).expect_err("tampered");
     assert!(
         matches!(
             err,
@@ -232,7 +232,7 @@ fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
     assert!(anchored.starts_with("9:"), "{anchored}");
     fx.sql("DELETE FROM audit_log WHERE seq > 6;");
 
-    let err = verify(&fx.home, &*fx.secrets, false).expect_err("truncated");
+    let err = verify(&fx.home, &*fx.secrets, None, false).expect_err("truncated");
     assert!(
         err.to_string().contains("the log ends at record 6"),
         "{err}"
@@ -256,7 +256,7 @@ fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
     drop(log);
 
     // A human accepts the log as it is: the head becomes the anchor and the log opens again.
-    let head = reanchor(&fx.home, &*fx.secrets)
+    let head = reanchor(&fx.home, &*fx.secrets, None)
         .expect("reanchor")
         .expect("head");
     assert_eq!(head.seq().get(), 6);
@@ -276,7 +276,7 @@ fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
     assert_eq!(log.status().state, AuditState::Ready);
     durable(&log, intent(1, 10)).expect("appends again");
     log.close("test");
-    verify(&fx.home, &*fx.secrets, true).expect("verifies");
+    verify(&fx.home, &*fx.secrets, None, true).expect("verifies");
 }
 
 #[test]
@@ -358,7 +358,7 @@ fn the_journals_are_rebuilt_from_the_log_when_missing() {
 
     // 11 records of the first run, engine_started and engine_stopped of the second.
     assert_eq!(
-        rebuild_journals(&fx.home, &*fx.secrets).expect("rebuild"),
+        rebuild_journals(&fx.home, &*fx.secrets, None).expect("rebuild"),
         13
     );
     assert_eq!(
@@ -370,11 +370,101 @@ fn the_journals_are_rebuilt_from_the_log_when_missing() {
 }
 
 #[test]
+fn the_opening_key_is_sealed_at_unlock_and_journals_left_behind_catch_up_with_it() {
+    let fx = Fixture::new();
+    let before = {
+        fx.with_calls(2);
+        Store::open(fx.home.path())
+            .expect("store")
+            .activity(&ActivityFilter::default())
+            .expect("activity")
+    };
+    assert_eq!(before.len(), 2);
+    let vault = postern_vault::VaultKey::generate().expect("vault key");
+
+    // The first unlock seals the plain key: the keychain alone opens nothing any more.
+    let log = fx.open();
+    log.adopt(&vault);
+    log.close("test");
+    assert!(opening_key_sealed(&*fx.secrets));
+    let stored = fx.secrets.get(OPENING_KEY).expect("get").expect("key");
+    assert!(
+        OpeningKey::from_base64(&String::from_utf8_lossy(stored.expose())).is_err(),
+        "the keychain holds no usable key"
+    );
+    assert_eq!(
+        export(&fx.home, &*fx.secrets, None, false, &mut Vec::new())
+            .expect_err("sealed")
+            .code(),
+        "audit_key_sealed"
+    );
+    let other = postern_vault::VaultKey::generate().expect("another key");
+    assert!(export(&fx.home, &*fx.secrets, Some(&other), false, &mut Vec::new()).is_err());
+    let report = verify(&fx.home, &*fx.secrets, None, true).expect("the chain verifies");
+    assert!(!report.bodies_opened, "{report:?}");
+    assert!(
+        verify(&fx.home, &*fx.secrets, Some(&vault), true)
+            .expect("verifies")
+            .bodies_opened
+    );
+
+    // The journals go missing (a migration that rebuilds them); the engine starts locked,
+    // so it cannot open the log to rebuild them: it appends meanwhile, and they catch up,
+    // in order and with what came meanwhile, at the unlock.
+    fx.sql(
+        "DELETE FROM journal_activity; DELETE FROM journal_sessions;
+         DELETE FROM journal_session_epochs; DELETE FROM meta WHERE key LIKE 'journal.%';",
+    );
+    let log = fx.open();
+    assert_eq!(log.status().state, AuditState::Ready);
+    durable(&log, intent(1, 3)).expect("appends while the journals wait");
+    log.record(result(1, 3));
+    log.flush();
+    let store = Store::open(fx.home.path()).expect("store");
+    assert!(
+        store
+            .activity(&ActivityFilter::default())
+            .expect("activity")
+            .is_empty(),
+        "nothing is projected out of order"
+    );
+    log.adopt(&vault);
+    log.flush();
+    let after = store
+        .activity(&ActivityFilter::default())
+        .expect("activity");
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert_eq!(
+        &after[1..],
+        &before[..],
+        "newest first, the old calls as they were"
+    );
+    durable(&log, intent(1, 4)).expect("appends");
+    log.flush();
+    assert_eq!(
+        store
+            .activity(&ActivityFilter::default())
+            .expect("activity")
+            .len(),
+        4,
+        "appends project again"
+    );
+    log.close("test");
+    let mut out = Vec::new();
+    export(&fx.home, &*fx.secrets, Some(&vault), true, &mut out).expect("export");
+    assert!(
+        String::from_utf8(out)
+            .expect("utf8")
+            .contains("secret-argument-4")
+    );
+}
+
+#[test]
 fn export_shows_argument_shapes_unless_asked_for_values() {
     let fx = Fixture::new();
     fx.with_calls(2);
     let mut out = Vec::new();
-    let n = export(&fx.home, &*fx.secrets, false, &mut out).expect("export");
+    let n = export(&fx.home, &*fx.secrets, None, false, &mut out).expect("export");
     assert_eq!(n, 7);
     let text = String::from_utf8(out).expect("utf8");
     assert!(!text.contains("secret-argument"), "{text}");
@@ -387,7 +477,7 @@ fn export_shows_argument_shapes_unless_asked_for_values() {
     assert_eq!(lines[2]["seq"], 3);
 
     let mut out = Vec::new();
-    export(&fx.home, &*fx.secrets, true, &mut out).expect("export");
+    export(&fx.home, &*fx.secrets, None, true, &mut out).expect("export");
     assert!(
         String::from_utf8(out)
             .expect("utf8")

@@ -1,6 +1,6 @@
 //! Opening the log at start-up, the group-committing writer thread, and the anchor thread.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -15,6 +15,7 @@ use postern_store::audit::META_RECIPIENT;
 use postern_store::{Append, AuditWriter};
 use postern_vault::SecretStore;
 
+use super::opening::Stored;
 use super::{
     ANCHOR, AuditError, AuditState, OPENING_KEY, Shared, check_log, open_writer, read_anchor,
     read_key, read_recipient,
@@ -38,12 +39,19 @@ pub(super) enum Msg {
     Flush(mpsc::SyncSender<()>),
     /// Record `engine_stopped` with this reason, then stop.
     Close(String),
+    /// The opening key, at an unlock: journals behind the log catch up with it.
+    CatchUp(Box<OpeningKey>),
 }
 
 /// A log that passed the start-up checks, ready to append to.
 pub(super) struct Ready {
     pub db: AuditWriter,
     pub chain: Chain,
+    /// The home (the catch-up reads the log on a connection of its own).
+    pub home: PathBuf,
+    /// Journals behind the log that wait for the opening key to catch up (`Some(clear)`:
+    /// with `clear`, they were ahead of it and are rebuilt from the start).
+    pub behind: Option<bool>,
 }
 
 /// The anchor value of a log that has no records yet: written when the key is created, so
@@ -62,33 +70,50 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
         },
         other => other,
     };
-    let key = read_key(secrets).map_err(unavailable)?;
+    let stored = Stored::read(secrets).map_err(unavailable)?;
     let anchor = read_anchor(secrets).map_err(unavailable)?;
     let recipient = read_recipient(db.store())?;
     let records = db.store().audit_len()?;
     let quarantine = |reason: String| AuditError::Quarantined { seq: 1, reason };
 
-    let key = match (key, recipient) {
-        (Some(key), Some(recipient)) if key.recipient() == recipient => key,
-        (Some(_), Some(_)) => {
+    // The opening key, when it is at hand (plain: a new log, or one not sealed yet); a sealed
+    // one opens only at the next unlock, and appending needs only the public half.
+    let (key, recipient) = match (stored, recipient) {
+        (Stored::Plain(key), Some(recipient)) if key.recipient() == recipient => {
+            (Some(key), recipient)
+        }
+        (Stored::Plain(_), Some(_)) => {
             return Err(quarantine(
                 "the opening key in the keychain does not match this log's public key (another \
                  home's key, or a replaced database)"
                     .into(),
             ));
         }
-        (Some(key), None) => {
+        (Stored::Plain(key), None) => {
             tracing::warn!("the log's public key was missing from the database; restored it");
             db.set_meta(META_RECIPIENT, &key.recipient().to_base64())?;
-            key
+            let recipient = key.recipient();
+            (Some(key), recipient)
         }
-        (None, _) if records > 0 => {
+        (Stored::Sealed(_), Some(recipient)) => (None, recipient),
+        (Stored::Sealed(_), None) => {
+            return Err(quarantine(
+                "the log's public key is missing from the database, and its opening key is \
+                 sealed: a replaced database cannot be told from this home's"
+                    .into(),
+            ));
+        }
+        (Stored::Missing, _) if records > 0 => {
             return Err(quarantine(format!(
                 "the log has {records} records but its opening key is not in the keychain \
                  (was the keychain reset, or the database copied from elsewhere?)"
             )));
         }
-        (None, _) => create_key(&db, secrets)?,
+        (Stored::Missing, _) => {
+            let key = create_key(&db, secrets)?;
+            let recipient = key.recipient();
+            (Some(key), recipient)
+        }
     };
 
     let verifier_anchor = anchor.filter(|a| *a != empty_anchor());
@@ -107,18 +132,33 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
 
     let journal = db.store().journal_seq()?;
     let head_seq = checked.head.map_or(0, |h| h.seq().get() as i64);
+    let mut behind = None;
     if journal != head_seq {
-        tracing::info!(
-            journal,
-            log = head_seq,
-            "the journals are behind the log: rebuilding them from it"
-        );
-        let reader = postern_store::Store::open(home)?;
-        let projected = super::offline::catch_up(&mut db, &reader, &key, journal > head_seq)?;
-        tracing::info!(projected, "journals rebuilt");
+        let clear = journal > head_seq;
+        match &key {
+            Some(key) => {
+                tracing::info!(
+                    journal,
+                    log = head_seq,
+                    "the journals are behind the log: rebuilding them from it"
+                );
+                let reader = postern_store::Store::open(home)?;
+                let projected = super::offline::catch_up(&mut db, &reader, key, clear)?;
+                tracing::info!(projected, "journals rebuilt");
+            }
+            None => {
+                tracing::warn!(
+                    journal,
+                    log = head_seq,
+                    "the journals are behind the log; they catch up when the vault is unlocked \
+                     (the opening key is sealed under the vault key)"
+                );
+                db.pause_projection();
+                behind = Some(clear);
+            }
+        }
     }
 
-    let recipient = key.recipient();
     // The opening key is not needed to append: drop it now.
     drop(key);
     let chain = match checked.head {
@@ -127,7 +167,12 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
         })?,
         None => Chain::genesis(recipient),
     };
-    Ok(Ready { db, chain })
+    Ok(Ready {
+        db,
+        chain,
+        home: home.to_owned(),
+        behind,
+    })
 }
 
 /// A new log's key pair: the secret to the keychain (read back to be sure it stuck), the
@@ -146,7 +191,7 @@ fn create_key(db: &AuditWriter, secrets: &dyn SecretStore) -> Result<OpeningKey,
     secrets
         .set(OPENING_KEY, key.expose_base64().as_bytes())
         .map_err(keychain)?;
-    let stored = read_key(secrets)?;
+    let stored = read_key(secrets, None)?;
     if stored.as_ref().map(OpeningKey::recipient) != Some(key.recipient()) {
         return Err(AuditError::Unavailable {
             reason: "the keychain did not keep the audit key".into(),
@@ -174,6 +219,8 @@ pub(super) fn spawn(
             Writer {
                 db: ready.db,
                 chain: ready.chain,
+                home: ready.home,
+                behind: ready.behind,
                 shared,
             }
             .run(rx, &anchor);
@@ -210,6 +257,8 @@ pub(super) struct Queued {
 struct Writer {
     db: AuditWriter,
     chain: Chain,
+    home: PathBuf,
+    behind: Option<bool>,
     shared: Arc<Shared>,
 }
 
@@ -220,12 +269,14 @@ impl Writer {
             let Ok(first) = rx.recv() else { break };
             let mut events = Vec::new();
             let mut flushes = Vec::new();
+            let mut key = None;
             let mut next = Some(first);
             while let Some(msg) = next.take() {
                 match msg {
                     Msg::Event(queued) => events.push(*queued),
                     Msg::Flush(reply) => flushes.push(reply),
                     Msg::Close(reason) => closing = Some(reason),
+                    Msg::CatchUp(opening) => key = Some(opening),
                 }
                 if events.len() < MAX_BATCH {
                     next = rx.try_recv().ok();
@@ -243,11 +294,31 @@ impl Writer {
                 });
             }
             self.commit(events, anchor);
+            if let Some(key) = key {
+                self.catch_up(&key);
+            }
             for reply in flushes {
                 let _ = reply.send(());
             }
         }
         self.shared.update(|s| s.state = AuditState::Closed);
+    }
+
+    /// Brings journals that were behind the log at start up to date, now that the opening
+    /// key is at hand (every event appended meanwhile included: they were not projected).
+    fn catch_up(&mut self, key: &OpeningKey) {
+        let Some(clear) = self.behind else { return };
+        let caught = postern_store::Store::open(&self.home)
+            .map_err(AuditError::from)
+            .and_then(|reader| super::offline::catch_up(&mut self.db, &reader, key, clear));
+        match caught {
+            Ok(projected) => {
+                self.db.resume_projection();
+                self.behind = None;
+                tracing::info!(projected, "the journals caught up with the log");
+            }
+            Err(e) => tracing::error!("the journals could not catch up with the log: {e}"),
+        }
     }
 
     /// Seals `events` onto the chain and commits them in one transaction; then tells each

@@ -30,6 +30,9 @@ pub const MAX_APPROVAL_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 /// The longest auto-lock time (1 week); 0 turns the auto-lock off.
 pub const MAX_AUTO_LOCK_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
+/// The longest time plain clicks approve after a passphrase (15 minutes).
+pub const MAX_CLICK_WINDOW_MS: u64 = 15 * 60 * 1000;
+
 /// How far the wall clock may run ahead of the monotonic one between two looks before the
 /// gate takes it for a sleep (ms). Far above clock slewing, far below a nap.
 const SLEPT_AFTER_MS: i128 = 60_000;
@@ -47,6 +50,12 @@ pub struct Settings {
     /// Lock the vault after this long without a call or an answer (ms; 0: never).
     #[ts(type = "number")]
     pub auto_lock_ms: u64,
+    /// For this long after the passphrase was typed, a plain click in the app approves a
+    /// request (ms; 0, the default: every approval needs the passphrase). On X11 any program
+    /// of the user can click for them meanwhile.
+    #[serde(default)]
+    #[ts(type = "number")]
+    pub click_window_ms: u64,
 }
 
 impl Default for Settings {
@@ -55,6 +64,7 @@ impl Default for Settings {
             session_mode: SessionMode::Prompt,
             approval_timeout_ms: APPROVAL_TIMEOUT_MS,
             auto_lock_ms: AUTO_LOCK_MS,
+            click_window_ms: 0,
         }
     }
 }
@@ -69,6 +79,8 @@ pub struct SettingsUpdate {
     pub approval_timeout_ms: Option<u64>,
     /// The new auto-lock time (ms, at most [`MAX_AUTO_LOCK_MS`]; 0: never).
     pub auto_lock_ms: Option<u64>,
+    /// The new plain-click window (ms, at most [`MAX_CLICK_WINDOW_MS`]; 0: off).
+    pub click_window_ms: Option<u64>,
 }
 
 /// Why a settings change was refused.
@@ -98,6 +110,7 @@ impl Authority {
         }
         state.vault = VaultState::Locked;
         state.key = None;
+        state.last_proof_ms = None;
         self.inner.audit.record(AuditEvent::VaultLocked {
             reason: reason.to_owned(),
         });
@@ -163,14 +176,24 @@ impl Authority {
             return false;
         }
         self.check_config_seal(&mut state, &proven.key);
+        let key = proven.key.clone();
         state.key = Some(proven.key);
         state.vault = VaultState::Ready;
         state.last_activity = now;
+        state.last_proof_ms = Some(now);
         self.inner.audit.record(AuditEvent::VaultUnlocked);
         drop(state);
+        // The audit log's opening key is sealed under the vault key (a plain one from before
+        // is sealed now), and journals left behind at start catch up with it.
+        self.inner.audit.adopt(&key);
         tracing::info!("vault unlocked");
         self.changed();
         true
+    }
+
+    /// A copy of the vault key while the vault is unlocked (opening the audit log's bodies).
+    pub(crate) fn vault_key(&self) -> Option<VaultKey> {
+        self.state().key.clone()
     }
 
     /// Changes settings and persists them. A change that widens (observe mode, a longer or
@@ -195,6 +218,15 @@ impl Authority {
                 MAX_AUTO_LOCK_MS / 60_000
             )));
         }
+        if update
+            .click_window_ms
+            .is_some_and(|ms| ms > MAX_CLICK_WINDOW_MS)
+        {
+            return Err(SettingsError(format!(
+                "plain clicks approve for at most 15 minutes ({} seconds) after the passphrase; 0 turns them off",
+                MAX_CLICK_WINDOW_MS / 1000
+            )));
+        }
         let mut state = self.state();
         let mut next = state.settings;
         if let Some(mode) = update.session_mode {
@@ -205,6 +237,9 @@ impl Authority {
         }
         if let Some(ms) = update.auto_lock_ms {
             next.auto_lock_ms = ms;
+        }
+        if let Some(ms) = update.click_window_ms {
+            next.click_window_ms = ms;
         }
         if next == state.settings {
             return Ok(next);
@@ -397,19 +432,28 @@ fn listing(intro: &str, items: &[String], separator: &str, none: &str) -> String
 /// Settings in words, for the audit log and warnings.
 fn describe(settings: &Settings) -> String {
     format!(
-        "session mode {}, approval timeout {} s, auto-lock {}",
+        "session mode {}, approval timeout {} s, auto-lock {}, plain clicks {}",
         mode_name(settings.session_mode),
         settings.approval_timeout_ms / 1000,
         if settings.auto_lock_ms == 0 {
             "never".to_owned()
         } else {
             format!("after {} min idle", settings.auto_lock_ms / 60_000)
+        },
+        if settings.click_window_ms == 0 {
+            "off".to_owned()
+        } else {
+            format!(
+                "approve for {} s after the passphrase",
+                settings.click_window_ms / 1000
+            )
         }
     )
 }
 
 /// The stricter of two settings, field by field: prompting over observing, the shorter
-/// auto-lock over a longer one or none. The approval timeout grants nothing: `a`'s is kept.
+/// auto-lock over a longer one or none, the shorter plain-click window. The approval timeout
+/// grants nothing: `a`'s is kept.
 fn strictest(a: Settings, b: Settings) -> Settings {
     let session_mode =
         if a.session_mode == SessionMode::Prompt || b.session_mode == SessionMode::Prompt {
@@ -425,6 +469,7 @@ fn strictest(a: Settings, b: Settings) -> Settings {
         session_mode,
         approval_timeout_ms: a.approval_timeout_ms,
         auto_lock_ms,
+        click_window_ms: a.click_window_ms.min(b.click_window_ms),
     }
 }
 

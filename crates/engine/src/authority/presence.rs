@@ -15,9 +15,10 @@
 //! the passphrase. A failed or dismissed OS authentication counts like a wrong passphrase.
 //!
 //! Wrong passphrases back off exponentially (1 s, 2 s, 4 s, ... at most 5 minutes) and each
-//! is recorded in the audit log (`proof_refused`). The back-off lives in the engine's memory:
-//! a restarted engine starts locked, so restarting buys a guesser one try per restart (each
-//! costing argon2id's work).
+//! is recorded in the audit log (`proof_refused`). The back-off is kept in the store, so a
+//! restarted engine (which starts locked) still makes the guesser wait. A process of the
+//! user can delete that row, as it can copy the keychain's wrapped key and guess offline:
+//! against either, what holds is argon2id's cost per guess and the passphrase's strength.
 
 use postern_domain::AuditEvent;
 use postern_gateway::audit::AuditSink;
@@ -42,6 +43,12 @@ pub enum Proof {
     /// The Postern passphrase, as typed into the app's own window or on the controlling
     /// terminal (never from standard input, arguments, the environment or a file).
     Passphrase(Secret<String>),
+    /// A plain click in the app's own window. It proves nothing by itself: it stands for the
+    /// passphrase only for an approval, only while the vault is unlocked, and only within the
+    /// `click_window_ms` setting (off by default) after the passphrase was last typed. Only
+    /// the app, in-process, makes one: the socket carries a passphrase, the OS's word, or
+    /// nothing.
+    Click,
     /// The OS authenticates the person at the process that asked ([`Asker`]: the app's own
     /// process, or the CLI's as the socket's peer credentials name it). Stands in for the
     /// passphrase only while the vault is unlocked.
@@ -153,7 +160,10 @@ pub enum PresenceError {
     )]
     OsNoAgent,
     /// The person closed the OS's dialog.
-    #[error("system authentication was dismissed; the next try is allowed in {} s", secs(*retry_after_ms))]
+    #[error(
+        "system authentication was dismissed; the next try is allowed in {} s",
+        secs(*retry_after_ms)
+    )]
     OsDismissed {
         /// Refused tries in a row.
         failures: u32,
@@ -161,7 +171,10 @@ pub enum PresenceError {
         retry_after_ms: u64,
     },
     /// The OS's authentication failed (a wrong password).
-    #[error("system authentication failed; the next try is allowed in {} s", secs(*retry_after_ms))]
+    #[error(
+        "system authentication failed; the next try is allowed in {} s",
+        secs(*retry_after_ms)
+    )]
     OsDenied {
         /// Refused tries in a row.
         failures: u32,
@@ -195,11 +208,25 @@ fn secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
-/// Wrong tries in a row and when the next is heard.
-#[derive(Debug, Default)]
+/// Wrong tries in a row and when the next is heard (wall-clock ms), as the store keeps them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Attempts {
     failures: u32,
     not_before_ms: u64,
+}
+
+/// The key the back-off is stored under.
+const ATTEMPTS_KEY: &str = "proof-backoff";
+
+/// The back-off as the store last kept it (none: no wrong try since the last proof).
+pub(super) fn load_attempts(store: &postern_store::Store) -> Attempts {
+    store
+        .setting::<Attempts>(ATTEMPTS_KEY)
+        .unwrap_or_else(|e| {
+            tracing::warn!("the stored passphrase back-off is unreadable ({e}); starting over");
+            None
+        })
+        .unwrap_or_default()
 }
 
 /// The wait after `failures` wrong tries in a row: 1 s, doubling, at most 5 minutes.
@@ -219,9 +246,11 @@ impl Authority {
     /// only maker of [`Proven`]. Blocks for argon2id's work (a fraction of a second) and a
     /// keychain read: call it off async threads.
     pub fn prove(&self, proof: Option<&Proof>, what: &str) -> Result<Proven, PresenceError> {
-        let Some(proof) = proof else {
-            return Err(PresenceError::Required { what: what.into() });
-        };
+        let required = || PresenceError::Required { what: what.into() };
+        let proof = proof.ok_or_else(required)?;
+        if matches!(proof, Proof::Click) {
+            return Err(required());
+        }
         // One proof at a time: two wrong tries racing would both slip past the back-off.
         let _one = self
             .inner
@@ -237,10 +266,39 @@ impl Authority {
                 });
             }
         }
-        let passphrase = match proof {
-            Proof::Passphrase(passphrase) => passphrase,
-            Proof::Os(asker) => return self.prove_os(asker, what),
+        let proven = match proof {
+            Proof::Passphrase(passphrase) => self.prove_passphrase(passphrase, what)?,
+            Proof::Os(asker) => self.prove_os(asker, what)?,
+            Proof::Click => return Err(required()),
         };
+        let now = self.now();
+        let mut state = self.state();
+        if state.key.is_some() {
+            state.last_proof_ms = Some(now);
+        }
+        Ok(proven)
+    }
+
+    /// [`Authority::prove`] for approving a request: a [`Proof::Click`] counts too, within
+    /// the plain-click window after the last passphrase (the setting; off by default).
+    pub fn prove_approval(&self, proof: Option<&Proof>) -> Result<Proven, PresenceError> {
+        const WHAT: &str = "approve a request";
+        if !matches!(proof, Some(Proof::Click)) {
+            return self.prove(proof, WHAT);
+        }
+        let state = self.state();
+        match (&state.key, clicks_until(&state)) {
+            (Some(key), Some(until)) if self.now() <= until => Ok(Proven { key: key.clone() }),
+            _ => Err(PresenceError::Required { what: WHAT.into() }),
+        }
+    }
+
+    /// The passphrase check itself (one at a time, the back-off already checked).
+    fn prove_passphrase(
+        &self,
+        passphrase: &Secret<String>,
+        what: &str,
+    ) -> Result<Proven, PresenceError> {
         let wrapped = self.wrapped_key()?.ok_or(PresenceError::NotSet)?;
         match wrapped.unwrap_key(passphrase.expose().as_bytes()) {
             Ok(key) => {
@@ -256,7 +314,7 @@ impl Authority {
                     });
                     return Err(PresenceError::KeyReplaced);
                 }
-                state.attempts = Attempts::default();
+                self.reset_attempts(&mut state);
                 Ok(Proven { key })
             }
             Err(postern_vault::KeyError::WrongPassphrase) => {
@@ -270,8 +328,8 @@ impl Authority {
         }
     }
 
-    /// The OS half of [`Authority::prove`] (the back-off already checked): asks the OS, and
-    /// on a yes gives the key the vault is unlocked with, if it still is.
+    /// The OS check (one at a time, the back-off already checked): asks the OS, and on a yes
+    /// gives the key the vault is unlocked with, if it still is.
     fn prove_os(&self, asker: &Asker, what: &str) -> Result<Proven, PresenceError> {
         let needs_passphrase = || PresenceError::OsNeedsPassphrase { what: what.into() };
         if self.state().key.is_none() {
@@ -283,8 +341,8 @@ impl Authority {
                 let mut state = self.state();
                 // The vault may have locked while the dialog was up: a yes given before a
                 // lock does not open it.
-                let key = state.key.as_ref().ok_or_else(needs_passphrase)?.duplicate();
-                state.attempts = Attempts::default();
+                let key = state.key.clone().ok_or_else(needs_passphrase)?;
+                self.reset_attempts(&mut state);
                 Ok(Proven { key })
             }
             Verdict::Denied => {
@@ -306,9 +364,17 @@ impl Authority {
         }
     }
 
-    /// Counts a refused proof toward the back-off and records it in the audit log (`os`: how
-    /// the OS refused, in words; `None` for a wrong passphrase); returns the refusals in a
-    /// row and the wait before the next try.
+    /// A proof held: the back-off starts over.
+    fn reset_attempts(&self, state: &mut super::State) {
+        if state.attempts != Attempts::default() {
+            state.attempts = Attempts::default();
+            self.keep_attempts(state.attempts);
+        }
+    }
+
+    /// Counts a refused proof toward the back-off (kept in the store) and records it in the
+    /// audit log (`os`: how the OS refused, in words; `None` for a wrong passphrase); returns
+    /// the refusals in a row and the wait before the next try.
     fn refused(&self, what: &str, os: Option<&str>) -> (u32, u64) {
         let now = self.now();
         let mut state = self.state();
@@ -316,6 +382,7 @@ impl Authority {
         let failures = state.attempts.failures;
         let retry_after_ms = backoff_ms(failures);
         state.attempts.not_before_ms = now + retry_after_ms;
+        self.keep_attempts(state.attempts);
         drop(state);
         let what = match os {
             None => what.to_owned(),
@@ -398,6 +465,23 @@ impl Authority {
         Ok(())
     }
 
+    /// Writes the back-off to the store, so that a restart does not reset it.
+    fn keep_attempts(&self, attempts: Attempts) {
+        let kept = self
+            .inner
+            .store
+            .lock()
+            .map_err(|_| "store unavailable".to_owned())
+            .and_then(|store| {
+                store
+                    .set_setting(ATTEMPTS_KEY, &attempts)
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = kept {
+            tracing::error!("the passphrase back-off could not be stored: {e}");
+        }
+    }
+
     /// The keychain's wrapped vault key, if there is one.
     fn wrapped_key(&self) -> Result<Option<WrappedKey>, PresenceError> {
         let stored = self
@@ -412,6 +496,16 @@ impl Authority {
     }
 }
 
+/// Until when plain clicks approve (wall ms): the last passphrase proven while unlocked plus
+/// the plain-click window, when the setting is on.
+pub(super) fn clicks_until(state: &super::State) -> Option<u64> {
+    let window = state.settings.click_window_ms;
+    match (state.key.is_some(), state.last_proof_ms) {
+        (true, Some(proven)) if window > 0 => Some(proven.saturating_add(window)),
+        _ => None,
+    }
+}
+
 /// Whether the keychain holds a wrapped vault key (an unreadable keychain counts as yes: the
 /// first-run step must not offer to replace a key it could not see).
 pub fn passphrase_known(secrets: &dyn postern_vault::SecretStore) -> bool {
@@ -419,16 +513,26 @@ pub fn passphrase_known(secrets: &dyn postern_vault::SecretStore) -> bool {
 }
 
 /// Checks `proof` where no engine runs (the CLI's acts on a home no engine owns: forgetting
-/// its keychain entries, re-anchoring its audit log, replacing or removing a server). The
-/// back-off does not apply: each try costs argon2id's work and a process start.
+/// its keychain entries, re-anchoring its audit log, replacing or removing a server; opening
+/// the audit log's bodies, whose key is sealed under the vault key). Returns the vault key
+/// the passphrase unwrapped. The back-off does not apply: each try costs argon2id's work and
+/// a process start.
 pub fn check_offline(
     secrets: &dyn postern_vault::SecretStore,
     proof: &Proof,
-) -> Result<(), PresenceError> {
-    let Proof::Passphrase(passphrase) = proof else {
-        return Err(PresenceError::OsNeedsPassphrase {
-            what: "act where no engine runs".into(),
-        });
+) -> Result<VaultKey, PresenceError> {
+    let passphrase = match proof {
+        Proof::Passphrase(passphrase) => passphrase,
+        Proof::Os(_) => {
+            return Err(PresenceError::OsNeedsPassphrase {
+                what: "act where no engine runs".into(),
+            });
+        }
+        Proof::Click => {
+            return Err(PresenceError::Required {
+                what: "act on this home".into(),
+            });
+        }
     };
     let stored = secrets
         .get(VAULT_KEY_ITEM)
@@ -437,7 +541,7 @@ pub fn check_offline(
     let wrapped = WrappedKey::from_bytes(stored.expose())
         .map_err(|e| PresenceError::Unavailable(e.to_string()))?;
     match wrapped.unwrap_key(passphrase.expose().as_bytes()) {
-        Ok(_) => Ok(()),
+        Ok(key) => Ok(key),
         Err(postern_vault::KeyError::WrongPassphrase) => Err(PresenceError::Wrong {
             failures: 1,
             retry_after_ms: 0,

@@ -155,6 +155,39 @@ struct Gate {
 /// The test person's passphrase.
 const PASSPHRASE: &str = "correct horse battery";
 
+/// An engine as it starts on a home: locked, nothing proven (`Gate` proves and unlocks).
+struct Started {
+    authority: Authority,
+    audit: Arc<AuditLog>,
+    clock: Arc<ManualClock>,
+    commands: tokio::sync::broadcast::Sender<Command>,
+}
+
+impl Started {
+    fn on(home: &Home, secrets: &Arc<MemoryStore>) -> Started {
+        let store = Arc::new(Mutex::new(Store::open(home.path()).expect("store")));
+        let audit = Arc::new(AuditLog::open(
+            home.path(),
+            Arc::clone(secrets) as Arc<dyn SecretStore>,
+        ));
+        let clock = Arc::new(ManualClock::new());
+        let commands = tokio::sync::broadcast::channel(8).0;
+        let authority = Authority::new(
+            Arc::clone(&audit),
+            store,
+            Arc::clone(&clock) as _,
+            Arc::clone(secrets) as Arc<dyn SecretStore>,
+            commands.clone(),
+        );
+        Started {
+            authority,
+            audit,
+            clock,
+            commands,
+        }
+    }
+}
+
 impl Gate {
     fn new() -> Gate {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -192,20 +225,12 @@ impl Gate {
     }
 
     fn with(home: Home, secrets: Arc<MemoryStore>, dir: tempfile::TempDir) -> Gate {
-        let store = Arc::new(Mutex::new(Store::open(home.path()).expect("store")));
-        let audit = Arc::new(AuditLog::open(
-            home.path(),
-            Arc::clone(&secrets) as Arc<dyn SecretStore>,
-        ));
-        let clock = Arc::new(ManualClock::new());
-        let commands = tokio::sync::broadcast::channel(8).0;
-        let authority = Authority::new(
-            Arc::clone(&audit),
-            store,
-            Arc::clone(&clock) as _,
-            Arc::clone(&secrets) as Arc<dyn SecretStore>,
-            commands.clone(),
-        );
+        let Started {
+            authority,
+            audit,
+            clock,
+            commands,
+        } = Started::on(&home, &secrets);
         // Every start is locked: the first on a home sets the passphrase (and unlocks), a
         // restart unlocks with it.
         assert_eq!(
@@ -319,7 +344,15 @@ impl Gate {
         self.audit.close("test");
         assert_eq!(self.audit.status().failed_batches, 0);
         let mut out = Vec::new();
-        crate::audit::export(&self.home, &*self.secrets, true, &mut out).expect("export");
+        // The log's opening key is sealed under the vault key: the person's key opens it.
+        crate::audit::export(
+            &self.home,
+            &*self.secrets,
+            Some(&self.proven.key),
+            true,
+            &mut out,
+        )
+        .expect("export");
         String::from_utf8(out)
             .expect("utf8")
             .lines()

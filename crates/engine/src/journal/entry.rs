@@ -1,14 +1,13 @@
 //! One audit record opened for a clicked mark: its header, whether it links to the record
 //! before it, and its body opened with the audit key (or why it stays sealed).
 
-use postern_audit::{ChainHash, Head, RawRecord, Seq, Verifier};
+use postern_audit::{ChainHash, Head, OpeningKey, RawRecord, Seq, Verifier};
 use postern_store::StoreError;
-use postern_vault::SecretStore;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use super::{ActivityRow, AgentName, activity_row, reader};
-use crate::audit::{open_record, read_key, redacted};
+use crate::audit::{open_record, redacted};
 use crate::{EngineError, Home};
 
 /// One audit record, for a clicked mark.
@@ -68,11 +67,11 @@ pub enum AuditBody {
 }
 
 /// Audit record `seq` of the home's log (`None`: no such record), its body opened with the
-/// opening key from `key` (the keychain the engine was started with), or `Err(why not)`.
+/// opening `key`, or, when there is none, not opened and why (`Err(why not)`).
 pub fn audit_entry(
     home: &Home,
     seq: u64,
-    key: Result<&dyn SecretStore, String>,
+    key: Result<OpeningKey, String>,
 ) -> Result<Option<AuditEntry>, EngineError> {
     let Ok(wanted) = i64::try_from(seq) else {
         return Ok(None);
@@ -102,16 +101,8 @@ pub fn audit_entry(
     let problem = check(seq, previous.as_deref(), raw, &row);
     let body = match key {
         Err(why) => AuditBody::Sealed { reason: why },
-        Ok(secrets) => match read_key(secrets) {
-            Ok(Some(key)) => match open_record(raw, &key).and_then(|o| redacted(&o.event)) {
-                Ok(event) => AuditBody::Opened { event },
-                Err(e) => AuditBody::Sealed {
-                    reason: e.to_string(),
-                },
-            },
-            Ok(None) => AuditBody::Sealed {
-                reason: "the audit opening key is not in the keychain".into(),
-            },
+        Ok(key) => match open_record(raw, &key).and_then(|o| redacted(&o.event)) {
+            Ok(event) => AuditBody::Opened { event },
             Err(e) => AuditBody::Sealed {
                 reason: e.to_string(),
             },

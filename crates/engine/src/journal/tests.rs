@@ -21,6 +21,13 @@ fn epoch(n: u128) -> ExecutionEpoch {
 
 /// A home whose log holds: engine_started (1), a session (2), a call with an argument (3),
 /// its result (4), a restart into a second epoch (5), a refused call (6), and the end (7).
+/// The log's opening key from the keychain (plain: no vault key in these tests).
+fn opening(secrets: &Arc<dyn SecretStore>) -> Result<postern_audit::OpeningKey, String> {
+    crate::audit::read_key(&**secrets, None)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "no opening key".to_owned())
+}
+
 fn written() -> (tempfile::TempDir, Home, Arc<dyn SecretStore>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = Home::at(dir.path().join("home"));
@@ -137,7 +144,7 @@ fn the_views_read_the_journals_the_writer_projected() {
 #[test]
 fn an_entry_shows_its_header_and_its_body_with_arguments_by_shape() {
     let (_dir, home, secrets) = written();
-    let entry = audit_entry(&home, 3, Ok(&*secrets))
+    let entry = audit_entry(&home, 3, opening(&secrets))
         .expect("entry")
         .expect("exists");
     assert_eq!((entry.seq, entry.kind.as_str()), (3, "tool_call_intent"));
@@ -171,19 +178,22 @@ fn an_entry_shows_its_header_and_its_body_with_arguments_by_shape() {
         (sealed.time, sealed.kind.as_str()),
         (entry.time, "tool_call_intent")
     );
-    let empty = MemoryStore::new();
-    let other = audit_entry(&home, 3, Ok(&empty))
+    let other_key = postern_audit::OpeningKey::generate(&mut getrandom::SysRng).expect("key");
+    let other = audit_entry(&home, 3, Ok(other_key))
         .expect("entry")
         .expect("exists");
     assert!(matches!(other.body, AuditBody::Sealed { .. }), "{other:?}");
-    assert_eq!(audit_entry(&home, 99, Ok(&*secrets)).expect("entry"), None);
+    assert_eq!(
+        audit_entry(&home, 99, opening(&secrets)).expect("entry"),
+        None
+    );
 }
 
 #[test]
 fn an_entry_names_its_call_and_its_session_by_the_journal_id() {
     let (_dir, home, secrets) = written();
     let open = |seq| {
-        audit_entry(&home, seq, Ok(&*secrets))
+        audit_entry(&home, seq, opening(&secrets))
             .expect("entry")
             .expect("exists")
     };
@@ -223,14 +233,14 @@ fn an_edited_record_is_shown_with_its_problem() {
         [],
     )
     .expect("edit");
-    let entry = audit_entry(&home, 4, Ok(&*secrets))
+    let entry = audit_entry(&home, 4, opening(&secrets))
         .expect("entry")
         .expect("exists");
     let problem = entry.problem.expect("a problem");
     assert!(problem.contains("audit_chain_broken"), "{problem}");
     assert!(matches!(entry.body, AuditBody::Sealed { .. }));
     // Its neighbours are fine on their own.
-    let next = audit_entry(&home, 5, Ok(&*secrets))
+    let next = audit_entry(&home, 5, opening(&secrets))
         .expect("entry")
         .expect("exists");
     assert_eq!(next.problem, None);
@@ -248,6 +258,13 @@ async fn the_engine_opens_bodies_only_while_the_vault_is_unlocked() {
         .authority()
         .set_passphrase(&postern_vault::Secret::new("a passphrase".into()), None)
         .expect("passphrase");
+    // The first passphrase sealed the log's opening key under the vault key: the keychain
+    // alone no longer opens a body.
+    assert!(crate::audit::opening_key_sealed(&*secrets));
+    assert_eq!(
+        crate::audit::read_key(&*secrets, None).unwrap_err().code(),
+        "audit_key_sealed"
+    );
     // Record 1 is the run's engine_started; wait until it is committed.
     let mut entry = None;
     for _ in 0..200 {

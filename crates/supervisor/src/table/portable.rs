@@ -1,5 +1,7 @@
-//! The process table through the `sysinfo` crate, for systems without procfs (macOS).
-//! Each question refreshes only the process it is about.
+//! The process table through the `sysinfo` crate, for systems without procfs. On macOS it
+//! lists children and reads executables, command lines and working directories; libproc reads
+//! the entries themselves (sysinfo's start time is in whole seconds). Each question refreshes
+//! only the process it is about.
 
 use std::path::PathBuf;
 
@@ -8,6 +10,10 @@ use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System,
 use super::{Child, Proc};
 
 /// The table's entry for `pid`, or `None` when it has none (gone, or not ours to read).
+#[cfg_attr(
+    target_os = "macos",
+    expect(dead_code, reason = "macOS reads entries with libproc")
+)]
 pub(crate) fn read(pid: u32) -> Option<Proc> {
     with_process(pid, ProcessRefreshKind::nothing(), |p| Proc {
         name: p.name().to_string_lossy().into_owned(),

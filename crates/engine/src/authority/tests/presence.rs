@@ -75,6 +75,74 @@ async fn a_restarted_engine_is_locked_until_the_passphrase_and_guesses_back_off(
 }
 
 #[tokio::test]
+async fn a_restart_does_not_reset_the_back_off() {
+    let gate = Gate::new();
+    gate.audit.close("restart");
+    let first = Started::on(&gate.home, &gate.secrets);
+    for failures in 1..=5u32 {
+        let refused = first
+            .authority
+            .prove(Some(&proof("hunter22")), "unlock the vault")
+            .unwrap_err();
+        let PresenceError::Wrong { retry_after_ms, .. } = refused else {
+            panic!("{refused:?}");
+        };
+        if failures < 5 {
+            first.clock.advance(retry_after_ms);
+        }
+    }
+    first.audit.close("the guesser kills the engine");
+    drop(first);
+
+    // The guesser restarts the engine and tries again at once: the fifth wrong try's 16 s
+    // are not over. (The first engine's clock was moved 15 s on to wait out the first four;
+    // the new one starts at the real time again, a few seconds later.)
+    let again = Started::on(&gate.home, &gate.secrets);
+    let early = again
+        .authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
+        .unwrap_err();
+    assert!(
+        matches!(early, PresenceError::Backoff { retry_after_ms } if retry_after_ms <= 31_000),
+        "{early:?}"
+    );
+    again.clock.advance(31_000);
+    let wrong = again
+        .authority
+        .prove(Some(&proof("hunter24")), "unlock the vault")
+        .unwrap_err();
+    assert_eq!(
+        wrong,
+        PresenceError::Wrong {
+            failures: 6,
+            retry_after_ms: 32_000
+        },
+        "the count goes on from before the restart"
+    );
+    again.clock.advance(32_000);
+    let proven = again
+        .authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
+        .expect("the person's passphrase");
+    assert!(again.authority.unlock(proven));
+    again.audit.close("restart");
+    drop(again);
+
+    // A proof clears it: the next start hears a guess at once.
+    let cleared = Started::on(&gate.home, &gate.secrets);
+    assert_eq!(
+        cleared
+            .authority
+            .prove(Some(&proof("hunter25")), "unlock the vault")
+            .unwrap_err(),
+        PresenceError::Wrong {
+            failures: 1,
+            retry_after_ms: 1000
+        }
+    );
+}
+
+#[tokio::test]
 async fn nothing_widens_without_a_proof() {
     let gate = Gate::new();
     let a = launch(1, b"v1");
@@ -365,4 +433,76 @@ async fn an_os_proof_opens_nothing_while_locked_and_never_changes_the_passphrase
         .authority
         .prove(Some(&proof(PASSPHRASE)), "unlock the vault");
     assert!(proven.is_ok(), "the passphrase is heard at once");
+
+#[tokio::test]
+async fn plain_clicks_approve_only_when_on_within_the_window_after_the_passphrase() {
+    let gate = Gate::new();
+    let click = || gate.authority.prove_approval(Some(&Proof::Click));
+    // Off by default: a click is no proof.
+    assert_eq!(click().unwrap_err().code(), "proof_required");
+    assert_eq!(gate.authority.gate_status().clicks_until_ms, None);
+
+    // Turning them on widens: it takes the passphrase.
+    let on = SettingsUpdate {
+        click_window_ms: Some(5 * 60_000),
+        ..SettingsUpdate::default()
+    };
+    assert!(gate.authority.update_settings(on, None).is_err());
+    gate.authority
+        .update_settings(on, Some(&gate.proven))
+        .expect("on, with the passphrase");
+    let until = gate
+        .authority
+        .gate_status()
+        .clicks_until_ms
+        .expect("the window is open: the passphrase was just typed");
+
+    let a = launch(1, b"v1");
+    let (card, _rx) = gate.carded(deploy(&a));
+    let proven = click().expect("a click within the window");
+    gate.authority
+        .answer(
+            card.id,
+            Reply::Approve {
+                choice: Some(GrantChoice::ThisCall),
+            },
+            Some(&proven),
+        )
+        .expect("approved with a click");
+    // A click stands for the passphrase only in an approval.
+    assert_eq!(
+        gate.authority
+            .prove(Some(&Proof::Click), "widen the settings")
+            .unwrap_err()
+            .code(),
+        "proof_required"
+    );
+
+    // The window closes; a passphrase opens it again, from then.
+    gate.clock.advance(5 * 60_000 + 1);
+    assert_eq!(click().unwrap_err().code(), "proof_required");
+    gate.authority
+        .prove(Some(&proof(PASSPHRASE)), "approve a request")
+        .expect("passphrase");
+    assert!(gate.authority.gate_status().clicks_until_ms > Some(until));
+    assert!(click().is_ok());
+
+    // Locking ends it; unlocking is a proof and opens it again.
+    gate.authority.lock("test");
+    assert_eq!(click().unwrap_err().code(), "proof_required");
+    assert_eq!(gate.authority.gate_status().clicks_until_ms, None);
+    let proven = gate
+        .authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
+        .expect("passphrase");
+    gate.authority.unlock(proven);
+    assert!(click().is_ok());
+
+    // Narrowing needs no proof, and takes effect at once.
+    let off = SettingsUpdate {
+        click_window_ms: Some(0),
+        ..SettingsUpdate::default()
+    };
+    gate.authority.update_settings(off, None).expect("off");
+    assert_eq!(click().unwrap_err().code(), "proof_required");
 }
