@@ -28,9 +28,10 @@ fn verdict(error: objc2_local_authentication::LAError) -> Verdict {
     use objc2_local_authentication::LAError;
     match error {
         LAError::AuthenticationFailed => Verdict::Denied,
-        LAError::UserCancel | LAError::SystemCancel | LAError::AppCancel | LAError::UserFallback => {
-            Verdict::Dismissed
-        }
+        LAError::UserCancel
+        | LAError::SystemCancel
+        | LAError::AppCancel
+        | LAError::UserFallback => Verdict::Dismissed,
         LAError::PasscodeNotSet => Verdict::Unavailable("this Mac has no login password".into()),
         LAError::NotInteractive => {
             Verdict::Unavailable("LocalAuthentication may not show a dialog here".into())

@@ -433,6 +433,7 @@ async fn an_os_proof_opens_nothing_while_locked_and_never_changes_the_passphrase
         .authority
         .prove(Some(&proof(PASSPHRASE)), "unlock the vault");
     assert!(proven.is_ok(), "the passphrase is heard at once");
+}
 
 #[tokio::test]
 async fn plain_clicks_approve_only_when_on_within_the_window_after_the_passphrase() {
