@@ -273,7 +273,8 @@ impl Authority {
         };
         let now = self.now();
         let mut state = self.state();
-        if state.key.is_some() {
+        // The plain-click window opens after a typed passphrase only (its setting says so).
+        if state.key.is_some() && matches!(proof, Proof::Passphrase(_)) {
             state.last_proof_ms = Some(now);
         }
         Ok(proven)
