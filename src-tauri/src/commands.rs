@@ -55,11 +55,13 @@ pub async fn answer<R: Runtime>(
         let proven = match reply {
             // Without a passphrase, the approval is a plain click: the engine takes it only
             // within the plain-click window after the last passphrase (off by default).
-            Reply::Approve { .. } => Some(
-                authority
-                    .prove_approval(Some(&proof.map_or(Proof::Click, ProofInput::into_proof)))
-                    .map_err(presence)?,
-            ),
+            Reply::Approve { .. } => {
+                let proof = match proof {
+                    None => Some(Proof::Click),
+                    Some(input) => input.into_proof().map_err(presence)?,
+                };
+                Some(authority.prove_approval(proof.as_ref()).map_err(presence)?)
+            }
             Reply::Deny => None,
         };
         authority
@@ -105,7 +107,10 @@ pub async fn set_passphrase<R: Runtime>(
 ) -> Result<(), CommandError> {
     let authority = authority(&app)?;
     blocking(move || {
-        let proof = proof.map(ProofInput::into_proof);
+        let proof = proof
+            .and_then(|p| p.into_proof().transpose())
+            .transpose()
+            .map_err(presence)?;
         authority
             .set_passphrase(passphrase.secret(), proof.as_ref())
             .map_err(presence)
@@ -137,19 +142,29 @@ pub async fn update_settings<R: Runtime>(
     .await
 }
 
-/// The person's proof of presence from this window: the passphrase typed into it. Never
-/// shown by `Debug`, zeroized when dropped.
+/// The person's proof of presence from this window: the passphrase typed into it, or
+/// `{ system: true }` for the OS's own authentication (polkit's dialog, Touch ID) of this
+/// process, which stands in for the passphrase while the vault is unlocked. The passphrase is
+/// never shown by `Debug` and zeroized when dropped.
 #[derive(Debug, Deserialize, TS)]
 #[ts(rename = "Proof")]
 pub struct ProofInput {
     /// The Postern passphrase.
-    #[ts(type = "string")]
-    passphrase: crate::credentials::SecretValue,
+    #[ts(optional, type = "string")]
+    passphrase: Option<crate::credentials::SecretValue>,
+    /// Ask the OS to authenticate the person instead.
+    #[serde(default)]
+    #[ts(optional)]
+    system: Option<bool>,
 }
 
 impl ProofInput {
-    fn into_proof(self) -> Proof {
-        Proof::Passphrase(self.passphrase.into_secret())
+    /// The proof this input offers (`None`: neither a passphrase nor system authentication).
+    fn into_proof(self) -> Result<Option<Proof>, PresenceError> {
+        if self.system == Some(true) {
+            return Proof::os_for_this_process().map(Some);
+        }
+        Ok(self.passphrase.map(|p| Proof::Passphrase(p.into_secret())))
     }
 }
 
@@ -159,7 +174,10 @@ pub(crate) fn prove(
     proof: Option<ProofInput>,
     what: &str,
 ) -> Result<Proven, CommandError> {
-    let proof = proof.map(ProofInput::into_proof);
+    let proof = proof
+        .and_then(|p| p.into_proof().transpose())
+        .transpose()
+        .map_err(presence)?;
     authority.prove(proof.as_ref(), what).map_err(presence)
 }
 
@@ -173,6 +191,11 @@ pub(crate) fn presence(err: PresenceError) -> CommandError {
         PresenceError::Wrong { .. } => ErrorCode::PassphraseWrong,
         PresenceError::Backoff { .. } => ErrorCode::ProofBackoff,
         PresenceError::KeyReplaced => ErrorCode::VaultKeyReplaced,
+        PresenceError::OsNeedsPassphrase { .. } => ErrorCode::OsAuthNeedsPassphrase,
+        PresenceError::OsUnavailable(_) => ErrorCode::OsAuthUnavailable,
+        PresenceError::OsNoAgent => ErrorCode::OsAuthNoAgent,
+        PresenceError::OsDismissed { .. } => ErrorCode::OsAuthDismissed,
+        PresenceError::OsDenied { .. } => ErrorCode::OsAuthDenied,
         _ => ErrorCode::Failed,
     };
     CommandError::new(code, err.to_string())
@@ -272,6 +295,17 @@ pub enum ErrorCode {
     PassphraseTooShort,
     /// The keychain's vault key was replaced behind Postern's back.
     VaultKeyReplaced,
+    /// System authentication where only the passphrase will do (the vault is locked, or the
+    /// passphrase is being changed).
+    OsAuthNeedsPassphrase,
+    /// System authentication is not available here (no polkitd, ...).
+    OsAuthUnavailable,
+    /// No authentication agent could ask the person.
+    OsAuthNoAgent,
+    /// The person closed the system's dialog.
+    OsAuthDismissed,
+    /// The system's authentication failed (a wrong password).
+    OsAuthDenied,
 }
 
 /// The running engine's gate.

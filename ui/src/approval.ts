@@ -13,7 +13,7 @@ import type { Approval } from "./bindings";
 import { h, icon, mark, type Child } from "./dom";
 import { clock, commandLine, launchLine, shortDigest, shortEpoch } from "./format";
 import { pinBadge, pinNote } from "./pinning";
-import { passphraseField } from "./proof";
+import { passphraseField, systemAuthButton } from "./proof";
 
 /** What the approval window shows. */
 export type ApprovalsState = {
@@ -31,6 +31,8 @@ export type ApprovalsState = {
   choice: number;
   /** Whether the forensic details are open. */
   details: boolean;
+  /** The OS authentication the engine can ask instead of the passphrase, or `null`. */
+  systemAuth?: string | null;
   /**
    * Until when (unix ms) a plain Allow needs no passphrase: the person typed it a moment ago and
    * the plain-click setting is on. `null` (or absent, or past): every Allow needs it.
@@ -40,7 +42,8 @@ export type ApprovalsState = {
 
 /** What the window's controls do. */
 export interface ApprovalHandlers {
-  answer(reply: Reply): void;
+  /** `system`: prove with the OS's own authentication instead of the passphrase. */
+  answer(reply: Reply, system?: boolean): void;
   /** Shows the previous (-1) or next (+1) request. */
   move(delta: number): void;
   /** Chooses the lifetime at `index` of the card's choices. */
@@ -481,6 +484,9 @@ function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers,
         }),
       ),
     ),
+    state.systemAuth === null || state.systemAuth === undefined
+      ? null
+      : h("div", "decide-system", systemAuthButton(() => on.answer(allowWith(card, state.choice), true), disabled)),
     h("p", "keys muted small", card.choices.length === 0 ? "Enter allows · Esc denies" : `1–${card.choices.length} how long · Enter allows · Esc denies`, " · ← → other requests"),
   );
 }

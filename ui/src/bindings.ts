@@ -26,7 +26,12 @@ audit: AuditStatus,
 /**
  * The gate: the vault lock, waiting approvals, settings.
  */
-gate: GateStatus, };
+gate: GateStatus, 
+/**
+ * The OS authentication that stands in for the passphrase while the vault is unlocked
+ * (`polkit`, `LocalAuthentication`), when this machine offers it.
+ */
+systemAuth: string | null, };
 
 export type ServerStatus = { 
 /**
@@ -1134,7 +1139,11 @@ export type Proof = {
 /**
  * The Postern passphrase.
  */
-passphrase: string, };
+passphrase?: string, 
+/**
+ * Ask the OS to authenticate the person instead.
+ */
+system?: boolean, };
 
 export type CommandError = { 
 /**
@@ -1146,7 +1155,7 @@ code: ErrorCode,
  */
 message: string, };
 
-export type ErrorCode = "no_engine" | "not_open" | "unacceptable" | "bad_request" | "settings_refused" | "refused" | "failed" | "proof_required" | "passphrase_wrong" | "proof_backoff" | "passphrase_not_set" | "passphrase_already_set" | "passphrase_too_short" | "vault_key_replaced";
+export type ErrorCode = "no_engine" | "not_open" | "unacceptable" | "bad_request" | "settings_refused" | "refused" | "failed" | "proof_required" | "passphrase_wrong" | "proof_backoff" | "passphrase_not_set" | "passphrase_already_set" | "passphrase_too_short" | "vault_key_replaced" | "os_auth_needs_passphrase" | "os_auth_unavailable" | "os_auth_no_agent" | "os_auth_dismissed" | "os_auth_denied";
 
 // From src-tauri/src/servers.rs and postern_engine::import: servers from the window.
 

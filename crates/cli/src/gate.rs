@@ -95,14 +95,20 @@ pub struct TargetArgs {
 /// Sends `command` to the running engine; its refusal becomes the error. A command that
 /// widens authority or destroys configuration carries the passphrase, asked on the terminal.
 pub(crate) fn ask(home: &Home, command: ControlCommand) -> Result<Value> {
-    let proof = if command.need().needs_proof() {
-        Some(crate::proof::wire(&command.act())?)
+    // With `--os-auth`, the terminal's authentication agent lives until the engine answers.
+    let (proof, _agent) = if command.need().needs_proof() {
+        let (proof, agent) = crate::proof::wire(&command.act())?;
+        (Some(proof), agent)
     } else {
-        None
+        (None, None)
     };
     let answer = runtime()?.block_on(request_with(&home.socket_path(), command, proof))?;
     if let Some(error) = answer.get("error").and_then(Value::as_str) {
-        bail!("{error}");
+        // The stable code (docs/errors.md) after the sentence, for scripts and agents.
+        match answer.get("code").and_then(Value::as_str) {
+            Some(code) => bail!("{error} ({code})"),
+            None => bail!("{error}"),
+        }
     }
     Ok(answer)
 }

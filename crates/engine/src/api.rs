@@ -25,6 +25,9 @@ pub struct Status {
     pub audit: AuditStatus,
     /// The gate: the vault lock, waiting approvals, settings.
     pub gate: GateStatus,
+    /// The OS authentication that stands in for the passphrase while the vault is unlocked
+    /// (`polkit`, `LocalAuthentication`), when this machine offers it.
+    pub system_auth: Option<String>,
 }
 
 /// The gate's state at a glance (what the tray icon shows).
@@ -314,6 +317,7 @@ pub(crate) fn status(
         sessions,
         gate,
         audit,
+        system_auth: None,
     }
 }
 

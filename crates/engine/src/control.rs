@@ -39,8 +39,17 @@ impl ControlHandler for Control {
         proof: Option<WireProof>,
         peer: Option<u32>,
     ) -> Value {
-        let proof = proof.map(|p| Proof::passphrase(p.passphrase.0.clone()));
-        match self.answer(command, proof, peer) {
+        // An OS proof is for the process the socket says sent the request, never one the
+        // request names.
+        let proof = match proof {
+            None => Ok(None),
+            Some(WireProof::Passphrase(text)) => Ok(Some(Proof::passphrase(text.0.clone()))),
+            Some(WireProof::Os) => Proof::os_for_peer(peer).map(Some),
+        };
+        match proof
+            .map_err(Refusal::Presence)
+            .and_then(|proof| self.answer(command, proof, peer))
+        {
             Ok(answer) => answer,
             Err(Refusal::Failed(error)) => json!({"error": error}),
             Err(Refusal::HumanRequired(error)) => {

@@ -11,6 +11,7 @@ mod home;
 pub mod import;
 pub mod journal;
 mod launches;
+pub mod os_auth;
 mod os_lock;
 pub mod permissions;
 pub mod rewire;
@@ -416,7 +417,7 @@ pub(crate) fn status(
         sessions: launches::journal_ids(store, &audit.state),
         launches,
     };
-    Ok(api::status(
+    let mut status = api::status(
         home,
         &configs,
         &sessions,
@@ -424,7 +425,9 @@ pub(crate) fn status(
         authority.gate_status(),
         &grants,
         &numbers,
-    ))
+    );
+    status.system_auth = os_auth::available().ok().map(str::to_owned);
+    Ok(status)
 }
 
 /// Moves the configuration changes the CLI queued into the audit log (the engine is its
