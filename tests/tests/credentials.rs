@@ -456,9 +456,9 @@ async fn input_that_could_never_work_is_refused_with_what_to_do_instead() -> Res
                 "--env",
                 "GH_TOKEN",
                 "--host",
-                "example.com",
+                "https://example.com/",
             ],
-            "postern: --host is for the header kinds (bearer, header, basic)",
+            "postern: give the host alone, e.g. example.com, not a URL",
         ),
         (
             &["--kind", "basic", "--host", "api.github.com"],
