@@ -7,9 +7,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use postern_domain::{EnvName, EnvVar, RestartPolicy, ServerConfig, ServerLabel};
-use postern_engine::{Engine, Home, Status};
-use postern_gateway::control::{ControlError, request};
-use postern_gateway::hello::ControlCommand;
+use postern_engine::answer::{AskError, ControlAnswer, ControlCommand, ControlError};
+use postern_engine::{Engine, Home};
 use postern_store::{AddOutcome, Store};
 use tracing_subscriber::EnvFilter;
 
@@ -260,22 +259,17 @@ fn run(cli: Cli) -> Result<()> {
 /// `postern passphrase`: the first passphrase (the vault unlocks), or a new one after the
 /// current one.
 fn passphrase(home: &Home) -> Result<()> {
-    let status: Status =
-        serde_json::from_value(gate::ask(home, ControlCommand::Status)?).context("status")?;
+    let status = match gate::ask(home, ControlCommand::Status)? {
+        ControlAnswer::Status(status) => status,
+        other => return Err(gate::mismatch(&other)),
+    };
     let proof = if status.gate.passphrase_set {
         Some(proof::wire("change the Postern passphrase")?)
     } else {
         None
     };
-    let passphrase = postern_gateway::hello::SecretText(proof::new_passphrase()?);
-    let answer = runtime()?.block_on(postern_gateway::control::request_with(
-        &home.socket_path(),
-        ControlCommand::SetPassphrase { passphrase },
-        proof,
-    ))?;
-    if let Some(error) = answer.get("error").and_then(serde_json::Value::as_str) {
-        bail!("{error}");
-    }
+    let passphrase = postern_engine::answer::SecretText(proof::new_passphrase()?);
+    gate::ask_with(home, ControlCommand::SetPassphrase { passphrase }, proof)?;
     writeln!(
         terminal::out(),
         "{}",
@@ -425,18 +419,21 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
         }
         ServerCommand::Status { label } => {
             let label = label.map(|l| l.parse::<ServerLabel>()).transpose()?;
-            let answer = runtime()?.block_on(request(&home.socket_path(), ControlCommand::Status));
+            let answer = runtime()?.block_on(postern_engine::answer::ask(
+                &home.socket_path(),
+                ControlCommand::Status,
+                None,
+            ));
             match answer {
-                Ok(value) => {
-                    let status: Status = serde_json::from_value(value.clone())
-                        .with_context(|| format!("the engine answered: {value}"))?;
+                Ok(ControlAnswer::Status(status)) => {
                     if !status::print(&mut out, &status, label.as_ref())?
                         && let Some(label) = &label
                     {
                         bail!("no server is configured as '{label}'");
                     }
                 }
-                Err(e @ ControlError::NotRunning(_)) => {
+                Ok(other) => return Err(gate::mismatch(&other)),
+                Err(AskError::Control(e @ ControlError::NotRunning(_))) => {
                     let servers = store.servers()?;
                     let shown: Vec<_> = servers
                         .iter()
@@ -470,17 +467,19 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             let command = ControlCommand::Restart {
                 server: label.to_string(),
             };
-            let answer = runtime()?.block_on(request(&home.socket_path(), command))?;
-            match answer.get("restarted").and_then(serde_json::Value::as_u64) {
-                Some(0) => writeln!(
+            let restarted = match gate::ask(home, command)? {
+                ControlAnswer::Restart { restarted } => restarted,
+                other => return Err(gate::mismatch(&other)),
+            };
+            match restarted {
+                0 => writeln!(
                     out,
                     "'{label}' is not running; it starts with a new epoch on its next call"
                 )?,
-                Some(n) => writeln!(
+                n => writeln!(
                     out,
                     "restarting {n} process(es) of '{label}': each gets a new execution epoch"
                 )?,
-                None => bail!("the engine refused: {answer}"),
             }
         }
         ServerCommand::Remove { label } => {
@@ -570,7 +569,11 @@ fn engine_holds(home: &Home) -> bool {
 
 pub(crate) fn tell_engine_config_changed(home: &Home) {
     if let Ok(rt) = runtime() {
-        let _ = rt.block_on(request(&home.socket_path(), ControlCommand::ConfigChanged));
+        let _ = rt.block_on(postern_engine::answer::ask(
+            &home.socket_path(),
+            ControlCommand::ConfigChanged,
+            None,
+        ));
     }
 }
 

@@ -2,6 +2,7 @@
 //! `postern` CLI, the end-to-end tests). It owns a Postern home: the single-owner lock,
 //! the SQLite store, and the local socket agents' shims connect to.
 
+pub mod answer;
 pub mod api;
 pub mod audit;
 pub mod authority;
