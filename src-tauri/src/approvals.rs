@@ -91,16 +91,8 @@ pub fn list(authority: &Authority) -> Vec<Approval> {
 /// The narrowest approval a card allows, which is what the tray's Approve means: this call
 /// only, or (for a card that asks about the agent run alone) admitting the run.
 pub fn narrowest(card: &ApprovalCard) -> Reply {
-    if card.what == AskFor::Session || card.choices.is_empty() {
-        return Reply::Approve { choice: None };
-    }
-    let choice = if card.choices.contains(&GrantChoice::ThisCall) {
-        GrantChoice::ThisCall
-    } else {
-        card.choices[0]
-    };
     Reply::Approve {
-        choice: Some(choice),
+        choice: card.narrowest(),
     }
 }
 

@@ -181,11 +181,11 @@ pub fn approve(home: &Home, args: ApproveArgs) -> Result<()> {
     } else if args.once {
         Some(GrantChoice::ThisCall)
     } else {
-        // The narrowest choice the card allows: this call, or nothing for a session card.
-        match cards(home)?.iter().find(|c| c.id.to_string() == args.id) {
-            Some(card) if card.what == AskFor::Session => None,
-            _ => Some(GrantChoice::ThisCall),
-        }
+        // The narrowest choice the card allows (an unknown id is refused by the engine).
+        cards(home)?
+            .iter()
+            .find(|c| c.id.to_string() == args.id)
+            .map_or(Some(GrantChoice::ThisCall), ApprovalCard::narrowest)
     };
     ask(
         home,

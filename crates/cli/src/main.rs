@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use postern_domain::{EnvName, EnvVar, RestartPolicy, ServerConfig, ServerLabel};
+use postern_domain::{RestartPolicy, ServerLabel};
 use postern_engine::answer::{AskError, ControlAnswer, ControlCommand, ControlError};
+use postern_engine::servers::{self, Existing, ServerForm};
 use postern_engine::{Engine, Home};
 use postern_store::{AddOutcome, Store};
 use tracing_subscriber::EnvFilter;
@@ -348,28 +349,27 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             pass_methods,
             command,
         } => {
-            let label = ServerLabel::parse_configurable(&label)?;
-            let cwd = match cwd {
-                Some(dir) => Some(
-                    std::fs::canonicalize(&dir)
-                        .with_context(|| format!("--cwd {}", dir.display()))?,
-                ),
-                None => None,
+            let cwd = cwd
+                .map(|dir| {
+                    std::path::absolute(&dir).with_context(|| format!("--cwd {}", dir.display()))
+                })
+                .transpose()?;
+            let form = ServerForm {
+                label,
+                command,
+                cwd,
+                env,
             };
-            let env = env
-                .iter()
-                .map(|e| e.parse::<EnvVar>())
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut config = ServerConfig::new(label, command, cwd, env)?;
-            refuse_env_set_by_credential(&store, &config)?;
+            let mut config = form.config()?;
             config.identity_paths = identity;
             config.restart = restart;
             config.self_reloading = self_reloading;
             config.pass_methods = pass_methods;
+            servers::check(&store, &config, Existing::Replace)?;
             if store.server(&config.label)?.is_some() {
                 human_only(home, &format!("replace server '{}'", config.label))?;
             }
-            let verb = match store.add_server(&config)? {
+            let verb = match servers::add(&store, &config, Existing::Replace)? {
                 AddOutcome::Added => "added",
                 AddOutcome::Replaced => "replaced",
             };
@@ -506,23 +506,6 @@ fn pass_method(method: &str) -> Result<String, String> {
     postern_gateway::method::passable(method).map(|()| method.to_owned())
 }
 
-fn refuse_env_set_by_credential(store: &Store, config: &ServerConfig) -> Result<()> {
-    let label = &config.label;
-    for credential in store.bindings(label)? {
-        let Some(var) = credential.env_var().and_then(|v| v.parse::<EnvName>().ok()) else {
-            continue;
-        };
-        if config.env.iter().any(|e| var.is(&e.name)) {
-            bail!(
-                "credential '{}' bound to '{label}' sets {var} at launch; --env {var}=... would set it too, and one would silently win. Leave out --env {var}, or unbind the credential first (postern server unbind {label} {})",
-                credential.name,
-                credential.name
-            );
-        }
-    }
-    Ok(())
-}
-
 /// The command as a shell would need it typed.
 pub(crate) use postern_engine::import::shell_words;
 
@@ -590,39 +573,4 @@ fn init_logging(default: &str) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-}
-
-#[cfg(test)]
-mod tests {
-    use postern_domain::Injection;
-
-    use super::*;
-
-    #[test]
-    fn server_add_refuses_an_env_var_a_bound_credential_sets() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("store");
-        let label: ServerLabel = "inventory".parse().expect("label");
-        let config = |env: &[&str]| {
-            let env = env.iter().map(|e| e.parse().expect("env")).collect();
-            ServerConfig::new(label.clone(), vec!["node".into()], None, env).expect("config")
-        };
-        store.add_server(&config(&[])).expect("add");
-        let name = "inventory-api".parse().expect("name");
-        let env = Injection::Env {
-            var: "INVENTORY_TOKEN".into(),
-        };
-        store
-            .add_credential(&name, &env, &[], false)
-            .expect("credential");
-        store.bind(&label, &name).expect("bind");
-
-        refuse_env_set_by_credential(&store, &config(&["TZ=UTC"])).expect("another variable");
-        let refused = refuse_env_set_by_credential(&store, &config(&["INVENTORY_TOKEN=x1"]))
-            .expect_err("the credential sets it");
-        assert_eq!(
-            refused.to_string(),
-            "credential 'inventory-api' bound to 'inventory' sets INVENTORY_TOKEN at launch; --env INVENTORY_TOKEN=... would set it too, and one would silently win. Leave out --env INVENTORY_TOKEN, or unbind the credential first (postern server unbind inventory inventory-api)"
-        );
-    }
 }
