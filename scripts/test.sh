@@ -73,11 +73,13 @@ os="$(uname -s)"
 
 # Debian packages: Tauri's build dependencies (see shared reference linux-build-and-test.md),
 # plus what the tests run: a private D-Bus session with gnome-keyring, Xvfb and WebKitWebDriver,
-# and a tray host with xdotool for the tray menu (ui/e2e/tray.mjs).
+# and a tray host with xdotool for the tray menu (ui/e2e/tray.mjs), and polkit (polkitd,
+# pkttyagent, pkaction; gdbus) for the OS-authentication test (tests/tests/os_auth.rs).
 apt_packages=(
     build-essential pkg-config curl wget file libssl-dev
     libwebkit2gtk-4.1-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
     xvfb xauth webkit2gtk-driver gnome-keyring dbus dbus-x11 trayer xdotool imagemagick
+    polkitd passwd libglib2.0-bin
 )
 
 install_system_packages() {
@@ -193,6 +195,13 @@ run_step "cargo clippy -D warnings" cargo clippy --workspace --all-targets --loc
 run_step "cargo clippy for macOS (scripts/check-macos.sh)" bash scripts/check-macos.sh
 # The end-to-end harness asks cargo for `postern` itself; building it here keeps that a no-op.
 run_step "cargo build (postern)" cargo build --locked -p postern-cli --bin postern
+
+if [ "$os" = "Linux" ]; then
+    # The system bus, polkitd, Postern's polkit actions and the test user (as root).
+    say "polkit for the OS-authentication test (scripts/setup-polkit-test.sh)"
+    as_root bash scripts/setup-polkit-test.sh ||
+        echo "warning: polkit could not be prepared; tests/os_auth.rs fails under CI and is skipped elsewhere" >&2
+fi
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/postern-test.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT

@@ -6,11 +6,11 @@
 use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
 
-use postern_domain::ApprovalId;
 use postern_domain::decision::{
-    ApprovalCard, ArgumentSource, AskFor, CatalogSince, GrantChoice, Reply, argument_name,
+    ApprovalCard, ArgumentSource, AskFor, CatalogSince, Reply, argument_name,
 };
 use postern_domain::text::one_line;
+use postern_domain::{AnswerChannel, ApprovalId};
 use postern_engine::Authority;
 use serde::Serialize;
 use tauri::{AppHandle, Emitter, Manager, Runtime};
@@ -158,7 +158,7 @@ fn shorten(text: &str, max: usize) -> String {
 
 /// Denies a request from the tray (approving takes the passphrase, in the approval window).
 pub fn deny_from_tray(authority: &Authority, id: ApprovalId) {
-    if let Err(err) = authority.answer(id, Reply::Deny, None) {
+    if let Err(err) = authority.answer(id, Reply::Deny, None, AnswerChannel::Tray) {
         tracing::info!(approval = %id, "answer not taken: {err}");
     }
 }
@@ -214,16 +214,11 @@ pub fn sync<R: Runtime>(app: &AppHandle<R>) {
         None => (Vec::new(), None),
     };
     let counts = shell
-        .with_engine(|engine| engine.status().ok())
+        .with_engine(|engine| engine.census().ok())
         .flatten()
-        .map(|status| tray::Counts {
-            servers: status.servers.len(),
-            agents: status
-                .sessions
-                .iter()
-                .filter_map(|s| s.agent.as_ref().map(|a| a.pid))
-                .collect::<BTreeSet<_>>()
-                .len(),
+        .map(|census| tray::Counts {
+            servers: census.servers,
+            agents: census.agent_runs,
         })
         .unwrap_or_default();
     if let Err(err) = app.emit(APPROVALS_CHANGED, &open) {
@@ -328,6 +323,8 @@ fn check_notification_service() {
 
 #[cfg(test)]
 mod tests {
+    use postern_domain::decision::GrantChoice;
+
     use super::*;
     use crate::sample;
 

@@ -3,8 +3,8 @@
 //! passphrase typed into this window), checked by the engine's one check
 //! (`Authority::prove`), exactly as the CLI's requests over the socket are.
 
-use postern_domain::ApprovalId;
 use postern_domain::decision::Reply;
+use postern_domain::{AnswerChannel, ApprovalId};
 use postern_engine::authority::{AnswerError, PresenceError, Proof, Proven};
 use postern_engine::{Authority, Home, Settings, SettingsUpdate};
 use serde::{Deserialize, Serialize};
@@ -55,15 +55,17 @@ pub async fn answer<R: Runtime>(
         let proven = match reply {
             // Without a passphrase, the approval is a plain click: the engine takes it only
             // within the plain-click window after the last passphrase (off by default).
-            Reply::Approve { .. } => Some(
-                authority
-                    .prove_approval(Some(&proof.map_or(Proof::Click, ProofInput::into_proof)))
-                    .map_err(presence)?,
-            ),
+            Reply::Approve { .. } => {
+                let proof = match proof {
+                    None => Some(Proof::Click),
+                    Some(input) => input.into_proof().map_err(presence)?,
+                };
+                Some(authority.prove_approval(proof.as_ref()).map_err(presence)?)
+            }
             Reply::Deny => None,
         };
         authority
-            .answer(id, reply, proven.as_ref())
+            .answer(id, reply, proven.as_ref(), AnswerChannel::Window)
             .map_err(|err| match err {
                 AnswerError::Presence(e) => presence(e),
                 AnswerError::NotOpen(_) => CommandError::new(ErrorCode::NotOpen, err.to_string()),
@@ -105,7 +107,10 @@ pub async fn set_passphrase<R: Runtime>(
 ) -> Result<(), CommandError> {
     let authority = authority(&app)?;
     blocking(move || {
-        let proof = proof.map(ProofInput::into_proof);
+        let proof = proof
+            .and_then(|p| p.into_proof().transpose())
+            .transpose()
+            .map_err(presence)?;
         authority
             .set_passphrase(passphrase.secret(), proof.as_ref())
             .map_err(presence)
@@ -137,19 +142,29 @@ pub async fn update_settings<R: Runtime>(
     .await
 }
 
-/// The person's proof of presence from this window: the passphrase typed into it. Never
-/// shown by `Debug`, zeroized when dropped.
+/// The person's proof of presence from this window: the passphrase typed into it, or
+/// `{ system: true }` for the OS's own authentication (polkit's dialog, Touch ID) of this
+/// process, which stands in for the passphrase while the vault is unlocked. The passphrase is
+/// never shown by `Debug` and zeroized when dropped.
 #[derive(Debug, Deserialize, TS)]
 #[ts(rename = "Proof")]
 pub struct ProofInput {
     /// The Postern passphrase.
-    #[ts(type = "string")]
-    passphrase: crate::credentials::SecretValue,
+    #[ts(optional, type = "string")]
+    passphrase: Option<crate::credentials::SecretValue>,
+    /// Ask the OS to authenticate the person instead.
+    #[serde(default)]
+    #[ts(optional)]
+    system: Option<bool>,
 }
 
 impl ProofInput {
-    fn into_proof(self) -> Proof {
-        Proof::Passphrase(self.passphrase.into_secret())
+    /// The proof this input offers (`None`: neither a passphrase nor system authentication).
+    fn into_proof(self) -> Result<Option<Proof>, PresenceError> {
+        if self.system == Some(true) {
+            return Proof::os_for_this_process().map(Some);
+        }
+        Ok(self.passphrase.map(|p| Proof::Passphrase(p.into_secret())))
     }
 }
 
@@ -159,7 +174,10 @@ pub(crate) fn prove(
     proof: Option<ProofInput>,
     what: &str,
 ) -> Result<Proven, CommandError> {
-    let proof = proof.map(ProofInput::into_proof);
+    let proof = proof
+        .and_then(|p| p.into_proof().transpose())
+        .transpose()
+        .map_err(presence)?;
     authority.prove(proof.as_ref(), what).map_err(presence)
 }
 
@@ -173,6 +191,11 @@ pub(crate) fn presence(err: PresenceError) -> CommandError {
         PresenceError::Wrong { .. } => ErrorCode::PassphraseWrong,
         PresenceError::Backoff { .. } => ErrorCode::ProofBackoff,
         PresenceError::KeyReplaced => ErrorCode::VaultKeyReplaced,
+        PresenceError::OsNeedsPassphrase { .. } => ErrorCode::OsAuthNeedsPassphrase,
+        PresenceError::OsUnavailable(_) => ErrorCode::OsAuthUnavailable,
+        PresenceError::OsNoAgent => ErrorCode::OsAuthNoAgent,
+        PresenceError::OsDismissed { .. } => ErrorCode::OsAuthDismissed,
+        PresenceError::OsDenied { .. } => ErrorCode::OsAuthDenied,
         _ => ErrorCode::Failed,
     };
     CommandError::new(code, err.to_string())
@@ -243,6 +266,17 @@ pub enum ErrorCode {
     PassphraseTooShort,
     /// The keychain's vault key was replaced behind Postern's back.
     VaultKeyReplaced,
+    /// System authentication where only the passphrase will do (the vault is locked, or the
+    /// passphrase is being changed).
+    OsAuthNeedsPassphrase,
+    /// System authentication is not available here (no polkitd, ...).
+    OsAuthUnavailable,
+    /// No authentication agent could ask the person.
+    OsAuthNoAgent,
+    /// The person closed the system's dialog.
+    OsAuthDismissed,
+    /// The system's authentication failed (a wrong password).
+    OsAuthDenied,
 }
 
 /// The running engine's gate.
@@ -378,6 +412,9 @@ mod tests {
         assert!(matches!(verdict.try_recv(), Ok(Verdict::Allow(_))));
         let grants = app.state::<Shell>().authority().unwrap().grants();
         assert_eq!(grants.len(), 1, "a grant until the run ends: {grants:?}");
+        // The audit log keeps that the person approved in the approval window.
+        let granted = crate::testing::audit_event(&app, "approval_granted");
+        assert_eq!(granted["by"], "window", "{granted}");
         let late = invoke(
             &app,
             "answer",

@@ -217,6 +217,9 @@ mod tests {
         assert_eq!(entry["seq"], seq, "{entry}");
         assert_eq!(entry["problem"], json!(null), "{entry}");
         assert_eq!(entry["body"]["state"], "opened", "{entry}");
+        // The log keeps where the person answered.
+        let denied = crate::testing::audit_event(&app, "approval_denied");
+        assert_eq!(denied["by"], "window", "{denied}");
         assert_eq!(
             invoke(&app, "audit_entry", json!({"seq": 999_999})).unwrap(),
             json!(null)

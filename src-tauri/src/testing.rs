@@ -77,6 +77,21 @@ pub fn stop(app: &tauri::App<MockRuntime>) {
     tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
 }
 
+/// The body of the newest audit record of `kind`, opened (the vault is unlocked), once the
+/// audit writer committed one.
+pub fn audit_event(app: &tauri::App<MockRuntime>, kind: &str) -> Value {
+    let found = || -> Option<Value> {
+        let status = app.state::<Shell>().with_engine(|e| e.status().ok())??;
+        let head: u64 = status.audit.head?.split(':').next()?.parse().ok()?;
+        (1..=head).rev().find_map(|seq| {
+            let entry = invoke(app, "audit_entry", json!({ "seq": seq })).ok()?;
+            (entry["kind"] == kind).then(|| entry["body"]["event"].clone())
+        })
+    };
+    wait_for(|| found().is_some());
+    found().expect("found")
+}
+
 /// Polls `done` for up to 5 s.
 pub fn wait_for(done: impl Fn() -> bool) {
     for _ in 0..500 {

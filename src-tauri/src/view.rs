@@ -150,6 +150,7 @@ mod tests {
                 clicks_until_ms: None,
                 config_warning: None,
             },
+            system_auth: None,
         };
         let value = serde_json::to_value(EngineView::Running {
             status: Box::new(status),

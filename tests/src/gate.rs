@@ -14,6 +14,7 @@ use tempfile::TempDir;
 
 use crate::binaries;
 use crate::keychain::PrivateKeychain;
+use crate::run_as::RunAs;
 use crate::servers::ServerCommand;
 use crate::tty;
 
@@ -34,6 +35,9 @@ pub struct Gate {
     shims: AtomicUsize,
     /// Extra environment for the daemon (and so for the servers it launches).
     daemon_env: Vec<(OsString, OsString)>,
+    /// The user every process of the gate runs as (the test's own when `None`), and its copy
+    /// of `with_tty`.
+    user: Option<(RunAs, PathBuf)>,
     // Dropped in this order, after the daemon has stopped: the keychain, then the directory.
     keychain: Option<PrivateKeychain>,
     _dir: TempDir,
@@ -62,6 +66,18 @@ impl Gate {
         servers: &[(&str, &ServerCommand)],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> Result<Gate> {
+        Self::start_prompting_as(servers, env, None).await
+    }
+
+    /// [`Gate::start_prompting_with_env`] with every process (the keychain, the daemon, the
+    /// CLI, the agents' shims, the servers) run as `user`: the gate's directory is given to
+    /// them and the binaries under test (`postern`, `with_tty`, the servers' programs) are
+    /// copied into it.
+    pub async fn start_prompting_as(
+        servers: &[(&str, &ServerCommand)],
+        env: &[(&str, &std::ffi::OsStr)],
+        user: Option<RunAs>,
+    ) -> Result<Gate> {
         let dir = tempfile::Builder::new()
             .prefix("postern-e2e-")
             .tempdir()
@@ -69,16 +85,36 @@ impl Gate {
         let home = dir.path().join("home");
         let logs = dir.path().join("logs");
         std::fs::create_dir_all(&logs)?;
+        let mut bin = binaries::postern()?;
+        let mut servers: Vec<(&str, ServerCommand)> =
+            servers.iter().map(|(l, s)| (*l, (*s).clone())).collect();
+        let user = match user {
+            None => None,
+            Some(mut user) => {
+                let bin_dir = dir.path().join("bin");
+                bin = user.install(&bin, &bin_dir)?;
+                let with_tty = user.install(&tty::with_tty()?, &bin_dir)?;
+                for (_, server) in &mut servers {
+                    server.program = user.install(&server.program, &bin_dir)?;
+                }
+                user.settle(dir.path())?;
+                Some((user, with_tty))
+            }
+        };
         // Linux: a private Secret Service for this engine (see `keychain`); macOS: the
         // login keychain.
         let keychain = if cfg!(target_os = "linux") {
-            Some(PrivateKeychain::start(&dir.path().join("keychain"))?)
+            let dir = dir.path().join("keychain");
+            Some(PrivateKeychain::start_as(
+                &dir,
+                user.as_ref().map(|u| &u.0),
+            )?)
         } else {
             None
         };
         let mut gate = Gate {
             daemon: None,
-            bin: binaries::postern()?,
+            bin,
             home,
             logs,
             shims: AtomicUsize::new(0),
@@ -86,10 +122,11 @@ impl Gate {
                 .iter()
                 .map(|(k, v)| (OsString::from(k), v.to_os_string()))
                 .collect(),
+            user,
             keychain,
             _dir: dir,
         };
-        for (label, server) in servers {
+        for (label, server) in &servers {
             gate.add_server(label, server)?;
         }
         gate.start_daemon().await?;
@@ -180,10 +217,43 @@ impl Gate {
         input: Option<&str>,
         passphrase: &str,
     ) -> Result<tty::AtTerminal> {
+        self.typing(args, input, tty::Typing::passphrase(passphrase))
+    }
+
+    /// `postern --home H <args>` at a terminal where the person types as `typing` says (the
+    /// login password at polkit's prompt, say).
+    pub fn typing(
+        &self,
+        args: &[OsString],
+        input: Option<&str>,
+        typing: tty::Typing,
+    ) -> Result<tty::AtTerminal> {
         let mut cmd = self.postern();
         cmd.arg("--home").arg(&self.home).args(args);
-        tty::run(&mut cmd, passphrase, input)
+        let user = self
+            .user
+            .as_ref()
+            .map(|(user, with_tty)| (user, with_tty.as_path()));
+        tty::run_typing(&mut cmd, typing, input, user)
             .with_context(|| format!("running {}", self.bin.display()))
+    }
+
+    /// `postern --home H <args>` with no terminal at all (in a session of its own, stdin
+    /// empty), as the gate's user: what it printed.
+    pub fn detached(&self, args: &[&str]) -> Result<std::process::Output> {
+        let mut cmd = Command::new("setsid");
+        cmd.arg("-w")
+            .arg(&self.bin)
+            .arg("--home")
+            .arg(&self.home)
+            .args(args);
+        if let Some(keychain) = &self.keychain {
+            cmd.envs(keychain.env().iter().map(|(k, v)| (k, v)));
+        }
+        if let Some((user, _)) = &self.user {
+            user.apply(&mut cmd);
+        }
+        Ok(cmd.stdin(Stdio::null()).output()?)
     }
 
     /// `postern server add <label> -- <command...>`.
@@ -215,6 +285,9 @@ impl Gate {
         cmd.arg("-c").arg("\"$@\"; exit $?").arg("agent");
         cmd.arg(shim.get_program()).args(shim.get_args());
         cmd.envs(shim.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))));
+        if let Some((user, _)) = &self.user {
+            user.apply_tokio(&mut cmd);
+        }
         Ok((cmd, log))
     }
 
@@ -316,6 +389,9 @@ impl Gate {
         let mut cmd = Command::new(&self.bin);
         if let Some(keychain) = &self.keychain {
             cmd.envs(keychain.env().iter().map(|(k, v)| (k, v)));
+        }
+        if let Some((user, _)) = &self.user {
+            user.apply(&mut cmd);
         }
         cmd
     }

@@ -14,6 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+
+use crate::run_as::RunAs;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -25,12 +27,19 @@ pub struct PrivateKeychain {
     env: Vec<(OsString, OsString)>,
     // The keyring first, then the bus it lives on.
     children: Vec<Child>,
+    /// The user the bus and keyring run as (the test's own when `None`).
+    user: Option<RunAs>,
 }
 
 impl PrivateKeychain {
     /// Starts the bus and the keyring, with their state under `dir`; waits until the Secret
     /// Service answers on the bus.
     pub fn start(dir: &Path) -> Result<PrivateKeychain> {
+        Self::start_as(dir, None)
+    }
+
+    /// [`PrivateKeychain::start`] with the bus and the keyring run as `user` (who owns `dir`).
+    pub fn start_as(dir: &Path, user: Option<&RunAs>) -> Result<PrivateKeychain> {
         for tool in ["dbus-daemon", "dbus-send", "gnome-keyring-daemon"] {
             crate::servers::find_on_path(tool).with_context(|| {
                 format!(
@@ -56,10 +65,15 @@ impl PrivateKeychain {
         let mut keychain = PrivateKeychain {
             env,
             children: Vec::new(),
+            user: user.cloned(),
         };
+        if let Some(user) = user {
+            user.give(dir)?;
+        }
 
         let log = std::fs::File::create(dir.join("dbus.log"))?;
-        let bus = Command::new("dbus-daemon")
+        let bus = keychain
+            .command("dbus-daemon")
             .args(["--session", "--nofork", "--nopidfile"])
             .arg(format!("--address={}", address.to_string_lossy()))
             .stdin(Stdio::null())
@@ -73,7 +87,8 @@ impl PrivateKeychain {
         })?;
 
         let log = std::fs::File::create(dir.join("gnome-keyring.log"))?;
-        let mut keyring = Command::new("gnome-keyring-daemon")
+        let mut keyring = keychain
+            .command("gnome-keyring-daemon")
             .args(["--foreground", "--unlock", "--components=secrets"])
             .envs(keychain.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
@@ -86,11 +101,20 @@ impl PrivateKeychain {
             stdin.write_all(b"postern-e2e")?;
         }
         keychain.children.insert(0, keyring);
-        let env = keychain.env.clone();
+        let (env, user) = (keychain.env.clone(), keychain.user.clone());
         keychain.wait_until("gnome-keyring's Secret Service on the private bus", || {
-            secret_service_is_up(&env)
+            secret_service_is_up(&env, user.as_ref())
         })?;
         Ok(keychain)
+    }
+
+    /// `program`, as the keychain's user when it has one.
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(program);
+        if let Some(user) = &self.user {
+            user.apply(&mut cmd);
+        }
+        cmd
     }
 
     /// The environment a process needs to use this keychain.
@@ -138,8 +162,12 @@ impl Drop for PrivateKeychain {
     }
 }
 
-fn secret_service_is_up(env: &[(OsString, OsString)]) -> bool {
-    Command::new("dbus-send")
+fn secret_service_is_up(env: &[(OsString, OsString)], user: Option<&RunAs>) -> bool {
+    let mut probe = Command::new("dbus-send");
+    if let Some(user) = user {
+        user.apply(&mut probe);
+    }
+    probe
         .args([
             "--session",
             "--print-reply",

@@ -13,6 +13,7 @@
 //! - [`compare`]: JSON comparisons with readable failure messages.
 //! - [`fuzz`]: the gate's fuzz driver (framing and parsing against hostile input).
 //! - [`binaries`]: finds (and builds, under cargo) `postern` and the fixture server.
+//! - [`run_as`]: a gate whose processes run as another user (the polkit tests).
 
 pub mod agents;
 pub mod binaries;
@@ -27,6 +28,7 @@ pub mod keychain;
 pub mod model;
 pub mod raw;
 pub mod rebuild;
+pub mod run_as;
 pub mod servers;
 pub mod tty;
 pub mod wire;

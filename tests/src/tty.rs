@@ -32,13 +32,56 @@ pub struct AtTerminal {
     pub prompts: usize,
 }
 
+/// Postern's prompts (crates/cli/src/proof.rs): "Postern passphrase: ", "New Postern
+/// passphrase: ", "The same again: ".
+pub const PASSPHRASE_PROMPTS: [&str; 2] = ["passphrase: ", "again: "];
+
+/// What the person types at the terminal: after each prompt that ends with one of `prompts`,
+/// `answer` and Enter.
+#[derive(Debug, Clone)]
+pub struct Typing {
+    /// The ends of the prompts to answer.
+    pub prompts: Vec<String>,
+    /// What to type there.
+    pub answer: String,
+}
+
+impl Typing {
+    /// `passphrase` at every Postern passphrase prompt.
+    pub fn passphrase(passphrase: &str) -> Typing {
+        Typing {
+            prompts: PASSPHRASE_PROMPTS.iter().map(|p| (*p).to_owned()).collect(),
+            answer: passphrase.to_owned(),
+        }
+    }
+}
+
 /// Runs `command` with a terminal, answering every passphrase prompt with `passphrase`.
 /// `command`'s program, arguments, environment and directory are kept; `input` (if any) is its
 /// standard input, and its output is captured.
 pub fn run(command: &mut Command, passphrase: &str, input: Option<&str>) -> Result<AtTerminal> {
+    run_typing(command, Typing::passphrase(passphrase), input, None)
+}
+
+/// [`run`] typing `typing`, and as `user` when given (with its copy of `with_tty`): the
+/// terminal is given to that user, as a login would.
+pub fn run_typing(
+    command: &mut Command,
+    typing: Typing,
+    input: Option<&str>,
+    user: Option<(&crate::run_as::RunAs, &std::path::Path)>,
+) -> Result<AtTerminal> {
     let pty = nix::pty::openpty(None, None).context("openpty")?;
     let device = nix::unistd::ttyname(&pty.slave).context("ttyname")?;
-    let mut wrapped = Command::new(with_tty()?);
+    let mut wrapped = match user {
+        None => Command::new(with_tty()?),
+        Some((user, with_tty)) => {
+            user.give(&device)?;
+            let mut wrapped = Command::new(with_tty);
+            user.apply(&mut wrapped);
+            wrapped
+        }
+    };
     wrapped
         .arg(&device)
         .arg(command.get_program())
@@ -71,7 +114,7 @@ pub fn run(command: &mut Command, passphrase: &str, input: Option<&str>) -> Resu
     }
     // Only the child holds the terminal's device now: its exit ends our reads.
     drop(pty.slave);
-    let typist = type_at_prompts(pty.master, passphrase.to_owned());
+    let typist = type_at_prompts(pty.master, typing);
     let output = child.wait_with_output()?;
     let (screen, prompts) = typist.join().unwrap_or_default();
     Ok(AtTerminal {
@@ -81,11 +124,8 @@ pub fn run(command: &mut Command, passphrase: &str, input: Option<&str>) -> Resu
     })
 }
 
-/// Reads the terminal until it closes, typing `passphrase` after each prompt.
-fn type_at_prompts(
-    master: OwnedFd,
-    passphrase: String,
-) -> std::thread::JoinHandle<(String, usize)> {
+/// Reads the terminal until it closes, typing the answer after each prompt.
+fn type_at_prompts(master: OwnedFd, typing: Typing) -> std::thread::JoinHandle<(String, usize)> {
     std::thread::spawn(move || {
         let mut file = std::fs::File::from(master);
         let mut screen = String::new();
@@ -97,12 +137,18 @@ fn type_at_prompts(
                 Ok(n) => n,
             };
             screen.push_str(&String::from_utf8_lossy(&buf[..n]));
-            // Postern's prompts (crates/cli/src/proof.rs): "Postern passphrase: ", "New
-            // Postern passphrase: ", "The same again: ".
-            let asked = screen.matches("passphrase: ").count() + screen.matches("again: ").count();
+            let asked: usize = typing
+                .prompts
+                .iter()
+                .map(|prompt| screen.matches(prompt.as_str()).count())
+                .sum();
             while answered < asked {
+                // As a person would, type once the prompt is really listening: polkit's
+                // agent prints its prompt first and then turns echo off with TCSAFLUSH,
+                // which throws away anything typed before (Postern turns echo off first).
+                wait_for_echo_off(&file);
                 if file
-                    .write_all(format!("{passphrase}\n").as_bytes())
+                    .write_all(format!("{}\n", typing.answer).as_bytes())
                     .is_err()
                 {
                     break;
@@ -112,4 +158,18 @@ fn type_at_prompts(
         }
         (screen, answered)
     })
+}
+
+/// Waits (at most 5 s) until the terminal behind the pty `master` has echo off: a password
+/// prompt is reading then.
+fn wait_for_echo_off(master: &std::fs::File) {
+    use nix::sys::termios::{LocalFlags, tcgetattr};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        match tcgetattr(master) {
+            Ok(attrs) if !attrs.local_flags.contains(LocalFlags::ECHO) => return,
+            Ok(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Err(_) => return,
+        }
+    }
 }

@@ -200,6 +200,9 @@ async fn the_articles_rebuild_test() -> Result<()> {
                 ("allowed".to_owned(), epoch_b.clone()),
             ]
         );
+        // The newest call was approved with `postern approve`: on a terminal, says the log.
+        assert_eq!(rows[0]["asked"]["answer"], "granted", "{}", rows[0]);
+        assert_eq!(rows[0]["asked"]["by"], "terminal", "{}", rows[0]);
         // The Sessions journal shows the human's admission and both grants.
         let sessions = gate.cli(["sessions", "--json", "--server", LABEL])?;
         let session: Value = serde_json::from_str(sessions.lines().next().unwrap_or("{}"))?;

@@ -134,7 +134,7 @@ async fn an_agent_leaving_its_process_tree_approves_and_unlocks_nothing() -> Res
         let guessed = control::request_with(
             &gate.socket(),
             ControlCommand::Prove { what: "remove server 'x'".into() },
-            Some(WireProof { passphrase: SecretText("a guess".into()) }),
+            Some(WireProof::Passphrase(SecretText("a guess".into()))),
         )
         .await?;
         assert_eq!(guessed["refused"]["code"], "passphrase_wrong", "{guessed}");

@@ -6,9 +6,11 @@
 use std::path::{Path, PathBuf};
 
 /// The files that may allow `unsafe`, each in one documented module.
-const ALLOWED: [&str; 3] = [
+const ALLOWED: [&str; 4] = [
     // ptrace(PT_DENY_ATTACH).
     "crates/engine/src/harden.rs",
+    // LAContext (Touch ID or the login password; objc2 marks it unsafe).
+    "crates/engine/src/os_auth/local_auth.rs",
     // NSNotificationCenter observers (objc2 marks them unsafe).
     "crates/engine/src/os_lock.rs",
     // proc_pidinfo(PROC_PIDTBSDINFO).

@@ -764,8 +764,48 @@ const scenarios = {
         await s.execute("document.querySelector('.timeline .lane-label').dispatchEvent(new MouseEvent('click', { bubbles: true }))");
         await s.waitForTexts(".activity-row .col-tool", (t) => same(t, ["status", "status"]));
         expectEqual(await s.texts(".activity-row .col-decision"), ["observed", "observed"], "decisions");
-        const epochs = await s.attributes(".activity-row .col-epoch code", "title");
+        const epochs = await s.attributes(".activity-row .col-epoch .launch", "title");
+        // Launches by number, as the Servers view says them.
+        expectEqual(await s.texts(".activity-row .col-epoch"), ["launch 2", "launch 1"], "each call's launch");
         expectEqual(epochs, [epochB, epochA], "each call's epoch, newest first");
+      });
+    } finally {
+      agentClient?.close();
+    }
+  },
+
+  // Issue 18 item 8: labels are placed by their width as the webview draws them (measured in
+  // it, not estimated from their characters), so on a busy lane no two overlap.
+  async "timeline: on a busy lane no two labels overlap, as the webview draws them"({ home }) {
+    addClock(home);
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        agentClient = await client(cli, home, "clock", "e2e-agent");
+        // A tool the server lacks is refused at once, nobody asked (unknown_tool): a refusal
+        // mark with its code for a label. Unevenly spaced, so that labels crowd each other.
+        const gaps = [0, 150, 400, 150, 900, 300, 150, 600, 250, 1200, 150, 450, 100, 700];
+        for (const gap of gaps) {
+          await sleep(gap);
+          const refused = (await agentClient.call("no_such_tool", {}, 15_000)).result;
+          expectEqual(refused?.structuredContent?.error, "unknown_tool", "a call to a tool the server lacks");
+        }
+        await s.click(".tab-timeline");
+        await s.waitForAttributes(".timeline .lane .mark-refusal", "data-seq", (t) => t.length === gaps.length, 15_000);
+        const labels = await s.execute(`return [...document.querySelectorAll(".timeline .timeline-svg:not(.measure-probe) text.mark-label, .timeline .timeline-svg:not(.measure-probe) text.band-label, .timeline .timeline-svg:not(.measure-probe) text.tick-label")].map((t) => {
+          const r = t.getBoundingClientRect();
+          return { text: t.textContent, lane: t.closest(".lane")?.getAttribute("data-lane") ?? "axis", x0: r.left, x1: r.right, y0: r.top, y1: r.bottom };
+        });`);
+        const codes = labels.filter((l) => l.text === "unknown_tool");
+        if (codes.length < 2) throw new Error(`a busy lane writes more than one code: ${JSON.stringify(labels)}`);
+        if (codes.length === gaps.length) throw new Error(`crowded codes are left out: ${JSON.stringify(codes)}`);
+        for (const [i, a] of labels.entries()) {
+          for (const b of labels.slice(i + 1)) {
+            if (a.lane !== b.lane) continue;
+            if (a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1) throw new Error(`labels overlap as drawn: ${JSON.stringify(a)} and ${JSON.stringify(b)}`);
+          }
+        }
       });
     } finally {
       agentClient?.close();
@@ -807,20 +847,31 @@ const scenarios = {
         const agents = await s.waitForTexts(".activity-row .col-agent", (t) => t.length === 3);
         for (const a of agents) expectIncludes(a, "e2e-agent 2.1.3", "each row's agent");
         const how = await s.texts(".activity-row .col-how");
-        expectEqual(how[0], "you denied it", "the denied call");
+        // Where you answered, from the audit log: the approval window, both times.
+        expectEqual(how[0], "you denied it in the approval window", "the denied call");
         expectEqual(how[1], "your grant · 15 min", "the call the grant covered");
-        if (!/^your grant · 15 min · you approved after \d+(\.\d)? (ms|s)$/.test(how[2])) throw new Error(`the call you approved: got ${JSON.stringify(how[2])}`);
+        if (!/^your grant · 15 min · you approved in the approval window after \d+(\.\d)? (ms|s)$/.test(how[2])) throw new Error(`the call you approved: got ${JSON.stringify(how[2])}`);
+        // The table fits the window: it scrolls sideways inside its own box (whose scrollbar is
+        // on screen), never the page, and the live session card shows the same number.
+        const fit = await s.execute(`const box = document.querySelector(".activity-rows").getBoundingClientRect();
+          return { page: document.documentElement.scrollWidth, width: innerWidth, right: box.right, box: box.height, height: innerHeight };`);
+        if (fit.page > fit.width || fit.right > fit.width || fit.box > fit.height) throw new Error(`the Activity table does not fit the window: ${JSON.stringify(fit)}`);
         const sessions = await s.texts(".activity-row .col-session");
         expectEqual(new Set(sessions).size, 1, "one session number for the three rows");
+        // The live session's card on the Overview says the same number.
+        await s.click(".tab-overview");
+        await s.waitForTexts(".session .session-number", (t) => same(t, [`session ${sessions[0]}`]), 15_000);
+        await s.click(".tab-activity");
+        await s.waitForTexts(".activity-row .col-agent", (t) => t.length === 3);
 
         // Quick filter: the calls you were asked about.
         await s.click(".quick-asked");
-        await s.waitForTexts(".activity-row .col-how", (t) => t.length === 2 && t[0] === "you denied it");
+        await s.waitForTexts(".activity-row .col-how", (t) => t.length === 2 && t[0] === "you denied it in the approval window");
         expectEqual(await s.attributes(".quick-asked", "aria-pressed"), ["true"], "the chip is pressed");
         // A row's record leads with a sentence, even before it is unfolded.
         await s.execute("document.querySelector('.activity-row:last-child').dispatchEvent(new MouseEvent('click', { bubbles: true }))");
         const [sentence] = await s.waitForTexts(".activity .entry .entry-summary", (t) => t.length === 1);
-        if (!/^e2e-agent 2\.1\.3 called now on clock \(launch .+\), allowed by your grant · 15 min \(you approved after .+\); it returned after .+\.$/.test(sentence)) {
+        if (!/^e2e-agent 2\.1\.3 called now on clock \(launch .+\), allowed by your grant · 15 min \(you approved in the approval window after .+\); it returned after .+\.$/.test(sentence)) {
           throw new Error(`the record's sentence: got ${JSON.stringify(sentence)}`);
         }
         await s.waitForTexts(".quick-agent", (t) => same(t, [`This agent: e2e-agent 2.1.3 (session ${sessions[0]})`]));

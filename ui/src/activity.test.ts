@@ -15,6 +15,7 @@ function row(seq: number, fields: Partial<ActivityRow> = {}): ActivityRow {
     session: 3,
     server: "deploy",
     epoch: "01JQ7RA0B6G5X3T1M2N4P6R8SV",
+    launch: null,
     tool: "deploy",
     call: String(seq),
     decision: "allowed",
@@ -52,7 +53,7 @@ function setup(answer: (f: ActivityFilter) => ActivityRow[] = (f) => page(f.befo
 describe("the Activity feed", () => {
   it("shows the newest page of calls, one row each", async () => {
     const { view, filters } = setup(() => [
-      row(12, { tool: "deploy", decision: "authorization_stale", outcome: "refused", durationMs: null }),
+      row(12, { tool: "deploy", decision: "authorization_stale", outcome: "refused", durationMs: null, launch: 7 }),
       row(11, { tool: "status", decision: "observed", outcome: null, epoch: null }),
       row(10),
     ]);
@@ -63,7 +64,11 @@ describe("the Activity feed", () => {
     expect(all(document.body, ".activity-row .col-tool")).toEqual(["deploy", "status", "deploy"]);
     expect(all(document.body, ".activity-row .col-decision")).toEqual(["authorization_stale", "observed", "allowed"]);
     expect(all(document.body, ".activity-row .col-outcome")).toEqual(["refused", "pending", "ok"]);
-    expect(all(document.body, ".activity-row .col-epoch")).toEqual(["01JQ7R…R8SV", "—", "01JQ7R…R8SV"]);
+    // Launches by number, as the Servers view says them; the epoch itself in the title (a row
+    // whose launch the journal could not number shows its epoch short).
+    expect(all(document.body, ".activity-row .col-epoch")).toEqual(["launch 7", "—", "launch 01JQ7R…R8SV"]);
+    expect(document.querySelector(".activity-row .col-epoch .launch")!.getAttribute("title")).toBe("01JQ7RA0B6G5X3T1M2N4P6R8SV");
+    expect(all(document.body, "thead th")[4]).toBe("launch");
     expect([...document.querySelectorAll(".activity-row")].map((r) => r.className)).toEqual(["activity-row tone-bad", "activity-row tone-idle", "activity-row tone-ok"]);
     expect(all(document.body, ".activity-row .col-took")).toEqual(["", "12 ms", "12 ms"]);
   });
@@ -166,9 +171,10 @@ describe("the Activity feed", () => {
 
   it("says who called and how each call was allowed, in words", async () => {
     const { view } = setup(() => [
-      row(14, { decision: "approval_denied", outcome: "refused", authority: null, grant: null, durationMs: null, asked: { approval: "A2", requested: T0, answered: T0 + 3000, answer: "denied" } }),
+      row(14, { decision: "approval_denied", outcome: "refused", authority: null, grant: null, durationMs: null, asked: { approval: "A2", requested: T0, answered: T0 + 3000, answer: "denied", by: "terminal" } }),
       row(13, { decision: "observed", authority: "observed", grant: null, agent: { client: null, process: "bash -> codex -> postern (pid 77)", cwd: null } }),
-      row(12, { grant: { grant: "G1", end: { kind: "thisCallOnly", call: "01JQCALL" }, issued: T0 }, asked: { approval: "A1", requested: T0, answered: T0 + 12_000, answer: "granted" } }),
+      row(12, { grant: { grant: "G1", end: { kind: "thisCallOnly", call: "01JQCALL" }, issued: T0 }, asked: { approval: "A1", requested: T0, answered: T0 + 12_000, answer: "granted", by: "window" } }),
+      row(111, { grant: { grant: "G0", end: { kind: "thisCallOnly", call: "01JQCALL0" }, issued: T0 }, asked: { approval: "A0", requested: T0, answered: T0 + 5_000, answer: "granted", by: null } }),
       row(11, { grant: { grant: "G2", end: { kind: "untilRunEnds" }, issued: T0 } }),
       row(10),
       row(9, { decision: "catalog_stale", outcome: "refused", authority: null, grant: null, agent: { client: null, process: null, cwd: null } }),
@@ -183,19 +189,22 @@ describe("the Activity feed", () => {
       "claude-code 2.1.3 in shop",
       "claude-code 2.1.3 in shop",
       "claude-code 2.1.3 in shop",
+      "claude-code 2.1.3 in shop",
       "an unnamed agent",
       "claude-code 2.1.3 in shop",
     ]);
     expect(all(document.body, ".activity-row .col-how")).toEqual([
-      "you denied it",
+      "you denied it on a terminal",
       "observe mode (nobody asked)",
-      "your grant · this call · you approved after 12 s",
+      "your grant · this call · you approved in the approval window after 12 s",
+      // An answer recorded before the log kept where it was given.
+      "your grant · this call · you approved after 5.0 s",
       "your grant · until the run ends",
       "your grant · 15 min",
       "the tool changed since the agent listed it",
       "allowed (how was not journaled: rebuild the journals to see)",
     ]);
-    expect(all(document.body, "thead th")).toEqual(["time", "session", "agent", "server", "epoch", "tool", "decision", "allowed how", "outcome", "took"]);
+    expect(all(document.body, "thead th")).toEqual(["time", "session", "agent", "server", "launch", "tool", "decision", "allowed how", "outcome", "took"]);
     expect(document.querySelector(".activity-row .col-session")!.getAttribute("title")).toBe("session 3");
   });
 
@@ -234,6 +243,14 @@ describe("the Activity feed", () => {
     chip("agent")!.click();
     await vi.advanceTimersByTimeAsync(0);
     expect(filters.at(-1)).toMatchObject({ session: null, decision: "asked", server: "deploy" });
+  });
+
+  it("shows the time of day, and the date only for another day", () => {
+    const today = rowsTable([row(1)], () => {}, T0 + 3_600_000);
+    expect(text(today.querySelector(".col-when"))).toBe("14:00:01");
+    expect(today.querySelector(".col-when code")!.getAttribute("title")).toBe("2026-11-29 14:00:01.000");
+    const later = rowsTable([row(1)], () => {}, T0 + 2 * 86_400_000);
+    expect(text(later.querySelector(".col-when"))).toBe("2026-11-29 14:00:01");
   });
 
   it("renders rows as text, never markup", () => {

@@ -9,7 +9,7 @@ import { message } from "./api";
 import type { ActivityFilter, ActivityRow } from "./bindings";
 import { h } from "./dom";
 import type { EntryPanel } from "./entry";
-import { shortEpoch } from "./format";
+import { launchName } from "./format";
 import { agentWords, allowedHow, askedWords, dirWords, sessionName } from "./journal-words";
 import { stamp } from "./timeline-layout";
 
@@ -232,9 +232,13 @@ export function activityView(api: Pick<JournalApi, "activity">, entry: EntryPane
   };
 }
 
-/** The rows as a table (pure, apart from the click handler). */
-export function rowsTable(rows: ActivityRow[], open: (row: ActivityRow) => void = () => {}): HTMLElement {
-  const head = h("tr", {}, ...["time", "session", "agent", "server", "epoch", "tool", "decision", "allowed how", "outcome", "took"].map((t) => h("th", { scope: "col" }, t)));
+/**
+ * The rows as a table (pure, apart from the click handler): the time of day (the date too when
+ * it is not `nowMs`'s day), launches by number (the epoch in the title). The table scrolls
+ * sideways inside its own box, its time column kept in view.
+ */
+export function rowsTable(rows: ActivityRow[], open: (row: ActivityRow) => void = () => {}, nowMs: number = Date.now()): HTMLElement {
+  const head = h("tr", {}, ...["time", "session", "agent", "server", "launch", "tool", "decision", "allowed how", "outcome", "took"].map((t) => h("th", { scope: "col" }, t)));
   const body = rows.map((r) => {
     const tone = decisionTone(r.decision);
     const dir = dirWords(r.agent.cwd);
@@ -242,7 +246,7 @@ export function rowsTable(rows: ActivityRow[], open: (row: ActivityRow) => void 
     const tr = h(
       "tr",
       { class: `activity-row tone-${tone}`, "data-seq": String(r.seq), tabindex: "0", title: `Open audit record #${r.seq}` },
-      h("td", "col-when", h("code", {}, stamp(r.time).slice(0, 19))),
+      h("td", "col-when", h("code", { title: stamp(r.time) }, whenWords(r.time, nowMs))),
       h("td", { class: "col-session", title: sessionName(r.session) }, String(r.session)),
       h(
         "td",
@@ -251,7 +255,7 @@ export function rowsTable(rows: ActivityRow[], open: (row: ActivityRow) => void 
         dir === null ? null : h("span", "agent-dir muted", ` in ${dir}`),
       ),
       h("td", "col-server", r.server),
-      h("td", "col-epoch", r.epoch === null ? h("span", "muted", "—") : h("code", { title: r.epoch }, shortEpoch(r.epoch))),
+      h("td", "col-epoch", r.epoch === null ? h("span", "muted", "—") : h("span", { class: "launch", title: r.epoch, "data-epoch": r.epoch }, launchName(r.launch, r.epoch))),
       h("td", "col-tool", h("code", {}, r.tool)),
       h("td", "col-decision", h("span", `badge badge-${tone}`, r.decision)),
       h("td", { class: "col-how", title: r.grant === null ? "" : `grant ${r.grant.grant}` }, allowedHow(r), asked === null || r.decision === "approval_denied" ? null : h("span", "how-asked muted", ` · ${asked}`)),
@@ -265,6 +269,12 @@ export function rowsTable(rows: ActivityRow[], open: (row: ActivityRow) => void 
     return tr;
   });
   return h("table", "activity-table", h("thead", {}, head), h("tbody", {}, ...body));
+}
+
+/** "17:25:47" today, "2026-12-01 17:25:47" another day. */
+function whenWords(t: number, nowMs: number): string {
+  const full = stamp(t).slice(0, 19);
+  return new Date(t).toDateString() === new Date(nowMs).toDateString() ? full.slice(11) : full;
 }
 
 function decisionTone(decision: string): "ok" | "warn" | "bad" | "idle" {

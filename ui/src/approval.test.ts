@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 
-import type { AgentIdentity, ApprovalCard, Argument, EpochView, IdentitySince, ToolView, UntrustedHints } from "./approval-card";
+import type { AgentIdentity, ApprovalCard, Argument, EpochView, IdentitySince, ToolView, RiskLine, UntrustedHints } from "./approval-card";
 import { allowWith, argumentName, calmLine, cardView, countdown, coverage, lifetimeLabel, narrowest, renderApprovals, RISKS_SHOWN, tick, type ApprovalHandlers, type ApprovalsState } from "./approval";
 import type { Approval } from "./bindings";
 import { clock, shortEpoch } from "./format";
@@ -148,7 +148,9 @@ describe("an approval card", () => {
 
   it("says a new working directory as a change of context, not of code", () => {
     const since: IdentitySince = { kind: "changed", approvedEpoch: card.epoch.epoch, changedArtifacts: [], changedFacts: ["workingDirectory"] };
-    const root = showWindow(withCard({ epoch: { ...card.epoch, since } }));
+    // The domain's risk lines say what kind of change it is (crates/domain/src/decision/risk.rs).
+    const context: RiskLine = { kind: "contextChanged", severity: "caution", text: "It was started in another working directory than last time.", facts: ["workingDirectory"] };
+    const root = showWindow(withCard({ epoch: { ...card.epoch, since }, risks: [context] }));
 
     expect(text(root.querySelector(".since-changed .callout-title"))).toContain("The same code, started in another context");
     expect(root.querySelector(".since-changed")?.classList.contains("callout-warn")).toBe(false);

@@ -13,7 +13,7 @@ import type { Approval } from "./bindings";
 import { h, icon, mark, type Child } from "./dom";
 import { clock, commandLine, launchLine, shortDigest, shortEpoch } from "./format";
 import { pinBadge, pinNote } from "./pinning";
-import { passphraseField } from "./proof";
+import { passphraseField, systemAuthButton } from "./proof";
 
 /** What the approval window shows. */
 export type ApprovalsState = {
@@ -31,6 +31,8 @@ export type ApprovalsState = {
   choice: number;
   /** Whether the forensic details are open. */
   details: boolean;
+  /** The OS authentication the engine can ask instead of the passphrase, or `null`. */
+  systemAuth?: string | null;
   /**
    * Until when (unix ms) a plain Allow needs no passphrase: the person typed it a moment ago and
    * the plain-click setting is on. `null` (or absent, or past): every Allow needs it.
@@ -40,7 +42,8 @@ export type ApprovalsState = {
 
 /** What the window's controls do. */
 export interface ApprovalHandlers {
-  answer(reply: Reply): void;
+  /** `system`: prove with the OS's own authentication instead of the passphrase. */
+  answer(reply: Reply, system?: boolean): void;
   /** Shows the previous (-1) or next (+1) request. */
   move(delta: number): void;
   /** Chooses the lifetime at `index` of the card's choices. */
@@ -258,7 +261,7 @@ function serverFacts(card: ApprovalCard, nowMs: number): HTMLElement {
       ["command", h("code", "command", commandLine(e.launchCommand))],
     ]),
     pinNote(e.pinning),
-    sinceView(e.since),
+    sinceView(e.since, card.risks),
   );
 }
 
@@ -270,7 +273,12 @@ const FACTS: Record<string, string> = {
   envNames: "the environment's variable names",
 };
 
-function sinceView(since: IdentitySince): HTMLElement {
+/**
+ * What changed in the launch since the approved one. Whether it is a change of code or only of
+ * context is the domain's call (its risk lines: `codeChanged` or only `contextChanged`, from
+ * crates/domain/src/decision/risk.rs), never a list of facts kept here as well.
+ */
+function sinceView(since: IdentitySince, risks: readonly RiskLine[]): HTMLElement {
   switch (since.kind) {
     case "firstApproval":
       return h("p", "since since-first muted", "No launch of this server was approved before.");
@@ -279,7 +287,7 @@ function sinceView(since: IdentitySince): HTMLElement {
     case "unchanged":
       return h("p", "since since-unchanged muted", "A new launch of the same code as the approved epoch ", h("code", { title: since.approvedEpoch }, shortEpoch(since.approvedEpoch)), ".");
     case "changed": {
-      const code = since.changedArtifacts.length > 0 || since.changedFacts.some((f) => !CONTEXT.includes(f));
+      const code = risks.some((r) => r.kind === "codeChanged");
       return h(
         "div",
         { class: `callout since since-changed${code ? " callout-warn" : ""}`, role: "note" },
@@ -297,9 +305,6 @@ function sinceView(since: IdentitySince): HTMLElement {
     }
   }
 }
-
-/** Facts that change where a launch runs, not what code runs. */
-const CONTEXT = ["workingDirectory", "envNames"];
 
 function catalogFacts(approval: Approval): HTMLElement {
   const c = approval.card.catalog;
@@ -479,6 +484,9 @@ function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers,
         }),
       ),
     ),
+    state.systemAuth === null || state.systemAuth === undefined
+      ? null
+      : h("div", "decide-system", systemAuthButton(() => on.answer(allowWith(card, state.choice), true), disabled)),
     h("p", "keys muted small", card.choices.length === 0 ? "Enter allows · Esc denies" : `1–${card.choices.length} how long · Enter allows · Esc denies`, " · ← → other requests"),
   );
 }

@@ -79,6 +79,36 @@ describe("the approval window", () => {
     stop = approvalsWindow(root, source, { armMs: 600, now: () => Date.now() });
   };
 
+  it("offers system authentication only when the engine has it, and sends that proof instead of what is typed", async () => {
+    vi.setSystemTime(ASKED);
+    const plain = fakeSource([request("A")]);
+    open(plain.source);
+    await vi.advanceTimersByTimeAsync(600);
+    expect(root.querySelector(".system-auth")).toBeNull();
+    stop();
+
+    const fake = fakeSource([request("A")]);
+    fake.source.systemAuth = vi.fn(async () => "polkit");
+    open(fake.source);
+    await vi.advanceTimersByTimeAsync(0);
+    const system = () => root.querySelector<HTMLButtonElement>(".system-auth")!;
+    expect(text(system())).toBe("Use system authentication");
+    expect(system().disabled).toBe(true);
+    await vi.advanceTimersByTimeAsync(600);
+
+    fake.refuse("system authentication failed; the next try is allowed in 1 s", "os_auth_denied");
+    typePassphrase(root, "typed, then not sent");
+    system().click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(text(root.querySelector(".answer-error"))).toBe("system authentication failed; the next try is allowed in 1 s");
+    expect(field(root).value).toBe("");
+    expect(document.body.innerHTML).not.toContain("typed, then not sent");
+
+    system().click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(fake.answers).toEqual([["A", { reply: "approve", choice: { end: "thisCall" } }, { system: true }]]);
+  });
+
   it("focuses the narrowest lifetime, arms the card after a moment, and Enter takes the person to the passphrase, then allows", async () => {
     vi.setSystemTime(ASKED);
     const fake = fakeSource([request("A")]);

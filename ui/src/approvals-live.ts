@@ -22,7 +22,7 @@
 import type { Reply } from "./approval-card";
 import { allowWith, renderApprovals, tick, type ApprovalsState } from "./approval";
 import type { Approval, Chosen, Proof } from "./bindings";
-import { isProofRefusal, passphraseField, takeProof } from "./proof";
+import { isProofRefusal, passphraseField, SYSTEM_PROOF, takeProof } from "./proof";
 
 /** Where the queue comes from and where answers go (src/ipc.ts in the app; a fake in tests). */
 export interface ApprovalSource {
@@ -36,6 +36,8 @@ export interface ApprovalSource {
   onFocus?(onChosen: (chosen: Chosen) => void): Promise<() => void>;
   /** Resizes the window (CSS pixels). */
   fit?(width: number, height: number): Promise<void>;
+  /** The OS authentication the engine can ask (status `systemAuth`), or `null`. */
+  systemAuth?(): Promise<string | null>;
   /** Until when (unix ms) a plain Allow needs no passphrase (`null`: every one needs it). */
   clicksUntil?(): Promise<number | null>;
   lock(): Promise<void>;
@@ -68,6 +70,8 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   let choice = 0;
   // Whether the details are open: the window remembers it across cards and launches.
   let details = readDetails();
+  // Whether the engine can ask the OS instead of the passphrase (asked again at each refresh).
+  let systemAuth: string | null = null;
   // The window's one passphrase field, mounted by every render: what is typed survives them.
   const passphrase = passphraseField();
   // Until when a plain Allow needs no passphrase (the engine's word, fetched with the queue).
@@ -82,8 +86,8 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
 
   const render = (): void => {
     if (stopped) return;
-    const state: ApprovalsState = { queue, index: index(), armed: armedId !== null && armedId === currentId, busy, error, choice, details, clicksUntil };
-    const key = JSON.stringify([queue.map((a) => a.card.id), state.index, state.armed, busy, error, choice, details, clicks() ? clicksUntil : null]);
+    const state: ApprovalsState = { queue, index: index(), armed: armedId !== null && armedId === currentId, busy, error, choice, details, clicksUntil, systemAuth };
+    const key = JSON.stringify([queue.map((a) => a.card.id), state.index, state.armed, busy, error, choice, details, clicks() ? clicksUntil : null, systemAuth]);
     if (key === shownKey) return;
     shownKey = key;
     // Keep the focused button focused across a re-render of the same card.
@@ -161,6 +165,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   const refresh = async (): Promise<void> => {
     try {
       if (source.clicksUntil !== undefined) clicksUntil = await source.clicksUntil();
+      if (source.systemAuth !== undefined) systemAuth = await source.systemAuth();
       update(await source.fetch());
     } catch (err) {
       console.warn("cannot read the approval queue:", err);
@@ -175,11 +180,13 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     show(chosen.id);
   };
 
-  function answer(reply: Reply): void {
+  function answer(reply: Reply, system = false): void {
     const id = currentId;
     if (id === null || busy || armedId !== id) return;
-    // The field is emptied as any answer goes; only an approval carries what it held.
-    const proof = takeProof(passphrase);
+    // The field is emptied as any answer goes; only an approval carries what it held (or,
+    // with system authentication, the request that the OS ask the person).
+    const typed = takeProof(passphrase);
+    const proof = system ? SYSTEM_PROOF : typed;
     if (reply.reply === "approve" && proof === null && !clicks()) {
       error = "Type your Postern passphrase to approve.";
       render();

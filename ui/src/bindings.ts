@@ -26,7 +26,12 @@ audit: AuditStatus,
 /**
  * The gate: the vault lock, waiting approvals, settings.
  */
-gate: GateStatus, };
+gate: GateStatus, 
+/**
+ * The OS authentication that stands in for the passphrase while the vault is unlocked
+ * (`polkit`, `LocalAuthentication`), when this machine offers it.
+ */
+systemAuth: string | null, };
 
 export type ServerStatus = { 
 /**
@@ -68,6 +73,12 @@ export type SessionStatus = {
  * The session's id, unique within this engine's run.
  */
 id: string, 
+/**
+ * Its journal id: the session number Activity, the timeline and `postern sessions`
+ * show ("session 27"); `null` until its first record is committed, or while the audit
+ * log is not written.
+ */
+journal: number | null, 
 /**
  * The server label the agent asked for.
  */
@@ -697,7 +708,12 @@ answer: string | null,
 /**
  * The answer's audit record.
  */
-answerSeq: number | null, };
+answerSeq: number | null, 
+/**
+ * Where the person answered: `window`, `tray`, `terminal`; `null` when nobody did, or
+ * the record predates it.
+ */
+by: string | null, };
 
 export type ActivityFilter = { 
 /**
@@ -759,6 +775,11 @@ server: string,
  * The epoch it ran (or was refused) under.
  */
 epoch: string | null, 
+/**
+ * Which launch of its server that epoch is ("launch 7", as the Servers view numbers
+ * it); `null` without an epoch.
+ */
+launch: number | null, 
 /**
  * The tool.
  */
@@ -843,7 +864,12 @@ answered: number | null,
 /**
  * `granted`, `denied` or `expired`.
  */
-answer: string | null, };
+answer: string | null, 
+/**
+ * Where the person answered: `window` (the approval window), `tray`, `terminal` (the
+ * CLI); `null` when nobody did, and for answers recorded before the log kept it.
+ */
+by: string | null, };
 
 export type SessionFilter = { 
 /**
@@ -1113,7 +1139,11 @@ export type Proof = {
 /**
  * The Postern passphrase.
  */
-passphrase: string, };
+passphrase?: string, 
+/**
+ * Ask the OS to authenticate the person instead.
+ */
+system?: boolean, };
 
 export type CommandError = { 
 /**
@@ -1125,7 +1155,7 @@ code: ErrorCode,
  */
 message: string, };
 
-export type ErrorCode = "no_engine" | "not_open" | "unacceptable" | "bad_request" | "settings_refused" | "refused" | "failed" | "proof_required" | "passphrase_wrong" | "proof_backoff" | "passphrase_not_set" | "passphrase_already_set" | "passphrase_too_short" | "vault_key_replaced";
+export type ErrorCode = "no_engine" | "not_open" | "unacceptable" | "bad_request" | "settings_refused" | "refused" | "failed" | "proof_required" | "passphrase_wrong" | "proof_backoff" | "passphrase_not_set" | "passphrase_already_set" | "passphrase_too_short" | "vault_key_replaced" | "os_auth_needs_passphrase" | "os_auth_unavailable" | "os_auth_no_agent" | "os_auth_dismissed" | "os_auth_denied";
 
 // From src-tauri/src/servers.rs and postern_engine::import: servers from the window.
 

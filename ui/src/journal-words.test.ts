@@ -15,6 +15,7 @@ function call(fields: Partial<ActivityRow> = {}): ActivityRow {
     session: 27,
     server: "ci",
     epoch: EPOCH,
+    launch: null,
     tool: "deploy",
     call: "7",
     decision: "allowed",
@@ -76,19 +77,27 @@ describe("the journals in words", () => {
 describe("an audit record's sentence", () => {
   it("says who called what, under which launch, allowed how, and how it ended", () => {
     expect(entrySentence(entry())).toBe("claude-code 2.1.3 called deploy on ci (launch 01JQ7R…R8SV), allowed by your grant · 15 min; it returned an error after 1.2 s.");
-    const asked = call({ asked: { approval: "A", requested: T0 - 12_000, answered: T0, answer: "granted" }, outcome: "ok", durationMs: 30 });
+    const asked = call({ asked: { approval: "A", requested: T0 - 12_000, answered: T0, answer: "granted", by: "terminal" }, outcome: "ok", durationMs: 30 });
     expect(entrySentence(entry({ call: asked }))).toBe(
-      "claude-code 2.1.3 called deploy on ci (launch 01JQ7R…R8SV), allowed by your grant · 15 min (you approved after 12 s); it returned after 30 ms.",
+      "claude-code 2.1.3 called deploy on ci (launch 01JQ7R…R8SV), allowed by your grant · 15 min (you approved on a terminal after 12 s); it returned after 30 ms.",
     );
-    const refused = call({ decision: "approval_timeout", outcome: "refused", authority: null, grant: null, durationMs: null, asked: { approval: "A", requested: T0 - 120_000, answered: T0, answer: "expired" } });
+    const denied = call({ decision: "approval_denied", outcome: "refused", authority: null, grant: null, durationMs: null, asked: { approval: "A", requested: T0 - 3_000, answered: T0, answer: "denied", by: "tray" } });
+    expect(entrySentence(entry({ call: denied }))).toBe("claude-code 2.1.3 called deploy on ci (launch 01JQ7R…R8SV); refused: you denied it from the tray (it waited 3.0 s for you).");
+    const refused = call({ decision: "approval_timeout", outcome: "refused", authority: null, grant: null, durationMs: null, asked: { approval: "A", requested: T0 - 120_000, answered: T0, answer: "expired", by: null } });
     expect(entrySentence(entry({ call: refused }))).toBe("claude-code 2.1.3 called deploy on ci (launch 01JQ7R…R8SV); refused: nobody answered in time (it waited 2 min for you).");
     expect(entrySentence(entry({ call: call({ outcome: null, durationMs: null }) }))).toContain("no result is on record");
+    // A launch the journal numbers is said by its number, as everywhere else.
+    expect(entrySentence(entry({ call: call({ launch: 7 }) }))).toMatch(/^claude-code 2\.1\.3 called deploy on ci \(launch 7\), allowed/);
   });
 
   it("says what other records are about, naming the agent of their session", () => {
     const opened = (kind: string, event: Record<string, unknown>) => entry({ kind, call: null, body: { state: "opened", event: { type: kind, session: 1, ...event } } });
     expect(entrySentence(opened("approval_requested", { tool: "deploy", server: "ci" }))).toBe("claude-code 2.1.3 asked you to approve deploy on ci.");
     expect(entrySentence(opened("server_replaced", { reason: "restart" }))).toBe("ci moved to a new launch for claude-code 2.1.3: restart.");
+    expect(entrySentence(opened("approval_granted", { by: "window" }))).toBe("You approved a request of claude-code 2.1.3 in the approval window.");
+    expect(entrySentence(opened("approval_denied", { by: "terminal" }))).toBe("You denied a request of claude-code 2.1.3 on a terminal.");
+    // A record from before the log kept where: just "you".
+    expect(entrySentence(opened("approval_granted", {}))).toBe("You approved a request of claude-code 2.1.3.");
     expect(entrySentence(entry({ kind: "vault_unlocked", call: null, session: null }))).toBeNull();
   });
 

@@ -4,7 +4,7 @@
 // "observe mode"), why one was refused, and one sentence for an audit record. Pure.
 
 import type { ActivityRow, AgentName, AuditEntry, CallAsked, CallGrant } from "./bindings";
-import { shortEpoch } from "./format";
+import { launchName } from "./format";
 
 /** A session as the app names it everywhere: "session 27" (its journal id). */
 export function sessionName(id: number): string {
@@ -44,8 +44,11 @@ export function lifetimeWords(grant: CallGrant): string {
  * On what authority a call went, or why it was refused, in words: "your grant · 15 min",
  * "observe mode", "you denied it", "its grant was for an older launch".
  */
-export function allowedHow(row: Pick<ActivityRow, "decision" | "authority" | "grant" | "outcome">): string {
-  if (row.outcome === "refused") return refusalWords(row.decision);
+export function allowedHow(row: Pick<ActivityRow, "decision" | "authority" | "grant" | "outcome"> & { asked?: CallAsked | null }): string {
+  if (row.outcome === "refused") {
+    const where = answeredWhere(row.asked?.by);
+    return row.decision === "approval_denied" && where !== null ? `you denied it ${where}` : refusalWords(row.decision);
+  }
   if (row.decision === "no_intent") return "no decision on record (a result without its intent)";
   if (row.decision === "observed" || row.authority === "observed") return "observe mode (nobody asked)";
   if (row.authority === "admitted") return "the run you admitted";
@@ -53,21 +56,39 @@ export function allowedHow(row: Pick<ActivityRow, "decision" | "authority" | "gr
   return "allowed (how was not journaled: rebuild the journals to see)";
 }
 
-/** Who decided, when a person was asked: "you approved after 12 s", "you denied after 3 s", "nobody answered (2 min)". */
+/**
+ * Who decided, when a person was asked, and where: "you approved in the approval window after
+ * 12 s", "you denied on a terminal after 3 s", "nobody answered (2 min)"; an answer recorded
+ * before the log kept where is just "you approved after 12 s".
+ */
 export function askedWords(asked: CallAsked | null): string | null {
   if (asked === null) return null;
   const waited = asked.answered === null ? null : span(asked.answered - asked.requested);
+  const where = answeredWhere(asked.by);
+  const you = (verb: string): string => `you ${verb}${where === null ? "" : ` ${where}`} after ${waited}`;
   switch (asked.answer) {
     case "granted":
-      return `you approved after ${waited}`;
+      return you("approved");
     case "denied":
-      return `you denied after ${waited}`;
+      return you("denied");
     case "expired":
       return `nobody answered (${waited})`;
     default:
       return "asked you; no answer on record";
   }
 }
+
+/** Where a person answered an approval request ("in the approval window", "from the tray", "on a terminal"); `null`: not on record. */
+export function answeredWhere(by: string | null | undefined): string | null {
+  if (by === null || by === undefined) return null;
+  return CHANNELS[by] ?? `by ${by}`;
+}
+
+const CHANNELS: Record<string, string> = {
+  window: "in the approval window",
+  tray: "from the tray",
+  terminal: "on a terminal",
+};
 
 /** A refusal code in words (unknown codes as themselves). */
 export function refusalWords(code: string): string {
@@ -110,11 +131,11 @@ export function entrySentence(entry: AuditEntry): string | null {
   const who = entry.session === null ? null : agentWords(entry.session.agent);
   const call = entry.call;
   if (call !== null) {
-    const launch = call.epoch === null ? "" : ` (launch ${shortEpoch(call.epoch)})`;
+    const launch = call.epoch === null ? "" : ` (${launchName(call.launch, call.epoch)})`;
     const head = `${agentWords(call.agent)} called ${call.tool} on ${call.server}${launch}`;
     if (call.outcome === "refused") {
       const waited = call.asked?.answered == null ? "" : ` (it waited ${span(call.asked.answered - call.asked.requested)} for you)`;
-      return `${head}; refused: ${refusalWords(call.decision)}${waited}.`;
+      return `${head}; refused: ${allowedHow(call)}${waited}.`;
     }
     const asked = askedWords(call.asked);
     const how = `allowed by ${allowedHow(call)}${asked === null ? "" : ` (${asked})`}`;
@@ -131,9 +152,10 @@ export function entrySentence(entry: AuditEntry): string | null {
     case "approval_requested":
       return `${subject} asked you to approve ${typeof event?.tool === "string" ? event.tool : "a call"} on ${server ?? "a server"}.`;
     case "approval_granted":
-      return `You approved a request of ${subject}.`;
-    case "approval_denied":
-      return `You denied a request of ${subject}.`;
+    case "approval_denied": {
+      const where = answeredWhere(typeof event?.by === "string" ? event.by : null);
+      return `You ${entry.kind === "approval_granted" ? "approved" : "denied"} a request of ${subject}${where === null ? "" : ` ${where}`}.`;
+    }
     case "approval_expired":
       return `A request of ${subject} ended without your answer${typeof event?.reason === "string" ? `: ${event.reason}` : ""}.`;
     case "server_replaced":

@@ -66,8 +66,10 @@ const NO_ACTIONS: Actions = {
 export function live(root: HTMLElement, source: StatusSource, options: LiveOptions = {}): () => void {
   const { actions = NO_ACTIONS, apis, intervalMs = 2000, now = Date.now } = options;
   const copy = options.copy ?? ((text: string) => navigator.clipboard.writeText(text));
-  const prove = options.prove ?? proofDialog(root.ownerDocument);
   let shown: Shown = { kind: "loading" };
+  // The dialog offers system authentication when the engine last said it is available.
+  const systemAuth = (): string | null => (shown.kind === "view" && shown.view.state === "running" ? shown.view.status.systemAuth : null);
+  const prove = options.prove ?? proofDialog(root.ownerDocument, systemAuth);
   let tab: Tab = "overview";
   let actionError: string | null = null;
   let settingsNote: string | null = null;

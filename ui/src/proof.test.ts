@@ -46,6 +46,8 @@ describe("the engine's refusals", () => {
   it("are retried after a wrong passphrase or a back-off only", () => {
     expect(isProofRefusal(refusal("passphrase_wrong", "x"))).toBe(true);
     expect(isProofRefusal(refusal("proof_backoff", "x"))).toBe(true);
+    expect(isProofRefusal(refusal("os_auth_denied", "x"))).toBe(true);
+    expect(isProofRefusal(refusal("os_auth_no_agent", "x"))).toBe(true);
     expect(isProofRefusal(refusal("proof_required", "x"))).toBe(false);
     expect(isProofRefusal(new Error("x"))).toBe(false);
     expect(errorCode("text")).toBeUndefined();
@@ -54,7 +56,7 @@ describe("the engine's refusals", () => {
 
 describe("the Confirm it's you dialog", () => {
   it("asks, sends the proof to the one command, closes, and keeps nothing", async () => {
-    const run = vi.fn(async (proof: Proof) => `done with ${proof.passphrase.length} characters`);
+    const run = vi.fn(async (proof: Proof) => `done with ${proof.passphrase?.length} characters`);
     const asked = proofDialog(document)({ action: "Turn on observe mode.", detail: "Every run is admitted." }, run);
 
     expect(dialog()?.getAttribute("role")).toBe("dialog");
@@ -103,6 +105,31 @@ describe("the Confirm it's you dialog", () => {
     await confirm(PASSPHRASE);
     await expect(asked).resolves.toBe("ok");
     expect(run.mock.calls.map(([proof]) => proof.passphrase)).toEqual(["not it", "nor this", PASSPHRASE]);
+    expect(dialog()).toBeNull();
+  });
+
+  it("offers system authentication only when the engine has it, and tries again after a refusal", async () => {
+    const plain = proofDialog(document)({ action: "Unlock." }, async () => {}).catch((err: unknown) => err);
+    expect(dialog()).not.toBeNull();
+    expect(document.querySelector(".proof-dialog .system-auth")).toBeNull();
+    document.querySelector<HTMLButtonElement>(".cancel-proof")!.click();
+    expect(await plain).toBeInstanceOf(ProofCancelled);
+
+    const run = vi
+      .fn(async (_proof: Proof) => "ok")
+      .mockRejectedValueOnce(refusal("os_auth_denied", "system authentication failed; the next try is allowed in 1 s"));
+    const asked = proofDialog(document, () => "polkit")({ action: "Turn on observe mode." }, run);
+    const system = () => document.querySelector<HTMLButtonElement>(".proof-dialog .system-auth")!;
+    expect(system().textContent).toBe("Use system authentication");
+    field().value = "typed, then not used";
+    system().click();
+    await settled();
+    expect(said()?.textContent).toBe("system authentication failed; the next try is allowed in 1 s");
+    expect(leaked("typed, then not used")).toBe(false);
+
+    system().click();
+    await expect(asked).resolves.toBe("ok");
+    expect(run.mock.calls.map(([proof]) => proof)).toEqual([{ system: true }, { system: true }]);
     expect(dialog()).toBeNull();
   });
 

@@ -11,6 +11,11 @@
 //     again there;
 //   - `newPassphraseForm`: the two fields that choose a passphrase (first run) or a new one.
 //
+// Where the engine says the OS can authenticate the person (status `systemAuth`: polkit on
+// Linux, LocalAuthentication on macOS), the dialog and the approval window also offer **Use
+// system authentication**: the proof `{ system: true }`, which the engine checks by asking the
+// OS's own dialog. It stands in for the passphrase only while the vault is unlocked.
+//
 // Nothing here keeps a passphrase: not in a variable beyond the call, not in storage, not in
 // the DOM (a field's value is never rendered as an attribute or text), not in a log.
 
@@ -20,8 +25,27 @@ import { h, icon } from "./dom";
 /** The engine refuses a passphrase shorter than this (characters). */
 export const MIN_PASSPHRASE = 8;
 
-/** The refusals after which the person types the passphrase again (the message says when). */
-const RETRY_CODES = new Set(["passphrase_wrong", "proof_backoff"]);
+/** The refusals after which the person tries again (the message says when, or what instead). */
+const RETRY_CODES = new Set([
+  "passphrase_wrong",
+  "proof_backoff",
+  "os_auth_denied",
+  "os_auth_dismissed",
+  "os_auth_no_agent",
+  "os_auth_unavailable",
+  "os_auth_needs_passphrase",
+]);
+
+/** The proof that asks the OS to authenticate the person instead of a passphrase. */
+export const SYSTEM_PROOF: Proof = { system: true };
+
+/** The button that proves with the OS's own authentication. */
+export function systemAuthButton(onClick: () => void, disabled = false): HTMLButtonElement {
+  const b = h("button", { type: "button", class: "system-auth", title: "Your login password or fingerprint, asked by the system" }, "Use system authentication") as HTMLButtonElement;
+  b.disabled = disabled;
+  b.addEventListener("click", onClick);
+  return b;
+}
 
 /** The stable code of a failed call (src/ipc.ts puts the engine's `CommandError.code` on it). */
 export function errorCode(err: unknown): string | undefined {
@@ -75,8 +99,12 @@ export interface ProofAsk {
  */
 export type Prove = <T>(ask: ProofAsk, run: (proof: Proof) => Promise<T>) => Promise<T>;
 
-/** The "Confirm it's you" dialog, mounted on `doc`'s body while it asks (one at a time). */
-export function proofDialog(doc: Document = document): Prove {
+/**
+ * The "Confirm it's you" dialog, mounted on `doc`'s body while it asks (one at a time).
+ * `systemAuth` says, when the dialog opens, whether the OS can authenticate the person
+ * (a name, or `null`): then the dialog offers that beside the passphrase.
+ */
+export function proofDialog(doc: Document = document, systemAuth: () => string | null = () => null): Prove {
   let closeOpen: (() => void) | null = null;
   return <T>(ask: ProofAsk, run: (proof: Proof) => Promise<T>): Promise<T> =>
     new Promise<T>((resolve, reject) => {
@@ -87,12 +115,13 @@ export function proofDialog(doc: Document = document): Prove {
       status.hidden = true;
       const prove = h("button", { type: "submit", class: "prove primary" }, "Confirm") as HTMLButtonElement;
       const cancel = h("button", { type: "button", class: "cancel-proof" }, "Cancel") as HTMLButtonElement;
+      const system = systemAuth() === null ? null : systemAuthButton(() => send(SYSTEM_PROOF));
       const form = h(
         "form",
         { class: "proof-form", autocomplete: "off" },
         h("label", "field proof-field", h("span", "field-title", "Postern passphrase"), field),
         status,
-        h("div", "proof-actions", cancel, prove),
+        h("div", "proof-actions", system, cancel, prove),
       ) as HTMLFormElement;
       const dialog = h(
         "div",
@@ -127,18 +156,13 @@ export function proofDialog(doc: Document = document): Prove {
         if (!busy) cancelIt();
       };
 
-      form.addEventListener("submit", (event) => {
-        event.preventDefault();
+      const send = (proof: Proof): void => {
         if (busy) return;
-        const proof = takeProof(field);
-        if (proof === null) {
-          say("Type your Postern passphrase.");
-          field.focus();
-          return;
-        }
+        field.value = "";
         busy = true;
         prove.disabled = true;
         cancel.disabled = true;
+        if (system !== null) system.disabled = true;
         say("");
         run(proof).then(
           (value) => {
@@ -149,6 +173,7 @@ export function proofDialog(doc: Document = document): Prove {
             busy = false;
             prove.disabled = false;
             cancel.disabled = false;
+            if (system !== null) system.disabled = false;
             if (isProofRefusal(err)) {
               say(err instanceof Error ? err.message : String(err));
               field.focus();
@@ -158,6 +183,17 @@ export function proofDialog(doc: Document = document): Prove {
             reject(err);
           },
         );
+      };
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        if (busy) return;
+        const proof = takeProof(field);
+        if (proof === null) {
+          say("Type your Postern passphrase.");
+          field.focus();
+          return;
+        }
+        send(proof);
       });
       cancel.addEventListener("click", () => {
         if (!busy) cancelIt();

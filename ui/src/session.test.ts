@@ -25,6 +25,17 @@ const all = (root: Element, selector: string): string[] => [...root.querySelecto
 
 beforeEach(() => document.body.replaceChildren());
 
+describe("a live session's number", () => {
+  it("is the number Activity and the timeline use for it", () => {
+    const el = card({ journal: 27 });
+    expect(text(el.querySelector(".session-head .session-number"))).toBe("session 27");
+  });
+
+  it("is left out until the journal has the session", () => {
+    expect(card({ journal: null }).querySelector(".session-number")).toBeNull();
+  });
+});
+
 describe("a session's launch", () => {
   it("shows the launch by its number and start time, with the full ULID on hover", () => {
     const el = card({ execution: execution({ epoch: "01JQ7R4S4S0QJ7GZP1S2K8XWQD", launch: 7, startedAtMs: new Date(2026, 10, 29, 15, 9).getTime() }) });

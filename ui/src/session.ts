@@ -5,6 +5,7 @@
 import type { AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, SessionState, SessionStatus } from "./bindings";
 import { h, icon, type Child } from "./dom";
 import { ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch } from "./format";
+import { sessionName } from "./journal-words";
 import { allowedLine } from "./permissions";
 import { pinBadge, pinNote } from "./pinning";
 
@@ -57,6 +58,7 @@ export function sessionCard(s: SessionStatus, nowMs: number, mode: "prompt" | "o
       "session-head",
       ...spaced([
         h("span", "session-server", s.server),
+        s.journal === null ? null : h("span", { class: "session-number muted", title: "Its number in Activity and on the timeline" }, sessionName(s.journal)),
         s.client === null ? h("span", "session-agent muted", "unnamed agent") : h("span", "session-agent", s.client),
         agentChain(s.agent),
         h("span", { class: `badge badge-${tone} state`, "data-state": stateName, title: stateTitle(s, stateName) }, stateWords(s)),

@@ -7,7 +7,7 @@
 
 import type { ApprovalWait, EpochBand, Timeline, TimelineLane, TimelineMark } from "./bindings";
 import { shortEpoch } from "./format";
-import { agentWords, dirWords, sessionName, span } from "./journal-words";
+import { agentWords, answeredWhere, dirWords, sessionName, span } from "./journal-words";
 
 /** How big things are, in pixels. */
 export interface Frame {
@@ -21,7 +21,15 @@ export interface Frame {
   axisHeight: number;
   /** Now, for lanes still running. */
   now: number;
+  /**
+   * How wide a label's text is drawn (src/timeline.ts measures it in the webview's own font);
+   * without it, the estimate from its characters (`labelWidth`).
+   */
+  measure?: Measure;
 }
+
+/** How wide `text` is drawn as a label, in pixels. */
+export type Measure = (text: string) => number;
 
 export const FRAME: Omit<Frame, "width" | "now"> = { labelWidth: 190, laneHeight: 52, axisHeight: 26 };
 
@@ -43,8 +51,9 @@ export interface MarkBox {
 
 /**
  * A word written in the picture, where it is drawn: `x` its left edge, `y` its baseline, in the
- * lane's coordinates (the axis' for a tick). Its width is estimated from its characters
- * (`labelWidth`), so labels that would overlap can be left out before anything is drawn.
+ * lane's coordinates (the axis' for a tick). Its width is measured (`Frame.measure`; else
+ * estimated from its characters, `labelWidth`), so labels that would overlap can be left out
+ * before anything is drawn.
  */
 export interface Label {
   text: string;
@@ -52,7 +61,8 @@ export interface Label {
   y: number;
 }
 
-/** Labels are set in the small monospaced size (--text-xs, 11 px): about this wide a character. */
+/** Labels are set in the small monospaced size (--text-xs, 11 px): about this wide a character
+ * (the estimate where nothing can measure text, as in tests). */
 export const LABEL_CHAR = 6.8;
 /** A label's height above its baseline and below it (descenders). */
 export const LABEL_ASCENT = 9;
@@ -67,9 +77,9 @@ export function labelWidth(text: string): number {
   return [...text].length * LABEL_CHAR;
 }
 
-/** The box a label covers. */
-export function labelBox(l: Label): { x0: number; x1: number; y0: number; y1: number } {
-  return { x0: l.x, x1: l.x + labelWidth(l.text), y0: l.y - LABEL_ASCENT, y1: l.y + LABEL_DESCENT };
+/** The box a label covers, its text `measure`d. */
+export function labelBox(l: Label, measure: Measure = labelWidth): { x0: number; x1: number; y0: number; y1: number } {
+  return { x0: l.x, x1: l.x + measure(l.text), y0: l.y - LABEL_ASCENT, y1: l.y + LABEL_DESCENT };
 }
 
 export interface BandBox {
@@ -144,6 +154,7 @@ export interface Layout {
 export function layout(timeline: Timeline, frame: Frame): Layout {
   const { since, until } = timeline;
   const x0 = frame.labelWidth;
+  const measure = frame.measure ?? labelWidth;
   const x1 = Math.max(x0 + 1, frame.width - 12);
   const scale = (t: number): number => x0 + ((t - since) / Math.max(1, until - since)) * (x1 - x0);
   const clampX = (t: number): number => Math.min(x1, Math.max(x0, scale(t)));
@@ -153,9 +164,9 @@ export function layout(timeline: Timeline, frame: Frame): Layout {
     const end = laneEnd(lane, frame.now);
     const agent = { client: lane.client, process: lane.agent, cwd: lane.cwd };
     const dir = dirWords(lane.cwd);
-    const laneBands = bands(lane.bands, end, clampX);
+    const laneBands = bands(lane.bands, end, clampX, measure);
     const laneMarks = marks(lane.marks, scale, x0, x1);
-    place([...laneBands, ...laneMarks], frame.width);
+    place([...laneBands, ...laneMarks], frame.width, measure);
     return {
       id: lane.id,
       y,
@@ -181,7 +192,7 @@ export function layout(timeline: Timeline, frame: Frame): Layout {
     height: frame.axisHeight + Math.max(1, lanes.length) * frame.laneHeight,
     plot: { x0, x1 },
     lanes,
-    ticks: axisTicks(since, until, x0, x1, scale, frame.width),
+    ticks: axisTicks(since, until, x0, x1, scale, frame.width, measure),
   };
 }
 
@@ -190,12 +201,12 @@ export function layout(timeline: Timeline, frame: Frame): Layout {
  * overlap one already kept is dropped (its mark keeps its tooltip), and one that would run past
  * the picture's right edge is shortened to fit, or dropped when too little of it would be left.
  */
-export function place(items: { label: Label | null }[], width: number): void {
+export function place(items: { label: Label | null }[], width: number, measure: Measure = labelWidth): void {
   const kept: ReturnType<typeof labelBox>[] = [];
   const order = items.filter((i) => i.label !== null).sort((a, b) => a.label!.x - b.label!.x);
   for (const item of order) {
-    const label = fit(item.label!, width);
-    const box = label === null ? null : labelBox(label);
+    const label = fit(item.label!, width, measure);
+    const box = label === null ? null : labelBox(label, measure);
     if (box === null || kept.some((k) => box.x0 < k.x1 + LABEL_GAP && k.x0 < box.x1 + LABEL_GAP && box.y0 < k.y1 && k.y0 < box.y1)) {
       item.label = null;
       continue;
@@ -206,20 +217,23 @@ export function place(items: { label: Label | null }[], width: number): void {
 }
 
 /** `label`, shortened with an ellipsis to end before `width`; `null` when fewer than 4 characters would fit. */
-function fit(label: Label, width: number): Label | null {
+function fit(label: Label, width: number, measure: Measure): Label | null {
+  const room = width - label.x;
+  if (measure(label.text) <= room) return label;
   const chars = [...label.text];
-  const room = Math.floor((width - label.x) / LABEL_CHAR);
-  if (chars.length <= room) return label;
-  if (room < 4) return null;
-  return { ...label, text: `${chars.slice(0, room - 1).join("")}…` };
+  for (let keep = chars.length - 1; keep >= 3; keep--) {
+    const text = `${chars.slice(0, keep).join("")}…`;
+    if (measure(text) <= room) return { ...label, text };
+  }
+  return null;
 }
 
-function axisTicks(since: number, until: number, x0: number, x1: number, scale: (t: number) => number, width: number): Tick[] {
+function axisTicks(since: number, until: number, x0: number, x1: number, scale: (t: number) => number, width: number, measure: Measure): Tick[] {
   const out = ticks(since, until, x1 - x0).map((t): Tick => {
     const x = scale(t.time);
     return { x, label: { text: t.label, x: x + 3, y: 13 } };
   });
-  place(out, width);
+  place(out, width, measure);
   return out;
 }
 
@@ -240,7 +254,7 @@ export function timeAt(l: Pick<Layout, "since" | "until" | "plot">, x: number): 
  * Each epoch from its first record until the next epoch's first (or the lane's end): it ran
  * until it was replaced. At least 2 px wide, so a short epoch still shows.
  */
-function bands(list: EpochBand[], end: number, x: (t: number) => number): BandBox[] {
+function bands(list: EpochBand[], end: number, x: (t: number) => number, measure: Measure): BandBox[] {
   const sorted = [...list].sort((a, b) => a.first - b.first);
   return sorted.map((band, i) => {
     const next = sorted[i + 1];
@@ -249,7 +263,7 @@ function bands(list: EpochBand[], end: number, x: (t: number) => number): BandBo
     const b = Math.max(a + 2, x(stop));
     const name = shortEpoch(band.epoch);
     // Said inside its band only: a narrower band leaves it to the tooltip.
-    const label = b - a > labelWidth(name) + 8 ? { text: name, x: a + 4, y: 16 } : null;
+    const label = b - a > measure(name) + 8 ? { text: name, x: a + 4, y: 16 } : null;
     return { epoch: band.epoch, x0: a, x1: b, shade: i % 2, label, seq: band.seq };
   });
 }
@@ -261,7 +275,8 @@ function waitBox(wait: ApprovalWait, end: number, x: (t: number) => number): Wai
   const b = Math.max(a + 3, x(stop));
   const answer = wait.answer ?? "open";
   const how: Record<string, string> = { granted: "you approved", denied: "you denied", expired: "nobody answered" };
-  const ending = wait.answered === null ? "no answer on record" : `${how[answer] ?? answer} after ${span(stop - wait.requested)}`;
+  const where = answer === "expired" ? null : answeredWhere(wait.by);
+  const ending = wait.answered === null ? "no answer on record" : `${how[answer] ?? answer}${where === null ? "" : ` ${where}`} after ${span(stop - wait.requested)}`;
   return { x0: a, x1: b, seq: wait.seq, answer, title: `${stamp(wait.requested)} · waiting for you: ${wait.tool} · ${ending}` };
 }
 

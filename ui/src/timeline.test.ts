@@ -37,7 +37,8 @@ describe("the timeline's layout", () => {
     expect(granted!.title).toBe(`${stamp(T0 + 0.5 * MIN)} · waiting for you: deploy · you approved after 30 s`);
     // Never narrower than 3 px, so a quick answer still shows.
     expect(denied!.x1 - denied!.x0).toBeCloseTo(Math.max(3, x(T0 + 4.6 * MIN) - x(T0 + 4.55 * MIN)));
-    expect(denied!.title).toContain("you denied after 3.0 s");
+    // Where the person answered, when the log says (the first answer predates it).
+    expect(denied!.title).toContain("you denied from the tray after 3.0 s");
     const [open] = l.lanes[1]!.waits;
     expect(open!.answer).toBe("open");
     expect(open!.x1).toBeCloseTo(x(T0 + 9.5 * MIN));
@@ -126,6 +127,21 @@ describe("the timeline's layout", () => {
     expect(shortened.x + labelWidth(shortened.text)).toBeLessThanOrEqual(WIDTH);
     expect(l.lanes[1]!.marks[0]!.label).toBeNull();
     expect(l.lanes[1]!.marks[0]!.title).toContain("refused: authorization_stale");
+  });
+
+  it("places labels by their measured width, not the estimate, when it can measure", () => {
+    // A font twice as wide as the estimate: the third code, clear of the first by the
+    // estimate (which would keep it), overlaps it as drawn, so it is dropped; the edge
+    // shortens by the measure too.
+    const wide = (text: string): number => [...text].length * LABEL_CHAR * 2;
+    const refusal = (time: number, seq: number): TimelineLane["marks"][number] => ({ kind: "refusal", time, seq, tool: "deploy", epoch: null, code: "authorization_stale" });
+    const lane: TimelineLane = { ...rebuilt, bands: [], waits: [], marks: [refusal(T0 + 2 * MIN, 1), refusal(T0 + 4 * MIN, 2), refusal(T0 + 9 * MIN, 3)] };
+    const estimated = layout({ ...timeline, lanes: [lane] }, frame);
+    expect(estimated.lanes[0]!.marks.map((m) => m.label?.text ?? null)).toEqual(["authorization_stale", "authorization_stale", "authorizati…"]);
+    const measured = layout({ ...timeline, lanes: [lane] }, { ...frame, measure: wide });
+    const labels = measured.lanes[0]!.marks.map((m) => m.label);
+    expect(labels.map((l) => l?.text ?? null)).toEqual(["authorization_stale", null, "autho…"]);
+    expect(labels[2]!.x + wide(labels[2]!.text)).toBeLessThanOrEqual(WIDTH);
   });
 
   it("leaves out marks outside the window (a zoom drawn before its answer arrives)", () => {

@@ -11,7 +11,7 @@ import { message } from "./api";
 import type { Timeline, TimelineQuery } from "./bindings";
 import { h, visible } from "./dom";
 import type { EntryPanel } from "./entry";
-import { FRAME, LANE_MID, layout, stamp, timeAt, type BandBox, type LaneBox, type Layout, type MarkBox, type WaitBox } from "./timeline-layout";
+import { FRAME, LANE_MID, labelWidth, layout, stamp, timeAt, type BandBox, type LaneBox, type Layout, type MarkBox, type Measure, type WaitBox } from "./timeline-layout";
 
 const SVG = "http://www.w3.org/2000/svg";
 /** Lanes per query; more come a page at a time. */
@@ -93,6 +93,7 @@ export function timelineView(api: Pick<JournalApi, "timeline">, options: Timelin
     more,
     entry.el,
   );
+  const measure = labelMeasure(el);
 
   const width = (): number => canvas.clientWidth || options.width || 860;
 
@@ -202,7 +203,7 @@ export function timelineView(api: Pick<JournalApi, "timeline">, options: Timelin
       );
       return;
     }
-    current = layout(shown, { ...FRAME, width: width(), now: now() });
+    current = layout(shown, { ...FRAME, width: width(), now: now(), measure });
     range.textContent = rangeText(shown.since, shown.until);
     more.hidden = !shown.moreLanes;
     canvas.replaceChildren(picture(current, { open: (seq) => entry.show(seq), openSession, selected }));
@@ -436,6 +437,29 @@ function legend(): HTMLElement {
     item("legend-approval", "approved"),
     item("legend-rebuild", "rebuild / restart"),
   );
+}
+
+/**
+ * How wide a label is drawn, measured in the webview: an invisible SVG text of the labels' own
+ * class (so the stylesheet's font applies) inside `host`, `getComputedTextLength()`, each text
+ * once. Where nothing is laid out (the view hidden, or no layout engine as in tests), the
+ * estimate from its characters (`labelWidth`), not kept.
+ */
+export function labelMeasure(host: Element): Measure {
+  const svg = svgEl("svg", { class: "timeline-svg measure-probe", width: "0", height: "0", "aria-hidden": "true" });
+  const probe = svgEl("text", { class: "mark-label" }) as SVGTextElement;
+  svg.append(probe);
+  host.append(svg);
+  const known = new Map<string, number>();
+  return (content) => {
+    const seen = known.get(content);
+    if (seen !== undefined) return seen;
+    probe.textContent = visible(content);
+    const width = typeof probe.getComputedTextLength === "function" ? probe.getComputedTextLength() : 0;
+    if (!(width > 0)) return labelWidth(content);
+    known.set(content, width);
+    return width;
+  };
 }
 
 function svgEl(tag: string, attrs: Record<string, string> = {}): SVGElement {

@@ -31,7 +31,9 @@ pub enum CredentialCommand {
         /// The header's name (kind header).
         #[arg(long, value_name = "NAME", required_if_eq("kind", "header"))]
         header: Option<String>,
-        /// A host requests may carry it to (header kinds; repeatable).
+        /// A host requests may carry it to (repeatable). For a header kind, through the built-in
+        /// http_request; for an env credential, through the egress broker: the server then holds
+        /// a placeholder and the broker puts the value in its requests to these hosts only.
         #[arg(long = "host", value_name = "HOST")]
         hosts: Vec<String>,
         /// Every call that would use it needs a human.
@@ -254,11 +256,6 @@ fn spec(
         },
         Kind::Basic => Injection::Basic,
     };
-    if kind == Kind::Env && !hosts.is_empty() {
-        bail!(
-            "--host is for the header kinds (bearer, header, basic): an env credential is set in a server's environment at launch, so a host means nothing for it"
-        );
-    }
     if kind != Kind::Env && hosts.is_empty() {
         bail!("a header credential needs at least one --host it may be sent to");
     }

@@ -92,12 +92,14 @@ pub struct TargetArgs {
 
 /// Sends `command` to the running engine and returns its answer (the variant named like
 /// `command`); a refusal becomes the error. A command that widens authority or destroys
-/// configuration carries the passphrase, asked on the terminal.
+/// configuration carries the person's proof, asked on the terminal.
 pub(crate) fn ask(home: &Home, command: ControlCommand) -> Result<ControlAnswer> {
-    let proof = if command.need().needs_proof() {
-        Some(crate::proof::wire(&command.act())?)
+    // With `--os-auth`, the terminal's authentication agent lives until the engine answers.
+    let (proof, _agent) = if command.need().needs_proof() {
+        let (proof, agent) = crate::proof::wire(&command.act())?;
+        (Some(proof), agent)
     } else {
-        None
+        (None, None)
     };
     ask_with(home, command, proof)
 }
@@ -117,7 +119,11 @@ pub(crate) fn ask_with(
         Ok(answer) => Ok(answer),
         // The control error itself, so callers can tell "not running" apart.
         Err(AskError::Control(e)) => Err(e.into()),
-        Err(AskError::Refused(refusal)) => bail!("{}", refusal.error),
+        // The stable code (docs/errors.md) after the sentence, for scripts and agents.
+        Err(AskError::Refused(refusal)) => match refusal.code {
+            Some(code) => bail!("{} ({code})", refusal.error),
+            None => bail!("{}", refusal.error),
+        },
     }
 }
 

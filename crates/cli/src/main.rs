@@ -31,6 +31,11 @@ struct Cli {
     /// The Postern home (default: $POSTERN_HOME, else the platform data directory).
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
+    /// Prove your presence with system authentication (polkit: the desktop's dialog, or your
+    /// login password on this terminal) instead of the Postern passphrase. Works while the
+    /// vault is unlocked: unlocking, and changing the passphrase, need the passphrase.
+    #[arg(long, global = true)]
+    os_auth: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -56,7 +61,8 @@ enum Command {
     Activity(audit::ActivityArgs),
     /// Approval requests waiting for a human.
     Approvals(gate::ApprovalsArgs),
-    /// Approve a request: asks for the Postern passphrase on this terminal.
+    /// Approve a request: asks for the Postern passphrase on this terminal (with --os-auth,
+    /// system authentication instead).
     Approve(gate::ApproveArgs),
     /// Deny a request: the agent gets `approval_denied`.
     Deny {
@@ -215,6 +221,7 @@ fn run(cli: Cli) -> Result<()> {
         // Launched by the engine over stdio; it needs no home.
         return builtin::run(cmd);
     }
+    proof::use_os_auth(cli.os_auth);
     let home = Home::resolve(cli.home)?;
     match cli.command {
         Command::Mcp { label } => {
@@ -265,7 +272,7 @@ fn passphrase(home: &Home) -> Result<()> {
         other => return Err(gate::mismatch(&other)),
     };
     let proof = if status.gate.passphrase_set {
-        Some(proof::wire("change the Postern passphrase")?)
+        Some(proof::wire_passphrase("change the Postern passphrase")?)
     } else {
         None
     };

@@ -2,6 +2,16 @@
 //! the controlling terminal (`/dev/tty`) with echo off (turned off before the prompt shows). Never from standard input, arguments,
 //! the environment or a file: an agent can fill all of those, and a process the agent started
 //! outside its own tree (setsid, nohup, systemd-run) has no terminal to be asked on.
+//!
+//! With `--os-auth` the proof is OS authentication instead (polkit, checked by the engine for
+//! this process as the socket's peer credentials name it): `pkttyagent`, which this process
+//! registers for itself, asks for the login password on this terminal (without a terminal,
+//! the desktop's polkit agent for the session asks, if one runs). It works while the vault is
+//! unlocked; unlocking needs the passphrase.
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Result, anyhow, bail};
 use postern_engine::Home;
@@ -60,11 +70,66 @@ fn read_from_tty(prompt: &str) -> std::io::Result<String> {
     Ok(passphrase)
 }
 
-/// The proof for `why`, asked on the terminal, as the socket carries it.
-pub fn wire(why: &str) -> Result<WireProof> {
-    Ok(WireProof {
-        passphrase: SecretText(ask(PROMPT, why)?),
-    })
+/// Whether the person chose OS authentication (`--os-auth`).
+static OS_AUTH: AtomicBool = AtomicBool::new(false);
+
+/// Proves with OS authentication instead of the passphrase from now on (`--os-auth`).
+pub fn use_os_auth(yes: bool) {
+    OS_AUTH.store(yes, Ordering::Relaxed);
+}
+
+/// The proof for `why` as the socket carries it: the passphrase, asked on the terminal, or
+/// with `--os-auth` the word "os" and an authentication agent on this terminal for the
+/// engine's polkit check, which lives as long as the returned [`TtyAgent`].
+pub fn wire(why: &str) -> Result<(WireProof, Option<TtyAgent>)> {
+    if OS_AUTH.load(Ordering::Relaxed) {
+        return Ok((WireProof::Os, TtyAgent::start()));
+    }
+    Ok((WireProof::Passphrase(SecretText(ask(PROMPT, why)?)), None))
+}
+
+/// The passphrase proof for `why` (changing the passphrase takes no OS proof).
+pub fn wire_passphrase(why: &str) -> Result<WireProof> {
+    Ok(WireProof::Passphrase(SecretText(ask(PROMPT, why)?)))
+}
+
+/// `pkttyagent`, registered as the authentication agent for this process: polkit asks for the
+/// login password on this terminal. (Not `--fallback`: polkit passes over a fallback agent
+/// when the process has no login session, as in a container or over some SSH setups.)
+/// Stopped on drop.
+#[derive(Debug)]
+pub struct TtyAgent(Child);
+
+impl TtyAgent {
+    /// Starts `pkttyagent` for this process (its parent) and waits until it is
+    /// registered: it closes its standard output then. `None` when it cannot run (not
+    /// installed, no terminal): polkit then finds the desktop's agent or none.
+    fn start() -> Option<TtyAgent> {
+        let mut child = Command::new("pkttyagent")
+            .args(["--notify-fd", "1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        // End of file: registered (the notify fd closed), or gone (no terminal, no polkit).
+        let mut rest = Vec::new();
+        let _ = child.stdout.take()?.read_to_end(&mut rest);
+        match child.try_wait() {
+            Ok(None) => Some(TtyAgent(child)),
+            _ => {
+                let _ = child.wait();
+                None
+            }
+        }
+    }
+}
+
+impl Drop for TtyAgent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Proves the person's presence for `why` on a home no engine owns: asks on the terminal
@@ -74,6 +139,9 @@ pub fn offline(home: &Home, why: &str) -> Result<()> {
     let keychain = postern_vault::Keychain::for_home(home.path());
     if !passphrase_known(&keychain) {
         return Ok(());
+    }
+    if OS_AUTH.load(Ordering::Relaxed) {
+        bail!("{}", PresenceError::OsNeedsPassphrase { what: why.into() });
     }
     vault_key(&keychain, why).map(drop)
 }

@@ -9,6 +9,7 @@
 //! as it was written.
 
 mod host;
+mod placeholder;
 
 use std::fmt;
 use std::str::FromStr;
@@ -16,6 +17,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use host::{CredentialHost, HostError};
+pub use placeholder::{MIN_RANDOM_CHARS, placeholder, randomness_needed};
 
 use crate::server::{EnvName, EnvNameError};
 
@@ -111,7 +113,9 @@ pub struct Credential {
     pub name: CredentialName,
     /// How it is injected.
     pub injection: Injection,
-    /// The hosts an HTTP request may carry it to (header kinds).
+    /// The hosts an HTTP request may carry it to: for a header kind, through the built-in
+    /// `http_request`; for an env kind, through the egress broker, which puts the value in
+    /// place of the launch's placeholder (none: the env value itself reaches the server).
     pub hosts: Vec<String>,
     /// Every call that would use it needs a human.
     pub every_use: bool,
@@ -127,6 +131,12 @@ impl Credential {
     /// The keychain item holding this version's value.
     pub fn keychain_item(&self) -> String {
         keychain_item(&self.name, self.version)
+    }
+
+    /// Whether a launch gets a placeholder in its place, the egress broker putting the value
+    /// in requests to its hosts (an env credential with hosts).
+    pub fn brokered(&self) -> bool {
+        matches!(self.injection, Injection::Env { .. }) && !self.hosts.is_empty()
     }
 
     /// The environment variable it is released as, for the env kind.
@@ -176,11 +186,6 @@ pub enum SpecError {
         "a credential cannot set {0}: it decides which programs (PATH) or libraries (LD_*, DYLD_*) the server runs, no place for a secret. If you mean it, set it in the server's own environment (postern server add --env)"
     )]
     LoaderVariable(String),
-    /// Hosts were given for an env credential.
-    #[error(
-        "an env credential is set in a server's environment at launch, so hosts mean nothing for it: leave them out (hosts are for the bearer, header and basic kinds)"
-    )]
-    HostsForEnv,
     /// A header credential without a host to go to.
     #[error(
         "a header credential (bearer, header, basic) needs at least one host it may be sent to"
@@ -225,7 +230,9 @@ pub enum ValueError {
 
 impl CredentialSpec {
     /// Checks a new credential's injection and hosts: an env credential's variable name
-    /// ([`EnvName`], not PATH, LD_* or DYLD_*) and no hosts; a header credential's header
+    /// ([`EnvName`], not PATH, LD_* or DYLD_*), its hosts optional (with hosts, the server
+    /// gets a placeholder and the egress broker puts the value in requests to those hosts;
+    /// without, the value itself, exposed to the server's code); a header credential's header
     /// name (an HTTP token, not one of [`CLIENT_HEADERS`]) and at least one host, each a bare
     /// host name or IP address ([`CredentialHost`]), duplicates dropped.
     pub fn new(injection: Injection, hosts: &[String]) -> Result<Self, SpecError> {
@@ -234,9 +241,6 @@ impl CredentialSpec {
                 let name: EnvName = var.parse()?;
                 if is_loader_variable(name.as_str()) {
                     return Err(SpecError::LoaderVariable(name.into()));
-                }
-                if !hosts.is_empty() {
-                    return Err(SpecError::HostsForEnv);
                 }
             }
             Injection::Header { name } => {
@@ -438,12 +442,12 @@ mod tests {
             );
         }
         assert!(spec(env("PATHS_FILE"), &[]).is_ok());
-        assert_eq!(
-            spec(env("API_TOKEN"), &["example.com"]),
-            Err(
-                "an env credential is set in a server's environment at launch, so hosts mean nothing for it: leave them out (hosts are for the bearer, header and basic kinds)"
-                    .into()
-            )
+        // Hosts on an env credential: the server gets a placeholder, the broker the value.
+        assert!(spec(env("API_TOKEN"), &["example.com"]).is_ok());
+        assert!(
+            spec(env("API_TOKEN"), &["https://example.com/"])
+                .expect_err("a URL")
+                .contains("give the host alone")
         );
     }
 

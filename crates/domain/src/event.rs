@@ -139,9 +139,18 @@ pub enum AuditEvent {
         session: u64,
         admitted_session: bool,
         grant: Option<Box<Grant>>,
+        /// Where the person answered; `None` in records written before it was kept.
+        #[serde(default)]
+        by: Option<AnswerChannel>,
     },
     /// A human denied.
-    ApprovalDenied { approval: ApprovalId, session: u64 },
+    ApprovalDenied {
+        approval: ApprovalId,
+        session: u64,
+        /// Where the person answered; `None` in records written before it was kept.
+        #[serde(default)]
+        by: Option<AnswerChannel>,
+    },
     /// A request ended without a decision: timed out, withdrawn (the agent cancelled or
     /// left), or invalidated (a lock, unlock, or a new epoch while it was open).
     ApprovalExpired {
@@ -165,6 +174,22 @@ pub enum AuditEvent {
         epoch: ExecutionEpoch,
         credentials: Vec<String>,
         reason: String,
+    },
+    /// The egress broker put credential values in a request of a launch, in place of its
+    /// placeholders, toward a host they are bound to (names and the host, never a value).
+    CredentialSubstituted {
+        server: ServerLabel,
+        epoch: Option<ExecutionEpoch>,
+        credentials: Vec<String>,
+        host: String,
+    },
+    /// A launch sent credential placeholders toward a host they are not bound to (or after
+    /// such a request): refused, the launch frozen, the release approvals withdrawn.
+    CredentialLeakAttempt {
+        server: ServerLabel,
+        epoch: Option<ExecutionEpoch>,
+        credentials: Vec<String>,
+        host: String,
     },
     /// A grant stopped applying before its epoch did: used, revoked, expired with its
     /// run, or dropped by a lock.
@@ -193,6 +218,31 @@ pub enum AuditEvent {
     EngineStarted { version: String, pid: u32 },
     /// The engine stopped cleanly: the last record of its run.
     EngineStopped { reason: String },
+}
+
+/// Where a person answered an approval request: what the audit log keeps of who approved,
+/// beside the proof of presence every approval needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerChannel {
+    /// The app's approval window (also when the tray's Approve… or Review… opened it).
+    Window,
+    /// The app's tray menu (its Deny; an approval from the tray opens the window).
+    Tray,
+    /// The `postern` CLI on the person's terminal (`postern approve`, `postern deny`): a
+    /// management request on the engine's socket.
+    Terminal,
+}
+
+impl AnswerChannel {
+    /// The stable name stored in the journals (`window`, `tray`, `terminal`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Window => "window",
+            Self::Tray => "tray",
+            Self::Terminal => "terminal",
+        }
+    }
 }
 
 /// How a tools/call ended.
@@ -232,6 +282,8 @@ impl AuditEvent {
             Self::ApprovalExpired { .. } => "approval_expired",
             Self::CredentialReleased { .. } => "credential_released",
             Self::CredentialWithheld { .. } => "credential_withheld",
+            Self::CredentialSubstituted { .. } => "credential_substituted",
+            Self::CredentialLeakAttempt { .. } => "credential_leak_attempt",
             Self::GrantEnded { .. } => "grant_ended",
             Self::VaultLocked { .. } => "vault_locked",
             Self::VaultUnlocked => "vault_unlocked",
@@ -276,6 +328,35 @@ mod tests {
         assert_eq!(
             serde_json::from_value::<AuditEvent>(json).expect("back"),
             event
+        );
+    }
+
+    #[test]
+    fn an_answer_says_where_the_person_gave_it_and_older_records_still_read() {
+        let approval: ApprovalId = "01JQ7R8SVB0000000000000000".parse().expect("id");
+        let event = AuditEvent::ApprovalGranted {
+            approval,
+            session: 3,
+            admitted_session: true,
+            grant: None,
+            by: Some(AnswerChannel::Terminal),
+        };
+        let json = serde_json::to_value(&event).expect("json");
+        assert_eq!(json["by"], "terminal");
+        assert_eq!(
+            serde_json::from_value::<AuditEvent>(json).expect("back"),
+            event
+        );
+        // A record from before the channel was kept reads back with it unknown.
+        let old =
+            json!({"type": "approval_denied", "approval": approval.to_string(), "session": 3});
+        assert_eq!(
+            serde_json::from_value::<AuditEvent>(old).expect("old record"),
+            AuditEvent::ApprovalDenied {
+                approval,
+                session: 3,
+                by: None
+            }
         );
     }
 

@@ -25,6 +25,9 @@ pub struct Status {
     pub audit: AuditStatus,
     /// The gate: the vault lock, waiting approvals, settings.
     pub gate: GateStatus,
+    /// The OS authentication that stands in for the passphrase while the vault is unlocked
+    /// (`polkit`, `LocalAuthentication`), when this machine offers it.
+    pub system_auth: Option<String>,
 }
 
 /// The gate's state at a glance (what the tray icon shows).
@@ -80,6 +83,11 @@ pub struct ServerStatus {
 pub struct SessionStatus {
     /// The session's id, unique within this engine's run.
     pub id: String,
+    /// Its journal id: the session number Activity, the timeline and `postern sessions`
+    /// show ("session 27"); `null` until its first record is committed, or while the audit
+    /// log is not written.
+    #[ts(type = "number | null")]
+    pub journal: Option<i64>,
     /// The server label the agent asked for.
     pub server: String,
     /// The agent's own name and version from `initialize` (self-reported, for display).
@@ -251,6 +259,20 @@ pub struct CatalogView {
 /// [`crate::launches`] read from the journal.
 pub(crate) type Launches = std::collections::HashMap<postern_domain::ExecutionEpoch, u32>;
 
+/// Each live session's journal id (what Activity calls "session 27"), by its number in this
+/// engine run and its server: what [`crate::launches::journal_ids`] read from the journal.
+pub(crate) type JournalIds = std::collections::HashMap<(u64, String), i64>;
+
+/// The numbers people read instead of ids, from the journal: each launch's and each live
+/// session's.
+#[derive(Debug, Default)]
+pub(crate) struct Numbers {
+    /// "launch 7", by epoch.
+    pub launches: Launches,
+    /// "session 27", by session number and server.
+    pub sessions: JournalIds,
+}
+
 /// Builds the status view from configuration and live sessions.
 pub(crate) fn status(
     home: &Home,
@@ -259,7 +281,7 @@ pub(crate) fn status(
     audit: AuditStatus,
     gate: GateStatus,
     grants: &[postern_domain::Grant],
-    launches: &Launches,
+    numbers: &Numbers,
 ) -> Status {
     let servers = configs
         .iter()
@@ -283,7 +305,10 @@ pub(crate) fn status(
         .collect();
     let sessions = sessions
         .iter()
-        .map(|s| session_status(s, grants, launches))
+        .map(|s| SessionStatus {
+            journal: numbers.sessions.get(&(s.id, s.server.to_string())).copied(),
+            ..session_status(s, grants, &numbers.launches)
+        })
         .collect();
     Status {
         home: home.path().display().to_string(),
@@ -292,6 +317,7 @@ pub(crate) fn status(
         sessions,
         gate,
         audit,
+        system_auth: None,
     }
 }
 
@@ -302,6 +328,7 @@ fn session_status(
 ) -> SessionStatus {
     SessionStatus {
         id: format!("#{}", s.id),
+        journal: None,
         server: s.server.to_string(),
         client: s.client.clone(),
         agent: s.agent.as_ref().map(|a| AgentView {

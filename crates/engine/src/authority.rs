@@ -24,6 +24,7 @@
 mod approvals;
 mod clock;
 mod credentials;
+mod egress;
 mod grants;
 mod lock;
 mod presence;
@@ -92,6 +93,8 @@ struct Inner {
     changes: watch::Sender<u64>,
     /// Held while a proof is checked: one at a time (`presence`).
     proving: Mutex<()>,
+    /// The egress broker, once started (`Authority::start_egress`).
+    egress: std::sync::OnceLock<postern_egress::Broker>,
 }
 
 struct State {
@@ -194,6 +197,7 @@ impl Authority {
             commands,
             changes: watch::channel(0).0,
             proving: Mutex::new(()),
+            egress: std::sync::OnceLock::new(),
         });
         let weak = Arc::downgrade(&inner);
         tokio::spawn(async move {

@@ -8,7 +8,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use postern_domain::decision::{EveryUse, EveryUseSetting, SettingTarget};
-use postern_domain::{ApprovalId, CredentialName, CredentialSpec, GrantId, ServerLabel};
+use postern_domain::{
+    AnswerChannel, ApprovalId, CredentialName, CredentialSpec, GrantId, ServerLabel,
+};
 use postern_gateway::control::ControlHandler;
 use postern_gateway::hello::{ControlCommand, WireProof};
 use postern_gateway::{Command, Sessions};
@@ -38,8 +40,17 @@ impl ControlHandler for Control {
         proof: Option<WireProof>,
         peer: Option<u32>,
     ) -> Value {
-        let proof = proof.map(|p| Proof::passphrase(p.passphrase.0.clone()));
-        let outcome = match self.answer(command, proof, peer) {
+        // An OS proof is for the process the socket says sent the request, never one the
+        // request names.
+        let proof = match proof {
+            None => Ok(None),
+            Some(WireProof::Passphrase(text)) => Ok(Some(Proof::passphrase(text.0.clone()))),
+            Some(WireProof::Os) => Proof::os_for_peer(peer).map(Some),
+        };
+        let outcome = match proof
+            .map_err(Refusal::Presence)
+            .and_then(|proof| self.answer(command, proof, peer))
+        {
             Ok(answer) => ControlOutcome::Answer(answer),
             Err(refusal) => ControlOutcome::Refused(refusal.into()),
         };
@@ -102,7 +113,7 @@ impl Control {
                     .parse()
                     .map_err(|_| format!("'{approval}' is not an approval id"))?;
                 authority
-                    .answer(id, reply, proven.as_ref())
+                    .answer(id, reply, proven.as_ref(), AnswerChannel::Terminal)
                     .map_err(|e| e.to_string())?;
                 Ok(ControlAnswer::Answer { approval })
             }

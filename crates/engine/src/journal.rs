@@ -73,6 +73,9 @@ pub struct ActivityRow {
     pub server: String,
     /// The epoch it ran (or was refused) under.
     pub epoch: Option<String>,
+    /// Which launch of its server that epoch is ("launch 7", as the Servers view numbers
+    /// it); `null` without an epoch.
+    pub launch: Option<u32>,
     /// The tool.
     pub tool: String,
     /// The JSON-RPC id, as JSON text.
@@ -137,6 +140,9 @@ pub struct CallAsked {
     pub answered: Option<i64>,
     /// `granted`, `denied` or `expired`.
     pub answer: Option<String>,
+    /// Where the person answered: `window` (the approval window), `tray`, `terminal` (the
+    /// CLI); `null` when nobody did, and for answers recorded before the log kept it.
+    pub by: Option<String>,
 }
 
 /// Which sessions to read: newest first.
@@ -256,6 +262,7 @@ pub(crate) fn activity_row(r: postern_store::ActivityRow) -> ActivityRow {
         session: r.session,
         server: r.server,
         epoch: r.epoch,
+        launch: r.launch,
         tool: r.tool,
         call: r.call,
         decision: r.decision,
@@ -277,6 +284,7 @@ pub(crate) fn activity_row(r: postern_store::ActivityRow) -> ActivityRow {
             requested: a.requested,
             answered: a.answered,
             answer: a.answer,
+            by: a.by,
         }),
     }
 }

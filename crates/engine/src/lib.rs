@@ -12,6 +12,7 @@ mod home;
 pub mod import;
 pub mod journal;
 mod launches;
+pub mod os_auth;
 mod os_lock;
 pub mod permissions;
 pub mod rewire;
@@ -34,6 +35,10 @@ pub use api::{
     ServerStatus, SessionState, SessionStatus, Status, typescript_bindings,
 };
 pub use audit::{AuditLog, AuditState, AuditStatus};
+
+/// The environment variable naming a CA file (PEM) the egress broker trusts for upstream TLS
+/// beside the platform's roots.
+pub const EGRESS_CA_FILE: &str = "POSTERN_EGRESS_CA_FILE";
 pub use authority::{Authority, Clock, ManualClock, Settings, SettingsUpdate, SystemClock};
 pub use home::{Home, HomeError};
 pub use os_lock::with_main_run_loop;
@@ -132,6 +137,14 @@ impl Engine {
             secrets,
             gateway.commands.clone(),
         );
+        // The way out for launches that hold credential placeholders (issue 15). Upstream TLS
+        // also trusts the CA file POSTERN_EGRESS_CA_FILE names (a corporate proxy's).
+        let extra_ca = std::env::var_os(EGRESS_CA_FILE).map(PathBuf::from);
+        if let Err(e) = authority.start_egress(&home.path().join("egress"), extra_ca.as_deref()) {
+            tracing::error!(
+                "the egress broker did not start ({e}); credentials bound to hosts are withheld from launches"
+            );
+        }
         gateway.audit = Arc::clone(&audit) as Arc<dyn AuditSink>;
         gateway.authorizer = Arc::new(authority.clone());
         gateway.control = Some(Arc::new(control::Control {
@@ -177,6 +190,17 @@ impl Engine {
             &self.audit,
             &self.authority,
         )
+    }
+
+    /// How many servers are configured and how many agent runs are connected: the tray's
+    /// status line, read on every change of the gate. Cheaper than [`Engine::status`] (no
+    /// journal reads, no status of each session).
+    pub fn census(&self) -> Result<permissions::Census, EngineError> {
+        let servers = self.store.lock().map_err(|_| poisoned())?.servers()?.len();
+        Ok(permissions::Census {
+            servers,
+            agent_runs: permissions::agent_runs(&self.sessions.snapshot()),
+        })
     }
 
     /// The audit log's state: ready, unavailable or quarantined (calls are refused in the
@@ -397,15 +421,21 @@ pub(crate) fn status(
             .iter()
             .filter_map(|s| Some((&s.server, s.record.as_ref()?.epoch))),
     );
-    Ok(api::status(
+    let numbers = api::Numbers {
+        sessions: launches::journal_ids(store, &audit.state),
+        launches,
+    };
+    let mut status = api::status(
         home,
         &configs,
         &sessions,
         audit,
         authority.gate_status(),
         &grants,
-        &launches,
-    ))
+        &numbers,
+    );
+    status.system_auth = os_auth::available().ok().map(str::to_owned);
+    Ok(status)
 }
 
 /// Moves the configuration changes the CLI queued into the audit log (the engine is its

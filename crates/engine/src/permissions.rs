@@ -148,6 +148,26 @@ pub enum EveryUseTarget {
     },
 }
 
+/// How many servers and agent runs there are: the tray's status line ([`crate::Engine::census`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Servers configured.
+    pub servers: usize,
+    /// Agent runs connected through at least one session: as the Permissions page groups
+    /// grants, one agent process by pid and start time (a pid reused by a new process is
+    /// another run; an agent with sessions to three servers is one).
+    pub agent_runs: usize,
+}
+
+/// How many agent runs `sessions` come from (unidentified agents not counted).
+pub(crate) fn agent_runs(sessions: &[SessionInfo]) -> usize {
+    sessions
+        .iter()
+        .filter_map(|s| s.agent.as_ref().map(AgentRun::of))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+}
+
 /// The Permissions page from the live grants, the sessions and the every-use settings.
 pub(crate) fn permissions(
     grants: &[Grant],
@@ -388,6 +408,30 @@ mod tests {
             credentials: Credentials::default(),
             unresponsive_since_ms: None,
         }
+    }
+
+    #[test]
+    fn agent_runs_are_counted_by_pid_and_start_time_as_permissions_groups_them() {
+        let epoch = ExecutionEpoch::new(1_000, 1);
+        let one = session(2, epoch, Phase::CatalogReady);
+        // The same run on another server: still one run.
+        let same_run = SessionInfo {
+            id: 2,
+            server: "time".parse().unwrap(),
+            ..one.clone()
+        };
+        // Pid 2 reused by a new process after the first exited: another run.
+        let mut reused = session(2, epoch, Phase::CatalogReady);
+        if let Some(agent) = reused.agent.as_mut() {
+            agent.start_time = 99;
+        }
+        let unidentified = SessionInfo {
+            agent: None,
+            ..session(5, epoch, Phase::CatalogReady)
+        };
+        assert_eq!(agent_runs(&[one.clone(), same_run]), 1);
+        assert_eq!(agent_runs(&[one, reused, unidentified]), 2);
+        assert_eq!(agent_runs(&[]), 0);
     }
 
     #[test]

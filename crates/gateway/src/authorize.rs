@@ -69,11 +69,21 @@ pub enum Direction {
     ToAgent,
 }
 
+/// A launch's way out through the egress broker (issue 15): kept as long as its process
+/// runs (dropping it closes the way), told the launch's epoch once the process started.
+pub trait LaunchEgress: Send + Sync + std::fmt::Debug {
+    /// The launch's process started under `epoch`.
+    fn started(&self, epoch: postern_domain::ExecutionEpoch);
+}
+
 /// What a server launch is given.
 #[derive(Debug, Default)]
 pub struct Release {
-    /// Environment variables holding credential values.
+    /// Environment variables holding credential values, or their placeholders and the
+    /// variables that send the launch's HTTP(S) through the egress broker.
     pub env: Vec<(String, Secret<String>)>,
+    /// The launch's way out through the broker, when it holds placeholders.
+    pub egress: Option<Box<dyn LaunchEgress>>,
     /// The credential scopes released.
     pub released: Vec<String>,
     /// The credential scopes bound but not released, and why.

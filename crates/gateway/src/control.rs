@@ -44,6 +44,11 @@ pub async fn request_with(
     proof: Option<WireProof>,
 ) -> Result<Value, ControlError> {
     let not_running = || ControlError::NotRunning(socket.display().to_string());
+    // The person answers an OS dialog at their own pace (the engine gives them 120 s).
+    let within = Duration::from_secs(match proof {
+        Some(WireProof::Os) => 150,
+        _ => 30,
+    });
     let stream = UnixStream::connect(socket)
         .await
         .map_err(|_| not_running())?;
@@ -57,11 +62,14 @@ pub async fn request_with(
     line.push(b'\n');
     write.write_all(&line).await.map_err(|_| not_running())?;
     let mut reader = LineReader::new(BufReader::new(read));
-    match tokio::time::timeout(Duration::from_secs(30), reader.next()).await {
+    match tokio::time::timeout(within, reader.next()).await {
         Ok(Ok(Some(Line::Frame(answer)))) => {
             serde_json::from_slice(&answer).map_err(|e| ControlError::BadAnswer(e.to_string()))
         }
         Ok(Ok(_)) | Ok(Err(_)) => Err(ControlError::BadAnswer("the connection closed".into())),
-        Err(_) => Err(ControlError::BadAnswer("no answer within 30s".into())),
+        Err(_) => Err(ControlError::BadAnswer(format!(
+            "no answer within {}s",
+            within.as_secs()
+        ))),
     }
 }

@@ -54,13 +54,17 @@ pub struct ControlRequest {
     pub proof: Option<WireProof>,
 }
 
-/// A proof of presence as the CLI sends it: the passphrase the person typed on the
-/// controlling terminal. `Debug` never shows it.
+/// A proof of presence as the CLI sends it. `Debug` never shows a passphrase.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WireProof {
-    /// The Postern passphrase.
-    pub passphrase: SecretText,
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WireProof {
+    /// The Postern passphrase the person typed on the controlling terminal
+    /// (`{"passphrase": "..."}`).
+    Passphrase(SecretText),
+    /// Ask the OS to authenticate the person (`"os"`): polkit, for the process that sent the
+    /// request. It names no process: the engine takes the sender from the socket's peer
+    /// credentials, never from the request.
+    Os,
 }
 
 /// The authority a management request needs (issue 13): reading and narrowing need no
@@ -456,5 +460,23 @@ mod tests {
             let wire = serde_json::to_value(&command).expect("a request serializes");
             assert_eq!(wire["command"], command.name(), "{command:?}");
         }
+    }
+
+    /// The passphrase proof keeps the wire shape it always had; the OS proof is a bare word
+    /// that names no process (the engine takes the sender from peer credentials).
+    #[test]
+    fn a_proof_on_the_wire_is_a_passphrase_or_the_word_os() {
+        let passphrase = WireProof::Passphrase(SecretText("p".into()));
+        assert_eq!(
+            serde_json::to_value(&passphrase).expect("json"),
+            serde_json::json!({"passphrase": "p"})
+        );
+        assert_eq!(
+            serde_json::to_value(WireProof::Os).expect("json"),
+            serde_json::json!("os")
+        );
+        let forged: Result<WireProof, _> =
+            serde_json::from_value(serde_json::json!({"os": {"pid": 1}}));
+        assert!(forged.is_err(), "an OS proof carries no pid");
     }
 }

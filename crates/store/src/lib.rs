@@ -86,8 +86,27 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", sync.pragma())?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // What is deleted or overwritten is zeroed in the file, not left in free space: a
+        // server's plain environment value moved into the keychain must not stay readable
+        // in `postern.db` (see `forget_deleted` for the WAL's copies). The cost is small:
+        // the audit log only appends, and a journal UPDATE rewrites a page that is written
+        // anyway; freed pages are written as zeros.
+        conn.pragma_update(None, "secure_delete", "ON")?;
         migrations::apply(&mut conn)?;
         Ok(Self { conn })
+    }
+
+    /// Copies the write-ahead log into the database file and truncates it to nothing, so
+    /// that no older version of a page (a value since deleted or overwritten, which
+    /// `secure_delete` zeroed in the current one) stays in `postern.db-wal`. Waits for the
+    /// busy timeout for other connections' reads to finish; returns `false` when one still
+    /// holds an older snapshot (the log is then only partly copied, and truncated at a later
+    /// checkpoint).
+    pub fn forget_deleted(&self) -> Result<bool, StoreError> {
+        let busy: i64 = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        Ok(busy == 0)
     }
 
     /// The schema version the database is at.

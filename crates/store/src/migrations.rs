@@ -249,6 +249,10 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX journal_approvals_session_requested ON journal_approvals(session, requested);
      CREATE INDEX journal_approvals_open ON journal_approvals(session, tool)
         WHERE activity IS NULL;",
+    // 11: where a person answered each approval request (the approval window, the tray, a
+    // terminal), from the answer's audit record. Rows written before this version, and
+    // answers whose records predate the field, have none (NULL: "you", not where).
+    "ALTER TABLE journal_approvals ADD COLUMN channel TEXT;  -- window | tray | terminal",
 ];
 
 /// The schema version this build writes.
@@ -341,6 +345,31 @@ mod tests {
             .query_row("SELECT count(*) FROM journal_approvals", [], |r| r.get(0))
             .expect("approvals");
         assert_eq!(approvals, 0);
+    }
+
+    #[test]
+    fn answers_from_version_10_keep_their_rows_with_the_channel_unknown() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        for sql in &MIGRATIONS[..10] {
+            conn.execute_batch(sql).expect("old migration");
+        }
+        conn.pragma_update(None, "user_version", 10)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO journal_approvals (approval, session, tool, requested, seq, answered, answer)
+                VALUES ('A', 2, 'deploy', 1000, 3, 2000, 'granted');",
+        )
+        .expect("old rows");
+
+        apply(&mut conn).expect("migrate");
+        let row: (Option<String>, Option<String>) = conn
+            .query_row(
+                "SELECT answer, channel FROM journal_approvals WHERE approval = 'A'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("row");
+        assert_eq!(row, (Some("granted".into()), None));
     }
 
     #[test]

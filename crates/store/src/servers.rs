@@ -257,6 +257,44 @@ mod tests {
         config
     }
 
+    /// A plain environment value taken out of a server's configuration (moved into the
+    /// keychain) is gone from the database's files once the log is checkpointed: zeroed in
+    /// the page (`secure_delete`), no older page left in the write-ahead log.
+    #[test]
+    fn a_value_taken_out_of_a_server_leaves_no_copy_in_the_database_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let plain = config("notes", &["node", "notes.js"]);
+        let mut with = plain.clone();
+        // A token as long as real ones (a JWT): what SQLite leaves of a rewritten row's old
+        // cell in the page's free space holds the part of it that matters.
+        let token = format!("plain-secret-value-7.{}", "x".repeat(140));
+        with.env
+            .insert(0, format!("NOTES_TOKEN={token}").parse().expect("env"));
+        store.add_server(&with).expect("add");
+        // In the database file itself, as after any checkpoint since the import.
+        assert!(store.forget_deleted().expect("checkpoint"));
+        let holds = |file: &str| {
+            let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+            bytes
+                .windows(b"plain-secret-value-7".len())
+                .any(|w| w == b"plain-secret-value-7")
+        };
+        assert!(holds(crate::DB_FILE), "the value was written");
+
+        store.add_server(&plain).expect("replace");
+        assert!(store.forget_deleted().expect("checkpoint"));
+        assert!(!holds(crate::DB_FILE), "postern.db still holds the value");
+        assert!(!holds("postern.db-wal"), "the WAL still holds the value");
+        assert_eq!(
+            std::fs::metadata(dir.path().join("postern.db-wal"))
+                .map(|m| m.len())
+                .unwrap_or(0),
+            0,
+            "the WAL is truncated"
+        );
+    }
+
     #[test]
     fn servers_round_trip_and_survive_reopening() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -14,8 +14,8 @@ use common::{Log, epoch, label};
 use postern_audit::Seq;
 use postern_domain::decision::{AskFor, Authority, GrantChoice};
 use postern_domain::{
-    AgentIdentity, AgentRun, ApprovalId, AuditEvent, CallOutcome, Grant, GrantEnd, GrantId,
-    ToolScope,
+    AgentIdentity, AgentRun, AnswerChannel, ApprovalId, AuditEvent, CallOutcome, Grant, GrantEnd,
+    GrantId, ToolScope,
 };
 use postern_store::{
     ActivityFilter, Agent, Asked, GrantLife, GrantRow, Opened, SessionFilter, Store, StoreError,
@@ -203,6 +203,7 @@ fn authorization() -> Vec<AuditEvent> {
             session: 1,
             admitted_session: true,
             grant: Some(Box::new(grant.clone())),
+            by: Some(AnswerChannel::Window),
         },
         /* 6 */
         intent_on(1, "deploy", 1, 1, "ship", Some(Authority::Grant(grant.id))),
@@ -212,6 +213,7 @@ fn authorization() -> Vec<AuditEvent> {
         AuditEvent::ApprovalDenied {
             approval: ApprovalId::new(1_000, 2),
             session: 1,
+            by: Some(AnswerChannel::Terminal),
         },
         /* 10 */
         AuditEvent::AuthorizationDenied {
@@ -252,6 +254,7 @@ fn authorization() -> Vec<AuditEvent> {
             session: 2,
             admitted_session: true,
             grant: None,
+            by: None,
         },
         /* 16 */
         AuditEvent::VaultLocked {
@@ -446,6 +449,8 @@ fn check_who_and_how(store: &Store) {
         }
     );
     assert_eq!(first.authority.as_deref(), Some("grant"));
+    // Its epoch is deploy's first launch, as the Servers view numbers it.
+    assert_eq!(first.launch, Some(1));
     assert_eq!(
         first.grant,
         Some(GrantLife {
@@ -462,6 +467,7 @@ fn check_who_and_how(store: &Store) {
             requested: 3_000,
             answered: Some(5_000),
             answer: Some("granted".into()),
+            by: Some("window".into()),
         })
     );
     // The same grant's later call: same authority, nobody asked.
@@ -481,16 +487,18 @@ fn check_who_and_how(store: &Store) {
         denied
             .asked
             .as_ref()
-            .map(|a| (a.answered, a.answer.as_deref())),
-        Some((Some(9_000), Some("denied")))
+            .map(|a| (a.answered, a.answer.as_deref(), a.by.as_deref())),
+        Some((Some(9_000), Some("denied"), Some("terminal")))
     );
     let timed_out = by_seq(25);
     assert_eq!(
-        timed_out
-            .asked
-            .as_ref()
-            .map(|a| (a.requested, a.answered, a.answer.as_deref())),
-        Some((23_000, Some(24_000), Some("expired")))
+        timed_out.asked.as_ref().map(|a| (
+            a.requested,
+            a.answered,
+            a.answer.as_deref(),
+            a.by.as_deref()
+        )),
+        Some((23_000, Some(24_000), Some("expired"), None))
     );
     assert_eq!(timed_out.agent.client.as_deref(), Some("agent-b"));
     assert_eq!(by_seq(26).asked, None);

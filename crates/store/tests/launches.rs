@@ -95,3 +95,22 @@ fn launches_are_numbered_per_server_across_restarts_and_rebuilds() {
     log.rebuild_identically();
     assert_eq!(numbers(&log.store), expected());
 }
+
+#[test]
+fn the_running_engines_sessions_are_found_by_their_number_under_their_journal_id() {
+    let events = scenario();
+    // The first engine run, before the restart: its sessions #1 and #2 are records 2 and 4.
+    let before_restart = 0..6;
+    let first = Log::write(events[..6].to_vec(), &[before_restart]);
+    assert_eq!(
+        first.store.current_run_sessions().expect("sessions"),
+        [((1, "fixture".into()), 2), ((2, "time".into()), 4)].into()
+    );
+    // After the restart only the new run's session #1 (record 8) is the engine's.
+    let all = 0..events.len();
+    let log = Log::write(events, &[all]);
+    assert_eq!(
+        log.store.current_run_sessions().expect("sessions"),
+        [((1, "fixture".into()), 8)].into()
+    );
+}

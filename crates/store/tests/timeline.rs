@@ -112,6 +112,7 @@ fn scenario() -> Vec<AuditEvent> {
             session: 1,
             admitted_session: true,
             grant: Some(Box::new(grant())),
+            by: Some(postern_domain::AnswerChannel::Window),
         },
         /* 6 */ intent(1, "fixture", 1, 1, "echo"),
         /* 7 */ result(1, "fixture", 1, 1, "echo"),

@@ -290,6 +290,9 @@ fn deny_from_the_tray_refuses_the_call() {
         Ok(Verdict::Deny(denial)) => assert_eq!(denial.code, DenyCode::ApprovalDenied),
         other => panic!("denied: {other:?}"),
     }
+    // The audit log says it was the tray.
+    let denied = crate::testing::audit_event(&app, "approval_denied");
+    assert_eq!(denied["by"], "tray", "{denied}");
     tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
 }
 

@@ -11,7 +11,9 @@ use postern_domain::catalog::Catalog;
 use postern_domain::decision::{
     ApprovalCard, Ask, CardInputs, CardState, Denial, GrantChoice, Reply, Settlement,
 };
-use postern_domain::{ApprovalId, AuditEvent, ExecutionRecord, GrantEnd, GrantId, ServerLabel};
+use postern_domain::{
+    AnswerChannel, ApprovalId, AuditEvent, ExecutionRecord, GrantEnd, GrantId, ServerLabel,
+};
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::{CallToAuthorize, Decided, Verdict};
 
@@ -65,7 +67,8 @@ impl Authority {
         cards
     }
 
-    /// A human's answer to an open request. Takes effect at once: the waiting call is
+    /// A human's answer to an open request, given `by` way of the window, the tray or a
+    /// terminal (the audit log keeps where). Takes effect at once: the waiting call is
     /// forwarded or refused. An approval needs a proof of presence ([`Authority::prove`]);
     /// a denial does not.
     pub fn answer(
@@ -73,6 +76,7 @@ impl Authority {
         id: ApprovalId,
         reply: Reply,
         proven: Option<&super::Proven>,
+        by: AnswerChannel,
     ) -> Result<(), AnswerError> {
         if matches!(reply, Reply::Approve { .. }) && proven.is_none() {
             return Err(super::PresenceError::Required {
@@ -139,6 +143,7 @@ impl Authority {
                     AuditEvent::ApprovalDenied {
                         approval: id,
                         session,
+                        by: Some(by),
                     }
                 } else {
                     expired_event(id, session, &denial, "no answer in time")
@@ -179,6 +184,7 @@ impl Authority {
                         identity: call.record.identity_digest(),
                         tool: call.request.tool.clone(),
                         choice: grant,
+                        by,
                     });
                     self.note_approved(&mut state, &call);
                     drop(state);
@@ -214,6 +220,7 @@ impl Authority {
                     session: call.session,
                     admitted_session: admit_session,
                     grant: grant.map(Box::new),
+                    by: Some(by),
                 });
                 self.note_approved(&mut state, &call);
                 if pending.waiting {

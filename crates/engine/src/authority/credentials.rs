@@ -43,6 +43,8 @@ pub(super) struct Carry {
     pub identity: Digest,
     pub tool: String,
     pub choice: Option<GrantChoice>,
+    /// Where the person answered.
+    pub by: postern_domain::AnswerChannel,
 }
 
 /// Why a credential operation failed.
@@ -212,6 +214,17 @@ impl Authority {
             let _ = self.remove_credential(proven, &name);
             return Err(err);
         }
+        // The plain value is gone from the row (zeroed by `secure_delete`); its older copies
+        // in the write-ahead log go too.
+        match self.store()?.forget_deleted() {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                %server,
+                "a reader kept the database's write-ahead log: the moved value's old copy \
+                 leaves it at the next checkpoint"
+            ),
+            Err(e) => tracing::warn!(%server, "cannot checkpoint the database: {e}"),
+        }
         self.config_changed();
         Ok(name)
     }
@@ -331,6 +344,7 @@ impl Authority {
                 .collect()
         };
         let mut reasons: Vec<&str> = Vec::new();
+        let mut brokered: Vec<(String, postern_egress::Brokered)> = Vec::new();
         for (credential, why) in decided {
             let name = credential.name.to_string();
             let value = match why {
@@ -348,12 +362,25 @@ impl Authority {
                 }
             };
             match (value, credential.env_var()) {
+                // Bound to hosts: the launch holds a placeholder, the broker the value.
+                (Some(value), Some(var)) if credential.brokered() => {
+                    let brokered_value = postern_egress::Brokered {
+                        credential: name,
+                        placeholder: super::egress::placeholder(&value),
+                        value: Secret::new(value),
+                        hosts: credential.hosts.clone(),
+                    };
+                    brokered.push((var.to_owned(), brokered_value));
+                }
                 (Some(value), Some(var)) => {
                     release.env.push((var.to_owned(), Secret::new(value)));
                     release.released.push(name);
                 }
                 _ => release.withheld.push(name),
             }
+        }
+        if !brokered.is_empty() {
+            self.open_egress(config, brokered, &mut release, &mut reasons);
         }
         reasons.dedup();
         if !reasons.is_empty() {
@@ -451,7 +478,11 @@ impl Authority {
         state: &mut State,
         call: &CallToAuthorize,
         now: u64,
-    ) -> Option<(postern_domain::ApprovalId, Grant)> {
+    ) -> Option<(
+        postern_domain::ApprovalId,
+        Grant,
+        postern_domain::AnswerChannel,
+    )> {
         let identity = call.record.identity_digest();
         let at = state.carries.iter().position(|c| {
             c.session == call.session
@@ -479,7 +510,7 @@ impl Authority {
             issued_at: now,
             end,
         };
-        Some((carry.approval, grant))
+        Some((carry.approval, grant, carry.by))
     }
 
     /// A credential's value from the keychain item `item`, opened with the vault key held

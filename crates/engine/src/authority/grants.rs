@@ -114,12 +114,13 @@ impl Authority {
         now: u64,
     ) {
         self.expire_grants(state, now);
-        if let Some((approval, grant)) = Self::take_carry(state, &call, now) {
+        if let Some((approval, grant, by)) = Self::take_carry(state, &call, now) {
             self.inner.audit.record(AuditEvent::ApprovalGranted {
                 approval,
                 session: call.session,
                 admitted_session: false,
                 grant: Some(Box::new(grant.clone())),
+                by: Some(by),
             });
             state.grants.push(grant);
         }

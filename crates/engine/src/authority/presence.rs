@@ -8,6 +8,12 @@
 //! [`Proven`], and every widening method takes one, so no path (the app in-process, the CLI
 //! over the socket) can widen without passing through here.
 //!
+//! Where the OS can authenticate the person (polkit on Linux, LocalAuthentication on macOS:
+//! `crate::os_auth`), that is a proof too, but only while the vault is unlocked: the OS says
+//! yes or no and holds no secret, so it can vouch for a person while the vault key is already
+//! in the engine's memory (approvals, widening acts) and can never unlock the vault or change
+//! the passphrase. A failed or dismissed OS authentication counts like a wrong passphrase.
+//!
 //! Wrong passphrases back off exponentially (1 s, 2 s, 4 s, ... at most 5 minutes) and each
 //! is recorded in the audit log (`proof_refused`). The back-off is kept in the store, so a
 //! restarted engine (which starts locked) still makes the guesser wait. A process of the
@@ -19,6 +25,7 @@ use postern_gateway::audit::AuditSink;
 use postern_vault::{Secret, VaultKey, WrappedKey};
 
 use super::Authority;
+use crate::os_auth::{self, Asker, Verdict};
 
 /// The keychain item holding the vault key wrapped under the passphrase.
 pub const VAULT_KEY_ITEM: &str = "vault-key";
@@ -39,14 +46,36 @@ pub enum Proof {
     /// A plain click in the app's own window. It proves nothing by itself: it stands for the
     /// passphrase only for an approval, only while the vault is unlocked, and only within the
     /// `click_window_ms` setting (off by default) after the passphrase was last typed. Only
-    /// the app, in-process, makes one: the socket carries a passphrase or nothing.
+    /// the app, in-process, makes one: the socket carries a passphrase, the OS's word, or
+    /// nothing.
     Click,
+    /// The OS authenticates the person at the process that asked ([`Asker`]: the app's own
+    /// process, or the CLI's as the socket's peer credentials name it). Stands in for the
+    /// passphrase only while the vault is unlocked.
+    Os(Asker),
 }
 
 impl Proof {
     /// A passphrase proof.
     pub fn passphrase(text: String) -> Proof {
         Proof::Passphrase(Secret::new(text))
+    }
+
+    /// An OS proof for this process (the app, whose engine runs in-process).
+    pub fn os_for_this_process() -> Result<Proof, PresenceError> {
+        Asker::this_process().map(Proof::Os).ok_or_else(|| {
+            PresenceError::OsUnavailable("this process's start time is unknown".into())
+        })
+    }
+
+    /// An OS proof for the process at the other end of the socket, by the pid its peer
+    /// credentials gave (never a pid a request names).
+    pub(crate) fn os_for_peer(pid: Option<u32>) -> Result<Proof, PresenceError> {
+        pid.and_then(Asker::peer).map(Proof::Os).ok_or_else(|| {
+            PresenceError::OsUnavailable(
+                "the process that asked is gone or its credentials are unknown".into(),
+            )
+        })
     }
 }
 
@@ -111,6 +140,47 @@ pub enum PresenceError {
     /// The keychain could not be read or written, or holds something Postern did not write.
     #[error("the vault key could not be used: {0}")]
     Unavailable(String),
+    /// An OS proof where only the passphrase will do: the vault is locked (unlocking needs
+    /// the key the passphrase unwraps), or the passphrase itself is being changed.
+    #[error(
+        "to {what}, Postern needs your passphrase: system authentication says only yes or no and holds no secret, so it stands in for the passphrase only while the vault is unlocked, and never to unlock it or to change the passphrase"
+    )]
+    OsNeedsPassphrase {
+        /// The act, in words.
+        what: String,
+    },
+    /// The OS could not be asked (no polkitd, no system bus, Postern's polkit actions not
+    /// installed, a platform without OS authentication).
+    #[error("system authentication is not available: {0}; use your Postern passphrase instead")]
+    OsUnavailable(String),
+    /// No authentication agent could ask the person (no desktop polkit agent for this
+    /// session, no terminal for `pkttyagent`).
+    #[error(
+        "system authentication found no authentication agent to ask you (none runs for this session or terminal); use your Postern passphrase instead"
+    )]
+    OsNoAgent,
+    /// The person closed the OS's dialog.
+    #[error(
+        "system authentication was dismissed; the next try is allowed in {} s",
+        secs(*retry_after_ms)
+    )]
+    OsDismissed {
+        /// Refused tries in a row.
+        failures: u32,
+        /// How long until the next try is heard (ms).
+        retry_after_ms: u64,
+    },
+    /// The OS's authentication failed (a wrong password).
+    #[error(
+        "system authentication failed; the next try is allowed in {} s",
+        secs(*retry_after_ms)
+    )]
+    OsDenied {
+        /// Refused tries in a row.
+        failures: u32,
+        /// How long until the next try is heard (ms).
+        retry_after_ms: u64,
+    },
 }
 
 impl PresenceError {
@@ -125,6 +195,11 @@ impl PresenceError {
             PresenceError::Backoff { .. } => "proof_backoff",
             PresenceError::KeyReplaced => "vault_key_replaced",
             PresenceError::Unavailable(_) => "vault_key_unavailable",
+            PresenceError::OsNeedsPassphrase { .. } => "os_auth_needs_passphrase",
+            PresenceError::OsUnavailable(_) => "os_auth_unavailable",
+            PresenceError::OsNoAgent => "os_auth_no_agent",
+            PresenceError::OsDismissed { .. } => "os_auth_dismissed",
+            PresenceError::OsDenied { .. } => "os_auth_denied",
         }
     }
 }
@@ -171,13 +246,35 @@ impl Authority {
     /// only maker of [`Proven`]. Blocks for argon2id's work (a fraction of a second) and a
     /// keychain read: call it off async threads.
     pub fn prove(&self, proof: Option<&Proof>, what: &str) -> Result<Proven, PresenceError> {
-        let Some(Proof::Passphrase(passphrase)) = proof else {
-            return Err(PresenceError::Required { what: what.into() });
+        let required = || PresenceError::Required { what: what.into() };
+        let proof = proof.ok_or_else(required)?;
+        if matches!(proof, Proof::Click) {
+            return Err(required());
+        }
+        // One proof at a time: two wrong tries racing would both slip past the back-off.
+        let _one = self
+            .inner
+            .proving
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = self.now();
+        {
+            let state = self.state();
+            if now < state.attempts.not_before_ms {
+                return Err(PresenceError::Backoff {
+                    retry_after_ms: state.attempts.not_before_ms - now,
+                });
+            }
+        }
+        let proven = match proof {
+            Proof::Passphrase(passphrase) => self.prove_passphrase(passphrase, what)?,
+            Proof::Os(asker) => self.prove_os(asker, what)?,
+            Proof::Click => return Err(required()),
         };
-        let proven = self.prove_passphrase(passphrase, what)?;
         let now = self.now();
         let mut state = self.state();
-        if state.key.is_some() {
+        // The plain-click window opens after a typed passphrase only (its setting says so).
+        if state.key.is_some() && matches!(proof, Proof::Passphrase(_)) {
             state.last_proof_ms = Some(now);
         }
         Ok(proven)
@@ -197,27 +294,12 @@ impl Authority {
         }
     }
 
-    /// The passphrase check itself, with the back-off.
+    /// The passphrase check itself (one at a time, the back-off already checked).
     fn prove_passphrase(
         &self,
         passphrase: &Secret<String>,
         what: &str,
     ) -> Result<Proven, PresenceError> {
-        // One proof at a time: two wrong tries racing would both slip past the back-off.
-        let _one = self
-            .inner
-            .proving
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = self.now();
-        {
-            let state = self.state();
-            if now < state.attempts.not_before_ms {
-                return Err(PresenceError::Backoff {
-                    retry_after_ms: state.attempts.not_before_ms - now,
-                });
-            }
-        }
         let wrapped = self.wrapped_key()?.ok_or(PresenceError::NotSet)?;
         match wrapped.unwrap_key(passphrase.expose().as_bytes()) {
             Ok(key) => {
@@ -233,28 +315,11 @@ impl Authority {
                     });
                     return Err(PresenceError::KeyReplaced);
                 }
-                if state.attempts != Attempts::default() {
-                    state.attempts = Attempts::default();
-                    self.keep_attempts(state.attempts);
-                }
+                self.reset_attempts(&mut state);
                 Ok(Proven { key })
             }
             Err(postern_vault::KeyError::WrongPassphrase) => {
-                let now = self.now();
-                let mut state = self.state();
-                state.attempts.failures = state.attempts.failures.saturating_add(1);
-                let failures = state.attempts.failures;
-                let retry_after_ms = backoff_ms(failures);
-                state.attempts.not_before_ms = now + retry_after_ms;
-                self.keep_attempts(state.attempts);
-                drop(state);
-                tracing::warn!(failures, "a wrong passphrase to {what}");
-                self.inner.audit.record(AuditEvent::ProofRefused {
-                    what: what.into(),
-                    failures,
-                    retry_after_ms,
-                });
-                self.changed();
+                let (failures, retry_after_ms) = self.refused(what, None);
                 Err(PresenceError::Wrong {
                     failures,
                     retry_after_ms,
@@ -262,6 +327,76 @@ impl Authority {
             }
             Err(e) => Err(PresenceError::Unavailable(e.to_string())),
         }
+    }
+
+    /// The OS check (one at a time, the back-off already checked): asks the OS, and on a yes
+    /// gives the key the vault is unlocked with, if it still is.
+    fn prove_os(&self, asker: &Asker, what: &str) -> Result<Proven, PresenceError> {
+        let needs_passphrase = || PresenceError::OsNeedsPassphrase { what: what.into() };
+        if self.state().key.is_none() {
+            return Err(needs_passphrase());
+        }
+        let refused = |how| self.refused(what, Some(how));
+        match os_auth::ask(asker, what) {
+            Verdict::Allowed => {
+                let mut state = self.state();
+                // The vault may have locked while the dialog was up: a yes given before a
+                // lock does not open it.
+                let key = state.key.clone().ok_or_else(needs_passphrase)?;
+                self.reset_attempts(&mut state);
+                Ok(Proven { key })
+            }
+            Verdict::Denied => {
+                let (failures, retry_after_ms) = refused("a failed system authentication");
+                Err(PresenceError::OsDenied {
+                    failures,
+                    retry_after_ms,
+                })
+            }
+            Verdict::Dismissed => {
+                let (failures, retry_after_ms) = refused("a dismissed system authentication");
+                Err(PresenceError::OsDismissed {
+                    failures,
+                    retry_after_ms,
+                })
+            }
+            Verdict::NoAgent => Err(PresenceError::OsNoAgent),
+            Verdict::Unavailable(why) => Err(PresenceError::OsUnavailable(why)),
+        }
+    }
+
+    /// A proof held: the back-off starts over.
+    fn reset_attempts(&self, state: &mut super::State) {
+        if state.attempts != Attempts::default() {
+            state.attempts = Attempts::default();
+            self.keep_attempts(state.attempts);
+        }
+    }
+
+    /// Counts a refused proof toward the back-off (kept in the store) and records it in the
+    /// audit log (`os`: how the OS refused, in words; `None` for a wrong passphrase); returns
+    /// the refusals in a row and the wait before the next try.
+    fn refused(&self, what: &str, os: Option<&str>) -> (u32, u64) {
+        let now = self.now();
+        let mut state = self.state();
+        state.attempts.failures = state.attempts.failures.saturating_add(1);
+        let failures = state.attempts.failures;
+        let retry_after_ms = backoff_ms(failures);
+        state.attempts.not_before_ms = now + retry_after_ms;
+        self.keep_attempts(state.attempts);
+        drop(state);
+        let what = match os {
+            None => what.to_owned(),
+            Some(how) => format!("{what} ({how})"),
+        };
+        tracing::warn!(failures, "a refused proof to {what}");
+        self.inner.audit.record(AuditEvent::ProofRefused {
+            what,
+            failures,
+            retry_after_ms,
+        });
+        self.changed();
+        (failures, retry_after_ms)
     }
 
     /// Sets the passphrase. The first one needs no proof (there is nothing to prove against):
@@ -277,6 +412,11 @@ impl Authority {
             return Err(PresenceError::TooShort);
         }
         let unavailable = |e: &dyn std::fmt::Display| PresenceError::Unavailable(e.to_string());
+        if let Some(Proof::Os(_)) = proof {
+            return Err(PresenceError::OsNeedsPassphrase {
+                what: "change the Postern passphrase".into(),
+            });
+        }
         if self.wrapped_key()?.is_some() {
             let Some(proof) = proof else {
                 return Err(PresenceError::AlreadySet);
@@ -382,10 +522,18 @@ pub fn check_offline(
     secrets: &dyn postern_vault::SecretStore,
     proof: &Proof,
 ) -> Result<VaultKey, PresenceError> {
-    let Proof::Passphrase(passphrase) = proof else {
-        return Err(PresenceError::Required {
-            what: "act on this home".into(),
-        });
+    let passphrase = match proof {
+        Proof::Passphrase(passphrase) => passphrase,
+        Proof::Os(_) => {
+            return Err(PresenceError::OsNeedsPassphrase {
+                what: "act where no engine runs".into(),
+            });
+        }
+        Proof::Click => {
+            return Err(PresenceError::Required {
+                what: "act on this home".into(),
+            });
+        }
     };
     let stored = secrets
         .get(VAULT_KEY_ITEM)

@@ -319,6 +319,7 @@ impl Gate {
                     choice: Some(choice),
                 },
                 Some(&self.proven),
+                postern_domain::AnswerChannel::Window,
             )
             .expect("answer taken");
         match rx.try_recv() {
@@ -421,7 +422,12 @@ async fn a_first_call_waits_on_one_card_and_a_run_grant_then_allows_repeats_at_o
         choice: Some(GrantChoice::UntilRunEnds),
     };
     gate.authority
-        .answer(card.id, reply, Some(&gate.proven))
+        .answer(
+            card.id,
+            reply,
+            Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
+        )
         .expect("answer taken");
     let grants = gate.authority.grants();
     assert_eq!(grants.len(), 1);
@@ -493,7 +499,12 @@ async fn a_denial_refuses_the_call_and_a_second_answer_finds_nothing_open() {
     let a = launch(1, b"v1");
     let (card, mut rx) = gate.carded(deploy(&a));
     gate.authority
-        .answer(card.id, Reply::Deny, Some(&gate.proven))
+        .answer(
+            card.id,
+            Reply::Deny,
+            Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
+        )
         .expect("answer taken");
     let denial = denied(rx.try_recv().expect("decided"));
     assert_eq!(denial.code, DenyCode::ApprovalDenied);
@@ -505,6 +516,7 @@ async fn a_denial_refuses_the_call_and_a_second_answer_finds_nothing_open() {
             choice: Some(GrantChoice::UntilRunEnds),
         },
         Some(&gate.proven),
+        postern_domain::AnswerChannel::Window,
     );
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
     assert!(gate.authority.grants().is_empty());
@@ -541,9 +553,12 @@ async fn an_unanswered_card_times_out_and_is_gone() {
         .expect("done called");
     assert_eq!(denied(verdict).code, DenyCode::ApprovalTimeout);
     assert!(gate.authority.approvals().is_empty());
-    let late = gate
-        .authority
-        .answer(card.id, Reply::Deny, Some(&gate.proven));
+    let late = gate.authority.answer(
+        card.id,
+        Reply::Deny,
+        Some(&gate.proven),
+        postern_domain::AnswerChannel::Window,
+    );
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 
     let events = gate.events();
@@ -601,9 +616,12 @@ async fn a_withdrawn_call_loses_its_card_and_is_never_answered() {
     );
     assert!(gate.authority.approvals().is_empty());
     assert!(rx.await.is_err(), "done was dropped without being called");
-    let late = gate
-        .authority
-        .answer(card.id, Reply::Deny, Some(&gate.proven));
+    let late = gate.authority.answer(
+        card.id,
+        Reply::Deny,
+        Some(&gate.proven),
+        postern_domain::AnswerChannel::Window,
+    );
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 
     let events = gate.events();
@@ -651,6 +669,7 @@ async fn observe_mode_still_asks_a_human_to_release_a_withheld_credential() {
                 choice: Some(GrantChoice::UntilRunEnds),
             },
             Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
         )
         .expect("approve");
     assert_eq!(rx.await.expect("verdict"), Verdict::Relaunch);
@@ -684,7 +703,12 @@ async fn every_use_on_the_tool_asks_despite_a_run_grant_and_offers_this_call_onl
         choice: Some(GrantChoice::UntilRunEnds),
     };
     assert!(matches!(
-        gate.authority.answer(card.id, standing, Some(&gate.proven)),
+        gate.authority.answer(
+            card.id,
+            standing,
+            Some(&gate.proven),
+            postern_domain::AnswerChannel::Window
+        ),
         Err(AnswerError::Unacceptable(_))
     ));
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "still waiting");
@@ -692,7 +716,12 @@ async fn every_use_on_the_tool_asks_despite_a_run_grant_and_offers_this_call_onl
         choice: Some(GrantChoice::ThisCall),
     };
     gate.authority
-        .answer(card.id, once, Some(&gate.proven))
+        .answer(
+            card.id,
+            once,
+            Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
+        )
         .expect("answer taken");
     assert!(matches!(
         rx.try_recv(),
@@ -713,7 +742,12 @@ async fn an_answer_after_the_card_expired_by_the_clock_is_not_taken() {
     let reply = Reply::Approve {
         choice: Some(GrantChoice::UntilRunEnds),
     };
-    let late = gate.authority.answer(card.id, reply, Some(&gate.proven));
+    let late = gate.authority.answer(
+        card.id,
+        reply,
+        Some(&gate.proven),
+        postern_domain::AnswerChannel::Window,
+    );
     assert_eq!(
         denied(rx.try_recv().expect("decided")).code,
         DenyCode::ApprovalTimeout
@@ -747,6 +781,17 @@ async fn a_plain_environment_secret_moves_into_the_keychain_bound_to_its_server(
         .map(|c| c.name.to_string())
         .collect();
     assert_eq!(bound, [name.to_string()]);
+    // Nor in the database's files: not in a free part of a page, not in an older page in
+    // the write-ahead log.
+    for file in ["postern.db", "postern.db-wal"] {
+        let bytes = std::fs::read(gate.home.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes
+                .windows(b"ghp-plain-value-1".len())
+                .any(|w| w == b"ghp-plain-value-1"),
+            "{file} still holds the moved value"
+        );
+    }
     let item = postern_domain::credential::keychain_item(&name, 1);
     let stored = gate.secrets.get(&item).expect("get").expect("an item");
     assert!(

@@ -125,6 +125,9 @@ pub struct ApprovalWait {
     /// The answer's audit record.
     #[ts(type = "number | null")]
     pub answer_seq: Option<i64>,
+    /// Where the person answered: `window`, `tray`, `terminal`; `null` when nobody did, or
+    /// the record predates it.
+    pub by: Option<String>,
 }
 
 /// An execution epoch of a session's server.
@@ -291,6 +294,7 @@ fn lane(lane: postern_store::Lane) -> TimelineLane {
                 answered: w.answered,
                 answer: w.answer,
                 answer_seq: w.answer_seq,
+                by: w.by,
             })
             .collect(),
     }

@@ -60,6 +60,8 @@ pub(super) struct Running {
     /// so nothing overtakes it; `Some(id)` marks the call still waiting.
     outbox: Outbox,
     _watchers: Watchers,
+    /// The launch's way out through the egress broker (closed when the epoch ends).
+    _egress: Option<Box<dyn crate::authorize::LaunchEgress>>,
 }
 
 /// Where a running epoch's catalog stands (refresh-contract §7): the session's status is

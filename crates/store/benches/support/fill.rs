@@ -187,6 +187,7 @@ impl Session {
                 session,
                 admitted_session: false,
                 grant: Some(Box::new(grant)),
+                by: Some(postern_domain::AnswerChannel::Window),
             });
         }
         let epoch = self.epoch.expect("an epoch");

@@ -52,6 +52,8 @@ pub struct ActivityRow {
     pub server: String,
     /// The execution epoch it ran under (or was refused under).
     pub epoch: Option<String>,
+    /// Which launch of its server that epoch is ("launch 7": [`Store::launch_number`]).
+    pub launch: Option<u32>,
     /// The tool.
     pub tool: String,
     /// The JSON-RPC id, as JSON.
@@ -145,6 +147,9 @@ pub struct Asked {
     pub answered: Option<i64>,
     /// `granted`, `denied` or `expired`.
     pub answer: Option<String>,
+    /// Where the person answered: `window`, `tray`, `terminal`; `None` when nobody did, and
+    /// for answers recorded before the audit log kept it.
+    pub by: Option<String>,
 }
 
 impl Store {
@@ -208,6 +213,7 @@ impl Store {
                     session: r.get(2)?,
                     server: r.get(3)?,
                     epoch: r.get(4)?,
+                    launch: None,
                     tool: r.get(5)?,
                     call: r.get(6)?,
                     decision: r.get(7)?,
@@ -224,12 +230,19 @@ impl Store {
         })?;
         let rows: Vec<_> = rows.collect::<Result<_, _>>()?;
         let mut agents: HashMap<i64, Agent> = HashMap::new();
+        let mut launches: HashMap<(String, String), u32> = HashMap::new();
         rows.into_iter()
             .map(|(mut row, grant, approval)| {
                 row.agent = match agents.entry(row.session) {
                     Entry::Occupied(known) => known.get().clone(),
                     Entry::Vacant(slot) => slot.insert(self.session_agent(row.session)?).clone(),
                 };
+                if let Some(epoch) = &row.epoch {
+                    row.launch = Some(match launches.entry((row.server.clone(), epoch.clone())) {
+                        Entry::Occupied(known) => *known.get(),
+                        Entry::Vacant(slot) => *slot.insert(self.launch_of(&row.server, epoch)?),
+                    });
+                }
                 row.grant = grant.map(|g| self.grant_life(g)).transpose()?;
                 row.asked = approval.map(|a| self.asked(a)).transpose()?;
                 Ok(row)
@@ -275,14 +288,18 @@ impl Store {
 
     /// Approval request `approval` and its answer.
     fn asked(&self, approval: String) -> Result<Asked, StoreError> {
-        let found: Option<(i64, Option<i64>, Option<String>)> = self
+        type Found = (i64, Option<i64>, Option<String>, Option<String>);
+        let found: Option<Found> = self
             .conn
             .prepare_cached(
-                "SELECT requested, answered, answer FROM journal_approvals WHERE approval = ?1",
+                "SELECT requested, answered, answer, channel FROM journal_approvals
+                 WHERE approval = ?1",
             )?
-            .query_row([&approval], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_row([&approval], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
             .optional()?;
-        let (requested, answered, answer) = found.ok_or_else(|| StoreError::Corrupt {
+        let (requested, answered, answer, by) = found.ok_or_else(|| StoreError::Corrupt {
             what: format!("journal approval {approval}"),
             why: "a call names it and it is not in the journal".into(),
         })?;
@@ -291,6 +308,7 @@ impl Store {
             requested,
             answered,
             answer,
+            by,
         })
     }
 

@@ -11,6 +11,8 @@
 //! than the count of its server's epochs before it, which is right even before the audit
 //! writer has committed the launch's own `server_started` record.
 
+use std::collections::HashMap;
+
 use postern_domain::{ExecutionEpoch, ServerLabel};
 use rusqlite::params;
 
@@ -24,6 +26,11 @@ impl Store {
         server: &ServerLabel,
         epoch: ExecutionEpoch,
     ) -> Result<u32, StoreError> {
+        self.launch_of(server.as_str(), &epoch.to_string())
+    }
+
+    /// [`Store::launch_number`] of an epoch as the journal spells it.
+    pub(crate) fn launch_of(&self, server: &str, epoch: &str) -> Result<u32, StoreError> {
         let before: i64 = self
             .conn
             .prepare_cached(
@@ -31,7 +38,29 @@ impl Store {
                  JOIN journal_sessions s ON s.id = e.session
                  WHERE s.server = ?1 AND e.epoch < ?2",
             )?
-            .query_row(params![server.as_str(), epoch.to_string()], |r| r.get(0))?;
+            .query_row(params![server, epoch], |r| r.get(0))?;
         Ok(u32::try_from(before).unwrap_or(u32::MAX - 1) + 1)
+    }
+
+    /// The journal ids of the running sessions of the newest engine run (the one writing
+    /// the log, when an engine runs), by the engine's session number and server: the number
+    /// Activity, the timeline and `postern sessions` show for the session the engine numbers
+    /// `#3`. A session whose `session_started` record is not committed yet is not there.
+    ///
+    /// Until the running engine's own `engine_started` record is committed (its first, one
+    /// group commit after it opened the log) the newest run is the previous one, whose
+    /// sessions are over unless it crashed: a session of a crashed run with the same number
+    /// and server may be found for that moment.
+    pub fn current_run_sessions(&self) -> Result<HashMap<(u64, String), i64>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT session, server, id FROM journal_sessions
+             WHERE run = (SELECT coalesce(max(seq), 0) FROM audit_log
+                          WHERE kind = 'engine_started')
+               AND status = 'running'",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(((r.get::<_, i64>(0)? as u64, r.get(1)?), r.get(2)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 }

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use postern_domain::decision::Authority;
-use postern_domain::{ApprovalId, AuditEvent, ExecutionEpoch, Grant};
+use postern_domain::{AnswerChannel, ApprovalId, AuditEvent, ExecutionEpoch, Grant};
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{SPANS, meta_int};
@@ -378,18 +378,20 @@ impl Projector {
             AuditEvent::ApprovalGranted {
                 approval,
                 grant: None,
+                by,
                 ..
-            } => answered(tx, at, approval, "granted", None, None)?,
-            AuditEvent::ApprovalDenied { approval, .. } => {
-                answered(tx, at, approval, "denied", Some("approval_denied"), None)?;
+            } => answered(tx, at, approval, Answer::Granted(None), *by)?,
+            AuditEvent::ApprovalDenied { approval, by, .. } => {
+                answered(tx, at, approval, Answer::Denied, *by)?;
             }
             AuditEvent::ApprovalExpired { approval, code, .. } => {
-                answered(tx, at, approval, "expired", Some(code), None)?;
+                answered(tx, at, approval, Answer::Expired(code), None)?;
             }
             AuditEvent::ApprovalGranted {
                 approval,
                 session,
                 grant: Some(grant),
+                by,
                 ..
             } => {
                 let id = self.session(tx, at, *session, grant.server_label.as_str())?;
@@ -398,9 +400,8 @@ impl Projector {
                     tx,
                     at,
                     approval,
-                    "granted",
-                    None,
-                    Some(&grant.id.to_string()),
+                    Answer::Granted(Some(&grant.id.to_string())),
+                    *by,
                 )?;
                 self.count(
                     id,
@@ -425,6 +426,8 @@ impl Projector {
             | AuditEvent::VaultUnlocked
             | AuditEvent::ProofRefused { .. }
             | AuditEvent::ConfigTampered { .. }
+            | AuditEvent::CredentialSubstituted { .. }
+            | AuditEvent::CredentialLeakAttempt { .. }
             | AuditEvent::ConfigChanged { .. } => {}
         }
         self.seq = seq;
@@ -648,19 +651,33 @@ fn insert_grant(
     Ok(())
 }
 
-/// The approval request answered in record `at`: how, and the grant it gave. The first
-/// answer is the one that counts.
+/// How an approval request ended.
+enum Answer<'a> {
+    /// A person approved, with the grant it gave, if any.
+    Granted(Option<&'a str>),
+    /// A person denied.
+    Denied,
+    /// Nobody answered: the code the call got.
+    Expired(&'a str),
+}
+
+/// The approval request answered in record `at`: how, the grant it gave, and where the person
+/// answered (`by`). The first answer is the one that counts.
 fn answered(
     tx: &Transaction<'_>,
     at: At,
     approval: &ApprovalId,
-    answer: &str,
-    code: Option<&str>,
-    grant: Option<&str>,
+    answer: Answer<'_>,
+    by: Option<AnswerChannel>,
 ) -> Result<(), StoreError> {
+    let (answer, code, grant) = match answer {
+        Answer::Granted(grant) => ("granted", None, grant),
+        Answer::Denied => ("denied", Some("approval_denied"), None),
+        Answer::Expired(code) => ("expired", Some(code), None),
+    };
     tx.prepare_cached(
         "UPDATE journal_approvals SET answered = ?2, answer = ?3, code = ?4, grant = ?5,
-                                      answer_seq = ?6
+                                      answer_seq = ?6, channel = ?7
          WHERE approval = ?1 AND answered IS NULL",
     )?
     .execute(params![
@@ -669,7 +686,8 @@ fn answered(
         answer,
         code,
         grant,
-        at.seq
+        at.seq,
+        by.map(AnswerChannel::as_str)
     ])?;
     Ok(())
 }

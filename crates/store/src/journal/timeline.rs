@@ -134,6 +134,9 @@ pub struct Wait {
     pub answer: Option<String>,
     /// The seq of the answer's record.
     pub answer_seq: Option<i64>,
+    /// Where the person answered (`window`, `tray`, `terminal`); `None` when nobody did, or
+    /// the record predates it.
+    pub by: Option<String>,
 }
 
 /// An execution epoch within a session.
@@ -388,6 +391,7 @@ impl Store {
                     answered: r.get(4)?,
                     answer: r.get(5)?,
                     answer_seq: r.get(6)?,
+                    by: r.get(7)?,
                 })
             })?
             .collect::<Result<_, _>>()?;
@@ -567,7 +571,7 @@ const BANDS: &str = "
 /// A session's approval requests asked before ?3 and answered at or after ?2 (or not at all):
 /// `(session, requested)`. A lane has as many as a person answered in it.
 const WAITS: &str = "
-    SELECT approval, tool, requested, seq, answered, answer, answer_seq FROM journal_approvals
+    SELECT approval, tool, requested, seq, answered, answer, answer_seq, channel FROM journal_approvals
     WHERE session = ?1 AND requested < ?3 AND (answered IS NULL OR answered >= ?2)
     ORDER BY requested";
 

@@ -22,9 +22,12 @@ async fn a_lock_refuses_the_waiting_call_ends_grants_and_admissions() {
     assert!(gate.authority.grants().is_empty());
     let refused = denied(gate.decided_now(deploy(&a)));
     assert_eq!(refused.code, DenyCode::VaultLocked);
-    let late = gate
-        .authority
-        .answer(card.id, Reply::Deny, Some(&gate.proven));
+    let late = gate.authority.answer(
+        card.id,
+        Reply::Deny,
+        Some(&gate.proven),
+        postern_domain::AnswerChannel::Window,
+    );
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 
     assert!(gate.authority.unlock(gate.prove()));

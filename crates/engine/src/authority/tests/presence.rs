@@ -7,7 +7,7 @@ use postern_domain::credential::Injection;
 use postern_domain::{CredentialName, CredentialSpec};
 use postern_vault::{Secret, VaultKey};
 
-use super::super::{PresenceError, VAULT_KEY_ITEM};
+use super::super::{PresenceError, VAULT_KEY_ITEM, check_offline};
 use super::*;
 
 fn proof(text: &str) -> Proof {
@@ -149,7 +149,12 @@ async fn nothing_widens_without_a_proof() {
     let (card, _rx) = gate.carded(deploy(&a));
     let refused = gate
         .authority
-        .answer(card.id, Reply::Approve { choice: None }, None)
+        .answer(
+            card.id,
+            Reply::Approve { choice: None },
+            None,
+            postern_domain::AnswerChannel::Window,
+        )
         .unwrap_err();
     assert_eq!(
         refused.to_string(),
@@ -392,6 +397,49 @@ async fn a_binding_or_an_approved_launch_edited_in_the_store_is_not_used() {
     assert!(store.approved_baseline(&label()).expect("read").is_none());
 }
 
+/// The OS holds no secret: while the vault is locked an OS proof is refused before the OS is
+/// asked (no dialog), it never changes the passphrase, and it proves nothing offline.
+#[tokio::test]
+async fn an_os_proof_opens_nothing_while_locked_and_never_changes_the_passphrase() {
+    let gate = Gate::new();
+    let os = Proof::os_for_this_process().expect("this process");
+    let change = gate
+        .authority
+        .set_passphrase(&Secret::new("a new passphrase".into()), Some(&os))
+        .unwrap_err();
+    assert_eq!(change.code(), "os_auth_needs_passphrase");
+    assert_eq!(
+        check_offline(gate.secrets.as_ref(), &os)
+            .unwrap_err()
+            .code(),
+        "os_auth_needs_passphrase"
+    );
+
+    gate.authority.lock("test");
+    let refused = gate
+        .authority
+        .prove(Some(&os), "unlock the vault")
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        PresenceError::OsNeedsPassphrase {
+            what: "unlock the vault".into()
+        }
+    );
+    assert!(
+        refused
+            .to_string()
+            .contains("only while the vault is unlocked")
+    );
+    assert_eq!(gate.authority.vault(), VaultState::Locked);
+    // Not a wrong try: nothing was asked, so nothing backs off or is recorded.
+    assert!(of_type(&gate.events(), "proof_refused").is_empty());
+    let proven = gate
+        .authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock the vault");
+    assert!(proven.is_ok(), "the passphrase is heard at once");
+}
+
 #[tokio::test]
 async fn plain_clicks_approve_only_when_on_within_the_window_after_the_passphrase() {
     let gate = Gate::new();
@@ -425,6 +473,7 @@ async fn plain_clicks_approve_only_when_on_within_the_window_after_the_passphras
                 choice: Some(GrantChoice::ThisCall),
             },
             Some(&proven),
+            postern_domain::AnswerChannel::Window,
         )
         .expect("approved with a click");
     // A click stands for the passphrase only in an approval.

@@ -31,6 +31,7 @@ async fn an_answer_after_the_agent_gave_up_decides_its_identical_retry_once() {
                 choice: Some(GrantChoice::ThisCall),
             },
             Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
         )
         .expect("a late approval is taken");
     assert!(
@@ -84,6 +85,7 @@ async fn the_identical_retry_joins_the_open_card_and_a_late_denial_refuses_it() 
                 choice: Some(GrantChoice::ThisCall),
             },
             Some(&gate.proven),
+            postern_domain::AnswerChannel::Window,
         )
         .expect("answer");
     assert!(matches!(rx.try_recv(), Ok(Verdict::Allow(_))));
@@ -94,7 +96,12 @@ async fn the_identical_retry_joins_the_open_card_and_a_late_denial_refuses_it() 
     let (card, _rx) = gate.carded(call);
     gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled);
     gate.authority
-        .answer(card.id, Reply::Deny, None)
+        .answer(
+            card.id,
+            Reply::Deny,
+            None,
+            postern_domain::AnswerChannel::Window,
+        )
         .expect("a late denial is taken");
     let refused = denied(gate.decided_now(deploy(&a)));
     assert_eq!(refused.code, DenyCode::ApprovalDenied);
@@ -104,7 +111,12 @@ async fn the_identical_retry_joins_the_open_card_and_a_late_denial_refuses_it() 
     let (card, _rx) = gate.carded(call);
     gate.authority.withdraw(SESSION, id, Withdrawn::Cancelled);
     gate.authority
-        .answer(card.id, Reply::Deny, None)
+        .answer(
+            card.id,
+            Reply::Deny,
+            None,
+            postern_domain::AnswerChannel::Window,
+        )
         .expect("deny");
     gate.clock.advance(RETRY_WINDOW_MS + 1);
     let (_fresh, _rx) = gate.carded(deploy(&a));

@@ -118,6 +118,9 @@ impl Session {
                 reason,
             });
         }
+        if let Some(egress) = &credentials.egress {
+            egress.started(record.epoch);
+        }
         self.info.credentials = Credentials {
             released: credentials.released,
             withheld: credentials.withheld,
@@ -142,6 +145,7 @@ impl Session {
             ping: None,
             outbox: super::Outbox::new(self.upstream_pressure.clone()),
             _watchers: watchers,
+            _egress: credentials.egress,
         }));
         self.publish();
         self.answer_init();

@@ -1,0 +1,513 @@
+//! The broker: for each launch that holds placeholders, a listener of its own on loopback
+//! (the port tells the broker which launch a connection comes from), speaking HTTP/1.1 proxy:
+//!
+//! - `CONNECT host:port` opens a tunnel; TLS inside it is answered with a leaf of the broker's
+//!   authority for the name the client asked for, and each request in it goes to the CONNECT
+//!   target (plain HTTP inside a tunnel goes there too);
+//! - an absolute URL (`GET http://host/...`, or `https://` from clients that send those to a
+//!   proxy in the clear) goes to its host.
+//!
+//! Each request is decided by [`substitute::decide`] against the place it goes, then sent on
+//! its own upstream connection (TLS verified against the platform's roots). Redirects are the
+//! client's to follow: each hop is a new request, decided afresh for its own host.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::header::{HOST, HeaderValue};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use postern_domain::ExecutionEpoch;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::server::Acceptor;
+use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
+
+use crate::EgressError;
+use crate::ca::Authority;
+use crate::env::{self, Files};
+use crate::substitute::{self, Brokered, Outcome};
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Where the broker reports what it did (the engine: the audit log, the person).
+pub trait EgressSink: Send + Sync {
+    /// `credentials`' values were put in a request of `launch` to `host`.
+    fn substituted(&self, launch: &LaunchInfo, credentials: &[String], host: &str);
+    /// A request of `launch` carried `credentials`' placeholders toward `host`, where they may
+    /// not go (or the launch was frozen): it was refused, and the launch is frozen.
+    fn leak(&self, launch: &LaunchInfo, credentials: &[String], host: &str);
+}
+
+/// Which launch a request came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchInfo {
+    /// The server's label.
+    pub server: String,
+    /// Its epoch (known once the process started).
+    pub epoch: Option<ExecutionEpoch>,
+}
+
+/// The broker of one engine run.
+pub struct Broker {
+    ca: Arc<Authority>,
+    upstream: Arc<ClientConfig>,
+    files: Files,
+    sink: Arc<dyn EgressSink>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    /// A broker with a new authority, its files written into `dir`. Upstream TLS is verified
+    /// against the platform's roots (read as `rustls-native-certs` does: `SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR` replace them) and the certificates in `extra_ca`, a PEM file the person
+    /// names (a corporate proxy's CA, a test's).
+    pub fn start(
+        dir: &Path,
+        extra_ca: Option<&Path>,
+        sink: Arc<dyn EgressSink>,
+    ) -> Result<Broker, EgressError> {
+        use tokio_rustls::rustls::pki_types::CertificateDer;
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+
+        let ca = Authority::generate()?;
+        let found = rustls_native_certs::load_native_certs();
+        for error in &found.errors {
+            tracing::warn!("a platform root could not be read: {error}");
+        }
+        let files = env::write_files(dir, ca.pem(), &found.certs)?;
+        let mut roots = RootCertStore::empty();
+        let (added, ignored) = roots.add_parsable_certificates(found.certs);
+        if let Some(path) = extra_ca {
+            let extra = CertificateDer::pem_file_iter(path)
+                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| {
+                    std::io::Error::other(format!("the CA file {}: {e}", path.display()))
+                })?;
+            roots.add_parsable_certificates(extra);
+        }
+        tracing::debug!(added, ignored, "egress broker: platform roots");
+        let mut upstream = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        upstream.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Broker {
+            ca: Arc::new(ca),
+            upstream: Arc::new(upstream),
+            files,
+            sink,
+        })
+    }
+
+    /// The files launches' environments point at.
+    pub fn files(&self) -> &Files {
+        &self.files
+    }
+
+    /// Opens the way out for a launch of `server` holding `brokered` placeholders: a listener
+    /// of its own on loopback, closed when the [`Launch`] is dropped. `node_options` is the
+    /// server's own `NODE_OPTIONS`, kept in front of the broker's. Needs a tokio runtime.
+    pub fn open(
+        &self,
+        server: &str,
+        brokered: Vec<Brokered>,
+        node_options: Option<&str>,
+    ) -> Result<Launch, EgressError> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        let shared = Arc::new(Shared {
+            info: Mutex::new(LaunchInfo {
+                server: server.to_owned(),
+                epoch: None,
+            }),
+            brokered,
+            frozen: AtomicBool::new(false),
+            ca: Arc::clone(&self.ca),
+            upstream: Arc::clone(&self.upstream),
+            sink: Arc::clone(&self.sink),
+        });
+        let listener = TcpListener::from_std(listener)?;
+        let task = tokio::spawn(accept(listener, Arc::clone(&shared)));
+        Ok(Launch {
+            env: env::launch_env(&self.files, port, node_options),
+            port,
+            shared,
+            task: task.abort_handle(),
+        })
+    }
+}
+
+/// One launch's way out: its listener, and what its process's environment must hold.
+pub struct Launch {
+    env: Vec<(String, String)>,
+    port: u16,
+    shared: Arc<Shared>,
+    task: tokio::task::AbortHandle,
+}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("port", &self.port)
+            .field("frozen", &self.frozen())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Launch {
+    /// The proxy and trust variables the launch's process needs.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Names the launch's epoch (for what the broker reports), once the process started.
+    pub fn set_epoch(&self, epoch: ExecutionEpoch) {
+        self.shared
+            .info
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .epoch = Some(epoch);
+    }
+
+    /// Whether a leak attempt froze it: no request of it gets a value any more.
+    pub fn frozen(&self) -> bool {
+        self.shared.frozen.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Launch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Shared {
+    info: Mutex<LaunchInfo>,
+    brokered: Vec<Brokered>,
+    frozen: AtomicBool,
+    ca: Arc<Authority>,
+    upstream: Arc<ClientConfig>,
+    sink: Arc<dyn EgressSink>,
+}
+
+impl Shared {
+    fn info(&self) -> LaunchInfo {
+        self.info.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Where a request goes: the host the broker connects to (and decides by).
+#[derive(Debug, Clone)]
+struct Destination {
+    host: String,
+    port: u16,
+    tls: bool,
+}
+
+async fn accept(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("egress broker: accept failed: {e}");
+                continue;
+            }
+        };
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let service = service_fn(move |req| proxy(req, Arc::clone(&shared)));
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
+                .await
+            {
+                tracing::debug!("egress broker: a proxy connection ended: {e}");
+            }
+        });
+    }
+}
+
+async fn proxy(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+) -> Result<Response<Body>, hyper::Error> {
+    if req.method() == Method::CONNECT {
+        let Some((host, port)) = req
+            .uri()
+            .authority()
+            .and_then(|a| Some((bare(a.host()), a.port_u16()?)))
+        else {
+            return Ok(said(StatusCode::BAD_REQUEST, "CONNECT names host:port"));
+        };
+        tokio::spawn(async move {
+            match hyper::upgrade::on(req).await {
+                Ok(upgraded) => tunnel(TokioIo::new(upgraded), host, port, shared).await,
+                Err(e) => tracing::debug!("egress broker: the tunnel did not open: {e}"),
+            }
+        });
+        return Ok(Response::new(empty()));
+    }
+    let uri = req.uri().clone();
+    let tls = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => {
+            return Ok(said(
+                StatusCode::BAD_REQUEST,
+                "a request to a proxy names its URL in full (http:// or https://)",
+            ));
+        }
+    };
+    let Some(host) = uri.host().map(bare) else {
+        return Ok(said(StatusCode::BAD_REQUEST, "the URL has no host"));
+    };
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    forward(req, Destination { host, port, tls }, shared).await
+}
+
+/// A tunnel to `host:port`: TLS inside it is intercepted, plain HTTP served as it is.
+async fn tunnel<I>(mut io: I, host: String, port: u16, shared: Arc<Shared>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut first = [0u8; 1];
+    if !matches!(io.read(&mut first).await, Ok(1)) {
+        return;
+    }
+    let io = Prefixed {
+        prefix: Some(first[0]),
+        inner: io,
+    };
+    // 0x16: a TLS handshake record.
+    if first[0] != 0x16 {
+        let dest = Destination {
+            host,
+            port,
+            tls: false,
+        };
+        return serve(TokioIo::new(io), dest, shared).await;
+    }
+    let start = match LazyConfigAcceptor::new(Acceptor::default(), io).await {
+        Ok(start) => start,
+        Err(e) => return tracing::debug!("egress broker: no TLS hello: {e}"),
+    };
+    // The leaf answers for the name the client asked for; the request still goes, and is
+    // decided, by the CONNECT target.
+    let name = start
+        .client_hello()
+        .server_name()
+        .map_or_else(|| host.clone(), str::to_owned);
+    let config = match shared.ca.server_config(&name) {
+        Ok(config) => config,
+        Err(e) => return tracing::warn!("egress broker: no certificate for {name}: {e}"),
+    };
+    match start.into_stream(config).await {
+        Ok(stream) => {
+            let dest = Destination {
+                host,
+                port,
+                tls: true,
+            };
+            serve(TokioIo::new(stream), dest, shared).await;
+        }
+        Err(e) => tracing::debug!("egress broker: TLS with the server failed: {e}"),
+    }
+}
+
+async fn serve<I>(io: TokioIo<I>, dest: Destination, shared: Arc<Shared>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| forward(req, dest.clone(), Arc::clone(&shared)));
+    if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .serve_connection(io, service)
+        .await
+    {
+        tracing::debug!("egress broker: a tunnelled connection ended: {e}");
+    }
+}
+
+/// Decides a request and, when it may go, sends it on and hands back the answer.
+async fn forward(
+    mut req: Request<Incoming>,
+    dest: Destination,
+    shared: Arc<Shared>,
+) -> Result<Response<Body>, hyper::Error> {
+    let target = req.uri().clone();
+    let frozen = shared.frozen.load(Ordering::SeqCst);
+    match substitute::decide(
+        req.headers_mut(),
+        &target,
+        &dest.host,
+        &shared.brokered,
+        frozen,
+    ) {
+        Outcome::Leak { credentials } => {
+            shared.frozen.store(true, Ordering::SeqCst);
+            let info = shared.info();
+            tracing::warn!(server = %info.server, host = %dest.host, ?credentials, "egress broker: a placeholder toward a host it is not bound to; refused, the launch is frozen");
+            shared.sink.leak(&info, &credentials, &dest.host);
+            return Ok(said(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "Postern's egress broker refused this request: it carries the placeholder of {} toward {}, where it may not go (or this launch is frozen after such a request). This launch gets no credential value until a person looks.",
+                    credentials.join(", "),
+                    dest.host
+                ),
+            ));
+        }
+        Outcome::Forward { substituted } if !substituted.is_empty() => {
+            shared
+                .sink
+                .substituted(&shared.info(), &substituted, &dest.host);
+        }
+        Outcome::Forward { .. } => {}
+    }
+    let path = target.path_and_query().map_or("/", |p| p.as_str());
+    *req.uri_mut() = path.parse().unwrap_or_else(|_| Uri::from_static("/"));
+    if !req.headers().contains_key(HOST) {
+        let host = match (dest.tls, dest.port) {
+            (true, 443) | (false, 80) => dest.host.clone(),
+            (_, port) => format!("{}:{port}", dest.host),
+        };
+        if let Ok(value) = HeaderValue::from_str(&host) {
+            req.headers_mut().insert(HOST, value);
+        }
+    }
+    req.headers_mut().remove("proxy-authorization");
+    req.headers_mut().remove("proxy-connection");
+    match send(req, &dest, &shared.upstream).await {
+        Ok(response) => Ok(response.map(BodyExt::boxed)),
+        Err(why) => Ok(said(
+            StatusCode::BAD_GATEWAY,
+            &format!(
+                "Postern's egress broker could not reach {}:{}: {why}",
+                dest.host, dest.port
+            ),
+        )),
+    }
+}
+
+async fn send(
+    req: Request<Incoming>,
+    dest: &Destination,
+    upstream: &Arc<ClientConfig>,
+) -> Result<Response<Incoming>, String> {
+    let tcp = TcpStream::connect((dest.host.as_str(), dest.port))
+        .await
+        .map_err(|e| e.to_string())?;
+    if !dest.tls {
+        return exchange(TokioIo::new(tcp), req).await;
+    }
+    let name = ServerName::try_from(dest.host.clone()).map_err(|e| e.to_string())?;
+    let tls = TlsConnector::from(Arc::clone(upstream))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    exchange(TokioIo::new(tls), req).await
+}
+
+async fn exchange<I>(io: TokioIo<I>, req: Request<Incoming>) -> Result<Response<Incoming>, String>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("egress broker: an upstream connection ended: {e}");
+        }
+    });
+    sender.send_request(req).await.map_err(|e| e.to_string())
+}
+
+/// A host as the broker connects to and compares it: an IPv6 address without brackets.
+fn bare(host: &str) -> String {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase()
+}
+
+fn empty() -> Body {
+    Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn said(status: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(format!("{text}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// A stream with one byte read ahead put back in front.
+struct Prefixed<I> {
+    prefix: Option<u8>,
+    inner: I,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Prefixed<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if let Some(byte) = self.prefix.take() {
+            buf.put_slice(&[byte]);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Prefixed<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

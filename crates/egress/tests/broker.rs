@@ -1,0 +1,235 @@
+//! The broker against a real HTTPS host on loopback and a client that goes through it as the
+//! servers' runtimes do (CONNECT, then TLS trusting only the broker's authority): the value
+//! reaches the bound host, a placeholder toward another host is refused, reported and freezes
+//! the launch, and an absolute-URL request in the clear is decided the same way.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use postern_egress::{Broker, Brokered, EgressSink, LaunchInfo};
+use postern_vault::Secret;
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{
+    CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName,
+};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore, ServerConfig};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+const VALUE: &str = "ghp_the-real-value-4711";
+const PLACEHOLDER: &str = "ghp_PLACEHOLDERxxxxxxxxxxxxxxxxxxxxxxxxxx";
+
+#[derive(Default)]
+struct Seen {
+    substituted: Mutex<Vec<(String, String)>>,
+    leaks: Mutex<Vec<(String, String)>>,
+}
+
+impl EgressSink for Seen {
+    fn substituted(&self, _: &LaunchInfo, credentials: &[String], host: &str) {
+        let mut seen = self.substituted.lock().unwrap();
+        seen.extend(credentials.iter().map(|c| (c.clone(), host.to_owned())));
+    }
+    fn leak(&self, _: &LaunchInfo, credentials: &[String], host: &str) {
+        let mut seen = self.leaks.lock().unwrap();
+        seen.extend(credentials.iter().map(|c| (c.clone(), host.to_owned())));
+    }
+}
+
+/// An HTTPS host for `localhost` and 127.0.0.1 (its own CA, written to `dir/upstream-ca.pem`)
+/// that answers each request with the `authorization` header it received.
+async fn upstream(dir: &Path) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("upstream-ca.pem"), ca_cert.pem()).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    let config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&received);
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (acceptor, seen) = (acceptor.clone(), Arc::clone(&seen));
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let head = read_head(&mut tls).await;
+                let auth = header(&head, "authorization").unwrap_or_default();
+                seen.lock().unwrap().push(auth.clone());
+                let body = format!("auth={auth}");
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tls.write_all(answer.as_bytes()).await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    (port, received)
+}
+
+async fn read_head<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+fn header(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+    })
+}
+
+/// What a runtime does: CONNECT through the broker, TLS to `host` trusting the broker's
+/// authority only, one GET with `authorization`. The status line and the body.
+async fn get_through(proxy: u16, ca: &Path, host: &str, port: u16, auth: &str) -> String {
+    let mut tcp = TcpStream::connect(("127.0.0.1", proxy)).await.unwrap();
+    tcp.write_all(
+        format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let connected = read_head(&mut tcp).await;
+    assert!(connected.starts_with("HTTP/1.1 200"), "{connected}");
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from(host.to_owned()).unwrap();
+    let mut tls = TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let request = format!(
+        "GET /user HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n"
+    );
+    tls.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    let _ = tls.read_to_string(&mut answer).await;
+    answer
+}
+
+fn launch() -> Vec<Brokered> {
+    vec![Brokered {
+        credential: "github".into(),
+        placeholder: PLACEHOLDER.into(),
+        value: Secret::new(VALUE.into()),
+        hosts: vec!["localhost".into()],
+    }]
+}
+
+#[tokio::test]
+async fn the_value_reaches_its_host_and_a_placeholder_anywhere_else_is_refused_and_freezes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, received) = upstream(dir.path()).await;
+    let seen = Arc::new(Seen::default());
+    let broker = Broker::start(
+        &dir.path().join("egress"),
+        Some(&dir.path().join("upstream-ca.pem")),
+        Arc::clone(&seen) as Arc<dyn EgressSink>,
+    )
+    .unwrap();
+    let way_out = broker.open("fixture", launch(), None).unwrap();
+    let proxy = way_out.port();
+    let ca = broker.files().ca.clone();
+    assert!(
+        way_out
+            .env()
+            .contains(&("HTTPS_PROXY".into(), format!("http://127.0.0.1:{proxy}")))
+    );
+
+    let bearer = format!("Bearer {PLACEHOLDER}");
+    let answer = get_through(proxy, &ca, "localhost", port, &bearer).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.ends_with(&format!("auth=Bearer {VALUE}")),
+        "{answer}"
+    );
+    assert_eq!(
+        *seen.substituted.lock().unwrap(),
+        [("github".to_owned(), "localhost".to_owned())]
+    );
+
+    // The same host under another name is another host: refused, reported, nothing sent.
+    let answer = get_through(proxy, &ca, "127.0.0.1", port, &bearer).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("github"), "{answer}");
+    assert!(!answer.contains(VALUE));
+    assert_eq!(
+        *seen.leaks.lock().unwrap(),
+        [("github".to_owned(), "127.0.0.1".to_owned())]
+    );
+    assert!(way_out.frozen());
+    // Frozen: the bound host gets no value either now.
+    let answer = get_through(proxy, &ca, "localhost", port, &bearer).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert_eq!(
+        *received.lock().unwrap(),
+        [format!("Bearer {VALUE}")],
+        "the host saw one request, with the value"
+    );
+    // A request without a placeholder still goes out.
+    let answer = get_through(proxy, &ca, "127.0.0.1", port, "Basic eDp5").await;
+    assert!(answer.ends_with("auth=Basic eDp5"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_closed_launch_takes_no_more_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(
+        &dir.path().join("egress"),
+        None,
+        Arc::new(Seen::default()) as Arc<dyn EgressSink>,
+    )
+    .unwrap();
+    let way_out = broker
+        .open("fixture", launch(), Some("--max-old-space-size=64"))
+        .unwrap();
+    let options = way_out
+        .env()
+        .iter()
+        .find(|(k, _)| k == "NODE_OPTIONS")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    assert!(
+        options.starts_with("--max-old-space-size=64 --require="),
+        "{options}"
+    );
+    let port = way_out.port();
+    drop(way_out);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(TcpStream::connect(("127.0.0.1", port)).await.is_err());
+}
