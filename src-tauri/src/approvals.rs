@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
 
 use postern_domain::decision::{
-    ApprovalCard, ArgumentSource, AskFor, CatalogSince, GrantChoice, Reply, argument_name,
+    ApprovalCard, ArgumentSource, AskFor, CatalogSince, Reply, argument_name,
 };
 use postern_domain::text::one_line;
 use postern_domain::{AnswerChannel, ApprovalId};
@@ -91,16 +91,8 @@ pub fn list(authority: &Authority) -> Vec<Approval> {
 /// The narrowest approval a card allows, which is what the tray's Approve means: this call
 /// only, or (for a card that asks about the agent run alone) admitting the run.
 pub fn narrowest(card: &ApprovalCard) -> Reply {
-    if card.what == AskFor::Session || card.choices.is_empty() {
-        return Reply::Approve { choice: None };
-    }
-    let choice = if card.choices.contains(&GrantChoice::ThisCall) {
-        GrantChoice::ThisCall
-    } else {
-        card.choices[0]
-    };
     Reply::Approve {
-        choice: Some(choice),
+        choice: card.narrowest(),
     }
 }
 
@@ -331,6 +323,8 @@ fn check_notification_service() {
 
 #[cfg(test)]
 mod tests {
+    use postern_domain::decision::GrantChoice;
+
     use super::*;
     use crate::sample;
 

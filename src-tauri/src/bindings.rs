@@ -9,7 +9,7 @@
 use ts_rs::TS;
 
 use crate::approvals::{Approval, Chosen};
-use crate::commands::{CommandError, ErrorCode, ProofInput, SettingsChange};
+use crate::commands::{CommandError, ErrorCode, ProofInput};
 use crate::credentials::{CredentialItem, CredentialKind, NewCredential};
 use crate::journal::{AnchorView, Verification};
 use crate::servers::{AgentSnippet, ImportSource, Imported, NewServer, Rewired};
@@ -35,7 +35,7 @@ pub fn typescript() -> String {
         [
             Approval::decl(),
             Chosen::decl(),
-            SettingsChange::decl(),
+            postern_engine::SettingsUpdate::decl(),
             ProofInput::decl(),
             CommandError::decl(),
             ErrorCode::decl(),

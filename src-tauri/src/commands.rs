@@ -3,7 +3,7 @@
 //! passphrase typed into this window), checked by the engine's one check
 //! (`Authority::prove`), exactly as the CLI's requests over the socket are.
 
-use postern_domain::decision::{Reply, SessionMode};
+use postern_domain::decision::Reply;
 use postern_domain::{AnswerChannel, ApprovalId};
 use postern_engine::authority::{AnswerError, PresenceError, Proof, Proven};
 use postern_engine::{Authority, Home, Settings, SettingsUpdate};
@@ -123,7 +123,7 @@ pub async fn set_passphrase<R: Runtime>(
 #[tauri::command]
 pub async fn update_settings<R: Runtime>(
     app: AppHandle<R>,
-    change: SettingsChange,
+    change: SettingsUpdate,
     proof: Option<ProofInput>,
 ) -> Result<Settings, CommandError> {
     let authority = authority(&app)?;
@@ -133,7 +133,7 @@ pub async fn update_settings<R: Runtime>(
             None => None,
         };
         authority
-            .update_settings(change.into(), proven.as_ref())
+            .update_settings(change, proven.as_ref())
             .map_err(|err| CommandError {
                 code: ErrorCode::SettingsRefused,
                 message: err.to_string(),
@@ -206,35 +206,6 @@ pub(crate) fn presence(err: PresenceError) -> CommandError {
 #[tauri::command]
 pub async fn show_approvals<R: Runtime>(app: AppHandle<R>) {
     approvals::review(&app);
-}
-
-/// A change to the settings; fields left `null` keep their value.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct SettingsChange {
-    /// `prompt` (a human admits each new agent run) or `observe`.
-    #[ts(type = "\"prompt\" | \"observe\" | null")]
-    pub session_mode: Option<SessionMode>,
-    /// How long a human has to answer an approval request (ms, at least 1000).
-    #[ts(type = "number | null")]
-    pub approval_timeout_ms: Option<u64>,
-    /// Lock the vault after this long without a call or an answer (ms; 0: never).
-    #[ts(type = "number | null")]
-    pub auto_lock_ms: Option<u64>,
-    /// Plain clicks approve for this long after the passphrase (ms; 0: never).
-    #[ts(type = "number | null")]
-    pub click_window_ms: Option<u64>,
-}
-
-impl From<SettingsChange> for SettingsUpdate {
-    fn from(change: SettingsChange) -> Self {
-        Self {
-            session_mode: change.session_mode,
-            approval_timeout_ms: change.approval_timeout_ms,
-            auto_lock_ms: change.auto_lock_ms,
-            click_window_ms: change.click_window_ms,
-        }
-    }
 }
 
 /// Why a command was not carried out.

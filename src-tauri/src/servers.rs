@@ -2,15 +2,16 @@
 //! an agent's existing configuration, and the snippet that points the agent at Postern.
 //!
 //! Restart is the engine's (`Engine::restart`). Adding goes through the store, as the CLI's
-//! `postern server add` does, then tells the engine over its own socket so the change is
-//! audited at once: the engine has no method for it yet (docs/app.md, "Stopgaps").
+//! `postern server add` does, then the engine in this process records the change in the audit
+//! log at once (`Engine::config_changed`): the app never talks to its engine over the socket.
 
 use std::path::{Path, PathBuf};
 
-use postern_domain::{EnvVar, ServerConfig, ServerLabel};
+use postern_domain::{ServerConfig, ServerLabel};
 use postern_engine::Home;
 use postern_engine::import::{self, Entry, Found};
 use postern_engine::rewire::{self, Coverage};
+use postern_engine::servers::{self, Existing, ServerError, ServerForm};
 use postern_store::Store;
 use serde::{Deserialize, Serialize};
 use tauri::{AppHandle, Manager, Runtime};
@@ -60,17 +61,11 @@ pub async fn add_server<R: Runtime>(
     let store_home = home.clone();
     blocking(move || {
         let store = open_store(&store_home)?;
-        if store.server(&config.label).map_err(failed)?.is_some() {
-            return Err(CommandError::new(
-                ErrorCode::Refused,
-                format!("a server '{}' is configured already", config.label),
-            ));
-        }
-        store.add_server(&config).map_err(failed)?;
+        servers::add(&store, &config, Existing::Refuse).map_err(refused)?;
         Ok(())
     })
     .await?;
-    config_changed(&app, &home).await;
+    config_changed(&app);
     Ok(label)
 }
 
@@ -161,17 +156,13 @@ pub async fn import_servers<R: Runtime>(
             let outcome = match entry.map(|e| (e, e.config())) {
                 None => skipped(name, "not in the file".into()),
                 Some((e, None)) => skipped(name, e.skipped.clone().unwrap_or_default()),
-                Some((_, Some(config)))
-                    if store.server(&config.label).map_err(failed)?.is_some() =>
+                Some((entry, Some(config))) => match servers::add(&store, config, Existing::Refuse)
                 {
-                    skipped(
-                        name,
-                        format!("a server '{}' is configured already", config.label),
-                    )
-                }
-                Some((entry, Some(config))) => {
-                    store.add_server(config).map_err(failed)?;
-                    Imported {
+                    Err(e @ (ServerError::Exists(_) | ServerError::EnvSetByCredential { .. })) => {
+                        skipped(name, e.to_string())
+                    }
+                    Err(e) => return Err(refused(e)),
+                    Ok(_) => Imported {
                         name,
                         label: Some(config.label.to_string()),
                         skipped: None,
@@ -180,8 +171,8 @@ pub async fn import_servers<R: Runtime>(
                             .into_iter()
                             .map(str::to_owned)
                             .collect(),
-                    }
-                }
+                    },
+                },
             };
             out.push(outcome);
         }
@@ -189,7 +180,7 @@ pub async fn import_servers<R: Runtime>(
     })
     .await?;
     if out.iter().any(|i| i.label.is_some()) {
-        config_changed(&app, &home).await;
+        config_changed(&app);
     }
     Ok(out)
 }
@@ -289,62 +280,34 @@ fn snippet(labels: &[String], postern: &str, home: &Home) -> AgentSnippet {
     }
 }
 
-/// The `postern` CLI agents should run: beside this app (a checkout's `target/debug`, an
-/// installed bundle), else the first on PATH, else the bare name. The engine resolves its
-/// built-in server the same way but does not say where (docs/app.md, "Stopgaps").
+/// The `postern` CLI agents should run ([`postern_engine::postern_program`]: beside this app,
+/// else on PATH), else the bare name.
 pub fn postern_cli() -> String {
-    let name = if cfg!(windows) {
-        "postern.exe"
-    } else {
-        "postern"
-    };
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join(name)));
-    beside
-        .into_iter()
-        .chain(
-            std::env::var_os("PATH")
-                .iter()
-                .flat_map(std::env::split_paths)
-                .map(|dir| dir.join(name)),
-        )
-        .find(|path| path.is_file())
-        .map_or_else(|| name.to_owned(), |path| path.display().to_string())
+    postern_engine::postern_program().map_or_else(|_| "postern".into(), |p| p.display().to_string())
 }
 
 fn config(server: NewServer) -> Result<ServerConfig, CommandError> {
-    let bad = |e: String| CommandError::new(ErrorCode::BadRequest, e);
-    let label =
-        ServerLabel::parse_configurable(server.label.trim()).map_err(|e| bad(e.to_string()))?;
-    let cwd = match server
-        .cwd
-        .as_deref()
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-    {
-        None => None,
-        Some(dir) => {
-            let path = Path::new(dir);
-            if !path.is_absolute() {
-                return Err(bad(format!(
-                    "the working directory must be an absolute path; got {dir:?}"
-                )));
-            }
-            Some(
-                std::fs::canonicalize(path)
-                    .map_err(|e| bad(format!("the working directory {dir}: {e}")))?,
-            )
-        }
+    let form = ServerForm {
+        label: server.label,
+        command: server.command,
+        cwd: server
+            .cwd
+            .map(|c| PathBuf::from(c.trim()))
+            .filter(|c| !c.as_os_str().is_empty()),
+        env: server.env,
     };
-    let env = server
-        .env
-        .iter()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| line.parse::<EnvVar>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad(e.to_string()))?;
-    ServerConfig::new(label, server.command, cwd, env).map_err(|e| bad(e.to_string()))
+    form.config().map_err(refused)
+}
+
+/// A server not added: bad input, or refused (a taken label).
+fn refused(e: ServerError) -> CommandError {
+    match e {
+        ServerError::Invalid(_) => CommandError::new(ErrorCode::BadRequest, e.to_string()),
+        ServerError::Exists(_) | ServerError::EnvSetByCredential { .. } => {
+            CommandError::new(ErrorCode::Refused, e.to_string())
+        }
+        ServerError::Store(e) => failed(e),
+    }
 }
 
 fn skipped(name: String, why: String) -> Imported {
@@ -364,14 +327,17 @@ fn failed(e: impl std::fmt::Display) -> CommandError {
     CommandError::new(ErrorCode::Failed, e.to_string())
 }
 
-/// The change is queued in the database; the engine records it in the audit log when told
-/// (as `postern server add` tells it). Then the window is told too.
-async fn config_changed<R: Runtime>(app: &AppHandle<R>, home: &Home) {
-    use postern_gateway::hello::ControlCommand;
-    if let Err(e) =
-        postern_gateway::control::request(&home.socket_path(), ControlCommand::ConfigChanged).await
+/// The change is queued in the database; the engine (in this process) records it in the
+/// audit log now. Then the window is told too.
+fn config_changed<R: Runtime>(app: &AppHandle<R>) {
+    if app
+        .state::<Shell>()
+        .with_engine(postern_engine::Engine::config_changed)
+        .is_none()
     {
-        tracing::warn!("cannot tell the engine about the configuration change: {e}");
+        tracing::warn!(
+            "no engine runs to record the configuration change; it is recorded at its next start"
+        );
     }
     crate::shell::notify(app);
 }

@@ -146,6 +146,18 @@ impl Gate {
         self.home.join("run/engine.sock")
     }
 
+    /// The engine's status as JSON (crates/engine/src/api.rs `Status`), read from the
+    /// socket as the CLI reads it: the `status` answer, `{"answer": {"status": {...}}}`.
+    pub async fn status(&self) -> Result<serde_json::Value> {
+        use postern_gateway::hello::ControlCommand;
+        let line =
+            postern_gateway::control::request(&self.socket(), ControlCommand::Status).await?;
+        match line.get("answer").and_then(|a| a.get("status")) {
+            Some(status) => Ok(status.clone()),
+            None => bail!("the engine did not answer status: {line}"),
+        }
+    }
+
     /// The `postern` executable under test.
     pub fn bin(&self) -> &Path {
         &self.bin

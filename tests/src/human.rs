@@ -4,8 +4,6 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use postern_gateway::control;
-use postern_gateway::hello::ControlCommand;
 use serde_json::Value;
 
 use crate::Gate;
@@ -60,7 +58,7 @@ pub async fn wait_session(
 ) -> Result<Value> {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
-        let status = control::request(&gate.socket(), ControlCommand::Status).await?;
+        let status = gate.status().await?;
         let found = status["sessions"]
             .as_array()
             .and_then(|s| s.iter().find(|s| s["server"] == label).cloned());

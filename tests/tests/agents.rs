@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use postern_e2e::{Gate, servers};
-use postern_gateway::control;
-use postern_gateway::hello::ControlCommand;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 #[tokio::test]
@@ -32,7 +30,7 @@ async fn the_agent_is_the_process_that_launched_the_shim() -> Result<()> {
 
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         let session = loop {
-            let status = control::request(&gate.socket(), ControlCommand::Status).await?;
+            let status = gate.status().await?;
             let session = status["sessions"][0].clone();
             if !session["agent"].is_null() {
                 break session;

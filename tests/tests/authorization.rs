@@ -16,8 +16,6 @@ use postern_e2e::human::{
 };
 use postern_e2e::raw::{self, RawAgent, ok_text, tool_error};
 use postern_e2e::rebuild::Fixture;
-use postern_gateway::control;
-use postern_gateway::hello::ControlCommand;
 use serde_json::{Value, json};
 
 /// How long one answer may take (a python server starting on a loaded machine is slow).
@@ -269,7 +267,7 @@ async fn a_locked_vault_refuses_every_call_until_a_human_unlocks_it() -> Result<
         );
         let grants: Vec<Value> = serde_json::from_str(&gate.cli(["grants", "--json"])?)?;
         assert!(grants.is_empty(), "the lock ended the grants: {grants:?}");
-        let status = control::request(&gate.socket(), ControlCommand::Status).await?;
+        let status = gate.status().await?;
         assert_eq!(status["gate"]["vault"], "locked");
 
         assert!(gate.cli(["unlock"])?.contains("vault unlocked"));

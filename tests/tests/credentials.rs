@@ -12,8 +12,6 @@ use postern_e2e::human::{approved_call, card_id, epoch, ready, wait_approvals, w
 use postern_e2e::raw::{self, RawAgent, ok_text, tool_error};
 use postern_e2e::rebuild::Fixture;
 use postern_e2e::servers;
-use postern_gateway::control;
-use postern_gateway::hello::ControlCommand;
 use serde_json::{Value, json};
 
 const ANSWER: Duration = Duration::from_secs(30);
@@ -295,7 +293,7 @@ async fn a_canary_credential_appears_nowhere_but_the_tools_own_output() -> Resul
             seen.push(agent.response(&call).await?);
             gate.cli(["lock"])?;
             seen.push(agent.call_next("get-env", json!({})).await?);
-            seen.push(control::request(&gate.socket(), ControlCommand::Status).await?);
+            seen.push(gate.status().await?);
             for args in [
                 vec!["server", "status"],
                 vec!["grants", "--json"],

@@ -17,8 +17,6 @@ use anyhow::{Context, Result, bail};
 use postern_e2e::Gate;
 use postern_e2e::raw::{RawAgent, initialize_params, ok_text, tool_error};
 use postern_e2e::rebuild::Fixture;
-use postern_gateway::control;
-use postern_gateway::hello::ControlCommand;
 use serde_json::{Value, json};
 
 /// How long one answer may take (a python server starting on a loaded machine is slow).
@@ -68,11 +66,7 @@ async fn finish_initialize(agent: &mut RawAgent, id: &Value) -> Result<()> {
 
 /// The engine's status, as the app gets it (crates/engine/src/api.rs `Status`).
 async fn status(gate: &Gate) -> Result<Value> {
-    let answer = control::request(&gate.socket(), ControlCommand::Status).await?;
-    if answer.get("error").is_some() {
-        bail!("the engine refused status: {answer}");
-    }
-    Ok(answer)
+    gate.status().await
 }
 
 /// The sessions of `label`, oldest first.

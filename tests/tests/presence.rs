@@ -66,7 +66,7 @@ fn as_the_agent(gate: &Gate, script: &str) -> Result<String> {
 }
 
 async fn status(gate: &Gate) -> Result<Value> {
-    Ok(control::request(&gate.socket(), ControlCommand::Status).await?)
+    gate.status().await
 }
 
 async fn vault(gate: &Gate) -> Result<String> {
@@ -130,14 +130,14 @@ async fn an_agent_leaving_its_process_tree_approves_and_unlocks_nothing() -> Res
         }
         // The engine's own refusal, for a process that talks to the socket itself.
         let bare = control::request(&gate.socket(), ControlCommand::Unlock).await?;
-        assert_eq!(bare["code"], "proof_required", "{bare}");
+        assert_eq!(bare["refused"]["code"], "proof_required", "{bare}");
         let guessed = control::request_with(
             &gate.socket(),
             ControlCommand::Prove { what: "remove server 'x'".into() },
             Some(WireProof::Passphrase(SecretText("a guess".into()))),
         )
         .await?;
-        assert_eq!(guessed["code"], "passphrase_wrong", "{guessed}");
+        assert_eq!(guessed["refused"]["code"], "passphrase_wrong", "{guessed}");
         // That guess made the next try wait a second.
         tokio::time::sleep(Duration::from_millis(1100)).await;
 

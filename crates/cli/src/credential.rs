@@ -8,11 +8,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Subcommand, ValueEnum};
 use postern_domain::{Credential, CredentialSpec, Injection};
 use postern_engine::Home;
-use postern_gateway::hello::{ControlCommand, SecretText};
+use postern_engine::answer::{ControlAnswer, ControlCommand, SecretText};
 use postern_store::Store;
 use serde_json::Value;
 
-use crate::gate::ask;
+use crate::gate::{ask, mismatch};
 
 /// `postern credential`.
 #[derive(Debug, Subcommand)]
@@ -97,7 +97,9 @@ pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
                     value,
                 },
             )?;
-            let added: Credential = serde_json::from_value(answer)?;
+            let ControlAnswer::CredentialAdd(added) = answer else {
+                return Err(mismatch(&answer));
+            };
             writeln!(
                 out,
                 "added credential '{}' ({}); bind it with: postern server bind <label> {}",
@@ -168,7 +170,9 @@ pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
                     value,
                 },
             )?;
-            let rotated: Credential = serde_json::from_value(answer)?;
+            let ControlAnswer::CredentialRotate(rotated) = answer else {
+                return Err(mismatch(&answer));
+            };
             writeln!(
                 out,
                 "rotated credential '{name}' to version {}; servers holding the old value restart",
@@ -197,7 +201,9 @@ pub fn bind(home: &Home, server: String, credential: String, bind: bool) -> Resu
                 credential: credential.clone(),
             },
         )?;
-        let fresh = answer.get("bound").and_then(Value::as_bool) == Some(true);
+        let ControlAnswer::Bind { changed: fresh } = answer else {
+            return Err(mismatch(&answer));
+        };
         let when = if server == postern_domain::BUILTIN_LABEL {
             "an http_request to one of its hosts carries it once a human approves that call"
         } else {
@@ -216,7 +222,10 @@ pub fn bind(home: &Home, server: String, credential: String, bind: bool) -> Resu
                 credential: credential.clone(),
             },
         )?;
-        if answer.get("unbound").and_then(Value::as_bool) != Some(true) {
+        let ControlAnswer::Unbind { changed } = answer else {
+            return Err(mismatch(&answer));
+        };
+        if !changed {
             bail!("credential '{credential}' was not bound to '{server}'");
         }
         writeln!(out, "unbound credential '{credential}' from '{server}'")?;

@@ -15,9 +15,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use postern_domain::{RestartPolicy, ServerConfig, ServerLabel};
-use postern_engine::Home;
-use postern_gateway::control::request;
-use postern_gateway::hello::ControlCommand;
+use postern_engine::answer::{ControlAnswer, ControlCommand};
+use postern_engine::{Home, SessionState};
 use postern_store::Store;
 use serde_json::{Value, json};
 
@@ -105,7 +104,11 @@ impl Tools for DemoServer {
 pub fn run(home: &Home) -> Result<()> {
     let rt = runtime()?;
     if rt
-        .block_on(request(&home.socket_path(), ControlCommand::Status))
+        .block_on(postern_engine::answer::ask(
+            &home.socket_path(),
+            ControlCommand::Status,
+            None,
+        ))
         .is_err()
     {
         bail!(
@@ -163,13 +166,21 @@ pub fn run(home: &Home) -> Result<()> {
 /// another one), from the engine's status.
 fn epoch(rt: &tokio::runtime::Runtime, home: &Home, other: Option<&str>) -> Result<String> {
     for _ in 0..300 {
-        let status = rt.block_on(request(&home.socket_path(), ControlCommand::Status))?;
-        let found = status["sessions"].as_array().and_then(|sessions| {
-            sessions.iter().find_map(|s| {
-                let epoch = s["execution"]["epoch"].as_str()?;
-                (s["server"] == LABEL && s["state"] == "catalogReady" && Some(epoch) != other)
-                    .then(|| epoch.to_owned())
-            })
+        let answer = rt.block_on(postern_engine::answer::ask(
+            &home.socket_path(),
+            ControlCommand::Status,
+            None,
+        ))?;
+        let status = match answer {
+            ControlAnswer::Status(status) => status,
+            other => return Err(crate::gate::mismatch(&other)),
+        };
+        let found = status.sessions.iter().find_map(|s| {
+            let epoch = &s.execution.as_ref()?.epoch;
+            (s.server == LABEL
+                && s.state == SessionState::CatalogReady
+                && Some(epoch.as_str()) != other)
+                .then(|| epoch.clone())
         });
         if let Some(epoch) = found {
             return Ok(epoch);

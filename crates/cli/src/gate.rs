@@ -13,10 +13,8 @@ use postern_domain::decision::{
 };
 use postern_domain::text::one_line;
 use postern_domain::{CredentialName, Grant, GrantEnd, ServerLabel, ToolScope};
-use postern_engine::{Home, Settings};
-use postern_gateway::control::request_with;
-use postern_gateway::hello::ControlCommand;
-use serde_json::Value;
+use postern_engine::Home;
+use postern_engine::answer::{AskError, ControlAnswer, ControlCommand};
 
 use crate::runtime;
 
@@ -92,9 +90,10 @@ pub struct TargetArgs {
     credential: Option<String>,
 }
 
-/// Sends `command` to the running engine; its refusal becomes the error. A command that
-/// widens authority or destroys configuration carries the passphrase, asked on the terminal.
-pub(crate) fn ask(home: &Home, command: ControlCommand) -> Result<Value> {
+/// Sends `command` to the running engine and returns its answer (the variant named like
+/// `command`); a refusal becomes the error. A command that widens authority or destroys
+/// configuration carries the person's proof, asked on the terminal.
+pub(crate) fn ask(home: &Home, command: ControlCommand) -> Result<ControlAnswer> {
     // With `--os-auth`, the terminal's authentication agent lives until the engine answers.
     let (proof, _agent) = if command.need().needs_proof() {
         let (proof, agent) = crate::proof::wire(&command.act())?;
@@ -102,24 +101,62 @@ pub(crate) fn ask(home: &Home, command: ControlCommand) -> Result<Value> {
     } else {
         (None, None)
     };
-    let answer = runtime()?.block_on(request_with(&home.socket_path(), command, proof))?;
-    if let Some(error) = answer.get("error").and_then(Value::as_str) {
+    ask_with(home, command, proof)
+}
+
+/// [`ask`] with the proof already in hand.
+pub(crate) fn ask_with(
+    home: &Home,
+    command: ControlCommand,
+    proof: Option<postern_engine::answer::WireProof>,
+) -> Result<ControlAnswer> {
+    let answer = runtime()?.block_on(postern_engine::answer::ask(
+        &home.socket_path(),
+        command,
+        proof,
+    ));
+    match answer {
+        Ok(answer) => Ok(answer),
+        // The control error itself, so callers can tell "not running" apart.
+        Err(AskError::Control(e)) => Err(e.into()),
         // The stable code (docs/errors.md) after the sentence, for scripts and agents.
-        match answer.get("code").and_then(Value::as_str) {
-            Some(code) => bail!("{error} ({code})"),
-            None => bail!("{error}"),
-        }
+        Err(AskError::Refused(refusal)) => match refusal.code {
+            Some(code) => bail!("{} ({code})", refusal.error),
+            None => bail!("{}", refusal.error),
+        },
     }
-    Ok(answer)
+}
+
+/// The error for an answer that is not the one its request has: [`ask`] checks the answer's
+/// name, so this would be a variant named twice.
+pub(crate) fn mismatch(answer: &ControlAnswer) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the engine gave no usable answer: `{}` is not the answer to this request",
+        answer.name()
+    )
+}
+
+/// The open approval requests.
+fn cards(home: &Home) -> Result<Vec<ApprovalCard>> {
+    match ask(home, ControlCommand::Approvals)? {
+        ControlAnswer::Approvals(cards) => Ok(cards),
+        other => Err(mismatch(&other)),
+    }
+}
+
+/// The live grants.
+fn live_grants(home: &Home) -> Result<Vec<Grant>> {
+    match ask(home, ControlCommand::Grants)? {
+        ControlAnswer::Grants(grants) => Ok(grants),
+        other => Err(mismatch(&other)),
+    }
 }
 
 /// `postern approvals`.
 pub fn approvals(home: &Home, args: ApprovalsArgs) -> Result<()> {
     let deadline = args.wait.map(|s| Instant::now() + Duration::from_secs(s));
     let cards: Vec<ApprovalCard> = loop {
-        let cards: Vec<ApprovalCard> =
-            serde_json::from_value(ask(home, ControlCommand::Approvals)?)
-                .context("reading the engine's approval requests")?;
+        let cards = cards(home)?;
         match deadline {
             Some(deadline) if cards.is_empty() && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(100));
@@ -150,13 +187,11 @@ pub fn approve(home: &Home, args: ApproveArgs) -> Result<()> {
     } else if args.once {
         Some(GrantChoice::ThisCall)
     } else {
-        // The narrowest choice the card allows: this call, or nothing for a session card.
-        let cards: Vec<ApprovalCard> =
-            serde_json::from_value(ask(home, ControlCommand::Approvals)?)?;
-        match cards.iter().find(|c| c.id.to_string() == args.id) {
-            Some(card) if card.what == AskFor::Session => None,
-            _ => Some(GrantChoice::ThisCall),
-        }
+        // The narrowest choice the card allows (an unknown id is refused by the engine).
+        cards(home)?
+            .iter()
+            .find(|c| c.id.to_string() == args.id)
+            .map_or(Some(GrantChoice::ThisCall), ApprovalCard::narrowest)
     };
     ask(
         home,
@@ -195,7 +230,7 @@ pub fn deny(home: &Home, id: String) -> Result<()> {
 
 /// `postern grants`.
 pub fn grants(home: &Home, json: bool) -> Result<()> {
-    let grants: Vec<Grant> = serde_json::from_value(ask(home, ControlCommand::Grants)?)?;
+    let grants = live_grants(home)?;
     let mut out = crate::terminal::out();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&grants)?)?;
@@ -240,7 +275,7 @@ pub fn revoke(home: &Home, grant: Option<String>, agent: Option<u32>) -> Result<
     }
     let pid = agent.context("name a grant, or an agent with --agent PID")?;
     // The run (pid and start time) of the live grants: a pid alone could be reused.
-    let grants: Vec<Grant> = serde_json::from_value(ask(home, ControlCommand::Grants)?)?;
+    let grants = live_grants(home)?;
     let runs: std::collections::BTreeSet<_> = grants
         .iter()
         .map(|g| g.agent_run)
@@ -250,9 +285,12 @@ pub fn revoke(home: &Home, grant: Option<String>, agent: Option<u32>) -> Result<
         bail!("no live grant of an agent with pid {pid}");
     }
     for run in runs {
-        let answer = ask(home, ControlCommand::RevokeRun { run })?;
-        for id in answer["revoked"].as_array().into_iter().flatten() {
-            writeln!(out, "revoked {}", id.as_str().unwrap_or_default())?;
+        let revoked = match ask(home, ControlCommand::RevokeRun { run })? {
+            ControlAnswer::RevokeRun { revoked } => revoked,
+            other => return Err(mismatch(&other)),
+        };
+        for id in revoked {
+            writeln!(out, "revoked {id}")?;
         }
     }
     Ok(())
@@ -260,13 +298,15 @@ pub fn revoke(home: &Home, grant: Option<String>, agent: Option<u32>) -> Result<
 
 /// `postern lock` / `postern unlock`.
 pub fn lock(home: &Home, lock: bool) -> Result<()> {
-    let (command, key) = if lock {
-        (ControlCommand::Lock, "locked")
+    let command = if lock {
+        ControlCommand::Lock
     } else {
-        (ControlCommand::Unlock, "unlocked")
+        ControlCommand::Unlock
     };
-    let answer = ask(home, command)?;
-    let changed = answer.get(key).and_then(Value::as_bool).unwrap_or(false);
+    let changed = match ask(home, command)? {
+        ControlAnswer::Lock { changed } | ControlAnswer::Unlock { changed } => changed,
+        other => return Err(mismatch(&other)),
+    };
     let text = match (lock, changed) {
         (true, true) => "vault locked: every call is refused until a human unlocks it",
         (true, false) => "the vault was already locked",
@@ -290,7 +330,9 @@ pub fn settings(home: &Home, args: SettingsArgs) -> Result<()> {
             auto_lock_ms: args.auto_lock.map(|m| m.saturating_mul(60_000)),
         },
     )?;
-    let s: Settings = serde_json::from_value(answer)?;
+    let ControlAnswer::Settings(s) = answer else {
+        return Err(mismatch(&answer));
+    };
     let mut out = crate::terminal::out();
     writeln!(
         out,
@@ -319,16 +361,13 @@ pub fn every_use(home: &Home, command: EveryUseCommand) -> Result<()> {
             level: EveryUse::Off,
         }),
     };
-    let mut answer = ask(home, ControlCommand::EveryUse { set })?;
-    if let Some(warning) = answer.get("warning").and_then(Value::as_str) {
-        eprintln!("warning: {}", crate::terminal::clean(warning));
-    }
-    // The engine answers {"settings": [...], "warning": ...}; one from before, the list alone.
-    let settings = match answer.get_mut("settings") {
-        Some(settings) => settings.take(),
-        None => answer,
+    let (settings, warning) = match ask(home, ControlCommand::EveryUse { set })? {
+        ControlAnswer::EveryUse { settings, warning } => (settings, warning),
+        other => return Err(mismatch(&other)),
     };
-    let settings: Vec<EveryUseSetting> = serde_json::from_value(settings)?;
+    if let Some(warning) = warning {
+        eprintln!("warning: {}", crate::terminal::clean(&warning));
+    }
     let mut out = crate::terminal::out();
     if settings.is_empty() {
         writeln!(out, "per-call approval is off everywhere")?;
@@ -479,7 +518,7 @@ fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
         writeln!(
             out,
             "  hints:   {} ({})",
-            Value::Object(hints.hints.clone()),
+            serde_json::Value::Object(hints.hints.clone()),
             hints.note
         )?;
     }

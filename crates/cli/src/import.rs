@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use postern_domain::{CredentialName, ServerConfig, ServerLabel};
+use postern_engine::servers::{self, Existing, ServerError};
 use postern_engine::{Home, import};
 use postern_store::Store;
 
@@ -50,16 +51,18 @@ pub fn import(
                 )?;
                 continue;
             };
-            if store.server(&config.label)?.is_some() {
-                writeln!(
-                    out,
-                    "  skipped {}: a server '{}' is configured already",
-                    entry.name, config.label
-                )?;
-                continue;
-            }
-            if !dry_run {
-                store.add_server(config)?;
+            let added = if dry_run {
+                servers::check(store, config, Existing::Refuse)
+            } else {
+                servers::add(store, config, Existing::Refuse).map(drop)
+            };
+            match added {
+                Ok(()) => {}
+                Err(e @ (ServerError::Exists(_) | ServerError::EnvSetByCredential { .. })) => {
+                    writeln!(out, "  skipped {}: {e}", entry.name)?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
             }
             let renamed = if config.label.as_str() == entry.name {
                 String::new()
@@ -86,9 +89,8 @@ pub fn import(
     if !dry_run {
         tell_engine_config_changed(home);
     }
-    let postern = std::env::current_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "postern".into());
+    let postern = postern_engine::postern_program()
+        .map_or_else(|_| "postern".into(), |p| p.display().to_string());
     writeln!(
         out,
         "\nPoint the agent at Postern instead (replace these entries in its configuration):"

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use postern_domain::{EnvName, EnvVar, RestartPolicy, ServerConfig, ServerLabel};
-use postern_engine::{Engine, Home, Status};
-use postern_gateway::control::{ControlError, request};
-use postern_gateway::hello::ControlCommand;
+use postern_domain::{RestartPolicy, ServerLabel};
+use postern_engine::answer::{AskError, ControlAnswer, ControlCommand, ControlError};
+use postern_engine::servers::{self, Existing, ServerForm};
+use postern_engine::{Engine, Home};
 use postern_store::{AddOutcome, Store};
 use tracing_subscriber::EnvFilter;
 
@@ -267,22 +267,17 @@ fn run(cli: Cli) -> Result<()> {
 /// `postern passphrase`: the first passphrase (the vault unlocks), or a new one after the
 /// current one.
 fn passphrase(home: &Home) -> Result<()> {
-    let status: Status =
-        serde_json::from_value(gate::ask(home, ControlCommand::Status)?).context("status")?;
+    let status = match gate::ask(home, ControlCommand::Status)? {
+        ControlAnswer::Status(status) => status,
+        other => return Err(gate::mismatch(&other)),
+    };
     let proof = if status.gate.passphrase_set {
         Some(proof::wire_passphrase("change the Postern passphrase")?)
     } else {
         None
     };
-    let passphrase = postern_gateway::hello::SecretText(proof::new_passphrase()?);
-    let answer = runtime()?.block_on(postern_gateway::control::request_with(
-        &home.socket_path(),
-        ControlCommand::SetPassphrase { passphrase },
-        proof,
-    ))?;
-    if let Some(error) = answer.get("error").and_then(serde_json::Value::as_str) {
-        bail!("{error}");
-    }
+    let passphrase = postern_engine::answer::SecretText(proof::new_passphrase()?);
+    gate::ask_with(home, ControlCommand::SetPassphrase { passphrase }, proof)?;
     writeln!(
         terminal::out(),
         "{}",
@@ -361,28 +356,27 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             pass_methods,
             command,
         } => {
-            let label = ServerLabel::parse_configurable(&label)?;
-            let cwd = match cwd {
-                Some(dir) => Some(
-                    std::fs::canonicalize(&dir)
-                        .with_context(|| format!("--cwd {}", dir.display()))?,
-                ),
-                None => None,
+            let cwd = cwd
+                .map(|dir| {
+                    std::path::absolute(&dir).with_context(|| format!("--cwd {}", dir.display()))
+                })
+                .transpose()?;
+            let form = ServerForm {
+                label,
+                command,
+                cwd,
+                env,
             };
-            let env = env
-                .iter()
-                .map(|e| e.parse::<EnvVar>())
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut config = ServerConfig::new(label, command, cwd, env)?;
-            refuse_env_set_by_credential(&store, &config)?;
+            let mut config = form.config()?;
             config.identity_paths = identity;
             config.restart = restart;
             config.self_reloading = self_reloading;
             config.pass_methods = pass_methods;
+            servers::check(&store, &config, Existing::Replace)?;
             if store.server(&config.label)?.is_some() {
                 human_only(home, &format!("replace server '{}'", config.label))?;
             }
-            let verb = match store.add_server(&config)? {
+            let verb = match servers::add(&store, &config, Existing::Replace)? {
                 AddOutcome::Added => "added",
                 AddOutcome::Replaced => "replaced",
             };
@@ -432,18 +426,21 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
         }
         ServerCommand::Status { label } => {
             let label = label.map(|l| l.parse::<ServerLabel>()).transpose()?;
-            let answer = runtime()?.block_on(request(&home.socket_path(), ControlCommand::Status));
+            let answer = runtime()?.block_on(postern_engine::answer::ask(
+                &home.socket_path(),
+                ControlCommand::Status,
+                None,
+            ));
             match answer {
-                Ok(value) => {
-                    let status: Status = serde_json::from_value(value.clone())
-                        .with_context(|| format!("the engine answered: {value}"))?;
+                Ok(ControlAnswer::Status(status)) => {
                     if !status::print(&mut out, &status, label.as_ref())?
                         && let Some(label) = &label
                     {
                         bail!("no server is configured as '{label}'");
                     }
                 }
-                Err(e @ ControlError::NotRunning(_)) => {
+                Ok(other) => return Err(gate::mismatch(&other)),
+                Err(AskError::Control(e @ ControlError::NotRunning(_))) => {
                     let servers = store.servers()?;
                     let shown: Vec<_> = servers
                         .iter()
@@ -477,17 +474,19 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             let command = ControlCommand::Restart {
                 server: label.to_string(),
             };
-            let answer = runtime()?.block_on(request(&home.socket_path(), command))?;
-            match answer.get("restarted").and_then(serde_json::Value::as_u64) {
-                Some(0) => writeln!(
+            let restarted = match gate::ask(home, command)? {
+                ControlAnswer::Restart { restarted } => restarted,
+                other => return Err(gate::mismatch(&other)),
+            };
+            match restarted {
+                0 => writeln!(
                     out,
                     "'{label}' is not running; it starts with a new epoch on its next call"
                 )?,
-                Some(n) => writeln!(
+                n => writeln!(
                     out,
                     "restarting {n} process(es) of '{label}': each gets a new execution epoch"
                 )?,
-                None => bail!("the engine refused: {answer}"),
             }
         }
         ServerCommand::Remove { label } => {
@@ -512,23 +511,6 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
 /// A `--pass-method` value: one the gate does not route already.
 fn pass_method(method: &str) -> Result<String, String> {
     postern_gateway::method::passable(method).map(|()| method.to_owned())
-}
-
-fn refuse_env_set_by_credential(store: &Store, config: &ServerConfig) -> Result<()> {
-    let label = &config.label;
-    for credential in store.bindings(label)? {
-        let Some(var) = credential.env_var().and_then(|v| v.parse::<EnvName>().ok()) else {
-            continue;
-        };
-        if config.env.iter().any(|e| var.is(&e.name)) {
-            bail!(
-                "credential '{}' bound to '{label}' sets {var} at launch; --env {var}=... would set it too, and one would silently win. Leave out --env {var}, or unbind the credential first (postern server unbind {label} {})",
-                credential.name,
-                credential.name
-            );
-        }
-    }
-    Ok(())
 }
 
 /// The command as a shell would need it typed.
@@ -577,7 +559,11 @@ fn engine_holds(home: &Home) -> bool {
 
 pub(crate) fn tell_engine_config_changed(home: &Home) {
     if let Ok(rt) = runtime() {
-        let _ = rt.block_on(request(&home.socket_path(), ControlCommand::ConfigChanged));
+        let _ = rt.block_on(postern_engine::answer::ask(
+            &home.socket_path(),
+            ControlCommand::ConfigChanged,
+            None,
+        ));
     }
 }
 
@@ -594,39 +580,4 @@ fn init_logging(default: &str) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-}
-
-#[cfg(test)]
-mod tests {
-    use postern_domain::Injection;
-
-    use super::*;
-
-    #[test]
-    fn server_add_refuses_an_env_var_a_bound_credential_sets() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("store");
-        let label: ServerLabel = "inventory".parse().expect("label");
-        let config = |env: &[&str]| {
-            let env = env.iter().map(|e| e.parse().expect("env")).collect();
-            ServerConfig::new(label.clone(), vec!["node".into()], None, env).expect("config")
-        };
-        store.add_server(&config(&[])).expect("add");
-        let name = "inventory-api".parse().expect("name");
-        let env = Injection::Env {
-            var: "INVENTORY_TOKEN".into(),
-        };
-        store
-            .add_credential(&name, &env, &[], false)
-            .expect("credential");
-        store.bind(&label, &name).expect("bind");
-
-        refuse_env_set_by_credential(&store, &config(&["TZ=UTC"])).expect("another variable");
-        let refused = refuse_env_set_by_credential(&store, &config(&["INVENTORY_TOKEN=x1"]))
-            .expect_err("the credential sets it");
-        assert_eq!(
-            refused.to_string(),
-            "credential 'inventory-api' bound to 'inventory' sets INVENTORY_TOKEN at launch; --env INVENTORY_TOKEN=... would set it too, and one would silently win. Leave out --env INVENTORY_TOKEN, or unbind the credential first (postern server unbind inventory inventory-api)"
-        );
-    }
 }

@@ -16,9 +16,10 @@ use postern_gateway::hello::{ControlCommand, WireProof};
 use postern_gateway::{Command, Sessions};
 use postern_store::Store;
 use postern_vault::Secret;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::broadcast;
 
+use crate::answer::{ControlAnswer, ControlOutcome, ControlRefusal};
 use crate::authority::{PresenceError, Proof, SettingsUpdate};
 use crate::{AuditLog, Authority, Home, record_config_changes, restart, status};
 
@@ -46,19 +47,20 @@ impl ControlHandler for Control {
             Some(WireProof::Passphrase(text)) => Ok(Some(Proof::passphrase(text.0.clone()))),
             Some(WireProof::Os) => Proof::os_for_peer(peer).map(Some),
         };
-        match proof
+        let outcome = match proof
             .map_err(Refusal::Presence)
             .and_then(|proof| self.answer(command, proof, peer))
         {
-            Ok(answer) => answer,
-            Err(Refusal::Failed(error)) => json!({"error": error}),
-            Err(Refusal::HumanRequired(error)) => {
-                json!({"error": error, "code": "human_required"})
-            }
-            Err(Refusal::Presence(error)) => {
-                json!({"error": error.to_string(), "code": error.code()})
-            }
-        }
+            Ok(answer) => ControlOutcome::Answer(answer),
+            Err(refusal) => ControlOutcome::Refused(refusal.into()),
+        };
+        serde_json::to_value(outcome).unwrap_or_else(|e| {
+            let refusal = ControlRefusal {
+                error: format!("the answer could not be written: {e}"),
+                code: None,
+            };
+            serde_json::to_value(ControlOutcome::Refused(refusal)).unwrap_or_default()
+        })
     }
 }
 
@@ -68,7 +70,7 @@ impl Control {
         command: ControlCommand,
         proof: Option<Proof>,
         peer: Option<u32>,
-    ) -> Result<Value, Refusal> {
+    ) -> Result<ControlAnswer, Refusal> {
         let authority = &self.authority;
         let what = command.act();
         if command.need().needs_proof() {
@@ -77,7 +79,9 @@ impl Control {
         if let ControlCommand::SetPassphrase { passphrase } = &command {
             let passphrase = Secret::new(passphrase.0.clone());
             authority.set_passphrase(&passphrase, proof.as_ref())?;
-            return Ok(json!({"passphrase": "set", "vault": authority.vault()}));
+            return Ok(ControlAnswer::SetPassphrase {
+                vault: authority.vault(),
+            });
         }
         let mut proven = if command.need().needs_proof() {
             Some(authority.prove(proof.as_ref(), &what)?)
@@ -92,16 +96,18 @@ impl Control {
                 &self.audit,
                 authority,
             )
-            .map_err(|e| Refusal::Failed(e.to_string()))
-            .and_then(|s| to_json(&s)),
-            ControlCommand::ConfigChanged => Ok(json!({
-                "recorded": record_config_changes(&self.store, &self.audit)
-            })),
+            .map(|s| ControlAnswer::Status(Box::new(s)))
+            .map_err(|e| Refusal::Failed(e.to_string())),
+            ControlCommand::ConfigChanged => Ok(ControlAnswer::ConfigChanged {
+                recorded: record_config_changes(&self.store, &self.audit),
+            }),
             ControlCommand::Restart { server } => {
                 let label: ServerLabel = server.parse().map_err(|e| format!("{e}"))?;
-                Ok(json!({"restarted": restart(&self.sessions, &self.commands, &label)}))
+                Ok(ControlAnswer::Restart {
+                    restarted: restart(&self.sessions, &self.commands, &label),
+                })
             }
-            ControlCommand::Approvals => to_json(&authority.approvals()),
+            ControlCommand::Approvals => Ok(ControlAnswer::Approvals(authority.approvals())),
             ControlCommand::Answer { approval, reply } => {
                 let id: ApprovalId = approval
                     .parse()
@@ -109,9 +115,9 @@ impl Control {
                 authority
                     .answer(id, reply, proven.as_ref(), AnswerChannel::Terminal)
                     .map_err(|e| e.to_string())?;
-                Ok(json!({"answered": approval}))
+                Ok(ControlAnswer::Answer { approval })
             }
-            ControlCommand::Grants => to_json(&authority.grants()),
+            ControlCommand::Grants => Ok(ControlAnswer::Grants(authority.grants())),
             ControlCommand::Revoke { grant } => {
                 let id: GrantId = grant
                     .parse()
@@ -119,7 +125,7 @@ impl Control {
                 if !authority.revoke(id) {
                     return Err(format!("no live grant {grant}").into());
                 }
-                Ok(json!({"revoked": grant}))
+                Ok(ControlAnswer::Revoke { grant })
             }
             ControlCommand::RevokeRun { run } => {
                 let revoked: Vec<String> = authority
@@ -127,12 +133,16 @@ impl Control {
                     .iter()
                     .map(ToString::to_string)
                     .collect();
-                Ok(json!({"revoked": revoked}))
+                Ok(ControlAnswer::RevokeRun { revoked })
             }
-            ControlCommand::Lock => Ok(json!({"locked": authority.lock("locked from the CLI")})),
+            ControlCommand::Lock => Ok(ControlAnswer::Lock {
+                changed: authority.lock("locked from the CLI"),
+            }),
             ControlCommand::Unlock => {
                 let proven = proven.take().ok_or_else(|| proof_missing(&what))?;
-                Ok(json!({"unlocked": authority.unlock(proven)}))
+                Ok(ControlAnswer::Unlock {
+                    changed: authority.unlock(proven),
+                })
             }
             ControlCommand::Settings {
                 session_mode,
@@ -147,12 +157,12 @@ impl Control {
                     click_window_ms: None,
                 };
                 if update == SettingsUpdate::default() {
-                    return to_json(&authority.settings());
+                    return Ok(ControlAnswer::Settings(authority.settings()));
                 }
                 let settings = authority
                     .update_settings(update, proven.as_ref())
                     .map_err(|e| e.to_string())?;
-                to_json(&settings)
+                Ok(ControlAnswer::Settings(settings))
             }
             ControlCommand::CredentialAdd {
                 name,
@@ -168,7 +178,7 @@ impl Control {
                 let added = authority
                     .add_credential(proven, &name, spec, every_use, value)
                     .map_err(|e| e.to_string())?;
-                to_json(&added)
+                Ok(ControlAnswer::CredentialAdd(added))
             }
             ControlCommand::CredentialRotate { name, value } => {
                 let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
@@ -176,7 +186,7 @@ impl Control {
                 let rotated = authority
                     .rotate_credential(proven, &name, Secret::new(value.0.clone()))
                     .map_err(|e| e.to_string())?;
-                to_json(&rotated)
+                Ok(ControlAnswer::CredentialRotate(rotated))
             }
             ControlCommand::CredentialRemove { name } => {
                 // Its value is deleted from the keychain: nothing brings it back.
@@ -185,7 +195,9 @@ impl Control {
                 authority
                     .remove_credential(proven, &name)
                     .map_err(|e| e.to_string())?;
-                Ok(json!({"removed": name.to_string()}))
+                Ok(ControlAnswer::CredentialRemove {
+                    name: name.to_string(),
+                })
             }
             ControlCommand::Bind { server, credential } => {
                 let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
@@ -194,15 +206,15 @@ impl Control {
                 let bound = authority
                     .bind(proven, &label, &name)
                     .map_err(|e| e.to_string())?;
-                Ok(json!({"bound": bound}))
+                Ok(ControlAnswer::Bind { changed: bound })
             }
             ControlCommand::Unbind { server, credential } => {
                 let label: ServerLabel = server.parse().map_err(|e| format!("{e}"))?;
                 let name = credential_name(&credential)?;
                 let unbound = authority.unbind(&label, &name).map_err(|e| e.to_string())?;
-                Ok(json!({"unbound": unbound}))
+                Ok(ControlAnswer::Unbind { changed: unbound })
             }
-            ControlCommand::Prove { .. } => Ok(json!({"human": true})),
+            ControlCommand::Prove { .. } => Ok(ControlAnswer::Prove),
             ControlCommand::SetPassphrase { .. } => unreachable!("answered above"),
             ControlCommand::EveryUse { set } => {
                 let mut warning = None;
@@ -212,7 +224,10 @@ impl Control {
                         .set_every_use(setting, proven.as_ref())
                         .map_err(|e| e.to_string())?;
                 }
-                Ok(json!({"settings": to_json(&authority.every_use())?, "warning": warning}))
+                Ok(ControlAnswer::EveryUse {
+                    settings: authority.every_use(),
+                    warning,
+                })
             }
         }
     }
@@ -313,10 +328,6 @@ fn credential_name(name: &str) -> Result<CredentialName, Refusal> {
     name.parse().map_err(|e| Refusal::Failed(format!("{e}")))
 }
 
-fn to_json(value: &impl serde::Serialize) -> Result<Value, Refusal> {
-    serde_json::to_value(value).map_err(|e| Refusal::Failed(e.to_string()))
-}
-
 /// Why a management request was not carried out.
 enum Refusal {
     /// It failed (a bad id, nothing to revoke, a store error).
@@ -326,6 +337,22 @@ enum Refusal {
     HumanRequired(String),
     /// The person's proof of presence was missing or did not hold.
     Presence(PresenceError),
+}
+
+impl From<Refusal> for ControlRefusal {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Failed(error) => ControlRefusal { error, code: None },
+            Refusal::HumanRequired(error) => ControlRefusal {
+                error,
+                code: Some("human_required".into()),
+            },
+            Refusal::Presence(error) => ControlRefusal {
+                error: error.to_string(),
+                code: Some(error.code().into()),
+            },
+        }
+    }
 }
 
 impl From<PresenceError> for Refusal {

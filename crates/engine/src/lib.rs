@@ -2,6 +2,7 @@
 //! `postern` CLI, the end-to-end tests). It owns a Postern home: the single-owner lock,
 //! the SQLite store, and the local socket agents' shims connect to.
 
+pub mod answer;
 pub mod api;
 pub mod audit;
 pub mod authority;
@@ -15,6 +16,7 @@ pub mod os_auth;
 mod os_lock;
 pub mod permissions;
 pub mod rewire;
+pub mod servers;
 
 use std::fs::{File, TryLockError};
 use std::path::PathBuf;
@@ -247,6 +249,12 @@ impl Engine {
         let warning = control::unknown_tool_warning(&self.sessions, &self.authority, &setting);
         self.authority.set_every_use(setting, proven)?;
         Ok(warning)
+    }
+
+    /// Records in the audit log the configuration changes queued in the store (servers added
+    /// through the store, by the app's form or `postern server add`). Returns how many.
+    pub fn config_changed(&self) -> usize {
+        record_config_changes(&self.store, &self.audit)
     }
 
     /// Restarts every running process of `label` (each gets a new epoch). Returns how
@@ -503,10 +511,11 @@ fn builtin_config(program: &std::path::Path) -> Result<ServerConfig, String> {
     .map_err(|e| e.to_string())
 }
 
-/// The `postern` CLI that runs the built-in server: this very executable when it is the CLI
-/// (`postern daemon`), else a `postern` beside it (the desktop app ships one), else the first
-/// on PATH.
-fn postern_program() -> Result<PathBuf, String> {
+/// The `postern` CLI: this very executable when it is the CLI (`postern daemon`, `postern
+/// import`), else a `postern` beside it (the desktop app ships one; a checkout's
+/// `target/debug`), else the first on PATH. It runs the built-in server, and agents' MCP
+/// configurations (the snippet, rewiring) name it.
+pub fn postern_program() -> Result<PathBuf, String> {
     let name = if cfg!(windows) {
         "postern.exe"
     } else {

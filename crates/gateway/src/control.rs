@@ -13,9 +13,9 @@ use crate::hello::{ControlCommand, ControlRequest, SOCKET_PROTOCOL, WireProof};
 /// Answers management requests; implemented by the engine.
 pub trait ControlHandler: Send + Sync + 'static {
     /// The answer to `command`, with the person's `proof` if the asker sent one, from the
-    /// process `peer` (the kernel's word; `None` when it cannot say), as JSON
-    /// (`{"error": "...", "code": "..."}` on failure). May block (the keychain, argon2): the
-    /// listener calls it off the async threads.
+    /// process `peer` (the kernel's word; `None` when it cannot say), as the JSON line the
+    /// engine's typed answer serializes to (`postern_engine::answer::ControlOutcome`). May
+    /// block (the keychain, argon2): the listener calls it off the async threads.
     fn handle(&self, command: ControlCommand, proof: Option<WireProof>, peer: Option<u32>)
     -> Value;
 }
@@ -31,7 +31,8 @@ pub enum ControlError {
     BadAnswer(String),
 }
 
-/// Sends one management request to the engine at `socket` and returns its answer.
+/// Sends one management request to the engine at `socket` and returns its answer line as
+/// JSON; `postern_engine::answer::ask` reads it as a typed answer.
 pub async fn request(socket: &Path, command: ControlCommand) -> Result<Value, ControlError> {
     request_with(socket, command, None).await
 }

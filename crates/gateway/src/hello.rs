@@ -185,7 +185,7 @@ pub enum ControlCommand {
         credential: String,
     },
     /// Checks the proof of presence for `what` only a person may do (removing or replacing a
-    /// server, which the CLI then does in the store): answered `{"human": true}`, else
+    /// server, which the CLI then does in the store): answered `prove`, else
     /// refused like any request that needs a proof.
     Prove {
         /// What it is about to do, for the refusal: "remove server 'x'".
@@ -237,6 +237,31 @@ impl ControlCommand {
             ControlCommand::Unbind { server, credential } => {
                 format!("unbind credential '{credential}' from '{server}'")
             }
+        }
+    }
+
+    /// The request's name on the wire (its `command` tag), which the answer's name repeats.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ControlCommand::Status => "status",
+            ControlCommand::Restart { .. } => "restart",
+            ControlCommand::ConfigChanged => "configChanged",
+            ControlCommand::Approvals => "approvals",
+            ControlCommand::Answer { .. } => "answer",
+            ControlCommand::Grants => "grants",
+            ControlCommand::Revoke { .. } => "revoke",
+            ControlCommand::RevokeRun { .. } => "revokeRun",
+            ControlCommand::Lock => "lock",
+            ControlCommand::Unlock => "unlock",
+            ControlCommand::Settings { .. } => "settings",
+            ControlCommand::CredentialAdd { .. } => "credentialAdd",
+            ControlCommand::CredentialRotate { .. } => "credentialRotate",
+            ControlCommand::CredentialRemove { .. } => "credentialRemove",
+            ControlCommand::Bind { .. } => "bind",
+            ControlCommand::Unbind { .. } => "unbind",
+            ControlCommand::Prove { .. } => "prove",
+            ControlCommand::SetPassphrase { .. } => "setPassphrase",
+            ControlCommand::EveryUse { .. } => "everyUse",
         }
     }
 
@@ -432,6 +457,8 @@ mod tests {
         for (command, need) in table {
             assert_eq!(command.need(), need, "{command:?}");
             assert!(!command.act().is_empty());
+            let wire = serde_json::to_value(&command).expect("a request serializes");
+            assert_eq!(wire["command"], command.name(), "{command:?}");
         }
     }
 

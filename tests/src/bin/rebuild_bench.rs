@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use postern_e2e::Gate;
 use postern_e2e::rebuild::{Fixture, python};
-use postern_gateway::control;
-use postern_gateway::hello::ControlCommand;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -100,7 +98,7 @@ async fn main() -> Result<()> {
 async fn wait_ready(gate: &Gate, previous: Option<&str>) -> Result<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let status = control::request(&gate.socket(), ControlCommand::Status).await?;
+        let status = gate.status().await?;
         let session = &status["sessions"][0];
         let epoch = session["execution"]["epoch"].as_str().unwrap_or_default();
         if session["state"] == "catalogReady" && !epoch.is_empty() && Some(epoch) != previous {

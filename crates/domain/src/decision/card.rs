@@ -221,6 +221,19 @@ const HINTS_NOTE: &str =
     "untrusted hints from the server: they describe what it claims, and decide nothing";
 
 impl ApprovalCard {
+    /// The narrowest grant end this card allows, which is what an approval that names none
+    /// means (the tray's Approve, `postern approve ID`): this call only when offered, else the
+    /// first choice offered; none for a card that asks about the agent run alone.
+    pub fn narrowest(&self) -> Option<GrantChoice> {
+        if self.what == AskFor::Session {
+            return None;
+        }
+        if self.choices.contains(&GrantChoice::ThisCall) {
+            return Some(GrantChoice::ThisCall);
+        }
+        self.choices.first().copied()
+    }
+
     /// The card for one question about one call.
     pub fn new(inputs: &CardInputs<'_>) -> Self {
         let request = inputs.request;

@@ -16,7 +16,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use postern_domain::decision::{EveryUse, EveryUseSetting, GrantChoice, SettingTarget};
 use postern_domain::{
     AgentIdentity, AgentRun, BUILTIN_LABEL, Credential, CredentialName, CredentialSpec, Digest,
-    EnvName, Grant, GrantEnd, GrantId, Injection, ServerConfig, ServerLabel, ToolScope,
+    Grant, GrantEnd, GrantId, Injection, ServerConfig, ServerLabel, ToolScope,
 };
 use postern_gateway::Command;
 use postern_gateway::authorize::{CallToAuthorize, InjectError, InjectedHeader, Release};
@@ -583,9 +583,7 @@ fn collision(
     name: &CredentialName,
     var: &str,
 ) -> Result<(), CredentialError> {
-    // A name stored before names were checked is compared as it is.
-    let parsed = var.parse::<EnvName>().ok();
-    let sets_it = |other: &str| parsed.as_ref().map_or(other == var, |v| v.is(other));
+    let sets_it = |other: &str| crate::servers::sets(var, other);
     let server = &config.label;
     if config.env.iter().any(|e| sets_it(&e.name)) {
         return Err(CredentialError(format!(

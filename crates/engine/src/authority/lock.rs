@@ -69,17 +69,24 @@ impl Default for Settings {
     }
 }
 
-/// A change to [`Settings`]; fields left out keep their value.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+// The app's settings form sends it as it is (`SettingsChange` in the UI's bindings); the
+// bounds are MAX_APPROVAL_TIMEOUT_MS, MAX_AUTO_LOCK_MS and MAX_CLICK_WINDOW_MS.
+/// A change to the settings; fields left `null` keep their value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(rename = "SettingsChange")]
 pub struct SettingsUpdate {
-    /// The new session mode.
+    /// `prompt` (a human admits each new agent run) or `observe`.
+    #[ts(type = "\"prompt\" | \"observe\" | null")]
     pub session_mode: Option<SessionMode>,
-    /// The new approval timeout (ms, 1 s to [`MAX_APPROVAL_TIMEOUT_MS`]).
+    /// How long a human has to answer an approval request (ms, at least 1000).
+    #[ts(type = "number | null")]
     pub approval_timeout_ms: Option<u64>,
-    /// The new auto-lock time (ms, at most [`MAX_AUTO_LOCK_MS`]; 0: never).
+    /// Lock the vault after this long without a call or an answer (ms; 0: never).
+    #[ts(type = "number | null")]
     pub auto_lock_ms: Option<u64>,
-    /// The new plain-click window (ms, at most [`MAX_CLICK_WINDOW_MS`]; 0: off).
+    /// Plain clicks approve for this long after the passphrase (ms; 0: never).
+    #[ts(type = "number | null")]
     pub click_window_ms: Option<u64>,
 }
 
