@@ -329,8 +329,13 @@ mod tests {
             refusal(Kind::Env, Some("LD_PRELOAD"), None, &[]).contains("cannot set LD_PRELOAD")
         );
         assert!(
-            refusal(Kind::Env, Some("API_TOKEN"), None, &["https://example.com/"])
-                .starts_with("give the host alone")
+            refusal(
+                Kind::Env,
+                Some("API_TOKEN"),
+                None,
+                &["https://example.com/"]
+            )
+            .starts_with("give the host alone")
         );
         assert!(
             refusal(Kind::Bearer, Some("X"), None, &["h.example"])
