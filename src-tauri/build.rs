@@ -31,6 +31,7 @@ const COMMANDS: &[&str] = &[
     "status",
     "approvals",
     "approval_focus",
+    "clicks_until",
     "answer",
     "lock",
     "unlock",

@@ -36,6 +36,15 @@ pub async fn approval_focus<R: Runtime>(app: AppHandle<R>) -> Option<approvals::
     app.state::<approvals::Focus>().take()
 }
 
+/// Until when (unix ms) a plain Allow in the approval window counts as the person's proof
+/// (the plain-click setting, after the passphrase); `null`: every Allow needs the passphrase.
+#[tauri::command]
+pub async fn clicks_until<R: Runtime>(app: AppHandle<R>) -> Option<u64> {
+    app.state::<Shell>()
+        .authority()
+        .and_then(|authority| authority.gate_status().clicks_until_ms)
+}
+
 /// A human's answer to a request; the waiting call goes on or is refused at once. An
 /// approval carries the passphrase (or, within the plain-click window the settings may
 /// open after it, nothing); a denial needs none.

@@ -65,6 +65,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::status,
             commands::approvals,
             commands::approval_focus,
+            commands::clicks_until,
             commands::answer,
             commands::lock,
             commands::unlock,

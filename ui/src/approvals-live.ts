@@ -164,7 +164,8 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
 
   const refresh = async (): Promise<void> => {
     try {
-      if (source.clicksUntil !== undefined) clicksUntil = await source.clicksUntil();
+      // Not knowing only means every Allow asks for the passphrase.
+      if (source.clicksUntil !== undefined) clicksUntil = await source.clicksUntil().catch(() => null);
       if (source.systemAuth !== undefined) systemAuth = await source.systemAuth();
       update(await source.fetch());
     } catch (err) {

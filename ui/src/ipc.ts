@@ -99,7 +99,7 @@ export const tauriApprovals: ApprovalSource = {
   subscribe: (onList) => listen<Approval[]>(APPROVALS_CHANGED, (event) => onList(event.payload)),
   focus: () => call<Chosen | null>("approval_focus"),
   fit: (width, height) => getCurrentWebviewWindow().setSize(new LogicalSize(width, height)),
-  clicksUntil: () => invoke<EngineView>("status").then((view) => (view.state === "running" ? view.status.gate.clicksUntilMs : null)),
+  clicksUntil: () => call<number | null>("clicks_until"),
   onFocus: (onChosen) => listen<Chosen>(APPROVALS_FOCUS, (event) => onChosen(event.payload)),
   // The proof goes with an approval only; it is not kept here.
   answer: (id: string, reply: Reply, proof: Proof | null) => call<void>("answer", { id, reply, proof }),
