@@ -32,6 +32,7 @@ const COMMANDS: &[&str] = &[
     "approvals",
     "approval_focus",
     "clicks_until",
+    "system_auth",
     "answer",
     "lock",
     "unlock",

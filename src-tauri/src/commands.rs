@@ -45,6 +45,18 @@ pub async fn clicks_until<R: Runtime>(app: AppHandle<R>) -> Option<u64> {
         .and_then(|authority| authority.gate_status().clicks_until_ms)
 }
 
+/// The OS authentication the engine can ask for (the approval window's "Use system
+/// authentication"), or `null`.
+#[tauri::command]
+pub async fn system_auth() -> Option<String> {
+    tauri::async_runtime::spawn_blocking(|| {
+        postern_engine::os_auth::available().ok().map(str::to_owned)
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
 /// A human's answer to a request; the waiting call goes on or is refused at once. An
 /// approval carries the passphrase (or, within the plain-click window the settings may
 /// open after it, nothing); a denial needs none.

@@ -66,6 +66,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::approvals,
             commands::approval_focus,
             commands::clicks_until,
+            commands::system_auth,
             commands::answer,
             commands::lock,
             commands::unlock,

@@ -166,7 +166,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     try {
       // Not knowing only means every Allow asks for the passphrase.
       if (source.clicksUntil !== undefined) clicksUntil = await source.clicksUntil().catch(() => null);
-      if (source.systemAuth !== undefined) systemAuth = await source.systemAuth();
+      if (source.systemAuth !== undefined) systemAuth = await source.systemAuth().catch(() => null);
       update(await source.fetch());
     } catch (err) {
       console.warn("cannot read the approval queue:", err);

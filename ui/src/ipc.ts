@@ -103,7 +103,7 @@ export const tauriApprovals: ApprovalSource = {
   onFocus: (onChosen) => listen<Chosen>(APPROVALS_FOCUS, (event) => onChosen(event.payload)),
   // The proof goes with an approval only; it is not kept here.
   answer: (id: string, reply: Reply, proof: Proof | null) => call<void>("answer", { id, reply, proof }),
-  systemAuth: () => invoke<EngineView>("status").then((view) => (view.state === "running" ? view.status.systemAuth : null)),
+  systemAuth: () => call<string | null>("system_auth"),
   lock: () => call<boolean>("lock").then(() => undefined),
 };
 
