@@ -43,6 +43,27 @@ apt_install() {
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
 }
 
+# `npm ci` in a folder, tried three times: a registry that drops one connection should not fail a
+# whole CI run. The last failure prints npm's own error lines and the tail of its debug log.
+npm_ci_in() {
+    local dir="$1" attempt out
+    for attempt in 1 2 3; do
+        if out="$(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error 2>&1)"; then
+            return 0
+        fi
+        if [ "$attempt" -lt 3 ]; then
+            say "npm ci in ${dir#"$root"/} failed (attempt $attempt of 3); trying again in $((attempt * 10)) s"
+            printf '%s\n' "$out" | grep -v '^npm error A complete log' | tail -n 5 >&2
+            sleep $((attempt * 10))
+        fi
+    done
+    printf '%s\n' "$out" >&2
+    local log
+    log="$(ls -t "${npm_config_cache:-$HOME/.npm}"/_logs/*-debug-*.log 2>/dev/null | head -n 1)"
+    [ -n "$log" ] && { echo "--- last lines of $log ---"; tail -n 30 "$log"; } >&2
+    die "npm ci in ${dir#"$root"/} failed three times"
+}
+
 hash_of() {
     if command -v sha256sum >/dev/null 2>&1; then
         cat "$@" | sha256sum | cut -d' ' -f1
@@ -79,7 +100,7 @@ else
     say "server-everything: installing into ${node_dir#"$root"/}"
     mkdir -p "$node_dir"
     cp "$spec/node/package.json" "$spec/node/package-lock.json" "$node_dir/"
-    (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+    npm_ci_in "$node_dir"
     [ -f "$everything_js" ] || die "npm ci finished but $everything_js is missing"
     printf '%s\n' "$node_want" >"$node_stamp"
 fi
@@ -95,7 +116,7 @@ else
     say "claude-code, codex: installing into ${agents_dir#"$root"/}"
     mkdir -p "$agents_dir"
     cp "$spec/agents/package.json" "$spec/agents/package-lock.json" "$agents_dir/"
-    (cd "$agents_dir" && npm ci --no-audit --no-fund --loglevel=error)
+    npm_ci_in "$agents_dir"
     # npm does not run Claude Code's postinstall: it puts the platform's native binary in place.
     (cd "$agents_dir/node_modules/@anthropic-ai/claude-code" && node install.cjs >/dev/null)
     "$agents_dir/node_modules/.bin/claude" --version >/dev/null ||

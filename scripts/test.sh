@@ -148,7 +148,14 @@ install_ui_packages() {
     if [ -d ui/node_modules ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
         echo "ui/node_modules: up to date"
     else
-        (cd ui && npm ci --no-audit --no-fund --loglevel=error)
+        # Three tries, like scripts/setup-test-deps.sh: a dropped registry connection is not a failure.
+        local attempt
+        for attempt in 1 2 3; do
+            (cd ui && npm ci --no-audit --no-fund --loglevel=error) && break
+            [ "$attempt" -lt 3 ] || return 1
+            echo "npm ci in ui failed (attempt $attempt of 3); trying again in $((attempt * 10)) s" >&2
+            sleep $((attempt * 10))
+        done
         printf '%s\n' "$want" >"$stamp"
     fi
     # The app embeds ui/dist; building it first means the workspace build embeds the real UI.

@@ -49,6 +49,19 @@ impl RawAgent {
         RawAgent::spawn(cmd, Stdio::inherit())
     }
 
+    /// [`RawAgent::launch`] run by a separate agent process (`sh`, a child of the test), so
+    /// that the test process is outside the agent's process tree and may act as the person at
+    /// another terminal (choose the passphrase, approve), as
+    /// [`crate::gate::Gate::agent_command`] does. [`RawAgent::kill`] then kills the shell,
+    /// not the shim.
+    pub fn launch_beside(postern: &Path, home: &Path, label: &str) -> Result<RawAgent> {
+        let mut cmd = Command::new("sh");
+        // Not `exec`: the shell stays, as the agent process the shim reports to the engine.
+        cmd.arg("-c").arg("\"$@\"; exit $?").arg("agent");
+        cmd.arg(postern).arg("--home").arg(home).args(["mcp", label]);
+        RawAgent::spawn(cmd, Stdio::inherit())
+    }
+
     /// Spawns `cmd` (a `postern ... mcp <label>` command, environment and all) with piped
     /// stdin and stdout and the given stderr. Answers are awaited for [`DEFAULT_ANSWER`];
     /// request ids from [`RawAgent::next_id`] start at 1.

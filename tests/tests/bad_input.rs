@@ -416,7 +416,8 @@ async fn the_shim_outlives_the_engine_and_reconnects_when_it_appears() -> Result
         assert!(status.success());
 
         // No engine yet: the agent still gets a session and a clear answer per call.
-        let mut agent = RawAgent::launch(&postern, &home, "fixture")?;
+        // Launched beside the test, so the test may choose the passphrase as the person.
+        let mut agent = RawAgent::launch_beside(&postern, &home, "fixture")?;
         let init = initialize(&mut agent).await?;
         assert_eq!(
             init["result"]["capabilities"]["tools"]["listChanged"], true,
@@ -459,7 +460,7 @@ async fn the_shim_outlives_the_engine_and_reconnects_when_it_appears() -> Result
             "{tools}"
         );
         // A call reaches the gate, which asks a human (the engine's default); the human
-        // denies it (a deny is taken even from inside the agent's process tree).
+        // denies it.
         agent
             .send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                           "params": {"name": "echo", "arguments": {"text": "x"}}}))
