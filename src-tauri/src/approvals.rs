@@ -11,7 +11,8 @@ use postern_domain::decision::{
 };
 use postern_domain::text::one_line;
 use postern_domain::{AnswerChannel, ApprovalId};
-use postern_engine::Authority;
+use postern_engine::answer::ControlCommand;
+use postern_engine::{Authority, Control, Origin};
 use serde::Serialize;
 use tauri::{AppHandle, Emitter, Manager, Runtime};
 use tauri_plugin_notification::NotificationExt;
@@ -157,8 +158,12 @@ fn shorten(text: &str, max: usize) -> String {
 }
 
 /// Denies a request from the tray (approving takes the passphrase, in the approval window).
-pub fn deny_from_tray(authority: &Authority, id: ApprovalId) {
-    if let Err(err) = authority.answer(id, Reply::Deny, None, AnswerChannel::Tray) {
+pub fn deny_from_tray(control: &Control, id: ApprovalId) {
+    let command = ControlCommand::Answer {
+        approval: id.to_string(),
+        reply: Reply::Deny,
+    };
+    if let Err(err) = control.request(command, None, Origin::App(AnswerChannel::Tray)) {
         tracing::info!(approval = %id, "answer not taken: {err}");
     }
 }

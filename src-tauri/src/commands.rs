@@ -1,12 +1,14 @@
 //! The IPC commands the UI calls. Each one delegates to the engine; none holds a rule of
-//! its own. A command that widens authority carries the person's proof of presence (the
-//! passphrase typed into this window), checked by the engine's one check
-//! (`Authority::prove`), exactly as the CLI's requests over the socket are.
+//! its own. Every change is one management request ([`ControlCommand`], the same the CLI
+//! sends over the socket) carried out by the engine's [`Control::request`] with the app as
+//! its origin; a request that widens authority carries the person's proof of presence (the
+//! passphrase typed into this window, or the OS's own authentication), checked there.
 
+use postern_domain::AnswerChannel;
 use postern_domain::decision::Reply;
-use postern_domain::{AnswerChannel, ApprovalId};
-use postern_engine::authority::{AnswerError, PresenceError, Proof, Proven};
-use postern_engine::{Authority, Home, Settings, SettingsUpdate};
+use postern_engine::answer::{ControlAnswer, ControlCommand};
+use postern_engine::authority::{PresenceError, Proof};
+use postern_engine::{Authority, Control, Home, Origin, Refusal, Settings, SettingsUpdate};
 use serde::{Deserialize, Serialize};
 use tauri::{AppHandle, Manager, Runtime};
 use ts_rs::TS;
@@ -67,41 +69,22 @@ pub async fn answer<R: Runtime>(
     reply: Reply,
     proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
-    let id: ApprovalId = id.parse().map_err(|_| CommandError {
-        code: ErrorCode::BadRequest,
-        message: format!("{id:?} is not an approval request id"),
-    })?;
-    let authority = authority(&app)?;
-    blocking(move || {
-        let proven = match reply {
-            // Without a passphrase, the approval is a plain click: the engine takes it only
-            // within the plain-click window after the last passphrase (off by default).
-            Reply::Approve { .. } => {
-                let proof = match proof {
-                    None => Some(Proof::Click),
-                    Some(input) => input.into_proof().map_err(presence)?,
-                };
-                Some(authority.prove_approval(proof.as_ref()).map_err(presence)?)
-            }
-            Reply::Deny => None,
-        };
-        authority
-            .answer(id, reply, proven.as_ref(), AnswerChannel::Window)
-            .map_err(|err| match err {
-                AnswerError::Presence(e) => presence(e),
-                AnswerError::NotOpen(_) => CommandError::new(ErrorCode::NotOpen, err.to_string()),
-                AnswerError::Unacceptable(_) => {
-                    CommandError::new(ErrorCode::Unacceptable, err.to_string())
-                }
-            })
-    })
-    .await
+    let command = ControlCommand::Answer {
+        approval: id,
+        reply,
+    };
+    request(&app, command, proof, AnswerChannel::Window)
+        .await
+        .map(drop)
 }
 
 /// Locks the vault. Returns whether it was unlocked.
 #[tauri::command]
 pub async fn lock<R: Runtime>(app: AppHandle<R>) -> Result<bool, CommandError> {
-    Ok(authority(&app)?.lock("locked from the app"))
+    match request(&app, ControlCommand::Lock, None, AnswerChannel::Window).await? {
+        ControlAnswer::Lock { changed } => Ok(changed),
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// Unlocks the vault with the passphrase. Returns whether it was locked.
@@ -110,12 +93,10 @@ pub async fn unlock<R: Runtime>(
     app: AppHandle<R>,
     proof: Option<ProofInput>,
 ) -> Result<bool, CommandError> {
-    let authority = authority(&app)?;
-    blocking(move || {
-        let proven = prove(&authority, proof, "unlock the vault")?;
-        Ok(authority.unlock(proven))
-    })
-    .await
+    match request(&app, ControlCommand::Unlock, proof, AnswerChannel::Window).await? {
+        ControlAnswer::Unlock { changed } => Ok(changed),
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// Sets the first passphrase (no proof; the vault unlocks), or a new one (the proof carries
@@ -126,41 +107,83 @@ pub async fn set_passphrase<R: Runtime>(
     passphrase: crate::credentials::SecretValue,
     proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
-    let authority = authority(&app)?;
-    blocking(move || {
-        let proof = proof
-            .and_then(|p| p.into_proof().transpose())
-            .transpose()
-            .map_err(presence)?;
-        authority
-            .set_passphrase(passphrase.secret(), proof.as_ref())
-            .map_err(presence)
-    })
-    .await
+    let command = ControlCommand::SetPassphrase {
+        passphrase: passphrase.into_text(),
+    };
+    request(&app, command, proof, AnswerChannel::Window)
+        .await
+        .map(drop)
 }
 
-/// Changes settings; returns them as they now are. A change that widens (observe mode, the
-/// auto-lock) carries the passphrase.
+/// Changes settings; returns them as they now are. A change that widens (observe mode, a
+/// longer auto-lock, plain clicks) carries the passphrase.
 #[tauri::command]
 pub async fn update_settings<R: Runtime>(
     app: AppHandle<R>,
     change: SettingsUpdate,
     proof: Option<ProofInput>,
 ) -> Result<Settings, CommandError> {
-    let authority = authority(&app)?;
+    let command = ControlCommand::Settings { change };
+    match request(&app, command, proof, AnswerChannel::Window).await? {
+        ControlAnswer::Settings(settings) => Ok(settings),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Carries out one management request on the running engine, from this app's `channel`,
+/// with the proof the window offered. No proof for an approval is a plain click (taken only
+/// within the plain-click window the settings may open after a proof).
+pub(crate) async fn request<R: Runtime>(
+    app: &AppHandle<R>,
+    command: ControlCommand,
+    proof: Option<ProofInput>,
+    channel: AnswerChannel,
+) -> Result<ControlAnswer, CommandError> {
+    let control = control(app)?;
     blocking(move || {
-        let proven = match proof {
-            Some(proof) => Some(prove(&authority, Some(proof), "widen the settings")?),
+        let proof = match proof {
+            // System authentication shows the OS's dialog: blocking work.
+            Some(input) => input.into_proof().map_err(presence)?,
+            None if matches!(
+                command,
+                ControlCommand::Answer {
+                    reply: Reply::Approve { .. },
+                    ..
+                }
+            ) =>
+            {
+                Some(Proof::Click)
+            }
             None => None,
         };
-        authority
-            .update_settings(change, proven.as_ref())
-            .map_err(|err| CommandError {
-                code: ErrorCode::SettingsRefused,
-                message: err.to_string(),
-            })
+        control
+            .request(command, proof, Origin::App(channel))
+            .map_err(refused)
     })
     .await
+}
+
+/// An answer of another kind than the request's (cannot happen: the engine answers each
+/// request with the variant of its name).
+pub(crate) fn unexpected(answer: &ControlAnswer) -> CommandError {
+    CommandError::new(
+        ErrorCode::Failed,
+        format!("the engine answered '{}' to another request", answer.name()),
+    )
+}
+
+/// A refused management request as the window shows it.
+pub(crate) fn refused(refusal: Refusal) -> CommandError {
+    match refusal {
+        Refusal::Presence(err) => presence(err),
+        Refusal::Invalid(message) => CommandError::new(ErrorCode::BadRequest, message),
+        Refusal::NotOpen(message) => CommandError::new(ErrorCode::NotOpen, message),
+        Refusal::Unacceptable(message) => CommandError::new(ErrorCode::Unacceptable, message),
+        Refusal::Settings(message) => CommandError::new(ErrorCode::SettingsRefused, message),
+        Refusal::Failed(message) | Refusal::HumanRequired(message) => {
+            CommandError::new(ErrorCode::Refused, message)
+        }
+    }
 }
 
 /// The person's proof of presence from this window: the passphrase typed into it, or
@@ -187,19 +210,6 @@ impl ProofInput {
         }
         Ok(self.passphrase.map(|p| Proof::Passphrase(p.into_secret())))
     }
-}
-
-/// Checks `proof` for `what` with the engine (argon2id: call from blocking work).
-pub(crate) fn prove(
-    authority: &Authority,
-    proof: Option<ProofInput>,
-    what: &str,
-) -> Result<Proven, CommandError> {
-    let proof = proof
-        .and_then(|p| p.into_proof().transpose())
-        .transpose()
-        .map_err(presence)?;
-    authority.prove(proof.as_ref(), what).map_err(presence)
 }
 
 /// A refused proof as the window shows it.
@@ -298,6 +308,13 @@ pub enum ErrorCode {
     OsAuthDismissed,
     /// The system's authentication failed (a wrong password).
     OsAuthDenied,
+}
+
+/// The running engine's management API.
+pub(crate) fn control<R: Runtime>(app: &AppHandle<R>) -> Result<Control, CommandError> {
+    app.state::<Shell>()
+        .with_engine(|engine| engine.control())
+        .ok_or_else(CommandError::no_engine)
 }
 
 /// The running engine's gate.
@@ -467,7 +484,7 @@ mod tests {
         // On (which takes the passphrase, and counts as one): the same plain click approves.
         let on = json!({"change": {"sessionMode": null, "approvalTimeoutMs": null, "autoLockMs": null, "clickWindowMs": 300000}});
         let refused = invoke(&app, "update_settings", on.clone()).unwrap_err();
-        assert_eq!(refused["code"], "settings_refused", "{refused}");
+        assert_eq!(refused["code"], "proof_required", "{refused}");
         let mut on = on;
         on["proof"] = json!({"passphrase": "postern-app-tests"});
         invoke(&app, "update_settings", on).unwrap();

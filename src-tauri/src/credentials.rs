@@ -1,5 +1,6 @@
-//! Credentials from the window: list, add, rotate, remove, bind, unbind, through the engine's
-//! `Authority` (values to the OS keychain, metadata to the store).
+//! Credentials from the window: list (the engine's `Authority`), and add, rotate, remove,
+//! bind, unbind, move into the keychain (management requests the engine carries out: values
+//! to the OS keychain, metadata to the store).
 //!
 //! A value crosses IPC once, inbound, in [`SecretValue`]: it is wrapped in a
 //! `postern_vault::Secret` as it is deserialized (redacted `Debug`, zeroized on drop) and
@@ -7,8 +8,8 @@
 //! out.
 
 use postern_domain::decision::SettingTarget;
-use postern_domain::{Credential, CredentialName, CredentialSpec, Injection, ServerLabel};
-use postern_engine::authority::CredentialError;
+use postern_domain::{AnswerChannel, Credential, Injection};
+use postern_engine::answer::{ControlAnswer, ControlCommand, SecretText};
 use postern_store::Store;
 use postern_vault::Secret;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -16,7 +17,7 @@ use tauri::{AppHandle, Runtime};
 use ts_rs::TS;
 
 use crate::commands::{
-    CommandError, ErrorCode, ProofInput, authority, blocking, prove, running_home,
+    CommandError, ErrorCode, ProofInput, authority, blocking, request, running_home, unexpected,
 };
 
 /// A credential as the window lists it: everything but its value.
@@ -95,6 +96,11 @@ impl SecretValue {
     pub fn into_secret(self) -> Secret<String> {
         self.0
     }
+
+    /// The secret as a management request carries it (this copy is zeroized when dropped).
+    pub fn into_text(self) -> SecretText {
+        SecretText(self.0.expose().clone())
+    }
 }
 
 impl<'de> Deserialize<'de> for SecretValue {
@@ -111,7 +117,9 @@ pub async fn credentials<R: Runtime>(
     let authority = authority(&app)?;
     let home = running_home(&app)?;
     blocking(move || {
-        let list = authority.credentials().map_err(refused)?;
+        let list = authority
+            .credentials()
+            .map_err(|e| CommandError::new(ErrorCode::Refused, e.to_string()))?;
         // The engine has no read of bindings by credential yet (docs/app.md, "Stopgaps").
         let store = Store::open_read_only(home.path()).map_err(failed)?;
         // Every use as the gate applies it: the setting, which the Permissions page (or
@@ -137,26 +145,14 @@ pub async fn add_credential<R: Runtime>(
     credential: NewCredential,
     proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
-    let authority = authority(&app)?;
-    let name = name(&credential.name)?;
-    let hosts: Vec<String> = credential
-        .hosts
-        .iter()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .collect();
-    let spec = CredentialSpec::new(injection(credential.injection), &hosts)
-        .map_err(|e| CommandError::new(ErrorCode::BadRequest, e.to_string()))?;
-    let value = credential.value.0;
-    let every_use = credential.every_use;
-    blocking(move || {
-        let proven = prove(&authority, proof, "add a credential")?;
-        authority
-            .add_credential(&proven, &name, spec, every_use, value)
-            .map(drop)
-            .map_err(refused)
-    })
-    .await
+    let command = ControlCommand::CredentialAdd {
+        name: credential.name,
+        injection: injection(credential.injection),
+        hosts: credential.hosts,
+        every_use: credential.every_use,
+        value: credential.value.into_text(),
+    };
+    manage(&app, command, proof).await.map(drop)
 }
 
 /// Replaces a credential's value; servers holding the old one restart with the new one.
@@ -167,16 +163,11 @@ pub async fn rotate_credential<R: Runtime>(
     value: SecretValue,
     proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
-    let authority = authority(&app)?;
-    let name = self::name(&name)?;
-    blocking(move || {
-        let proven = prove(&authority, proof, "rotate a credential")?;
-        authority
-            .rotate_credential(&proven, &name, value.0)
-            .map(drop)
-            .map_err(refused)
-    })
-    .await
+    let command = ControlCommand::CredentialRotate {
+        name,
+        value: value.into_text(),
+    };
+    manage(&app, command, proof).await.map(drop)
 }
 
 /// Removes a credential, its value and its bindings; servers holding it restart without it.
@@ -186,13 +177,8 @@ pub async fn remove_credential<R: Runtime>(
     name: String,
     proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
-    let authority = authority(&app)?;
-    let name = self::name(&name)?;
-    blocking(move || {
-        let proven = prove(&authority, proof, "remove a credential")?;
-        authority.remove_credential(&proven, &name).map_err(refused)
-    })
-    .await
+    let command = ControlCommand::CredentialRemove { name };
+    manage(&app, command, proof).await.map(drop)
 }
 
 /// Binds a credential to a server; returns whether it was not bound before.
@@ -203,13 +189,14 @@ pub async fn bind_credential<R: Runtime>(
     name: String,
     proof: Option<ProofInput>,
 ) -> Result<bool, CommandError> {
-    let authority = authority(&app)?;
-    let (server, name) = (label(&server)?, self::name(&name)?);
-    blocking(move || {
-        let proven = prove(&authority, proof, "bind a credential")?;
-        authority.bind(&proven, &server, &name).map_err(refused)
-    })
-    .await
+    let command = ControlCommand::Bind {
+        server,
+        credential: name,
+    };
+    match manage(&app, command, proof).await? {
+        ControlAnswer::Bind { changed } => Ok(changed),
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// Moves the environment variable `var` of `server` (plain text in Postern's configuration,
@@ -222,16 +209,10 @@ pub async fn move_to_keychain<R: Runtime>(
     var: String,
     proof: Option<ProofInput>,
 ) -> Result<String, CommandError> {
-    let authority = authority(&app)?;
-    let server = label(&server)?;
-    blocking(move || {
-        let proven = prove(&authority, proof, "move a variable into the keychain")?;
-        authority
-            .move_env_to_keychain(&proven, &server, &var)
-            .map(|name| name.to_string())
-            .map_err(refused)
-    })
-    .await
+    match manage(&app, ControlCommand::MoveToKeychain { server, var }, proof).await? {
+        ControlAnswer::MoveToKeychain { name } => Ok(name),
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// Unbinds a credential from a server; returns whether it was bound.
@@ -241,9 +222,23 @@ pub async fn unbind_credential<R: Runtime>(
     server: String,
     name: String,
 ) -> Result<bool, CommandError> {
-    let authority = authority(&app)?;
-    let (server, name) = (label(&server)?, self::name(&name)?);
-    blocking(move || authority.unbind(&server, &name).map_err(refused)).await
+    let command = ControlCommand::Unbind {
+        server,
+        credential: name,
+    };
+    match manage(&app, command, None).await? {
+        ControlAnswer::Unbind { changed } => Ok(changed),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// One credential request from the window.
+async fn manage<R: Runtime>(
+    app: &AppHandle<R>,
+    command: ControlCommand,
+    proof: Option<ProofInput>,
+) -> Result<ControlAnswer, CommandError> {
+    request(app, command, proof, AnswerChannel::Window).await
 }
 
 fn item(c: Credential, servers: Vec<String>) -> CredentialItem {
@@ -276,23 +271,6 @@ fn injection(kind: CredentialKind) -> Injection {
         },
         CredentialKind::Basic => Injection::Basic,
     }
-}
-
-fn name(name: &str) -> Result<CredentialName, CommandError> {
-    name.trim()
-        .parse()
-        .map_err(|e| CommandError::new(ErrorCode::BadRequest, format!("{e}")))
-}
-
-fn label(label: &str) -> Result<ServerLabel, CommandError> {
-    label
-        .trim()
-        .parse()
-        .map_err(|e| CommandError::new(ErrorCode::BadRequest, format!("{e}")))
-}
-
-fn refused(e: CredentialError) -> CommandError {
-    CommandError::new(ErrorCode::Refused, e.to_string())
 }
 
 fn failed(e: impl std::fmt::Display) -> CommandError {
@@ -414,7 +392,7 @@ mod tests {
     }
 
     #[test]
-    fn malformed_input_is_refused_before_the_engine() {
+    fn malformed_input_is_refused_before_a_proof_is_asked() {
         let (app, _home) = running_app();
         for (credential, why) in [
             (

@@ -5,12 +5,13 @@
 //! `postern every-use off` does.
 
 use postern_domain::decision::{EveryUse, EveryUseSetting, SettingTarget};
-use postern_domain::{AgentRun, GrantId};
+use postern_domain::{AgentRun, AnswerChannel};
+use postern_engine::answer::{ControlAnswer, ControlCommand};
 use postern_engine::permissions::{Permissions, RunKey};
 use tauri::{AppHandle, Manager, Runtime};
 
 use crate::Shell;
-use crate::commands::{CommandError, ErrorCode, ProofInput, authority, blocking, prove};
+use crate::commands::{CommandError, ProofInput, request, unexpected};
 
 /// Every live grant by agent run, and where every call asks.
 #[tauri::command]
@@ -23,10 +24,11 @@ pub async fn permissions<R: Runtime>(app: AppHandle<R>) -> Result<Permissions, C
 /// Ends a grant now. Returns whether it was live (it may have ended meanwhile).
 #[tauri::command]
 pub async fn revoke_grant<R: Runtime>(app: AppHandle<R>, id: String) -> Result<bool, CommandError> {
-    let grant: GrantId = id.parse().map_err(|_| {
-        CommandError::new(ErrorCode::BadRequest, format!("{id:?} is not a grant id"))
-    })?;
-    Ok(authority(&app)?.revoke(grant))
+    let command = ControlCommand::Revoke { grant: id };
+    match request(&app, command, None, AnswerChannel::Window).await? {
+        ControlAnswer::Revoke { changed, .. } => Ok(changed),
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// Ends every grant of one agent run now. Returns the ids of those that were live.
@@ -39,11 +41,17 @@ pub async fn revoke_run<R: Runtime>(
         pid: run.pid,
         start_time: run.start_time,
     };
-    Ok(authority(&app)?
-        .revoke_run(run)
-        .iter()
-        .map(ToString::to_string)
-        .collect())
+    match request(
+        &app,
+        ControlCommand::RevokeRun { run },
+        None,
+        AnswerChannel::Window,
+    )
+    .await?
+    {
+        ControlAnswer::RevokeRun { revoked } => Ok(revoked),
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// Turns per-call approval on (no proof) or off (with the person's proof) for a tool, a
@@ -56,21 +64,14 @@ pub async fn set_every_use<R: Runtime>(
     on: bool,
     proof: Option<ProofInput>,
 ) -> Result<Option<String>, CommandError> {
-    let authority = authority(&app)?;
     let level = if on { EveryUse::Confirm } else { EveryUse::Off };
-    blocking(move || {
-        let proven = match level {
-            EveryUse::Off => Some(prove(&authority, proof, "turn per-call approval off")?),
-            EveryUse::Confirm => None,
-        };
-        app.state::<Shell>()
-            .with_engine(|engine| {
-                engine.set_every_use(EveryUseSetting { target, level }, proven.as_ref())
-            })
-            .ok_or_else(CommandError::no_engine)?
-            .map_err(|err| CommandError::new(ErrorCode::SettingsRefused, err.to_string()))
-    })
-    .await
+    let command = ControlCommand::EveryUse {
+        set: Some(EveryUseSetting { target, level }),
+    };
+    match request(&app, command, proof, AnswerChannel::Window).await? {
+        ControlAnswer::EveryUse { warning, .. } => Ok(warning),
+        other => Err(unexpected(&other)),
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,15 @@
 //! Servers from the window: restart one, add one (the first-run guide's form), import those of
 //! an agent's existing configuration, and the snippet that points the agent at Postern.
 //!
-//! Restart is the engine's (`Engine::restart`). Adding goes through the store, as the CLI's
+//! Restart is a management request (`ControlCommand::Restart`). Adding goes through the store, as the CLI's
 //! `postern server add` does, then the engine in this process records the change in the audit
 //! log at once (`Engine::config_changed`): the app never talks to its engine over the socket.
 
 use std::path::{Path, PathBuf};
 
-use postern_domain::{ServerConfig, ServerLabel};
+use postern_domain::{AnswerChannel, ServerConfig};
 use postern_engine::Home;
+use postern_engine::answer::{ControlAnswer, ControlCommand};
 use postern_engine::import::{self, Entry, Found};
 use postern_engine::rewire::{self, Coverage};
 use postern_engine::servers::{self, Existing, ServerError, ServerForm};
@@ -18,20 +19,17 @@ use tauri::{AppHandle, Manager, Runtime};
 use ts_rs::TS;
 
 use crate::Shell;
-use crate::commands::{CommandError, ErrorCode, blocking, running_home};
+use crate::commands::{CommandError, ErrorCode, blocking, request, running_home, unexpected};
 
 /// Restarts every running process of `label`: each gets a new execution epoch, and calls in
 /// flight fail explicitly (refresh-contract §5). Returns how many were running.
 #[tauri::command]
 pub async fn restart<R: Runtime>(app: AppHandle<R>, label: String) -> Result<u32, CommandError> {
-    let label: ServerLabel = label
-        .parse()
-        .map_err(|e| CommandError::new(ErrorCode::BadRequest, format!("{e}")))?;
-    let restarted = app
-        .state::<Shell>()
-        .with_engine(|engine| engine.restart(&label))
-        .ok_or_else(CommandError::no_engine)?;
-    Ok(u32::try_from(restarted).unwrap_or(u32::MAX))
+    let command = ControlCommand::Restart { server: label };
+    match request(&app, command, None, AnswerChannel::Window).await? {
+        ControlAnswer::Restart { restarted } => Ok(u32::try_from(restarted).unwrap_or(u32::MAX)),
+        other => Err(unexpected(&other)),
+    }
 }
 
 /// A server to add, as the first-run form gives it.

@@ -10,9 +10,10 @@ mod icon;
 
 use std::sync::{Mutex, PoisonError};
 
-use postern_domain::ApprovalId;
-use postern_engine::GateStatus;
+use postern_domain::{AnswerChannel, ApprovalId};
+use postern_engine::answer::ControlCommand;
 use postern_engine::authority::VaultState;
+use postern_engine::{GateStatus, Origin};
 use tauri::{
     AppHandle, Manager, Runtime,
     menu::{IsMenuItem, Menu, MenuItem, PredefinedMenuItem, Submenu},
@@ -79,8 +80,11 @@ impl MenuAction {
         match self {
             Self::Review => approvals::review(app),
             Self::Lock => {
-                if let Some(authority) = app.state::<Shell>().authority() {
-                    authority.lock("locked from the tray");
+                if let Some(control) = app.state::<Shell>().with_engine(|e| e.control()) {
+                    let from = Origin::App(AnswerChannel::Tray);
+                    if let Err(err) = control.request(ControlCommand::Lock, None, from) {
+                        tracing::warn!("the vault did not lock: {err}");
+                    }
                 }
             }
             // Unlocking takes the passphrase: the window's lock screen asks for it.
@@ -392,8 +396,8 @@ pub fn on_menu_event<R: Runtime>(app: &AppHandle<R>, id: &str) {
 }
 
 fn deny<R: Runtime>(app: &AppHandle<R>, approval: ApprovalId) {
-    match app.state::<Shell>().authority() {
-        Some(authority) => approvals::deny_from_tray(&authority, approval),
+    match app.state::<Shell>().with_engine(|engine| engine.control()) {
+        Some(control) => approvals::deny_from_tray(&control, approval),
         None => tracing::info!("no engine to answer {approval}"),
     }
 }

@@ -58,7 +58,10 @@ impl RawAgent {
         let mut cmd = Command::new("sh");
         // Not `exec`: the shell stays, as the agent process the shim reports to the engine.
         cmd.arg("-c").arg("\"$@\"; exit $?").arg("agent");
-        cmd.arg(postern).arg("--home").arg(home).args(["mcp", label]);
+        cmd.arg(postern)
+            .arg("--home")
+            .arg(home)
+            .args(["mcp", label]);
         RawAgent::spawn(cmd, Stdio::inherit())
     }
 

@@ -317,7 +317,7 @@ async fn an_approval_from_inside_the_agents_process_tree_is_refused() -> Result<
         assert!(
             refused
                 .to_string()
-                .contains("process tree of a connected agent"),
+                .contains("inside the process tree of an agent"),
             "{refused:#}"
         );
         gate.cli(["lock"])?;

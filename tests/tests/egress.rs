@@ -8,7 +8,9 @@
 //!   placeholder, never the value;
 //! - `localhost` receives the real value; a redirect from it to another host carries none;
 //! - the same host under another name (127.0.0.1) gets nothing: the request is refused, the
-//!   attempt audited (names, never the value), and the launch frozen.
+//!   attempt audited (names, never the value), and the launch frozen;
+//! - server-everything's `get-env`, a real server's own view of its environment, shows the
+//!   placeholder.
 
 use std::time::Duration;
 
@@ -17,7 +19,7 @@ use postern_e2e::Gate;
 use postern_e2e::https::{HttpsServer, Reply, TestCa};
 use postern_e2e::human::{approved_call, card_id, open_approvals, wait_session};
 use postern_e2e::raw::{self, RawAgent, ok_text};
-use postern_e2e::{binaries, rebuild};
+use postern_e2e::{binaries, rebuild, servers};
 use serde_json::json;
 
 const ANSWER: Duration = Duration::from_secs(30);
@@ -228,5 +230,53 @@ async fn a_node_server_holds_a_placeholder_and_only_the_bound_host_gets_the_valu
         "egress-node",
         vec![node, entry.display().to_string()],
     )
+    .await
+}
+
+/// server-everything (npm) holding the credential: its `get-env` tool, called through the gate,
+/// shows the placeholder under the credential's variable and the broker as its proxy, never the
+/// value; no process's environment holds the value.
+#[tokio::test]
+async fn server_everything_get_env_shows_the_placeholder_never_the_value() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let ca = TestCa::new(dir.path())?;
+    let everything: Vec<String> = servers::everything()?
+        .argv()
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let gate = gate_with(&ca, "everything", &everything).await?;
+    gate.scenario(async {
+        let mut agent = agent(&gate, "everything").await?;
+        agent.list_tools().await?;
+        let (card, answer) =
+            approved_call(&gate, &mut agent, "get-env", json!({}), "--run").await?;
+        ensure!(card["credentials"] == json!(["api-token"]), "{card}");
+        let text = ok_text(&answer)?;
+        ensure!(!text.contains(CANARY), "get-env shows no value: {text}");
+        let env: serde_json::Value = serde_json::from_str(&text).context("get-env's JSON")?;
+        let placeholder = env["EGRESS_TOKEN"]
+            .as_str()
+            .context("EGRESS_TOKEN is set")?;
+        ensure!(
+            placeholder.len() == CANARY.len() && placeholder != CANARY,
+            "a placeholder of the value's length: {placeholder:?}"
+        );
+        let proxy = env["HTTPS_PROXY"].as_str().unwrap_or_default();
+        ensure!(proxy.starts_with("http://127.0.0.1:"), "{proxy:?}");
+        ensure!(
+            env["NODE_OPTIONS"]
+                .as_str()
+                .is_some_and(|o| o.contains("--require")),
+            "Node's fetch is told to use the broker: {:?}",
+            env["NODE_OPTIONS"]
+        );
+        let holders = environs_holding(CANARY);
+        ensure!(
+            holders.is_empty(),
+            "no process's environment holds the value: {holders:?}"
+        );
+        Ok(())
+    })
     .await
 }

@@ -346,6 +346,12 @@ export type CredentialsView = {
  */
 released: Array<string>, 
 /**
+ * Those of `released` the launch holds as placeholders: the egress broker adds the value
+ * toward the credential's hosts only. The others are values in the server's environment,
+ * exposed to its code.
+ */
+brokered: Array<string>, 
+/**
  * Bound but withheld from this launch.
  */
 withheld: Array<string>, 

@@ -29,7 +29,7 @@ const busy = status({
         escalation: true,
       }),
       artifactsNewer: ["/srv/inventory/dist/server.js"],
-      credentials: { released: ["inventory-read"], withheld: ["inventory-api"], reason: "identity changed since approval" },
+      credentials: { released: ["inventory-read", "db-password"], brokered: ["inventory-read"], withheld: ["inventory-api"], reason: "identity changed since approval" },
     }),
     session({ id: "#2", server: "inventory", state: "identityPending", serverPid: 48300, execution: execution({ pinning: { state: "unpinned", reason: "no lockfile" } }) }),
   ],
@@ -59,7 +59,9 @@ describe("the Servers view", () => {
     expect(all(card, ".newer .paths li")).toEqual(["/srv/inventory/dist/server.js"]);
     expect(all(card, ".pin")).toEqual(["PINNED", "UNPINNED"]);
     // Credentials: held by this launch, and withheld with the reason.
-    expect(all(card, ".credentials-line .released .chip")).toEqual(["inventory-read"]);
+    // A credential bound to hosts is held as a placeholder; one without is the value itself.
+    expect(all(card, ".credentials-line .released .chip")).toEqual(["inventory-read · placeholder", "db-password · value, exposed to its code"]);
+    expect(card.querySelector(".credentials-line .held-value")?.getAttribute("title")).toContain("send it anywhere");
     expect(all(card, ".credentials-line .withheld .chip")).toEqual(["inventory-api"]);
     expect(text(card.querySelector(".withheld-reason"))).toBe("identity changed since approval");
     // The catalog diff, the escalation flagged.

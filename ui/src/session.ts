@@ -158,7 +158,7 @@ function credentials(c: CredentialsView): HTMLElement | null {
     "credentials-line",
     c.released.length === 0
       ? null
-      : h("span", { class: "released", title: "Released to this launch: a human approved this identity for them" }, h("span", "fact-k", "credentials held "), ...c.released.map((n) => h("code", "chip", n))),
+      : h("span", { class: "released", title: "Released to this launch: a human approved this identity for them" }, h("span", "fact-k", "credentials held "), ...c.released.map((n) => heldChip(n, c.brokered.includes(n)))),
     c.withheld.length === 0
       ? null
       : h(
@@ -169,6 +169,17 @@ function credentials(c: CredentialsView): HTMLElement | null {
           h("span", "withheld-reason", ` ${c.reason ?? "not approved for this identity"}`),
         ),
   );
+}
+
+/**
+ * A credential this launch holds: a placeholder the egress broker swaps for the value toward the
+ * credential's hosts only, or the value itself in the server's environment, where its code can
+ * send it anywhere.
+ */
+function heldChip(name: string, brokered: boolean): HTMLElement {
+  return brokered
+    ? h("code", { class: "chip held-placeholder", title: "The server holds a placeholder; Postern's egress broker puts the value in requests to the credential's hosts only." }, name, h("span", "held-how", " · placeholder"))
+    : h("code", { class: "chip held-value", title: "The value itself is in the server's environment: its code can read it and send it anywhere." }, name, h("span", "held-how", " · value, exposed to its code"));
 }
 
 function newer(s: SessionStatus): HTMLElement {

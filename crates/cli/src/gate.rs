@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use postern_domain::decision::{
     ApprovalCard, ArgumentSource, AskFor, CatalogSince, EveryUse, EveryUseSetting, GrantChoice,
-    IdentitySince, Reply, SessionMode, SettingTarget,
+    IdentitySince, Reply, SessionMode, SettingTarget, SettingsUpdate,
 };
 use postern_domain::text::one_line;
 use postern_domain::{CredentialName, Grant, GrantEnd, ServerLabel, ToolScope};
@@ -264,12 +264,15 @@ pub fn grants(home: &Home, json: bool) -> Result<()> {
 pub fn revoke(home: &Home, grant: Option<String>, agent: Option<u32>) -> Result<()> {
     let mut out = crate::terminal::out();
     if let Some(grant) = grant {
-        ask(
-            home,
-            ControlCommand::Revoke {
-                grant: grant.clone(),
-            },
-        )?;
+        let grant = match ask(home, ControlCommand::Revoke { grant })? {
+            ControlAnswer::Revoke { grant, changed } => {
+                if !changed {
+                    bail!("no live grant {grant}");
+                }
+                grant
+            }
+            other => return Err(mismatch(&other)),
+        };
         writeln!(out, "revoked {grant}")?;
         return Ok(());
     }
@@ -322,12 +325,15 @@ pub fn settings(home: &Home, args: SettingsArgs) -> Result<()> {
     let answer = ask(
         home,
         ControlCommand::Settings {
-            session_mode: args.session_mode.map(|m| match m {
-                Mode::Prompt => SessionMode::Prompt,
-                Mode::Observe => SessionMode::Observe,
-            }),
-            approval_timeout_ms: args.approval_timeout.map(|s| s.saturating_mul(1000)),
-            auto_lock_ms: args.auto_lock.map(|m| m.saturating_mul(60_000)),
+            change: SettingsUpdate {
+                session_mode: args.session_mode.map(|m| match m {
+                    Mode::Prompt => SessionMode::Prompt,
+                    Mode::Observe => SessionMode::Observe,
+                }),
+                approval_timeout_ms: args.approval_timeout.map(|s| s.saturating_mul(1000)),
+                auto_lock_ms: args.auto_lock.map(|m| m.saturating_mul(60_000)),
+                click_window_ms: None,
+            },
         },
     )?;
     let ControlAnswer::Settings(s) = answer else {

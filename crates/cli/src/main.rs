@@ -538,12 +538,9 @@ fn human_only(home: &Home, what: &str) -> Result<()> {
             home.path().display()
         );
     }
-    if let Some(agent) = postern_supervisor::agent_ancestor(std::process::id()) {
-        let name = agent.args.first().map_or("?", String::as_str);
-        bail!(
-            "refused to {what}: this command runs inside the process tree of an agent ({name}, pid {}); run it from a terminal the agent did not start",
-            agent.pid
-        );
+    let chain = postern_supervisor::ancestry(std::process::id());
+    if let Some(agent) = postern_supervisor::agent_among(&chain, None) {
+        bail!("{}", postern_engine::inside_agent_tree(what, agent));
     }
     proof::offline(home, what)
 }

@@ -154,11 +154,19 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
         }
     }
     if !s.credentials.released.is_empty() {
-        writeln!(
-            out,
-            "    credentials held: {}",
-            s.credentials.released.join(", ")
-        )?;
+        let held: Vec<String> = s
+            .credentials
+            .released
+            .iter()
+            .map(|name| {
+                if s.credentials.brokered.contains(name) {
+                    format!("{name} (a placeholder; the broker adds the value for its hosts)")
+                } else {
+                    format!("{name} (the value, exposed to the server's code)")
+                }
+            })
+            .collect();
+        writeln!(out, "    credentials held: {}", held.join(", "))?;
     }
     if !s.credentials.withheld.is_empty() {
         writeln!(

@@ -92,6 +92,27 @@ pub enum SessionMode {
     Observe,
 }
 
+// The app's settings form and the CLI's `postern settings` send it as it is (`SettingsChange`
+// in the UI's bindings); the engine checks the bounds and whether it widens.
+/// A change to the settings; fields left `null` keep their value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(rename = "SettingsChange")]
+pub struct SettingsUpdate {
+    /// `prompt` (a human admits each new agent run) or `observe`.
+    #[ts(type = "\"prompt\" | \"observe\" | null")]
+    pub session_mode: Option<SessionMode>,
+    /// How long a human has to answer an approval request (ms, at least 1000).
+    #[ts(type = "number | null")]
+    pub approval_timeout_ms: Option<u64>,
+    /// Lock the vault after this long without a call or an answer (ms; 0: never).
+    #[ts(type = "number | null")]
+    pub auto_lock_ms: Option<u64>,
+    /// Plain clicks approve for this long after the passphrase (ms; 0: never).
+    #[ts(type = "number | null")]
+    pub click_window_ms: Option<u64>,
+}
+
 /// Whether a human admitted this agent run for this server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

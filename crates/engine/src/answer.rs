@@ -44,10 +44,12 @@ pub enum ControlAnswer {
     },
     /// The live grants.
     Grants(Vec<Grant>),
-    /// The grant ended.
+    /// The grant ended now, or had ended already.
     Revoke {
         /// The grant's id.
         grant: String,
+        /// False when it was not live (it ended meanwhile, or never was).
+        changed: bool,
     },
     /// The grants of the agent run that ended.
     RevokeRun {
@@ -79,6 +81,11 @@ pub enum ControlAnswer {
     Bind {
         /// False when it already was.
         changed: bool,
+    },
+    /// The variable is now a credential in the keychain, bound to the server.
+    MoveToKeychain {
+        /// The credential's scope name.
+        name: String,
     },
     /// The credential is no longer bound to the server.
     Unbind {
@@ -120,6 +127,7 @@ impl ControlAnswer {
             ControlAnswer::CredentialRotate(_) => "credentialRotate",
             ControlAnswer::CredentialRemove { .. } => "credentialRemove",
             ControlAnswer::Bind { .. } => "bind",
+            ControlAnswer::MoveToKeychain { .. } => "moveToKeychain",
             ControlAnswer::Unbind { .. } => "unbind",
             ControlAnswer::Prove => "prove",
             ControlAnswer::SetPassphrase { .. } => "setPassphrase",
@@ -209,7 +217,10 @@ mod tests {
                 approval: "a".into(),
             },
             ControlAnswer::Grants(vec![]),
-            ControlAnswer::Revoke { grant: "g".into() },
+            ControlAnswer::Revoke {
+                grant: "g".into(),
+                changed: true,
+            },
             ControlAnswer::RevokeRun {
                 revoked: vec!["g".into()],
             },

@@ -129,6 +129,10 @@ pub struct SessionStatus {
 pub struct CredentialsView {
     /// Released to this launch.
     pub released: Vec<String>,
+    /// Those of `released` the launch holds as placeholders: the egress broker adds the value
+    /// toward the credential's hosts only. The others are values in the server's environment,
+    /// exposed to its code.
+    pub brokered: Vec<String>,
     /// Bound but withheld from this launch.
     pub withheld: Vec<String>,
     /// Why, e.g. "identity changed since approval".
@@ -366,6 +370,7 @@ fn session_status(
         backoff_until_ms: s.backoff_until_ms,
         credentials: CredentialsView {
             released: s.credentials.released.clone(),
+            brokered: s.credentials.brokered.clone(),
             withheld: s.credentials.withheld.clone(),
             reason: s.credentials.reason.clone(),
         },

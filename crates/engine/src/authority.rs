@@ -56,7 +56,7 @@ use grants::run_alive;
 use lock::load_settings;
 pub use lock::{
     AUTO_LOCK_MS, MAX_APPROVAL_TIMEOUT_MS, MAX_AUTO_LOCK_MS, MAX_CLICK_WINDOW_MS, Settings,
-    SettingsError, SettingsUpdate, mode_name,
+    SettingsError, mode_name,
 };
 pub use presence::{
     MIN_PASSPHRASE_CHARS, PresenceError, Proof, Proven, VAULT_KEY_ITEM, check_offline,
@@ -64,7 +64,7 @@ pub use presence::{
 };
 pub use retry::RETRY_WINDOW_MS;
 
-pub use postern_domain::decision::{SessionMode, VaultState};
+pub use postern_domain::decision::{SessionMode, SettingsUpdate, VaultState};
 
 use crate::{AuditLog, AuditState};
 

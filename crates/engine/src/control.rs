@@ -1,15 +1,17 @@
-//! The CLI's management requests on the engine's socket. Anything that widens authority or
-//! destroys configuration ([`ControlCommand::need`]) takes effect only with the person's proof
-//! of presence, checked by [`Authority::prove`] (issue 13). Before that, as a first filter, a
-//! request from inside a connected agent's process tree or from under a shim is refused: a
-//! filter for honest mistakes, not a boundary (a process can leave the tree).
+//! Every management request, from the CLI over the engine's socket and from the app hosting
+//! the engine, in one place: [`Control::request`] takes one [`ControlCommand`] and gives one
+//! [`ControlAnswer`] or a [`Refusal`]. Anything that widens authority or destroys configuration
+//! ([`ControlCommand::need`]) takes effect only with the person's proof of presence, checked by
+//! [`Authority::prove`] (issue 13). Before that, for requests on the socket, a request from
+//! inside a connected agent's process tree or from under a shim is refused: a filter for honest
+//! mistakes, not a boundary (a process can leave the tree).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use postern_domain::decision::{EveryUse, EveryUseSetting, SettingTarget};
+use postern_domain::decision::{EveryUse, EveryUseSetting, Reply, SettingTarget};
 use postern_domain::{
-    AnswerChannel, ApprovalId, CredentialName, CredentialSpec, GrantId, ServerLabel,
+    AnswerChannel, ApprovalId, CredentialName, CredentialSpec, GrantId, Injection, ServerLabel,
 };
 use postern_gateway::control::ControlHandler;
 use postern_gateway::hello::{ControlCommand, WireProof};
@@ -20,17 +22,51 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::answer::{ControlAnswer, ControlOutcome, ControlRefusal};
-use crate::authority::{PresenceError, Proof, SettingsUpdate};
+use crate::authority::{AnswerError, PresenceError, Proof, SettingsUpdate};
 use crate::{AuditLog, Authority, Home, record_config_changes, restart, status};
 
-/// Answers the CLI's management requests on the socket.
-pub(crate) struct Control {
-    pub home: Home,
-    pub store: Arc<Mutex<Store>>,
-    pub sessions: Sessions,
-    pub commands: broadcast::Sender<Command>,
-    pub audit: Arc<AuditLog>,
-    pub authority: Authority,
+/// Answers management requests: the CLI's on the socket, the app's in-process
+/// ([`crate::Engine::control`]).
+#[derive(Clone)]
+pub struct Control {
+    pub(crate) home: Home,
+    pub(crate) store: Arc<Mutex<Store>>,
+    pub(crate) sessions: Sessions,
+    pub(crate) commands: broadcast::Sender<Command>,
+    pub(crate) audit: Arc<AuditLog>,
+    pub(crate) authority: Authority,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("home", &self.home)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a management request comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The engine's socket (the CLI on a terminal): the sending process, as the socket's peer
+    /// credentials name it. Requests that need a proof are first filtered by its ancestry.
+    Socket {
+        /// The sender's pid, if the platform told.
+        peer: Option<u32>,
+    },
+    /// The app hosting this engine, through its window or its tray: the person's own surface
+    /// (its proof is typed there, or a plain click inside the window the settings open).
+    App(AnswerChannel),
+}
+
+impl Origin {
+    /// The channel an answer from here is journaled with.
+    fn channel(self) -> AnswerChannel {
+        match self {
+            Origin::Socket { .. } => AnswerChannel::Terminal,
+            Origin::App(channel) => channel,
+        }
+    }
 }
 
 impl ControlHandler for Control {
@@ -49,7 +85,7 @@ impl ControlHandler for Control {
         };
         let outcome = match proof
             .map_err(Refusal::Presence)
-            .and_then(|proof| self.answer(command, proof, peer))
+            .and_then(|proof| self.request(command, proof, Origin::Socket { peer }))
         {
             Ok(answer) => ControlOutcome::Answer(answer),
             Err(refusal) => ControlOutcome::Refused(refusal.into()),
@@ -65,15 +101,20 @@ impl ControlHandler for Control {
 }
 
 impl Control {
-    fn answer(
+    /// Carries out one management request with the person's proof, if any, from `origin`.
+    pub fn request(
         &self,
         command: ControlCommand,
         proof: Option<Proof>,
-        peer: Option<u32>,
+        origin: Origin,
     ) -> Result<ControlAnswer, Refusal> {
         let authority = &self.authority;
         let what = command.act();
-        if command.need().needs_proof() {
+        // A malformed request is refused before anyone is asked for a proof.
+        check_shape(&command)?;
+        if let Origin::Socket { peer } = origin
+            && command.need().needs_proof()
+        {
             self.human_only(peer, &what)?;
         }
         if let ControlCommand::SetPassphrase { passphrase } = &command {
@@ -83,10 +124,25 @@ impl Control {
                 vault: authority.vault(),
             });
         }
-        let mut proven = if command.need().needs_proof() {
-            Some(authority.prove(proof.as_ref(), &what)?)
-        } else {
-            None
+        let mut proven = match &command {
+            // Whether a settings change widens is decided against the settings in force (a
+            // shorter auto-lock narrows); `update_settings` checks it again under its lock.
+            ControlCommand::Settings { change } => match &proof {
+                Some(proof) => Some(authority.prove(Some(proof), &what)?),
+                None if authority.settings_widen(change) => {
+                    return Err(PresenceError::Required { what }.into());
+                }
+                None => None,
+            },
+            // An approval also takes a plain click inside the window the settings may open.
+            ControlCommand::Answer {
+                reply: Reply::Approve { .. },
+                ..
+            } => Some(authority.prove_approval(proof.as_ref())?),
+            command if command.need().needs_proof() => {
+                Some(authority.prove(proof.as_ref(), &what)?)
+            }
+            _ => None,
         };
         match command {
             ControlCommand::Status => status(
@@ -102,30 +158,26 @@ impl Control {
                 recorded: record_config_changes(&self.store, &self.audit),
             }),
             ControlCommand::Restart { server } => {
-                let label: ServerLabel = server.parse().map_err(|e| format!("{e}"))?;
+                let label = server_label(&server)?;
                 Ok(ControlAnswer::Restart {
                     restarted: restart(&self.sessions, &self.commands, &label),
                 })
             }
             ControlCommand::Approvals => Ok(ControlAnswer::Approvals(authority.approvals())),
             ControlCommand::Answer { approval, reply } => {
-                let id: ApprovalId = approval
-                    .parse()
-                    .map_err(|_| format!("'{approval}' is not an approval id"))?;
-                authority
-                    .answer(id, reply, proven.as_ref(), AnswerChannel::Terminal)
-                    .map_err(|e| e.to_string())?;
+                let id: ApprovalId = approval.parse().map_err(|_| {
+                    Refusal::Invalid(format!("'{approval}' is not an approval request id"))
+                })?;
+                authority.answer(id, reply, proven.as_ref(), origin.channel())?;
                 Ok(ControlAnswer::Answer { approval })
             }
             ControlCommand::Grants => Ok(ControlAnswer::Grants(authority.grants())),
             ControlCommand::Revoke { grant } => {
                 let id: GrantId = grant
                     .parse()
-                    .map_err(|_| format!("'{grant}' is not a grant id"))?;
-                if !authority.revoke(id) {
-                    return Err(format!("no live grant {grant}").into());
-                }
-                Ok(ControlAnswer::Revoke { grant })
+                    .map_err(|_| Refusal::Invalid(format!("'{grant}' is not a grant id")))?;
+                let changed = authority.revoke(id);
+                Ok(ControlAnswer::Revoke { grant, changed })
             }
             ControlCommand::RevokeRun { run } => {
                 let revoked: Vec<String> = authority
@@ -136,7 +188,11 @@ impl Control {
                 Ok(ControlAnswer::RevokeRun { revoked })
             }
             ControlCommand::Lock => Ok(ControlAnswer::Lock {
-                changed: authority.lock("locked from the CLI"),
+                changed: authority.lock(match origin.channel() {
+                    AnswerChannel::Terminal => "locked from the CLI",
+                    AnswerChannel::Window => "locked from the app",
+                    AnswerChannel::Tray => "locked from the tray",
+                }),
             }),
             ControlCommand::Unlock => {
                 let proven = proven.take().ok_or_else(|| proof_missing(&what))?;
@@ -144,24 +200,11 @@ impl Control {
                     changed: authority.unlock(proven),
                 })
             }
-            ControlCommand::Settings {
-                session_mode,
-                approval_timeout_ms,
-                auto_lock_ms,
-            } => {
-                // Plain clicks are the app's (a terminal always asks for the passphrase).
-                let update = SettingsUpdate {
-                    session_mode,
-                    approval_timeout_ms,
-                    auto_lock_ms,
-                    click_window_ms: None,
-                };
-                if update == SettingsUpdate::default() {
+            ControlCommand::Settings { change } => {
+                if change == SettingsUpdate::default() {
                     return Ok(ControlAnswer::Settings(authority.settings()));
                 }
-                let settings = authority
-                    .update_settings(update, proven.as_ref())
-                    .map_err(|e| e.to_string())?;
+                let settings = authority.update_settings(change, proven.as_ref())?;
                 Ok(ControlAnswer::Settings(settings))
             }
             ControlCommand::CredentialAdd {
@@ -173,45 +216,46 @@ impl Control {
             } => {
                 let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
                 let name = credential_name(&name)?;
-                let spec = CredentialSpec::new(injection, &hosts).map_err(|e| e.to_string())?;
+                let spec = credential_spec(injection, &hosts)?;
                 let value = Secret::new(value.0.clone());
-                let added = authority
-                    .add_credential(proven, &name, spec, every_use, value)
-                    .map_err(|e| e.to_string())?;
+                let added = authority.add_credential(proven, &name, spec, every_use, value)?;
                 Ok(ControlAnswer::CredentialAdd(added))
             }
             ControlCommand::CredentialRotate { name, value } => {
                 let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
                 let name = credential_name(&name)?;
-                let rotated = authority
-                    .rotate_credential(proven, &name, Secret::new(value.0.clone()))
-                    .map_err(|e| e.to_string())?;
+                let rotated =
+                    authority.rotate_credential(proven, &name, Secret::new(value.0.clone()))?;
                 Ok(ControlAnswer::CredentialRotate(rotated))
             }
             ControlCommand::CredentialRemove { name } => {
                 // Its value is deleted from the keychain: nothing brings it back.
                 let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
                 let name = credential_name(&name)?;
-                authority
-                    .remove_credential(proven, &name)
-                    .map_err(|e| e.to_string())?;
+                authority.remove_credential(proven, &name)?;
                 Ok(ControlAnswer::CredentialRemove {
                     name: name.to_string(),
                 })
             }
             ControlCommand::Bind { server, credential } => {
                 let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
-                let label: ServerLabel = server.parse().map_err(|e| format!("{e}"))?;
+                let label = server_label(&server)?;
                 let name = credential_name(&credential)?;
-                let bound = authority
-                    .bind(proven, &label, &name)
-                    .map_err(|e| e.to_string())?;
+                let bound = authority.bind(proven, &label, &name)?;
                 Ok(ControlAnswer::Bind { changed: bound })
             }
+            ControlCommand::MoveToKeychain { server, var } => {
+                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
+                let label = server_label(&server)?;
+                let name = authority.move_env_to_keychain(proven, &label, var.trim())?;
+                Ok(ControlAnswer::MoveToKeychain {
+                    name: name.to_string(),
+                })
+            }
             ControlCommand::Unbind { server, credential } => {
-                let label: ServerLabel = server.parse().map_err(|e| format!("{e}"))?;
+                let label = server_label(&server)?;
                 let name = credential_name(&credential)?;
-                let unbound = authority.unbind(&label, &name).map_err(|e| e.to_string())?;
+                let unbound = authority.unbind(&label, &name)?;
                 Ok(ControlAnswer::Unbind { changed: unbound })
             }
             ControlCommand::Prove { .. } => Ok(ControlAnswer::Prove),
@@ -220,9 +264,7 @@ impl Control {
                 let mut warning = None;
                 if let Some(setting) = set {
                     warning = unknown_tool_warning(&self.sessions, authority, &setting);
-                    authority
-                        .set_every_use(setting, proven.as_ref())
-                        .map_err(|e| e.to_string())?;
+                    authority.set_every_use(setting, proven.as_ref())?;
                 }
                 Ok(ControlAnswer::EveryUse {
                     settings: authority.every_use(),
@@ -233,7 +275,7 @@ impl Control {
     }
 
     /// Refuses `what` unless the asking process is outside every connected agent's process
-    /// tree and is not under a shim.
+    /// tree and is not under a shim ([`postern_supervisor::agent_among`]).
     fn human_only(&self, peer: Option<u32>, what: &str) -> Result<(), Refusal> {
         let Some(pid) = peer else {
             return Err(Refusal::HumanRequired(format!(
@@ -252,22 +294,26 @@ impl Control {
                 "refused to {what}: the asking process (pid {pid}) cannot be identified"
             )));
         }
-        for process in &chain {
-            if agents.contains(&(process.pid, process.start_time)) || process.is_shim() {
-                let name = process.args.first().map_or("?", String::as_str);
-                tracing::warn!(
-                    pid,
-                    agent = process.pid,
-                    "refused to {what}: the request came from inside an agent's process tree"
-                );
-                return Err(Refusal::HumanRequired(format!(
-                    "refused to {what}: this command runs inside the process tree of a connected agent ({name}, pid {}); answer from the Postern app or a terminal the agent did not start",
-                    process.pid
-                )));
-            }
+        if let Some(agent) = postern_supervisor::agent_among(&chain, Some(&agents)) {
+            tracing::warn!(
+                pid,
+                agent = agent.pid,
+                "refused to {what}: the request came from inside an agent's process tree"
+            );
+            return Err(Refusal::HumanRequired(inside_agent_tree(what, agent)));
         }
         Ok(())
     }
+}
+
+/// The refusal of an act that needs a person when it is asked from inside an agent's process
+/// tree (the engine's check, and the CLI's when no engine answers).
+pub fn inside_agent_tree(what: &str, agent: &postern_supervisor::Ancestor) -> String {
+    let name = agent.args.first().map_or("?", String::as_str);
+    format!(
+        "refused to {what}: this command runs inside the process tree of an agent ({name}, pid {}); answer from the Postern app or a terminal the agent did not start",
+        agent.pid
+    )
 }
 
 /// A warning for per-call approval turned on for a tool the engine cannot vouch for: the
@@ -325,24 +371,90 @@ fn proof_missing(what: &str) -> Refusal {
 }
 
 fn credential_name(name: &str) -> Result<CredentialName, Refusal> {
-    name.parse().map_err(|e| Refusal::Failed(format!("{e}")))
+    name.trim()
+        .parse()
+        .map_err(|e| Refusal::Invalid(format!("{e}")))
+}
+
+/// Hosts as a person types them (blanks around, empty lines) and the injection, checked.
+fn credential_spec(injection: Injection, hosts: &[String]) -> Result<CredentialSpec, Refusal> {
+    let hosts: Vec<String> = hosts
+        .iter()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .collect();
+    CredentialSpec::new(injection, &hosts).map_err(|e| Refusal::Invalid(e.to_string()))
+}
+
+/// Refuses a request whose names, labels or credential shape do not parse (the same parses
+/// the request's act makes).
+fn check_shape(command: &ControlCommand) -> Result<(), Refusal> {
+    match command {
+        ControlCommand::CredentialAdd {
+            name,
+            injection,
+            hosts,
+            ..
+        } => {
+            credential_name(name)?;
+            credential_spec(injection.clone(), hosts).map(drop)
+        }
+        ControlCommand::CredentialRotate { name, .. }
+        | ControlCommand::CredentialRemove { name } => credential_name(name).map(drop),
+        ControlCommand::Bind { server, credential }
+        | ControlCommand::Unbind { server, credential } => {
+            server_label(server)?;
+            credential_name(credential).map(drop)
+        }
+        ControlCommand::Restart { server } | ControlCommand::MoveToKeychain { server, .. } => {
+            server_label(server).map(drop)
+        }
+        ControlCommand::Answer { approval, .. } => approval
+            .parse::<ApprovalId>()
+            .map(drop)
+            .map_err(|_| Refusal::Invalid(format!("'{approval}' is not an approval request id"))),
+        _ => Ok(()),
+    }
+}
+
+fn server_label(label: &str) -> Result<ServerLabel, Refusal> {
+    label
+        .trim()
+        .parse()
+        .map_err(|e| Refusal::Invalid(format!("{e}")))
 }
 
 /// Why a management request was not carried out.
-enum Refusal {
-    /// It failed (a bad id, nothing to revoke, a store error).
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The request is malformed: a bad id, name or label.
+    #[error("{0}")]
+    Invalid(String),
+    /// The engine would not do it (nothing to revoke, a credential name taken, a binding the
+    /// configuration does not allow) or could not (a store or keychain error).
+    #[error("{0}")]
     Failed(String),
     /// It widens authority and came from inside an agent's process tree (stable code
     /// `human_required`).
+    #[error("{0}")]
     HumanRequired(String),
     /// The person's proof of presence was missing or did not hold.
+    #[error(transparent)]
     Presence(PresenceError),
+    /// The approval request is no longer open (answered, timed out, withdrawn).
+    #[error("{0}")]
+    NotOpen(String),
+    /// The answer does not fit the card.
+    #[error("{0}")]
+    Unacceptable(String),
+    /// The settings change is out of bounds, or widens without a proof.
+    #[error("{0}")]
+    Settings(String),
 }
 
 impl From<Refusal> for ControlRefusal {
     fn from(refusal: Refusal) -> Self {
         match refusal {
-            Refusal::Failed(error) => ControlRefusal { error, code: None },
             Refusal::HumanRequired(error) => ControlRefusal {
                 error,
                 code: Some("human_required".into()),
@@ -351,6 +463,10 @@ impl From<Refusal> for ControlRefusal {
                 error: error.to_string(),
                 code: Some(error.code().into()),
             },
+            other => ControlRefusal {
+                error: other.to_string(),
+                code: None,
+            },
         }
     }
 }
@@ -358,6 +474,28 @@ impl From<Refusal> for ControlRefusal {
 impl From<PresenceError> for Refusal {
     fn from(error: PresenceError) -> Self {
         Self::Presence(error)
+    }
+}
+
+impl From<AnswerError> for Refusal {
+    fn from(error: AnswerError) -> Self {
+        match error {
+            AnswerError::Presence(e) => Self::Presence(e),
+            AnswerError::NotOpen(_) => Self::NotOpen(error.to_string()),
+            AnswerError::Unacceptable(e) => Self::Unacceptable(e),
+        }
+    }
+}
+
+impl From<crate::authority::SettingsError> for Refusal {
+    fn from(error: crate::authority::SettingsError) -> Self {
+        Self::Settings(error.0)
+    }
+}
+
+impl From<crate::authority::CredentialError> for Refusal {
+    fn from(error: crate::authority::CredentialError) -> Self {
+        Self::Failed(error.0)
     }
 }
 

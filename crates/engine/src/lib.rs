@@ -40,6 +40,7 @@ pub use audit::{AuditLog, AuditState, AuditStatus};
 /// beside the platform's roots.
 pub const EGRESS_CA_FILE: &str = "POSTERN_EGRESS_CA_FILE";
 pub use authority::{Authority, Clock, ManualClock, Settings, SettingsUpdate, SystemClock};
+pub use control::{Control, Origin, Refusal, inside_agent_tree};
 pub use home::{Home, HomeError};
 pub use os_lock::with_main_run_loop;
 
@@ -49,9 +50,9 @@ pub struct Engine {
     home: Home,
     store: Arc<Mutex<Store>>,
     sessions: Sessions,
-    gateway: Gateway,
     audit: Arc<AuditLog>,
     authority: Authority,
+    control: Control,
     _os_lock: os_lock::OsLock,
     shutdown: watch::Sender<bool>,
     serving: tokio::task::JoinHandle<()>,
@@ -147,29 +148,26 @@ impl Engine {
         }
         gateway.audit = Arc::clone(&audit) as Arc<dyn AuditSink>;
         gateway.authorizer = Arc::new(authority.clone());
-        gateway.control = Some(Arc::new(control::Control {
+        let control = Control {
             home: home.clone(),
             store: Arc::clone(&store),
             sessions: gateway.sessions.clone(),
             commands: gateway.commands.clone(),
             audit: Arc::clone(&audit),
             authority: authority.clone(),
-        }));
+        };
+        gateway.control = Some(Arc::new(control.clone()));
         let sessions = gateway.sessions.clone();
-        let serving = tokio::spawn(postern_gateway::serve(
-            listener,
-            gateway.clone(),
-            shutdown_rx,
-        ));
+        let serving = tokio::spawn(postern_gateway::serve(listener, gateway, shutdown_rx));
         tracing::info!(home = %home.path().display(), socket = %home.socket_path().display(), "engine listening");
         Ok(Self {
             home,
             store,
             sessions,
-            gateway,
             audit,
             _os_lock: os_lock::watch(&authority),
             authority,
+            control,
             shutdown,
             serving,
             _lock: lock,
@@ -209,10 +207,17 @@ impl Engine {
         self.audit.status()
     }
 
-    /// The gate's live state: the vault lock, approvals, grants, settings. The app answers
-    /// approvals through it directly (it is the human's own window).
+    /// The gate's live state: the vault lock, approvals, grants, settings, for reading. Every
+    /// change goes through [`Engine::control`].
     pub fn authority(&self) -> &Authority {
         &self.authority
+    }
+
+    /// The management API: every request that changes the gate (approve, unlock, settings,
+    /// credentials, ...) as one [`answer::ControlCommand`], the same the CLI sends over the
+    /// socket, with the app as its [`Origin`].
+    pub fn control(&self) -> Control {
+        self.control.clone()
     }
 
     /// A receiver whose value changes whenever a session connects, disconnects, or its
@@ -238,29 +243,10 @@ impl Engine {
         )
     }
 
-    /// Sets (or, at `off`, clears) an every-use setting, as `postern every-use` does:
-    /// [`Authority::set_every_use`], and a warning when per-call approval was set on a tool
-    /// the engine cannot vouch for (the setting is made all the same).
-    pub fn set_every_use(
-        &self,
-        setting: postern_domain::decision::EveryUseSetting,
-        proven: Option<&authority::Proven>,
-    ) -> Result<Option<String>, authority::SettingsError> {
-        let warning = control::unknown_tool_warning(&self.sessions, &self.authority, &setting);
-        self.authority.set_every_use(setting, proven)?;
-        Ok(warning)
-    }
-
     /// Records in the audit log the configuration changes queued in the store (servers added
     /// through the store, by the app's form or `postern server add`). Returns how many.
     pub fn config_changed(&self) -> usize {
         record_config_changes(&self.store, &self.audit)
-    }
-
-    /// Restarts every running process of `label` (each gets a new epoch). Returns how
-    /// many sessions had one running.
-    pub fn restart(&self, label: &ServerLabel) -> usize {
-        restart(&self.sessions, &self.gateway.commands, label)
     }
 
     /// The Sessions timeline over a window: lanes, epoch bands, marks, and buckets when the

@@ -86,6 +86,8 @@ pub struct Release {
     pub egress: Option<Box<dyn LaunchEgress>>,
     /// The credential scopes released.
     pub released: Vec<String>,
+    /// Those of `released` held as placeholders, for the broker to replace.
+    pub brokered: Vec<String>,
     /// The credential scopes bound but not released, and why.
     pub withheld: Vec<String>,
     /// Why they were withheld (one sentence).

@@ -2,7 +2,7 @@
 //! when it reconnects, the agent's `initialize` params so the session resumes.
 
 use postern_domain::Injection;
-use postern_domain::decision::{EveryUseSetting, Reply, SessionMode};
+use postern_domain::decision::{EveryUseSetting, Reply, SessionMode, SettingsUpdate};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -128,18 +128,13 @@ pub enum ControlCommand {
     Lock,
     /// Unlock the vault. Refused from inside an agent's process tree.
     Unlock,
-    /// Read, and optionally change, the settings. A change is refused from inside an
-    /// agent's process tree.
+    /// Read, and optionally change, the settings (fields left out keep their value). A change
+    /// that widens needs the person's proof; whether it widens is the engine's to say, against
+    /// the settings in force.
     Settings {
-        /// The new session approval mode.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        session_mode: Option<SessionMode>,
-        /// The new approval timeout (ms).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        approval_timeout_ms: Option<u64>,
-        /// The new idle time before the vault locks itself (ms; 0: never).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        auto_lock_ms: Option<u64>,
+        /// The change (none: only read).
+        #[serde(flatten)]
+        change: SettingsUpdate,
     },
     /// Add a credential (its value goes to the OS keychain). Refused from inside an agent's
     /// process tree.
@@ -176,6 +171,14 @@ pub enum ControlCommand {
         server: String,
         /// The credential's scope name.
         credential: String,
+    },
+    /// Move a server's plain environment variable (as an imported agent configuration had it)
+    /// into the keychain: an environment credential bound to the server.
+    MoveToKeychain {
+        /// The server label.
+        server: String,
+        /// The variable's name.
+        var: String,
     },
     /// Unbind a credential from a server.
     Unbind {
@@ -222,6 +225,9 @@ impl ControlCommand {
             ControlCommand::Bind { server, credential } => {
                 format!("bind credential '{credential}' to '{server}'")
             }
+            ControlCommand::MoveToKeychain { server, var } => {
+                format!("move variable {var} of '{server}' into the keychain")
+            }
             ControlCommand::SetPassphrase { .. } => "set the Postern passphrase".into(),
             ControlCommand::Prove { what } => what.clone(),
             ControlCommand::Status => "read the status".into(),
@@ -258,6 +264,7 @@ impl ControlCommand {
             ControlCommand::CredentialRotate { .. } => "credentialRotate",
             ControlCommand::CredentialRemove { .. } => "credentialRemove",
             ControlCommand::Bind { .. } => "bind",
+            ControlCommand::MoveToKeychain { .. } => "moveToKeychain",
             ControlCommand::Unbind { .. } => "unbind",
             ControlCommand::Prove { .. } => "prove",
             ControlCommand::SetPassphrase { .. } => "setPassphrase",
@@ -265,8 +272,10 @@ impl ControlCommand {
         }
     }
 
-    /// The authority this request needs. Settings that could widen (observe mode, any
-    /// auto-lock time) and every-use `off` are widening; the rest of those are narrowing.
+    /// The authority this request needs, at most. Settings that could widen (observe mode, any
+    /// auto-lock time, a plain-click window) and every-use `off` are widening; the rest of
+    /// those are narrowing. Whether a settings change does widen is the engine's to say,
+    /// against the settings in force: a shorter auto-lock narrows and needs no proof.
     pub fn need(&self) -> Need {
         use postern_domain::decision::EveryUse;
         match self {
@@ -283,17 +292,16 @@ impl ControlCommand {
                 Reply::Approve { .. } => Need::Widen,
                 Reply::Deny => Need::Narrow,
             },
-            ControlCommand::Settings {
-                session_mode,
-                approval_timeout_ms,
-                auto_lock_ms,
-            } => {
-                if *session_mode == Some(SessionMode::Observe) || auto_lock_ms.is_some() {
+            ControlCommand::Settings { change } => {
+                let widens = change.session_mode == Some(SessionMode::Observe)
+                    || change.auto_lock_ms.is_some()
+                    || change.click_window_ms.is_some_and(|ms| ms > 0);
+                if widens {
                     Need::Widen
-                } else if session_mode.is_some() || approval_timeout_ms.is_some() {
-                    Need::Narrow
-                } else {
+                } else if *change == SettingsUpdate::default() {
                     Need::Read
+                } else {
+                    Need::Narrow
                 }
             }
             ControlCommand::EveryUse { set } => match set {
@@ -305,6 +313,7 @@ impl ControlCommand {
             | ControlCommand::CredentialAdd { .. }
             | ControlCommand::CredentialRotate { .. }
             | ControlCommand::Bind { .. }
+            | ControlCommand::MoveToKeychain { .. }
             | ControlCommand::SetPassphrase { .. } => Need::Widen,
             ControlCommand::CredentialRemove { .. } | ControlCommand::Prove { .. } => Need::Destroy,
         }
@@ -355,9 +364,18 @@ mod tests {
             }),
         };
         let settings = |mode, timeout, lock| ControlCommand::Settings {
-            session_mode: mode,
-            approval_timeout_ms: timeout,
-            auto_lock_ms: lock,
+            change: SettingsUpdate {
+                session_mode: mode,
+                approval_timeout_ms: timeout,
+                auto_lock_ms: lock,
+                click_window_ms: None,
+            },
+        };
+        let clicks = |ms| ControlCommand::Settings {
+            change: SettingsUpdate {
+                click_window_ms: Some(ms),
+                ..SettingsUpdate::default()
+            },
         };
         let s = || "x".to_owned();
         let table = [
@@ -399,6 +417,7 @@ mod tests {
                 Need::Narrow,
             ),
             (settings(None, Some(30_000), None), Need::Narrow),
+            (clicks(0), Need::Narrow),
             (
                 ControlCommand::Answer {
                     approval: s(),
@@ -414,6 +433,14 @@ mod tests {
                 Need::Widen,
             ),
             (settings(None, None, Some(60_000)), Need::Widen),
+            (clicks(60_000), Need::Widen),
+            (
+                ControlCommand::MoveToKeychain {
+                    server: s(),
+                    var: s(),
+                },
+                Need::Widen,
+            ),
             (every_use(EveryUse::Off), Need::Widen),
             (
                 ControlCommand::CredentialAdd {
@@ -459,6 +486,9 @@ mod tests {
             assert!(!command.act().is_empty());
             let wire = serde_json::to_value(&command).expect("a request serializes");
             assert_eq!(wire["command"], command.name(), "{command:?}");
+            let back: ControlCommand =
+                serde_json::from_value(wire).expect("a request reads back as itself");
+            assert_eq!(back, command);
         }
     }
 

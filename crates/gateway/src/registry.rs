@@ -69,6 +69,9 @@ pub struct SessionInfo {
 pub struct Credentials {
     /// Released to this launch.
     pub released: Vec<String>,
+    /// Those of `released` the launch holds as placeholders (the egress broker adds the value
+    /// toward the credential's hosts); the rest are values in its environment.
+    pub brokered: Vec<String>,
     /// Bound but withheld from this launch.
     pub withheld: Vec<String>,
     /// Why they were withheld.

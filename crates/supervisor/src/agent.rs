@@ -1,6 +1,7 @@
 //! Identifying the agent behind a shim, and a process's ancestry, from the process table
 //! ([`crate::table`]: procfs on Linux, libproc and `sysinfo` on macOS, `sysinfo` elsewhere).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use postern_domain::AgentIdentity;
@@ -118,21 +119,35 @@ pub fn ancestry(pid: u32) -> Vec<Ancestor> {
     out
 }
 
-/// The nearest of `pid` and its ancestors that the process table alone shows to be an
-/// agent's (for when no engine can say which agents are connected): a `postern mcp` shim, or
-/// a process that launched one. `None` when none is, or the table cannot say.
-pub fn agent_ancestor(pid: u32) -> Option<Ancestor> {
-    ancestry(pid).into_iter().find(|a| {
+/// The nearest process of `chain` (a process and its ancestors, from [`ancestry`]) that is an
+/// agent's or a `postern mcp` shim. The agents are the `connected` agent runs (pid and start
+/// time) an engine knows of its own sessions; with none given (no engine answers), any process
+/// that launched a shim. `None` when none is. The human check's first filter, for the engine
+/// and the CLI alike: it catches honest mistakes, not an attacker (a process can leave the
+/// tree).
+pub fn agent_among<'a>(
+    chain: &'a [Ancestor],
+    connected: Option<&HashSet<(u32, u64)>>,
+) -> Option<&'a Ancestor> {
+    chain.iter().find(|a| {
         a.is_shim()
-            || table::children(a.pid).iter().any(|c| {
-                Ancestor {
-                    pid: c.pid,
-                    start_time: c.start_time,
-                    exe: exe(c.pid),
-                    args: cmdline(c.pid),
-                }
-                .is_shim()
-            })
+            || match connected {
+                Some(agents) => agents.contains(&(a.pid, a.start_time)),
+                None => launched_a_shim(a.pid),
+            }
+    })
+}
+
+/// Whether a child of `pid` is a `postern mcp` shim.
+fn launched_a_shim(pid: u32) -> bool {
+    table::children(pid).iter().any(|c| {
+        Ancestor {
+            pid: c.pid,
+            start_time: c.start_time,
+            exe: exe(c.pid),
+            args: cmdline(c.pid),
+        }
+        .is_shim()
     })
 }
 

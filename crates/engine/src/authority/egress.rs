@@ -69,6 +69,7 @@ impl Authority {
                         .map(|(k, v)| (k.clone(), Secret::new(v.clone()))),
                 );
                 release.egress = Some(Box::new(EgressLaunch(launch)));
+                release.brokered.extend(names.iter().cloned());
                 release.released.extend(names);
             }
             Err(why) => {

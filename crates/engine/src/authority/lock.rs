@@ -3,7 +3,7 @@
 //! the persisted settings and the every-use settings.
 
 use postern_domain::decision::{
-    APPROVAL_TIMEOUT_MS, Denial, EveryUse, EveryUseSetting, SettingTarget,
+    APPROVAL_TIMEOUT_MS, Denial, EveryUse, EveryUseSetting, SettingTarget, SettingsUpdate,
 };
 use postern_domain::{AuditEvent, BUILTIN_LABEL, CredentialName, Grant};
 use postern_gateway::Command;
@@ -69,25 +69,22 @@ impl Default for Settings {
     }
 }
 
-// The app's settings form sends it as it is (`SettingsChange` in the UI's bindings); the
-// bounds are MAX_APPROVAL_TIMEOUT_MS, MAX_AUTO_LOCK_MS and MAX_CLICK_WINDOW_MS.
-/// A change to the settings; fields left `null` keep their value.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
-#[serde(rename_all = "camelCase")]
-#[ts(rename = "SettingsChange")]
-pub struct SettingsUpdate {
-    /// `prompt` (a human admits each new agent run) or `observe`.
-    #[ts(type = "\"prompt\" | \"observe\" | null")]
-    pub session_mode: Option<SessionMode>,
-    /// How long a human has to answer an approval request (ms, at least 1000).
-    #[ts(type = "number | null")]
-    pub approval_timeout_ms: Option<u64>,
-    /// Lock the vault after this long without a call or an answer (ms; 0: never).
-    #[ts(type = "number | null")]
-    pub auto_lock_ms: Option<u64>,
-    /// Plain clicks approve for this long after the passphrase (ms; 0: never).
-    #[ts(type = "number | null")]
-    pub click_window_ms: Option<u64>,
+/// `current` with the fields `update` sets.
+fn applied(current: Settings, update: &SettingsUpdate) -> Settings {
+    let mut next = current;
+    if let Some(mode) = update.session_mode {
+        next.session_mode = mode;
+    }
+    if let Some(ms) = update.approval_timeout_ms {
+        next.approval_timeout_ms = ms;
+    }
+    if let Some(ms) = update.auto_lock_ms {
+        next.auto_lock_ms = ms;
+    }
+    if let Some(ms) = update.click_window_ms {
+        next.click_window_ms = ms;
+    }
+    next
 }
 
 /// Why a settings change was refused.
@@ -203,6 +200,14 @@ impl Authority {
         self.state().key.clone()
     }
 
+    /// Whether `update` would widen the settings in force (observe mode, a longer or no
+    /// auto-lock, a longer plain-click window): such a change needs the person's proof.
+    pub fn settings_widen(&self, update: &SettingsUpdate) -> bool {
+        let current = self.state().settings;
+        let next = applied(current, update);
+        strictest(next, current) != next
+    }
+
     /// Changes settings and persists them. A change that widens (observe mode, a longer or
     /// no auto-lock) needs a proof.
     pub fn update_settings(
@@ -235,19 +240,7 @@ impl Authority {
             )));
         }
         let mut state = self.state();
-        let mut next = state.settings;
-        if let Some(mode) = update.session_mode {
-            next.session_mode = mode;
-        }
-        if let Some(ms) = update.approval_timeout_ms {
-            next.approval_timeout_ms = ms;
-        }
-        if let Some(ms) = update.auto_lock_ms {
-            next.auto_lock_ms = ms;
-        }
-        if let Some(ms) = update.click_window_ms {
-            next.click_window_ms = ms;
-        }
+        let next = applied(state.settings, &update);
         if next == state.settings {
             return Ok(next);
         }

@@ -123,6 +123,7 @@ impl Session {
         }
         self.info.credentials = Credentials {
             released: credentials.released,
+            brokered: credentials.brokered,
             withheld: credentials.withheld,
             reason: credentials.reason,
         };
