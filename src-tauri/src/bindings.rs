@@ -10,7 +10,7 @@ use ts_rs::TS;
 
 use crate::approvals::{Approval, Chosen};
 use crate::commands::{CommandError, ErrorCode, ProofInput};
-use crate::credentials::{CredentialItem, CredentialKind, NewCredential};
+use crate::credentials::{CredentialItem, CredentialKind, CredentialUseItem, NewCredential};
 use crate::journal::{AnchorView, Verification};
 use crate::servers::{AgentSnippet, ImportSource, Imported, NewServer, Rewired};
 use crate::view::{EngineView, Unavailable};
@@ -66,6 +66,7 @@ pub fn typescript() -> String {
         &mut out,
         [
             CredentialItem::decl(),
+            CredentialUseItem::decl(),
             CredentialKind::decl(),
             NewCredential::decl(),
         ],

@@ -11,6 +11,7 @@ use postern_domain::decision::SettingTarget;
 use postern_domain::{AnswerChannel, Credential, Injection};
 use postern_engine::answer::{ControlAnswer, ControlCommand, SecretText};
 use postern_store::Store;
+use postern_store::journal::CredentialUse;
 use postern_vault::Secret;
 use serde::{Deserialize, Deserializer, Serialize};
 use tauri::{AppHandle, Runtime};
@@ -42,6 +43,31 @@ pub struct CredentialItem {
     pub rotated_at_ms: Option<u64>,
     /// The servers it is bound to (the built-in `postern` for header kinds).
     pub servers: Vec<String>,
+    /// Where it went through the egress broker, the most recent first.
+    pub uses: Vec<CredentialUseItem>,
+}
+
+/// One credential's requests from one server toward one host, through the egress broker
+/// (the journal's `CredentialUse`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialUseItem {
+    /// The server whose launches sent them.
+    pub server: String,
+    /// The host they were headed to.
+    pub host: String,
+    /// Requests the broker put the value in.
+    #[ts(type = "number")]
+    pub uses: u64,
+    /// Requests refused: its placeholder was headed to a host it is not bound to.
+    #[ts(type = "number")]
+    pub leaks: u64,
+    /// The first (unix ms).
+    #[ts(type = "number")]
+    pub first_ms: i64,
+    /// The last (unix ms).
+    #[ts(type = "number")]
+    pub last_ms: i64,
 }
 
 /// How a credential is injected (the domain's `Injection`, with a TypeScript twin).
@@ -128,10 +154,11 @@ pub async fn credentials<R: Runtime>(
         list.into_iter()
             .map(|mut c| {
                 let servers = store.bound_servers(&c.name).map_err(failed)?;
+                let uses = store.credential_uses(&c.name).map_err(failed)?;
                 c.every_use = every_use.iter().any(|s| {
                     matches!(&s.target, SettingTarget::Credential { name } if name == c.name.as_str())
                 });
-                Ok(item(c, servers.iter().map(ToString::to_string).collect()))
+                Ok(item(c, servers.iter().map(ToString::to_string).collect(), uses))
             })
             .collect()
     })
@@ -241,7 +268,7 @@ async fn manage<R: Runtime>(
     request(app, command, proof, AnswerChannel::Window).await
 }
 
-fn item(c: Credential, servers: Vec<String>) -> CredentialItem {
+fn item(c: Credential, servers: Vec<String>, uses: Vec<CredentialUse>) -> CredentialItem {
     CredentialItem {
         name: c.name.to_string(),
         injection: match c.injection {
@@ -256,6 +283,17 @@ fn item(c: Credential, servers: Vec<String>) -> CredentialItem {
         created_at_ms: c.created_at,
         rotated_at_ms: c.rotated_at,
         servers,
+        uses: uses
+            .into_iter()
+            .map(|u| CredentialUseItem {
+                server: u.server,
+                host: u.host,
+                uses: u.uses,
+                leaks: u.leaks,
+                first_ms: u.first_ms,
+                last_ms: u.last_ms,
+            })
+            .collect(),
     }
 }
 

@@ -204,6 +204,18 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
                 .any(|l| l.contains("credential_substituted") && l.contains("localhost")),
             "the substitution is audited"
         );
+        // Where the credential went, as `postern credential list` shows it from the journal.
+        let listed = gate.cli(["credential", "list"])?;
+        ensure!(
+            listed.contains(&format!("{label} -> 127.0.0.1: 0 sent, 1 refused")),
+            "{listed}"
+        );
+        ensure!(
+            listed
+                .lines()
+                .any(|l| l.contains(&format!("{label} -> localhost: ")) && !l.contains(": 0 sent")),
+            "{listed}"
+        );
         let _ = session;
         Ok(())
     })

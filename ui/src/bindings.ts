@@ -1373,7 +1373,37 @@ rotatedAtMs: number | null,
 /**
  * The servers it is bound to (the built-in `postern` for header kinds).
  */
-servers: Array<string>, };
+servers: Array<string>, 
+/**
+ * Where it went through the egress broker, the most recent first.
+ */
+uses: Array<CredentialUseItem>, };
+
+export type CredentialUseItem = { 
+/**
+ * The server whose launches sent them.
+ */
+server: string, 
+/**
+ * The host they were headed to.
+ */
+host: string, 
+/**
+ * Requests the broker put the value in.
+ */
+uses: number, 
+/**
+ * Requests refused: its placeholder was headed to a host it is not bound to.
+ */
+leaks: number, 
+/**
+ * The first (unix ms).
+ */
+firstMs: number, 
+/**
+ * The last (unix ms).
+ */
+lastMs: number, };
 
 export type CredentialKind = { "kind": "env", 
 /**

@@ -19,6 +19,7 @@ const list: CredentialItem[] = [
     createdAtMs: NOW - 86_400_000,
     rotatedAtMs: NOW - 5 * 60_000,
     servers: ["inventory"],
+    uses: [],
   },
   {
     name: "github",
@@ -29,6 +30,7 @@ const list: CredentialItem[] = [
     createdAtMs: new Date(2026, 10, 29, 9, 5).getTime(),
     rotatedAtMs: null,
     servers: [],
+    uses: [],
   },
 ];
 
@@ -197,5 +199,38 @@ describe("adding a credential", () => {
     (form.elements.namedItem("hosts") as HTMLInputElement).value = "a.example";
     expect(readAdd(form, "header", "")).toBe("Type the value.");
     expect(readAdd(form, "header", "v")).toEqual({ name: "x", injection: { kind: "header", name: "X-Key" }, hosts: ["a.example"], everyUse: false, value: "v" });
+  });
+});
+
+/** A credential bound to a host, which a server's launches sent through the broker. */
+const deployToken: CredentialItem = {
+    name: "deploy-token",
+    injection: { kind: "env", var: "DEPLOY_TOKEN" },
+    hosts: ["deploy.example.com"],
+    everyUse: false,
+    version: 1,
+    createdAtMs: NOW - 3_600_000,
+    rotatedAtMs: null,
+    servers: ["ci"],
+    uses: [
+      { server: "ci", host: "evil.example", uses: 0, leaks: 1, firstMs: NOW - 60_000, lastMs: NOW - 60_000 },
+      { server: "ci", host: "deploy.example.com", uses: 12, leaks: 0, firstMs: NOW - 3_000_000, lastMs: NOW - 120_000 },
+    ],
+  };
+
+describe("where a credential went", () => {
+  it("says how a server holds it, where the broker sent it and where its placeholder was refused", () => {
+    const root = panel(controls(), [...list, deployToken]);
+    const env = root.querySelector('[data-name="inventory-api"]')!;
+    expect(text(env.querySelector(".credential-exposure.exposed"))).toContain("their code can send it anywhere");
+    expect(env.querySelector(".credential-uses")).toBeNull();
+    const brokered = root.querySelector('[data-name="deploy-token"]')!;
+    expect(text(brokered.querySelector(".credential-exposure.brokered"))).toBe("Servers get a placeholder; Postern puts the value in their requests to deploy.example.com only.");
+    const lines = all(brokered, ".credential-uses li");
+    expect(lines[0]).toMatch(/^ci headed to evil\.example · 1 request refused: not a host of this credential · last /);
+    expect(lines[1]).toMatch(/^ci sent it to deploy\.example\.com in 12 requests · last /);
+    expect(brokered.querySelector('.use-refused[data-host="evil.example"] .leak')?.getAttribute("role")).toBe("note");
+    // The built-in's header credentials are not environment values: no such line.
+    expect(root.querySelector('[data-name="github"] .credential-exposure')).toBeNull();
   });
 });

@@ -1,11 +1,12 @@
 // The Credentials view: names, how each is injected, its hosts, the servers it is bound to,
-// every-use, version and rotation time; and the forms that add, rotate, remove, bind and unbind.
+// every-use, version and rotation time, where it went through the egress broker (and where its
+// placeholder was refused); and the forms that add, rotate, remove, bind and unbind.
 //
 // A value is typed into a password field and read from it only when the form is submitted;
 // it goes straight to the app (src/ipc.ts) and the field is emptied at once, whatever the
 // answer. Nothing here keeps it, and no answer carries one back.
 
-import type { CredentialItem, CredentialKind, NewCredential } from "./bindings";
+import type { CredentialItem, CredentialKind, CredentialUseItem, NewCredential } from "./bindings";
 import { h } from "./dom";
 import { ago, clock, count } from "./format";
 
@@ -65,8 +66,41 @@ function credentialRow(c: CredentialItem, servers: string[], controls: Credentia
       ),
     ),
     c.hosts.length === 0 ? null : h("div", "credential-hosts", h("span", "fact-k", "hosts "), ...c.hosts.map((host) => h("code", "chip host", host))),
+    exposure(c),
+    uses(c.uses, nowMs),
     bindings(c, servers, controls),
     actions(c, controls),
+  );
+}
+
+/**
+ * How a stdio server holds it: a credential with hosts reaches the server as a placeholder that
+ * Postern's egress broker swaps for the value toward those hosts only; one without hosts is the
+ * value itself in the server's environment.
+ */
+function exposure(c: CredentialItem): HTMLElement | null {
+  if (c.injection.kind !== "env") return null;
+  return c.hosts.length === 0
+    ? h("p", "credential-exposure exposed", "Servers get the value itself in their environment: their code can send it anywhere. Add a host to hand them a placeholder instead.")
+    : h("p", "credential-exposure brokered muted", `Servers get a placeholder; Postern puts the value in their requests to ${c.hosts.join(", ")} only.`);
+}
+
+/** Where it went through the egress broker, the most recent first; refused requests flagged. */
+function uses(list: CredentialUseItem[], nowMs: number): HTMLElement | null {
+  if (list.length === 0) return null;
+  return h(
+    "ul",
+    { class: "credential-uses", "aria-label": "Where it was used" },
+    ...list.map((u) =>
+      h(
+        "li",
+        { class: u.leaks > 0 ? "use use-refused" : "use", "data-host": u.host },
+        h("code", "chip", u.server),
+        u.uses > 0 ? ` sent it to ${u.host} in ${count(u.uses, "request")}` : ` headed to ${u.host}`,
+        u.leaks > 0 ? h("span", { class: "leak", role: "note" }, ` · ${count(u.leaks, "request")} refused: not a host of this credential`) : null,
+        h("span", "muted", ` · last ${clock(u.lastMs, nowMs)} · ${ago(u.lastMs, nowMs)}`),
+      ),
+    ),
   );
 }
 

@@ -366,7 +366,7 @@ describe("proof of presence in the status window", () => {
     const root = document.createElement("div");
     document.body.replaceChildren(root);
     const apis = fakeApis();
-    const item: CredentialItem = { name: "api", injection: { kind: "env", var: "API_TOKEN" }, hosts: [], everyUse: false, version: 1, createdAtMs: 0, rotatedAtMs: null, servers: ["time"] };
+    const item: CredentialItem = { name: "api", injection: { kind: "env", var: "API_TOKEN" }, hosts: [], everyUse: false, version: 1, createdAtMs: 0, rotatedAtMs: null, servers: ["time"], uses: [] };
     apis.credentials.list.mockResolvedValue([item]);
     live(root, fakeSource(running(["time", "notes"])).source, { apis });
     await vi.advanceTimersByTimeAsync(0);
@@ -470,7 +470,7 @@ describe("the main window's views", () => {
     const root = document.createElement("div");
     document.body.replaceChildren(root);
     const apis = fakeApis();
-    const listed: CredentialItem = { name: "api", injection: { kind: "env", var: "API_TOKEN" }, hosts: [], everyUse: false, version: 1, createdAtMs: 0, rotatedAtMs: null, servers: [] };
+    const listed: CredentialItem = { name: "api", injection: { kind: "env", var: "API_TOKEN" }, hosts: [], everyUse: false, version: 1, createdAtMs: 0, rotatedAtMs: null, servers: [], uses: [] };
     apis.credentials.add.mockImplementation(async () => {
       apis.credentials.list.mockResolvedValue([listed]);
     });

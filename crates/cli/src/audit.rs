@@ -408,7 +408,7 @@ fn parse_time(text: &str) -> Result<i64> {
 }
 
 /// Unix milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     let (y, m, d) = civil_from_days(days);
     let (s, milli) = (rem / 1000, rem % 1000);

@@ -127,6 +127,10 @@ pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
                     .map(|c| {
                         let mut row = serde_json::to_value(c).unwrap_or_default();
                         row["servers"] = bound_to(c).into();
+                        row["uses"] = serde_json::to_value(
+                            store.credential_uses(&c.name).unwrap_or_default(),
+                        )
+                        .unwrap_or_default();
                         row
                     })
                     .collect();
@@ -159,6 +163,18 @@ pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
                     },
                     if c.every_use { "\tevery use" } else { "" }
                 )?;
+                // Where it went through the egress broker, and where it was refused.
+                for u in store.credential_uses(&c.name).unwrap_or_default() {
+                    writeln!(
+                        out,
+                        "\t{} -> {}: {} sent, {} refused (last {})",
+                        u.server,
+                        u.host,
+                        u.uses,
+                        u.leaks,
+                        crate::audit::rfc3339(u.last_ms)
+                    )?;
+                }
             }
         }
         CredentialCommand::Rotate { name } => {

@@ -31,6 +31,7 @@
 //! without reading the calls.
 
 mod activity;
+mod credential_uses;
 mod launches;
 mod project;
 mod timeline;
@@ -45,6 +46,7 @@ use serde::Serialize;
 use crate::{DB_FILE, Store, StoreError, migrations};
 
 pub use activity::{ActivityFilter, ActivityRow, Agent, Asked, GrantLife, SessionName};
+pub use credential_uses::CredentialUse;
 pub(crate) use project::Projector;
 pub use timeline::{Band, Bucket, Complete, Lane, Mark, MarkKind, Timeline, TimelineQuery, Wait};
 

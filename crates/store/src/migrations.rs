@@ -253,6 +253,22 @@ const MIGRATIONS: &[&str] = &[
     // terminal), from the answer's audit record. Rows written before this version, and
     // answers whose records predate the field, have none (NULL: "you", not where).
     "ALTER TABLE journal_approvals ADD COLUMN channel TEXT;  -- window | tray | terminal",
+    // 12: where each credential went through the egress broker (issue 15): per credential,
+    // server and host, the requests it put the value in and the requests refused because the
+    // placeholder was headed there, with the first and last time. A projection of the
+    // `credential_substituted` and `credential_leak_attempt` records; older records come in
+    // when the journals are rebuilt from the log.
+    "CREATE TABLE journal_credential_uses (
+        credential TEXT NOT NULL,
+        server     TEXT NOT NULL,
+        host       TEXT NOT NULL,
+        uses       INTEGER NOT NULL DEFAULT 0,  -- requests the broker put the value in
+        leaks      INTEGER NOT NULL DEFAULT 0,  -- requests refused: not a host of the credential
+        first      INTEGER NOT NULL,            -- unix ms of the first record
+        last       INTEGER NOT NULL,            -- unix ms of the last record
+        last_epoch TEXT,                        -- the execution epoch of the last record
+        PRIMARY KEY (credential, server, host)
+     ) STRICT;",
 ];
 
 /// The schema version this build writes.

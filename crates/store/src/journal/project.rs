@@ -58,6 +58,7 @@ impl Projector {
              DELETE FROM journal_session_epochs;
              DELETE FROM journal_grants;
              DELETE FROM journal_approvals;
+             DELETE FROM journal_credential_uses;
              DELETE FROM journal_sessions;",
         )?;
         Ok(Projector {
@@ -426,9 +427,19 @@ impl Projector {
             | AuditEvent::VaultUnlocked
             | AuditEvent::ProofRefused { .. }
             | AuditEvent::ConfigTampered { .. }
-            | AuditEvent::CredentialSubstituted { .. }
-            | AuditEvent::CredentialLeakAttempt { .. }
             | AuditEvent::ConfigChanged { .. } => {}
+            AuditEvent::CredentialSubstituted {
+                server,
+                epoch,
+                credentials,
+                host,
+            } => credential_used(tx, time, server, *epoch, credentials, host, Used::Sent)?,
+            AuditEvent::CredentialLeakAttempt {
+                server,
+                epoch,
+                credentials,
+                host,
+            } => credential_used(tx, time, server, *epoch, credentials, host, Used::Refused)?,
         }
         self.seq = seq;
         Ok(())
@@ -717,5 +728,54 @@ fn bump(tx: &Transaction<'_>, session: i64, column: &'static str) -> Result<(), 
         "UPDATE journal_sessions SET {column} = {column} + 1 WHERE id = ?1"
     ))?
     .execute([session])?;
+    Ok(())
+}
+
+/// What the broker did with a request carrying a credential's placeholder.
+#[derive(Clone, Copy)]
+enum Used {
+    /// Put the value in (a host of the credential).
+    Sent,
+    /// Refused it (another host).
+    Refused,
+}
+
+/// Counts one request of `server` toward `host` for each of `credentials`.
+fn credential_used(
+    tx: &Transaction<'_>,
+    time: i64,
+    server: &postern_domain::ServerLabel,
+    epoch: Option<ExecutionEpoch>,
+    credentials: &[String],
+    host: &str,
+    used: Used,
+) -> Result<(), StoreError> {
+    let (uses, leaks) = match used {
+        Used::Sent => (1, 0),
+        Used::Refused => (0, 1),
+    };
+    let epoch = epoch.map(|e| e.to_string());
+    let mut upsert = tx.prepare_cached(
+        "INSERT INTO journal_credential_uses
+            (credential, server, host, uses, leaks, first, last, last_epoch)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)
+         ON CONFLICT (credential, server, host) DO UPDATE SET
+            uses = uses + excluded.uses,
+            leaks = leaks + excluded.leaks,
+            first = min(first, excluded.first),
+            last = max(last, excluded.last),
+            last_epoch = CASE WHEN excluded.last >= last THEN excluded.last_epoch ELSE last_epoch END",
+    )?;
+    for credential in credentials {
+        upsert.execute(params![
+            credential,
+            server.as_str(),
+            host,
+            uses,
+            leaks,
+            time,
+            epoch
+        ])?;
+    }
     Ok(())
 }
