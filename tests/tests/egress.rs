@@ -6,7 +6,8 @@
 //!
 //! - the server's environment (and every process's `/proc/<pid>/environ`) holds the
 //!   placeholder, never the value;
-//! - `localhost` receives the real value; a redirect from it to another host carries none;
+//! - `localhost` receives the real value (and what it echoes comes back with the placeholder);
+//!   a redirect from it to another host carries none;
 //! - the same host under another name (127.0.0.1) gets nothing: the request is refused, the
 //!   attempt audited (names, never the value), and the launch frozen;
 //! - server-everything's `get-env`, a real server's own view of its environment, shows the
@@ -155,12 +156,20 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
             .and_then(|a| ok_text(&a))?;
         ensure!(proxy.starts_with("http://127.0.0.1:"), "{proxy}");
 
-        // To the bound host: the host receives the value.
+        // To the bound host: the host receives the value, and its echo comes back to the
+        // server with the placeholder in the value's place.
         let url = api.url("localhost", "/echo");
         let answer = call(&gate, &mut agent, "fetch", json!({"url": url})).await?;
         ensure!(
-            answer == format!("status=200 body=you sent: Bearer {CANARY}"),
+            answer == format!("status=200 body=you sent: Bearer {placeholder}"),
             "{answer}"
+        );
+        let bearer = format!("Bearer {CANARY}");
+        ensure!(
+            api.received()
+                .iter()
+                .any(|r| r.header("authorization") == Some(bearer.as_str())),
+            "the host received the value"
         );
         // A redirect to another host: the next hop carries no value (nor placeholder).
         let url = api.url("localhost", "/redirect");

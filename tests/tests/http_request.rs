@@ -222,6 +222,20 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
     // (e) The audit log (decrypted, with arguments), the database and every log.
     let export = gate.cli(["audit", "export", "--with-arguments"])?;
     assert!(export.contains("credential_released"), "{export}");
+    // The built-in holds only a placeholder: the egress broker put the value in, for the
+    // bound host alone (one egress path for every server).
+    assert!(
+        export.lines().any(|l| l.contains("credential_substituted")
+            && l.contains("\"postern\"")
+            && l.contains("localhost")),
+        "the broker put the value in the built-in's request: {export}"
+    );
+    assert!(
+        !export
+            .lines()
+            .any(|l| l.contains("credential_substituted") && l.contains("127.0.0.1")),
+        "{export}"
+    );
     assert!(
         export.contains("/redirect"),
         "the intent records the agent's arguments"

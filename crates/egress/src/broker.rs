@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -26,6 +26,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use postern_domain::ExecutionEpoch;
+use postern_vault::Secret;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::crypto::ring;
@@ -37,6 +38,7 @@ use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
 use crate::EgressError;
 use crate::ca::Authority;
 use crate::env::{self, Files};
+use crate::redact::{Redacting, Swaps};
 use crate::substitute::{self, Brokered, Outcome};
 
 type Body = BoxBody<Bytes, hyper::Error>;
@@ -140,7 +142,7 @@ impl Broker {
                 server: server.to_owned(),
                 epoch: None,
             }),
-            brokered,
+            brokered: RwLock::new(brokered),
             frozen: AtomicBool::new(false),
             ca: Arc::clone(&self.ca),
             upstream: Arc::clone(&self.upstream),
@@ -198,6 +200,46 @@ impl Launch {
     pub fn frozen(&self) -> bool {
         self.shared.frozen.load(Ordering::SeqCst)
     }
+
+    /// Adds a placeholder for as long as the returned [`Admission`] lives (the built-in
+    /// `http_request` holds one per call: the placeholder of a finished call gets nothing).
+    pub fn admit(&self, brokered: Brokered) -> Admission {
+        let placeholder = brokered.placeholder.clone();
+        self.shared
+            .brokered
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(brokered);
+        Admission {
+            shared: Arc::downgrade(&self.shared),
+            placeholder,
+        }
+    }
+}
+
+/// A placeholder a launch holds for a while ([`Launch::admit`]); dropping it takes the
+/// placeholder back.
+pub struct Admission {
+    shared: Weak<Shared>,
+    placeholder: String,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Admission")
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared
+                .brokered
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|b| b.placeholder != self.placeholder);
+        }
+    }
 }
 
 impl Drop for Launch {
@@ -208,7 +250,8 @@ impl Drop for Launch {
 
 struct Shared {
     info: Mutex<LaunchInfo>,
-    brokered: Vec<Brokered>,
+    /// The placeholders it holds: those of its launch, and the built-in's per call.
+    brokered: RwLock<Vec<Brokered>>,
     frozen: AtomicBool,
     ca: Arc<Authority>,
     upstream: Arc<ClientConfig>,
@@ -360,13 +403,22 @@ async fn forward(
 ) -> Result<Response<Body>, hyper::Error> {
     let target = req.uri().clone();
     let frozen = shared.frozen.load(Ordering::SeqCst);
-    match substitute::decide(
-        req.headers_mut(),
-        &target,
-        &dest.host,
-        &shared.brokered,
-        frozen,
-    ) {
+    let (outcome, swaps) = {
+        let brokered = shared.brokered.read().unwrap_or_else(|e| e.into_inner());
+        let outcome = substitute::decide(req.headers_mut(), &target, &dest.host, &brokered, frozen);
+        // What goes back to the launch carries the placeholders where the values were.
+        let swaps = match &outcome {
+            Outcome::Forward { substituted } => Swaps::new(
+                brokered
+                    .iter()
+                    .filter(|b| substituted.contains(&b.credential))
+                    .map(|b| (Secret::new(b.value.expose().clone()), b.placeholder.clone())),
+            ),
+            Outcome::Leak { .. } => Swaps::new([]),
+        };
+        (outcome, swaps)
+    };
+    match outcome {
         Outcome::Leak { credentials } => {
             shared.frozen.store(true, Ordering::SeqCst);
             let info = shared.info();
@@ -401,8 +453,16 @@ async fn forward(
     }
     req.headers_mut().remove("proxy-authorization");
     req.headers_mut().remove("proxy-connection");
+    if !swaps.is_empty() {
+        // An answer the broker can read, to take the values back out of.
+        req.headers_mut().remove(hyper::header::ACCEPT_ENCODING);
+    }
     match send(req, &dest, &shared.upstream).await {
-        Ok(response) => Ok(response.map(BodyExt::boxed)),
+        Ok(response) if swaps.is_empty() => Ok(response.map(BodyExt::boxed)),
+        Ok(mut response) => {
+            swaps.headers(response.headers_mut());
+            Ok(response.map(|body| Redacting::new(body, swaps).boxed()))
+        }
         Err(why) => Ok(said(
             StatusCode::BAD_GATEWAY,
             &format!(

@@ -66,6 +66,9 @@ pub fn launch_env(files: &Files, port: u16, node_options: Option<&str>) -> Vec<(
     ] {
         env.push((name.into(), proxy.clone()));
     }
+    // Postern's own built-in server reads these (it ignores the variables above).
+    env.push(("POSTERN_EGRESS_PROXY".into(), proxy.clone()));
+    env.push(("POSTERN_EGRESS_CA".into(), path(&files.ca)));
     // Nothing bypasses the broker, loopback included.
     env.push(("NO_PROXY".into(), String::new()));
     env.push(("no_proxy".into(), String::new()));

@@ -12,9 +12,10 @@
 pub mod broker;
 pub mod ca;
 pub mod env;
+pub mod redact;
 pub mod substitute;
 
-pub use broker::{Broker, EgressSink, Launch, LaunchInfo};
+pub use broker::{Admission, Broker, EgressSink, Launch, LaunchInfo};
 pub use substitute::{Brokered, Outcome};
 
 /// Why the broker could not start or open a launch's way out.

@@ -366,11 +366,12 @@ impl Authorizer for Authority {
         server: &ServerLabel,
         host: &str,
         credentials: &std::collections::BTreeSet<String>,
+        egress: Option<Arc<dyn postern_gateway::authorize::LaunchEgress>>,
     ) -> Result<
         Vec<postern_gateway::authorize::InjectedHeader>,
         postern_gateway::authorize::InjectError,
     > {
-        self.inject_for(server, host, credentials)
+        self.inject_for(server, host, credentials, egress)
     }
 
     fn session_ended(&self, _session: u64, agent: Option<&postern_domain::AgentIdentity>) {

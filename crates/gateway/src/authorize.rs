@@ -74,7 +74,24 @@ pub enum Direction {
 pub trait LaunchEgress: Send + Sync + std::fmt::Debug {
     /// The launch's process started under `epoch`.
     fn started(&self, epoch: postern_domain::ExecutionEpoch);
+
+    /// Lends `credential`'s `value` to one call of the launch (the built-in `http_request`) as
+    /// a placeholder the broker swaps back toward `hosts` only, for as long as the returned
+    /// [`Lent::hold`] lives.
+    fn lend(&self, credential: &str, value: &Secret<String>, hosts: &[String]) -> Lent;
 }
+
+/// A credential lent to one call as a placeholder ([`LaunchEgress::lend`]).
+#[derive(Debug)]
+pub struct Lent {
+    /// What the call carries in the value's place.
+    pub placeholder: String,
+    /// Keeps the placeholder good; dropped with the call, it is taken back.
+    pub hold: Hold,
+}
+
+/// Something kept alive for as long as a forwarded call is open.
+pub type Hold = Arc<dyn std::any::Any + Send + Sync>;
 
 /// What a server launch is given.
 #[derive(Debug, Default)]
@@ -82,8 +99,9 @@ pub struct Release {
     /// Environment variables holding credential values, or their placeholders and the
     /// variables that send the launch's HTTP(S) through the egress broker.
     pub env: Vec<(String, Secret<String>)>,
-    /// The launch's way out through the broker, when it holds placeholders.
-    pub egress: Option<Box<dyn LaunchEgress>>,
+    /// The launch's way out through the broker, when it holds placeholders (or is the
+    /// built-in server, whose calls borrow them).
+    pub egress: Option<Arc<dyn LaunchEgress>>,
     /// The credential scopes released.
     pub released: Vec<String>,
     /// Those of `released` held as placeholders, for the broker to replace.
@@ -106,19 +124,22 @@ pub enum Verdict {
     Relaunch,
 }
 
-/// One header an allowed call to the built-in `http_request` carries: a credential's value as
-/// its kind formats it (`Authorization: Bearer …`, `Authorization: Basic …`, a named header),
-/// and the hosts the credential may go to (the builtin checks the URL against them again).
+/// One header an allowed call to the built-in `http_request` carries: a credential as its kind
+/// formats it (`Authorization: Bearer …`, `Authorization: Basic …`, a named header) with a
+/// placeholder where the value goes, which the egress broker swaps back toward the credential's
+/// hosts only (the builtin checks the URL against them too).
 #[derive(Debug)]
 pub struct InjectedHeader {
     /// The credential scope it comes from (for the audit log).
     pub credential: String,
     /// The header's name.
     pub header: String,
-    /// The header's value.
+    /// The header's value, a placeholder in it.
     pub value: Secret<String>,
     /// The credential's hosts.
     pub hosts: Vec<String>,
+    /// Keeps the placeholder good while the call is open.
+    pub hold: Option<Hold>,
 }
 
 /// Why the credentials of an allowed call could not be supplied (the call is refused: it was
@@ -201,14 +222,16 @@ pub trait Authorizer: Send + Sync + 'static {
         Release::default()
     }
 
-    /// The headers an allowed call to the built-in server carries: the values of
-    /// `credentials` (the call's credential scope) that are bound to `server` and may go to
-    /// `host`, read from the keychain (blocking). None by default.
+    /// The headers an allowed call to the built-in server carries: `credentials` (the call's
+    /// credential scope) that are bound to `server` and may go to `host`, read from the
+    /// keychain (blocking) and lent to the call through `egress`, the launch's way out, as
+    /// placeholders. None by default.
     fn inject(
         &self,
         _server: &ServerLabel,
         _host: &str,
         _credentials: &BTreeSet<String>,
+        _egress: Option<Arc<dyn LaunchEgress>>,
     ) -> Result<Vec<InjectedHeader>, InjectError> {
         Ok(Vec::new())
     }

@@ -194,6 +194,8 @@ struct InFlight {
     sent: std::time::Instant,
     /// For `tasks/get`, `tasks/result` and `tasks/cancel`: the task it is about.
     task: Option<String>,
+    /// Kept while it is open: the placeholders a built-in call was lent.
+    _holds: Vec<crate::authorize::Hold>,
 }
 
 /// A tool call the gate is deciding.

@@ -1,5 +1,11 @@
-//! Sending one `http_request`: the HTTP client (ureq, rustls with the platform's trust
-//! store, no proxy), the redirect policy, the size and time bounds.
+//! Sending one `http_request`: the HTTP client (ureq, rustls), the redirect policy, the size
+//! and time bounds.
+//!
+//! Every request goes out through the engine's egress broker when the engine gave this
+//! process one (`POSTERN_EGRESS_PROXY`, and the broker's authority in `POSTERN_EGRESS_CA`, the
+//! only one trusted then: the broker verifies the host against the platform's roots). A
+//! credential reaches this process only as a placeholder, which the broker replaces toward
+//! the credential's hosts; the value never enters it.
 //!
 //! Redirect policy: a request that carries an injected credential never follows a redirect
 //! (the 3xx goes back to the agent with its Location; calling that URL is a new call through
@@ -38,25 +44,44 @@ impl Default for Client {
     }
 }
 
+/// The engine's egress broker for this process: its proxy and its authority, when the engine
+/// named both and they can be used.
+fn broker() -> Option<(ureq::Proxy, ureq::tls::Certificate<'static>)> {
+    let proxy = std::env::var("POSTERN_EGRESS_PROXY").ok()?;
+    let ca = std::env::var_os("POSTERN_EGRESS_CA")?;
+    let read = std::fs::read(&ca)
+        .map_err(|e| e.to_string())
+        .and_then(|pem| ureq::tls::Certificate::from_pem(&pem).map_err(|e| e.to_string()))
+        .and_then(|ca| Ok((ureq::Proxy::new(&proxy).map_err(|e| e.to_string())?, ca)));
+    match read {
+        Ok(broker) => Some(broker),
+        Err(why) => {
+            // Without the broker no credential can go out: the engine lends them through it.
+            eprintln!("postern builtin: the egress broker cannot be used ({why}); going direct");
+            None
+        }
+    }
+}
+
 impl Client {
-    /// A client that never follows redirects itself (this module does, by its policy),
-    /// returns every status as a response, uses no proxy (a proxy would see plain-http
-    /// loopback requests, and a setting in the engine's environment should not reroute
-    /// credentials), and trusts the platform's certificate store (`SSL_CERT_FILE` and
-    /// `SSL_CERT_DIR` replace it on Linux).
+    /// A client that never follows redirects itself (this module does, by its policy) and
+    /// returns every status as a response. Through the engine's egress broker when the engine
+    /// named one, trusting the broker's authority alone; otherwise direct (no proxy from the
+    /// environment: a setting there should not reroute credentials), trusting the platform's
+    /// certificate store (`SSL_CERT_FILE` and `SSL_CERT_DIR` replace it on Linux).
     pub fn new() -> Client {
+        let (proxy, roots) = match broker() {
+            Some((proxy, ca)) => (Some(proxy), RootCerts::new_with_certs(&[ca])),
+            None => (None, RootCerts::PlatformVerifier),
+        };
         let config = Agent::config_builder()
             .max_redirects(0)
             .http_status_as_error(false)
-            .proxy(None)
+            .proxy(proxy)
             .timeout_global(Some(TOTAL_TIMEOUT))
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .user_agent(format!("postern/{}", env!("CARGO_PKG_VERSION")))
-            .tls_config(
-                TlsConfig::builder()
-                    .root_certs(RootCerts::PlatformVerifier)
-                    .build(),
-            )
+            .tls_config(TlsConfig::builder().root_certs(roots).build())
             .build();
         Client {
             agent: config.into(),

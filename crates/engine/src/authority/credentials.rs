@@ -10,6 +10,7 @@
 //! approval carried over ([`Carry`]).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -19,7 +20,9 @@ use postern_domain::{
     Grant, GrantEnd, GrantId, Injection, ServerConfig, ServerLabel, ToolScope,
 };
 use postern_gateway::Command;
-use postern_gateway::authorize::{CallToAuthorize, InjectError, InjectedHeader, Release};
+use postern_gateway::authorize::{
+    CallToAuthorize, InjectError, InjectedHeader, LaunchEgress, Release,
+};
 use postern_vault::Secret;
 
 use super::{Authority, Proven, State, VaultState, random};
@@ -307,6 +310,13 @@ impl Authority {
             .filter(|c| c.env_var().is_some())
             .collect();
         let mut release = Release::default();
+        if config.label.as_str() == BUILTIN_LABEL {
+            // Its requests go out through the broker too; each call borrows the placeholders
+            // of the credentials it was allowed (`inject_for`).
+            let mut reasons = Vec::new();
+            self.open_egress(config, Vec::new(), &mut release, &mut reasons);
+            return release;
+        }
         if bound.is_empty() {
             return release;
         }
@@ -399,6 +409,7 @@ impl Authority {
         server: &ServerLabel,
         host: &str,
         credentials: &BTreeSet<String>,
+        egress: Option<Arc<dyn LaunchEgress>>,
     ) -> Result<Vec<InjectedHeader>, InjectError> {
         if server.as_str() != BUILTIN_LABEL || credentials.is_empty() {
             return Ok(Vec::new());
@@ -406,6 +417,11 @@ impl Authority {
         if self.vault() != VaultState::Ready {
             return Err(InjectError::VaultLocked);
         }
+        let Some(egress) = egress else {
+            return Err(InjectError::Unavailable(
+                "the egress broker is not running, so no credential can go out".into(),
+            ));
+        };
         let bound = self
             .store()
             .map_err(|e| InjectError::Unavailable(e.0))?
@@ -432,26 +448,26 @@ impl Authority {
                     "cannot be sent as an HTTP header (its value has control characters)",
                 ));
             }
-            let (header, value) = match &credential.injection {
-                Injection::Bearer => (
-                    "Authorization".to_owned(),
-                    Secret::new(format!("Bearer {}", raw.expose())),
-                ),
-                Injection::Basic => {
-                    let encoded = Secret::new(BASE64.encode(raw.expose()));
-                    (
-                        "Authorization".to_owned(),
-                        Secret::new(format!("Basic {}", encoded.expose())),
-                    )
-                }
-                Injection::Header { name } => (name.clone(), raw),
-                Injection::Env { .. } => continue,
-            };
+            // What the header carries of the value, lent to the call as a placeholder: the
+            // broker puts it back toward the credential's hosts only.
+            let (header, secret, format): (String, Secret<String>, fn(&str) -> String) =
+                match &credential.injection {
+                    Injection::Bearer => ("Authorization".into(), raw, |p| format!("Bearer {p}")),
+                    Injection::Basic => (
+                        "Authorization".into(),
+                        Secret::new(BASE64.encode(raw.expose())),
+                        |p| format!("Basic {p}"),
+                    ),
+                    Injection::Header { name } => (name.clone(), raw, str::to_owned),
+                    Injection::Env { .. } => continue,
+                };
+            let lent = egress.lend(name, &secret, &credential.hosts);
             headers.push(InjectedHeader {
                 credential: name.clone(),
                 header,
-                value,
+                value: Secret::new(format(&lent.placeholder)),
                 hosts: credential.hosts.clone(),
+                hold: Some(lent.hold),
             });
         }
         Ok(headers)
@@ -676,6 +692,37 @@ mod tests {
         names.iter().map(|n| (*n).to_owned()).collect()
     }
 
+    /// A launch's way out that lends each credential as `ph-<name>` and remembers what it
+    /// was lent.
+    #[derive(Debug, Default)]
+    struct Lender(Mutex<Vec<(String, String)>>);
+
+    impl LaunchEgress for Lender {
+        fn started(&self, _: postern_domain::ExecutionEpoch) {}
+
+        fn lend(
+            &self,
+            credential: &str,
+            value: &Secret<String>,
+            _hosts: &[String],
+        ) -> postern_gateway::authorize::Lent {
+            self.0
+                .lock()
+                .expect("lent")
+                .push((credential.to_owned(), value.expose().clone()));
+            postern_gateway::authorize::Lent {
+                placeholder: format!("ph-{credential}"),
+                hold: Arc::new(()),
+            }
+        }
+    }
+
+    fn lender() -> (Arc<Lender>, Option<Arc<dyn LaunchEgress>>) {
+        let lender = Arc::new(Lender::default());
+        let egress: Arc<dyn LaunchEgress> = lender.clone();
+        (lender, Some(egress))
+    }
+
     fn shown(headers: &[InjectedHeader]) -> Vec<(String, String, String)> {
         headers
             .iter()
@@ -705,41 +752,58 @@ mod tests {
         };
         add(&f, "key", key, &["other.example.com"], "key-1");
         let all = scope(&["api", "basic", "key"]);
+        let (lent, egress) = lender();
         let headers = f
             .authority
-            .inject_for(&builtin(), "api.example.com", &all)
+            .inject_for(&builtin(), "api.example.com", &all, egress.clone())
             .expect("inject");
+        // The call carries placeholders; the broker was lent what goes in their place.
         assert_eq!(
             shown(&headers),
             [
-                ("api".into(), "Authorization".into(), "Bearer tok-1".into()),
+                ("api".into(), "Authorization".into(), "Bearer ph-api".into()),
                 (
                     "basic".into(),
                     "Authorization".into(),
-                    format!("Basic {}", BASE64.encode("alice:pw"))
+                    "Basic ph-basic".into()
                 ),
             ]
         );
+        assert_eq!(
+            *lent.0.lock().expect("lent"),
+            [
+                ("api".to_owned(), "tok-1".to_owned()),
+                ("basic".to_owned(), BASE64.encode("alice:pw")),
+            ]
+        );
+        assert!(headers.iter().all(|h| h.hold.is_some()));
         assert_eq!(headers[0].hosts, ["api.example.com"]);
         let other = f
             .authority
-            .inject_for(&builtin(), "other.example.com", &all)
+            .inject_for(&builtin(), "other.example.com", &all, egress.clone())
             .expect("inject");
         assert_eq!(
             shown(&other),
-            [("key".into(), "X-Api-Key".into(), "key-1".into())]
+            [("key".into(), "X-Api-Key".into(), "ph-key".into())]
         );
+        // Without a way out (no broker), nothing is lent: the call is refused.
+        assert!(matches!(
+            f.authority
+                .inject_for(&builtin(), "api.example.com", &all, None)
+                .expect_err("no broker"),
+            InjectError::Unavailable(_)
+        ));
         // Only the builtin, and only the call's own scope.
         let label: ServerLabel = "time".parse().expect("label");
         assert!(
             f.authority
-                .inject_for(&label, "api.example.com", &all)
+                .inject_for(&label, "api.example.com", &all, egress.clone())
                 .expect("other server")
                 .is_empty()
         );
         assert!(
             f.authority
-                .inject_for(&builtin(), "api.example.com", &BTreeSet::new())
+                .inject_for(&builtin(), "api.example.com", &BTreeSet::new(), egress)
                 .expect("empty")
                 .is_empty()
         );
@@ -750,12 +814,13 @@ mod tests {
         let f = fixture();
         add(&f, "api", Injection::Bearer, &["localhost"], "tok-2");
         let api = scope(&["api"]);
+        let (_lent, egress) = lender();
         f.authority
             .unbind(&builtin(), &"api".parse().expect("name"))
             .expect("unbind");
         assert!(
             f.authority
-                .inject_for(&builtin(), "localhost", &api)
+                .inject_for(&builtin(), "localhost", &api, egress.clone())
                 .expect("unbound")
                 .is_empty()
         );
@@ -770,7 +835,7 @@ mod tests {
             .expect("delete");
         let missing = f
             .authority
-            .inject_for(&builtin(), "localhost", &api)
+            .inject_for(&builtin(), "localhost", &api, egress.clone())
             .expect_err("missing");
         assert_eq!(
             missing,
@@ -787,7 +852,7 @@ mod tests {
             .expect("set");
         let planted = f
             .authority
-            .inject_for(&builtin(), "localhost", &api)
+            .inject_for(&builtin(), "localhost", &api, egress.clone())
             .expect_err("planted");
         assert_eq!(
             planted,
@@ -799,7 +864,7 @@ mod tests {
         f.authority.lock("test");
         assert_eq!(
             f.authority
-                .inject_for(&builtin(), "localhost", &api)
+                .inject_for(&builtin(), "localhost", &api, egress.clone())
                 .expect_err("locked"),
             InjectError::VaultLocked
         );

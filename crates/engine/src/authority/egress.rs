@@ -1,6 +1,8 @@
 //! The egress broker as the gate runs it (issue 15): a launch given a credential bound to hosts
 //! holds a placeholder, and its way out is the broker ([`postern_egress`]), which puts the value
-//! in requests to those hosts only. What the broker does is audited here; a placeholder headed
+//! in requests to those hosts only. The built-in `http_request` goes out the same way: its
+//! launch has a way out of its own, and each allowed call borrows its credentials' placeholders
+//! for as long as it is open ([`LaunchEgress::lend`]). What the broker does is audited here; a placeholder headed
 //! anywhere else withdraws the release approvals of that server's credentials, so the next
 //! launch is given none of them until a person approves again.
 
@@ -10,7 +12,7 @@ use std::sync::{Arc, Weak};
 use postern_domain::{AuditEvent, ExecutionEpoch, ServerConfig};
 use postern_egress::{Broker, Brokered, EgressError, EgressSink, LaunchInfo};
 use postern_gateway::audit::AuditSink;
-use postern_gateway::authorize::{LaunchEgress, Release};
+use postern_gateway::authorize::{LaunchEgress, Lent, Release};
 use postern_vault::Secret;
 
 use super::{Authority, Inner};
@@ -68,7 +70,7 @@ impl Authority {
                         .iter()
                         .map(|(k, v)| (k.clone(), Secret::new(v.clone()))),
                 );
-                release.egress = Some(Box::new(EgressLaunch(launch)));
+                release.egress = Some(Arc::new(EgressLaunch(launch)));
                 release.brokered.extend(names.iter().cloned());
                 release.released.extend(names);
             }
@@ -108,6 +110,20 @@ struct EgressLaunch(postern_egress::Launch);
 impl LaunchEgress for EgressLaunch {
     fn started(&self, epoch: ExecutionEpoch) {
         self.0.set_epoch(epoch);
+    }
+
+    fn lend(&self, credential: &str, value: &Secret<String>, hosts: &[String]) -> Lent {
+        let placeholder = placeholder(value.expose());
+        let admission = self.0.admit(Brokered {
+            credential: credential.to_owned(),
+            placeholder: placeholder.clone(),
+            value: Secret::new(value.expose().clone()),
+            hosts: hosts.to_vec(),
+        });
+        Lent {
+            placeholder,
+            hold: Arc::new(admission),
+        }
     }
 }
 

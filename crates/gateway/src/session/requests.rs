@@ -342,6 +342,7 @@ mod tests {
             tool: None,
             sent: Instant::now(),
             task: None,
+            _holds: Vec::new(),
         }
     }
 

@@ -61,7 +61,7 @@ pub(super) struct Running {
     outbox: Outbox,
     _watchers: Watchers,
     /// The launch's way out through the egress broker (closed when the epoch ends).
-    _egress: Option<Box<dyn crate::authorize::LaunchEgress>>,
+    egress: Option<std::sync::Arc<dyn crate::authorize::LaunchEgress>>,
 }
 
 /// Where a running epoch's catalog stands (refresh-contract §7): the session's status is
@@ -365,6 +365,7 @@ impl Session {
                                 tool: None,
                                 sent: Instant::now(),
                                 task: None,
+                                _holds: Vec::new(),
                             },
                         );
                         running.send(msg.line);

@@ -17,8 +17,8 @@ use super::Upstream;
 use super::catalog::unreachable_empty;
 use super::operations::not_made;
 use crate::authorize::{
-    CallToAuthorize, INJECT_META, InjectError, InjectedHeader, Verdict, Withdrawal, Withdrawn,
-    credential_host, http_request_scope,
+    CallToAuthorize, Hold, INJECT_META, InjectError, InjectedHeader, Verdict, Withdrawal,
+    Withdrawn, credential_host, http_request_scope,
 };
 use crate::message::{self, Id, Message, code};
 use crate::session::{Authorizing, Event, InFlight, Session, Settling, Stage, Unsent, now_ms};
@@ -225,7 +225,7 @@ impl Session {
                 self.fetch_injection(id, waiting, authority)
             }
             Verdict::Allow(authority) => {
-                self.send_call(waiting.msg, id, waiting.tool, authority, None)
+                self.send_call(waiting.msg, id, waiting.tool, authority, None, Vec::new())
             }
         }
     }
@@ -294,8 +294,9 @@ impl Session {
             .and_then(credential_host);
         let Some(host) = host.filter(|_| !scope.is_empty()) else {
             let line = with_injection(&waiting.msg, &[]);
-            return self.send_call(waiting.msg, id, waiting.tool, authority, line);
+            return self.send_call(waiting.msg, id, waiting.tool, authority, line, Vec::new());
         };
+        let egress = running.egress.clone();
         let call = waiting.call;
         let waiting = Authorizing {
             stage: Stage::Injecting,
@@ -305,7 +306,7 @@ impl Session {
         let authorizer = Arc::clone(&self.ctx.authorizer);
         let (server, events) = (self.info.server.clone(), self.events.clone());
         tokio::task::spawn_blocking(move || {
-            let outcome = authorizer.inject(&server, &host, &scope);
+            let outcome = authorizer.inject(&server, &host, &scope, egress);
             let _ = events.send(Event::Injected {
                 id,
                 call,
@@ -330,7 +331,7 @@ impl Session {
             return;
         };
         match outcome {
-            Ok(headers) => {
+            Ok(mut headers) => {
                 if let (false, Some(record)) = (headers.is_empty(), &self.info.record) {
                     let mut names: Vec<String> =
                         headers.iter().map(|h| h.credential.clone()).collect();
@@ -343,7 +344,8 @@ impl Session {
                     });
                 }
                 let line = with_injection(&waiting.msg, &headers);
-                self.send_call(waiting.msg, id, waiting.tool, authority, line);
+                let holds = headers.iter_mut().filter_map(|h| h.hold.take()).collect();
+                self.send_call(waiting.msg, id, waiting.tool, authority, line, holds);
             }
             Err(InjectError::VaultLocked) => self.refuse(id, waiting.tool, Denial::vault_locked()),
             Err(InjectError::Unavailable(reason)) => {
@@ -402,14 +404,18 @@ impl Session {
         tool: String,
         authority: Authority,
         line: Option<Bytes>,
+        holds: Vec<Hold>,
     ) {
         let arguments = msg
             .params()
             .and_then(|p| p.get("arguments"))
             .cloned()
             .unwrap_or(Value::Null);
-        let line = line.unwrap_or(msg.line);
-        self.send_after_intent(id, "tools/call", tool, arguments, authority, line);
+        let out = Outgoing {
+            line: line.unwrap_or(msg.line),
+            holds,
+        };
+        self.send_after_intent(id, "tools/call", tool, arguments, authority, out);
     }
 
     /// Forwards a decided request once its intent row is durable: `name` and `arguments` are
@@ -421,8 +427,9 @@ impl Session {
         name: String,
         arguments: Value,
         authority: Authority,
-        line: Bytes,
+        out: Outgoing,
     ) {
+        let Outgoing { line, holds } = out;
         let generation = self.generation;
         let Upstream::Running(running) = &mut self.upstream else {
             return;
@@ -443,6 +450,7 @@ impl Session {
                 tool: Some(name),
                 sent: Instant::now(),
                 task: None,
+                _holds: holds,
             },
         );
         running.send_after_intent(line, id.clone());
@@ -493,6 +501,13 @@ impl Session {
             duration_ms: call.sent.elapsed().as_millis() as u64,
         });
     }
+}
+
+/// What goes to the server for a decided request: its line, and what must stay alive while it
+/// is open (the placeholders a built-in call was lent).
+pub(super) struct Outgoing {
+    pub(super) line: Bytes,
+    pub(super) holds: Vec<Hold>,
 }
 
 /// A built-in `tools/call` as it is forwarded: any `_meta["postern/inject"]` the agent sent

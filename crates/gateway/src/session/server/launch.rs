@@ -146,7 +146,7 @@ impl Session {
             ping: None,
             outbox: super::Outbox::new(self.upstream_pressure.clone()),
             _watchers: watchers,
-            _egress: credentials.egress,
+            egress: credentials.egress,
         }));
         self.publish();
         self.answer_init();

@@ -40,9 +40,12 @@ impl Session {
         let arguments = method::operation_arguments(msg.params());
         match verdict {
             Verdict::Allow(authority) => {
-                let line = msg.line;
                 let name = method.clone();
-                self.send_after_intent(id.clone(), &method, name, arguments, authority, line);
+                let out = super::calls::Outgoing {
+                    line: msg.line,
+                    holds: Vec::new(),
+                };
+                self.send_after_intent(id.clone(), &method, name, arguments, authority, out);
                 if let Some(request) = self.requests.forwarded_mut(&id) {
                     request.task = task;
                 }
@@ -109,6 +112,7 @@ impl Session {
             tool,
             sent: Instant::now(),
             task: None,
+            _holds: Vec::new(),
         };
         self.server_requests.insert(id, request);
         self.reply(msg.line);
