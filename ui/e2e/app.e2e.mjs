@@ -9,7 +9,7 @@
 // `postern` commands that need it run at a terminal (`posternAtTerminal`).
 
 import { execFileSync, spawn } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -20,7 +20,8 @@ import { startTray } from "./tray.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(need("POSTERN_APP"));
-const cli = resolve(need("POSTERN_CLI"));
+// The app names the CLI by its real path (a target directory may be a symlink).
+const cli = realpathSync(resolve(need("POSTERN_CLI")));
 const verbose = process.env.E2E_VERBOSE === "1";
 
 const scenarios = {
