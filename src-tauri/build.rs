@@ -35,6 +35,7 @@ const COMMANDS: &[&str] = &[
     "system_auth",
     "answer",
     "lock",
+    "dismiss_leaks",
     "unlock",
     "set_passphrase",
     "update_settings",

@@ -12,7 +12,7 @@ use postern_domain::decision::{
 use postern_domain::text::one_line;
 use postern_domain::{AnswerChannel, ApprovalId};
 use postern_engine::answer::ControlCommand;
-use postern_engine::{Authority, Control, Origin};
+use postern_engine::{Authority, Control, LeakNotice, Origin};
 use serde::Serialize;
 use tauri::{AppHandle, Emitter, Manager, Runtime};
 use tauri_plugin_notification::NotificationExt;
@@ -194,13 +194,31 @@ pub fn review_request<R: Runtime>(app: &AppHandle<R>, chosen: Chosen) {
     }
 }
 
-/// What the app last showed for the gate: the requests it announced.
+/// What the app last showed for the gate: the requests it announced, and the latest refused
+/// request (a leak notice) it announced.
 #[derive(Debug, Default)]
 pub struct Announced {
     ids: Mutex<BTreeSet<ApprovalId>>,
+    leaks_until: Mutex<u64>,
 }
 
 impl Announced {
+    /// The leak notices newer than the last announced, and remembers the newest.
+    fn fresh_leaks<'a>(&self, leaks: &'a [LeakNotice]) -> Vec<&'a LeakNotice> {
+        let mut until = self
+            .leaks_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let fresh: Vec<&LeakNotice> = leaks.iter().filter(|l| l.at_ms > *until).collect();
+        *until = leaks
+            .iter()
+            .map(|l| l.at_ms)
+            .max()
+            .unwrap_or(*until)
+            .max(*until);
+        fresh
+    }
+
     /// Records the open requests; returns those not seen before, in queue order.
     fn update<'a>(&self, open: &'a [Approval]) -> Vec<&'a Approval> {
         let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
@@ -232,6 +250,11 @@ pub fn sync<R: Runtime>(app: &AppHandle<R>) {
     let fresh = app.state::<Announced>().update(&open);
     for (card, more) in announcements(&fresh) {
         announce(app, card, more);
+    }
+    if let Some(gate) = &gate {
+        for leak in app.state::<Announced>().fresh_leaks(&gate.leaks) {
+            announce_leak(app, leak);
+        }
     }
     match window_move(open.len(), fresh.len()) {
         // Shown on top, without taking the keyboard focus: keys typed into another app
@@ -309,6 +332,20 @@ fn announce<R: Runtime>(app: &AppHandle<R>, card: &ApprovalCard, more: usize) {
     }
     #[cfg(all(unix, not(target_os = "macos")))]
     check_notification_service();
+}
+
+/// A native notification for a request the egress broker refused: the person is told at once,
+/// and the status window shows it until they dismiss it.
+fn announce_leak<R: Runtime>(app: &AppHandle<R>, leak: &LeakNotice) {
+    let title = format!("Postern refused a request from {}", leak.server);
+    let body = format!(
+        "It carried the placeholder of {} toward {}, where it may not go. The server gets it again only when you approve.",
+        leak.credentials.join(", "),
+        leak.host
+    );
+    if let Err(err) = app.notification().builder().title(title).body(body).show() {
+        tracing::warn!("cannot show a notification for a refused request: {err}");
+    }
 }
 
 /// Says once, in the log, when no desktop notification service answers: the plugin sends

@@ -130,6 +130,25 @@ pub async fn update_settings<R: Runtime>(
     }
 }
 
+/// Clears the notices of requests the egress broker refused (the person saw them). Returns how
+/// many there were.
+#[tauri::command]
+pub async fn dismiss_leaks<R: Runtime>(app: AppHandle<R>) -> Result<u32, CommandError> {
+    match request(
+        &app,
+        ControlCommand::DismissLeaks,
+        None,
+        AnswerChannel::Window,
+    )
+    .await?
+    {
+        ControlAnswer::DismissLeaks { dismissed } => {
+            Ok(u32::try_from(dismissed).unwrap_or(u32::MAX))
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
 /// Carries out one management request on the running engine, from this app's `channel`,
 /// with the proof the window offered. No proof for an approval is a plain click (taken only
 /// within the plain-click window the settings may open after a proof).

@@ -69,6 +69,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::system_auth,
             commands::answer,
             commands::lock,
+            commands::dismiss_leaks,
             commands::unlock,
             commands::set_passphrase,
             commands::update_settings,

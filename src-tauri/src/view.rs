@@ -149,6 +149,7 @@ mod tests {
                 passphrase_set: true,
                 clicks_until_ms: None,
                 config_warning: None,
+                leaks: Vec::new(),
             },
             system_auth: None,
         };

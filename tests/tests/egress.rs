@@ -213,6 +213,19 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
                 .any(|l| l.contains("credential_substituted") && l.contains("localhost")),
             "the substitution is audited"
         );
+        // The person is told: status shows the refused request until they dismiss it.
+        let status = gate.cli(["server", "status", label])?;
+        ensure!(
+            status.contains("REFUSED: a launch sent the placeholder of api-token toward 127.0.0.1"),
+            "{status}"
+        );
+        ensure!(
+            gate.cli(["dismiss-leaks"])?.starts_with("dismissed "),
+            "dismissed"
+        );
+        let status = gate.cli(["server", "status", label])?;
+        ensure!(!status.contains("REFUSED"), "{status}");
+
         // Where the credential went, as `postern credential list` shows it from the journal.
         let listed = gate.cli(["credential", "list"])?;
         ensure!(

@@ -338,7 +338,34 @@ clicksUntilMs: number | null,
  * Settings found edited in the store behind the engine's back (wider than it wrote
  * them), and what is in force instead.
  */
-configWarning: string | null, };
+configWarning: string | null, 
+/**
+ * Requests the egress broker refused because they carried a credential's placeholder
+ * toward a host it may not go to, until a person dismisses them (oldest first).
+ */
+leaks: Array<LeakNotice>, };
+
+export type LeakNotice = { 
+/**
+ * The server whose launch sent it.
+ */
+server: string, 
+/**
+ * The credentials whose placeholders it carried.
+ */
+credentials: Array<string>, 
+/**
+ * Where it was headed.
+ */
+host: string, 
+/**
+ * When (unix ms): the latest such request.
+ */
+atMs: number, 
+/**
+ * How many such requests (same server, host and credentials) were refused.
+ */
+count: number, };
 
 export type CredentialsView = { 
 /**

@@ -52,6 +52,7 @@ export const tauriStatus: StatusSource = {
 /** What the status window asks of the engine. */
 export const tauriActions: Actions = {
   lock: () => call<boolean>("lock").then(() => undefined),
+  dismissLeaks: () => call<number>("dismiss_leaks").then(() => undefined),
   unlock: (proof: Proof) => call<boolean>("unlock", { proof }).then(() => undefined),
   updateSettings: (change: SettingsChange, proof: Proof | null) => call<Settings>("update_settings", { change, proof }),
   setPassphrase: (passphrase: string, proof: Proof | null) => call<null>("set_passphrase", { passphrase, proof }).then(() => undefined),

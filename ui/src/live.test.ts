@@ -178,6 +178,7 @@ describe("live", () => {
 function fakeActions() {
   return {
     lock: vi.fn<Actions["lock"]>(async () => {}),
+    dismissLeaks: vi.fn<Actions["dismissLeaks"]>(async () => {}),
     unlock: vi.fn<Actions["unlock"]>(async () => {}),
     updateSettings: vi.fn<Actions["updateSettings"]>(async () => ({ sessionMode: "prompt", approvalTimeoutMs: 120_000, autoLockMs: 0, clickWindowMs: 0 })),
     setPassphrase: vi.fn<Actions["setPassphrase"]>(async () => {}),

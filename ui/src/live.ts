@@ -31,6 +31,8 @@ export interface StatusSource {
 /** What the window's controls ask of the engine (src/ipc.ts in the app; a fake in tests). */
 export interface Actions {
   lock(): Promise<void>;
+  /** Clears the leak notices (the person saw them). */
+  dismissLeaks(): Promise<void>;
   unlock(proof: Proof): Promise<void>;
   /** `proof` is needed when `needsProof(change)` (src/settings.ts), `null` otherwise. */
   updateSettings(change: SettingsChange, proof: Proof | null): Promise<Settings>;
@@ -56,6 +58,7 @@ export interface LiveOptions {
 
 const NO_ACTIONS: Actions = {
   lock: async () => {},
+  dismissLeaks: async () => {},
   unlock: async () => {},
   updateSettings: async () => Promise.reject(new Error("settings cannot be changed here")),
   setPassphrase: async () => Promise.reject(new Error("the passphrase cannot be set here")),
@@ -324,6 +327,9 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     lock: () => {
       lockNote = { error: null, busy: false };
       void act("lock", actions.lock);
+    },
+    dismissLeaks: () => {
+      void act("dismiss the notices", actions.dismissLeaks);
     },
     unlock: (proof) => {
       if (lockNote.busy) return;

@@ -155,6 +155,30 @@ describe("settings changed behind the engine's back", () => {
   });
 });
 
+describe("requests the egress broker refused", () => {
+  const leaked = () =>
+    status({
+      gate: {
+        ...status().gate,
+        leaks: [{ server: "ci", credentials: ["deploy-token"], host: "evil.example", atMs: NOW - 60_000, count: 2 }],
+      },
+    });
+
+  it("are on every page until the person says they saw them", () => {
+    const dismissLeaks = vi.fn();
+    const root = render({ kind: "view", view: { state: "running", status: leaked() } }, NOW, { tab: "overview", controls: { ...inertControls(), dismissLeaks } });
+    const banner = root.querySelector(".leak-banner")!;
+    expect(text(banner.querySelector(".leak-list li"))).toMatch(/^ci sent the placeholder of deploy-token toward evil\.example \(2 requests\) · /);
+    expect(text(banner)).toContain("Nothing reached that host");
+    banner.querySelector<HTMLButtonElement>(".dismiss-leaks")!.click();
+    expect(dismissLeaks).toHaveBeenCalledOnce();
+  });
+
+  it("are no banner when there are none", () => {
+    expect(show({ state: "running", status: status() }).querySelector(".leak-banner")).toBeNull();
+  });
+});
+
 describe("the tabs", () => {
   it("offer every view of the main window, in order", () => {
     const root = show({ state: "running", status: status() });

@@ -5,7 +5,7 @@ import type { CredentialItem, EngineView, GateStatus, Permissions, Proof, Server
 import { BUILTIN, credentialsPanel, type CredentialControls } from "./credentials";
 import { h, icon, mark } from "./dom";
 import { addServersPanel, guideShown, guideView, NEW_GUIDE, passphraseStep, passphraseStepShown, type Guide, type GuideControls } from "./firstrun";
-import { addCommand, agentSnippet, commandLine, count } from "./format";
+import { addCommand, agentSnippet, clock, commandLine, count } from "./format";
 import { integrityPanel, type VerifyState } from "./integrity";
 import { lockedPill, lockScreen, type LockNote } from "./lock";
 import { permissionsPanel, type PermissionControls } from "./permissions";
@@ -37,6 +37,8 @@ export type Tab = (typeof TABS)[number][0];
 export interface Controls {
   tab(tab: Tab): void;
   lock(): void;
+  /** Clears the notices of requests the egress broker refused (the person saw them). */
+  dismissLeaks(): void;
   /** Unlocks with the proof typed on the locked screen. */
   unlock(proof: Proof): void;
   /** Saves a change to the settings; asks for proof first when the change needs it. */
@@ -82,6 +84,7 @@ export function inertControls(): Controls {
   return {
     tab() {},
     lock() {},
+    dismissLeaks() {},
     unlock() {},
     saveSettings: nothing,
     changePassphrase: nothing,
@@ -170,7 +173,7 @@ function parts(shown: Shown, nowMs: number, ui: Ui): Parts {
         home: view.status.home,
         actions: [waiting(gate.approvals, ui.controls), lockButton(ui.controls)].filter((el): el is HTMLElement => el !== null),
         nav: tabs(ui),
-        body: [warning, auditBanner(view.status, ui), ...page(view.status, nowMs, ui)].filter((el): el is HTMLElement => el !== null),
+        body: [warning, leakBanner(gate, nowMs, ui.controls), auditBanner(view.status, ui), ...page(view.status, nowMs, ui)].filter((el): el is HTMLElement => el !== null),
       };
     }
     case "stopped":
@@ -255,6 +258,46 @@ function configBanner(gate: GateStatus): HTMLElement | null {
   // (Absent from an engine older than the field: no banner.)
   if (gate.configWarning === null || gate.configWarning === undefined || gate.configWarning === "") return null;
   return h("p", "config-warning", icon("alert"), h("span", {}, h("span", "strong", "Settings not applied. "), gate.configWarning));
+}
+
+/**
+ * On every page until the person dismisses it: requests the egress broker refused because they
+ * carried a credential's placeholder toward a host it may not go to. The server's launch got no
+ * value, and its next launch gets the credential only after the person approves again.
+ */
+function leakBanner(gate: GateStatus, nowMs: number, controls: Controls): HTMLElement | null {
+  const leaks = gate.leaks ?? [];
+  if (leaks.length === 0) return null;
+  const seen = h("button", { type: "button", class: "dismiss-leaks" }, "Seen");
+  seen.addEventListener("click", () => controls.dismissLeaks());
+  return h(
+    "div",
+    // No live region: the window is drawn again every minute (the notification told at once).
+    { class: "leak-banner" },
+    icon("alert"),
+    h(
+      "div",
+      {},
+      h("p", "strong", leaks.length === 1 ? "Postern refused a request that tried to take a credential elsewhere" : `Postern refused ${leaks.length} requests that tried to take credentials elsewhere`),
+      h(
+        "ul",
+        "leak-list",
+        ...leaks.map((l) =>
+          h(
+            "li",
+            { "data-server": l.server },
+            h("code", "chip", l.server),
+            ` sent the placeholder of ${l.credentials.join(", ")} toward `,
+            h("code", {}, l.host),
+            l.count > 1 ? ` (${l.count} requests)` : "",
+            h("span", "muted", ` · ${clock(l.atMs, nowMs)}`),
+          ),
+        ),
+      ),
+      h("p", "muted", "Nothing reached that host. The server gets these credentials again only when you approve its next launch."),
+    ),
+    seen,
+  );
 }
 
 /** On every page while the audit log cannot record: every call is refused meanwhile. */

@@ -45,6 +45,23 @@ pub struct ApproveArgs {
     minutes: Option<u32>,
 }
 
+/// `postern dismiss-leaks`.
+pub fn dismiss_leaks(home: &Home) -> Result<()> {
+    let dismissed = match ask(home, ControlCommand::DismissLeaks)? {
+        ControlAnswer::DismissLeaks { dismissed } => dismissed,
+        other => return Err(mismatch(&other)),
+    };
+    writeln!(
+        crate::terminal::out(),
+        "{}",
+        match dismissed {
+            0 => "no leak notices".to_owned(),
+            n => format!("dismissed {n} leak notice(s)"),
+        }
+    )?;
+    Ok(())
+}
+
 /// `postern settings`.
 #[derive(Debug, Args)]
 pub struct SettingsArgs {

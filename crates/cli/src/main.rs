@@ -88,6 +88,9 @@ enum Command {
     Lock,
     /// Unlock the vault: asks for the Postern passphrase on this terminal.
     Unlock,
+    /// Dismiss the notices of requests the egress broker refused (`postern server status`
+    /// shows them), once you have looked; the approvals they withdrew stay withdrawn.
+    DismissLeaks,
     /// Set the Postern passphrase (the first one unlocks the vault), or change it: asked on
     /// this terminal, never read from standard input, arguments or the environment.
     Passphrase,
@@ -253,6 +256,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Revoke { grant, agent } => gate::revoke(&home, grant, agent),
         Command::Lock => gate::lock(&home, true),
         Command::Unlock => gate::lock(&home, false),
+        Command::DismissLeaks => gate::dismiss_leaks(&home),
         Command::Settings(args) => gate::settings(&home, args),
         Command::EveryUse(cmd) => gate::every_use(&home, cmd),
         Command::Credential(cmd) => credential::credential(&home, cmd),

@@ -38,6 +38,26 @@ pub fn print(
             server.label, server.restart
         )?;
         writeln!(out, "  command: {}", server.command.join(" "))?;
+        for leak in status
+            .gate
+            .leaks
+            .iter()
+            .filter(|l| l.server == server.label)
+        {
+            writeln!(
+                out,
+                "  REFUSED: a launch sent the placeholder of {} toward {} ({} request(s), last {}); its next launch gets {} only after you approve again. Seen it? postern dismiss-leaks",
+                leak.credentials.join(", "),
+                leak.host,
+                leak.count,
+                crate::audit::rfc3339(leak.at_ms as i64),
+                if leak.credentials.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            )?;
+        }
         if !server.pass_methods.is_empty() {
             writeln!(
                 out,

@@ -157,6 +157,7 @@ async fn main() {
                 placeholder: PLACEHOLDER.into(),
                 value: Secret::new("ghp_the-real-value".into()),
                 hosts: vec!["localhost".into()],
+                forms: Vec::new(),
             }],
             None,
         )

@@ -26,7 +26,6 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use postern_domain::ExecutionEpoch;
-use postern_vault::Secret;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::crypto::ring;
@@ -38,7 +37,7 @@ use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
 use crate::EgressError;
 use crate::ca::Authority;
 use crate::env::{self, Files};
-use crate::redact::{Redacting, Swaps};
+use crate::redact::{self, Redacting, Swaps};
 use crate::substitute::{self, Brokered, Outcome};
 
 type Body = BoxBody<Bytes, hyper::Error>;
@@ -144,6 +143,7 @@ impl Broker {
             }),
             brokered: RwLock::new(brokered),
             frozen: AtomicBool::new(false),
+            reported: Mutex::new(std::collections::HashSet::new()),
             ca: Arc::clone(&self.ca),
             upstream: Arc::clone(&self.upstream),
             sink: Arc::clone(&self.sink),
@@ -230,8 +230,9 @@ impl std::fmt::Debug for Admission {
     }
 }
 
-impl Drop for Admission {
-    fn drop(&mut self) {
+impl Admission {
+    /// Takes the placeholder back now (dropping the admission does too).
+    pub fn revoke(&self) {
         if let Some(shared) = self.shared.upgrade() {
             shared
                 .brokered
@@ -242,9 +243,22 @@ impl Drop for Admission {
     }
 }
 
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.revoke();
+    }
+}
+
 impl Drop for Launch {
     fn drop(&mut self) {
         self.task.abort();
+        // Tunnels opened before get no value any more either (their placeholders go out as
+        // they are, worthless).
+        self.shared
+            .brokered
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 }
 
@@ -253,6 +267,9 @@ struct Shared {
     /// The placeholders it holds: those of its launch, and the built-in's per call.
     brokered: RwLock<Vec<Brokered>>,
     frozen: AtomicBool,
+    /// The hosts a leak attempt of this launch was reported toward: a frozen launch that keeps
+    /// trying is refused every time, reported once per host.
+    reported: Mutex<std::collections::HashSet<String>>,
     ca: Arc<Authority>,
     upstream: Arc<ClientConfig>,
     sink: Arc<dyn EgressSink>,
@@ -405,25 +422,33 @@ async fn forward(
     let frozen = shared.frozen.load(Ordering::SeqCst);
     let (outcome, swaps) = {
         let brokered = shared.brokered.read().unwrap_or_else(|e| e.into_inner());
+        // The placeholders this request carries: its answer gives back these, and no other.
+        let carried: Vec<String> = brokered
+            .iter()
+            .map(|b| &b.placeholder)
+            .filter(|p| {
+                req.headers()
+                    .values()
+                    .any(|v| v.to_str().is_ok_and(|v| v.contains(p.as_str())))
+            })
+            .cloned()
+            .collect();
         let outcome = substitute::decide(req.headers_mut(), &target, &dest.host, &brokered, frozen);
-        // What goes back to the launch carries the placeholders where the values were.
-        let swaps = match &outcome {
-            Outcome::Forward { substituted } => Swaps::new(
-                brokered
-                    .iter()
-                    .filter(|b| substituted.contains(&b.credential))
-                    .map(|b| (Secret::new(b.value.expose().clone()), b.placeholder.clone())),
-            ),
-            Outcome::Leak { .. } => Swaps::new([]),
-        };
-        (outcome, swaps)
+        (outcome, Swaps::for_launch(&brokered, &carried))
     };
     match outcome {
         Outcome::Leak { credentials } => {
             shared.frozen.store(true, Ordering::SeqCst);
-            let info = shared.info();
-            tracing::warn!(server = %info.server, host = %dest.host, ?credentials, "egress broker: a placeholder toward a host it is not bound to; refused, the launch is frozen");
-            shared.sink.leak(&info, &credentials, &dest.host);
+            let first = shared
+                .reported
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(dest.host.clone());
+            if first {
+                let info = shared.info();
+                tracing::warn!(server = %info.server, host = %dest.host, ?credentials, "egress broker: a placeholder toward a host it is not bound to; refused, the launch is frozen");
+                shared.sink.leak(&info, &credentials, &dest.host);
+            }
             return Ok(said(
                 StatusCode::FORBIDDEN,
                 &format!(
@@ -454,13 +479,30 @@ async fn forward(
     req.headers_mut().remove("proxy-authorization");
     req.headers_mut().remove("proxy-connection");
     if !swaps.is_empty() {
-        // An answer the broker can read, to take the values back out of.
-        req.headers_mut().remove(hyper::header::ACCEPT_ENCODING);
+        // A whole, uncompressed answer, which the broker can take the values back out of.
+        for name in [
+            hyper::header::ACCEPT_ENCODING,
+            hyper::header::RANGE,
+            hyper::header::IF_RANGE,
+        ] {
+            req.headers_mut().remove(name);
+        }
     }
     match send(req, &dest, &shared.upstream).await {
         Ok(response) if swaps.is_empty() => Ok(response.map(BodyExt::boxed)),
+        Ok(response) if redact::compressed(response.headers()) => Ok(said(
+            StatusCode::BAD_GATEWAY,
+            &format!(
+                "Postern's egress broker refused {}'s answer: it came compressed though asked not to be, so the broker cannot check that it carries no credential value",
+                dest.host
+            ),
+        )),
         Ok(mut response) => {
             swaps.headers(response.headers_mut());
+            // A reason phrase hyper kept would be written back as it came.
+            response
+                .extensions_mut()
+                .remove::<hyper::ext::ReasonPhrase>();
             Ok(response.map(|body| Redacting::new(body, swaps).boxed()))
         }
         Err(why) => Ok(said(

@@ -1,13 +1,16 @@
-//! The way back: the answer to a request the broker put a value in goes to the launch with the
-//! placeholder where the value was, in its headers and its body, so a host that echoes what it
-//! was sent (a debugging endpoint, an error page quoting the `Authorization` header) does not
-//! hand the value to the server's code after all.
+//! The way back: every answer to a launch that holds placeholders comes back with no value in
+//! it, in its headers, its body and its trailers, so a host that echoes what it was sent (a
+//! debugging endpoint, an error page quoting the `Authorization` header) does not hand the value
+//! to the server's code after all. A value the request carried goes back as the request's own
+//! placeholder; any other value of the launch, and other forms of a value (a basic credential's
+//! decoded `user:password` and password), as asterisks of the same length.
 //!
 //! The body is rewritten as it streams: each chunk is appended to what was held back, every
-//! value in it replaced, and all but the last `longest value - 1` bytes passed on, so a value
-//! split across chunks is still found. The broker asks the host for an uncompressed answer
-//! (`Accept-Encoding` is dropped from such requests); a host that compresses all the same
-//! sends bytes in which no value can be seen, and they pass as they are.
+//! value in it replaced, and all passed on but the longest tail that could still begin a value,
+//! so a value split across chunks is still found and a message that cannot be one is not held
+//! up. The broker asks such a launch's hosts for whole, uncompressed answers (`Accept-Encoding`,
+//! `Range` and `If-Range` are dropped from its requests) and refuses an answer that comes
+//! compressed all the same ([`compressed`]).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -31,7 +34,32 @@ impl std::fmt::Debug for Swaps {
 }
 
 impl Swaps {
-    /// Each value (non-empty) with its placeholder.
+    /// What a launch's answers must not carry: each brokered value, as its placeholder when the
+    /// request carried that placeholder (`carried`), else as asterisks; other forms of the
+    /// values as asterisks.
+    pub fn for_launch(launch: &[crate::Brokered], carried: &[String]) -> Swaps {
+        let mask = |s: &Secret<String>| "*".repeat(s.expose().len());
+        // (value, what replaces it, whether it is the request's own placeholder)
+        let mut pairs = Vec::new();
+        for b in launch {
+            let own = carried.contains(&b.placeholder);
+            let back = if own {
+                b.placeholder.clone()
+            } else {
+                mask(&b.value)
+            };
+            pairs.push((Secret::new(b.value.expose().clone()), back, own));
+            for form in &b.forms {
+                pairs.push((Secret::new(form.expose().clone()), mask(form), false));
+            }
+        }
+        // Longest first (a value that contains another is replaced whole), and where two calls
+        // borrowed the same value, the request's own placeholder first: it is the one found.
+        pairs.sort_by_key(|(value, _, own)| (std::cmp::Reverse(value.expose().len()), !own));
+        Swaps::new(pairs.into_iter().map(|(value, back, _)| (value, back)))
+    }
+
+    /// Each value (non-empty) with what replaces it.
     pub fn new(pairs: impl IntoIterator<Item = (Secret<String>, String)>) -> Swaps {
         Swaps {
             pairs: pairs
@@ -53,14 +81,20 @@ impl Swaps {
             .all(|(value, placeholder)| value.expose().len() == placeholder.len())
     }
 
-    /// How many bytes must be held back so a value split across chunks is found whole.
-    fn overlap(&self) -> usize {
+    /// How many bytes at the end of `held` must wait for the next chunk: the longest tail
+    /// that is the start of a value (so a value split across chunks is found whole).
+    fn tail(&self, held: &[u8]) -> usize {
         self.pairs
             .iter()
-            .map(|(value, _)| value.expose().len())
+            .map(|(value, _)| {
+                let value = value.expose().as_bytes();
+                (1..value.len().min(held.len() + 1))
+                    .rev()
+                    .find(|&k| held.ends_with(&value[..k]))
+                    .unwrap_or(0)
+            })
             .max()
-            .unwrap_or(1)
-            .saturating_sub(1)
+            .unwrap_or(0)
     }
 
     /// Replaces every value in `bytes`; says whether one was found.
@@ -94,6 +128,14 @@ impl Swaps {
             headers.remove(CONTENT_LENGTH);
         }
     }
+}
+
+/// Whether an answer's body is encoded (compressed): its bytes cannot be searched for a value.
+pub fn compressed(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(hyper::header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -165,8 +207,7 @@ where
                 Ok(data) => {
                     this.held.extend_from_slice(&data);
                     this.swaps.replace(&mut this.held);
-                    let keep = this.swaps.overlap().min(this.held.len());
-                    let pass = this.held.len() - keep;
+                    let pass = this.held.len() - this.swaps.tail(&this.held);
                     if pass == 0 {
                         continue;
                     }
@@ -174,10 +215,16 @@ where
                     let out = std::mem::replace(&mut this.held, rest);
                     return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
                 }
-                Err(trailers) => {
+                Err(frame) => {
                     // Trailers end the body: what is held goes first.
                     this.ended = true;
-                    this.trailers = Some(trailers);
+                    this.trailers = Some(match frame.into_trailers() {
+                        Ok(mut trailers) => {
+                            this.swaps.headers(&mut trailers);
+                            Frame::trailers(trailers)
+                        }
+                        Err(other) => other,
+                    });
                 }
             }
         }
@@ -188,17 +235,18 @@ where
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.swaps.same_lengths() {
-            let mut hint = self.inner.size_hint();
-            let held = self.held.len() as u64;
-            hint.set_lower(hint.lower() + held);
-            if let Some(upper) = hint.upper() {
-                hint.set_upper(upper + held);
-            }
-            hint
-        } else {
-            SizeHint::default()
+        if !self.swaps.same_lengths() {
+            return SizeHint::default();
         }
+        let inner = self.inner.size_hint();
+        let held = self.held.len() as u64;
+        let mut hint = SizeHint::new();
+        // The upper bound first: `set_lower` insists on lower <= upper.
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(held));
+        }
+        hint.set_lower(inner.lower().saturating_add(held));
+        hint
     }
 }
 
@@ -262,6 +310,35 @@ mod tests {
         assert_eq!(through(&chunks, swaps()).await, expected);
         // Nothing to find: the body passes as it came.
         assert_eq!(through(&["plain", " text"], swaps()).await, "plain text");
+    }
+
+    #[tokio::test]
+    async fn a_value_the_request_did_not_carry_and_other_forms_come_back_as_asterisks() {
+        let launch = [crate::Brokered {
+            credential: "basic".into(),
+            placeholder: "cGxhY2Vob2xkZXI=".into(),
+            value: Secret::new("YWxpY2U6cHc=".into()),
+            hosts: vec!["h".into()],
+            forms: vec![
+                Secret::new("alice:pw".into()),
+                Secret::new("pw-long".into()),
+            ],
+        }];
+        let carried = Swaps::for_launch(&launch, &["cGxhY2Vob2xkZXI=".into()]);
+        assert_eq!(
+            through(&["Basic YWxpY2U6cHc= (alice:pw)"], carried).await,
+            "Basic cGxhY2Vob2xkZXI= (********)"
+        );
+        let not = Swaps::for_launch(&launch, &[]);
+        assert_eq!(through(&["YWxpY2U6cHc="], not).await, "************");
+    }
+
+    #[test]
+    fn only_a_tail_that_could_start_a_value_is_held_back() {
+        let s = swaps();
+        assert_eq!(s.tail(b"a message\n"), 0);
+        assert_eq!(s.tail(b"token: ghp_real"), "ghp_real".len());
+        assert_eq!(s.tail(b"token: g"), 1);
     }
 
     #[test]

@@ -6,6 +6,9 @@
 //! - A placeholder anywhere in the head (a header, the request target) toward any other host:
 //!   a leak attempt. The request is refused whole; nothing is replaced in it.
 //! - After a leak attempt the launch is frozen: no request of it gets a value again.
+//! - A value itself in the head (never the launch's to hold: it was guessed, or learned
+//!   elsewhere) is refused like a leak: the broker's answers would otherwise tell a guess right
+//!   from wrong.
 //!
 //! The destination is where the broker connects (the CONNECT target, or the absolute URL's
 //! host), never the `Host` header, which the server's code writes.
@@ -24,6 +27,9 @@ pub struct Brokered {
     pub value: Secret<String>,
     /// The hosts it may go to (lower case, as `CredentialHost` keeps them).
     pub hosts: Vec<String>,
+    /// Other forms of the value that must not come back to the launch either (a basic
+    /// credential's decoded `user:password` and password).
+    pub forms: Vec<Secret<String>>,
 }
 
 impl std::fmt::Debug for Brokered {
@@ -67,6 +73,23 @@ pub fn decide(
     frozen: bool,
 ) -> Outcome {
     let target = target.to_string();
+    let guessed: Vec<String> = launch
+        .iter()
+        .filter(|b| {
+            let value = b.value.expose();
+            !value.is_empty()
+                && (target.contains(value.as_str())
+                    || headers
+                        .values()
+                        .any(|v| contains(v.as_bytes(), value.as_bytes())))
+        })
+        .map(|b| b.credential.clone())
+        .collect();
+    if !guessed.is_empty() {
+        return Outcome::Leak {
+            credentials: guessed,
+        };
+    }
     let carried: Vec<&Brokered> = launch
         .iter()
         .filter(|b| {
@@ -124,6 +147,7 @@ mod tests {
             placeholder: PLACEHOLDER.into(),
             value: Secret::new("ghp_realvalue".into()),
             hosts: vec!["api.github.com".into()],
+            forms: Vec::new(),
         }]
     }
 
@@ -169,6 +193,21 @@ mod tests {
         let in_url = uri(&format!("/collect?t={PLACEHOLDER}"));
         assert!(matches!(
             decide(&mut h, &in_url, "evil.example", &launch(), false),
+            Outcome::Leak { .. }
+        ));
+    }
+
+    #[test]
+    fn the_value_itself_in_a_request_is_refused_even_toward_its_host() {
+        let mut h = headers("Bearer ghp_realvalue");
+        assert!(matches!(
+            decide(&mut h, &uri("/"), "api.github.com", &launch(), false),
+            Outcome::Leak { .. }
+        ));
+        let mut h = headers("none");
+        let guess = uri("/search?q=ghp_realvalue");
+        assert!(matches!(
+            decide(&mut h, &guess, "api.github.com", &launch(), false),
             Outcome::Leak { .. }
         ));
     }

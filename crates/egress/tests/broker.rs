@@ -149,6 +149,7 @@ fn launch() -> Vec<Brokered> {
         placeholder: PLACEHOLDER.into(),
         value: Secret::new(VALUE.into()),
         hosts: vec!["localhost".into()],
+        forms: Vec::new(),
     }]
 }
 
@@ -234,4 +235,84 @@ async fn a_closed_launch_takes_no_more_connections() {
     drop(way_out);
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     assert!(TcpStream::connect(("127.0.0.1", port)).await.is_err());
+}
+
+/// Two calls of one launch borrow the same credential (the built-in `http_request`): each
+/// answer gives back its own request's placeholder, never the other's; a placeholder taken
+/// back gets nothing.
+#[tokio::test]
+async fn a_lent_placeholder_comes_back_only_to_its_own_request_and_not_after_it_is_taken_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, received) = upstream(dir.path()).await;
+    let broker = Broker::start(
+        &dir.path().join("egress"),
+        Some(&dir.path().join("upstream-ca.pem")),
+        Arc::new(Seen::default()) as Arc<dyn EgressSink>,
+    )
+    .unwrap();
+    let way_out = broker.open("postern", Vec::new(), None).unwrap();
+    let lend = |placeholder: &str| {
+        way_out.admit(Brokered {
+            credential: "github".into(),
+            placeholder: placeholder.into(),
+            value: Secret::new(VALUE.into()),
+            hosts: vec!["localhost".into()],
+            forms: Vec::new(),
+        })
+    };
+    let first = lend("ghp_FIRSTxxxxxxxxxxxxxx");
+    let second = lend("ghp_SECONDxxxxxxxxxxxxx");
+    let ca = broker.files().ca.clone();
+    let proxy = way_out.port();
+
+    let answer = get_through(
+        proxy,
+        &ca,
+        "localhost",
+        port,
+        "Bearer ghp_SECONDxxxxxxxxxxxxx",
+    )
+    .await;
+    assert!(
+        answer.ends_with("auth=Bearer ghp_SECONDxxxxxxxxxxxxx"),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains("FIRST") && !answer.contains(VALUE),
+        "{answer}"
+    );
+    assert_eq!(*received.lock().unwrap(), [format!("Bearer {VALUE}")]);
+
+    // Taken back (the call ended, or the vault locked): the placeholder goes out as it is.
+    first.revoke();
+    let answer = get_through(
+        proxy,
+        &ca,
+        "localhost",
+        port,
+        "Bearer ghp_FIRSTxxxxxxxxxxxxxx",
+    )
+    .await;
+    assert!(
+        answer.ends_with("auth=Bearer ghp_FIRSTxxxxxxxxxxxxxx"),
+        "{answer}"
+    );
+    assert_eq!(
+        received.lock().unwrap()[1],
+        "Bearer ghp_FIRSTxxxxxxxxxxxxxx"
+    );
+    drop(second);
+    let answer = get_through(
+        proxy,
+        &ca,
+        "localhost",
+        port,
+        "Bearer ghp_SECONDxxxxxxxxxxxxx",
+    )
+    .await;
+    assert_eq!(
+        received.lock().unwrap()[2],
+        "Bearer ghp_SECONDxxxxxxxxxxxxx",
+        "{answer}"
+    );
 }

@@ -99,6 +99,11 @@ pub enum ControlAnswer {
         /// The vault's state after it (a first passphrase unlocks it).
         vault: VaultState,
     },
+    /// The leak notices were dismissed.
+    DismissLeaks {
+        /// How many there were.
+        dismissed: usize,
+    },
     /// The every-use settings now in force.
     EveryUse {
         /// Where per-call approval is on.
@@ -132,6 +137,7 @@ impl ControlAnswer {
             ControlAnswer::Prove => "prove",
             ControlAnswer::SetPassphrase { .. } => "setPassphrase",
             ControlAnswer::EveryUse { .. } => "everyUse",
+            ControlAnswer::DismissLeaks { .. } => "dismissLeaks",
         }
     }
 }

@@ -52,6 +52,28 @@ pub struct GateStatus {
     /// Settings found edited in the store behind the engine's back (wider than it wrote
     /// them), and what is in force instead.
     pub config_warning: Option<String>,
+    /// Requests the egress broker refused because they carried a credential's placeholder
+    /// toward a host it may not go to, until a person dismisses them (oldest first).
+    pub leaks: Vec<LeakNotice>,
+}
+
+/// A request the egress broker refused: a launch of `server` sent the placeholders of
+/// `credentials` toward `host`. The launch gets no value any more, and the server's next launch
+/// none of them until a person approves again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct LeakNotice {
+    /// The server whose launch sent it.
+    pub server: String,
+    /// The credentials whose placeholders it carried.
+    pub credentials: Vec<String>,
+    /// Where it was headed.
+    pub host: String,
+    /// When (unix ms): the latest such request.
+    #[ts(type = "number")]
+    pub at_ms: u64,
+    /// How many such requests (same server, host and credentials) were refused.
+    pub count: u32,
 }
 
 /// One configured server.
@@ -430,6 +452,7 @@ pub fn typescript_bindings() -> String {
         AuditStatus::decl(),
         AuditState::decl(),
         GateStatus::decl(),
+        LeakNotice::decl(),
         CredentialsView::decl(),
         crate::Settings::decl(),
         crate::permissions::Permissions::decl(),

@@ -95,6 +95,9 @@ struct Inner {
     proving: Mutex<()>,
     /// The egress broker, once started (`Authority::start_egress`).
     egress: std::sync::OnceLock<postern_egress::Broker>,
+    /// The placeholders lent to open built-in calls: taken back when the vault locks or a
+    /// credential changes (`egress`).
+    lent: Mutex<Vec<std::sync::Weak<postern_egress::Admission>>>,
 }
 
 struct State {
@@ -130,7 +133,13 @@ struct State {
     carries: Vec<Carry>,
     /// Decisions given after the agent stopped waiting, for its identical retry.
     later: Vec<retry::Later>,
+    /// Requests the egress broker refused because they carried a placeholder toward a host it
+    /// may not go to, until a person has seen them (newest last, at most [`MAX_LEAKS`]).
+    leaks: Vec<crate::LeakNotice>,
 }
+
+/// How many leak notices are kept for a person to see.
+const MAX_LEAKS: usize = 16;
 
 struct Pending {
     card: ApprovalCard,
@@ -189,6 +198,7 @@ impl Authority {
                 releases: HashSet::new(),
                 carries: Vec::new(),
                 later: Vec::new(),
+                leaks: Vec::new(),
             }),
             audit,
             store,
@@ -198,6 +208,7 @@ impl Authority {
             changes: watch::channel(0).0,
             proving: Mutex::new(()),
             egress: std::sync::OnceLock::new(),
+            lent: Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&inner);
         tokio::spawn(async move {
@@ -227,6 +238,7 @@ impl Authority {
             passphrase_set: state.passphrase_set,
             clicks_until_ms: presence::clicks_until(&state),
             config_warning: state.config_warning.clone(),
+            leaks: state.leaks.clone(),
         }
     }
 

@@ -259,6 +259,9 @@ impl Control {
                 Ok(ControlAnswer::Unbind { changed: unbound })
             }
             ControlCommand::Prove { .. } => Ok(ControlAnswer::Prove),
+            ControlCommand::DismissLeaks => Ok(ControlAnswer::DismissLeaks {
+                dismissed: authority.dismiss_leaks(),
+            }),
             ControlCommand::SetPassphrase { .. } => unreachable!("answered above"),
             ControlCommand::EveryUse { set } => {
                 let mut warning = None;

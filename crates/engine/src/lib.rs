@@ -31,8 +31,8 @@ use postern_vault::{Keychain, SecretStore};
 use tokio::sync::{broadcast, watch};
 
 pub use api::{
-    AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, GateStatus, PinningView,
-    ServerStatus, SessionState, SessionStatus, Status, typescript_bindings,
+    AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, GateStatus, LeakNotice,
+    PinningView, ServerStatus, SessionState, SessionStatus, Status, typescript_bindings,
 };
 pub use audit::{AuditLog, AuditState, AuditStatus};
 

@@ -77,8 +77,15 @@ pub trait LaunchEgress: Send + Sync + std::fmt::Debug {
 
     /// Lends `credential`'s `value` to one call of the launch (the built-in `http_request`) as
     /// a placeholder the broker swaps back toward `hosts` only, for as long as the returned
-    /// [`Lent::hold`] lives.
-    fn lend(&self, credential: &str, value: &Secret<String>, hosts: &[String]) -> Lent;
+    /// [`Lent::hold`] lives (or the engine takes it back). `forms` are other forms of the value
+    /// that answers must not carry either (a basic credential's `user:password`).
+    fn lend(
+        &self,
+        credential: &str,
+        value: &Secret<String>,
+        forms: Vec<Secret<String>>,
+        hosts: &[String],
+    ) -> Lent;
 }
 
 /// A credential lent to one call as a placeholder ([`LaunchEgress::lend`]).

@@ -200,6 +200,9 @@ pub enum ControlCommand {
         /// The new passphrase.
         passphrase: SecretText,
     },
+    /// Dismiss the notices of requests the egress broker refused (a person saw them; the
+    /// approvals they withdrew stay withdrawn).
+    DismissLeaks,
     /// Read every-use settings, or set one (`off` clears it). A change is refused from
     /// inside an agent's process tree.
     EveryUse {
@@ -240,6 +243,7 @@ impl ControlCommand {
                 format!("revoke every grant of the agent run of pid {}", run.pid)
             }
             ControlCommand::Lock => "lock the vault".into(),
+            ControlCommand::DismissLeaks => "dismiss the leak notices".into(),
             ControlCommand::Unbind { server, credential } => {
                 format!("unbind credential '{credential}' from '{server}'")
             }
@@ -269,6 +273,7 @@ impl ControlCommand {
             ControlCommand::Prove { .. } => "prove",
             ControlCommand::SetPassphrase { .. } => "setPassphrase",
             ControlCommand::EveryUse { .. } => "everyUse",
+            ControlCommand::DismissLeaks => "dismissLeaks",
         }
     }
 
@@ -287,6 +292,7 @@ impl ControlCommand {
             | ControlCommand::Revoke { .. }
             | ControlCommand::RevokeRun { .. }
             | ControlCommand::Lock
+            | ControlCommand::DismissLeaks
             | ControlCommand::Unbind { .. } => Need::Narrow,
             ControlCommand::Answer { reply, .. } => match reply {
                 Reply::Approve { .. } => Need::Widen,
@@ -397,6 +403,7 @@ mod tests {
                 Need::Narrow,
             ),
             (ControlCommand::Lock, Need::Narrow),
+            (ControlCommand::DismissLeaks, Need::Narrow),
             (
                 ControlCommand::Unbind {
                     server: s(),

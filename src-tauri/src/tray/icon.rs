@@ -207,6 +207,7 @@ mod tests {
             passphrase_set: true,
             clicks_until_ms: None,
             config_warning: None,
+            leaks: Vec::new(),
         }
     }
 

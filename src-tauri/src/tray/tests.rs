@@ -20,6 +20,7 @@ fn gate(vault: VaultState, approvals: u32) -> GateStatus {
         passphrase_set: true,
         clicks_until_ms: None,
         config_warning: None,
+        leaks: Vec::new(),
     }
 }
 

@@ -136,6 +136,7 @@ impl Authority {
             .inner
             .commands
             .send(Command::RestartHolding(name.to_string()));
+        self.revoke_lent();
         Ok(rotated)
     }
 
@@ -167,6 +168,7 @@ impl Authority {
             .inner
             .commands
             .send(Command::RestartHolding(name.to_string()));
+        self.revoke_lent();
         Ok(())
     }
 
@@ -292,6 +294,7 @@ impl Authority {
                 .inner
                 .commands
                 .send(Command::RestartHolding(name.to_string()));
+            self.revoke_lent();
         }
         Ok(unbound)
     }
@@ -379,6 +382,7 @@ impl Authority {
                         placeholder: super::egress::placeholder(&value),
                         value: Secret::new(value),
                         hosts: credential.hosts.clone(),
+                        forms: Vec::new(),
                     };
                     brokered.push((var.to_owned(), brokered_value));
                 }
@@ -450,18 +454,26 @@ impl Authority {
             }
             // What the header carries of the value, lent to the call as a placeholder: the
             // broker puts it back toward the credential's hosts only.
+            let mut forms = Vec::new();
             let (header, secret, format): (String, Secret<String>, fn(&str) -> String) =
                 match &credential.injection {
                     Injection::Bearer => ("Authorization".into(), raw, |p| format!("Bearer {p}")),
-                    Injection::Basic => (
-                        "Authorization".into(),
-                        Secret::new(BASE64.encode(raw.expose())),
-                        |p| format!("Basic {p}"),
-                    ),
+                    Injection::Basic => {
+                        // An answer may quote the decoded pair or the password: neither
+                        // comes back.
+                        if let Some((_, password)) = raw.expose().split_once(':')
+                            && !password.is_empty()
+                        {
+                            forms.push(Secret::new(password.to_owned()));
+                        }
+                        let encoded = Secret::new(BASE64.encode(raw.expose()));
+                        forms.push(raw);
+                        ("Authorization".into(), encoded, |p| format!("Basic {p}"))
+                    }
                     Injection::Header { name } => (name.clone(), raw, str::to_owned),
                     Injection::Env { .. } => continue,
                 };
-            let lent = egress.lend(name, &secret, &credential.hosts);
+            let lent = egress.lend(name, &secret, forms, &credential.hosts);
             headers.push(InjectedHeader {
                 credential: name.clone(),
                 header,
@@ -704,6 +716,7 @@ mod tests {
             &self,
             credential: &str,
             value: &Secret<String>,
+            _forms: Vec<Secret<String>>,
             _hosts: &[String],
         ) -> postern_gateway::authorize::Lent {
             self.0

@@ -70,7 +70,10 @@ impl Authority {
                         .iter()
                         .map(|(k, v)| (k.clone(), Secret::new(v.clone()))),
                 );
-                release.egress = Some(Arc::new(EgressLaunch(launch)));
+                release.egress = Some(Arc::new(EgressLaunch {
+                    launch,
+                    gate: Arc::downgrade(&self.inner),
+                }));
                 release.brokered.extend(names.iter().cloned());
                 release.released.extend(names);
             }
@@ -81,15 +84,56 @@ impl Authority {
         }
     }
 
-    /// A launch of `server` sent `credentials`' placeholders where they may not go: the
-    /// release approvals of those credentials for that server are withdrawn.
-    fn leaked(&self, server: &str, credentials: &[String]) {
+    /// A launch of `server` sent `credentials`' placeholders toward `host`, where they may not
+    /// go: the release approvals of those credentials for that server are withdrawn, and a
+    /// notice waits for a person ([`crate::GateStatus::leaks`]).
+    fn leaked(&self, server: &str, credentials: &[String], host: &str) {
+        let now = self.now();
         let mut state = self.state();
         state
             .releases
             .retain(|a| !(a.server.as_str() == server && credentials.contains(&a.credential)));
+        let same = |n: &crate::LeakNotice| {
+            n.server == server && n.host == host && n.credentials == credentials
+        };
+        match state.leaks.iter().position(same) {
+            Some(i) => {
+                let mut notice = state.leaks.remove(i);
+                notice.at_ms = now;
+                notice.count = notice.count.saturating_add(1);
+                state.leaks.push(notice);
+            }
+            None => state.leaks.push(crate::LeakNotice {
+                server: server.to_owned(),
+                credentials: credentials.to_vec(),
+                host: host.to_owned(),
+                at_ms: now,
+                count: 1,
+            }),
+        }
+        let excess = state.leaks.len().saturating_sub(super::MAX_LEAKS);
+        state.leaks.drain(..excess);
         drop(state);
         self.changed();
+    }
+
+    /// Takes back every placeholder lent to an open built-in call: the vault locked, or a
+    /// credential changed, so no call decided before may still use a value.
+    pub(super) fn revoke_lent(&self) {
+        let lent = std::mem::take(&mut *self.inner.lent.lock().unwrap_or_else(|e| e.into_inner()));
+        for admission in lent.iter().filter_map(Weak::upgrade) {
+            admission.revoke();
+        }
+    }
+
+    /// A person saw the leak notices: they are cleared (the withdrawn approvals stay
+    /// withdrawn). Returns how many there were.
+    pub fn dismiss_leaks(&self) -> usize {
+        let dismissed = std::mem::take(&mut self.state().leaks).len();
+        if dismissed > 0 {
+            self.changed();
+        }
+        dismissed
     }
 }
 
@@ -104,25 +148,46 @@ pub(super) fn placeholder(value: &str) -> String {
 }
 
 /// The broker's launch, kept by the session while its process runs.
-#[derive(Debug)]
-struct EgressLaunch(postern_egress::Launch);
+struct EgressLaunch {
+    launch: postern_egress::Launch,
+    /// Where lent placeholders are registered, to be taken back (`Authority::revoke_lent`).
+    gate: Weak<Inner>,
+}
+
+impl std::fmt::Debug for EgressLaunch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("EgressLaunch").field(&self.launch).finish()
+    }
+}
 
 impl LaunchEgress for EgressLaunch {
     fn started(&self, epoch: ExecutionEpoch) {
-        self.0.set_epoch(epoch);
+        self.launch.set_epoch(epoch);
     }
 
-    fn lend(&self, credential: &str, value: &Secret<String>, hosts: &[String]) -> Lent {
+    fn lend(
+        &self,
+        credential: &str,
+        value: &Secret<String>,
+        forms: Vec<Secret<String>>,
+        hosts: &[String],
+    ) -> Lent {
         let placeholder = placeholder(value.expose());
-        let admission = self.0.admit(Brokered {
+        let admission = Arc::new(self.launch.admit(Brokered {
             credential: credential.to_owned(),
             placeholder: placeholder.clone(),
             value: Secret::new(value.expose().clone()),
             hosts: hosts.to_vec(),
-        });
+            forms,
+        }));
+        if let Some(gate) = self.gate.upgrade() {
+            let mut lent = gate.lent.lock().unwrap_or_else(|e| e.into_inner());
+            lent.retain(|a| a.strong_count() > 0);
+            lent.push(Arc::downgrade(&admission));
+        }
         Lent {
             placeholder,
-            hold: Arc::new(admission),
+            hold: admission,
         }
     }
 }
@@ -160,6 +225,6 @@ impl EgressSink for Report {
                 host: host.to_owned(),
             });
         }
-        Authority { inner }.leaked(&launch.server, credentials);
+        Authority { inner }.leaked(&launch.server, credentials, host);
     }
 }

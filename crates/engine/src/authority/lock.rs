@@ -141,6 +141,7 @@ impl Authority {
             (pending.done)(Verdict::Deny(denial.clone()));
         }
         let _ = self.inner.commands.send(Command::DropCredentials);
+        self.revoke_lent();
         tracing::info!("vault locked: {reason}");
         true
     }
