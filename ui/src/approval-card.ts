@@ -45,6 +45,8 @@ export type ApprovalCard = {
   withheldCredentials?: string[];
   /** The grant ends the reviewer may choose (empty: the card asks about the agent run only). */
   choices: GrantChoice[];
+  /** The short name of each of `choices`, in order (the domain's `GrantChoice::label`). */
+  choiceLabels: string[];
   /** The agent stopped waiting (its client's timeout): the answer decides its identical retry. */
   agentStoppedWaiting: boolean;
   /** What to weigh before allowing, most severe first (empty: a calm card). */

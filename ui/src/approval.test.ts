@@ -65,7 +65,7 @@ describe("the committed sample card", () => {
       keys<ApprovalCard>({
         id: true, askedAt: true, expiresAt: true, what: true, everyUse: true, agent: true, server: true, epoch: true,
         catalog: true, tool: true, arguments: true, annotations: true, credentials: true, withheldCredentials: true, choices: true,
-        agentStoppedWaiting: true, risks: true, agentName: true, client: true,
+        agentStoppedWaiting: true, risks: true, agentName: true, client: true, choiceLabels: true,
       }),
     );
     expect(Object.keys(card.agent).sort()).toEqual(keys<AgentIdentity>({ pid: true, startTime: true, executable: true, chain: true, cwd: true }));
@@ -365,10 +365,10 @@ describe("the approval window", () => {
     expect(text(root.querySelector(".answer-error"))).toContain("timed out or withdrawn");
   });
 
-  it("names every lifetime", () => {
-    expect(lifetimeLabel({ end: "thisCall" })).toBe("This call");
-    expect(lifetimeLabel({ end: "forMinutes", minutes: 5 })).toBe("5 min");
-    expect(lifetimeLabel({ end: "forMinutes", minutes: 120 })).toBe("2 hours");
-    expect(lifetimeLabel({ end: "untilRunEnds" })).toBe("This agent run");
+  it("names every lifetime as the engine does", () => {
+    expect(card.choices.map((c) => lifetimeLabel(card, c))).toEqual(card.choiceLabels);
+    expect(card.choiceLabels[0]).toBe("this call");
+    const root = renderApprovals(state(), card.askedAt, handlers());
+    expect(root.querySelector(".lifetime")?.getAttribute("title")).toBe("This call (1)");
   });
 });

@@ -181,16 +181,16 @@ export function tick(root: ParentNode, queue: Approval[], nowMs: number): void {
   }
 }
 
-/** A lifetime's short name, as its option shows it. */
-export function lifetimeLabel(choice: GrantChoice): string {
-  switch (choice.end) {
-    case "thisCall":
-      return "This call";
-    case "forMinutes":
-      return choice.minutes % 60 === 0 ? `${choice.minutes / 60} hour${choice.minutes === 60 ? "" : "s"}` : `${choice.minutes} min`;
-    case "untilRunEnds":
-      return "This agent run";
-  }
+/** A lifetime's short name, as the engine names it on the card (`choiceLabels`). */
+export function lifetimeLabel(card: ApprovalCard, choice: GrantChoice): string {
+  const i = card.choices.indexOf(choice);
+  return card.choiceLabels?.[i] ?? choice.end;
+}
+
+/** The same, starting with a capital, as its button shows it. */
+function lifetimeButton(card: ApprovalCard, choice: GrantChoice): string {
+  const label = lifetimeLabel(card, choice);
+  return label.charAt(0).toUpperCase() + label.slice(1);
 }
 
 /** What allowing with `choice` (`null`: the card has no lifetime, it admits the run) covers, in words. */
@@ -203,7 +203,7 @@ export function coverage(card: ApprovalCard, choice: GrantChoice | null): string
     case "thisCall":
       return `Allows this one call, with these arguments${creds}. The next call asks again.${admits}`;
     case "forMinutes":
-      return `For ${lifetimeLabel(choice)}, ${scope}, while this launch of ${card.server} runs.${admits}`;
+      return `For ${lifetimeLabel(card, choice)}, ${scope}, while this launch of ${card.server} runs.${admits}`;
     case "untilRunEnds":
       return `Until this agent run ends, ${scope}, while this launch of ${card.server} runs.${admits}`;
   }
@@ -453,13 +453,13 @@ function decide(card: ApprovalCard, state: ApprovalsState, on: ApprovalHandlers,
           { class: "lifetimes", role: "radiogroup", "aria-label": "How long" },
           ...card.choices.map((choice, i) => {
             const checked = chosen === choice;
-            return button(`lifetime${checked ? " checked" : ""}`, lifetimeLabel(choice), () => on.choose(i), {
+            return button(`lifetime${checked ? " checked" : ""}`, lifetimeButton(card, choice), () => on.choose(i), {
               role: "radio",
               "aria-checked": checked ? "true" : "false",
               "data-focus": `lifetime-${i}`,
               "data-choice": choice.end === "forMinutes" ? `forMinutes:${choice.minutes}` : choice.end,
               tabindex: checked ? "0" : "-1",
-              title: `${lifetimeLabel(choice)} (${i + 1})`,
+              title: `${lifetimeButton(card, choice)} (${i + 1})`,
             }, i < 9 ? h("kbd", {}, String(i + 1)) : null);
           }),
         ),

@@ -220,10 +220,7 @@ pub fn approve(home: &Home, args: ApproveArgs) -> Result<()> {
     let how = match choice {
         None => "the agent run is admitted".to_owned(),
         Some(GrantChoice::ThisCall) => "this call only".to_owned(),
-        Some(GrantChoice::UntilRunEnds) => "until the agent run ends (this epoch only)".to_owned(),
-        Some(GrantChoice::ForMinutes { minutes }) => {
-            format!("for {minutes} min (this epoch only)")
-        }
+        Some(choice) => format!("for {} (this epoch only)", choice.label()),
     };
     writeln!(crate::terminal::out(), "approved {}: {how}", args.id)?;
     Ok(())
@@ -549,15 +546,7 @@ fn print_card(out: &mut impl Write, card: &ApprovalCard) -> Result<()> {
         let names: Vec<&str> = card.credentials.iter().map(String::as_str).collect();
         writeln!(out, "  credentials: {}", names.join(", "))?;
     }
-    let choices: Vec<&str> = card
-        .choices
-        .iter()
-        .map(|c| match c {
-            GrantChoice::ThisCall => "--once",
-            GrantChoice::UntilRunEnds => "--run",
-            GrantChoice::ForMinutes { .. } => "--minutes N",
-        })
-        .collect();
+    let choices: Vec<&str> = card.choices.iter().map(|c| c.flag()).collect();
     let mut seen = Vec::new();
     for c in choices {
         if !seen.contains(&c) {

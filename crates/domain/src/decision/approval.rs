@@ -45,6 +45,31 @@ pub enum GrantChoice {
     UntilRunEnds,
 }
 
+impl GrantChoice {
+    /// The choice's short name, every surface's (the app's lifetime buttons, the CLI's
+    /// answer): "this call", "15 min", "2 hours", "this agent run".
+    pub fn label(self) -> String {
+        match self {
+            GrantChoice::ThisCall => "this call".into(),
+            GrantChoice::ForMinutes { minutes } if minutes % 60 == 0 => {
+                let hours = minutes / 60;
+                format!("{hours} hour{}", if hours == 1 { "" } else { "s" })
+            }
+            GrantChoice::ForMinutes { minutes } => format!("{minutes} min"),
+            GrantChoice::UntilRunEnds => "this agent run".into(),
+        }
+    }
+
+    /// The `postern approve` option that picks it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            GrantChoice::ThisCall => "--once",
+            GrantChoice::ForMinutes { .. } => "--minutes N",
+            GrantChoice::UntilRunEnds => "--run",
+        }
+    }
+}
+
 /// A human's reply to a card.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(
@@ -174,5 +199,26 @@ impl Ask {
             issued_at: now,
             end,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_lifetime_has_one_name_for_every_surface() {
+        let named = |c: GrantChoice| (c.label(), c.flag());
+        assert_eq!(named(GrantChoice::ThisCall), ("this call".into(), "--once"));
+        assert_eq!(
+            named(GrantChoice::ForMinutes { minutes: 5 }),
+            ("5 min".into(), "--minutes N")
+        );
+        assert_eq!(GrantChoice::ForMinutes { minutes: 60 }.label(), "1 hour");
+        assert_eq!(GrantChoice::ForMinutes { minutes: 120 }.label(), "2 hours");
+        assert_eq!(
+            named(GrantChoice::UntilRunEnds),
+            ("this agent run".into(), "--run")
+        );
     }
 }

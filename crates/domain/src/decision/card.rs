@@ -55,6 +55,8 @@ pub struct ApprovalCard {
     pub withheld_credentials: Vec<String>,
     /// The grant ends the reviewer may choose.
     pub choices: Vec<GrantChoice>,
+    /// The short name of each of `choices`, in order ([`GrantChoice::label`]).
+    pub choice_labels: Vec<String>,
     /// The agent stopped waiting for this call (its client's timeout cancelled it): the
     /// request stays open, and the answer decides the agent's identical retry
     /// (refresh-contract §8).
@@ -295,6 +297,7 @@ impl ApprovalCard {
             withheld_credentials: inputs.withheld.to_vec(),
             agent_stopped_waiting: false,
             choices: inputs.ask.choices.clone(),
+            choice_labels: inputs.ask.choices.iter().map(|c| c.label()).collect(),
             risks: Vec::new(),
         };
         card.risks = risks(&card, inputs.client);

@@ -434,11 +434,7 @@ fn describe_choices(choices: &[GrantChoice]) -> String {
     }
     let mut out: Vec<String> = Vec::new();
     for choice in choices {
-        let text = match choice {
-            GrantChoice::ThisCall => "--once".to_owned(),
-            GrantChoice::UntilRunEnds => "--run".to_owned(),
-            GrantChoice::ForMinutes { .. } => "--minutes N".to_owned(),
-        };
+        let text = choice.flag().to_owned();
         if !out.contains(&text) {
             out.push(text);
         }
