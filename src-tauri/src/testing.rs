@@ -145,6 +145,7 @@ pub fn call(tool: &str) -> CallToAuthorize {
         runtime: None,
         working_directory: "/srv/clock".into(),
         env_names: vec![],
+        loader_env: vec![],
         pinning: Pinning::Pinned,
         pid: 4242,
         started_at_ms: 1_700_000_000_000,

@@ -855,13 +855,15 @@ async fn two_sessions_of_one_server_get_two_epochs_with_equal_identities() -> Re
     .await
 }
 
-/// refresh-contract §2: an interpreter whose entry is a module name (`python -m pkg`) without a
-/// lockfile cannot be pinned to files the host can hash; it runs, and status says UNPINNED with
-/// the reason. With an entry file but no lockfile (and the test venv's packages hashed) it is
-/// partly pinned, and status says what is covered and what is not. The same server with its lockfile and entry file is pinned. Each is
-/// its server's launch 1.
+/// refresh-contract §2 and issue 16: an interpreter's entry is found as the runtime resolves
+/// it: `python -m server` runs `server.py` from the working directory, which is hashed like an
+/// entry named as a file (a module the working directory does not hold stays unpinned, with the
+/// reason: the supervisor's unit tests). With an entry but no lockfile (and the test venv's
+/// packages hashed) the server is partly pinned, and status says what is covered and what is
+/// not. The same server with its lockfile and entry file is pinned. Each is its server's
+/// launch 1.
 #[tokio::test]
-async fn a_module_entry_without_a_lockfile_is_unpinned_and_says_why() -> Result<()> {
+async fn a_module_entry_is_resolved_to_its_file_and_pinning_says_what_it_covers() -> Result<()> {
     let unpinned = Fixture::new()?;
     unpinned.remove_lockfile()?;
     let pinned = Fixture::new()?;
@@ -874,16 +876,15 @@ async fn a_module_entry_without_a_lockfile_is_unpinned_and_says_why() -> Result<
         let session = first_session(&gate, &mut agent).await?;
         assert!(ok_text(&agent.call_next("whoami", json!({})).await?)?.starts_with("revision=A "));
         let execution = &session["execution"];
-        assert_eq!(execution["entry"], Value::Null, "{session}");
-        assert_eq!(execution["lockfiles"], json!([]), "{session}");
-        let reason = "the entry is a module name, not a file, and there is no lockfile";
         assert_eq!(
-            execution["pinning"],
-            json!({"state": "unpinned", "reason": reason}),
-            "{session}"
+            execution["entry"]["path"],
+            path_str(&unpinned.entry()),
+            "`-m server` runs server.py: {session}"
         );
+        assert_eq!(execution["lockfiles"], json!([]), "{session}");
+        assert_eq!(execution["pinning"]["state"], "partly", "{session}");
         let cli = gate.cli(["server", "status", LABEL])?;
-        assert!(cli.contains(&format!("    UNPINNED: {reason}\n")), "{cli}");
+        assert!(!cli.contains("UNPINNED"), "{cli}");
 
         let mut partly = connect(&gate, "partly").await?;
         partly.list_tools().await?;

@@ -116,7 +116,7 @@ export type IdentitySince =
       approvedEpoch: string;
       /** Artifacts whose digest changed, or that only one launch has. */
       changedArtifacts: string[];
-      /** `launchCommand`, `runtime`, `workingDirectory`, `envNames`. */
+      /** `launchCommand`, `runtime`, `workingDirectory`, `envNames`, `loaderEnv`. */
       changedFacts: string[];
     };
 

@@ -271,6 +271,7 @@ const FACTS: Record<string, string> = {
   runtime: "the runtime version",
   workingDirectory: "the working directory",
   envNames: "the environment's variable names",
+  loaderEnv: "what NODE_OPTIONS, PYTHONPATH and the like say",
 };
 
 /**

@@ -186,6 +186,11 @@ workingDirectory: string,
  */
 envNames: Array<string>, 
 /**
+ * The values of the variables that change what it loads (`NODE_OPTIONS=...`), part of
+ * its identity.
+ */
+loaderEnv: Array<string>, 
+/**
  * Which launch of its server this is, counted from 1 over every session and engine run
  * the journal holds ("launch 7"); `None` while the audit log (and so the journal) is
  * not being written.

@@ -239,6 +239,7 @@ describe("the execution record", () => {
     runtime: "node v20.20.2",
     workingDirectory: "/srv/inventory",
     envNames: ["HOME", "INVENTORY_TOKEN", "PATH"],
+    loaderEnv: ["NODE_OPTIONS=--require ./trace.js"],
     pid: 48192,
     startedAtMs: new Date(2026, 10, 29, 15, 25).getTime(),
   });
@@ -270,15 +271,16 @@ describe("the execution record", () => {
       runtime: "node v20.20.2",
       directory: "/srv/inventory",
       environment: "HOME INVENTORY_TOKEN PATH",
+      "loads with": "NODE_OPTIONS=--require ./trace.js",
     });
     expect([...details.querySelectorAll(".digest")].map((d) => d.getAttribute("title"))).toEqual(
       [digest("e0"), digest("a1"), digest("f0"), digest("90"), digest("3a")],
     );
-    expect(all(details, ".chip")).toEqual(["HOME", "INVENTORY_TOKEN", "PATH"]);
+    expect(all(details, ".chip")).toEqual(["HOME", "INVENTORY_TOKEN", "PATH", "NODE_OPTIONS=--require ./trace.js"]);
   });
 
   it("says when there is no entry, no lockfile, no runtime and no variables", () => {
-    const bare = execution({ wrappers: [], entry: null, lockfiles: [], extraPaths: [], runtime: null, envNames: [] });
+    const bare = execution({ wrappers: [], entry: null, lockfiles: [], extraPaths: [], runtime: null, envNames: [], loaderEnv: [] });
     const details = card({ execution: bare }).querySelector("details.record")!;
     const rows = Object.fromEntries([...details.querySelectorAll("dt")].map((dt) => [text(dt), text(dt.nextElementSibling)]));
 
@@ -288,6 +290,7 @@ describe("the execution record", () => {
     expect(rows.environment).toBe("no variables");
     expect(rows.wrappers).toBeUndefined();
     expect(rows["identity paths"]).toBeUndefined();
+    expect(rows["loads with"]).toBeUndefined();
   });
 
   it("renders paths and commands from the engine as text, never as markup", () => {

@@ -256,6 +256,9 @@ function record(sessionId: string, e: ExecutionView, nowMs: number): HTMLElement
     e.envNames.length === 0 ? none("no variables") : h("div", "chips", ...spaced(e.envNames.map((n) => h("code", "chip", n)))),
     "names only, never values",
   ]);
+  if (e.loaderEnv.length > 0) {
+    rows.push(["loads with", h("div", "chips", ...spaced(e.loaderEnv.map((v) => h("code", "chip", v)))), "values that change what it loads: part of its identity"]);
+  }
   return h(
     "details",
     { class: "record", "data-keep": `record:${sessionId}` },

@@ -118,6 +118,11 @@ pub struct ExecutionRecord {
     pub working_directory: PathBuf,
     /// The names (never the values) of the environment the process gets, sorted.
     pub env_names: Vec<String>,
+    /// The values of the variables that change what code loads (`NODE_OPTIONS`, `PYTHONPATH`,
+    /// `LD_PRELOAD`, ...; `NAME=value`, sorted): part of the identity. Records written before
+    /// this field have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loader_env: Vec<String>,
     /// Pinned or not, and why not.
     pub pinning: Pinning,
     /// The process id (for operators; pids are reused).
@@ -158,6 +163,9 @@ impl ExecutionRecord {
         line("cwd", &self.working_directory.to_string_lossy());
         for name in &self.env_names {
             line("env", name);
+        }
+        for value in &self.loader_env {
+            line("loader", value);
         }
         Digest::of(text.as_bytes())
     }
@@ -238,6 +246,7 @@ mod tests {
             runtime: Some("v22.14.0".into()),
             working_directory: "/w".into(),
             env_names: vec!["PATH".into()],
+            loader_env: vec![],
             pinning: Pinning::Pinned,
             pid: 48192,
             started_at_ms: 1_700_000_000_000,

@@ -55,6 +55,7 @@ fn record(epoch: ExecutionEpoch, entry: &[u8]) -> ExecutionRecord {
         runtime: Some("v22.14.0".into()),
         working_directory: "/work/previews".into(),
         env_names: vec!["PATH".into(), "PREVIEW_TOKEN".into()],
+        loader_env: vec![],
         pinning: Pinning::Pinned,
         pid: 48192,
         started_at_ms: 1_700_000_000_000,

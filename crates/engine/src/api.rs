@@ -204,6 +204,9 @@ pub struct ExecutionView {
     pub working_directory: String,
     /// Names of the environment variables the process got (never values).
     pub env_names: Vec<String>,
+    /// The values of the variables that change what it loads (`NODE_OPTIONS=...`), part of
+    /// its identity.
+    pub loader_env: Vec<String>,
     /// Which launch of its server this is, counted from 1 over every session and engine run
     /// the journal holds ("launch 7"); `None` while the audit log (and so the journal) is
     /// not being written.
@@ -421,6 +424,7 @@ fn execution_view(r: &ExecutionRecord, launches: &Launches) -> ExecutionView {
         runtime: r.runtime.clone(),
         working_directory: r.working_directory.display().to_string(),
         env_names: r.env_names.clone(),
+        loader_env: r.loader_env.clone(),
         launch: launches.get(&r.epoch).copied(),
         pinning: match &r.pinning {
             Pinning::Pinned => PinningView::Pinned,

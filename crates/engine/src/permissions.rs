@@ -394,6 +394,7 @@ mod tests {
                 runtime: None,
                 working_directory: "/srv/ci".into(),
                 env_names: vec![],
+                loader_env: vec![],
                 pinning: Pinning::Pinned,
                 pid: 4242,
                 started_at_ms: 1_000,

@@ -33,6 +33,7 @@ fn record(server: &str, e: u128) -> Box<ExecutionRecord> {
         runtime: None,
         working_directory: "/work".into(),
         env_names: vec![],
+        loader_env: vec![],
         pinning: Pinning::Pinned,
         pid: 100,
         started_at_ms: 0,

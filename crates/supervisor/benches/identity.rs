@@ -72,6 +72,46 @@ fn main() {
         "  cold / warm:                            {:>9.1}x",
         cold.as_secs_f64() / warm.as_secs_f64()
     );
+
+    // Issue 16: the same server with the `node_modules` tree it loads (200 packages of 10
+    // files), now part of the record, against the capture above (without it) in this run.
+    for p in 0..200 {
+        let package = work.join(format!("node_modules/pkg{p}/lib"));
+        std::fs::create_dir_all(&package).expect("mkdir");
+        std::fs::write(
+            work.join(format!("node_modules/pkg{p}/package.json")),
+            format!("{{\"name\":\"pkg{p}\"}}"),
+        )
+        .expect("write");
+        for f in 0..9 {
+            std::fs::write(package.join(format!("f{f}.js")), "w".repeat(2_000)).expect("write");
+        }
+    }
+    let tree_cold = median(5, || {
+        DigestCache::new().observe(&config).expect("observe");
+    });
+    let cache = DigestCache::new();
+    let seen = cache.observe(&config).expect("warm up");
+    assert!(
+        seen.extra_paths
+            .iter()
+            .any(|a| a.path == work.join("node_modules")),
+        "the tree is in the record"
+    );
+    let tree_warm = median(50, || {
+        cache.observe(&config).expect("observe");
+    });
+    println!("with the node_modules tree it loads (200 packages, 2,000 files):");
+    println!(
+        "  cold:                                   {:>9.3} ms   {:>5.1}x without the tree",
+        ms(tree_cold),
+        tree_cold.as_secs_f64() / cold.as_secs_f64()
+    );
+    println!(
+        "  warm:                                   {:>9.3} ms   {:>5.1}x without the tree",
+        ms(tree_warm),
+        tree_warm.as_secs_f64() / warm.as_secs_f64()
+    );
 }
 
 fn median(runs: usize, mut f: impl FnMut()) -> Duration {

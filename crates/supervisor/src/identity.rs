@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use postern_domain::{Artifact, Digest, Pinning, ServerConfig};
+
 use sha2::{Digest as _, Sha256};
 
 /// The directory Python writes its bytecode cache to, left out of tree digests.
@@ -60,6 +61,8 @@ pub struct Observed {
     pub working_directory: PathBuf,
     /// Names of the environment the process gets, sorted.
     pub env_names: Vec<String>,
+    /// The values of the variables that change what loads (`NAME=value`, sorted).
+    pub loader_env: Vec<String>,
     /// Pinned or not.
     pub pinning: Pinning,
 }
@@ -150,12 +153,50 @@ impl DigestCache {
             }
             other => other,
         };
-        if kind == Kind::Interpreter
-            && entry.is_none()
-            && let Some(file) = entry_argument(config.args(), &working_directory)
-        {
-            entry = Some(self.artifact(&file)?);
+        // What the interpreter loads, as it resolves it: the entry after its options, the
+        // files its options (and NODE_OPTIONS) preload, the values that change loading.
+        let configured: Vec<(String, String)> = config
+            .env
+            .iter()
+            .map(|v| (v.name.clone(), v.value.clone()))
+            .collect();
+        let loader_env = loads::loader_env(&configured);
+        let node_options = loader_env
+            .iter()
+            .find_map(|v| v.strip_prefix("NODE_OPTIONS="));
+        let interpreter_name = interpreter
+            .as_deref()
+            .unwrap_or(&current)
+            .file_name()
+            .and_then(OsStr::to_str)
+            .unwrap_or_default()
+            .to_owned();
+        let mut preloads = Vec::new();
+        if kind == Kind::Interpreter {
+            // A `#!` script that is the entry takes the arguments as its own.
+            let args: &[String] = if entry.is_some() { &[] } else { config.args() };
+            match loads::plan(&interpreter_name, args, &working_directory, node_options) {
+                Some(plan) => {
+                    if entry.is_none()
+                        && let Some(file) = plan.entry
+                    {
+                        entry = Some(self.artifact(&file)?);
+                    }
+                    preloads = plan.preloads;
+                }
+                None => {
+                    if entry.is_none()
+                        && let Some(file) = entry_argument(config.args(), &working_directory)
+                    {
+                        entry = Some(self.artifact(&file)?);
+                    }
+                }
+            }
         }
+        // The packages Node resolves from the entry's place.
+        let node_tree = (interpreter_name.starts_with("node"))
+            .then(|| entry.as_ref().and_then(|e| loads::node_modules(&e.path)))
+            .flatten();
         let shell_wrapper =
             through_shell || (wrappers.is_empty() && program_kind(&current) == Kind::Shell);
 
@@ -180,6 +221,8 @@ impl DigestCache {
                 }
             })
             .chain(environment.clone())
+            .chain(preloads)
+            .chain(node_tree)
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
 
@@ -232,6 +275,7 @@ impl DigestCache {
             runtime,
             working_directory,
             env_names,
+            loader_env,
             pinning,
         })
     }
@@ -440,7 +484,8 @@ fn pinning(
         );
     }
     if kind == Kind::Interpreter && !has_lock && !has_extra {
-        return match (entry, config.args().first().map(String::as_str)) {
+        let module = config.args().iter().any(|a| a == "-m");
+        return match (entry, module) {
             // The server's own file is hashed: the code it loads is not.
             (Some(entry), _) => match environment {
                 Some(environment) => Pinning::Partly {
@@ -460,10 +505,10 @@ fn pinning(
                         .to_owned(),
                 },
             },
-            (None, Some("-m")) => unpinned(
+            (None, true) => unpinned(
                 "the entry is a module name, not a file, and there is no lockfile".to_owned(),
             ),
-            (None, _) => unpinned(
+            (None, false) => unpinned(
                 "no entry file could be found among the arguments, and there is no lockfile"
                     .to_owned(),
             ),
@@ -599,6 +644,8 @@ fn run_version(interpreter: &Path) -> Option<String> {
         line
     })
 }
+
+mod loads;
 
 #[cfg(test)]
 mod tests;

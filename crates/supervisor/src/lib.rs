@@ -100,6 +100,7 @@ pub fn record(
         runtime: observed.runtime,
         working_directory: observed.working_directory,
         env_names: observed.env_names,
+        loader_env: observed.loader_env,
         pinning: observed.pinning,
         pid,
         started_at_ms,

@@ -145,7 +145,7 @@ pub enum IdentitySince {
         /// Artifacts whose digest changed, or that only one launch has.
         changed_artifacts: Vec<PathBuf>,
         /// Other identity facts that changed: `launchCommand`, `runtime`,
-        /// `workingDirectory`, `envNames`.
+        /// `workingDirectory`, `envNames`, `loaderEnv`.
         changed_facts: Vec<String>,
     },
 }
@@ -390,6 +390,7 @@ fn identity_since(approved: Option<&ExecutionRecord>, now: &ExecutionRecord) -> 
             approved.working_directory != now.working_directory,
         ),
         ("envNames", approved.env_names != now.env_names),
+        ("loaderEnv", approved.loader_env != now.loader_env),
     ];
     let changed_facts: Vec<String> = facts
         .iter()

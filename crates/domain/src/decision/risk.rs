@@ -387,6 +387,9 @@ fn fact(name: &str) -> &str {
         "runtime" => "a new runtime version",
         "workingDirectory" => "another working directory",
         "envNames" => "other environment variables",
+        "loaderEnv" => {
+            "new values of the variables that change what it loads (NODE_OPTIONS, PYTHONPATH, ...)"
+        }
         other => other,
     }
 }

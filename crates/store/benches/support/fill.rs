@@ -277,6 +277,7 @@ fn record(server: &ServerLabel, epoch: ExecutionEpoch, time: i64) -> ExecutionRe
         runtime: Some("v22".into()),
         working_directory: "/work".into(),
         env_names: vec![],
+        loader_env: vec![],
         pinning: Pinning::Pinned,
         pid: 4_000,
         started_at_ms: time,

@@ -58,6 +58,7 @@ pub fn record(server: &str, epoch: ExecutionEpoch) -> Box<ExecutionRecord> {
         runtime: None,
         working_directory: "/work".into(),
         env_names: vec![],
+        loader_env: vec![],
         pinning: Pinning::Pinned,
         pid: 100,
         started_at_ms: 0,

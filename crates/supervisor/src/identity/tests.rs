@@ -241,3 +241,115 @@ fn a_python_virtual_environment_is_part_of_the_identity_but_its_bytecode_caches_
         .expect("observe");
     assert!(system.extra_paths.is_empty(), "{:?}", system.extra_paths);
 }
+
+/// `node` as found on PATH (the test machine has Node.js for the end-to-end servers).
+fn node() -> Option<String> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("node"))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+/// Issue 16: the record covers what Node loads. `node -r ./pre.js server.js` runs server.js
+/// (not the preload), the preload and the `node_modules` tree are hashed, and the value of
+/// NODE_OPTIONS (and the file it preloads) is part of the identity: a change to any of them is
+/// another identity.
+#[test]
+fn the_record_covers_what_node_loads_preloads_packages_and_node_options() {
+    let Some(node) = node() else {
+        panic!("node is not on PATH: the end-to-end setup installs it");
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.js"), "require('dep')").expect("write");
+    std::fs::write(dir.path().join("pre.js"), "// preload").expect("write");
+    std::fs::write(dir.path().join("env-pre.js"), "// from NODE_OPTIONS").expect("write");
+    std::fs::create_dir_all(dir.path().join("node_modules/dep")).expect("dirs");
+    std::fs::write(
+        dir.path().join("node_modules/dep/index.js"),
+        "module.exports = 1",
+    )
+    .expect("write");
+    let observe = |node_options: &str| {
+        let mut config = config(dir.path(), &[&node, "-r", "./pre.js", "server.js"]);
+        config
+            .env
+            .push(format!("NODE_OPTIONS={node_options}").parse().expect("env"));
+        DigestCache::new().observe(&config).expect("observe")
+    };
+    let digest_of = |seen: &Observed, name: &str| {
+        seen.extra_paths
+            .iter()
+            .find(|a| a.path.file_name().is_some_and(|n| n == name))
+            .map(|a| a.digest)
+            .unwrap_or_else(|| panic!("{name} among the identity paths: {:?}", seen.extra_paths))
+    };
+
+    let first = observe("--require ./env-pre.js");
+    assert_eq!(
+        first.entry.as_ref().map(|e| e.path.clone()),
+        Some(dir.path().join("server.js")),
+        "the entry is the file after the options, not the preload"
+    );
+    assert!(
+        first
+            .loader_env
+            .contains(&"NODE_OPTIONS=--require ./env-pre.js".to_owned()),
+        "{:?}",
+        first.loader_env
+    );
+    let (pre, env_pre, modules) = (
+        digest_of(&first, "pre.js"),
+        digest_of(&first, "env-pre.js"),
+        digest_of(&first, "node_modules"),
+    );
+
+    // A file changed under node_modules.
+    std::fs::write(
+        dir.path().join("node_modules/dep/index.js"),
+        "module.exports = 2",
+    )
+    .expect("write");
+    assert_ne!(
+        digest_of(&observe("--require ./env-pre.js"), "node_modules"),
+        modules
+    );
+    // The `-r` preload edited.
+    std::fs::write(dir.path().join("pre.js"), "// preload, edited").expect("write");
+    assert_ne!(digest_of(&observe("--require ./env-pre.js"), "pre.js"), pre);
+    // The file NODE_OPTIONS preloads edited.
+    std::fs::write(dir.path().join("env-pre.js"), "// edited").expect("write");
+    assert_ne!(
+        digest_of(&observe("--require ./env-pre.js"), "env-pre.js"),
+        env_pre
+    );
+    // NODE_OPTIONS itself changed.
+    let other = observe("--require ./env-pre.js --max-old-space-size=64");
+    assert_ne!(other.loader_env, first.loader_env);
+}
+
+/// `python -m pkg` runs `pkg/__main__.py` or `pkg.py` from the working directory: that file is
+/// the entry. A module found only on the interpreter's path has no file the host can name, and
+/// without a lockfile the launch is unpinned, saying why.
+#[test]
+fn a_module_entry_is_its_file_in_the_working_directory_or_unpinned() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+    let python = real_python();
+    let seen = DigestCache::new()
+        .observe(&config(dir.path(), &[&python, "-u", "-m", "server"]))
+        .expect("observe");
+    assert_eq!(
+        seen.entry.as_ref().map(|e| e.path.clone()),
+        Some(dir.path().join("server.py"))
+    );
+    let installed = DigestCache::new()
+        .observe(&config(dir.path(), &[&python, "-m", "json.tool"]))
+        .expect("observe");
+    assert!(installed.entry.is_none());
+    assert_eq!(
+        installed.pinning,
+        Pinning::Unpinned {
+            reason: "the entry is a module name, not a file, and there is no lockfile".into()
+        }
+    );
+}

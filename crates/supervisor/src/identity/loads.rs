@@ -1,0 +1,280 @@
+//! What an interpreter loads besides its entry file, as the runtime resolves it (issue 16):
+//! the entry among the arguments once the options that take a value are skipped (`node -r
+//! ./x.js server.js` runs `server.js`), the files preloaded by option (`-r`, `--require`,
+//! `--import`, `--loader`, and the same options inside `NODE_OPTIONS`), a Python module named
+//! with `-m`, the `node_modules` tree Node resolves packages from, and the environment
+//! variables that change what loads (their values are part of the identity).
+
+use std::path::{Path, PathBuf};
+
+/// Environment variables whose values change what code a process loads: a change to one is
+/// a new identity.
+pub(super) const LOADER_VARIABLES: [&str; 12] = [
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "DYLD_INSERT_LIBRARIES",
+    "DYLD_LIBRARY_PATH",
+    "PERL5OPT",
+    "RUBYOPT",
+];
+
+/// Node's options that take a value (the next argument, or after `=`).
+const NODE_VALUED: [&str; 14] = [
+    "-r",
+    "--require",
+    "--import",
+    "--loader",
+    "--experimental-loader",
+    "-e",
+    "--eval",
+    "-p",
+    "--print",
+    "--input-type",
+    "-C",
+    "--conditions",
+    "--env-file",
+    "--title",
+];
+/// Node's options whose value is a file it loads before the entry.
+const NODE_PRELOADS: [&str; 5] = [
+    "-r",
+    "--require",
+    "--import",
+    "--loader",
+    "--experimental-loader",
+];
+/// Python's options that take a value.
+const PYTHON_VALUED: [&str; 5] = ["-m", "-c", "-W", "-X", "--check-hash-based-pycs"];
+
+/// What an interpreter's arguments say it runs.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Plan {
+    /// The entry file.
+    pub entry: Option<PathBuf>,
+    /// Files it loads before the entry.
+    pub preloads: Vec<PathBuf>,
+}
+
+/// The plan of `interpreter` (its file name: `node`, `python3.11`) run with `args` in `cwd`,
+/// with `node_options` the value of `NODE_OPTIONS` it gets. `None` for an interpreter this
+/// module does not know (the caller then takes the first file among the arguments).
+pub(super) fn plan(
+    interpreter: &str,
+    args: &[String],
+    cwd: &Path,
+    node_options: Option<&str>,
+) -> Option<Plan> {
+    let base = interpreter.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    match base {
+        "node" => {
+            let mut plan = Plan::default();
+            let from_env: Vec<String> = node_options
+                .map(|o| o.split_whitespace().map(str::to_owned).collect())
+                .unwrap_or_default();
+            // NODE_OPTIONS carries options only: its preloads count, never an entry.
+            walk(&from_env, &NODE_VALUED, |option, value| {
+                if NODE_PRELOADS.contains(&option) {
+                    plan.preloads.extend(file(cwd, value));
+                }
+            });
+            let entry = walk(args, &NODE_VALUED, |option, value| {
+                if NODE_PRELOADS.contains(&option) {
+                    plan.preloads.extend(file(cwd, value));
+                }
+            });
+            plan.entry = entry.and_then(|e| file(cwd, e));
+            Some(plan)
+        }
+        "python" => {
+            let mut module = None;
+            let entry = walk(args, &PYTHON_VALUED, |option, value| {
+                if option == "-m" && module.is_none() {
+                    module = Some(value.to_owned());
+                }
+            });
+            let mut plan = Plan::default();
+            match module {
+                Some(name) => {
+                    plan.entry = module_file(cwd, &name);
+                }
+                None => plan.entry = entry.and_then(|e| file(cwd, e)),
+            }
+            Some(plan)
+        }
+        _ => None,
+    }
+}
+
+/// Walks `args`, calling `valued(option, value)` for each option of `valued_options` with its
+/// value; returns the first positional argument (the entry), where option parsing stops.
+fn walk<'a>(
+    args: &'a [String],
+    valued_options: &[&str],
+    mut valued: impl FnMut(&str, &'a str),
+) -> Option<&'a str> {
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            return words.next().map(String::as_str);
+        }
+        if !word.starts_with('-') || word == "-" {
+            return Some(word);
+        }
+        if let Some((option, value)) = word.split_once('=')
+            && valued_options.contains(&option)
+        {
+            valued(option, value);
+            continue;
+        }
+        if valued_options.contains(&word.as_str()) {
+            match words.next() {
+                Some(value) => valued(word, value),
+                None => return None,
+            }
+            // `-m mod` and `-c cmd` end Python's options: what follows is the program's.
+            if word == "-m" || word == "-c" {
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// `name` as a file relative to `cwd`, when it is one (a package name like `tsx` is not).
+fn file(cwd: &Path, name: &str) -> Option<PathBuf> {
+    let path = cwd.join(name);
+    path.is_file().then_some(path)
+}
+
+/// The file a `python -m name` runs from `cwd`: `name/__main__.py` or `name.py` (dots as
+/// directories). `None` for a module found only on the path (an installed package).
+fn module_file(cwd: &Path, name: &str) -> Option<PathBuf> {
+    let rel: PathBuf = name.split('.').collect();
+    [rel.join("__main__.py"), rel.with_extension("py")]
+        .into_iter()
+        .map(|p| cwd.join(p))
+        .find(|p| p.is_file())
+}
+
+/// The `node_modules` directory Node resolves `entry`'s packages from: the nearest one in
+/// its directory or above.
+pub(super) fn node_modules(entry: &Path) -> Option<PathBuf> {
+    entry
+        .ancestors()
+        .skip(1)
+        .map(|dir| dir.join("node_modules"))
+        .find(|dir| dir.is_dir())
+}
+
+/// The values of [`LOADER_VARIABLES`] the process gets (`NAME=value`, sorted): its own
+/// configured ones over the engine's.
+pub(super) fn loader_env(configured: &[(String, String)]) -> Vec<String> {
+    let mut out: Vec<String> = LOADER_VARIABLES
+        .iter()
+        .filter_map(|name| {
+            let value = configured
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(name).ok())?;
+            Some(format!("{name}={value}"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn node_runs_the_entry_after_its_options_and_loads_the_preloads_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in ["server.js", "pre.js", "hook.mjs", "env-pre.js"] {
+            std::fs::write(dir.path().join(name), "//").expect("write");
+        }
+        let plan = plan(
+            "node",
+            &args(&[
+                "-r",
+                "./pre.js",
+                "--import=./hook.mjs",
+                "--max-old-space-size=64",
+                "--title",
+                "t",
+                "server.js",
+                "--port",
+                "1",
+            ]),
+            dir.path(),
+            Some("--require ./env-pre.js --require tsx"),
+        )
+        .expect("node");
+        assert_eq!(plan.entry, Some(dir.path().join("server.js")));
+        assert_eq!(
+            plan.preloads,
+            [
+                dir.path().join("./env-pre.js"),
+                dir.path().join("./pre.js"),
+                dir.path().join("./hook.mjs")
+            ]
+        );
+    }
+
+    #[test]
+    fn python_runs_a_module_from_the_working_directory_or_the_first_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("app/server")).expect("dirs");
+        std::fs::write(dir.path().join("app/server/__main__.py"), "").expect("write");
+        std::fs::write(dir.path().join("main.py"), "").expect("write");
+        let module = plan(
+            "python3.11",
+            &args(&["-u", "-m", "app.server", "main.py"]),
+            dir.path(),
+            None,
+        )
+        .expect("python");
+        assert_eq!(
+            module.entry,
+            Some(dir.path().join("app/server/__main__.py"))
+        );
+        let installed = plan(
+            "python3",
+            &args(&["-m", "mcp_server_time"]),
+            dir.path(),
+            None,
+        )
+        .expect("python");
+        assert!(installed.entry.is_none());
+        let script =
+            plan("python", &args(&["-X", "dev", "main.py"]), dir.path(), None).expect("python");
+        assert_eq!(script.entry, Some(dir.path().join("main.py")));
+        assert_eq!(plan("ruby", &args(&["x.rb"]), dir.path(), None), None);
+    }
+
+    #[test]
+    fn the_nearest_node_modules_above_the_entry_is_the_one_node_uses() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("node_modules/a")).expect("dirs");
+        std::fs::create_dir_all(dir.path().join("pkg/dist")).expect("dirs");
+        let entry = dir.path().join("pkg/dist/index.js");
+        assert_eq!(node_modules(&entry), Some(dir.path().join("node_modules")));
+        std::fs::create_dir_all(dir.path().join("pkg/node_modules")).expect("dirs");
+        assert_eq!(
+            node_modules(&entry),
+            Some(dir.path().join("pkg/node_modules"))
+        );
+    }
+}
