@@ -574,14 +574,15 @@ async fn a_changed_dependency_tree_under_a_fixed_entry_is_a_new_identity() -> Re
     .await
 }
 
-/// "The build succeeds but the old process remains running", while the server is still
-/// starting: a developer saves a file after the supervisor captured the execution record
-/// (refresh-contract §1) and after the process loaded its code, but before the server answered
-/// `initialize`. The running code is revision A, the disk holds revision B, so status must say
-/// the entry is newer than the running process (§6: the supervisor watches every identity
-/// artifact of a running server), exactly as it does for a build after the start.
+/// A build while the server is still starting (issue 16, "hashed is what runs"): a developer
+/// saves a file after the supervisor captured the execution record (refresh-contract §1) and
+/// after the process loaded its code, but before the server answered `initialize`. The process
+/// runs revision A while the disk holds revision B, so what runs is not what was hashed: the
+/// start is stopped before any agent request reaches it, and the server is launched again from
+/// what is on disk now. The agent's call is answered by revision B, under B's identity, with
+/// nothing reported newer (refresh-contract §2).
 #[tokio::test]
-async fn a_build_while_the_server_starts_is_reported_too() -> Result<()> {
+async fn a_build_while_the_server_starts_stops_that_start_and_runs_what_was_hashed() -> Result<()> {
     let fixture = Fixture::new()?;
     let gate = gate().await?;
     fixture.add(
@@ -605,12 +606,12 @@ async fn a_build_while_the_server_starts_is_reported_too() -> Result<()> {
         finish_initialize(&mut agent, &init).await?;
         first_session(&gate, &mut agent).await?;
         let answer = agent.call_next("whoami", json!({})).await?;
-        assert!(ok_text(&answer)?.starts_with("revision=A "), "{answer}");
-        let entry = path_str(&fixture.entry());
-        wait_session(&gate, "the rebuilt entry as newer than the process", |s| {
-            s["artifactsNewer"] == json!([entry])
+        assert!(ok_text(&answer)?.starts_with("revision=B "), "{answer}");
+        let session = wait_session(&gate, "a running launch of revision B", |s| {
+            s["state"] == "catalogReady"
         })
         .await?;
+        assert_eq!(session["artifactsNewer"], json!([]), "{session}");
         Ok(())
     })
     .await

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use postern_domain::{ExecutionRecord, ServerConfig, ServerLabel};
-use postern_supervisor::{DigestCache, ProcessHandle, launch_with};
+use postern_supervisor::{ArtifactWatch, DigestCache, ProcessHandle, launch_with};
 
 use crate::authorize::{Authorizer, Release};
 use serde_json::{Map, Value, json};
@@ -105,7 +105,7 @@ pub(crate) async fn start(
     // The values went to the process; nothing else keeps them.
     credentials.env.clear();
     let launched = launched.map_err(|e| StartError::Config(e.to_string()))?;
-    let (spawned, record) = (launched.spawned, launched.record);
+    let (spawned, record, mut watch) = (launched.spawned, launched.record, launched.watch);
     tracing::info!(
         server = %label, epoch = %record.epoch, pid = record.pid, identity = %record.identity_digest(),
         pinning = ?record.pinning, "server_started"
@@ -142,6 +142,19 @@ pub(crate) async fn start(
         }
     };
     let outcome = tokio::time::timeout(INITIALIZE_TIMEOUT, handshake).await;
+    // A hashed file changed while the process started (issue 16): what runs may not be what
+    // was hashed. It is stopped before any call of the agent reaches it; the next launch
+    // captures the new identity. (A write that left every digest as it was, a cache the
+    // server keeps in its own tree, is let be.)
+    if watch.as_mut().is_some_and(ArtifactWatch::touched)
+        && identity_moved(&config, cache, &record).await
+    {
+        handle.stop();
+        tracing::warn!(server = %label, epoch = %record.epoch, "a file of its identity changed while it started; stopped");
+        return Err(StartError::Crashed(format!(
+            "a file of the identity of '{label}' changed while it started, so what runs may not be what was hashed; it was stopped, and the next launch is a new identity"
+        )));
+    }
     match outcome {
         Ok(Ok(init)) => Ok(Started {
             stdin,
@@ -171,6 +184,23 @@ pub(crate) async fn start(
             )))
         }
     }
+}
+
+/// Whether `config`'s identity, captured again now, differs from `record`'s.
+async fn identity_moved(
+    config: &ServerConfig,
+    cache: &Arc<DigestCache>,
+    record: &ExecutionRecord,
+) -> bool {
+    let (config, cache, was) = (config.clone(), Arc::clone(cache), record.identity_digest());
+    tokio::task::spawn_blocking(move || {
+        cache
+            .observe(&config)
+            .map(|seen| postern_supervisor::record(&config, seen, 0, 0).identity_digest() != was)
+            .unwrap_or(true)
+    })
+    .await
+    .unwrap_or(true)
 }
 
 /// Writes one message and its newline.

@@ -33,6 +33,11 @@ pub struct Launched {
     pub spawned: Spawned,
     /// What was observed at launch, with the new epoch.
     pub record: ExecutionRecord,
+    /// A watch on every hashed file, begun before the identity was checked a second time and
+    /// the process started: [`ArtifactWatch::touched`] says whether one changed since, so a
+    /// file swapped while the process starts is caught before the launch is trusted
+    /// (issue 16). `None` where the OS would not watch them.
+    pub watch: Option<ArtifactWatch>,
 }
 
 /// Why a server was not launched.
@@ -44,6 +49,12 @@ pub enum LaunchError {
     /// The OS refused to start it.
     #[error(transparent)]
     Spawn(#[from] SpawnError),
+    /// A hashed file changed between the identity capture and the process start: nothing was
+    /// started or released; the next launch captures the new identity.
+    #[error(
+        "a file of its identity changed while it was being launched ({0}); nothing was started"
+    )]
+    Changed(String),
 }
 
 /// Observes `config`'s identity, launches it, and records the launch as a new epoch.
@@ -62,8 +73,48 @@ pub fn launch_with<R>(
 where
     R: FnOnce(&Digest) -> Vec<(String, String)>,
 {
+    launch_checked(config, cache, release, || {})
+}
+
+/// [`launch_with`], calling `between` after the identity is captured and before it is checked
+/// again (tests use it to swap a file there). The check: a watch on every hashed file begins,
+/// the identity is captured once more (warm: a `stat` per file) and must equal the first;
+/// only then are credentials released and the process started, and the watch goes with the
+/// launch so a change from here on is seen too.
+pub fn launch_checked<R>(
+    config: &ServerConfig,
+    cache: &DigestCache,
+    release: R,
+    between: impl FnOnce(),
+) -> Result<Launched, LaunchError>
+where
+    R: FnOnce(&Digest) -> Vec<(String, String)>,
+{
     let observed = cache.observe(config)?;
     let identity = record(config, observed.clone(), 0, 0).identity_digest();
+    between();
+    let watched: Vec<std::path::PathBuf> = record(config, observed.clone(), 0, 0)
+        .artifacts()
+        .map(|a| a.path.clone())
+        .collect();
+    let watch = ArtifactWatch::new(&watched)
+        .map_err(|e| tracing::warn!("the files of its identity cannot be watched: {e}"))
+        .ok();
+    let again = cache.observe(config)?;
+    let second = record(config, again.clone(), 0, 0);
+    if second.identity_digest() != identity {
+        let first = record(config, observed, 0, 0);
+        let changed: Vec<String> = first
+            .changed_artifacts(&second)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        return Err(LaunchError::Changed(if changed.is_empty() {
+            "its command, runtime or environment".to_owned()
+        } else {
+            changed.join(", ")
+        }));
+    }
     let released = release(&identity);
     let env: Vec<(&str, &str)> = released
         .iter()
@@ -72,7 +123,11 @@ where
     let spawned = spawn_program(&observed.program, config, &env)?;
     let started_at_ms = now_ms();
     let record = record(config, observed, spawned.handle.pid(), started_at_ms);
-    Ok(Launched { spawned, record })
+    Ok(Launched {
+        spawned,
+        record,
+        watch,
+    })
 }
 
 /// A fresh epoch for a launch (or a replacement) happening now.

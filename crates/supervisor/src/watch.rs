@@ -30,7 +30,11 @@ impl ArtifactWatch {
         let dirs: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).cloned().collect();
         let relevant = {
             let (files, dirs) = (files.clone(), dirs.clone());
-            move |path: &Path| files.contains(path) || dirs.iter().any(|d| path.starts_with(d))
+            move |path: &Path| {
+                // Bytecode the interpreter writes as it imports is no part of a tree's digest.
+                let cache = path.components().any(|c| c.as_os_str() == "__pycache__");
+                files.contains(path) || (!cache && dirs.iter().any(|d| path.starts_with(d)))
+            }
         };
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -54,6 +58,16 @@ impl ArtifactWatch {
             _watcher: watcher,
             events,
         })
+    }
+
+    /// Whether any of the paths was written, replaced or removed since the watch began (or
+    /// since the last call), without waiting.
+    pub fn touched(&mut self) -> bool {
+        let mut any = false;
+        while self.events.try_recv().is_ok() {
+            any = true;
+        }
+        any
     }
 
     /// Resolves once a change has happened and the burst it belongs to is over.

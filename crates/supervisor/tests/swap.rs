@@ -1,0 +1,68 @@
+//! Issue 16, "hashed is what runs": a file of a server's identity swapped between the identity
+//! capture and the process start is caught before anything is released or started, and one
+//! changed while the process starts is seen by the watch that goes with the launch.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use postern_domain::ServerConfig;
+use postern_supervisor::{DigestCache, LaunchError, launch_checked, launch_with};
+
+/// A server that is an executable shell script (a `#!` wrapper the host hashes).
+fn script_server(dir: &Path) -> ServerConfig {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("server.sh");
+    std::fs::write(&script, "#!/bin/sh\nsleep 5\n").expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    ServerConfig::new(
+        "swap".parse().expect("label"),
+        vec!["./server.sh".into()],
+        Some(dir.to_owned()),
+        vec![],
+    )
+    .expect("config")
+}
+
+#[test]
+fn a_file_swapped_after_the_capture_is_caught_before_any_release_or_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = script_server(dir.path());
+    let cache = DigestCache::new();
+    let released = AtomicBool::new(false);
+    let swapped = launch_checked(
+        &config,
+        &cache,
+        |_| {
+            released.store(true, Ordering::SeqCst);
+            Vec::new()
+        },
+        // The attacker's moment: after the host hashed server.sh, before it starts.
+        || std::fs::write(dir.path().join("server.sh"), "#!/bin/sh\necho pwned\n").expect("swap"),
+    );
+    match swapped {
+        Err(LaunchError::Changed(what)) => assert!(what.contains("server.sh"), "{what}"),
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("the swapped file was started"),
+    }
+    assert!(!released.load(Ordering::SeqCst), "nothing was released");
+}
+
+#[tokio::test]
+async fn a_file_changed_while_the_process_starts_is_seen_by_the_launchs_watch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = script_server(dir.path());
+    let cache = DigestCache::new();
+    let mut launched = launch_with(&config, &cache, |_| Vec::new()).expect("launch");
+    let watch = launched.watch.as_mut().expect("watched");
+    assert!(!watch.touched(), "nothing changed yet");
+    std::fs::write(dir.path().join("server.sh"), "#!/bin/sh\necho pwned\n").expect("swap");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !watch.touched() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the change was not seen"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    launched.spawned.handle.stop();
+}
