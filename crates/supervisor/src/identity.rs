@@ -223,6 +223,7 @@ impl DigestCache {
             .chain(environment.clone())
             .chain(preloads)
             .chain(node_tree)
+            .chain(loads::preloaded_libraries(&loader_env, &working_directory))
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
 

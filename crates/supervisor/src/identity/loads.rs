@@ -172,6 +172,22 @@ pub(super) fn node_modules(entry: &Path) -> Option<PathBuf> {
         .find(|dir| dir.is_dir())
 }
 
+/// The libraries the dynamic loader is told to load into the process first (`LD_PRELOAD`,
+/// `DYLD_INSERT_LIBRARIES`: paths separated by colons or spaces), those that are files.
+pub(super) fn preloaded_libraries(loader_env: &[String], cwd: &Path) -> Vec<PathBuf> {
+    loader_env
+        .iter()
+        .filter_map(|v| {
+            v.strip_prefix("LD_PRELOAD=")
+                .or_else(|| v.strip_prefix("DYLD_INSERT_LIBRARIES="))
+        })
+        .flat_map(|list| list.split([':', ' ']))
+        .filter(|p| !p.is_empty())
+        .map(|p| cwd.join(p))
+        .filter(|p| p.is_file())
+        .collect()
+}
+
 /// The values of [`LOADER_VARIABLES`] the process gets (`NAME=value`, sorted): its own
 /// configured ones over the engine's.
 pub(super) fn loader_env(configured: &[(String, String)]) -> Vec<String> {
@@ -262,6 +278,20 @@ mod tests {
             plan("python", &args(&["-X", "dev", "main.py"]), dir.path(), None).expect("python");
         assert_eq!(script.entry, Some(dir.path().join("main.py")));
         assert_eq!(plan("ruby", &args(&["x.rb"]), dir.path(), None), None);
+    }
+
+    #[test]
+    fn the_libraries_ld_preload_names_are_files_to_hash() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("hook.so"), "ELF").expect("write");
+        let env = [
+            "LD_PRELOAD=./hook.so:/no/such.so".to_owned(),
+            "PYTHONPATH=x".to_owned(),
+        ];
+        assert_eq!(
+            preloaded_libraries(&env, dir.path()),
+            [dir.path().join("./hook.so")]
+        );
     }
 
     #[test]
