@@ -42,6 +42,10 @@ use crate::substitute::{self, Brokered, Outcome};
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
+/// How many hosts a frozen launch's refused requests are reported toward (audited, counted in
+/// the journal, told to the person); the rest are refused all the same.
+const MAX_REPORTED: usize = 16;
+
 /// Where the broker reports what it did (the engine: the audit log, the person).
 pub trait EgressSink: Send + Sync {
     /// `credentials`' values were put in a request of `launch` to `host`.
@@ -439,11 +443,12 @@ async fn forward(
     match outcome {
         Outcome::Leak { credentials } => {
             shared.frozen.store(true, Ordering::SeqCst);
-            let first = shared
-                .reported
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(dest.host.clone());
+            // Once per host, and for at most MAX_REPORTED hosts: a launch trying host after
+            // host is refused every time, without a record each.
+            let first = {
+                let mut reported = shared.reported.lock().unwrap_or_else(|e| e.into_inner());
+                reported.len() < MAX_REPORTED && reported.insert(dest.host.clone())
+            };
             if first {
                 let info = shared.info();
                 tracing::warn!(server = %info.server, host = %dest.host, ?credentials, "egress broker: a placeholder toward a host it is not bound to; refused, the launch is frozen");
