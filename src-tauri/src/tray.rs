@@ -211,6 +211,15 @@ pub fn entries(gate: Option<&GateStatus>, counts: Counts, waiting: &[Approval]) 
             out.push(Note("Unlocked".into()));
             out.push(Note(status_line(gate, counts)));
             out.push(Separator);
+            if !gate.leaks.is_empty() {
+                // The status window says which, until the person dismisses them (Open…).
+                let n = gate.leaks.len();
+                out.push(Note(format!(
+                    "⚠ {n} refused request{}: a credential headed elsewhere",
+                    if n == 1 { "" } else { "s" }
+                )));
+                out.push(Separator);
+            }
             if !waiting.is_empty() {
                 out.push(Note(waiting_text(waiting.len())));
                 out.extend(waiting.iter().map(|a| Entry::Request {

@@ -98,6 +98,26 @@ fn the_menu_follows_the_gate() {
         ]
     );
 
+    // A request the egress broker refused is said until the person dismisses it.
+    let mut leaked = gate(VaultState::Ready, 0);
+    leaked.leaks.push(postern_engine::LeakNotice {
+        server: "ci".into(),
+        credentials: vec!["deploy-token".into()],
+        host: "evil.example".into(),
+        at_ms: 1,
+        count: 1,
+    });
+    assert_eq!(
+        ids(&entries(Some(&leaked), COUNTS, &[]))[..5],
+        [
+            "note Unlocked",
+            "note 2 servers · 1 agent · 0 grants",
+            "-",
+            "note ⚠ 1 refused request: a credential headed elsewhere",
+            "-",
+        ]
+    );
+
     // A flagged request is reviewed, never approved in one step; a calm one may be.
     let flagged = Approval::of(sample::card());
     let mut calm = flagged.clone();
