@@ -113,11 +113,6 @@ pub struct NewCredential {
 pub struct SecretValue(Secret<String>);
 
 impl SecretValue {
-    /// The secret.
-    pub fn secret(&self) -> &Secret<String> {
-        &self.0
-    }
-
     /// The secret, taken out.
     pub fn into_secret(self) -> Secret<String> {
         self.0

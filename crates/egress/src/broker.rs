@@ -426,19 +426,14 @@ async fn forward(
     let frozen = shared.frozen.load(Ordering::SeqCst);
     let (outcome, swaps) = {
         let brokered = shared.brokered.read().unwrap_or_else(|e| e.into_inner());
-        // The placeholders this request carries: its answer gives back these, and no other.
-        let carried: Vec<String> = brokered
-            .iter()
-            .map(|b| &b.placeholder)
-            .filter(|p| {
-                req.headers()
-                    .values()
-                    .any(|v| v.to_str().is_ok_and(|v| v.contains(p.as_str())))
-            })
-            .cloned()
-            .collect();
         let outcome = substitute::decide(req.headers_mut(), &target, &dest.host, &brokered, frozen);
-        (outcome, Swaps::for_launch(&brokered, &carried))
+        // The answer gives back the placeholders this request carried, and no other.
+        let carried: &[String] = match &outcome {
+            Outcome::Forward { placeholders, .. } => placeholders,
+            Outcome::Leak { .. } => &[],
+        };
+        let swaps = Swaps::for_launch(&brokered, carried);
+        (outcome, swaps)
     };
     match outcome {
         Outcome::Leak { credentials } => {
@@ -463,7 +458,7 @@ async fn forward(
                 ),
             ));
         }
-        Outcome::Forward { substituted } if !substituted.is_empty() => {
+        Outcome::Forward { substituted, .. } if !substituted.is_empty() => {
             shared
                 .sink
                 .substituted(&shared.info(), &substituted, &dest.host);

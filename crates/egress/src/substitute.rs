@@ -54,6 +54,8 @@ pub enum Outcome {
     Forward {
         /// The credentials substituted (each once).
         substituted: Vec<String>,
+        /// The placeholders replaced: the answer gives these back where the values are.
+        placeholders: Vec<String>,
     },
     /// Refuse it: it carries these credentials' placeholders toward a host they are not bound
     /// to (or the launch is frozen).
@@ -110,6 +112,7 @@ pub fn decide(
         };
     }
     let mut substituted = Vec::new();
+    let mut placeholders = Vec::new();
     for brokered in carried {
         let mut replaced = false;
         for value in headers.values_mut() {
@@ -126,9 +129,13 @@ pub fn decide(
         }
         if replaced {
             substituted.push(brokered.credential.clone());
+            placeholders.push(brokered.placeholder.clone());
         }
     }
-    Outcome::Forward { substituted }
+    Outcome::Forward {
+        substituted,
+        placeholders,
+    }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -169,7 +176,8 @@ mod tests {
         assert_eq!(
             outcome,
             Outcome::Forward {
-                substituted: vec!["github".into()]
+                substituted: vec!["github".into()],
+                placeholders: vec![PLACEHOLDER.into()],
             }
         );
         assert_eq!(h["authorization"], "Bearer ghp_realvalue");
@@ -218,7 +226,8 @@ mod tests {
         assert_eq!(
             decide(&mut h, &uri("/"), "example.com", &launch(), false),
             Outcome::Forward {
-                substituted: vec![]
+                substituted: vec![],
+                placeholders: vec![],
             }
         );
         let mut h = headers(&format!("Bearer {PLACEHOLDER}"));

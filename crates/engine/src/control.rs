@@ -165,9 +165,7 @@ impl Control {
             }
             ControlCommand::Approvals => Ok(ControlAnswer::Approvals(authority.approvals())),
             ControlCommand::Answer { approval, reply } => {
-                let id: ApprovalId = approval.parse().map_err(|_| {
-                    Refusal::Invalid(format!("'{approval}' is not an approval request id"))
-                })?;
+                let id = approval_id(&approval)?;
                 authority.answer(id, reply, proven.as_ref(), origin.channel())?;
                 Ok(ControlAnswer::Answer { approval })
             }
@@ -412,12 +410,15 @@ fn check_shape(command: &ControlCommand) -> Result<(), Refusal> {
         ControlCommand::Restart { server } | ControlCommand::MoveToKeychain { server, .. } => {
             server_label(server).map(drop)
         }
-        ControlCommand::Answer { approval, .. } => approval
-            .parse::<ApprovalId>()
-            .map(drop)
-            .map_err(|_| Refusal::Invalid(format!("'{approval}' is not an approval request id"))),
+        ControlCommand::Answer { approval, .. } => approval_id(approval).map(drop),
         _ => Ok(()),
     }
+}
+
+fn approval_id(approval: &str) -> Result<ApprovalId, Refusal> {
+    approval
+        .parse()
+        .map_err(|_| Refusal::Invalid(format!("'{approval}' is not an approval request id")))
 }
 
 fn server_label(label: &str) -> Result<ServerLabel, Refusal> {

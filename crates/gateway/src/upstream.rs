@@ -44,6 +44,9 @@ pub(crate) struct Started {
     pub config: ServerConfig,
     /// Which bound credentials this launch got and which it did not (values dropped).
     pub credentials: Release,
+    /// The watch on its hashed files, begun before the launch was checked (the epoch's
+    /// artifact watcher takes it over).
+    pub watch: Option<ArtifactWatch>,
 }
 
 /// Why a server did not start.
@@ -164,6 +167,7 @@ pub(crate) async fn start(
             record,
             config,
             credentials,
+            watch,
         }),
         Ok(Err(Some(reason))) => Err(StartError::Crashed(reason)),
         Ok(Err(None)) => {

@@ -91,19 +91,15 @@ where
     R: FnOnce(&Digest) -> Vec<(String, String)>,
 {
     let observed = cache.observe(config)?;
-    let identity = record(config, observed.clone(), 0, 0).identity_digest();
+    let first = record(config, observed.clone(), 0, 0);
+    let identity = first.identity_digest();
     between();
-    let watched: Vec<std::path::PathBuf> = record(config, observed.clone(), 0, 0)
-        .artifacts()
-        .map(|a| a.path.clone())
-        .collect();
+    let watched: Vec<std::path::PathBuf> = first.artifacts().map(|a| a.path.clone()).collect();
     let watch = ArtifactWatch::new(&watched)
         .map_err(|e| tracing::warn!("the files of its identity cannot be watched: {e}"))
         .ok();
-    let again = cache.observe(config)?;
-    let second = record(config, again.clone(), 0, 0);
+    let second = record(config, cache.observe(config)?, 0, 0);
     if second.identity_digest() != identity {
-        let first = record(config, observed, 0, 0);
         let changed: Vec<String> = first
             .changed_artifacts(&second)
             .iter()

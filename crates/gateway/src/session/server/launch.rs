@@ -61,6 +61,7 @@ impl Session {
             record,
             config,
             credentials,
+            watch,
         } = started;
         let generation = self.generation;
         let (stdin_tx, stdin_rx) = framing::outbound(self.upstream_pressure.clone());
@@ -85,6 +86,7 @@ impl Session {
                 record.clone(),
                 generation,
                 self.events.clone(),
+                watch,
             )),
             tokio::spawn(sample_workers(
                 config.clone(),
@@ -220,25 +222,32 @@ async fn ping_rounds(generation: u64, events: mpsc::UnboundedSender<Event>) {
     }
 }
 
-/// Watches the running epoch's artifacts and reports what is on disk now. The first
-/// look happens at once: the record was captured before the launch, and a build that
-/// landed while the server started must not go unseen.
+/// Watches the running epoch's artifacts and reports what is on disk now, with the watch the
+/// launch began before its record was checked (so a build that landed while the server
+/// started is queued in it), or, without one, a new watch and a first look at once.
 async fn watch_artifacts(
     config: ServerConfig,
     cache: Arc<DigestCache>,
     record: ExecutionRecord,
     generation: u64,
     events: mpsc::UnboundedSender<Event>,
+    launched: Option<ArtifactWatch>,
 ) {
-    let paths: Vec<PathBuf> = record.artifacts().map(|a| a.path.clone()).collect();
-    let mut watch = match ArtifactWatch::new(&paths) {
-        Ok(watch) => watch,
-        Err(e) => {
-            tracing::warn!(server = %config.label, "cannot watch the server's files ({e}); rebuilds will not be noticed");
-            return;
+    // The launch's own watch has run since before the record was checked: any change since is
+    // queued in it. A new one starts late, so the files are looked at once first.
+    let (mut watch, mut first) = match launched {
+        Some(watch) => (watch, false),
+        None => {
+            let paths: Vec<PathBuf> = record.artifacts().map(|a| a.path.clone()).collect();
+            match ArtifactWatch::new(&paths) {
+                Ok(watch) => (watch, true),
+                Err(e) => {
+                    tracing::warn!(server = %config.label, "cannot watch the server's files ({e}); rebuilds will not be noticed");
+                    return;
+                }
+            }
         }
     };
-    let mut first = true;
     loop {
         if !std::mem::take(&mut first) {
             watch.changed().await;
