@@ -133,6 +133,7 @@ fn launch(
         working_directory: "/srv/deployer".into(),
         env_names: vec!["HOME".into(), "PATH".into()],
         loader_env: vec![],
+        sandbox: None,
         pinning: Pinning::Pinned,
         pid: 50_000 + n as u32,
         started_at_ms: (ASKED_AT - 3_600_000 * (3 - n as u64)) as i64,

@@ -146,6 +146,7 @@ pub fn call(tool: &str) -> CallToAuthorize {
         working_directory: "/srv/clock".into(),
         env_names: vec![],
         loader_env: vec![],
+        sandbox: None,
         pinning: Pinning::Pinned,
         pid: 4242,
         started_at_ms: 1_700_000_000_000,

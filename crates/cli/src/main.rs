@@ -119,6 +119,20 @@ enum Command {
     /// The bundled demo server (run by the engine, not by people).
     #[command(hide = true)]
     DemoServer(demo::ServerArgs),
+    /// Inside a confined launch's sandbox: serves the egress broker's socket on the loopback
+    /// port the proxy variables name, and runs the server (run by the engine, not by people).
+    #[command(hide = true)]
+    SandboxRun {
+        /// The loopback port to listen on.
+        #[arg(long)]
+        port: u16,
+        /// The broker's Unix socket.
+        #[arg(long)]
+        socket: PathBuf,
+        /// The server's command.
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -150,6 +164,15 @@ enum ServerCommand {
         /// journaled. Other unknown methods are refused (-32601).
         #[arg(long = "pass-method", value_name = "METHOD", value_parser = pass_method)]
         pass_methods: Vec<String>,
+        /// Run it outside the OS sandbox: it can read every file you can (~/.ssh, the
+        /// Postern home) and connect anywhere. Every surface then says "unconfined", and its
+        /// next launch is a new identity to approve.
+        #[arg(long)]
+        unconfined: bool,
+        /// Where a confined launch may write besides its working directory and a private
+        /// /tmp (a cache); relative to --cwd (repeatable).
+        #[arg(long = "writable", value_name = "PATH")]
+        writable: Vec<PathBuf>,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -224,6 +247,16 @@ fn run(cli: Cli) -> Result<()> {
         // Launched by the engine over stdio; it needs no home.
         return builtin::run(cmd);
     }
+    if let Command::SandboxRun {
+        port,
+        socket,
+        command,
+    } = cli.command
+    {
+        let code =
+            postern_supervisor::run_relayed(port, &socket, &command).context("sandbox-run")?;
+        std::process::exit(code);
+    }
     proof::use_os_auth(cli.os_auth);
     let home = Home::resolve(cli.home)?;
     match cli.command {
@@ -263,6 +296,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Builtin(_) => Ok(()), // served above
         Command::Demo => demo::run(&home),
         Command::DemoServer(args) => demo::server(args),
+        Command::SandboxRun { .. } => Ok(()), // served above
         Command::ForgetKeychain { yes } => forget_keychain(&home, yes),
         Command::Passphrase => passphrase(&home),
     }
@@ -358,6 +392,8 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             restart,
             self_reloading,
             pass_methods,
+            unconfined,
+            writable,
             command,
         } => {
             let cwd = cwd
@@ -376,6 +412,10 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
             config.restart = restart;
             config.self_reloading = self_reloading;
             config.pass_methods = pass_methods;
+            if unconfined {
+                config.confinement = postern_domain::Confinement::Unconfined;
+            }
+            config.writable = writable;
             servers::check(&store, &config, Existing::Replace)?;
             if store.server(&config.label)?.is_some() {
                 human_only(home, &format!("replace server '{}'", config.label))?;
@@ -419,7 +459,13 @@ fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
                             .join(", ")
                     )
                 };
-                writeln!(out, "{}\t{}{cwd}{env}", s.label, shell_words(&s.command))?;
+                writeln!(
+                    out,
+                    "{}\t{}{cwd}{env}  [{}]",
+                    s.label,
+                    shell_words(&s.command),
+                    status::confinement(&s.confinement.to_string())
+                )?;
             }
             writeln!(
                 out,

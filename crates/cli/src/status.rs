@@ -34,10 +34,15 @@ pub fn print(
         };
         writeln!(
             out,
-            "{}  (restart {}{self_reloading})",
-            server.label, server.restart
+            "{}  (restart {}{self_reloading}, {})",
+            server.label,
+            server.restart,
+            confinement(&server.confinement)
         )?;
         writeln!(out, "  command: {}", server.command.join(" "))?;
+        if !server.writable.is_empty() {
+            writeln!(out, "  may write to: {}", server.writable.join(" "))?;
+        }
         for leak in status
             .gate
             .leaks
@@ -71,6 +76,15 @@ pub fn print(
         writeln!(out, "no servers configured")?;
     }
     Ok(any)
+}
+
+/// A server's confinement as the list says it: "confined", or a warning.
+pub fn confinement(value: &str) -> &'static str {
+    if value == "unconfined" {
+        "UNCONFINED: it can read every file you can"
+    } else {
+        "confined"
+    }
 }
 
 /// The running processes of server `label`, or that none runs.
@@ -150,6 +164,23 @@ fn print_session(out: &mut impl Write, s: &SessionStatus) -> std::io::Result<()>
             writeln!(out, "    runtime {runtime}")?;
         }
         writeln!(out, "    cwd {}", e.working_directory)?;
+        match &e.sandbox {
+            Some(sandbox) => writeln!(
+                out,
+                "    confined ({}): writes {}; network {}",
+                sandbox.tool,
+                if sandbox.writable.is_empty() {
+                    "only a private /tmp".to_owned()
+                } else {
+                    format!("{} and a private /tmp", sandbox.writable.join(", "))
+                },
+                sandbox.network
+            )?,
+            None => writeln!(
+                out,
+                "    UNCONFINED: it can read every file you can and connect anywhere"
+            )?,
+        }
     }
     if let Some(c) = &s.catalog {
         writeln!(out, "    catalog {} ({} tools)", c.revision, c.tools.len())?;

@@ -91,6 +91,24 @@ pub enum Pinning {
     Unpinned { reason: String },
 }
 
+/// The OS sandbox a launch runs in (issue 16): what it cannot see, where it may write, how it
+/// reaches the network. The profile, not the tool's version: a changed profile is a new
+/// identity, a bubblewrap upgrade is not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sandbox {
+    /// The mechanism: "bubblewrap" (Linux) or "sandbox-exec" (macOS).
+    pub tool: String,
+    /// Paths it cannot see (credential stores, the Postern home, the session bus's directory),
+    /// as the policy names them: those that exist at launch are hidden.
+    pub hidden: Vec<PathBuf>,
+    /// Where it may write (its working directory, configured caches); besides these only a
+    /// private temp directory, emptied with the launch.
+    pub writable: Vec<PathBuf>,
+    /// Its way to the network, in words: "only through the egress broker".
+    pub network: String,
+}
+
 /// What the supervisor observed when it launched a server (refresh-contract §2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -123,6 +141,10 @@ pub struct ExecutionRecord {
     /// this field have none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loader_env: Vec<String>,
+    /// The OS sandbox it runs in (issue 16), part of the identity: a changed profile is a new
+    /// identity. `None`: unconfined (and every record written before confinement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
     /// Pinned or not, and why not.
     pub pinning: Pinning,
     /// The process id (for operators; pids are reused).
@@ -166,6 +188,18 @@ impl ExecutionRecord {
         }
         for value in &self.loader_env {
             line("loader", value);
+        }
+        // Absent for an unconfined launch, so records from before confinement keep their
+        // identity.
+        if let Some(sandbox) = &self.sandbox {
+            line("sandbox", &sandbox.tool);
+            for path in &sandbox.hidden {
+                line("hidden", &path.to_string_lossy());
+            }
+            for path in &sandbox.writable {
+                line("writable", &path.to_string_lossy());
+            }
+            line("network", &sandbox.network);
         }
         Digest::of(text.as_bytes())
     }
@@ -247,6 +281,7 @@ mod tests {
             working_directory: "/w".into(),
             env_names: vec!["PATH".into()],
             loader_env: vec![],
+            sandbox: None,
             pinning: Pinning::Pinned,
             pid: 48192,
             started_at_ms: 1_700_000_000_000,

@@ -18,14 +18,14 @@ pub mod text;
 pub use agent::AgentIdentity;
 pub use credential::{Credential, CredentialName, CredentialSpec, Injection};
 pub use digest::{Digest, DigestError};
-pub use epoch::{Artifact, ExecutionEpoch, ExecutionRecord, Pinning, RestartPolicy};
+pub use epoch::{Artifact, ExecutionEpoch, ExecutionRecord, Pinning, RestartPolicy, Sandbox};
 pub use event::{AnswerChannel, AuditEvent, CallOutcome, shape};
 pub use grant::{
     AgentRun, ApprovalId, CallId, Caller, CatalogView, Coverage, Grant, GrantEnd, GrantId,
     Presented, Request, ToolScope,
 };
 pub use label::{LabelError, ServerLabel};
-pub use server::{ConfigError, EnvName, EnvNameError, EnvVar, ServerConfig};
+pub use server::{ConfigError, Confinement, EnvName, EnvNameError, EnvVar, ServerConfig};
 
 /// The MCP protocol revision Postern speaks to agents and to upstream servers.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";

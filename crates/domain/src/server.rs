@@ -40,6 +40,50 @@ pub struct ServerConfig {
     /// call (the vault, the caller, admission) and journaled. Others get -32601.
     #[serde(default)]
     pub pass_methods: Vec<String>,
+    /// Whether its launches run in the OS sandbox (issue 16): confined unless a person opted
+    /// this server out.
+    #[serde(default)]
+    pub confinement: Confinement,
+    /// Where a confined launch may write besides its working directory and a private temp
+    /// directory (its caches), relative to `cwd` unless absolute.
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
+}
+
+/// Whether a server's launches are confined (issue 16).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Confinement {
+    /// In the OS sandbox: the system read-only, writes only to its directory, its caches and a
+    /// private temp directory; credential paths, the Postern home and the session bus not
+    /// visible; the network only through the egress broker.
+    #[default]
+    Confined,
+    /// Opted out: it runs with everything the user has, and every surface says so.
+    Unconfined,
+}
+
+impl fmt::Display for Confinement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Confined => "confined",
+            Self::Unconfined => "unconfined",
+        })
+    }
+}
+
+impl FromStr for Confinement {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "confined" => Ok(Self::Confined),
+            "unconfined" => Ok(Self::Unconfined),
+            other => Err(format!(
+                "confinement is 'confined' or 'unconfined', not {other:?}"
+            )),
+        }
+    }
 }
 
 /// Why a server configuration was refused.
@@ -88,6 +132,8 @@ impl ServerConfig {
             self_reloading: false,
             credentials: Vec::new(),
             pass_methods: Vec::new(),
+            confinement: Confinement::Confined,
+            writable: Vec::new(),
         })
     }
 

@@ -56,6 +56,7 @@ fn record(epoch: ExecutionEpoch, entry: &[u8]) -> ExecutionRecord {
         working_directory: "/work/previews".into(),
         env_names: vec!["PATH".into(), "PREVIEW_TOKEN".into()],
         loader_env: vec![],
+        sandbox: None,
         pinning: Pinning::Pinned,
         pid: 48192,
         started_at_ms: 1_700_000_000_000,

@@ -11,7 +11,7 @@
 //! its own upstream connection (TLS verified against the platform's roots). Redirects are the
 //! client's to follow: each hop is a new request, decided afresh for its own host.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -153,12 +153,22 @@ impl Broker {
             sink: Arc::clone(&self.sink),
         });
         let listener = TcpListener::from_std(listener)?;
-        let task = tokio::spawn(accept(listener, Arc::clone(&shared)));
+        // The same way out as a Unix socket, for a confined launch whose network namespace
+        // has its own loopback (a relay inside serves it on the same port).
+        let dir = self.files.ca.parent().unwrap_or(Path::new("."));
+        let socket = dir.join(format!("launch-{port}.sock"));
+        let _ = std::fs::remove_file(&socket);
+        let unix = tokio::net::UnixListener::bind(&socket)?;
+        let tasks = [
+            tokio::spawn(accept(listener, Arc::clone(&shared))).abort_handle(),
+            tokio::spawn(accept(unix, Arc::clone(&shared))).abort_handle(),
+        ];
         Ok(Launch {
             env: env::launch_env(&self.files, port, node_options),
             port,
+            socket,
             shared,
-            task: task.abort_handle(),
+            tasks,
         })
     }
 }
@@ -167,8 +177,9 @@ impl Broker {
 pub struct Launch {
     env: Vec<(String, String)>,
     port: u16,
+    socket: PathBuf,
     shared: Arc<Shared>,
-    task: tokio::task::AbortHandle,
+    tasks: [tokio::task::AbortHandle; 2],
 }
 
 impl std::fmt::Debug for Launch {
@@ -189,6 +200,11 @@ impl Launch {
     /// The loopback port it listens on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The Unix socket it listens on too (removed with the launch).
+    pub fn socket(&self) -> &Path {
+        &self.socket
     }
 
     /// Names the launch's epoch (for what the broker reports), once the process started.
@@ -255,7 +271,10 @@ impl Drop for Admission {
 
 impl Drop for Launch {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
+        let _ = std::fs::remove_file(&self.socket);
         // Tunnels opened before get no value any more either (their placeholders go out as
         // they are, worthless).
         self.shared
@@ -293,10 +312,31 @@ struct Destination {
     tls: bool,
 }
 
-async fn accept(listener: TcpListener, shared: Arc<Shared>) {
+/// A listener of proxy connections: loopback TCP, or the Unix socket a confined launch's relay
+/// reaches.
+trait Listen: Send + 'static {
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    fn next(&self) -> impl Future<Output = std::io::Result<Self::Stream>> + Send;
+}
+
+impl Listen for TcpListener {
+    type Stream = TcpStream;
+    async fn next(&self) -> std::io::Result<TcpStream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+impl Listen for tokio::net::UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn next(&self) -> std::io::Result<tokio::net::UnixStream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+async fn accept(listener: impl Listen, shared: Arc<Shared>) {
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let stream = match listener.next().await {
+            Ok(stream) => stream,
             Err(e) => {
                 tracing::warn!("egress broker: accept failed: {e}");
                 continue;

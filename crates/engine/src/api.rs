@@ -97,6 +97,10 @@ pub struct ServerStatus {
     /// Methods the gate does not know that agents may send it all the same (decided and
     /// journaled).
     pub pass_methods: Vec<String>,
+    /// `confined` (its launches run in the OS sandbox) or `unconfined` (opted out).
+    pub confinement: String,
+    /// Where a confined launch may write besides its directory and a private /tmp.
+    pub writable: Vec<String>,
 }
 
 /// One connected agent session and the server process it owns.
@@ -213,11 +217,28 @@ pub struct ExecutionView {
     pub launch: Option<u32>,
     /// Whether the digests pin the code that runs, in part, or not.
     pub pinning: PinningView,
+    /// The OS sandbox it runs in; `null`: unconfined (it can read every file the user can and
+    /// connect anywhere).
+    pub sandbox: Option<SandboxView>,
     /// The process id at launch.
     pub pid: u32,
     /// Launch time, unix ms.
     #[ts(type = "number")]
     pub started_at_ms: i64,
+}
+
+/// The OS sandbox a launch runs in (`postern_domain::Sandbox`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxView {
+    /// "bubblewrap" or "sandbox-exec".
+    pub tool: String,
+    /// What it cannot see (those that exist at launch are hidden).
+    pub hidden: Vec<String>,
+    /// Where it may write, besides a private /tmp.
+    pub writable: Vec<String>,
+    /// Its way to the network, in words.
+    pub network: String,
 }
 
 /// Whether the digests cover the code that runs (`postern_domain::Pinning`).
@@ -330,6 +351,8 @@ pub(crate) fn status(
                 .map(|p| p.display().to_string())
                 .collect(),
             pass_methods: c.pass_methods.clone(),
+            confinement: c.confinement.to_string(),
+            writable: c.writable.iter().map(|p| p.display().to_string()).collect(),
         })
         .collect();
     let sessions = sessions
@@ -436,6 +459,12 @@ fn execution_view(r: &ExecutionRecord, launches: &Launches) -> ExecutionView {
                 reason: reason.clone(),
             },
         },
+        sandbox: r.sandbox.as_ref().map(|s| SandboxView {
+            tool: s.tool.clone(),
+            hidden: s.hidden.iter().map(|p| p.display().to_string()).collect(),
+            writable: s.writable.iter().map(|p| p.display().to_string()).collect(),
+            network: s.network.clone(),
+        }),
         pid: r.pid,
         started_at_ms: r.started_at_ms,
     }
@@ -450,6 +479,7 @@ pub fn typescript_bindings() -> String {
         SessionState::decl(),
         ExecutionView::decl(),
         PinningView::decl(),
+        SandboxView::decl(),
         ArtifactView::decl(),
         AgentView::decl(),
         CatalogView::decl(),

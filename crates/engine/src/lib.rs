@@ -32,7 +32,8 @@ use tokio::sync::{broadcast, watch};
 
 pub use api::{
     AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, GateStatus, LeakNotice,
-    PinningView, ServerStatus, SessionState, SessionStatus, Status, typescript_bindings,
+    PinningView, SandboxView, ServerStatus, SessionState, SessionStatus, Status,
+    typescript_bindings,
 };
 pub use audit::{AuditLog, AuditState, AuditStatus};
 
@@ -146,6 +147,12 @@ impl Engine {
                 "the egress broker did not start ({e}); credentials bound to hosts are withheld from launches"
             );
         }
+        // Confined launches (issue 16): the Postern home and the user's credential paths
+        // hidden, the broker's trust store and preload shown, `postern sandbox-run` relaying the
+        // broker inside.
+        let mut sandbox = postern_supervisor::SandboxHost::new(home.path(), postern_program().ok());
+        sandbox.exposed = authority.egress_files();
+        gateway.cache = Arc::new(postern_supervisor::DigestCache::with_sandbox(sandbox));
         gateway.audit = Arc::clone(&audit) as Arc<dyn AuditSink>;
         gateway.authorizer = Arc::new(authority.clone());
         let control = Control {

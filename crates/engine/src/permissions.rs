@@ -395,6 +395,7 @@ mod tests {
                 working_directory: "/srv/ci".into(),
                 env_names: vec![],
                 loader_env: vec![],
+                sandbox: None,
                 pinning: Pinning::Pinned,
                 pid: 4242,
                 started_at_ms: 1_000,

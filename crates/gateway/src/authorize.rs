@@ -75,6 +75,12 @@ pub trait LaunchEgress: Send + Sync + std::fmt::Debug {
     /// The launch's process started under `epoch`.
     fn started(&self, epoch: postern_domain::ExecutionEpoch);
 
+    /// Where a confined launch reaches the broker from inside its sandbox (its port and Unix
+    /// socket); `None` when it cannot.
+    fn way_out(&self) -> Option<postern_supervisor::WayOut> {
+        None
+    }
+
     /// Lends `credential`'s `value` to one call of the launch (the built-in `http_request`) as
     /// a placeholder the broker swaps back toward `hosts` only, for as long as the returned
     /// [`Lent::hold`] lives (or the engine takes it back). `forms` are other forms of the value

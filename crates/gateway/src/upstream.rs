@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use postern_domain::{ExecutionRecord, ServerConfig, ServerLabel};
-use postern_supervisor::{ArtifactWatch, DigestCache, ProcessHandle, launch_with};
+use postern_supervisor::{ArtifactWatch, DigestCache, Given, ProcessHandle, launch_with};
 
 use crate::authorize::{Authorizer, Release};
 use serde_json::{Map, Value, json};
@@ -94,11 +94,14 @@ pub(crate) async fn start(
                 release =
                     whom.authorizer
                         .release(whom.session, whom.agent.as_ref(), &config, identity);
-                release
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.expose().clone()))
-                    .collect()
+                Given {
+                    env: release
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.expose().clone()))
+                        .collect(),
+                    way_out: release.egress.as_ref().and_then(|e| e.way_out()),
+                }
             });
             (launched, release)
         })
@@ -172,8 +175,14 @@ pub(crate) async fn start(
         Ok(Err(Some(reason))) => Err(StartError::Crashed(reason)),
         Ok(Err(None)) => {
             let report = handle.exited().await;
+            // A server that fails in its sandbox is told what the sandbox denies it.
+            let confined = record
+                .sandbox
+                .as_ref()
+                .map(|sandbox| format!("; {}", postern_supervisor::denied(sandbox)))
+                .unwrap_or_default();
             Err(StartError::Crashed(with_stderr(
-                format!("server '{label}' exited during initialize ({report})"),
+                format!("server '{label}' exited during initialize ({report}){confined}"),
                 &handle,
             )))
         }

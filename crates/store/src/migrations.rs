@@ -269,6 +269,11 @@ const MIGRATIONS: &[&str] = &[
         last_epoch TEXT,                        -- the execution epoch of the last record
         PRIMARY KEY (credential, server, host)
      ) STRICT;",
+    // 13: confinement (issue 16): whether a server's launches run in the OS sandbox, and where
+    // a confined launch may write besides its directory. Servers configured before are
+    // confined from now on.
+    "ALTER TABLE servers ADD COLUMN confinement TEXT NOT NULL DEFAULT 'confined';  -- confined | unconfined
+     ALTER TABLE servers ADD COLUMN writable TEXT NOT NULL DEFAULT '[]';           -- JSON array of paths",
 ];
 
 /// The schema version this build writes.

@@ -31,10 +31,11 @@ impl Store {
             .map(|v| [v.name.as_str(), v.value.as_str()])
             .collect();
         self.conn.execute(
-            "INSERT INTO servers (label, command, cwd, env, created_at, identity_paths, restart, self_reloading, pass_methods)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+            "INSERT INTO servers (label, command, cwd, env, created_at, identity_paths, restart, self_reloading, pass_methods, confinement, writable)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
              ON CONFLICT(label) DO UPDATE SET command = ?2, cwd = ?3, env = ?4, identity_paths = ?6,
-                                               restart = ?7, self_reloading = ?8, pass_methods = ?9",
+                                               restart = ?7, self_reloading = ?8, pass_methods = ?9,
+                                               confinement = ?10, writable = ?11",
             params![
                 config.label.as_str(),
                 serde_json::Value::from(config.command.clone()).to_string(),
@@ -45,15 +46,18 @@ impl Store {
                 config.restart.to_string(),
                 config.self_reloading,
                 serde_json::to_string(&config.pass_methods).unwrap_or_default(),
+                config.confinement.to_string(),
+                serde_json::to_string(&config.writable).unwrap_or_default(),
             ],
         )?;
         let verb = if existed { "replaced" } else { "added" };
         let env_names: Vec<&str> = config.env.iter().map(|v| v.name.as_str()).collect();
         let what = format!(
-            "{verb} server '{}': {:?}, restart {}{}{}{}",
+            "{verb} server '{}': {:?}, restart {}, {}{}{}{}",
             config.label,
             config.command,
             config.restart,
+            config.confinement,
             if config.self_reloading {
                 ", self-reloading"
             } else {
@@ -153,7 +157,7 @@ impl Store {
     pub fn server(&self, label: &ServerLabel) -> Result<Option<ServerConfig>, StoreError> {
         self.conn
             .query_row(
-                "SELECT label, command, cwd, env, identity_paths, restart, self_reloading, pass_methods FROM servers WHERE label = ?1",
+                "SELECT label, command, cwd, env, identity_paths, restart, self_reloading, pass_methods, confinement, writable FROM servers WHERE label = ?1",
                 [label.as_str()],
                 Row::read,
             )
@@ -167,7 +171,7 @@ impl Store {
     /// Every configured server, ordered by label.
     pub fn servers(&self) -> Result<Vec<ServerConfig>, StoreError> {
         let mut stmt =
-            self.conn.prepare_cached("SELECT label, command, cwd, env, identity_paths, restart, self_reloading, pass_methods FROM servers ORDER BY label")?;
+            self.conn.prepare_cached("SELECT label, command, cwd, env, identity_paths, restart, self_reloading, pass_methods, confinement, writable FROM servers ORDER BY label")?;
         let rows = stmt
             .query_map([], Row::read)?
             .collect::<Result<Vec<_>, _>>()?;
@@ -191,6 +195,8 @@ struct Row {
     restart: String,
     self_reloading: bool,
     pass_methods: String,
+    confinement: String,
+    writable: String,
 }
 
 impl Row {
@@ -204,6 +210,8 @@ impl Row {
             restart: row.get(5)?,
             self_reloading: row.get(6)?,
             pass_methods: row.get(7)?,
+            confinement: row.get(8)?,
+            writable: row.get(9)?,
         })
     }
 
@@ -229,6 +237,9 @@ impl Row {
         config.self_reloading = self.self_reloading;
         config.pass_methods = serde_json::from_str(&self.pass_methods)
             .map_err(|e| corrupt(format!("pass methods: {e}")))?;
+        config.confinement = self.confinement.parse().map_err(corrupt)?;
+        config.writable = serde_json::from_str(&self.writable)
+            .map_err(|e| corrupt(format!("writable paths: {e}")))?;
         Ok(config)
     }
 }

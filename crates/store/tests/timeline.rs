@@ -34,6 +34,7 @@ fn record(server: &str, e: u128) -> Box<ExecutionRecord> {
         working_directory: "/work".into(),
         env_names: vec![],
         loader_env: vec![],
+        sandbox: None,
         pinning: Pinning::Pinned,
         pid: 100,
         started_at_ms: 0,

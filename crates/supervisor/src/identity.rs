@@ -65,6 +65,8 @@ pub struct Observed {
     pub loader_env: Vec<String>,
     /// Pinned or not.
     pub pinning: Pinning,
+    /// The sandbox it will run in; `None`: unconfined.
+    pub sandbox: Option<postern_domain::Sandbox>,
 }
 
 /// Why identity could not be captured (the server is then not launched).
@@ -87,6 +89,9 @@ pub enum IdentityError {
 pub struct DigestCache {
     files: Mutex<HashMap<PathBuf, (FileKey, Digest)>>,
     runtimes: Mutex<HashMap<Digest, Option<String>>>,
+    /// What every confined launch's sandbox is made of (issue 16): its profile is observed
+    /// with the rest of the identity.
+    sandbox: crate::SandboxHost,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +107,20 @@ impl DigestCache {
     /// An empty cache.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache for launches confined on `host` (the engine's: its home, the user's
+    /// home, the relay).
+    pub fn with_sandbox(host: crate::SandboxHost) -> Self {
+        Self {
+            sandbox: host,
+            ..Self::default()
+        }
+    }
+
+    /// The host confined launches are made on.
+    pub fn sandbox_host(&self) -> &crate::SandboxHost {
+        &self.sandbox
     }
 
     /// Observes everything about `config` that identity needs, as the launch will see it.
@@ -265,7 +284,9 @@ impl DigestCache {
 
         let mut launch_command = vec![program.to_string_lossy().into_owned()];
         launch_command.extend(config.args().iter().cloned());
+        let sandbox = crate::sandbox::profile(config, &working_directory, &self.sandbox);
         Ok(Observed {
+            sandbox,
             launch_command,
             program,
             executable,

@@ -10,6 +10,7 @@
 mod agent;
 mod identity;
 mod process;
+mod sandbox;
 mod table;
 mod watch;
 
@@ -24,7 +25,24 @@ pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
 pub use process::{
     ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,
 };
+pub use sandbox::{CREDENTIAL_PATHS, SandboxHost, WayOut, denied, run_relayed};
 pub use watch::{ArtifactWatch, ProcessGroupSample};
+
+/// What a launch is given once its identity is known: environment (credentials, or their
+/// placeholders and the proxy variables) and its way out through the egress broker.
+#[derive(Debug, Default)]
+pub struct Given {
+    /// Extra environment for the process.
+    pub env: Vec<(String, String)>,
+    /// The broker's port and socket, when the launch has a way out.
+    pub way_out: Option<WayOut>,
+}
+
+impl From<Vec<(String, String)>> for Given {
+    fn from(env: Vec<(String, String)>) -> Self {
+        Self { env, way_out: None }
+    }
+}
 
 /// A launched server: its pipes, its supervising handle, and its execution record.
 #[derive(Debug)]
@@ -59,19 +77,20 @@ pub enum LaunchError {
 
 /// Observes `config`'s identity, launches it, and records the launch as a new epoch.
 pub fn launch(config: &ServerConfig, cache: &DigestCache) -> Result<Launched, LaunchError> {
-    launch_with(config, cache, |_| Vec::new())
+    launch_with(config, cache, |_| Given::default())
 }
 
-/// [`launch`], handing the process the extra environment `release` returns for the identity
-/// just observed (its digest): credentials, which the host releases only to an identity a
-/// human approved for them. Their values are redacted from the captured stderr.
+/// [`launch`], handing the process what `release` returns for the identity just observed (its
+/// digest): credentials, which the host releases only to an identity a human approved for
+/// them (their values are redacted from the captured stderr), and the way out a confined
+/// launch's sandbox is given.
 pub fn launch_with<R>(
     config: &ServerConfig,
     cache: &DigestCache,
     release: R,
 ) -> Result<Launched, LaunchError>
 where
-    R: FnOnce(&Digest) -> Vec<(String, String)>,
+    R: FnOnce(&Digest) -> Given,
 {
     launch_checked(config, cache, release, || {})
 }
@@ -88,7 +107,7 @@ pub fn launch_checked<R>(
     between: impl FnOnce(),
 ) -> Result<Launched, LaunchError>
 where
-    R: FnOnce(&Digest) -> Vec<(String, String)>,
+    R: FnOnce(&Digest) -> Given,
 {
     let observed = cache.observe(config)?;
     let first = record(config, observed.clone(), 0, 0);
@@ -111,12 +130,30 @@ where
             changed.join(", ")
         }));
     }
-    let released = release(&identity);
-    let env: Vec<(&str, &str)> = released
+    let given = release(&identity);
+    let env: Vec<(&str, &str)> = given
+        .env
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let spawned = spawn_program(&observed.program, config, &env)?;
+    let spawned = match &first.sandbox {
+        None => spawn_program(&observed.program, config.args(), config, &env)?,
+        Some(sandbox) => {
+            let (program, args) = sandbox::command(
+                sandbox,
+                &first,
+                cache.sandbox_host(),
+                given.way_out.as_ref(),
+                &observed.program,
+                config.args(),
+            )
+            .map_err(|why| SpawnError {
+                program: config.program().to_owned(),
+                source: std::io::Error::other(why),
+            })?;
+            spawn_program(&program, &args, config, &env)?
+        }
+    };
     let started_at_ms = now_ms();
     let record = record(config, observed, spawned.handle.pid(), started_at_ms);
     Ok(Launched {
@@ -152,6 +189,7 @@ pub fn record(
         working_directory: observed.working_directory,
         env_names: observed.env_names,
         loader_env: observed.loader_env,
+        sandbox: observed.sandbox,
         pinning: observed.pinning,
         pid,
         started_at_ms,

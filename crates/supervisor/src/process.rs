@@ -79,18 +79,20 @@ pub struct SpawnError {
 
 /// Launches `config`'s command in a new process group with piped stdio.
 pub fn spawn(config: &ServerConfig) -> Result<Spawned, SpawnError> {
-    spawn_program(Path::new(config.program()), config, &[])
+    spawn_program(Path::new(config.program()), config.args(), config, &[])
 }
 
-/// Like [`spawn`], with the program already resolved (so what runs is what was hashed).
-pub fn spawn_program(
+/// Like [`spawn`], with the program already resolved (so what runs is what was hashed) and
+/// its arguments (the server's own, or a sandbox's followed by the server's command).
+pub fn spawn_program<A: AsRef<std::ffi::OsStr>>(
     program: &Path,
+    args: &[A],
     config: &ServerConfig,
     released: &[(&str, &str)],
 ) -> Result<Spawned, SpawnError> {
     let mut command = Command::new(program);
     command
-        .args(config.args())
+        .args(args)
         .envs(
             config
                 .env

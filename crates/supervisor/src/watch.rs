@@ -98,7 +98,7 @@ impl ProcessGroupSample {
     /// with the same command name has appeared. A short-lived helper (a `git` run per
     /// call) is never seen twice, so it never counts.
     pub fn next(&mut self, leader: u32) -> Option<String> {
-        self.observe(children_of(leader))
+        self.observe(children_of(crate::sandbox::innermost(leader)))
     }
 
     fn observe(&mut self, now: Vec<((i32, u64), String)>) -> Option<String> {

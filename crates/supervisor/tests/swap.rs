@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use postern_domain::ServerConfig;
-use postern_supervisor::{DigestCache, LaunchError, launch_checked, launch_with};
+use postern_supervisor::{DigestCache, Given, LaunchError, launch_checked, launch_with};
 
 /// A server that is an executable shell script (a `#!` wrapper the host hashes).
 fn script_server(dir: &Path) -> ServerConfig {
@@ -34,7 +34,7 @@ fn a_file_swapped_after_the_capture_is_caught_before_any_release_or_start() {
         &cache,
         |_| {
             released.store(true, Ordering::SeqCst);
-            Vec::new()
+            Given::default()
         },
         // The attacker's moment: after the host hashed server.sh, before it starts.
         || std::fs::write(dir.path().join("server.sh"), "#!/bin/sh\necho pwned\n").expect("swap"),
@@ -52,7 +52,7 @@ async fn a_file_changed_while_the_process_starts_is_seen_by_the_launchs_watch() 
     let dir = tempfile::tempdir().expect("tempdir");
     let config = script_server(dir.path());
     let cache = DigestCache::new();
-    let mut launched = launch_with(&config, &cache, |_| Vec::new()).expect("launch");
+    let mut launched = launch_with(&config, &cache, |_| Given::default()).expect("launch");
     let watch = launched.watch.as_mut().expect("watched");
     assert!(!watch.touched(), "nothing changed yet");
     std::fs::write(dir.path().join("server.sh"), "#!/bin/sh\necho pwned\n").expect("swap");

@@ -307,6 +307,21 @@ impl Authority {
         config: &ServerConfig,
         identity: &Digest,
     ) -> Release {
+        let mut release = self.release_credentials(agent, config, identity);
+        // A confined launch reaches the network only through the broker (issue 16): it gets
+        // a way out even with no placeholder to hold.
+        if release.egress.is_none() && config.confinement == postern_domain::Confinement::Confined {
+            self.open_egress(config, Vec::new(), &mut release, &mut Vec::new());
+        }
+        release
+    }
+
+    fn release_credentials(
+        &self,
+        agent: Option<&AgentIdentity>,
+        config: &ServerConfig,
+        identity: &Digest,
+    ) -> Release {
         let bound: Vec<&Credential> = config
             .credentials
             .iter()

@@ -31,6 +31,15 @@ impl Authority {
         Ok(())
     }
 
+    /// The files launches' proxy variables name (the broker's trust store, its Node preload),
+    /// which a confined launch reads; none while the broker is not running.
+    pub fn egress_files(&self) -> Vec<std::path::PathBuf> {
+        self.inner.egress.get().map_or_else(Vec::new, |broker| {
+            let files = broker.files();
+            vec![files.ca.clone(), files.bundle.clone(), files.node.clone()]
+        })
+    }
+
     /// Opens the way out for a launch of `config` holding `brokered` (each with the variable
     /// its placeholder goes in), adding the placeholders and the broker's variables to
     /// `release`; without a broker they are withheld.
@@ -163,6 +172,13 @@ impl std::fmt::Debug for EgressLaunch {
 impl LaunchEgress for EgressLaunch {
     fn started(&self, epoch: ExecutionEpoch) {
         self.launch.set_epoch(epoch);
+    }
+
+    fn way_out(&self) -> Option<postern_supervisor::WayOut> {
+        Some(postern_supervisor::WayOut {
+            port: self.launch.port(),
+            socket: self.launch.socket().to_owned(),
+        })
     }
 
     fn lend(

@@ -69,6 +69,7 @@ fn launch(epoch: u128, code: &[u8]) -> Launch {
         working_directory: "/srv/deploy".into(),
         env_names: vec!["PATH".into()],
         loader_env: vec![],
+        sandbox: None,
         pinning: Pinning::Pinned,
         pid: 4242,
         started_at_ms: 1_700_000_000_000,

@@ -278,6 +278,7 @@ fn record(server: &ServerLabel, epoch: ExecutionEpoch, time: i64) -> ExecutionRe
         working_directory: "/work".into(),
         env_names: vec![],
         loader_env: vec![],
+        sandbox: None,
         pinning: Pinning::Pinned,
         pid: 4_000,
         started_at_ms: time,

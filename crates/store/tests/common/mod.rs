@@ -59,6 +59,7 @@ pub fn record(server: &str, epoch: ExecutionEpoch) -> Box<ExecutionRecord> {
         working_directory: "/work".into(),
         env_names: vec![],
         loader_env: vec![],
+        sandbox: None,
         pinning: Pinning::Pinned,
         pid: 100,
         started_at_ms: 0,

@@ -1,0 +1,513 @@
+//! Confinement (issue 16): each launch of a confined server runs in an OS sandbox whose profile
+//! is part of its identity ([`postern_domain::Sandbox`], in the execution record).
+//!
+//! On Linux the sandbox is bubblewrap: new user, PID, IPC, UTS and network namespaces, every
+//! capability dropped, the system read-only, a private `/tmp`, writes only to the server's
+//! directory and its configured caches, the credential paths under the user's home, the
+//! Postern home and the session bus's directory replaced by empty ones. Its network namespace
+//! has loopback only: the way out is the egress broker's Unix socket, which a relay inside
+//! (`postern sandbox-run`, [`run_relayed`]) serves on the loopback port the proxy variables
+//! name. On macOS it is `sandbox-exec` with a generated profile (compile-checked, untested).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use postern_domain::{Confinement, ExecutionRecord, Sandbox, ServerConfig};
+
+/// Paths under the user's home that hold credentials or sessions: a confined server never
+/// sees them.
+pub const CREDENTIAL_PATHS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/op",
+    ".local/share/keyrings",
+    ".password-store",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    "Library/Keychains",
+];
+
+/// How the network looks from inside, in words (the profile's `network`).
+const NETWORK: &str = "only through the egress broker";
+
+/// What the host knows that every confined launch needs: set once by the engine.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxHost {
+    /// The Postern home: hidden.
+    pub postern_home: Option<PathBuf>,
+    /// The user's home, whose [`CREDENTIAL_PATHS`] are hidden.
+    pub user_home: Option<PathBuf>,
+    /// The `postern` executable, whose `sandbox-run` relays the broker inside (Linux).
+    pub relay: Option<PathBuf>,
+    /// Hidden paths a launch reads all the same (the broker's trust store and Node preload,
+    /// kept in the Postern home): shown read-only.
+    pub exposed: Vec<PathBuf>,
+}
+
+impl SandboxHost {
+    /// The host as this process sees it: `HOME`, and the `postern` program at `relay`.
+    pub fn new(postern_home: &Path, relay: Option<PathBuf>) -> Self {
+        Self {
+            postern_home: Some(postern_home.to_owned()),
+            user_home: std::env::var_os("HOME").map(PathBuf::from),
+            relay,
+            exposed: Vec::new(),
+        }
+    }
+}
+
+/// A launch's way out: the broker's loopback port (which the proxy variables name) and the
+/// Unix socket that reaches the same broker from inside a network namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WayOut {
+    /// The port the launch's proxy variables name.
+    pub port: u16,
+    /// The broker's socket for this launch.
+    pub socket: PathBuf,
+}
+
+/// The sandbox `config`'s launch runs in on this platform; `None` when it is unconfined.
+/// Its working directory is `cwd` (the record's).
+pub fn profile(config: &ServerConfig, cwd: &Path, host: &SandboxHost) -> Option<Sandbox> {
+    if config.confinement == Confinement::Unconfined {
+        return None;
+    }
+    let tool = if cfg!(target_os = "macos") {
+        "sandbox-exec"
+    } else {
+        "bubblewrap"
+    };
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    if let Some(home) = &host.user_home {
+        hidden.extend(CREDENTIAL_PATHS.iter().map(|p| home.join(p)));
+    }
+    hidden.extend(host.postern_home.iter().cloned());
+    hidden.extend(runtime_dir());
+    if cfg!(target_os = "linux") {
+        // The system bus (polkit, logind): nothing a server needs.
+        hidden.push(PathBuf::from("/run/dbus"));
+    }
+    let mut writable: Vec<PathBuf> = Vec::new();
+    if writable_directory(cwd, host.user_home.as_deref()) {
+        writable.push(cwd.to_owned());
+    }
+    writable.extend(config.writable.iter().map(|p| cwd.join(p)));
+    Some(Sandbox {
+        tool: tool.to_owned(),
+        hidden,
+        writable,
+        network: NETWORK.to_owned(),
+    })
+}
+
+/// What a confined launch was denied, in words, for an error when it fails.
+pub fn denied(sandbox: &Sandbox) -> String {
+    let writable: Vec<String> = sandbox
+        .writable
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    format!(
+        "it runs confined ({}): it cannot see credential paths such as ~/.ssh, the Postern home or the session bus, it may write only to {} and a private /tmp, and it reaches the network {}. If it needs more, add `--writable PATH`, or mark it unconfined (`postern server add --unconfined ...`)",
+        sandbox.tool,
+        if writable.is_empty() {
+            "nothing of yours".to_owned()
+        } else {
+            writable.join(", ")
+        },
+        sandbox.network
+    )
+}
+
+/// The program and arguments that run `program args` in `sandbox` for `record`'s launch.
+pub(crate) fn command(
+    sandbox: &Sandbox,
+    record: &ExecutionRecord,
+    host: &SandboxHost,
+    way_out: Option<&WayOut>,
+    program: &Path,
+    args: &[String],
+) -> Result<(PathBuf, Vec<OsString>), String> {
+    #[cfg(target_os = "macos")]
+    {
+        let _ = host;
+        return Ok(macos::command(sandbox, record, way_out, program, args));
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        let bwrap = find("bwrap").ok_or_else(|| {
+            "a confined server runs in bubblewrap, which is not installed: install it (Debian/Ubuntu: `apt-get install bubblewrap`), or mark the server unconfined (`postern server add --unconfined ...`)".to_owned()
+        })?;
+        let mut argv = bubblewrap(sandbox, record, host, way_out);
+        if let (Some(way), Some(relay)) = (way_out, &host.relay) {
+            argv.extend(
+                [
+                    relay.as_os_str(),
+                    "sandbox-run".as_ref(),
+                    "--port".as_ref(),
+                    way.port.to_string().as_ref(),
+                    "--socket".as_ref(),
+                    way.socket.as_os_str(),
+                    "--".as_ref(),
+                ]
+                .map(OsString::from),
+            );
+        }
+        argv.push(program.into());
+        argv.extend(args.iter().map(OsString::from));
+        Ok((bwrap, argv))
+    }
+}
+
+/// bubblewrap's options for `record`'s launch, up to the command.
+#[cfg(not(target_os = "macos"))]
+fn bubblewrap(
+    sandbox: &Sandbox,
+    record: &ExecutionRecord,
+    host: &SandboxHost,
+    way_out: Option<&WayOut>,
+) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = Vec::new();
+    let mut add = |words: &[&std::ffi::OsStr]| argv.extend(words.iter().map(OsString::from));
+    add(&[
+        "--unshare-all".as_ref(),
+        "--die-with-parent".as_ref(),
+        "--new-session".as_ref(),
+        "--cap-drop".as_ref(),
+        "ALL".as_ref(),
+        "--ro-bind".as_ref(),
+        "/".as_ref(),
+        "/".as_ref(),
+        "--dev".as_ref(),
+        "/dev".as_ref(),
+        "--proc".as_ref(),
+        "/proc".as_ref(),
+    ]);
+    for private in PRIVATE_TEMP {
+        if Path::new(private).is_dir() {
+            add(&["--tmpfs".as_ref(), private.as_ref()]);
+        }
+    }
+    // What the record names under a private temp directory (a server kept in /tmp) is shown
+    // read-only again: its files, their directories, its environment's trees.
+    for path in shown(record) {
+        add(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
+    }
+    for path in &sandbox.writable {
+        add(&["--bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
+    }
+    for path in &sandbox.hidden {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.is_dir() => add(&["--tmpfs".as_ref(), path.as_os_str()]),
+            Ok(_) => add(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]),
+            Err(_) => {}
+        }
+    }
+    for path in &host.exposed {
+        add(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
+    }
+    if let Some(way) = way_out {
+        add(&[
+            "--bind".as_ref(),
+            way.socket.as_os_str(),
+            way.socket.as_os_str(),
+        ]);
+        if let Some(relay) = &host.relay {
+            add(&[
+                "--ro-bind-try".as_ref(),
+                relay.as_os_str(),
+                relay.as_os_str(),
+            ]);
+        }
+    }
+    add(&[
+        "--chdir".as_ref(),
+        record.working_directory.as_os_str(),
+        "--".as_ref(),
+    ]);
+    argv
+}
+
+/// Directories replaced by empty, private ones inside.
+const PRIVATE_TEMP: &[&str] = &["/tmp", "/var/tmp"];
+
+/// The paths the record names that lie under a private temp directory, to show again: each
+/// file's directory, each hashed tree, and the working directory.
+#[cfg(not(target_os = "macos"))]
+fn shown(record: &ExecutionRecord) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = record
+        .artifacts()
+        .map(|a| {
+            if a.path.is_dir() {
+                a.path.clone()
+            } else {
+                a.path
+                    .parent()
+                    .map_or_else(|| a.path.clone(), Path::to_owned)
+            }
+        })
+        .chain(std::iter::once(record.working_directory.clone()))
+        .filter(|p| {
+            PRIVATE_TEMP
+                .iter()
+                .any(|t| p.starts_with(t) && p != Path::new(t))
+        })
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// Whether the working directory may be written: not `/`, and not the user's home or a
+/// directory above it (a server writing `~/.bashrc` would run outside its sandbox later).
+fn writable_directory(cwd: &Path, user_home: Option<&Path>) -> bool {
+    cwd != Path::new("/") && user_home.is_none_or(|home| !home.starts_with(cwd))
+}
+
+/// The session's runtime directory (the session bus, the keyring's control socket).
+fn runtime_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let dir = PathBuf::from(format!("/run/user/{}", nix::unistd::getuid()));
+        if dir.is_dir() {
+            return Some(dir);
+        }
+    }
+    None
+}
+
+/// `name` on PATH, or in /usr/bin.
+#[cfg(not(target_os = "macos"))]
+fn find(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain(std::iter::once(PathBuf::from("/usr/bin")))
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
+
+/// Runs `command` with the broker's `socket` served on loopback `port` (inside a confined
+/// launch's network namespace, where the proxy variables point), and returns its exit code.
+/// `postern sandbox-run` calls it; nothing else listens or connects.
+pub fn run_relayed(port: u16, socket: &Path, command: &[OsString]) -> std::io::Result<i32> {
+    use std::net::TcpListener;
+    let Some((program, args)) = command.split_first() else {
+        return Err(std::io::Error::other(
+            "sandbox-run needs a command after --",
+        ));
+    };
+    let listener = TcpListener::bind(("127.0.0.1", port))?;
+    let socket = socket.to_owned();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let socket = socket.clone();
+            std::thread::spawn(move || relay(stream, &socket));
+        }
+    });
+    let status = std::process::Command::new(program).args(args).status()?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// The server's own process under a confined launch's `pid` (bubblewrap's, then its init's,
+/// then the relay's): the process whose workers are sampled. `pid` itself when unconfined.
+pub(crate) fn innermost(pid: u32) -> u32 {
+    let mut pid = pid;
+    for _ in 0..4 {
+        let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let mut words = argv.split(|b| *b == 0);
+        let program = words.next().unwrap_or_default();
+        let layer = program.ends_with(b"bwrap")
+            || (program.ends_with(b"postern") && words.next() == Some(b"sandbox-run"));
+        if !layer {
+            break;
+        }
+        match crate::table::children(pid).as_slice() {
+            [only] => pid = only.pid,
+            _ => break,
+        }
+    }
+    pid
+}
+
+/// Copies one proxy connection to the broker's socket and back.
+fn relay(tcp: std::net::TcpStream, socket: &Path) {
+    use std::net::Shutdown;
+    use std::os::unix::net::UnixStream;
+    let Ok(unix) = UnixStream::connect(socket) else {
+        return;
+    };
+    let (Ok(mut tcp_in), Ok(mut unix_out)) = (tcp.try_clone(), unix.try_clone()) else {
+        return;
+    };
+    let up = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut tcp_in, &mut unix_out);
+        let _ = unix_out.shutdown(Shutdown::Write);
+    });
+    let (mut unix_in, mut tcp_out) = (unix, tcp);
+    let _ = std::io::copy(&mut unix_in, &mut tcp_out);
+    let _ = tcp_out.shutdown(Shutdown::Write);
+    let _ = up.join();
+}
+
+#[cfg(target_os = "macos")]
+mod macos {
+    //! `sandbox-exec` with a generated profile: compile-checked on Linux, untested (no macOS
+    //! machine here). Later rules win in SBPL.
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
+
+    use postern_domain::{ExecutionRecord, Sandbox};
+
+    use super::WayOut;
+
+    pub(super) fn command(
+        sandbox: &Sandbox,
+        _record: &ExecutionRecord,
+        way_out: Option<&WayOut>,
+        program: &Path,
+        args: &[String],
+    ) -> (PathBuf, Vec<OsString>) {
+        let quote = |p: &Path| format!("{:?}", p.display().to_string());
+        let mut sb = String::from("(version 1)\n(allow default)\n(deny network*)\n");
+        sb.push_str("(allow network* (remote unix-socket))\n");
+        if let Some(way) = way_out {
+            sb.push_str(&format!(
+                "(allow network-outbound (remote ip \"localhost:{}\"))\n",
+                way.port
+            ));
+        }
+        sb.push_str("(deny file-write* (subpath \"/\"))\n");
+        sb.push_str("(allow file-write* (subpath \"/private/tmp\") (subpath \"/private/var/folders\") (literal \"/dev/null\") (subpath \"/dev/fd\") (literal \"/dev/tty\"))\n");
+        for path in &sandbox.writable {
+            sb.push_str(&format!("(allow file-write* (subpath {}))\n", quote(path)));
+        }
+        for path in &sandbox.hidden {
+            sb.push_str(&format!(
+                "(deny file-read* file-write* (subpath {}))\n",
+                quote(path)
+            ));
+        }
+        let mut argv: Vec<OsString> = vec!["-p".into(), sb.into()];
+        argv.push(program.into());
+        argv.extend(args.iter().map(OsString::from));
+        (PathBuf::from("/usr/bin/sandbox-exec"), argv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(confinement: Confinement) -> ServerConfig {
+        let mut config = ServerConfig::new(
+            "probe".parse().expect("label"),
+            vec!["/bin/true".into()],
+            Some("/srv/probe".into()),
+            Vec::new(),
+        )
+        .expect("config");
+        config.confinement = confinement;
+        config.writable = vec!["cache".into()];
+        config
+    }
+
+    fn host() -> SandboxHost {
+        SandboxHost {
+            postern_home: Some("/home/u/.postern".into()),
+            user_home: Some("/home/u".into()),
+            relay: None,
+            exposed: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_unconfined_server_has_no_sandbox() {
+        let host = host();
+        assert_eq!(
+            profile(
+                &config(Confinement::Unconfined),
+                Path::new("/srv/probe"),
+                &host
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn the_profile_hides_credentials_and_the_postern_home_and_writes_only_its_directory() {
+        let sandbox = profile(
+            &config(Confinement::Confined),
+            Path::new("/srv/probe"),
+            &host(),
+        )
+        .expect("confined");
+        for hidden in [
+            "/home/u/.ssh",
+            "/home/u/.aws",
+            "/home/u/.gnupg",
+            "/home/u/.postern",
+        ] {
+            assert!(
+                sandbox.hidden.contains(&PathBuf::from(hidden)),
+                "{hidden} not hidden: {:?}",
+                sandbox.hidden
+            );
+        }
+        assert_eq!(
+            sandbox.writable,
+            vec![
+                PathBuf::from("/srv/probe"),
+                PathBuf::from("/srv/probe/cache")
+            ]
+        );
+    }
+
+    #[test]
+    fn the_home_itself_is_never_writable() {
+        let sandbox = profile(
+            &config(Confinement::Confined),
+            Path::new("/home/u"),
+            &host(),
+        )
+        .expect("confined");
+        assert!(!sandbox.writable.contains(&PathBuf::from("/home/u")));
+        let sandbox =
+            profile(&config(Confinement::Confined), Path::new("/"), &host()).expect("confined");
+        assert!(!sandbox.writable.contains(&PathBuf::from("/")));
+    }
+
+    #[test]
+    fn a_changed_profile_is_a_new_identity() {
+        let mut config = config(Confinement::Unconfined);
+        config.cwd = Some(std::env::temp_dir());
+        let observed = crate::DigestCache::new().observe(&config).expect("observe");
+        let mut record = crate::record(&config, observed, 0, 0);
+        let unconfined = record.identity_digest();
+        record.sandbox = profile(
+            &self::config(Confinement::Confined),
+            Path::new("/srv/probe"),
+            &host(),
+        );
+        let confined = record.identity_digest();
+        assert_ne!(unconfined, confined);
+        if let Some(sandbox) = &mut record.sandbox {
+            sandbox.writable.push("/srv/elsewhere".into());
+        }
+        assert_ne!(record.identity_digest(), confined);
+    }
+}
