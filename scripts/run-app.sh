@@ -63,10 +63,11 @@ as_root() {
 
 os="$(uname -s)"
 
-# Tauri's build dependencies on Debian/Ubuntu (Tauri v2 prerequisites, measured on bookworm).
+# Tauri's build dependencies on Debian/Ubuntu (Tauri v2 prerequisites, measured on bookworm),
+# and bubblewrap, the sandbox confined servers run in.
 apt_packages=(
     build-essential pkg-config curl wget file libssl-dev
-    libwebkit2gtk-4.1-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
+    libwebkit2gtk-4.1-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev bubblewrap
 )
 # What the app's WebDriver tests and screenshots need: an X server, a bus with a keyring, the
 # WebKit driver, and a tray host with a hand and a camera for the tray menu (ui/e2e/tray.mjs).

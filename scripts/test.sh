@@ -79,7 +79,7 @@ apt_packages=(
     build-essential pkg-config curl wget file libssl-dev
     libwebkit2gtk-4.1-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
     xvfb xauth webkit2gtk-driver gnome-keyring dbus dbus-x11 trayer xdotool imagemagick
-    polkitd passwd libglib2.0-bin
+    polkitd passwd libglib2.0-bin bubblewrap
 )
 
 install_system_packages() {

@@ -133,7 +133,12 @@ fn launch(
         working_directory: "/srv/deployer".into(),
         env_names: vec!["HOME".into(), "PATH".into()],
         loader_env: vec![],
-        sandbox: None,
+        sandbox: Some(postern_domain::Sandbox {
+            tool: "bubblewrap".into(),
+            hidden: vec!["/home/dev/.ssh".into(), "/home/dev/.postern".into()],
+            writable: vec!["/srv/deployer".into()],
+            network: "only through the egress broker".into(),
+        }),
         pinning: Pinning::Pinned,
         pid: 50_000 + n as u32,
         started_at_ms: (ASKED_AT - 3_600_000 * (3 - n as u64)) as i64,

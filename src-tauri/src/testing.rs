@@ -146,7 +146,12 @@ pub fn call(tool: &str) -> CallToAuthorize {
         working_directory: "/srv/clock".into(),
         env_names: vec![],
         loader_env: vec![],
-        sandbox: None,
+        sandbox: Some(postern_domain::Sandbox {
+            tool: "bubblewrap".into(),
+            hidden: vec!["/home/dev/.ssh".into(), "/home/dev/.postern".into()],
+            writable: vec!["/srv/clock".into()],
+            network: "only through the egress broker".into(),
+        }),
         pinning: Pinning::Pinned,
         pid: 4242,
         started_at_ms: 1_700_000_000_000,

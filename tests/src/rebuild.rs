@@ -5,8 +5,8 @@
 //!
 //! A working copy is `<tmp>/app/` (the server's working directory): `server.py` (the entry,
 //! revision A at first), `requirements.txt` (its lockfile) and `lib/` (the runtime and a
-//! dependency). Side effects of its write tools land in `<tmp>/effects.txt`, outside every
-//! watched path.
+//! dependency). Side effects of its write tools land in `<tmp>/effects/effects.txt`, outside
+//! every watched path (the one directory outside its own the confined server may write).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -71,7 +71,7 @@ impl Fixture {
 
     /// Where the write tools record their effects, one line each.
     pub fn effects_path(&self) -> PathBuf {
-        self.root.join("effects.txt")
+        self.root.join("effects/effects.txt")
     }
 
     /// The effects recorded so far.
@@ -130,6 +130,10 @@ impl Fixture {
         effects.push(self.effects_path());
         args.push("--env".into());
         args.push(effects);
+        let effects_dir = self.root.join("effects");
+        std::fs::create_dir_all(&effects_dir).context("the effects directory")?;
+        args.push("--writable".into());
+        args.push(effects_dir.into());
         args.extend(options.iter().map(OsString::from));
         args.push("--".into());
         args.push(python()?.into());

@@ -250,7 +250,23 @@ impl TestHome {
             home.trace_path().display(),
             fixture.join("' '")
         );
-        home.cli(&["server", "add", "fixture", "--", "/bin/sh", "-c", &script])?;
+        // The trace's directory is the one place outside its own the (confined) server may
+        // write.
+        let traces = home.trace_path();
+        let traces = traces.parent().context("trace directory")?;
+        std::fs::create_dir_all(traces)?;
+        let writable = traces.display().to_string();
+        home.cli(&[
+            "server",
+            "add",
+            "fixture",
+            "--writable",
+            &writable,
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ])?;
         Ok(home)
     }
 
@@ -259,7 +275,7 @@ impl TestHome {
     }
 
     fn trace_path(&self) -> PathBuf {
-        self.dir.path().join("forwarded.jsonl")
+        self.dir.path().join("trace/forwarded.jsonl")
     }
 
     fn trace(&self) -> Result<String> {

@@ -59,6 +59,22 @@ async fn fixture_gate() -> Result<Gate> {
     Gate::start(&[("fixture", &servers::fixture()?)]).await
 }
 
+/// [`fixture_gate`] with the fixture unconfined: the test reads the server's own pid to find
+/// its process, and a confined server sees its own PID namespace.
+async fn unconfined_fixture_gate() -> Result<Gate> {
+    let gate = Gate::start(&[]).await?;
+    let mut add: Vec<std::ffi::OsString> = vec![
+        "server".into(),
+        "add".into(),
+        "fixture".into(),
+        "--unconfined".into(),
+        "--".into(),
+    ];
+    add.extend(servers::fixture()?.argv());
+    gate.cli(add)?;
+    Ok(gate)
+}
+
 #[tokio::test]
 async fn lines_that_are_not_json_rpc_objects_get_clear_errors_and_the_session_continues()
 -> Result<()> {
@@ -206,7 +222,7 @@ async fn a_response_from_the_agent_with_an_unknown_id_is_dropped() -> Result<()>
 #[tokio::test]
 async fn a_server_exiting_mid_call_answers_the_call_and_restarts_on_the_next() -> Result<()> {
     within(LIMIT, async {
-        let gate = fixture_gate().await?;
+        let gate = unconfined_fixture_gate().await?;
         let mut agent = connect(&gate, "fixture").await?;
         let first_pid =
             agent.call(1, "pid", json!({})).await?["result"]["content"][0]["text"].clone();
@@ -246,7 +262,7 @@ async fn a_server_exiting_mid_call_answers_the_call_and_restarts_on_the_next() -
 #[tokio::test]
 async fn an_agent_disconnecting_mid_call_ends_only_its_own_session() -> Result<()> {
     within(LIMIT, async {
-        let gate = fixture_gate().await?;
+        let gate = unconfined_fixture_gate().await?;
         let mut leaving = connect(&gate, "fixture").await?;
         let mut staying = connect(&gate, "fixture").await?;
         let pid: i32 = leaving.call(1, "pid", json!({})).await?["result"]["content"][0]["text"]

@@ -432,7 +432,9 @@ async fn a_write_in_flight_during_a_restart_fails_with_epoch_transition_and_is_n
 -> Result<()> {
     let fixture = Fixture::new()?;
     let gate = gate().await?;
-    fixture.add(&gate, LABEL, &[], &["-B", "server.py"])?;
+    // Unconfined: the test compares the pid the server reports with the one the engine shows,
+    // and a confined server sees its own PID namespace.
+    fixture.add(&gate, LABEL, &["--unconfined"], &["-B", "server.py"])?;
     gate.scenario(async {
         let mut agent = connect(&gate, LABEL).await?;
         let before = first_session(&gate, &mut agent).await?;
@@ -735,10 +737,12 @@ async fn a_self_reloading_server_gets_a_new_epoch_in_the_same_process() -> Resul
     let fixture = Fixture::new()?;
     let gate = gate().await?;
     // `--live`: the fixture reloads its entry when it changes, like nodemon without the restart.
+    // Unconfined: the test compares the pid the server reports with the one the engine shows,
+    // and a confined server sees its own PID namespace.
     fixture.add(
         &gate,
         LABEL,
-        &["--self-reloading"],
+        &["--self-reloading", "--unconfined"],
         &["-B", "server.py", "--live"],
     )?;
     gate.scenario(async {
@@ -824,7 +828,9 @@ async fn a_self_reloading_server_gets_a_new_epoch_in_the_same_process() -> Resul
 async fn two_sessions_of_one_server_get_two_epochs_with_equal_identities() -> Result<()> {
     let fixture = Fixture::new()?;
     let gate = gate().await?;
-    fixture.add(&gate, LABEL, &[], &["-B", "server.py"])?;
+    // Unconfined: the test compares the pid the server reports with the one the engine shows,
+    // and a confined server sees its own PID namespace.
+    fixture.add(&gate, LABEL, &["--unconfined"], &["-B", "server.py"])?;
     gate.scenario(async {
         let mut first = connect(&gate, LABEL).await?;
         let mut second = connect(&gate, LABEL).await?;

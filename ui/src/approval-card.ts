@@ -65,6 +65,7 @@ export type RiskLine = { severity: "danger" | "caution"; text: string } & (
   | { kind: "everyUse"; targets: SettingTarget[] }
   | { kind: "catalogChanged"; changes: string[]; count: number }
   | { kind: "contextChanged"; facts: string[] }
+  | { kind: "unconfined" }
 );
 
 /** Admit the agent run, allow the call, or both on one card. */
@@ -103,6 +104,8 @@ export type EpochView = {
   /** Which launch of its server this is, counted from 1 ("launch 7"; null: not known). */
   launch: number | null;
   pinning: { state: "pinned" } | { state: "partly"; covered: string; uncovered: string } | { state: "unpinned"; reason: string };
+  /** The OS sandbox it runs in; null: unconfined. */
+  sandbox: { tool: string; hidden: string[]; writable: string[]; network: string } | null;
   since: IdentitySince;
 };
 
@@ -116,7 +119,7 @@ export type IdentitySince =
       approvedEpoch: string;
       /** Artifacts whose digest changed, or that only one launch has. */
       changedArtifacts: string[];
-      /** `launchCommand`, `runtime`, `workingDirectory`, `envNames`, `loaderEnv`. */
+      /** `launchCommand`, `runtime`, `workingDirectory`, `envNames`, `loaderEnv`, `sandbox`. */
       changedFacts: string[];
     };
 

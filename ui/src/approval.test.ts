@@ -69,7 +69,7 @@ describe("the committed sample card", () => {
       }),
     );
     expect(Object.keys(card.agent).sort()).toEqual(keys<AgentIdentity>({ pid: true, startTime: true, executable: true, chain: true, cwd: true }));
-    expect(Object.keys(card.epoch).sort()).toEqual(keys<EpochView>({ epoch: true, identity: true, launchCommand: true, startedAtMs: true, launch: true, pinning: true, since: true }));
+    expect(Object.keys(card.epoch).sort()).toEqual(keys<EpochView>({ epoch: true, identity: true, launchCommand: true, startedAtMs: true, launch: true, pinning: true, sandbox: true, since: true }));
     expect(Object.keys(card.tool).sort()).toEqual(keys<ToolView>({ name: true, title: true, description: true }));
     expect(Object.keys(card.annotations ?? {}).sort()).toEqual(keys<UntrustedHints>({ note: true, hints: true }));
     for (const arg of card.arguments) {

@@ -12,6 +12,7 @@ import type { Argument, ApprovalCard, GrantChoice, IdentitySince, Json, Reply, R
 import type { Approval } from "./bindings";
 import { h, icon, mark, type Child } from "./dom";
 import { clock, commandLine, launchLine, shortDigest, shortEpoch } from "./format";
+import { sandboxBadge } from "./confinement";
 import { pinBadge, pinNote } from "./pinning";
 import { passphraseField, systemAuthButton } from "./proof";
 
@@ -254,6 +255,8 @@ function serverFacts(card: ApprovalCard, nowMs: number): HTMLElement {
           h("span", { class: "launch", title: `execution epoch ${e.epoch}` }, launchLine(e.launch, e.epoch, e.startedAtMs, nowMs)),
           " ",
           pinBadge(e.pinning),
+          " ",
+          sandboxBadge(e.sandbox),
         ),
       ],
       ["epoch", h("code", { class: "epoch", title: "execution epoch: this launch's own id" }, e.epoch)],
@@ -272,6 +275,7 @@ const FACTS: Record<string, string> = {
   workingDirectory: "the working directory",
   envNames: "the environment's variable names",
   loaderEnv: "what NODE_OPTIONS, PYTHONPATH and the like say",
+  sandbox: "the sandbox it runs in",
 };
 
 /**

@@ -66,7 +66,15 @@ identityPaths: Array<string>,
  * Methods the gate does not know that agents may send it all the same (decided and
  * journaled).
  */
-passMethods: Array<string>, };
+passMethods: Array<string>, 
+/**
+ * `confined` (its launches run in the OS sandbox) or `unconfined` (opted out).
+ */
+confinement: string, 
+/**
+ * Where a confined launch may write besides its directory and a private /tmp.
+ */
+writable: Array<string>, };
 
 export type SessionStatus = { 
 /**
@@ -201,6 +209,11 @@ launch: number | null,
  */
 pinning: PinningView, 
 /**
+ * The OS sandbox it runs in; `null`: unconfined (it can read every file the user can and
+ * connect anywhere).
+ */
+sandbox: SandboxView | null, 
+/**
  * The process id at launch.
  */
 pid: number, 
@@ -208,6 +221,24 @@ pid: number,
  * Launch time, unix ms.
  */
 startedAtMs: number, };
+
+export type SandboxView = { 
+/**
+ * "bubblewrap" or "sandbox-exec".
+ */
+tool: string, 
+/**
+ * What it cannot see (those that exist at launch are hidden).
+ */
+hidden: Array<string>, 
+/**
+ * Where it may write, besides a private /tmp.
+ */
+writable: Array<string>, 
+/**
+ * Its way to the network, in words.
+ */
+network: string, };
 
 export type PinningView = { "state": "pinned" } | { "state": "partly", 
 /**

@@ -47,6 +47,24 @@ describe("the Servers view", () => {
     expect(text(root.querySelector('[data-label="time"] .process-none'))).toContain("Stopped: no agent session runs it now");
   });
 
+  it("says each server's confinement on its card, where a confined one may write, and UNCONFINED for one opted out", () => {
+    const root = serversView(
+      status({
+        servers: [
+          server({ label: "inventory", writable: ["/home/ada/.cache/inventory"] }),
+          server({ label: "legacy", confinement: "unconfined" }),
+        ],
+      }),
+      NOW,
+      () => {},
+    );
+    expect(text(root.querySelector('[data-label="inventory"] .server-card-head .confinement'))).toBe("confined");
+    expect(all(root, '[data-label="inventory"] .server-config dd')).toContain("/home/ada/.cache/inventory");
+    const open = root.querySelector('[data-label="legacy"] .server-card-head .confinement.unconfined');
+    expect(text(open)).toBe("UNCONFINED");
+    expect(open?.getAttribute("title")).toContain("can read every file you can");
+  });
+
   it("shows each process's state, epoch, record, newer files, credentials and catalog diff", () => {
     const root = serversView(busy, NOW, () => {});
     const card = root.querySelector('[data-label="inventory"]')!;

@@ -6,6 +6,7 @@
 // flagged). Restart gives every running process a new epoch. Pure DOM construction.
 
 import type { ServerStatus, SessionStatus, Status } from "./bindings";
+import { confinementBadge } from "./confinement";
 import { h } from "./dom";
 import { commandLine, count } from "./format";
 import { sessionCard } from "./session";
@@ -66,6 +67,7 @@ function serverCard(s: ServerStatus, processes: SessionStatus[], nowMs: number, 
       h("span", { class: `badge ${processes.length === 0 ? "badge-idle" : "badge-ok"} server-state` }, summary(processes)),
       h("span", { class: "badge badge-outline restart" }, h("span", "badge-k", "restart "), s.restart),
       s.selfReloading ? h("span", "badge badge-outline self-reloading", "self-reloading") : null,
+      confinementBadge(s.confinement),
       h("span", "spacer"),
       button,
     ),
@@ -79,6 +81,8 @@ function serverCard(s: ServerStatus, processes: SessionStatus[], nowMs: number, 
       h("dd", {}, s.cwd === null ? h("span", "muted", "the engine's") : h("code", {}, s.cwd)),
       s.identityPaths.length === 0 ? null : h("dt", {}, "identity"),
       s.identityPaths.length === 0 ? null : h("dd", {}, ...s.identityPaths.map((p) => h("code", "chip", p))),
+      s.writable.length === 0 ? null : h("dt", { title: "Where its confined launches may write besides its directory and a private /tmp" }, "may write"),
+      s.writable.length === 0 ? null : h("dd", {}, ...s.writable.map((p) => h("code", "chip", p))),
       s.passMethods.length === 0 ? null : h("dt", { title: "Methods Postern does not know, passed to this server: each is decided and journaled" }, "passes"),
       s.passMethods.length === 0 ? null : h("dd", { class: "pass-methods" }, ...s.passMethods.map((m) => h("code", "chip", m))),
     ),

@@ -271,12 +271,25 @@ describe("the execution record", () => {
       runtime: "node v20.20.2",
       directory: "/srv/inventory",
       environment: "HOME INVENTORY_TOKEN PATH",
+      sandbox:
+        "Confined (bubblewrap): writes /srv/inventory and a private /tmp; network only through the egress broker; cannot see 2 credential and session paths (~/.ssh, the Postern home, …).",
       "loads with": "NODE_OPTIONS=--require ./trace.js",
     });
     expect([...details.querySelectorAll(".digest")].map((d) => d.getAttribute("title"))).toEqual(
       [digest("e0"), digest("a1"), digest("f0"), digest("90"), digest("3a")],
     );
     expect(all(details, ".chip")).toEqual(["HOME", "INVENTORY_TOKEN", "PATH", "NODE_OPTIONS=--require ./trace.js"]);
+  });
+
+  it("flags an unconfined launch on the card and in its record, and shows a confined one calmly", () => {
+    const confined = card({ execution: record });
+    expect(confined.querySelector(".confinement")?.classList.contains("confined")).toBe(true);
+    const open = card({ execution: execution({ sandbox: null }) });
+    expect(text(open.querySelector(".confinement.unconfined"))).toBe("UNCONFINED");
+    const rows = Object.fromEntries(
+      [...open.querySelectorAll("details.record dt")].map((dt) => [text(dt), text(dt.nextElementSibling)]),
+    );
+    expect(rows.sandbox).toBe("none: it can read every file you can and connect anywhere");
   });
 
   it("says when there is no entry, no lockfile, no runtime and no variables", () => {
@@ -300,6 +313,12 @@ describe("the execution record", () => {
 });
 
 describe("a server row", () => {
+  it("says confined, or UNCONFINED for a server opted out", () => {
+    expect(text(serverRow({}).querySelector(".confinement"))).toBe("confined");
+    const open = serverRow({ confinement: "unconfined" });
+    expect(text(open.querySelector(".confinement.unconfined"))).toBe("UNCONFINED");
+  });
+
   it("shows its restart policy", () => {
     expect(text(serverRow({ restart: "manual" }).querySelector(".restart"))).toBe("restart manual");
     expect(text(serverRow({ restart: "on-change" }).querySelector(".restart"))).toBe("restart on-change");

@@ -7,6 +7,7 @@ import { h, icon, type Child } from "./dom";
 import { ago, clock, clockSeconds, commandLine, count, shortDigest, shortEpoch } from "./format";
 import { sessionName } from "./journal-words";
 import { allowedLine } from "./permissions";
+import { sandboxBadge, sandboxSentence } from "./confinement";
 import { pinBadge, pinNote } from "./pinning";
 
 type Tone = "ok" | "warn" | "bad" | "idle";
@@ -63,6 +64,7 @@ export function sessionCard(s: SessionStatus, nowMs: number, mode: "prompt" | "o
         agentChain(s.agent),
         h("span", { class: `badge badge-${tone} state`, "data-state": stateName, title: stateTitle(s, stateName) }, stateWords(s)),
         s.execution === null ? null : pinBadge(s.execution.pinning),
+        s.execution === null ? null : sandboxBadge(s.execution.sandbox),
         staleBadge(s.catalog),
         h("span", { class: "session-since muted", title: new Date(s.connectedAtMs).toISOString() }, `${clock(s.connectedAtMs, nowMs)} · ${ago(s.connectedAtMs, nowMs)}`),
       ]),
@@ -256,6 +258,7 @@ function record(sessionId: string, e: ExecutionView, nowMs: number): HTMLElement
     e.envNames.length === 0 ? none("no variables") : h("div", "chips", ...spaced(e.envNames.map((n) => h("code", "chip", n)))),
     "names only, never values",
   ]);
+  rows.push(["sandbox", e.sandbox === null ? h("span", "strong", "none: it can read every file you can and connect anywhere") : h("span", {}, sandboxSentence(e.sandbox))]);
   if (e.loaderEnv.length > 0) {
     rows.push(["loads with", h("div", "chips", ...spaced(e.loaderEnv.map((v) => h("code", "chip", v)))), "values that change what it loads: part of its identity"]);
   }

@@ -3,6 +3,7 @@
 
 import type { CredentialItem, EngineView, GateStatus, Permissions, Proof, ServerStatus, SettingsChange, Status } from "./bindings";
 import { BUILTIN, credentialsPanel, type CredentialControls } from "./credentials";
+import { confinementBadge } from "./confinement";
 import { h, icon, mark } from "./dom";
 import { addServersPanel, guideShown, guideView, NEW_GUIDE, passphraseStep, passphraseStepShown, type Guide, type GuideControls } from "./firstrun";
 import { addCommand, agentSnippet, clock, commandLine, count } from "./format";
@@ -366,6 +367,7 @@ function server(s: ServerStatus): HTMLElement {
       s.selfReloading
         ? h("span", { class: "badge badge-outline self-reloading", title: "Reloads its own code: a change to its files ends its epoch at once" }, "self-reloading")
         : null,
+      confinementBadge(s.confinement),
       s.running > 0
         ? h("span", "badge badge-ok running", `${s.running} running`)
         : h("span", "badge badge-idle running", "idle"),

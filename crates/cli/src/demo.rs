@@ -116,7 +116,7 @@ pub fn run(home: &Home) -> Result<()> {
         );
     }
     let exe = std::env::current_exe().context("finding this executable")?;
-    let dir = home.path().join("demo");
+    let dir = demo_dir(home);
     std::fs::create_dir_all(&dir)?;
     let revision = dir.join("revision.txt");
     std::fs::write(&revision, "1\n")?;
@@ -188,6 +188,23 @@ fn epoch(rt: &tokio::runtime::Runtime, home: &Home, other: Option<&str>) -> Resu
         std::thread::sleep(Duration::from_millis(100));
     }
     bail!("the demo server did not reach a new epoch within 30 s")
+}
+
+/// Where the demo server's "build" lives: outside the Postern home, which a confined server
+/// cannot see. The user's cache (one directory per Postern home), else the home itself.
+fn demo_dir(home: &Home) -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    match cache {
+        Some(cache) => {
+            let tag =
+                postern_domain::Digest::of(home.path().as_os_str().as_encoded_bytes()).to_string();
+            let tag = tag.trim_start_matches("sha256:");
+            cache.join("postern").join(format!("demo-{}", &tag[..12]))
+        }
+        None => home.path().join("demo"),
+    }
 }
 
 fn configure(home: &Home, exe: &Path, revision: &Path) -> Result<()> {

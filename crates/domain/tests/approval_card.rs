@@ -56,10 +56,20 @@ fn record(epoch: ExecutionEpoch, entry: &[u8]) -> ExecutionRecord {
         working_directory: "/work/previews".into(),
         env_names: vec!["PATH".into(), "PREVIEW_TOKEN".into()],
         loader_env: vec![],
-        sandbox: None,
+        sandbox: Some(sandbox()),
         pinning: Pinning::Pinned,
         pid: 48192,
         started_at_ms: 1_700_000_000_000,
+    }
+}
+
+/// The sandbox the fixture's launches run in.
+fn sandbox() -> postern_domain::Sandbox {
+    postern_domain::Sandbox {
+        tool: "bubblewrap".into(),
+        hidden: vec!["/home/dev/.ssh".into(), "/home/dev/.postern".into()],
+        writable: vec!["/work/previews".into()],
+        network: "only through the egress broker".into(),
     }
 }
 
@@ -332,6 +342,7 @@ fn kinds(card: &ApprovalCard) -> Vec<(Severity, &'static str)> {
                 Risk::EveryUse { .. } => "every-use",
                 Risk::CatalogChanged { .. } => "catalog",
                 Risk::ContextChanged { .. } => "context",
+                Risk::Unconfined => "unconfined",
             };
             (line.severity, kind)
         })
@@ -462,4 +473,30 @@ fn a_known_client_name_on_another_program_is_flagged() {
         (&old, &same),
     );
     assert!(on_node.is_calm());
+}
+
+#[test]
+fn an_unconfined_launch_says_so_and_opting_out_is_a_context_change() {
+    let old = record(ExecutionEpoch::new(1_700_000_000_000, 1), b"v1");
+    let mut new = record(ExecutionEpoch::new(1_700_000_100_000, 2), b"v1");
+    new.sandbox = None;
+    assert_ne!(old.identity_digest(), new.identity_digest());
+    let card = card_of(
+        &claude(),
+        Some("claude-code 2.1.3"),
+        (&old, &catalog(false)),
+        (&new, &catalog(false)),
+        &[],
+        &[],
+    );
+    assert_eq!(
+        kinds(&card),
+        [
+            (Severity::Caution, "context"),
+            (Severity::Caution, "unconfined")
+        ]
+    );
+    let texts: Vec<&str> = card.risks.iter().map(|l| l.text.as_str()).collect();
+    assert!(texts[0].contains("another sandbox"), "{texts:?}");
+    assert!(texts[1].starts_with("It runs unconfined"), "{texts:?}");
 }

@@ -310,10 +310,12 @@ mod tests {
     fn servers_round_trip_and_survive_reopening() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("open");
-        let time = config(
+        let mut time = config(
             "time",
             &["uvx", "mcp-server-time", "--local-timezone", "UTC"],
         );
+        time.confinement = postern_domain::Confinement::Unconfined;
+        time.writable = vec!["/home/u/.cache/uv".into()];
         assert_eq!(store.add_server(&time).expect("add"), AddOutcome::Added);
         assert_eq!(
             store
@@ -356,8 +358,8 @@ mod tests {
         assert_eq!(
             whats,
             [
-                "added server 'x': [\"one\"], restart on-change, env TZ, passing vendor/search",
-                "replaced server 'x': [\"two\"], restart on-change, env TZ, passing vendor/search",
+                "added server 'x': [\"one\"], restart on-change, confined, env TZ, passing vendor/search",
+                "replaced server 'x': [\"two\"], restart on-change, confined, env TZ, passing vendor/search",
                 "removed server 'x'",
             ]
         );

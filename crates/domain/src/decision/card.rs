@@ -117,6 +117,9 @@ pub struct EpochView {
     pub launch: Option<u32>,
     /// Whether the digests cover the code that runs.
     pub pinning: Pinning,
+    /// The OS sandbox it runs in; `None`: unconfined (issue 16).
+    #[serde(default)]
+    pub sandbox: Option<crate::Sandbox>,
     /// How it differs from the last approved epoch.
     pub since: IdentitySince,
 }
@@ -145,7 +148,7 @@ pub enum IdentitySince {
         /// Artifacts whose digest changed, or that only one launch has.
         changed_artifacts: Vec<PathBuf>,
         /// Other identity facts that changed: `launchCommand`, `runtime`,
-        /// `workingDirectory`, `envNames`, `loaderEnv`.
+        /// `workingDirectory`, `envNames`, `loaderEnv`, `sandbox`.
         changed_facts: Vec<String>,
     },
 }
@@ -270,6 +273,7 @@ impl ApprovalCard {
                 started_at_ms: inputs.record.started_at_ms,
                 launch: None,
                 pinning: inputs.record.pinning.clone(),
+                sandbox: inputs.record.sandbox.clone(),
                 since: identity_since(inputs.last_approved_record, inputs.record),
             },
             catalog: match inputs.last_approved_catalog {
@@ -391,6 +395,7 @@ fn identity_since(approved: Option<&ExecutionRecord>, now: &ExecutionRecord) -> 
         ),
         ("envNames", approved.env_names != now.env_names),
         ("loaderEnv", approved.loader_env != now.loader_env),
+        ("sandbox", approved.sandbox != now.sandbox),
     ];
     let changed_facts: Vec<String> = facts
         .iter()

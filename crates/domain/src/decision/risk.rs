@@ -93,11 +93,15 @@ pub enum Risk {
         /// How many changes in all.
         count: usize,
     },
-    /// The same code, started in another context (working directory, environment names).
+    /// The same code, started in another context (working directory, environment names,
+    /// sandbox).
     ContextChanged {
-        /// `workingDirectory`, `envNames`.
+        /// `workingDirectory`, `envNames`, `sandbox`.
         facts: Vec<String>,
     },
+    /// The server runs outside the OS sandbox (a person opted it out): it can read every file
+    /// the user can and connect anywhere (issue 16).
+    Unconfined,
 }
 
 /// Clients people know by name, and the program names they run as (the executable's file
@@ -112,7 +116,7 @@ const KNOWN_CLIENTS: [(&str, &[&str]); 6] = [
 ];
 
 /// Facts that change the context a launch runs in, not its code.
-const CONTEXT_FACTS: [&str; 2] = ["workingDirectory", "envNames"];
+const CONTEXT_FACTS: [&str; 3] = ["workingDirectory", "envNames", "sandbox"];
 
 /// How many changed files or tools a sentence names before "and N more".
 const NAMED: usize = 3;
@@ -166,6 +170,9 @@ pub fn risks(card: &ApprovalCard, client: Option<&str>) -> Vec<RiskLine> {
         out.push(Risk::EveryUse {
             targets: card.every_use.clone(),
         });
+    }
+    if card.epoch.sandbox.is_none() {
+        out.push(Risk::Unconfined);
     }
     let mut lines: Vec<RiskLine> = out
         .into_iter()
@@ -298,6 +305,7 @@ impl Risk {
             Self::EveryUse { .. } => 6,
             Self::CatalogChanged { .. } => 7,
             Self::ContextChanged { .. } => 8,
+            Self::Unconfined => 9,
         }
     }
 
@@ -377,6 +385,7 @@ impl Risk {
                     .collect::<Vec<_>>()
                     .join(" and ")
             ),
+            Self::Unconfined => "It runs unconfined: it can read every file you can (~/.ssh, the Postern home) and connect anywhere.".to_owned(),
         }
     }
 }
@@ -387,6 +396,7 @@ fn fact(name: &str) -> &str {
         "runtime" => "a new runtime version",
         "workingDirectory" => "another working directory",
         "envNames" => "other environment variables",
+        "sandbox" => "another sandbox (confinement)",
         "loaderEnv" => {
             "new values of the variables that change what it loads (NODE_OPTIONS, PYTHONPATH, ...)"
         }
