@@ -158,6 +158,19 @@ impl Gate {
         }
     }
 
+    /// The sandbox the running launch of `label` was made in, as its execution record names it
+    /// (`null`: unconfined).
+    pub async fn sandbox_of(&self, label: &str) -> Result<serde_json::Value> {
+        let status = self.status().await?;
+        status["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["server"] == label && s["serverPid"].is_u64())
+            .map(|s| s["execution"]["sandbox"].clone())
+            .with_context(|| format!("no running session of {label}: {status}"))
+    }
+
     /// The `postern` executable under test.
     pub fn bin(&self) -> &Path {
         &self.bin

@@ -208,3 +208,53 @@ fn execution(status: &Value, label: &str) -> Result<Value> {
         .map(|s| s["execution"].clone())
         .with_context(|| format!("no running session of {label}: {status}"))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_fails_in_its_sandbox_is_told_what_it_was_denied() -> Result<()> {
+    let probe = probe().await?;
+    // A server that writes outside its directory at start, and gives up when it cannot.
+    probe.gate.cli([
+        "server",
+        "add",
+        "writer",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo x > /usr/postern-confinement-probe || exit 3",
+    ])?;
+    probe
+        .gate
+        .scenario(async {
+            let (cmd, log) = probe.gate.agent_command("writer")?;
+            let mut agent = postern_e2e::raw::RawAgent::spawn(cmd, std::fs::File::create(&log)?)?
+                .answer_within(std::time::Duration::from_secs(30));
+            let init = agent
+                .start_initialize(
+                    json!(0),
+                    postern_e2e::raw::initialize_params("confinement-test", json!({})),
+                )
+                .await?;
+            agent.response(&init).await?;
+            agent
+                .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .await?;
+            let listed = agent.request_next("tools/list", json!({})).await?;
+            let said = listed.to_string();
+            ensure!(said.contains("it runs confined"), "the agent was told: {said}");
+            let status = probe.gate.status().await?;
+            let session = status["sessions"]
+                .as_array()
+                .context("sessions")?
+                .iter()
+                .find(|s| s["server"] == "writer")
+                .with_context(|| format!("no session of writer: {status}"))?
+                .clone();
+            let last = session["lastExit"].as_str().unwrap_or_default();
+            ensure!(
+                last.contains("it runs confined (bubblewrap)") && last.contains("--unconfined"),
+                "the Servers view shows: {last}"
+            );
+            Ok(())
+        })
+        .await
+}

@@ -154,6 +154,11 @@ async fn tool_results_through_postern_are_the_servers_own_json() -> Result<()> {
                 compare::field_diff(&d, &g)
             );
         }
+        // The server ran confined (issue 16), its answers unchanged.
+        if cfg!(target_os = "linux") {
+            let sandbox = gate.sandbox_of(LABEL).await?;
+            ensure!(sandbox["tool"] == "bubblewrap", "not confined: {sandbox}");
+        }
         let structured = gated.wire().last_call_result("get-structured-content")?;
         ensure!(
             structured["structuredContent"]["temperature"].is_number(),

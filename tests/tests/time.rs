@@ -96,6 +96,11 @@ async fn get_current_time_returns_structured_content_through_postern() -> Result
             structured["timezone"] == "UTC",
             "structuredContent: {structured}"
         );
+        // The server ran confined (issue 16), its answers unchanged.
+        if cfg!(target_os = "linux") {
+            let sandbox = gate.sandbox_of(LABEL).await?;
+            ensure!(sandbox["tool"] == "bubblewrap", "not confined: {sandbox}");
+        }
         let datetime = structured["datetime"].as_str().unwrap_or_default();
         ensure!(
             datetime.ends_with("+00:00"),
