@@ -222,6 +222,20 @@ pid: number,
  */
 startedAtMs: number, };
 
+export type PinningView = { "state": "pinned" } | { "state": "partly", 
+/**
+ * What the digests cover: "the entry file server.js".
+ */
+covered: string, 
+/**
+ * What they do not, and how to cover it.
+ */
+uncovered: string, } | { "state": "unpinned", 
+/**
+ * Why.
+ */
+reason: string, };
+
 export type SandboxView = { 
 /**
  * "bubblewrap" or "sandbox-exec".
@@ -239,20 +253,6 @@ writable: Array<string>,
  * Its way to the network, in words.
  */
 network: string, };
-
-export type PinningView = { "state": "pinned" } | { "state": "partly", 
-/**
- * What the digests cover: "the entry file server.js".
- */
-covered: string, 
-/**
- * What they do not, and how to cover it.
- */
-uncovered: string, } | { "state": "unpinned", 
-/**
- * Why.
- */
-reason: string, };
 
 export type ArtifactView = { 
 /**
