@@ -73,7 +73,13 @@ async fn tried(probe: &Probe, label: &str) -> Result<(Client, [String; 4])> {
         text(&client, "read", json!({"path": path(&ssh)})).await?,
         text(&client, "read", json!({"path": path(&home)})).await?,
         text(&client, "connect", json!({"port": port})).await?,
-        text(&client, "bus", json!({})).await?,
+        // The engine's own bus (a confined server does not even get the variable).
+        text(
+            &client,
+            "bus",
+            json!({"address": std::env::var("DBUS_SESSION_BUS_ADDRESS")?}),
+        )
+        .await?,
     ];
     Ok((client, tried))
 }
@@ -240,7 +246,10 @@ async fn a_server_that_fails_in_its_sandbox_is_told_what_it_was_denied() -> Resu
                 .await?;
             let listed = agent.request_next("tools/list", json!({})).await?;
             let said = listed.to_string();
-            ensure!(said.contains("it runs confined"), "the agent was told: {said}");
+            ensure!(
+                said.contains("it runs confined"),
+                "the agent was told: {said}"
+            );
             let status = probe.gate.status().await?;
             let session = status["sessions"]
                 .as_array()

@@ -668,6 +668,7 @@ fn run_version(interpreter: &Path) -> Option<String> {
 }
 
 mod loads;
+pub(crate) use loads::LOADER_VARIABLES;
 
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,10 @@ pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
 pub use process::{
     ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,
 };
-pub use sandbox::{CREDENTIAL_PATHS, SandboxHost, WayOut, denied, run_relayed};
+pub use sandbox::{
+    CREDENTIAL_PATHS, SandboxHost, WayOut, denied, normalized as sandbox_normalized, run_relayed,
+    unwritable,
+};
 pub use watch::{ArtifactWatch, ProcessGroupSample};
 
 /// What a launch is given once its identity is known: environment (credentials, or their
@@ -137,7 +140,7 @@ where
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let spawned = match &first.sandbox {
-        None => spawn_program(&observed.program, config.args(), config, &env)?,
+        None => spawn_program(&observed.program, config.args(), config, &env, None)?,
         Some(sandbox) => {
             let (program, args) = sandbox::command(
                 sandbox,
@@ -151,7 +154,7 @@ where
                 program: config.program().to_owned(),
                 source: std::io::Error::other(why),
             })?;
-            spawn_program(&program, &args, config, &env)?
+            spawn_program(&program, &args, config, &env, Some(&sandbox::kept_env()))?
         }
     };
     let started_at_ms = now_ms();

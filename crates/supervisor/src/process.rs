@@ -79,18 +79,31 @@ pub struct SpawnError {
 
 /// Launches `config`'s command in a new process group with piped stdio.
 pub fn spawn(config: &ServerConfig) -> Result<Spawned, SpawnError> {
-    spawn_program(Path::new(config.program()), config.args(), config, &[])
+    spawn_program(
+        Path::new(config.program()),
+        config.args(),
+        config,
+        &[],
+        None,
+    )
 }
 
 /// Like [`spawn`], with the program already resolved (so what runs is what was hashed) and
-/// its arguments (the server's own, or a sandbox's followed by the server's command).
+/// its arguments (the server's own, or a sandbox's followed by the server's command). With
+/// `kept`, the process starts from those variables instead of the engine's whole environment
+/// (a confined launch: [`crate::sandbox::kept_env`]); its configured variables and `released`
+/// come on top either way.
 pub fn spawn_program<A: AsRef<std::ffi::OsStr>>(
     program: &Path,
     args: &[A],
     config: &ServerConfig,
     released: &[(&str, &str)],
+    kept: Option<&[(std::ffi::OsString, std::ffi::OsString)]>,
 ) -> Result<Spawned, SpawnError> {
     let mut command = Command::new(program);
+    if let Some(kept) = kept {
+        command.env_clear().envs(kept.iter().cloned());
+    }
     command
         .args(args)
         .envs(

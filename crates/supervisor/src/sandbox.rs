@@ -26,13 +26,74 @@ pub const CREDENTIAL_PATHS: &[&str] = &[
     ".config/gcloud",
     ".config/gh",
     ".config/op",
+    ".config/git/credentials",
+    ".config/rclone",
+    ".config/containers/auth.json",
+    ".config/sops",
+    ".config/age",
     ".local/share/keyrings",
+    ".local/share/kwalletd",
     ".password-store",
     ".netrc",
     ".git-credentials",
     ".npmrc",
     ".pypirc",
+    ".pgpass",
+    ".vault-token",
+    ".terraform.d",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    // Agents' own sessions and keys, and password managers' agent sockets.
+    ".claude",
+    ".claude.json",
+    ".codex",
+    ".gemini",
+    ".1password",
+    ".bitwarden-ssh-agent.sock",
+    // What a person typed, and where browsers keep their sessions.
+    ".bash_history",
+    ".zsh_history",
+    ".local/share/fish",
+    ".python_history",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".var/app",
     "Library/Keychains",
+    "Library/Application Support/Google/Chrome",
+    "Library/Application Support/Firefox",
+];
+
+/// Variables that move a credential path away from the home: what they name is hidden too.
+/// (`XDG_CONFIG_HOME` and `XDG_DATA_HOME` move the `.config/` and `.local/share/` entries.)
+const RELOCATING: &[&str] = &[
+    "GNUPGHOME",
+    "KUBECONFIG",
+    "DOCKER_CONFIG",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "PASSWORD_STORE_DIR",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+];
+
+/// The engine's variables a confined launch keeps: what programs need to run and format. The
+/// rest (tokens in the environment, an agent's socket, the session bus's address) stay out;
+/// the server's configured variables and released credentials come on top.
+const KEPT_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "TZ",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
 ];
 
 /// How the network looks from inside, in words (the profile's `network`).
@@ -89,17 +150,21 @@ pub fn profile(config: &ServerConfig, cwd: &Path, host: &SandboxHost) -> Option<
     if let Some(home) = &host.user_home {
         hidden.extend(CREDENTIAL_PATHS.iter().map(|p| home.join(p)));
     }
+    hidden.extend(relocated(CREDENTIAL_PATHS, |name| std::env::var_os(name)));
     hidden.extend(host.postern_home.iter().cloned());
     hidden.extend(runtime_dir());
     if cfg!(target_os = "linux") {
         // The system bus (polkit, logind): nothing a server needs.
         hidden.push(PathBuf::from("/run/dbus"));
     }
-    let mut writable: Vec<PathBuf> = Vec::new();
-    if writable_directory(cwd, host.user_home.as_deref()) {
-        writable.push(cwd.to_owned());
-    }
-    writable.extend(config.writable.iter().map(|p| cwd.join(p)));
+    hidden.sort();
+    hidden.dedup();
+    let cwd = normalized(cwd);
+    let home = host.user_home.as_deref();
+    let writable: Vec<PathBuf> = std::iter::once(cwd.clone())
+        .chain(config.writable.iter().map(|p| normalized(&cwd.join(p))))
+        .filter(|p| unwritable(p, home).is_none())
+        .collect();
     Some(Sandbox {
         tool: tool.to_owned(),
         hidden,
@@ -128,6 +193,20 @@ pub fn denied(sandbox: &Sandbox) -> String {
 }
 
 /// The program and arguments that run `program args` in `sandbox` for `record`'s launch.
+#[cfg(target_os = "macos")]
+pub(crate) fn command(
+    sandbox: &Sandbox,
+    record: &ExecutionRecord,
+    _host: &SandboxHost,
+    way_out: Option<&WayOut>,
+    program: &Path,
+    args: &[String],
+) -> Result<(PathBuf, Vec<OsString>), String> {
+    Ok(macos::command(sandbox, record, way_out, program, args))
+}
+
+/// The program and arguments that run `program args` in `sandbox` for `record`'s launch.
+#[cfg(not(target_os = "macos"))]
 pub(crate) fn command(
     sandbox: &Sandbox,
     record: &ExecutionRecord,
@@ -136,35 +215,28 @@ pub(crate) fn command(
     program: &Path,
     args: &[String],
 ) -> Result<(PathBuf, Vec<OsString>), String> {
-    #[cfg(target_os = "macos")]
-    {
-        let _ = host;
-        return Ok(macos::command(sandbox, record, way_out, program, args));
+    let bwrap = find("bwrap").ok_or_else(|| {
+        "a confined server runs in bubblewrap, which is not installed: install it (Debian/Ubuntu: `apt-get install bubblewrap`), or mark the server unconfined (`postern server add --unconfined ...`)".to_owned()
+    })?;
+    resolved(sandbox)?;
+    let mut argv = bubblewrap(sandbox, record, host, way_out);
+    if let (Some(way), Some(relay)) = (way_out, &host.relay) {
+        argv.extend(
+            [
+                relay.as_os_str(),
+                "sandbox-run".as_ref(),
+                "--port".as_ref(),
+                way.port.to_string().as_ref(),
+                "--socket".as_ref(),
+                way.socket.as_os_str(),
+                "--".as_ref(),
+            ]
+            .map(OsString::from),
+        );
     }
-    #[cfg(not(target_os = "macos"))]
-    {
-        let bwrap = find("bwrap").ok_or_else(|| {
-            "a confined server runs in bubblewrap, which is not installed: install it (Debian/Ubuntu: `apt-get install bubblewrap`), or mark the server unconfined (`postern server add --unconfined ...`)".to_owned()
-        })?;
-        let mut argv = bubblewrap(sandbox, record, host, way_out);
-        if let (Some(way), Some(relay)) = (way_out, &host.relay) {
-            argv.extend(
-                [
-                    relay.as_os_str(),
-                    "sandbox-run".as_ref(),
-                    "--port".as_ref(),
-                    way.port.to_string().as_ref(),
-                    "--socket".as_ref(),
-                    way.socket.as_os_str(),
-                    "--".as_ref(),
-                ]
-                .map(OsString::from),
-            );
-        }
-        argv.push(program.into());
-        argv.extend(args.iter().map(OsString::from));
-        Ok((bwrap, argv))
-    }
+    argv.push(program.into());
+    argv.extend(args.iter().map(OsString::from));
+    Ok((bwrap, argv))
 }
 
 /// bubblewrap's options for `record`'s launch, up to the command.
@@ -191,12 +263,12 @@ fn bubblewrap(
         "--proc".as_ref(),
         "/proc".as_ref(),
     ]);
-    for private in PRIVATE_TEMP {
+    for private in PRIVATE_DIRS {
         if Path::new(private).is_dir() {
             add(&["--tmpfs".as_ref(), private.as_ref()]);
         }
     }
-    // What the record names under a private temp directory (a server kept in /tmp) is shown
+    // What the record names under a private directory (a server kept in /tmp) is shown
     // read-only again: its files, their directories, its environment's trees.
     for path in shown(record) {
         add(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
@@ -204,11 +276,32 @@ fn bubblewrap(
     for path in &sandbox.writable {
         add(&["--bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
+    // A hidden path below a writable one: each directory between them is a mount point too,
+    // so the server cannot rename the hidden path's parent away (and find it unhidden at its
+    // next launch, with its own files in its place).
+    for dir in between(&sandbox.writable, &sandbox.hidden) {
+        add(&["--bind-try".as_ref(), dir.as_os_str(), dir.as_os_str()]);
+    }
     for path in &sandbox.hidden {
-        match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.is_dir() => add(&["--tmpfs".as_ref(), path.as_os_str()]),
-            Ok(_) => add(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]),
-            Err(_) => {}
+        // A link is followed: what it names is hidden (bubblewrap mounts over the target).
+        let target = match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path).ok(),
+            Ok(_) => Some(path.clone()),
+            Err(_) => None,
+        };
+        match target.as_deref().map(std::fs::metadata) {
+            Some(Ok(meta)) if meta.is_dir() => {
+                add(&[
+                    "--tmpfs".as_ref(),
+                    target.as_deref().unwrap_or(path).as_os_str(),
+                ]);
+            }
+            Some(Ok(_)) => add(&[
+                "--ro-bind".as_ref(),
+                "/dev/null".as_ref(),
+                target.as_deref().unwrap_or(path).as_os_str(),
+            ]),
+            _ => {}
         }
     }
     for path in &host.exposed {
@@ -236,10 +329,53 @@ fn bubblewrap(
     argv
 }
 
-/// Directories replaced by empty, private ones inside.
-const PRIVATE_TEMP: &[&str] = &["/tmp", "/var/tmp"];
+/// Refuses a launch whose writable paths lead elsewhere through a symbolic link (one the
+/// server may have planted in its own directory at an earlier launch: `cache -> ..` would
+/// open the home): the profile names paths, and what is bound must be what it names.
+#[cfg(not(target_os = "macos"))]
+fn resolved(sandbox: &Sandbox) -> Result<(), String> {
+    for path in &sandbox.writable {
+        let Ok(real) = std::fs::canonicalize(path) else {
+            continue; // Not there: nothing is bound.
+        };
+        if &real != path {
+            return Err(format!(
+                "its writable path {} leads to {} through a symbolic link, which a confined launch does not follow: name the real directory (postern server add --cwd/--writable), or remove the link",
+                path.display(),
+                real.display()
+            ));
+        }
+    }
+    Ok(())
+}
 
-/// The paths the record names that lie under a private temp directory, to show again: each
+/// The directories strictly between a writable path and a hidden path below it, outermost
+/// first.
+#[cfg(not(target_os = "macos"))]
+fn between(writable: &[PathBuf], hidden: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for w in writable {
+        for h in hidden.iter().filter(|h| h.starts_with(w) && *h != w) {
+            dirs.extend(
+                h.ancestors()
+                    .skip(1)
+                    .take_while(|a| a != w)
+                    .filter(|a| a.is_dir())
+                    .map(Path::to_owned),
+            );
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs.sort_by_key(|d| d.components().count());
+    dirs
+}
+
+/// Directories replaced by empty, private ones inside: the temp directories, and `/run`
+/// (the system's sockets: docker's, the session's runtime directory, the system bus).
+const PRIVATE_DIRS: &[&str] = &["/tmp", "/var/tmp", "/run"];
+
+/// The paths the record names that lie under a private directory, to show again: each
 /// file's directory, each hashed tree, and the working directory.
 #[cfg(not(target_os = "macos"))]
 fn shown(record: &ExecutionRecord) -> Vec<PathBuf> {
@@ -256,7 +392,7 @@ fn shown(record: &ExecutionRecord) -> Vec<PathBuf> {
         })
         .chain(std::iter::once(record.working_directory.clone()))
         .filter(|p| {
-            PRIVATE_TEMP
+            PRIVATE_DIRS
                 .iter()
                 .any(|t| p.starts_with(t) && p != Path::new(t))
         })
@@ -266,10 +402,80 @@ fn shown(record: &ExecutionRecord) -> Vec<PathBuf> {
     paths
 }
 
-/// Whether the working directory may be written: not `/`, and not the user's home or a
-/// directory above it (a server writing `~/.bashrc` would run outside its sandbox later).
-fn writable_directory(cwd: &Path, user_home: Option<&Path>) -> bool {
-    cwd != Path::new("/") && user_home.is_none_or(|home| !home.starts_with(cwd))
+/// Why a confined server may not write `path` (lexically normal), if it may not: `/`, a
+/// private temp directory itself (binding it would bring the host's back, with its sockets),
+/// or the user's home or a directory above it (a server writing `~/.bashrc` would run
+/// outside its sandbox later). Such a path is left out of the profile; `server add` refuses
+/// it.
+pub fn unwritable(path: &Path, user_home: Option<&Path>) -> Option<&'static str> {
+    if path == Path::new("/") {
+        Some("it is the root of the file system")
+    } else if PRIVATE_DIRS.iter().any(|d| path == Path::new(d)) {
+        Some("it is a shared temporary directory (a confined server gets a private one)")
+    } else if user_home.is_some_and(|home| normalized(home).starts_with(path)) {
+        Some(
+            "it is your home or holds it: a server that writes there can plant code that runs outside its sandbox",
+        )
+    } else {
+        None
+    }
+}
+
+/// `path` with `.` and `..` resolved lexically (no file system access).
+pub fn normalized(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Where `RELOCATING` variables (read through `var`) put credential paths: what they name, and
+/// the `.config/` and `.local/share/` entries of `paths` under `XDG_CONFIG_HOME` and
+/// `XDG_DATA_HOME`.
+fn relocated(paths: &[&str], var: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = RELOCATING
+        .iter()
+        .filter_map(|name| var(name))
+        .flat_map(|value| std::env::split_paths(&value).collect::<Vec<_>>())
+        .filter(|p| p.is_absolute())
+        .collect();
+    for (prefix, name) in [
+        (".config/", "XDG_CONFIG_HOME"),
+        (".local/share/", "XDG_DATA_HOME"),
+    ] {
+        let Some(base) = var(name).map(PathBuf::from).filter(|p| p.is_absolute()) else {
+            continue;
+        };
+        out.extend(
+            paths
+                .iter()
+                .filter_map(|p| p.strip_prefix(prefix))
+                .map(|rest| base.join(rest)),
+        );
+    }
+    out
+}
+
+/// The engine's environment a confined launch starts from: [`KEPT_ENV`], the locale's `LC_*`,
+/// and the loader variables (which the execution record names).
+pub(crate) fn kept_env() -> Vec<(OsString, OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            name.to_str().is_some_and(|name| {
+                KEPT_ENV.contains(&name)
+                    || name.starts_with("LC_")
+                    || crate::identity::LOADER_VARIABLES.contains(&name)
+            })
+        })
+        .collect()
 }
 
 /// The session's runtime directory (the session bus, the keyring's control socket).
@@ -489,6 +695,69 @@ mod tests {
         let sandbox =
             profile(&config(Confinement::Confined), Path::new("/"), &host()).expect("confined");
         assert!(!sandbox.writable.contains(&PathBuf::from("/")));
+    }
+
+    #[test]
+    fn writable_paths_are_normalized_and_never_the_home_the_root_or_a_shared_temp() {
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(
+            normalized(Path::new("/home/u/proj/../.")),
+            PathBuf::from("/home/u")
+        );
+        for refused in ["/", "/home", "/home/u", "/tmp", "/var/tmp", "/run"] {
+            assert!(unwritable(Path::new(refused), home).is_some(), "{refused}");
+        }
+        for allowed in ["/home/u/proj", "/tmp/build", "/srv/x"] {
+            assert_eq!(unwritable(Path::new(allowed), home), None, "{allowed}");
+        }
+        // `--cwd ~/proj/..` and `--writable ../..` do not get the home in.
+        let mut config = config(Confinement::Confined);
+        config.writable = vec!["../..".into(), "cache".into()];
+        let sandbox = profile(&config, Path::new("/home/u/proj/.."), &host()).expect("confined");
+        assert_eq!(sandbox.writable, vec![PathBuf::from("/home/u/cache")]);
+    }
+
+    #[test]
+    fn credential_paths_moved_by_variables_are_hidden_where_they_are() {
+        let vars = |name: &str| match name {
+            "GNUPGHOME" => Some(OsString::from("/keys/gnupg")),
+            "KUBECONFIG" => Some(OsString::from("/k/one:/k/two")),
+            "XDG_CONFIG_HOME" => Some(OsString::from("/cfg")),
+            "DOCKER_CONFIG" => Some(OsString::from("relative")),
+            _ => None,
+        };
+        let moved = relocated(CREDENTIAL_PATHS, vars);
+        for path in ["/keys/gnupg", "/k/one", "/k/two", "/cfg/gh", "/cfg/gcloud"] {
+            assert!(moved.contains(&PathBuf::from(path)), "{path}: {moved:?}");
+        }
+        assert!(!moved.contains(&PathBuf::from("relative")));
+    }
+
+    #[test]
+    fn the_directories_between_a_writable_path_and_a_hidden_one_are_pinned() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = dir.path().join("w");
+        std::fs::create_dir_all(w.join("a/b/hidden")).expect("mkdir");
+        let pinned = between(
+            std::slice::from_ref(&w),
+            &[w.join("a/b/hidden"), dir.path().join("x")],
+        );
+        assert_eq!(pinned, vec![w.join("a"), w.join("a/b")]);
+    }
+
+    #[test]
+    fn a_confined_launch_keeps_only_the_variables_programs_need() {
+        let kept = kept_env();
+        let names: Vec<&str> = kept.iter().filter_map(|(n, _)| n.to_str()).collect();
+        assert!(names.contains(&"PATH"), "{names:?}");
+        for name in &names {
+            assert!(
+                KEPT_ENV.contains(name)
+                    || name.starts_with("LC_")
+                    || crate::identity::LOADER_VARIABLES.contains(name),
+                "{name} kept"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Issue 16, confined servers (Linux, bubblewrap): a confined launch cannot read a canary under
 //! the user's `~/.ssh` or the Postern home, writes only to its directory, reaches no loopback
-//! port, and says what it runs in; the same server unconfined can do all of it.
+//! port, and says what it runs in; the same server unconfined can do all of it. And the
+//! attacks a server inside can try on its next launch: a symbolic link planted in a writable
+//! path, a hidden path's parent renamed away, the engine's environment and `/run`'s sockets.
 #![cfg(target_os = "linux")]
 
 use std::path::PathBuf;
@@ -62,14 +64,38 @@ fn probe(place: &Place, confinement: Confinement, port: u16) -> ServerConfig {
 async fn run(place: &Place, confinement: Confinement) -> (String, Option<postern_domain::Sandbox>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
     let port = listener.local_addr().expect("addr").port();
-    let cache = DigestCache::with_sandbox(SandboxHost {
+    let config = probe(place, confinement, port);
+    run_config(place, &config).await.expect("launch")
+}
+
+fn cache(place: &Place) -> DigestCache {
+    DigestCache::with_sandbox(SandboxHost {
         postern_home: Some(place.postern_home.clone()),
         user_home: Some(place.user_home.clone()),
         relay: None,
         exposed: Vec::new(),
-    });
-    let config = probe(place, confinement, port);
-    let mut launched = launch_with(&config, &cache, |_| Given::default()).expect("launch");
+    })
+}
+
+/// A shell script as a confined server in the project.
+fn script(place: &Place, script: &str, writable: &[&str]) -> ServerConfig {
+    let mut config = ServerConfig::new(
+        "attacker".parse().expect("label"),
+        vec!["/bin/bash".into(), "-c".into(), script.to_owned()],
+        Some(place.project.clone()),
+        vec![],
+    )
+    .expect("config");
+    config.writable = writable.iter().map(PathBuf::from).collect();
+    config
+}
+
+async fn run_config(
+    place: &Place,
+    config: &ServerConfig,
+) -> Result<(String, Option<postern_domain::Sandbox>), String> {
+    let mut launched =
+        launch_with(config, &cache(place), |_| Given::default()).map_err(|e| e.to_string())?;
     let mut out = String::new();
     launched
         .spawned
@@ -78,7 +104,7 @@ async fn run(place: &Place, confinement: Confinement) -> (String, Option<postern
         .await
         .expect("read");
     launched.spawned.handle.exited().await;
-    (out, launched.record.sandbox)
+    Ok((out, launched.record.sandbox))
 }
 
 fn lines(out: &str) -> Vec<&str> {
@@ -127,4 +153,69 @@ async fn the_same_server_unconfined_can_do_all_of_it() {
     );
     assert!(place.user_home.join("outside").is_file());
     assert_eq!(sandbox, None, "the record says unconfined");
+}
+
+#[tokio::test]
+async fn a_link_planted_in_a_writable_path_is_not_followed_at_the_next_launch() {
+    let place = place();
+    // Launch one: `cache` does not exist yet, so the server makes it a link to the home.
+    let planter = script(&place, "ln -s ../user cache && echo planted", &["cache"]);
+    let (out, _) = run_config(&place, &planter).await.expect("launch");
+    assert_eq!(lines(&out), ["planted"], "{out}");
+    // Launch two would bind the home writable through it: refused, and said why.
+    let writer = script(&place, "echo pwn >> cache/.bashrc; echo ran", &["cache"]);
+    let refused = run_config(&place, &writer)
+        .await
+        .expect_err("a launch through a planted link");
+    assert!(
+        refused.contains("symbolic link") && refused.contains("cache"),
+        "{refused}"
+    );
+    assert!(!place.user_home.join(".bashrc").exists());
+}
+
+#[tokio::test]
+async fn a_hidden_path_below_its_directory_cannot_be_renamed_away() {
+    let mut place = place();
+    // The Postern home two levels below the server's directory.
+    place.postern_home = place.project.join("state/postern");
+    std::fs::create_dir_all(&place.postern_home).expect("mkdir");
+    std::fs::write(place.postern_home.join("canary"), "home-canary\n").expect("canary");
+    let attack = script(
+        &place,
+        "mv state state.moved 2>/dev/null && echo moved || echo not-moved; \
+         mkdir -p state/postern 2>/dev/null; echo planted > state/postern/canary 2>/dev/null; \
+         cat state/postern/canary",
+        &[],
+    );
+    let (out, _) = run_config(&place, &attack).await.expect("launch");
+    assert_eq!(lines(&out), ["not-moved", "planted"], "{out}");
+    assert_eq!(
+        std::fs::read_to_string(place.postern_home.join("canary")).expect("canary"),
+        "home-canary\n",
+        "the Postern home's files were replaced"
+    );
+    assert!(!place.project.join("state.moved").exists());
+}
+
+#[tokio::test]
+async fn a_confined_server_gets_no_engine_variables_and_no_system_sockets() {
+    let place = place();
+    // cargo runs tests with CARGO_MANIFEST_DIR set: the engine's own variable.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let look = "echo ${CARGO_MANIFEST_DIR:-no-variable}; \
+                [ -z \"$(find /run -mindepth 1 -not -type d)\" ] && echo empty-run || echo run-shown; \
+                [ -n \"$PATH\" ] && echo path";
+    let (out, _) = run_config(&place, &script(&place, look, &[]))
+        .await
+        .expect("launch");
+    assert_eq!(lines(&out), ["no-variable", "empty-run", "path"], "{out}");
+    let mut open = script(&place, look, &[]);
+    open.confinement = Confinement::Unconfined;
+    let (out, _) = run_config(&place, &open).await.expect("launch");
+    assert_eq!(
+        lines(&out).first().copied(),
+        std::env::var("CARGO_MANIFEST_DIR").ok().as_deref(),
+        "{out}"
+    );
 }

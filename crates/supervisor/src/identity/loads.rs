@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// Environment variables whose values change what code a process loads: a change to one is
 /// a new identity.
-pub(super) const LOADER_VARIABLES: [&str; 12] = [
+pub(crate) const LOADER_VARIABLES: [&str; 12] = [
     "NODE_OPTIONS",
     "NODE_PATH",
     "PYTHONPATH",
