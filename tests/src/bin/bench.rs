@@ -5,11 +5,16 @@
 //!    interleaved in blocks so drift on the machine hits both alike; prints both medians (and
 //!    p90/p99) and their ratio;
 //! 2. throughput: many calls in flight on ONE session, directly and through Postern; prints
-//!    calls/s and messages/s (a call is two messages through the session: request + result).
+//!    calls/s and messages/s (a call is two messages through the session: request + result);
+//! 3. many sessions: `--sessions N` agents at once (each its own session and server process),
+//!    each with one call at a time, directly and through Postern: audited calls/s in all;
+//! 4. the disk: one 512-byte write and `fdatasync` in the gate's home, the floor under an
+//!    audited call (each intent is durable before its call is forwarded), and the added median
+//!    per gated call against that floor plus 0.15 ms (issue 17's target).
 //!
 //! Run: `cargo run --release -p postern-e2e --bin bench -- [--server fixture|everything]
-//! [--calls N] [--throughput-calls N] [--in-flight N]`. A release bench drives a release
-//! `postern`. Figures go to docs/benchmarks.md.
+//! [--calls N] [--throughput-calls N] [--in-flight N] [--sessions N]`. A release bench drives
+//! a release `postern`. Figures go to docs/benchmarks.md.
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +33,7 @@ struct Options {
     block: usize,
     throughput_calls: usize,
     in_flight: usize,
+    sessions: usize,
 }
 
 impl Options {
@@ -39,6 +45,7 @@ impl Options {
             block: 100,
             throughput_calls: 20_000,
             in_flight: 32,
+            sessions: 32,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -50,18 +57,19 @@ impl Options {
                 "--block" => o.block = value()?.parse()?,
                 "--throughput-calls" => o.throughput_calls = value()?.parse()?,
                 "--in-flight" => o.in_flight = value()?.parse()?,
+                "--sessions" => o.sessions = value()?.parse()?,
                 "-h" | "--help" => {
                     println!(
                         "bench [--server auto|fixture|everything] [--calls N] [--warmup N] \
-                         [--block N] [--throughput-calls N] [--in-flight N]"
+                         [--block N] [--throughput-calls N] [--in-flight N] [--sessions N]"
                     );
                     std::process::exit(0);
                 }
                 other => bail!("unknown argument {other} (try --help)"),
             }
         }
-        if o.block == 0 || o.in_flight == 0 {
-            bail!("--block and --in-flight must be positive");
+        if o.block == 0 || o.in_flight == 0 || o.sessions == 0 {
+            bail!("--block, --in-flight and --sessions must be positive");
         }
         Ok(o)
     }
@@ -144,7 +152,88 @@ async fn main() -> Result<()> {
         "\nthroughput ratio (through Postern / direct): {:.2}x",
         gt / dt
     );
+
+    // 3. Many sessions at once.
+    let mut directs = Vec::with_capacity(o.sessions);
+    let mut gateds = Vec::with_capacity(o.sessions);
+    for _ in 0..o.sessions {
+        directs.push(Client::direct(&server, Profile::bare()).await?);
+        gateds.push(Client::through(&gate, LABEL, Profile::bare()).await?);
+    }
+    for client in directs.iter().chain(&gateds) {
+        client.wire().set_recording(false);
+        echo(client).await?;
+    }
+    let ds = sessions(&directs, o.throughput_calls).await?;
+    let gs = sessions(&gateds, o.throughput_calls).await?;
+    println!();
+    println!(
+        "| {} sessions at once, one call in flight each | calls/s |",
+        o.sessions
+    );
+    println!("|---|---|");
+    println!("| direct | {ds:.0} |");
+    println!("| through Postern (audited) | {gs:.0} |");
+    println!(
+        "\nsessions ratio (through Postern / direct): {:.2}x",
+        gs / ds
+    );
+
+    // 4. The disk under the audit log.
+    let sync = fdatasync_median(gate.home(), 500)?;
+    let added = gm.saturating_sub(dm);
+    let target = sync + Duration::from_micros(150);
+    println!();
+    println!(
+        "one 512-byte write + fdatasync in the home: median {}; added per gated call {} against fdatasync + 0.15 ms = {} ({:.2}x of it)",
+        us(sync),
+        us(added),
+        us(target),
+        added.as_secs_f64() / target.as_secs_f64()
+    );
     Ok(())
+}
+
+/// Calls per second with every client calling, one call at a time each.
+async fn sessions(clients: &[Client], calls: usize) -> Result<f64> {
+    let start = Instant::now();
+    let mut workers = Vec::with_capacity(clients.len());
+    for (w, client) in clients.iter().enumerate() {
+        let peer = client.peer().clone();
+        let share = calls / clients.len() + usize::from(w < calls % clients.len());
+        workers.push(tokio::spawn(async move {
+            for _ in 0..share {
+                let params = call_params("echo", json!({ "message": "bench" }))?;
+                peer.call_tool(params).await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for worker in workers {
+        worker.await??;
+    }
+    Ok(calls as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The median of `n` 512-byte appends, each followed by `fdatasync`, to a file in `dir`.
+fn fdatasync_median(dir: &std::path::Path, n: usize) -> Result<Duration> {
+    use std::io::Write;
+    let path = dir.join("bench-fdatasync");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    let block = [0x5au8; 512];
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        file.write_all(&block)?;
+        file.sync_data()?;
+        samples.push(start.elapsed());
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(percentile(&mut samples, 50.0))
 }
 
 fn pick_server(choice: &str) -> Result<(&'static str, ServerCommand)> {
