@@ -186,9 +186,9 @@ const scenarios = {
   // schema gained `target` (default `preview`): the headline, the arguments with the default
   // and the decision row show without scrolling, the risk strip says the code and the tool
   // changed, keys 1–4 choose how long, Enter leads to the passphrase and allows, Esc denies.
-  async "the approval window shows a rebuild card's decision without scrolling, and answers from the keyboard"({ home }) {
-    const publisher = rebuildable(join(home, "publisher"));
-    postern(home, "server", "add", "publisher", "--cwd", publisher.app, "--env", `FIXTURE_EFFECTS=${publisher.effects}`,
+  async "the approval window shows a rebuild card's decision without scrolling, and answers from the keyboard"({ home, work }) {
+    const publisher = rebuildable(join(work, "publisher"));
+    postern(home, "server", "add", "publisher", "--cwd", publisher.app, "--writable", "..", "--env", `FIXTURE_EFFECTS=${publisher.effects}`,
       "--identity", "lib", "--restart", "on-change", "--", ".venv/bin/python", "-B", "server.py");
     let claude;
     try {
@@ -581,7 +581,7 @@ const scenarios = {
         expectEqual(await s.texts(".plain-secrets"), [], "nothing left in plain text");
         expectIncludes(postern(home, "credential", "list"), "notes-notes_token", "the credential");
         const notesLine = postern(home, "server", "list").split("\n").find((l) => l.startsWith("notes\t"));
-        expectEqual(notesLine, "notes\tpython3 -m notes_server", "notes without its plain variable");
+        expectEqual(notesLine, "notes\tpython3 -m notes_server  [confined]", "notes without its plain variable");
 
         // Step 2: the snippet runs this checkout's `postern` by its absolute path, on this
         // (non-default) home: an agent does not inherit the app's POSTERN_HOME.
@@ -715,8 +715,8 @@ const scenarios = {
   // (c) A rebuild under `--restart on-change`: the bundled demo server, whose identity is its
   // revision file. A call, a rebuild, another call: the timeline shows the session's lane with
   // the two epochs as bands, a rebuild mark between them, and a mark opens its audit record.
-  async "the timeline shows the session lane with the rebuild's two epochs"({ home }) {
-    const revision = join(home, "revision.txt");
+  async "the timeline shows the session lane with the rebuild's two epochs"({ home, work }) {
+    const revision = join(work, "revision.txt");
     writeFileSync(revision, "1\n");
     postern(home, "server", "add", "deploy", "--restart", "on-change", "--identity", revision, "--", cli, "demo-server", "--revision-file", revision);
     let agentClient;
@@ -914,9 +914,11 @@ const failed = [];
 for (const [name, run] of Object.entries(scenarios)) {
   if (only && !name.includes(only)) continue;
   const home = mkdtempSync(join(tmpdir(), "postern-e2e-"));
+  // Servers' own files live outside the Postern home, which a confined server cannot see.
+  const work = mkdtempSync(join(tmpdir(), "postern-e2e-work-"));
   const started = Date.now();
   try {
-    await run({ home });
+    await run({ home, work });
     passed += 1;
     console.log(`  ok    ${name} (${Date.now() - started} ms)`);
   } catch (err) {
@@ -924,6 +926,7 @@ for (const [name, run] of Object.entries(scenarios)) {
     console.log(`  FAIL  ${name}\n        ${String(err?.stack ?? err).replaceAll("\n", "\n        ")}`);
   } finally {
     rmSync(home, { recursive: true, force: true });
+    rmSync(work, { recursive: true, force: true });
   }
 }
 console.log(`\napp e2e: ${passed} passed, ${failed.length} failed`);

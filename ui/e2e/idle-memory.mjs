@@ -15,7 +15,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 
 import { client, CLOCK } from "./agent.mjs";
 import { posternAtTerminal } from "./passphrase.mjs";
@@ -27,13 +27,16 @@ const settleMs = Number(process.env.SETTLE_MS ?? 15_000);
 
 /** A fresh home with three servers configured. */
 function configured() {
-  const home = mkdtempSync(join(tmpdir(), "postern-memory-"));
+  // The servers' files beside the Postern home (a confined server cannot see into it).
+  const root = mkdtempSync(join(tmpdir(), "postern-memory-"));
+  const home = join(root, "home");
+  mkdirSync(home);
   const postern = (...args) => execFileSync(cli, ["--home", home, ...args], { encoding: "utf8" });
-  mkdirSync(join(home, "clock"));
-  copyFileSync(CLOCK, join(home, "clock", "clock.py"));
-  const revision = join(home, "revision.txt");
+  mkdirSync(join(root, "clock"));
+  copyFileSync(CLOCK, join(root, "clock", "clock.py"));
+  const revision = join(root, "revision.txt");
   writeFileSync(revision, "1\n");
-  postern("server", "add", "clock", "--cwd", join(home, "clock"), "--", "python3", "clock.py");
+  postern("server", "add", "clock", "--cwd", join(root, "clock"), "--", "python3", "clock.py");
   postern("server", "add", "deploy", "--restart", "on-change", "--identity", revision, "--", cli, "demo-server", "--revision-file", revision);
   postern("server", "add", "time", "--", "uvx", "mcp-server-time");
   return home;
@@ -58,7 +61,7 @@ async function measure(program, args) {
     for (const a of agents) a.close();
     child.kill("SIGTERM");
     await Promise.race([new Promise((r) => child.once("exit", r)), sleep(5000)]);
-    rmSync(home, { recursive: true, force: true });
+    rmSync(dirname(home), { recursive: true, force: true });
   }
 }
 

@@ -43,11 +43,11 @@ const shots = {
   // rebuilt under `--restart on-change` (a new epoch, its catalog changes with an escalation,
   // an agent still holding the old tool list), and an unpinned one rebuilt under the manual
   // policy (files newer than the running process). Then one execution record, opened.
-  async status(home) {
-    const publisher = rebuildable(join(home, "publisher"));
-    postern(home, "server", "add", "publisher", "--cwd", publisher.app, "--env", `FIXTURE_EFFECTS=${publisher.effects}`,
+  async status(home, work) {
+    const publisher = rebuildable(join(work, "publisher"));
+    postern(home, "server", "add", "publisher", "--cwd", publisher.app, "--writable", "..", "--env", `FIXTURE_EFFECTS=${publisher.effects}`,
       "--identity", "lib", "--restart", "on-change", "--", ".venv/bin/python", "-B", "server.py");
-    const clockDir = join(home, "clock");
+    const clockDir = join(work, "clock");
     mkdirSync(clockDir, { recursive: true });
     const clock = join(clockDir, "clock.py");
     copyFileSync(CLOCK, clock);
@@ -96,11 +96,11 @@ const shots = {
   // agent's next call asks again, showing what changed since the approval. A second agent's
   // first call waits behind it. Then the tray's menu with both requests (in trayer, see
   // tray.mjs), the status window's Settings, and the locked screen.
-  async approval(home) {
-    const publisher = rebuildable(join(home, "publisher"));
-    postern(home, "server", "add", "publisher", "--cwd", publisher.app, "--env", `FIXTURE_EFFECTS=${publisher.effects}`,
+  async approval(home, work) {
+    const publisher = rebuildable(join(work, "publisher"));
+    postern(home, "server", "add", "publisher", "--cwd", publisher.app, "--writable", "..", "--env", `FIXTURE_EFFECTS=${publisher.effects}`,
       "--identity", "lib", "--restart", "on-change", "--", ".venv/bin/python", "-B", "server.py");
-    const clockDir = join(home, "clock");
+    const clockDir = join(work, "clock");
     mkdirSync(clockDir, { recursive: true });
     copyFileSync(CLOCK, join(clockDir, "clock.py"));
     postern(home, "server", "add", "clock", "--cwd", clockDir, "--", "python3", "clock.py");
@@ -201,12 +201,12 @@ const shots = {
   // The journals after a short story: two agents, approvals, a denial, a rebuild and the stale
   // call it refuses. Then the timeline (a refusal's audit record opened), the Activity feed,
   // the Credentials view and the Integrity view after a full verification.
-  async journals(home) {
-    const revision = join(home, "deploy", "revision.txt");
-    mkdirSync(join(home, "deploy"), { recursive: true });
+  async journals(home, work) {
+    const revision = join(work, "deploy", "revision.txt");
+    mkdirSync(join(work, "deploy"), { recursive: true });
     writeFileSync(revision, "1\n");
     postern(home, "server", "add", "deploy", "--restart", "on-change", "--identity", revision, "--", cli, "demo-server", "--revision-file", revision);
-    const clockDir = join(home, "clock");
+    const clockDir = join(work, "clock");
     mkdirSync(clockDir, { recursive: true });
     copyFileSync(CLOCK, join(clockDir, "clock.py"));
     postern(home, "server", "add", "clock", "--cwd", clockDir, "--", "python3", "clock.py");
@@ -312,16 +312,20 @@ const shots = {
 
 for (const [name, take] of Object.entries(shots)) {
   if (only !== undefined && only.length > 0 && !only.includes(name)) continue;
-  const home = join(demo, name);
-  rmSync(home, { recursive: true, force: true });
+  // The Postern home, and beside it the servers' files (a confined server cannot see into it).
+  const root = join(demo, name);
+  const home = join(root, "postern");
+  const work = join(root, "servers");
+  rmSync(root, { recursive: true, force: true });
   mkdirSync(home, { recursive: true });
+  mkdirSync(work, { recursive: true });
   try {
-    for (const [file, png] of Object.entries(await take(home))) {
+    for (const [file, png] of Object.entries(await take(home, work))) {
       writeFileSync(join(out, file), png);
       console.log(`wrote ${join(out, file)}`);
     }
   } finally {
-    rmSync(home, { recursive: true, force: true });
+    rmSync(root, { recursive: true, force: true });
   }
 }
 process.exit(0);

@@ -304,6 +304,17 @@ fn bubblewrap(
             _ => {}
         }
     }
+    // A server's own directory inside a hidden tree (a server kept in the Postern home) is
+    // shown again, and nothing else of that tree.
+    for path in &sandbox.writable {
+        if sandbox
+            .hidden
+            .iter()
+            .any(|h| path.starts_with(h) && path != h)
+        {
+            add(&["--bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
+        }
+    }
     for path in &host.exposed {
         add(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
@@ -391,6 +402,8 @@ fn shown(record: &ExecutionRecord) -> Vec<PathBuf> {
             }
         })
         .chain(std::iter::once(record.working_directory.clone()))
+        // A link (a project's `.venv`) is shown where it leads: bubblewrap mounts on no link.
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
         .filter(|p| {
             PRIVATE_DIRS
                 .iter()
