@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use postern_e2e::client::call_params;
 use postern_e2e::{Client, Gate, Profile, ServerCommand, servers};
+use rmcp::RoleClient;
+use rmcp::service::Peer;
 use serde_json::json;
 
 const LABEL: &str = "bench";
@@ -196,23 +198,7 @@ async fn main() -> Result<()> {
 
 /// Calls per second with every client calling, one call at a time each.
 async fn sessions(clients: &[Client], calls: usize) -> Result<f64> {
-    let start = Instant::now();
-    let mut workers = Vec::with_capacity(clients.len());
-    for (w, client) in clients.iter().enumerate() {
-        let peer = client.peer().clone();
-        let share = calls / clients.len() + usize::from(w < calls % clients.len());
-        workers.push(tokio::spawn(async move {
-            for _ in 0..share {
-                let params = call_params("echo", json!({ "message": "bench" }))?;
-                peer.call_tool(params).await?;
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for worker in workers {
-        worker.await??;
-    }
-    Ok(calls as f64 / start.elapsed().as_secs_f64())
+    calls_per_second(clients.iter().map(|c| c.peer().clone()).collect(), calls).await
 }
 
 /// The median of `n` 512-byte appends, each followed by `fdatasync`, to a file in `dir`.
@@ -264,11 +250,16 @@ async fn echo(client: &Client) -> Result<Duration> {
 
 /// Calls per second with `in_flight` concurrent callers sharing one session.
 async fn throughput(client: &Client, calls: usize, in_flight: usize) -> Result<f64> {
+    calls_per_second(vec![client.peer().clone(); in_flight], calls).await
+}
+
+/// Calls per second with one caller per peer, each making its share of `calls` one at a time.
+async fn calls_per_second(peers: Vec<Peer<RoleClient>>, calls: usize) -> Result<f64> {
     let start = Instant::now();
-    let mut workers = Vec::with_capacity(in_flight);
-    for w in 0..in_flight {
-        let peer = client.peer().clone();
-        let share = calls / in_flight + usize::from(w < calls % in_flight);
+    let callers = peers.len();
+    let mut workers = Vec::with_capacity(callers);
+    for (w, peer) in peers.into_iter().enumerate() {
+        let share = calls / callers + usize::from(w < calls % callers);
         workers.push(tokio::spawn(async move {
             for _ in 0..share {
                 let params = call_params("echo", json!({ "message": "bench" }))?;
