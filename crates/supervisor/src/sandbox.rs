@@ -746,6 +746,7 @@ mod tests {
         assert!(!moved.contains(&PathBuf::from("relative")));
     }
 
+    #[cfg(not(target_os = "macos"))]
     #[test]
     fn the_directories_between_a_writable_path_and_a_hidden_one_are_pinned() {
         let dir = tempfile::tempdir().expect("tempdir");
