@@ -193,6 +193,36 @@ async fn turning_confinement_off_is_a_new_identity() -> Result<()> {
         .await
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_add_refuses_a_writable_path_a_confined_server_must_not_write() -> Result<()> {
+    let probe = probe().await?;
+    let python = rebuild::python()?.display().to_string();
+    let home = std::env::var("HOME")?;
+    for (path, why) in [
+        (format!("{home}/.ssh"), "holds credentials"),
+        (home.clone(), "your home"),
+        ("/".to_owned(), "root of the file system"),
+    ] {
+        let args = [
+            "server",
+            "add",
+            "wide",
+            "--writable",
+            &path,
+            "--",
+            &python,
+            "x.py",
+        ];
+        let out = probe.gate.cli_output(&args, "")?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        ensure!(!out.status.success(), "--writable {path} was taken");
+        ensure!(stderr.contains(why), "--writable {path}: {stderr}");
+    }
+    let list = probe.gate.cli(["server", "list"])?;
+    ensure!(!list.contains("wide"), "{list}");
+    Ok(())
+}
+
 /// The identity of a fresh launch of `label`.
 async fn identity(probe: &Probe, label: &str) -> Result<String> {
     let client = Client::through(&probe.gate, label, Profile::bare()).await?;

@@ -25,9 +25,9 @@ const cli = realpathSync(resolve(need("POSTERN_CLI")));
 const verbose = process.env.E2E_VERBOSE === "1";
 
 const scenarios = {
-  async "shows the configured servers and the running engine"({ home }) {
+  async "shows the configured servers and the running engine"({ home, work }) {
     postern(home, "server", "add", "time", "--", "uvx", "mcp-server-time");
-    postern(home, "server", "add", "everything", "--cwd", home, "--", "npx", "-y", "@modelcontextprotocol/server-everything", "stdio");
+    postern(home, "server", "add", "everything", "--cwd", work, "--", "npx", "-y", "@modelcontextprotocol/server-everything", "stdio");
 
     await withApp(home, async (s) => {
       await s.waitForTexts(".server-label", (labels) => same(labels, ["everything", "time"]));
@@ -46,9 +46,9 @@ const scenarios = {
     });
   },
 
-  async "shows connected agent sessions, their server processes, epochs and catalogs"({ home }) {
+  async "shows connected agent sessions, their server processes, epochs and catalogs"({ home, work }) {
     // A private copy of the fixture server, so the test can change its files while it runs.
-    const dir = join(home, "clock");
+    const dir = join(work, "clock");
     mkdirSync(dir);
     const entry = join(dir, "clock.py");
     copyFileSync(CLOCK, entry);
@@ -105,8 +105,8 @@ const scenarios = {
 
   // The engine's default session approval is `prompt`: the agent's first call opens one card
   // that asks about the agent run and the call together.
-  async "approving a request in the approval window lets the agent's call through"({ home }) {
-    addClock(home);
+  async "approving a request in the approval window lets the agent's call through"({ home, work }) {
+    addClock(home, work);
     let agentClient;
     try {
       await withApp(home, async (s) => {
@@ -286,8 +286,8 @@ const scenarios = {
   // Issue 18 item 5: a grant made in the approval window is on the Permissions page, under
   // the agent's own name, and on its session card; Revoke ends it, and the agent's next
   // identical call asks again.
-  async "permissions: a grant made in the approval window is listed, and Revoke makes the next call ask again"({ home }) {
-    addClock(home);
+  async "permissions: a grant made in the approval window is listed, and Revoke makes the next call ask again"({ home, work }) {
+    addClock(home, work);
     let agentClient;
     try {
       await withApp(home, async (s) => {
@@ -340,8 +340,8 @@ const scenarios = {
   // The real tray menu, in trayer (tray.mjs): Deny in a request's submenu answers the agent;
   // Approve there opens the approval window, where the passphrase approves; Lock vault locks
   // the window, and Unlock vault shows its locked screen, where the passphrase unlocks.
-  async "the tray menu denies waiting requests, sends approvals to the window, and locks and unlocks the vault"({ home }) {
-    addClock(home);
+  async "the tray menu denies waiting requests, sends approvals to the window, and locks and unlocks the vault"({ home, work }) {
+    addClock(home, work);
     const tray = await startTray();
     let agentClient;
     try {
@@ -427,8 +427,8 @@ const scenarios = {
     }
   },
 
-  async "denying a request refuses the call with approval_denied"({ home }) {
-    addClock(home);
+  async "denying a request refuses the call with approval_denied"({ home, work }) {
+    addClock(home, work);
     let agentClient;
     try {
       await withApp(home, async (s) => {
@@ -453,8 +453,8 @@ const scenarios = {
     }
   },
 
-  async "settings, lock and unlock from the window: a locked vault refuses calls and shows nothing"({ home }) {
-    addClock(home);
+  async "settings, lock and unlock from the window: a locked vault refuses calls and shows nothing"({ home, work }) {
+    addClock(home, work);
     let agentClient;
     try {
       await withApp(home, async (s) => {
@@ -513,14 +513,14 @@ const scenarios = {
   // (d) First run: an empty home shows the guide; a server added in its form is configured,
   // an agent configuration found in the user's home is offered for import, the snippet names
   // the absolute path of the `postern` CLI, and the agent's first call opens the approval window.
-  async "first run with an empty home: the guide adds a server, imports one, and shows the first gated call"({ home }) {
+  async "first run with an empty home: the guide adds a server, imports one, and shows the first gated call"({ home, work }) {
     const user = join(home, "user");
     mkdirSync(user, { recursive: true });
     // Claude Code's own configuration, as it writes it (other settings beside the servers).
     const claudeJson = join(user, ".claude.json");
     const original = `${JSON.stringify({ numStartups: 3, mcpServers: { notes: { type: "stdio", command: "python3", args: ["-m", "notes_server"], env: { NOTES_TOKEN: "e2e-env-value" } }, web: { type: "http", url: "https://example.com/mcp" } } }, null, 2)}\n`;
     writeFileSync(claudeJson, original);
-    const dir = join(home, "clock");
+    const dir = join(work, "clock");
     mkdirSync(dir);
     copyFileSync(CLOCK, join(dir, "clock.py"));
     let agentClient;
@@ -628,8 +628,8 @@ const scenarios = {
 
   // (a) A credential added in the Credentials view is listed, and its value is nowhere in the
   // page afterwards: not in the markup, not in any field.
-  async "a credential added in the Credentials view is listed, its value nowhere in the page"({ home }) {
-    addClock(home);
+  async "a credential added in the Credentials view is listed, its value nowhere in the page"({ home, work }) {
+    addClock(home, work);
     const value = `e2e-secret-${process.pid}-${Date.now()}`;
     await withApp(home, async (s) => {
       await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
@@ -668,8 +668,8 @@ const scenarios = {
   },
 
   // (b) Restart in the Servers view: the server's process gets a new execution epoch, shown there.
-  async "the Servers view shows a restarted server's new epoch after clicking Restart"({ home }) {
-    addClock(home);
+  async "the Servers view shows a restarted server's new epoch after clicking Restart"({ home, work }) {
+    addClock(home, work);
     const agents = [];
     try {
       await withApp(home, async (s) => {
@@ -777,8 +777,8 @@ const scenarios = {
 
   // Issue 18 item 8: labels are placed by their width as the webview draws them (measured in
   // it, not estimated from their characters), so on a busy lane no two overlap.
-  async "timeline: on a busy lane no two labels overlap, as the webview draws them"({ home }) {
-    addClock(home);
+  async "timeline: on a busy lane no two labels overlap, as the webview draws them"({ home, work }) {
+    addClock(home, work);
     let agentClient;
     try {
       await withApp(home, async (s) => {
@@ -818,8 +818,8 @@ const scenarios = {
   // approved it), a call under it, a call you denied; the "Asked you" quick filter keeps the
   // two you were asked about, a row's record leads with one sentence, and the timeline draws
   // the two waits for you.
-  async "activity: each call's agent and how it was allowed, quick filters, and the waits on the timeline"({ home }) {
-    addClock(home);
+  async "activity: each call's agent and how it was allowed, quick filters, and the waits on the timeline"({ home, work }) {
+    addClock(home, work);
     let agentClient;
     try {
       await withApp(home, async (s) => {
@@ -1024,9 +1024,9 @@ async function answerWithKey(s, css, key) {
   });
 }
 
-/** Configures `clock`, a private copy of the fixture server, on `home`; returns its entry file. */
-function addClock(home) {
-  const dir = join(home, "clock");
+/** Configures `clock`, a private copy of the fixture server kept in `work`, on `home`; returns its entry file. */
+function addClock(home, work) {
+  const dir = join(work, "clock");
   mkdirSync(dir);
   const entry = join(dir, "clock.py");
   copyFileSync(CLOCK, entry);

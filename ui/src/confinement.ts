@@ -10,20 +10,22 @@ export type Sandbox = { tool: string; hidden: string[]; writable: string[]; netw
 /** The badge beside a launch: `null` sandbox is an unconfined launch. */
 export function sandboxBadge(sandbox: Sandbox | null | undefined): HTMLElement {
   if (sandbox === null || sandbox === undefined) return unconfinedBadge();
-  return h("span", { class: "badge badge-outline confinement confined", title: sandboxSentence(sandbox) }, icon("lock"), "confined");
+  return confinedBadge(sandboxSentence(sandbox));
 }
 
 /** The badge of a server by its configuration (`ServerStatus.confinement`). */
 export function confinementBadge(confinement: string): HTMLElement {
-  return confinement === "unconfined"
-    ? unconfinedBadge()
-    : h("span", { class: "badge badge-outline confinement confined", title: "Its launches run in the OS sandbox" }, icon("lock"), "confined");
+  return confinement === "unconfined" ? unconfinedBadge() : confinedBadge("Its launches run in the OS sandbox");
 }
 
 /** "Confined (bubblewrap): writes only to …; network only through the egress broker; cannot see …". */
 export function sandboxSentence(s: Sandbox): string {
   const writes = s.writable.length === 0 ? "only a private /tmp" : `${s.writable.join(", ")} and a private /tmp`;
   return `Confined (${s.tool}): writes ${writes}; network ${s.network}; cannot see ${s.hidden.length} credential and session paths (~/.ssh, the Postern home, …).`;
+}
+
+function confinedBadge(title: string): HTMLElement {
+  return h("span", { class: "badge badge-outline confinement confined", title }, icon("lock"), "confined");
 }
 
 function unconfinedBadge(): HTMLElement {

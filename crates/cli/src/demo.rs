@@ -191,20 +191,18 @@ fn epoch(rt: &tokio::runtime::Runtime, home: &Home, other: Option<&str>) -> Resu
 }
 
 /// Where the demo server's "build" lives: outside the Postern home, which a confined server
-/// cannot see. The user's cache (one directory per Postern home), else the home itself.
+/// cannot see. The user's cache (one directory per Postern home), else the temp directory
+/// (a confined launch sees the files its record names there, read-only).
 fn demo_dir(home: &Home) -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
+    let tag = postern_domain::Digest::of(home.path().as_os_str().as_encoded_bytes()).to_string();
+    let name = format!("demo-{}", &tag.trim_start_matches("sha256:")[..12]);
+    std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-    match cache {
-        Some(cache) => {
-            let tag =
-                postern_domain::Digest::of(home.path().as_os_str().as_encoded_bytes()).to_string();
-            let tag = tag.trim_start_matches("sha256:");
-            cache.join("postern").join(format!("demo-{}", &tag[..12]))
-        }
-        None => home.path().join("demo"),
-    }
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map_or_else(
+            || std::env::temp_dir().join(format!("postern-{name}")),
+            |cache| cache.join("postern").join(&name),
+        )
 }
 
 fn configure(home: &Home, exe: &Path, revision: &Path) -> Result<()> {

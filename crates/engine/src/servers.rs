@@ -106,18 +106,12 @@ pub fn check(store: &Store, config: &ServerConfig, existing: Existing) -> Result
     if existing == Existing::Refuse && store.server(&config.label)?.is_some() {
         return Err(ServerError::Exists(config.label.clone()));
     }
-    if config.confinement == postern_domain::Confinement::Confined {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let cwd = config.cwd.clone().unwrap_or_default();
-        for path in &config.writable {
-            let full = postern_supervisor::sandbox_normalized(&cwd.join(path));
-            if let Some(why) = postern_supervisor::unwritable(&full, home.as_deref()) {
-                return Err(ServerError::Invalid(format!(
-                    "--writable {}: a confined server may not write there: {why}",
-                    full.display()
-                )));
-            }
-        }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if let Some((path, why)) = postern_supervisor::refused_writable(config, home.as_deref()) {
+        return Err(ServerError::Invalid(format!(
+            "--writable {}: a confined server may not write there: {why}",
+            path.display()
+        )));
     }
     for credential in store.bindings(&config.label)? {
         let Some(var) = credential.env_var() else {

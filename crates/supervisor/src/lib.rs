@@ -25,10 +25,7 @@ pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
 pub use process::{
     ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,
 };
-pub use sandbox::{
-    CREDENTIAL_PATHS, SandboxHost, WayOut, denied, normalized as sandbox_normalized, run_relayed,
-    unwritable,
-};
+pub use sandbox::{CREDENTIAL_PATHS, SandboxHost, WayOut, denied, refused_writable, run_relayed};
 pub use watch::{ArtifactWatch, ProcessGroupSample};
 
 /// What a launch is given once its identity is known: environment (credentials, or their
@@ -39,12 +36,6 @@ pub struct Given {
     pub env: Vec<(String, String)>,
     /// The broker's port and socket, when the launch has a way out.
     pub way_out: Option<WayOut>,
-}
-
-impl From<Vec<(String, String)>> for Given {
-    fn from(env: Vec<(String, String)>) -> Self {
-        Self { env, way_out: None }
-    }
 }
 
 /// A launched server: its pipes, its supervising handle, and its execution record.

@@ -162,7 +162,7 @@ pub fn profile(config: &ServerConfig, cwd: &Path, host: &SandboxHost) -> Option<
     let cwd = normalized(cwd);
     let home = host.user_home.as_deref();
     let writable: Vec<PathBuf> = std::iter::once(cwd.clone())
-        .chain(config.writable.iter().map(|p| normalized(&cwd.join(p))))
+        .chain(configured_writable(config, &cwd))
         .filter(|p| unwritable(p, home).is_none())
         .collect();
     Some(Sandbox {
@@ -171,6 +171,43 @@ pub fn profile(config: &ServerConfig, cwd: &Path, host: &SandboxHost) -> Option<
         writable,
         network: NETWORK.to_owned(),
     })
+}
+
+/// The `--writable` paths of `config`, under its directory `cwd`, lexically normal.
+fn configured_writable<'a>(
+    config: &'a ServerConfig,
+    cwd: &'a Path,
+) -> impl Iterator<Item = PathBuf> + 'a {
+    config.writable.iter().map(|p| normalized(&cwd.join(p)))
+}
+
+/// The first of `config`'s `--writable` paths a confined server may not write, and why
+/// ([`unwritable`]): `server add` refuses it (a launch leaves it out).
+pub fn refused_writable(
+    config: &ServerConfig,
+    user_home: Option<&Path>,
+) -> Option<(PathBuf, &'static str)> {
+    if config.confinement == Confinement::Unconfined {
+        return None;
+    }
+    let cwd = config.cwd.clone().unwrap_or_default();
+    configured_writable(config, &cwd).find_map(|p| unwritable(&p, user_home).map(|why| (p, why)))
+}
+
+/// Refuses a launch whose directory or writable paths lie in a hidden tree (a server kept in
+/// the Postern home or under `~/.ssh`): inside, it would find an empty directory.
+fn outside_hidden(sandbox: &Sandbox, cwd: &Path) -> Result<(), String> {
+    let cwd = normalized(cwd);
+    for path in std::iter::once(&cwd).chain(&sandbox.writable) {
+        if let Some(hidden) = sandbox.hidden.iter().find(|h| path.starts_with(h)) {
+            return Err(format!(
+                "{} is inside {}, which a confined server cannot see (the Postern home, a credential path or the session's runtime directory): keep the server's files elsewhere, or mark it unconfined (`postern server add --unconfined ...`)",
+                path.display(),
+                hidden.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a confined launch was denied, in words, for an error when it fails.
@@ -202,6 +239,7 @@ pub(crate) fn command(
     program: &Path,
     args: &[String],
 ) -> Result<(PathBuf, Vec<OsString>), String> {
+    outside_hidden(sandbox, &record.working_directory)?;
     Ok(macos::command(sandbox, record, way_out, program, args))
 }
 
@@ -218,6 +256,7 @@ pub(crate) fn command(
     let bwrap = find("bwrap").ok_or_else(|| {
         "a confined server runs in bubblewrap, which is not installed: install it (Debian/Ubuntu: `apt-get install bubblewrap`), or mark the server unconfined (`postern server add --unconfined ...`)".to_owned()
     })?;
+    outside_hidden(sandbox, &record.working_directory)?;
     resolved(sandbox)?;
     let mut argv = bubblewrap(sandbox, record, host, way_out);
     if let (Some(way), Some(relay)) = (way_out, &host.relay) {
@@ -302,17 +341,6 @@ fn bubblewrap(
                 target.as_deref().unwrap_or(path).as_os_str(),
             ]),
             _ => {}
-        }
-    }
-    // A server's own directory inside a hidden tree (a server kept in the Postern home) is
-    // shown again, and nothing else of that tree.
-    for path in &sandbox.writable {
-        if sandbox
-            .hidden
-            .iter()
-            .any(|h| path.starts_with(h) && path != h)
-        {
-            add(&["--bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
     }
     for path in &host.exposed {
@@ -429,6 +457,13 @@ pub fn unwritable(path: &Path, user_home: Option<&Path>) -> Option<&'static str>
         Some(
             "it is your home or holds it: a server that writes there can plant code that runs outside its sandbox",
         )
+    } else if user_home.is_some_and(|home| {
+        let home = normalized(home);
+        CREDENTIAL_PATHS
+            .iter()
+            .any(|c| path.starts_with(home.join(c)))
+    }) {
+        Some("it holds credentials, which a confined server never sees")
     } else {
         None
     }
@@ -720,7 +755,13 @@ mod tests {
         for refused in ["/", "/home", "/home/u", "/tmp", "/var/tmp", "/run"] {
             assert!(unwritable(Path::new(refused), home).is_some(), "{refused}");
         }
-        for allowed in ["/home/u/proj", "/tmp/build", "/srv/x"] {
+        for credentials in ["/home/u/.ssh", "/home/u/.aws/cli", "/home/u/.config/gh"] {
+            assert!(
+                unwritable(Path::new(credentials), home).is_some(),
+                "{credentials}"
+            );
+        }
+        for allowed in ["/home/u/proj", "/home/u/.sshd", "/tmp/build", "/srv/x"] {
             assert_eq!(unwritable(Path::new(allowed), home), None, "{allowed}");
         }
         // `--cwd ~/proj/..` and `--writable ../..` do not get the home in.
@@ -757,21 +798,6 @@ mod tests {
             &[w.join("a/b/hidden"), dir.path().join("x")],
         );
         assert_eq!(pinned, vec![w.join("a"), w.join("a/b")]);
-    }
-
-    #[test]
-    fn a_confined_launch_keeps_only_the_variables_programs_need() {
-        let kept = kept_env();
-        let names: Vec<&str> = kept.iter().filter_map(|(n, _)| n.to_str()).collect();
-        assert!(names.contains(&"PATH"), "{names:?}");
-        for name in &names {
-            assert!(
-                KEPT_ENV.contains(name)
-                    || name.starts_with("LC_")
-                    || crate::identity::LOADER_VARIABLES.contains(name),
-                "{name} kept"
-            );
-        }
     }
 
     #[test]
