@@ -119,6 +119,13 @@ async fn a_confined_server_reads_no_secrets_reaches_nothing_and_still_serves_its
                 .iter()
                 .filter_map(Value::as_str)
                 .collect();
+            // The record names the variables the process has: not the engine's bus address.
+            let names = execution(&status, "probe")?["envNames"].clone();
+            ensure!(
+                names.as_array().is_some_and(|n| n.contains(&json!("PATH"))
+                    && !n.contains(&json!("DBUS_SESSION_BUS_ADDRESS"))),
+                "the record's variables: {names}"
+            );
             let ssh_dir = probe.user_home.path().join(".ssh");
             ensure!(hidden.contains(&path(&ssh_dir).as_str()), "{hidden:?}");
             let shown = probe.gate.cli(["server", "status", "probe"])?;

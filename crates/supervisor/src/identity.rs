@@ -267,8 +267,12 @@ impl DigestCache {
             !config.identity_paths.is_empty(),
         );
 
+        let sandbox = crate::sandbox::profile(config, &working_directory, &self.sandbox);
+        // The engine's variables the process starts from: all of them, or for a confined
+        // launch the few it keeps.
         let mut env_names: Vec<String> = std::env::vars_os()
             .map(|(k, _)| k.to_string_lossy().into_owned())
+            .filter(|name| sandbox.is_none() || crate::sandbox::kept(name))
             .chain(config.env.iter().map(|v| v.name.clone()))
             // A bound credential's variable is part of the identity whether or not a launch
             // is given its value: releasing it never makes the code look different.
@@ -284,7 +288,6 @@ impl DigestCache {
 
         let mut launch_command = vec![program.to_string_lossy().into_owned()];
         launch_command.extend(config.args().iter().cloned());
-        let sandbox = crate::sandbox::profile(config, &working_directory, &self.sandbox);
         Ok(Observed {
             sandbox,
             launch_command,

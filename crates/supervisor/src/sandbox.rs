@@ -516,14 +516,15 @@ fn relocated(paths: &[&str], var: impl Fn(&str) -> Option<OsString>) -> Vec<Path
 /// and the loader variables (which the execution record names).
 pub(crate) fn kept_env() -> Vec<(OsString, OsString)> {
     std::env::vars_os()
-        .filter(|(name, _)| {
-            name.to_str().is_some_and(|name| {
-                KEPT_ENV.contains(&name)
-                    || name.starts_with("LC_")
-                    || crate::identity::LOADER_VARIABLES.contains(&name)
-            })
-        })
+        .filter(|(name, _)| name.to_str().is_some_and(kept))
         .collect()
+}
+
+/// Whether a confined launch keeps the engine's variable `name` ([`kept_env`]).
+pub(crate) fn kept(name: &str) -> bool {
+    KEPT_ENV.contains(&name)
+        || name.starts_with("LC_")
+        || crate::identity::LOADER_VARIABLES.contains(&name)
 }
 
 /// The session's runtime directory (the session bus, the keyring's control socket).
