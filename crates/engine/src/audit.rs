@@ -23,6 +23,7 @@
 
 mod offline;
 mod opening;
+mod stock;
 mod writer;
 
 use std::path::Path;
@@ -30,7 +31,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use postern_audit::{Head, OpeningKey, PreparedSeal, RecipientKey, Seq, UnixMillis};
+use postern_audit::{Head, OpeningKey, RecipientKey, Seq, UnixMillis};
 use postern_domain::AuditEvent;
 use postern_gateway::audit::{AuditSink, Durable};
 use postern_store::{AuditWriter, Store, StoreError, StoredRecord};
@@ -217,7 +218,7 @@ impl AuditLog {
                 let handle = writer::spawn(ready, rx, Arc::clone(&secrets), Arc::clone(&shared));
                 tracing::info!(head = ?head.map(|h| h.to_string()), "audit log verified and open");
                 AuditLog {
-                    mode: Mode::Running(Mutex::new(Some(tx)), recipient),
+                    mode: Mode::Running(Mutex::new(Some(tx)), stock::SealStock::start(recipient)),
                     shared,
                     secrets,
                     writer: Mutex::new(handle),
@@ -252,7 +253,7 @@ impl AuditLog {
     /// The public key records are sealed to (`None`: a log that refuses appends).
     fn recipient(&self) -> Option<RecipientKey> {
         match &self.mode {
-            Mode::Running(_, recipient) => Some(*recipient),
+            Mode::Running(_, seals) => Some(*seals.recipient()),
             Mode::Refusing(_) => None,
         }
     }
@@ -314,12 +315,11 @@ impl AuditSink for AuditLog {
 
 impl AuditLog {
     fn enqueue(&self, event: AuditEvent, done: Option<Durable>) {
-        // The key agreement (most of a seal's cost) runs here, on the caller's thread, so the
-        // writer's in-order part stays cheap; if it fails, the writer seals by itself.
+        // The key agreement (most of a seal's cost) is done ahead, by the seal stock's thread
+        // (or here, on the caller's, when it ran out), so the writer's in-order part stays
+        // cheap; if it fails, the writer seals by itself.
         let prepared = match &self.mode {
-            Mode::Running(_, recipient) => {
-                PreparedSeal::new(recipient, &mut getrandom::SysRng).ok()
-            }
+            Mode::Running(_, seals) => seals.take(),
             Mode::Refusing(_) => None,
         };
         let msg = writer::Msg::Event(Box::new(writer::Queued {
@@ -362,8 +362,9 @@ impl AuditLog {
 
 #[derive(Debug)]
 enum Mode {
-    /// The writer's queue (`None` once closed) and the key records are sealed to.
-    Running(Mutex<Option<mpsc::Sender<writer::Msg>>>, RecipientKey),
+    /// The writer's queue (`None` once closed), and seals prepared for the key records are
+    /// sealed to.
+    Running(Mutex<Option<mpsc::Sender<writer::Msg>>>, stock::SealStock),
     Refusing(AuditError),
 }
 

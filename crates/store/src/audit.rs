@@ -4,9 +4,12 @@
 //! copies of the header's sequence number, time and kind as plain columns for indexes. The
 //! copies are a convenience: verification reads the header bytes, and checks the copies agree.
 //!
-//! [`AuditWriter`] is the one connection that appends: `synchronous=FULL`, so a commit returns
-//! only once it is on disk, and each batch of records is ONE transaction together with its
-//! journal rows (group commit: one fsync for the batch). Reads ([`Store::audit_records`],
+//! [`AuditWriter`] is the one connection that appends: each batch of records is ONE transaction
+//! committed with `synchronous=FULL` (group commit: it returns once the batch is on disk, one
+//! fsync for the batch). The batch's journal rows follow in a transaction of their own with
+//! `synchronous=NORMAL` ([`AuditWriter::project_appended`]): nobody waits for them, they are
+//! on disk with the next batch's fsync, and the journals are rebuilt from the log whenever they
+//! are found behind it (at start, or at the next unlock). Reads ([`Store::audit_records`],
 //! [`Store::audit_head`], [`Store::meta`]) work on any connection, while the engine writes
 //! (WAL).
 
@@ -37,7 +40,7 @@ pub struct AuditWriter {
 pub struct Append<'a> {
     /// The sealed record, as `postern_audit::Chain::append` made it.
     pub record: &'a SealedRecord,
-    /// The event in the clear, projected into the journals in the same transaction.
+    /// The event in the clear, projected into the journals after the record is stored.
     pub event: &'a AuditEvent,
 }
 
@@ -91,15 +94,54 @@ impl AuditWriter {
         &self.store
     }
 
-    /// Appends `batch` (consecutive records, continuing the stored chain) and projects each
-    /// event into the journals, in one transaction. On error nothing is stored.
+    /// Appends `batch` (consecutive records, continuing the stored chain) in one durable
+    /// transaction: on `Ok` it is on disk; on error nothing is stored. The journals are left
+    /// to [`AuditWriter::project_appended`].
     pub fn append(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
+        let tx = self.store.conn.transaction()?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO audit_log (seq, time, kind, header, sealed, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for item in batch {
+                let header = item.record.header();
+                insert.execute(params![
+                    to_i64(header.seq().get())?,
+                    header.time().as_millis(),
+                    header.kind().as_str(),
+                    item.record.header_bytes(),
+                    item.record.sealed_body().as_bytes(),
+                    &item.record.chain_hash().as_bytes()[..],
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Projects a batch [`AuditWriter::append`] stored into the journals, in one transaction
+    /// not waited on by an fsync (`synchronous=NORMAL` for it: the next durable append, or a
+    /// checkpoint, puts it on disk; a crash before that leaves the journals behind the log,
+    /// which the next start rebuilds). Does nothing while projection is paused. On error the
+    /// journals are as they were.
+    pub fn project_appended(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
+        if !self.projecting || batch.is_empty() {
+            return Ok(());
+        }
         let saved = self.projector.clone();
-        let result = self.append_tx(batch);
+        self.store
+            .conn
+            .pragma_update(None, "synchronous", Sync::Normal.pragma())?;
+        let result = self.project_appended_tx(batch);
+        let restored = self
+            .store
+            .conn
+            .pragma_update(None, "synchronous", Sync::Full.pragma());
         if result.is_err() {
             self.projector = saved;
         }
-        result
+        result.and(restored.map_err(StoreError::from))
     }
 
     /// Projects already-stored events (opened with the key) into the journals, in one
@@ -142,33 +184,15 @@ impl AuditWriter {
         Ok(())
     }
 
-    fn append_tx(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
+    fn project_appended_tx(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
         let tx = self.store.conn.transaction()?;
-        {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO audit_log (seq, time, kind, header, sealed, hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?;
-            for item in batch {
-                let header = item.record.header();
-                let seq = to_i64(header.seq().get())?;
-                let time = header.time().as_millis();
-                insert.execute(params![
-                    seq,
-                    time,
-                    header.kind().as_str(),
-                    item.record.header_bytes(),
-                    item.record.sealed_body().as_bytes(),
-                    &item.record.chain_hash().as_bytes()[..],
-                ])?;
-                if self.projecting {
-                    self.projector.apply(&tx, seq, time, item.event)?;
-                }
-            }
+        for item in batch {
+            let header = item.record.header();
+            let seq = to_i64(header.seq().get())?;
+            self.projector
+                .apply(&tx, seq, header.time().as_millis(), item.event)?;
         }
-        if self.projecting {
-            self.projector.save(&tx)?;
-        }
+        self.projector.save(&tx)?;
         tx.commit()?;
         Ok(())
     }
@@ -352,7 +376,13 @@ mod tests {
             .map(|(record, event)| Append { record, event })
             .collect();
         writer.append(&batch[..3]).expect("first batch");
+        writer
+            .project_appended(&batch[..3])
+            .expect("first journals");
         writer.append(&batch[3..]).expect("second batch");
+        writer
+            .project_appended(&batch[3..])
+            .expect("second journals");
         // A batch that does not continue the chain (a repeated seq) stores nothing.
         writer.append(&batch[4..]).expect_err("duplicate seq");
 

@@ -24,6 +24,15 @@ use super::{
 /// Most events committed in one transaction.
 const MAX_BATCH: usize = 4096;
 
+/// How long a batch that nobody waits for (a call's result, a session's start) waits for an
+/// event somebody does (the next call's intent, a flush) before it is committed on its own:
+/// the two then share one commit, and a call's intent does not queue behind the previous
+/// call's result being fsynced. Those events are "durable soon after" ([`AuditSink::record`]),
+/// now at most this much later.
+///
+/// [`AuditSink::record`]: postern_gateway::audit::AuditSink::record
+const LINGER: Duration = Duration::from_millis(5);
+
 /// The shortest time between two anchor writes. A keychain write is a D-Bus round trip and, for
 /// gnome-keyring, a rewrite of the keyring file: writing after every batch halved the durable
 /// append rate in the benchmark. The anchor trails the log by at most this (plus one write);
@@ -267,19 +276,35 @@ impl Writer {
         let mut closing = None;
         while closing.is_none() {
             let Ok(first) = rx.recv() else { break };
-            let mut events = Vec::new();
+            let mut events: Vec<Queued> = Vec::new();
             let mut flushes = Vec::new();
             let mut key = None;
             let mut next = Some(first);
-            while let Some(msg) = next.take() {
-                match msg {
-                    Msg::Event(queued) => events.push(*queued),
-                    Msg::Flush(reply) => flushes.push(reply),
-                    Msg::Close(reason) => closing = Some(reason),
-                    Msg::CatchUp(opening) => key = Some(opening),
+            let mut linger_until: Option<Instant> = None;
+            loop {
+                while let Some(msg) = next.take() {
+                    match msg {
+                        Msg::Event(queued) => events.push(*queued),
+                        Msg::Flush(reply) => flushes.push(reply),
+                        Msg::Close(reason) => closing = Some(reason),
+                        Msg::CatchUp(opening) => key = Some(opening),
+                    }
+                    if events.len() < MAX_BATCH {
+                        next = rx.try_recv().ok();
+                    }
                 }
-                if events.len() < MAX_BATCH {
-                    next = rx.try_recv().ok();
+                let awaited = events.iter().any(|e| e.done.is_some())
+                    || !flushes.is_empty()
+                    || closing.is_some()
+                    || key.is_some();
+                if awaited || events.len() >= MAX_BATCH {
+                    break;
+                }
+                let until = *linger_until.get_or_insert_with(|| Instant::now() + LINGER);
+                match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                    Ok(msg) => next = Some(msg),
+                    // Time's up, or every sender is gone (the next recv says so).
+                    Err(_) => break,
                 }
             }
             if let Some(reason) = &closing {
@@ -325,6 +350,7 @@ impl Writer {
     /// waiter. On failure the chain is put back as it was.
     fn commit(&mut self, mut events: Vec<Queued>, anchor: &Anchorer) {
         let before = self.chain.clone();
+        let dones: Vec<Option<Durable>> = events.iter_mut().map(|q| q.done.take()).collect();
         let mut sealed: Vec<(SealedRecord, usize)> = Vec::with_capacity(events.len());
         let mut outcomes: Vec<Result<(), String>> = Vec::with_capacity(events.len());
         for (i, queued) in events.iter_mut().enumerate() {
@@ -352,6 +378,7 @@ impl Writer {
         } else {
             self.db.append(&batch)
         };
+        let committed = stored.is_ok();
         match stored {
             Ok(()) => {
                 if let Some(head) = self.chain.head() {
@@ -369,10 +396,21 @@ impl Writer {
                 outcomes = vec![Err(error.to_durable()); events.len()];
             }
         }
-        for (queued, outcome) in events.into_iter().zip(outcomes) {
-            if let Some(done) = queued.done {
+        // The waiters first (a call's intent is durable: it goes out now), then the journals.
+        for (done, outcome) in dones.into_iter().zip(outcomes) {
+            if let Some(done) = done {
                 done(outcome);
             }
+        }
+        if committed && let Err(e) = self.db.project_appended(&batch) {
+            // The log has the events; the journals catch up from it at the next unlock or
+            // start.
+            tracing::error!(
+                records = batch.len(),
+                "the journals could not take an audit batch: {e}; they catch up from the log at the next unlock"
+            );
+            self.db.pause_projection();
+            self.behind.get_or_insert(false);
         }
     }
 

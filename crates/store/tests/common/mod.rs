@@ -105,6 +105,7 @@ impl Log {
                 })
                 .collect();
             writer.append(&batch).expect("append");
+            writer.project_appended(&batch).expect("journals");
         }
         let store = Store::open(dir.path()).expect("store");
         Log {

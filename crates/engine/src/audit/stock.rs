@@ -1,0 +1,137 @@
+//! Seals prepared ahead of time (issue 17): a sealed record's costly half, its ephemeral key
+//! and the key agreement (two X25519 multiplications, [`PreparedSeal`]), does not depend on the
+//! event, so a thread of its own keeps a few ready while the engine is idle, and a call's
+//! intent and result take one instead of computing it on the session's thread, between the
+//! agent's request and its forward. When the stock runs out (a burst), the caller prepares its
+//! own as before. Each prepared seal is used once, like the one made on the spot.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use postern_audit::{PreparedSeal, RecipientKey};
+
+/// Seals kept ready: enough for a burst of calls, a few KiB of memory.
+const STOCK: usize = 64;
+
+/// The stock and its refilling thread (stopped when dropped).
+#[derive(Debug)]
+pub(super) struct SealStock {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    recipient: RecipientKey,
+    slot: Mutex<Slot>,
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    ready: Vec<PreparedSeal>,
+    closing: bool,
+}
+
+impl SealStock {
+    /// A stock for records sealed to `recipient`, filled by a thread of its own (none if the
+    /// thread cannot start: every seal is then prepared by its caller).
+    pub(super) fn start(recipient: RecipientKey) -> SealStock {
+        let inner = Arc::new(Inner {
+            recipient,
+            slot: Mutex::default(),
+            wake: Condvar::new(),
+        });
+        let worker = Arc::clone(&inner);
+        if let Err(e) = std::thread::Builder::new()
+            .name("postern-seals".into())
+            .spawn(move || worker.fill())
+        {
+            tracing::warn!("cannot start the audit seal thread ({e}); seals are made on the spot");
+        }
+        SealStock { inner }
+    }
+
+    /// The key records are sealed to.
+    pub(super) fn recipient(&self) -> &RecipientKey {
+        &self.inner.recipient
+    }
+
+    /// A prepared seal: one from the stock, or one made now.
+    pub(super) fn take(&self) -> Option<PreparedSeal> {
+        let taken = {
+            let mut slot = self.inner.lock();
+            let taken = slot.ready.pop();
+            if slot.ready.len() < STOCK / 2 {
+                self.inner.wake.notify_one();
+            }
+            taken
+        };
+        taken.or_else(|| PreparedSeal::new(&self.inner.recipient, &mut getrandom::SysRng).ok())
+    }
+}
+
+impl Drop for SealStock {
+    fn drop(&mut self) {
+        self.inner.lock().closing = true;
+        self.inner.wake.notify_one();
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Tops the stock up whenever it is below full, until closed.
+    fn fill(&self) {
+        loop {
+            {
+                let mut slot = self.lock();
+                while slot.ready.len() >= STOCK && !slot.closing {
+                    slot = self.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+                }
+                if slot.closing {
+                    return;
+                }
+            }
+            match PreparedSeal::new(&self.recipient, &mut getrandom::SysRng) {
+                Ok(seal) => self.lock().ready.push(seal),
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot prepare an audit seal ({e}); seals are made on the spot"
+                    );
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use postern_audit::{Chain, EventKind, OpeningKey, UnixMillis};
+
+    #[test]
+    fn every_seal_taken_is_a_fresh_one_for_the_recipient_even_past_the_stock() {
+        let key = OpeningKey::from_bytes([7; 32]);
+        let stock = SealStock::start(key.recipient());
+        let mut chain = Chain::genesis(key.recipient());
+        let kind = EventKind::parse("config_changed").expect("kind");
+        let mut ephemerals: Vec<Vec<u8>> = (0..2 * STOCK)
+            .map(|_| {
+                let seal = stock.take().expect("a seal");
+                let record = chain
+                    .append_prepared(UnixMillis::new(1), kind.clone(), b"{}", seal)
+                    .expect("sealed");
+                record.sealed_body().as_bytes()[..32].to_vec()
+            })
+            .collect();
+        ephemerals.sort();
+        ephemerals.dedup();
+        assert_eq!(
+            ephemerals.len(),
+            2 * STOCK,
+            "an ephemeral key handed out twice"
+        );
+    }
+}
