@@ -580,7 +580,8 @@ pub fn run_relayed(port: u16, socket: &Path, command: &[OsString]) -> std::io::R
 
 /// The server's own process under a confined launch's `pid` (bubblewrap's, then its init's,
 /// then the relay's): the process whose workers are sampled. `pid` itself when unconfined.
-pub(crate) fn innermost(pid: u32) -> u32 {
+/// `None` while a layer has not started the next yet (just after the launch).
+pub(crate) fn innermost(pid: u32) -> Option<u32> {
     let mut pid = pid;
     for _ in 0..4 {
         let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
@@ -589,14 +590,14 @@ pub(crate) fn innermost(pid: u32) -> u32 {
         let layer = program.ends_with(b"bwrap")
             || (program.ends_with(b"postern") && words.next() == Some(b"sandbox-run"));
         if !layer {
-            break;
+            return Some(pid);
         }
         match crate::table::children(pid).as_slice() {
             [only] => pid = only.pid,
-            _ => break,
+            _ => return None,
         }
     }
-    pid
+    None
 }
 
 /// Copies one proxy connection to the broker's socket and back.

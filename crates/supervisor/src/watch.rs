@@ -90,6 +90,9 @@ impl ArtifactWatch {
 pub struct ProcessGroupSample {
     /// (pid, start time in the process table's unit) -> (command name, samples seen in a row).
     workers: BTreeMap<(i32, u64), (String, u32)>,
+    /// The leader sampled, and the server's own process under it (a confined launch's
+    /// sandbox layers descended once).
+    innermost: Option<(u32, u32)>,
 }
 
 impl ProcessGroupSample {
@@ -98,7 +101,16 @@ impl ProcessGroupSample {
     /// with the same command name has appeared. A short-lived helper (a `git` run per
     /// call) is never seen twice, so it never counts.
     pub fn next(&mut self, leader: u32) -> Option<String> {
-        self.observe(children_of(crate::sandbox::innermost(leader)))
+        // The server's own process under a sandbox's layers: found once, it stays.
+        let inner = match self.innermost {
+            Some((outer, inner)) if outer == leader => inner,
+            _ => {
+                let inner = crate::sandbox::innermost(leader)?;
+                self.innermost = Some((leader, inner));
+                inner
+            }
+        };
+        self.observe(children_of(inner))
     }
 
     fn observe(&mut self, now: Vec<((i32, u64), String)>) -> Option<String> {

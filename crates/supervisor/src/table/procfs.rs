@@ -31,14 +31,24 @@ pub(crate) fn cwd(pid: u32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
 }
 
-/// Every live child of `parent`.
+/// Every live child of `parent`: the pids its threads' `children` files list (the kernel's own
+/// list, a few reads however many processes run), each checked against its stat line; where
+/// the kernel has no such files, every process's stat line.
 pub(crate) fn children(parent: u32) -> Vec<Child> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+    let candidates: Vec<u32> = match listed_children(parent) {
+        Some(pids) => pids,
+        None => {
+            let Ok(entries) = std::fs::read_dir("/proc") else {
+                return Vec::new();
+            };
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .collect()
+        }
     };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    candidates
+        .into_iter()
         .filter_map(|pid| {
             let (proc, state) = stat(pid)?;
             (proc.ppid == parent && state != 'Z').then_some(Child {
@@ -48,6 +58,26 @@ pub(crate) fn children(parent: u32) -> Vec<Child> {
             })
         })
         .collect()
+}
+
+/// The pids in `/proc/<parent>/task/*/children`; `None` when the kernel does not offer them
+/// (built without `CONFIG_PROC_CHILDREN`) or `parent` is gone.
+fn listed_children(parent: u32) -> Option<Vec<u32>> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{parent}/task"))
+        .ok()?
+        .flatten()
+    {
+        let listed = std::fs::read_to_string(task.path().join("children")).ok()?;
+        pids.extend(
+            listed
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    Some(pids)
 }
 
 /// The stat line of `pid`, and its state letter.
