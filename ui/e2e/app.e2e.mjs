@@ -301,13 +301,13 @@ const scenarios = {
 
         // The session card says what its agent may do, and until when.
         const [line] = await s.waitForTexts(".session .allowed", (t) => t.length === 1 && t[0].startsWith("allowed: "));
-        if (!/^allowed: now on clock until \d\d:\d\d$/.test(line)) throw new Error(`the session card's line: got ${JSON.stringify(line)}`);
+        if (!/^allowed: now on clock until (\d{4}-\d\d-\d\d )?\d\d:\d\d$/.test(line)) throw new Error(`the session card's line: got ${JSON.stringify(line)}`);
 
         // The Permissions page: the agent by its own name, the grant in words.
         await s.click(".tab-permissions");
         await s.waitForTexts(".run-agent", (t) => same(t, ["e2e-agent 2.1.3"]));
         const [what] = await s.texts(".grant .grant-what");
-        if (!/^now on clock until \d\d:\d\d \(1[45] min left\)$/.test(what)) throw new Error(`the grant: got ${JSON.stringify(what)}`);
+        if (!/^now on clock until (\d{4}-\d\d-\d\d )?\d\d:\d\d \(1[45] min left\)$/.test(what)) throw new Error(`the grant: got ${JSON.stringify(what)}`);
         const engine = posternStatus(home, "clock");
         const [launch] = await s.attributes(".grant .grant-launch", "title");
         expectIncludes(launch, engine.epoch, "the grant's launch is the running epoch");
