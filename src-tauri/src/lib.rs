@@ -101,11 +101,13 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         .on_window_event(window::on_event)
 }
 
-/// Stops the engine whichever way the event loop ends (the tray's Quit has usually done it
-/// already; then this is a no-op).
+/// Keeps the app when its last window closes; stops the engine whichever way the event loop
+/// ends (the tray's Quit has usually done it already; then this is a no-op).
 fn on_run_event<R: Runtime>(app: &tauri::AppHandle<R>, event: RunEvent) {
-    if let RunEvent::Exit = event {
-        tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
+    match event {
+        RunEvent::ExitRequested { code, api, .. } => window::keep_running(code, &api),
+        RunEvent::Exit => tauri::async_runtime::block_on(app.state::<Shell>().shutdown()),
+        _ => {}
     }
 }
 

@@ -1,20 +1,33 @@
-//! The app's two windows. The status window (`main`) lives as long as the app: closing it
-//! hides it, and the engine keeps serving agents from the tray. The approval window
-//! (`approvals`) exists while requests wait: it opens on top when a new one arrives and is
-//! destroyed when the queue empties. Both load the same UI, which picks its view by label.
+//! The app's two windows. Neither outlives its use: the engine and the tray are what stay.
+//! The status window (`main`) opens at start; closing it destroys its webview (the web
+//! process and its memory go with it) and the engine keeps serving agents from the tray,
+//! which opens it again, built anew from its configuration, showing the engine's state then.
+//! The approval window (`approvals`) exists while requests wait: it opens on top when a new
+//! one arrives and is destroyed when the queue empties. Both load the same UI, which picks its
+//! view by label. With no window open the app stays: only Quit ends it ([`keep_running`]).
 
-use tauri::{AppHandle, Manager, Runtime, WebviewUrl, WebviewWindowBuilder, Window, WindowEvent};
+use tauri::{
+    AppHandle, ExitRequestApi, Manager, Runtime, WebviewUrl, WebviewWindowBuilder, Window,
+    WindowEvent,
+};
 
 /// The status window's label (`app.windows[0].label` in tauri.conf.json).
 pub const MAIN: &str = "main";
 /// The approval window's label.
 pub const APPROVALS: &str = "approvals";
 
-/// Shows, unminimizes and focuses the status window.
+/// Shows, unminimizes and focuses the status window, building it (from its configuration in
+/// tauri.conf.json) when it was closed.
 pub fn show<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
-    let Some(window) = app.get_webview_window(MAIN) else {
-        tracing::warn!("no {MAIN} window to show");
-        return Ok(());
+    let window = match app.get_webview_window(MAIN) {
+        Some(window) => window,
+        None => {
+            let Some(config) = app.config().app.windows.iter().find(|w| w.label == MAIN) else {
+                tracing::warn!("no {MAIN} window in the configuration");
+                return Ok(());
+            };
+            WebviewWindowBuilder::from_config(app, config)?.build()?
+        }
     };
     window.show()?;
     window.unminimize()?;
@@ -56,16 +69,20 @@ pub fn close_approvals<R: Runtime>(app: &AppHandle<R>) {
     }
 }
 
-/// Window event hook: closing the status window hides it instead. (Closing the approval
-/// window closes it; its requests stay open, in the tray, until answered or timed out.)
+/// Window event hook. Closing either window destroys it (Tauri's default); this only says so.
+/// (The approval window's requests stay open, in the tray, until answered or timed out.)
 pub fn on_event<R: Runtime>(window: &Window<R>, event: &WindowEvent) {
-    if let WindowEvent::CloseRequested { api, .. } = event
-        && window.label() == MAIN
-    {
-        api.prevent_close();
-        if let Err(err) = window.hide() {
-            tracing::warn!("cannot hide the window: {err}");
-        }
+    if let WindowEvent::Destroyed = event {
+        tracing::debug!("the {} window closed", window.label());
+    }
+}
+
+/// Run event hook for an exit nobody asked for: the last window closing ends the event loop
+/// unless prevented, and the app lives on in the tray. Quit asks with a code (`app.exit`),
+/// and that exit goes ahead.
+pub fn keep_running(code: Option<i32>, api: &ExitRequestApi) {
+    if code.is_none() {
+        api.prevent_exit();
     }
 }
 

@@ -9,14 +9,14 @@
 // `postern` commands that need it run at a terminal (`posternAtTerminal`).
 
 import { execFileSync, spawn } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 import { agent, client, CLOCK } from "./agent.mjs";
 import { approveInWindow, choosePassphrase, PASSPHRASE, posternAtTerminal, retryAfterMs, typeInto, unlockInWindow } from "./passphrase.mjs";
 import { rebuildable } from "./rebuildable.mjs";
-import { startTray } from "./tray.mjs";
+import { closeWindow, startTray } from "./tray.mjs";
 import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(need("POSTERN_APP"));
@@ -420,6 +420,51 @@ const scenarios = {
         expectEqual(await s.texts(".pill"), ["Locked"], "after Unlock vault in the tray, before the passphrase");
         await unlockInWindow(s);
         await s.waitForTexts(".pill", (t) => same(t, ["Engine running"]));
+      });
+    } finally {
+      agentClient?.close();
+      await tray.stop();
+    }
+  },
+
+  // A menu-bar app lives all day with its window closed. Closing the window (as a window
+  // manager's close button does) ends its web process, and with it most of the app's memory;
+  // the engine keeps serving from the tray, and the tray's Open Postern builds the window anew,
+  // showing what changed while it was closed.
+  async "closing the window ends its web process; the tray opens it again on the current state"({ home, work }) {
+    addClock(home, work);
+    const tray = await startTray();
+    let agentClient;
+    try {
+      await withApp(home, async (s) => {
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock"]));
+        await tray.waitForIcon();
+        const shown = webProcesses();
+        if (shown.length === 0) throw new Error("no web process under the app while its window shows");
+
+        closeWindow("Postern");
+        await until(() => webProcesses().length === 0, 10_000, "the closed window's web process to end");
+        expectEqual(await s.windowHandles(), [], "window handles after closing");
+
+        // Closed, the engine still serves: an agent connects, and a server is added.
+        agentClient = await client(cli, home, "clock", "e2e-agent");
+        postern(home, "server", "add", "notes", "--", "python3", "-m", "notes_server");
+
+        // With nothing waiting, the menu's second item is Open Postern.
+        await tray.openMenu();
+        await tray.keys("Down", "Down", "Return");
+        await s.waitForWindow("main");
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock", "notes"]));
+        await s.waitForAttributes(".session .state", "data-state", (states) => same(states, ["catalog-ready"]));
+        expectEqual(await s.texts(".session-server, .session-agent"), ["clock", "e2e-agent 1.0.0"], "the session that connected while the window was closed");
+        if (webProcesses().length !== 1) throw new Error(`web processes after reopening: ${JSON.stringify(webProcesses())}`);
+
+        // And the reopened window works: the agent's call asks, and the answer lets it through.
+        const answer = agentClient.call("now");
+        await s.waitForWindow("approvals");
+        await approveInWindow(s);
+        const result = (await answer).result;
+        if (result?.isError || !result?.content?.[0]?.text) throw new Error(`the call approved after reopening: ${JSON.stringify(result)}`);
       });
     } finally {
       agentClient?.close();
@@ -1032,6 +1077,23 @@ function addClock(home, work) {
   copyFileSync(CLOCK, entry);
   postern(home, "server", "add", "clock", "--cwd", dir, "--", "python3", "clock.py");
   return entry;
+}
+
+/** The pids of the WebKit web processes (a window's page) under a running postern-app. */
+function webProcesses() {
+  const procs = new Map();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (fields[0] !== "Z") procs.set(Number(entry), { comm, ppid: Number(fields[1]) });
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return [...procs].filter(([, p]) => p.comm.startsWith("WebKitWebProces") && procs.get(p.ppid)?.comm === "postern-app").map(([pid]) => pid);
 }
 
 function postern(home, ...args) {

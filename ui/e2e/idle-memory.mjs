@@ -1,16 +1,21 @@
-// The app's idle memory: starts the real app on a fresh home with a few servers configured and
+// The app's memory at rest, and how fast its windows come back. Starts the real app (through
+// WebKitWebDriver, which reads its windows) on a fresh home with three servers configured and
 // two agents connected (so two server processes run), lets it settle, and reads the resident
-// set of the app process and of the WebKit processes it started (the web content and network
-// processes) from /proc. The MCP servers' own processes are listed apart: they are the servers'
-// memory, not Postern's. The baseline, measured the same way in the same run: the same engine
-// with no window, `postern daemon`, on a home configured alike. Prints figures only
-// (docs/benchmarks.md).
+// set of the app process and of the WebKit processes it started (web content, network) from
+// /proc: once with the status window open, once after closing it (as a window manager's close
+// button does) and letting it settle again. The MCP servers' own processes are listed apart:
+// they are the servers' memory, not Postern's. Then, with the window closed: how long the
+// tray's Open Postern takes to show the current state (both servers' lists and both sessions),
+// five times; and how long a request takes to show its card in the approval window, three
+// times. The baseline, measured the same way in the same run: the same engine with no window,
+// `postern daemon`, on a home configured alike. Prints figures only (docs/benchmarks.md).
 //
 // Linux, under a display and a bus with an unlocked keyring (the engine keeps its audit key in
-// the OS keychain), e.g. from the repository root:
+// the OS keychain), with trayer, xdotool and WebKitWebDriver installed, e.g. from the
+// repository root:
 //
 //   dbus-run-session -- sh -c 'printf x | gnome-keyring-daemon --unlock --components=secrets >/dev/null;
-//     POSTERN_APP=target/debug/postern-app POSTERN_CLI=target/debug/postern xvfb-run -a node ui/e2e/idle-memory.mjs'
+//     POSTERN_APP=target/release/postern-app POSTERN_CLI=target/debug/postern xvfb-run -a node ui/e2e/idle-memory.mjs'
 
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -18,8 +23,9 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 
 import { client, CLOCK } from "./agent.mjs";
-import { posternAtTerminal } from "./passphrase.mjs";
-import { sleep, until } from "./webdriver.mjs";
+import { choosePassphrase, posternAtTerminal } from "./passphrase.mjs";
+import { closeWindow, startTray } from "./tray.mjs";
+import { Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(process.env.POSTERN_APP ?? "target/debug/postern-app");
 const cli = resolve(process.env.POSTERN_CLI ?? "target/debug/postern");
@@ -42,21 +48,100 @@ function configured() {
   return home;
 }
 
-/** Starts `program args` on a configured home, connects two agents, lets it settle; its processes' memory. */
-async function measure(program, args) {
+/** The memory of `pid` and the WebKit processes below it; the rest below it are servers. */
+function sample(pid) {
+  const rows = [pid, ...descendants(pid)].flatMap((p) => {
+    try {
+      return [{ pid: p, ...usage(p) }];
+    } catch {
+      return []; // Gone meanwhile.
+    }
+  });
+  const ours = rows.filter((r) => r.pid === pid || r.comm.startsWith("WebKit"));
+  return { ours, servers: rows.filter((r) => !ours.includes(r)) };
+}
+
+/** The app, open then closed, and its windows' times; the tray must be up before it starts. */
+async function measureApp() {
   const home = configured();
-  const child = spawn(program, args(home), { env: { ...process.env, POSTERN_HOME: home, RUST_LOG: "warn" }, stdio: "ignore" });
+  const driver = await startDriver({ env: { POSTERN_HOME: home, RUST_LOG: "warn" } });
+  const agents = [];
+  let s;
+  try {
+    s = await Session.create(driver.url, app);
+    const [pid] = processes("postern-app");
+    await choosePassphrase(s);
+    agents.push(await client(cli, home, "clock", "memory-agent"), await client(cli, home, "deploy", "memory-agent"));
+    await sleep(settleMs);
+    const open = sample(pid);
+
+    const closeMain = async () => {
+      closeWindow("Postern");
+      await until(() => !sample(pid).ours.some((r) => r.comm.startsWith("WebKitWebProces") && r.rss > 0), 10_000, "the web process to end");
+    };
+    await closeMain();
+    await sleep(settleMs);
+    const closed = sample(pid);
+
+    // The current state: three servers, both sessions with their catalogs.
+    const current = "return document.querySelectorAll('.server-label').length === 3 && document.querySelectorAll('.session .state[data-state=\"catalog-ready\"]').length === 2";
+    const reopen = [];
+    for (let i = 0; i < 5; i++) {
+      if (i > 0) await closeMain();
+      await tray.openMenu();
+      await tray.keys("Down", "Down");
+      const started = performance.now();
+      tray.press("Return");
+      await until(async () => {
+        for (const handle of await s.windowHandles()) {
+          await s.switchToWindow(handle);
+          if (await s.execute(current).catch(() => false)) return true;
+        }
+        return false;
+      }, 10_000, "the reopened window to show the current state");
+      reopen.push(performance.now() - started);
+    }
+    await closeMain();
+
+    // A request arrives with no window open: its card in the approval window.
+    const approval = [];
+    for (let i = 0; i < 3; i++) {
+      const started = performance.now();
+      const answer = agents[0].call("now");
+      await until(async () => {
+        for (const handle of await s.windowHandles()) {
+          await s.switchToWindow(handle);
+          if (await s.execute("return document.querySelector('.approval .tool-name')?.textContent === 'now'").catch(() => false)) return true;
+        }
+        return false;
+      }, 10_000, "the approval window to show the card");
+      approval.push(performance.now() - started);
+      await s.sendKeys(".allow", "\uE00C").catch(() => {});
+      await answer;
+      await until(async () => (await s.windowHandles()).length === 0, 10_000, "the approval window to close");
+    }
+    return { open, closed, reopen, approval };
+  } finally {
+    for (const a of agents) a.close();
+    await s?.delete().catch(() => {});
+    await driver.stop();
+    rmSync(dirname(home), { recursive: true, force: true });
+  }
+}
+
+/** `postern daemon` on a home configured alike, with the same two agents. */
+async function measureDaemon() {
+  const home = configured();
+  const child = spawn(cli, ["--home", home, "daemon"], { env: { ...process.env, POSTERN_HOME: home, RUST_LOG: "warn" }, stdio: "ignore" });
   const agents = [];
   try {
-    await until(() => existsSync(join(home, "run", "engine.sock")), 60_000, `${program}'s engine`);
+    await until(() => existsSync(join(home, "run", "engine.sock")), 60_000, "the daemon's engine");
     // A fresh home's engine starts locked with no passphrase: choose one (which unlocks), as
     // a person would at a terminal, so the agents' servers start.
     await posternAtTerminal(cli, home, ["passphrase"]);
     agents.push(await client(cli, home, "clock", "memory-agent"), await client(cli, home, "deploy", "memory-agent"));
     await sleep(settleMs);
-    const rows = [child.pid, ...descendants(child.pid)].map((pid) => ({ pid, ...usage(pid) }));
-    const ours = rows.filter((r) => r.pid === child.pid || r.comm.startsWith("WebKit"));
-    return { ours, servers: rows.filter((r) => !ours.includes(r)) };
+    return sample(child.pid);
   } finally {
     for (const a of agents) a.close();
     child.kill("SIGTERM");
@@ -65,20 +150,44 @@ async function measure(program, args) {
   }
 }
 
-const appRun = await measure(app, () => []);
-const daemonRun = await measure(cli, (home) => ["--home", home, "daemon"]);
+const tray = await startTray();
+let appRun;
+try {
+  appRun = await measureApp();
+} finally {
+  await tray.stop();
+}
+const daemonRun = await measureDaemon();
 const sum = (rows, key) => rows.reduce((n, r) => n + r[key], 0);
-console.log(`postern-app idle memory: ${app}`);
-console.log(`3 servers configured, 2 agents connected, ${settleMs / 1000} s after start\n`);
-console.log("| process | RSS | peak RSS (VmHWM) | PSS |");
-console.log("|---|---:|---:|---:|");
-for (const r of appRun.ours) console.log(`| ${r.comm} | ${mb(r.rss)} | ${mb(r.hwm)} | ${mb(r.pss)} |`);
-console.log(`| **the app, total** | **${mb(sum(appRun.ours, "rss"))}** | | **${mb(sum(appRun.ours, "pss"))}** |`);
 const [d] = daemonRun.ours;
-console.log(`| baseline: \`postern daemon\` (${cli}) | ${mb(d.rss)} | ${mb(d.hwm)} | ${mb(d.pss)} |`);
-console.log(`\nthe app / the daemon (RSS): ${(sum(appRun.ours, "rss") / d.rss).toFixed(1)}x`);
-console.log(`MCP server processes (not Postern's): ${appRun.servers.map((r) => `${r.comm} ${mb(r.rss)}`).join(", ") || "none"}`);
+console.log(`postern-app memory at rest: ${app}`);
+console.log(`3 servers configured, 2 agents connected, ${settleMs / 1000} s after start and again ${settleMs / 1000} s after closing the window\n`);
+for (const [title, run] of [["window open", appRun.open], ["window closed", appRun.closed]]) {
+  console.log(`${title}:\n`);
+  console.log("| process | RSS | peak RSS (VmHWM) | PSS |");
+  console.log("|---|---:|---:|---:|");
+  for (const r of run.ours) console.log(`| ${r.comm} | ${mb(r.rss)} | ${mb(r.hwm)} | ${mb(r.pss)} |`);
+  console.log(`| **the app, total** | **${mb(sum(run.ours, "rss"))}** | | **${mb(sum(run.ours, "pss"))}** |`);
+  console.log(`| baseline: \`postern daemon\` (${cli}) | ${mb(d.rss)} | ${mb(d.hwm)} | ${mb(d.pss)} |\n`);
+  console.log(`the app / the daemon, ${title}: ${(sum(run.ours, "rss") / d.rss).toFixed(1)}x RSS, ${(sum(run.ours, "pss") / d.pss).toFixed(1)}x PSS (goal with the window closed: <= 4x RSS)\n`);
+}
+const ms = (list) => list.map((t) => `${Math.round(t)} ms`).join(", ");
+const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
+console.log(`reopening from the tray to the current state shown: ${ms(appRun.reopen)} (median ${Math.round(median(appRun.reopen))} ms; goal <= 400 ms)`);
+console.log(`a request to its card in the approval window, no window open: ${ms(appRun.approval)} (median ${Math.round(median(appRun.approval))} ms)`);
+console.log(`MCP server processes (not Postern's): ${appRun.open.servers.map((r) => `${r.comm} ${mb(r.rss)}`).join(", ") || "none"}`);
 process.exit(0);
+
+/** The pids of running processes named `comm`. */
+function processes(comm) {
+  return readdirSync("/proc").filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => {
+    try {
+      return usage(pid).comm === comm;
+    } catch {
+      return false;
+    }
+  });
+}
 
 /** Every process below `pid` (Linux: from /proc). */
 function descendants(pid) {

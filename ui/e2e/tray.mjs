@@ -7,6 +7,7 @@
 // Start the tray before the app, so the icon finds its host when it is created.
 
 import { execFileSync, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 
 import { sleep, until } from "./webdriver.mjs";
 
@@ -64,6 +65,10 @@ export async function startTray() {
       }
       await sleep(400);
     },
+    /** Presses one key in the open menu and returns at once (for timing what it starts). */
+    press(name) {
+      xdotool("key", name);
+    },
     /** A PNG of the screen's top right corner, where the icon and its menu are. */
     picture(width = 520, height = 225) {
       const screenWidth = screen().width;
@@ -76,6 +81,21 @@ export async function startTray() {
       await Promise.race([new Promise((r) => child.once("exit", r)), sleep(3000)]);
     },
   };
+}
+
+/**
+ * Closes the shown top-level window titled `title` as a window manager's close button does
+ * (close-window.py: WM_DELETE_WINDOW), so the app gets a close request.
+ */
+export function closeWindow(title) {
+  let ids = [];
+  try {
+    ids = xdotool("search", "--onlyvisible", "--name", `^${title}$`).split("\n").filter(Boolean);
+  } catch {
+    // None shown.
+  }
+  if (ids.length === 0) throw new Error(`no window titled ${JSON.stringify(title)} is shown`);
+  for (const id of ids) execFileSync("python3", [fileURLToPath(new URL("close-window.py", import.meta.url)), id]);
 }
 
 /** The geometry of trayer's panel window, or null while it has none. */

@@ -39,9 +39,9 @@ export async function startDriver({ env = {}, driver = "WebKitWebDriver", log } 
     url,
     output: () => output.join(""),
     /**
-     * Stops the driver and the apps it launched. Deleting a session asks the app to close its
-     * window, which Postern answers by hiding it (it lives on in the tray), so the app is
-     * terminated here; otherwise it would outlive the test holding the driver's output pipes.
+     * Stops the driver and the apps it launched. Deleting a session closes the app's window,
+     * and Postern lives on in the tray without one, so the app is terminated here; otherwise
+     * it would outlive the test holding the driver's output pipes.
      */
     async stop() {
       const apps = childrenOf(child.pid);
