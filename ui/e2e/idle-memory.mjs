@@ -116,6 +116,8 @@ async function measureApp() {
         return false;
       }, 10_000, "the approval window to show the card");
       approval.push(performance.now() - started);
+      // Denied from the keyboard (Escape), once the window takes answers.
+      await s.waitForAttributes(".allow", "disabled", (d) => d.length > 0 && d.every((v) => v === null));
       await s.sendKeys(".allow", "\uE00C").catch(() => {});
       await answer;
       await until(async () => (await s.windowHandles()).length === 0, 10_000, "the approval window to close");
