@@ -6,10 +6,11 @@
 //!   hides argument values unless asked;
 //! - an edited row fails verification at its seq; a cut tail is caught by the keychain anchor,
 //!   and an engine started on it is quarantined;
-//! - SIGKILL during concurrent calls, ten times: every restart verifies the chain, and every
-//!   call the server received has its intent in the log. The fixture server runs behind `tee`,
-//!   so the trace file holds exactly the lines the engine forwarded, even those whose answers
-//!   the kill lost.
+//! - SIGKILL of the engine twenty times, each under 32 sessions with calls in flight: every
+//!   restart verifies the chain, and every call a server received has its intent in the log.
+//!   Each launch of the fixture server runs behind `tee` into a trace file of its own, so the
+//!   traces hold exactly the lines the engine forwarded, even those whose answers the kill
+//!   lost.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -151,19 +152,27 @@ fn config_changed(export: &str, what: &str) -> bool {
         .any(|l| l.contains(r#""type":"config_changed""#) && l.contains(what))
 }
 
+/// Sessions with calls in flight at each kill, and kills.
+const SESSIONS: usize = 32;
+const KILLS: u64 = 20;
+/// Calls each session sends, without waiting, per round.
+const CALLS: u64 = 100;
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_during_concurrent_calls_never_breaks_the_chain_nor_loses_an_intent() -> Result<()>
 {
-    within(Duration::from_secs(600), async {
+    within(Duration::from_secs(900), async {
         let home = TestHome::new(&[binaries::fixture_server()?.display().to_string()])?;
         let mut in_flight_at_kill = 0;
-        for round in 0..10u64 {
+        let mut killed_mid_load = 0;
+        for round in 0..KILLS {
             let daemon = home.daemon()?;
             let mut agents = Vec::new();
-            for a in 0..4 {
+            for _ in 0..SESSIONS {
                 agents.push(connect(&home, "fixture").await?);
-                let agent = agents.last_mut().context("agent")?;
-                for c in 0..150 {
+            }
+            for (a, agent) in agents.iter_mut().enumerate() {
+                for c in 0..CALLS {
                     let text = format!("r{round}-a{a}-c{c}");
                     let call = json!({"jsonrpc": "2.0", "id": c, "method": "tools/call",
                         "params": {"name": "echo", "arguments": {"text": text}}});
@@ -171,13 +180,19 @@ async fn sigkill_during_concurrent_calls_never_breaks_the_chain_nor_loses_an_int
                 }
             }
             // Kill at a different point of the load in each round.
-            tokio::time::sleep(Duration::from_millis(40 + 35 * round)).await;
+            tokio::time::sleep(Duration::from_millis(20 + 45 * round)).await;
             let mut daemon = daemon;
             daemon.kill9()?;
-            for agent in &mut agents {
-                in_flight_at_kill += 150 - results_until_quiet(agent).await;
+            let mut reading = tokio::task::JoinSet::new();
+            for mut agent in agents {
+                reading.spawn(async move { results_until_quiet(&mut agent).await });
             }
-            drop(agents);
+            let mut unanswered = 0;
+            while let Some(answered) = reading.join_next().await {
+                unanswered += CALLS as usize - answered?;
+            }
+            in_flight_at_kill += unanswered;
+            killed_mid_load += usize::from(unanswered > 0);
 
             // The restarted engine verifies the chain against the anchor, or refuses to write.
             let mut daemon = home.daemon()?;
@@ -190,8 +205,8 @@ async fn sigkill_during_concurrent_calls_never_breaks_the_chain_nor_loses_an_int
             daemon.kill9()?;
         }
         ensure!(
-            in_flight_at_kill > 0,
-            "no call was in flight at any kill: the test tested nothing"
+            killed_mid_load as u64 >= KILLS / 2,
+            "only {killed_mid_load} of {KILLS} kills came with calls in flight: the test tested too little"
         );
 
         let forwarded = home.forwarded()?;
@@ -212,7 +227,7 @@ async fn sigkill_during_concurrent_calls_never_breaks_the_chain_nor_loses_an_int
             &missing[..missing.len().min(5)]
         );
         eprintln!(
-            "{} calls forwarded, {} intents, {in_flight_at_kill} calls unanswered at the kills",
+            "{} calls forwarded, {} intents; {killed_mid_load} of {KILLS} kills with calls in flight, {in_flight_at_kill} calls unanswered",
             forwarded.len(),
             intents.len()
         );
@@ -245,16 +260,17 @@ impl TestHome {
             keychain,
             dir,
         };
+        // One trace per launch (the shell's pid): launches running together never interleave
+        // their lines.
+        let traces = home.traces();
         let script = format!(
-            "exec tee -a '{}' | exec '{}'",
-            home.trace_path().display(),
+            "exec tee -a '{}'/forwarded-$$.jsonl | exec '{}'",
+            traces.display(),
             fixture.join("' '")
         );
-        // The trace's directory is the one place outside its own the (confined) server may
+        // The traces' directory is the one place outside its own the (confined) server may
         // write.
-        let traces = home.trace_path();
-        let traces = traces.parent().context("trace directory")?;
-        std::fs::create_dir_all(traces)?;
+        std::fs::create_dir_all(&traces)?;
         let writable = traces.display().to_string();
         home.cli(&[
             "server",
@@ -274,12 +290,17 @@ impl TestHome {
         self.dir.path().join("home")
     }
 
-    fn trace_path(&self) -> PathBuf {
-        self.dir.path().join("trace/forwarded.jsonl")
+    fn traces(&self) -> PathBuf {
+        self.dir.path().join("trace")
     }
 
+    /// Every launch's trace, one after another.
     fn trace(&self) -> Result<String> {
-        Ok(std::fs::read_to_string(self.trace_path()).unwrap_or_default())
+        let mut all = String::new();
+        for entry in std::fs::read_dir(self.traces())? {
+            all.push_str(&std::fs::read_to_string(entry?.path())?);
+        }
+        Ok(all)
     }
 
     /// The echo texts of every tools/call the server received.
