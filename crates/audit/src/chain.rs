@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{AppendError, FormatError, OpenError};
 use crate::header::{EventKind, Header, HeaderView, Seq, UnixMillis};
 use crate::keys::{OpeningKey, RecipientKey};
-use crate::seal::{self, PreparedSeal, SealedBody};
+use crate::seal::{Opener, PreparedSeal, SealedBody};
 
 /// A SHA-256 chain hash. Displays as 64 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -241,19 +241,21 @@ impl Chain {
         body: &[u8],
         rng: &mut R,
     ) -> Result<SealedRecord, AppendError> {
-        let prepared = PreparedSeal::new(&self.recipient, rng)?;
-        self.append_prepared(time, kind, body, prepared)
+        let mut prepared = PreparedSeal::new(&self.recipient, rng)?;
+        self.append_prepared(time, kind, body, &mut prepared)
     }
 
     /// [`Chain::append`] with the key agreement done ahead of time ([`PreparedSeal`], on any
-    /// thread), so that the part that must run in chain order is cheap. The seal must be for
-    /// this chain's recipient. On error the chain is unchanged.
+    /// thread), so that the part that must run in chain order is cheap; one seal serves a run
+    /// of records (a group commit). The seal must be for this chain's recipient and must not
+    /// have sealed this sequence number or a later one (after putting the chain back, take a
+    /// fresh seal). On error the chain is unchanged.
     pub fn append_prepared(
         &mut self,
         time: UnixMillis,
         kind: EventKind,
         body: &[u8],
-        prepared: PreparedSeal,
+        prepared: &mut PreparedSeal,
     ) -> Result<SealedRecord, AppendError> {
         if *prepared.recipient() != self.recipient {
             return Err(AppendError::RecipientMismatch);
@@ -261,7 +263,7 @@ impl Chain {
         let after = self.next.next().ok_or(AppendError::SequenceExhausted)?;
         let header = Header::new(self.next, time, kind);
         let header_bytes = header.encode().into_boxed_slice();
-        let sealed_body = seal::seal_prepared(prepared, &header_bytes, body);
+        let sealed_body = prepared.seal(&header, &header_bytes, body)?;
         let chain_hash = ChainHash::link(&self.prev, &header_bytes, sealed_body.as_bytes());
         self.next = after;
         self.prev = chain_hash;
@@ -325,7 +327,23 @@ impl SealedRecord {
 
     /// Opens the body with the log's opening key (authenticating it against the header).
     pub fn open(&self, key: &OpeningKey) -> Result<OpenedRecord<Vec<u8>>, OpenError> {
-        let body = seal::open(key, &self.header_bytes, self.sealed_body.as_bytes())?;
+        self.open_with(key, &mut Opener::default())
+    }
+
+    /// [`SealedRecord::open`], reusing the agreement `opener` remembers from the record before
+    /// (records opened in order: one X25519 per run of a group commit, not per record).
+    pub fn open_with(
+        &self,
+        key: &OpeningKey,
+        opener: &mut Opener,
+    ) -> Result<OpenedRecord<Vec<u8>>, OpenError> {
+        let body = opener.open(
+            key,
+            self.header.version(),
+            self.header.seq(),
+            &self.header_bytes,
+            self.sealed_body.as_bytes(),
+        )?;
         Ok(OpenedRecord {
             header: self.header.clone(),
             chain_hash: self.chain_hash,
@@ -477,18 +495,18 @@ mod tests {
             let a = direct
                 .append(time, kind.clone(), b"body", &mut rng_a)
                 .unwrap();
-            let seal = PreparedSeal::new(&key.recipient(), &mut rng_b).unwrap();
+            let mut seal = PreparedSeal::new(&key.recipient(), &mut rng_b).unwrap();
             let b = prepared
-                .append_prepared(time, kind.clone(), b"body", seal)
+                .append_prepared(time, kind.clone(), b"body", &mut seal)
                 .unwrap();
             assert_eq!(a, b);
         }
         let other = OpeningKey::from_bytes([6; 32]).recipient();
-        let foreign = PreparedSeal::new(&other, &mut rng_b).unwrap();
+        let mut foreign = PreparedSeal::new(&other, &mut rng_b).unwrap();
         let before = prepared.clone().head();
         assert_eq!(
             prepared
-                .append_prepared(UnixMillis::new(9), kind, b"x", foreign)
+                .append_prepared(UnixMillis::new(9), kind.clone(), b"x", &mut foreign)
                 .unwrap_err()
                 .code(),
             "audit_recipient_mismatch"
@@ -498,6 +516,33 @@ mod tests {
             before,
             "a refused append leaves the chain as it was"
         );
+    }
+
+    #[test]
+    fn a_chain_put_back_after_a_failed_batch_cannot_reuse_the_batch_seal() {
+        let key = OpeningKey::from_bytes([5; 32]);
+        let kind = EventKind::from_static("tool_call_intent");
+        let mut chain = Chain::genesis(key.recipient());
+        let before = chain.clone();
+        let mut seal = PreparedSeal::new(&key.recipient(), &mut Fill(0)).unwrap();
+        chain
+            .append_prepared(UnixMillis::new(1), kind.clone(), b"a", &mut seal)
+            .unwrap();
+        // The batch did not commit: the writer puts the chain back and must take a fresh seal.
+        chain = before;
+        let err = chain
+            .append_prepared(UnixMillis::new(1), kind.clone(), b"b", &mut seal)
+            .unwrap_err();
+        assert_eq!(err.code(), "audit_seal_reused");
+        assert_eq!(
+            chain.head(),
+            None,
+            "a refused append leaves the chain as it was"
+        );
+        let mut fresh = PreparedSeal::new(&key.recipient(), &mut Fill(1)).unwrap();
+        chain
+            .append_prepared(UnixMillis::new(1), kind, b"b", &mut fresh)
+            .unwrap();
     }
 
     #[test]

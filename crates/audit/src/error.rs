@@ -84,6 +84,10 @@ pub enum AppendError {
     /// A [`crate::PreparedSeal`] made for another recipient key than the chain's.
     #[error("the prepared seal is for another recipient key than this log's")]
     RecipientMismatch,
+    /// A [`crate::PreparedSeal`] asked to seal a sequence number not past the last it sealed
+    /// (its key would be derived twice): a retried batch takes a fresh seal.
+    #[error("the prepared seal already sealed this sequence number or a later one")]
+    SealReused,
 }
 
 /// A sealed body that could not be opened.
@@ -204,6 +208,7 @@ impl AppendError {
             AppendError::SequenceExhausted => "audit_sequence_exhausted",
             AppendError::Entropy { .. } => "audit_entropy_unavailable",
             AppendError::RecipientMismatch => "audit_recipient_mismatch",
+            AppendError::SealReused => "audit_seal_reused",
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The frozen record header, format version 1.
+//! The frozen record header, format versions 1 and 2.
 //!
 //! The header is the part of a record that stays in the clear: which record this is, when it was
 //! written and what kind of event it holds. [`Header::encode`] is the ONE function that turns it
@@ -6,18 +6,22 @@
 //! as part of the chain-hash input. [`Header::decode`] is its strict inverse: it accepts exactly
 //! the bytes `encode` produces and nothing else, so a stored header has one encoding only.
 //!
-//! # Layout (version 1), all integers big-endian
+//! # Layout (versions 1 and 2), all integers big-endian
 //!
 //! | offset | size | field                                                            |
 //! |-------:|-----:|------------------------------------------------------------------|
-//! | 0      | 1    | format version, `0x01`                                           |
+//! | 0      | 1    | format version, `0x01` or `0x02`                                 |
 //! | 1      | 8    | sequence number, `u64` (the first record of a log is 1)          |
 //! | 9      | 8    | timestamp, `i64` milliseconds since the Unix epoch (two's compl.)|
 //! | 17     | 1    | `n`, length of the event kind in bytes, 1..=64                   |
 //! | 18     | n    | event kind, ASCII: `[a-z]` then `[a-z0-9_]*`                     |
 //!
 //! Total length: `18 + n` bytes; no padding, no trailing bytes. A new layout gets a new version
-//! byte; version 1 is never changed (the golden vectors in `tests/golden/` pin it).
+//! byte; a written version is never changed (the golden vectors in `tests/golden/` pin each).
+//! Versions 1 and 2 share this layout and differ in how the body's key is derived
+//! ([`crate::seal`]): version 1 draws an ephemeral key per record, version 2 per run of records
+//! sealed together (one group commit) and binds each record's key to its sequence number. This
+//! crate writes version 2 and reads both, so a log begun in version 1 goes on in version 2.
 //!
 //! # Why the event kind is a string
 //!
@@ -31,8 +35,11 @@ use std::fmt;
 
 use crate::error::FormatError;
 
-/// The format version this crate writes and the only one it reads.
-pub const FORMAT_VERSION: u8 = 1;
+/// The format version this crate writes.
+pub const FORMAT_VERSION: u8 = 2;
+
+/// The format versions this crate reads: 1 (an ephemeral key per record) and 2.
+pub const READ_VERSIONS: [u8; 2] = [1, FORMAT_VERSION];
 
 /// The longest event kind, in bytes.
 pub const MAX_KIND_LEN: usize = 64;
@@ -56,6 +63,7 @@ pub struct EventKind(Cow<'static, str>);
 /// The clear part of a record (see the module docs for its byte layout).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Header {
+    version: u8,
     seq: Seq,
     time: UnixMillis,
     kind: EventKind,
@@ -132,14 +140,20 @@ impl fmt::Display for EventKind {
 }
 
 impl Header {
-    /// A version-1 header.
+    /// A header of the version this crate writes ([`FORMAT_VERSION`]).
     pub fn new(seq: Seq, time: UnixMillis, kind: EventKind) -> Header {
-        Header { seq, time, kind }
+        Header {
+            version: FORMAT_VERSION,
+            seq,
+            time,
+            kind,
+        }
     }
 
-    /// Always [`FORMAT_VERSION`]: a `Header` value exists only for a version this crate reads.
+    /// The record's format version: one of [`READ_VERSIONS`] (a `Header` value exists only for
+    /// a version this crate reads).
     pub fn version(&self) -> u8 {
-        FORMAT_VERSION
+        self.version
     }
 
     /// The record's sequence number.
@@ -161,7 +175,7 @@ impl Header {
     pub fn encode(&self) -> Vec<u8> {
         let kind = self.kind.as_str().as_bytes();
         let mut out = Vec::with_capacity(FIXED_LEN + kind.len());
-        out.push(FORMAT_VERSION);
+        out.push(self.version);
         out.extend_from_slice(&self.seq.0.to_be_bytes());
         out.extend_from_slice(&self.time.0.to_be_bytes());
         // The kind is at most MAX_KIND_LEN (64) bytes, checked when the EventKind was made.
@@ -174,6 +188,7 @@ impl Header {
     pub fn decode(bytes: &[u8]) -> Result<Header, FormatError> {
         let view = HeaderView::parse(bytes)?;
         Ok(Header {
+            version: view.version,
             seq: view.seq,
             time: view.time,
             kind: EventKind(Cow::Owned(view.kind.to_owned())),
@@ -187,6 +202,7 @@ const FIXED_LEN: usize = 1 + 8 + 8 + 1;
 /// A decoded header borrowing its kind from the stored bytes (verification allocates nothing).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HeaderView<'a> {
+    pub(crate) version: u8,
     pub(crate) seq: Seq,
     pub(crate) time: UnixMillis,
     pub(crate) kind: &'a str,
@@ -194,18 +210,18 @@ pub(crate) struct HeaderView<'a> {
 
 impl<'a> HeaderView<'a> {
     pub(crate) fn parse(bytes: &'a [u8]) -> Result<HeaderView<'a>, FormatError> {
-        match bytes.first() {
+        let version = match bytes.first() {
             None => {
                 return Err(FormatError::HeaderLength {
                     len: 0,
                     expected: FIXED_LEN + 1,
                 });
             }
-            Some(&version) if version != FORMAT_VERSION => {
+            Some(&version) if !READ_VERSIONS.contains(&version) => {
                 return Err(FormatError::UnknownVersion { version });
             }
-            Some(_) => {}
-        }
+            Some(&version) => version,
+        };
         let Some((fixed, kind)) = bytes.split_at_checked(FIXED_LEN) else {
             return Err(FormatError::HeaderLength {
                 len: bytes.len(),
@@ -227,6 +243,7 @@ impl<'a> HeaderView<'a> {
         // Valid kinds are ASCII, so this cannot fail; the error arm keeps it panic-free.
         let kind = std::str::from_utf8(kind).map_err(|_| FormatError::InvalidKind)?;
         Ok(HeaderView {
+            version,
             seq: Seq(seq),
             time: UnixMillis(time),
             kind,
@@ -258,12 +275,17 @@ mod tests {
     #[test]
     fn layout_is_byte_exact() {
         let header = Header::new(Seq::new(0x0102_0304_0506_0708), UnixMillis::new(-2), KIND);
-        let mut expected = vec![0x01, 1, 2, 3, 4, 5, 6, 7, 8];
+        let mut expected = vec![0x02, 1, 2, 3, 4, 5, 6, 7, 8];
         expected.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]);
         expected.push(16);
         expected.extend_from_slice(b"tool_call_intent");
         assert_eq!(header.encode(), expected);
         assert_eq!(Header::decode(&expected), Ok(header));
+        // A version-1 header (the same layout) still decodes, and encodes back to itself.
+        expected[0] = 0x01;
+        let old = Header::decode(&expected).expect("version 1 reads");
+        assert_eq!(old.version(), 1);
+        assert_eq!(old.encode(), expected);
     }
 
     #[test]
@@ -276,12 +298,14 @@ mod tests {
                 expected: 19
             })
         );
-        let mut v2 = good.clone();
-        v2[0] = 2;
-        assert_eq!(
-            Header::decode(&v2),
-            Err(FormatError::UnknownVersion { version: 2 })
-        );
+        for version in [0, 3, 0xff] {
+            let mut unknown = good.clone();
+            unknown[0] = version;
+            assert_eq!(
+                Header::decode(&unknown),
+                Err(FormatError::UnknownVersion { version })
+            );
+        }
         assert!(matches!(
             Header::decode(&good[..10]),
             Err(FormatError::HeaderLength { len: 10, .. })

@@ -8,8 +8,11 @@
 //!   kind), encoded by one function, [`Header::encode`], into canonical bytes (layout below);
 //! - a **sealed body** ([`SealedBody`]): the event bytes encrypted to the log's public
 //!   [`RecipientKey`] with an ephemeral X25519 key, HKDF-SHA256 and ChaCha20-Poly1305, the header
-//!   bytes being the associated data. The engine appends while the vault is locked; only the
-//!   [`OpeningKey`] (kept in the keychain by the caller) opens bodies;
+//!   bytes being the associated data. Version 2 (written since issue 17) shares one ephemeral
+//!   key among the records of one group commit ([`PreparedSeal`]) and binds each record's key to
+//!   its sequence number; version 1 drew one per record and is still read (`seal` module). The
+//!   engine appends while the vault is locked; only the [`OpeningKey`] (kept in the keychain by
+//!   the caller) opens bodies;
 //! - a **chain hash** ([`ChainHash`]): SHA-256(previous hash || header bytes || sealed body),
 //!   the previous hash of record 1 being 32 zero bytes.
 //!
@@ -18,11 +21,11 @@
 //! with it, against an optional trusted anchor ([`Head`]) kept outside the database, and report
 //! the first bad sequence number ([`VerifyError::seq`]).
 //!
-//! # Header bytes (format version 1), big-endian
+//! # Header bytes (format versions 1 and 2), big-endian
 //!
 //! ```text
 //! offset  size  field
-//!      0     1  version = 0x01
+//!      0     1  version = 0x01 or 0x02
 //!      1     8  sequence number, u64 (first record = 1)
 //!      9     8  timestamp, i64 milliseconds since the Unix epoch
 //!     17     1  n = length of the event kind, 1..=64
@@ -56,9 +59,9 @@ mod verify;
 
 pub use chain::{Chain, ChainHash, Head, OpenedRecord, RawRecord, SealedRecord};
 pub use error::{AppendError, FormatError, KeyError, OpenError, VerifyError};
-pub use header::{EventKind, FORMAT_VERSION, Header, MAX_KIND_LEN, Seq, UnixMillis};
+pub use header::{EventKind, FORMAT_VERSION, Header, MAX_KIND_LEN, READ_VERSIONS, Seq, UnixMillis};
 pub use keys::{OpeningKey, RecipientKey};
-pub use seal::{PreparedSeal, SEAL_OVERHEAD, SealedBody};
+pub use seal::{Opener, PreparedSeal, SEAL_OVERHEAD, SealedBody};
 pub use verify::{Bodies, Verified, Verifier, verify};
 
 /// The rand_core version this crate's RNG bounds come from (`TryCryptoRng`), re-exported so

@@ -1,6 +1,6 @@
 //! Sealing a body to the log's public key, and opening it with the secret one.
 //!
-//! # Sealed body layout (version 1)
+//! # Sealed body layout (versions 1 and 2)
 //!
 //! | offset   | size | field                                              |
 //! |---------:|-----:|----------------------------------------------------|
@@ -8,21 +8,34 @@
 //! | 32       | m    | ChaCha20-Poly1305 ciphertext of the `m`-byte body  |
 //! | 32 + m   | 16   | Poly1305 tag                                       |
 //!
-//! # Construction (an ECIES over X25519, one fresh key per record)
+//! # Construction (an ECIES over X25519)
 //!
 //! ```text
 //! e     = 32 bytes from the caller's RNG          E  = X25519(e, 9)
 //! ss    = X25519(e, R)                            R  = the recipient (log) public key
-//! okm   = HKDF-SHA256(salt = E || R, ikm = ss, info = "postern-audit v1 body", L = 44)
+//! v1:  okm = HKDF-SHA256(salt = E || R, ikm = ss, info = "postern-audit v1 body", L = 44)
+//! v2:  okm = HKDF-SHA256(salt = E || R, ikm = ss, info = "postern-audit v2 body" || seq, L = 44)
 //! key   = okm[0..32]                              nonce = okm[32..44]
 //! sealed = E || ChaCha20-Poly1305(key, nonce, aad = header bytes, body)
 //! ```
 //!
-//! Every record has its own ephemeral `e`, so every (key, nonce) pair is used once; the nonce is
-//! derived rather than random because nothing else would use it. The header bytes are the
-//! associated data, so a body cannot be moved to another record or given another kind, time
-//! or sequence number without the tag failing. Opening computes `ss = X25519(r, E)` and refuses
-//! an `E` of small order (an all-zero shared secret).
+//! `seq` is the record's sequence number, 8 bytes big-endian; the header's version byte says
+//! which derivation a record used. Version 1 draws a fresh `e` for every record. Version 2
+//! draws one per run of records sealed together (the writer's group commit, [`PreparedSeal`]):
+//! the two scalar multiplications, nearly all of a seal's cost, are paid once per commit, not
+//! once per record. Every (key, nonce) pair is still used once: within a run each record has
+//! its own sequence number, and a [`PreparedSeal`] refuses to seal a number that is not past
+//! the last it sealed (a batch that failed to commit and is retried takes a fresh one). The
+//! nonce is derived rather than random because nothing else would use it. The header bytes are
+//! the associated data, so a body cannot be moved to another record or given another kind,
+//! time or sequence number without the tag failing. Opening computes `ss = X25519(r, E)` and
+//! refuses an `E` of small order (an all-zero shared secret); a verifier remembers the last
+//! `E`'s agreement, so opening a version-2 run costs one multiplication too.
+//!
+//! Records of one run share `E`, which says they were committed together; that is no more than
+//! their adjacent sequence numbers and times say already. Whoever learns `e` or `ss` (the
+//! engine's memory while it seals) opens that run, as whoever learned a version-1 record's `e`
+//! opened that record; the secret is dropped (zeroed) when the run is committed.
 //!
 //! Anyone holding `R` can seal, which is the point (the engine appends while the vault is
 //! locked); it also means sealing proves nothing about who wrote a body. Integrity against a
@@ -37,6 +50,7 @@ use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroizing;
 
 use crate::error::{AppendError, FormatError, OpenError};
+use crate::header::{Header, Seq};
 use crate::keys::{OpeningKey, RecipientKey};
 
 /// Bytes a sealed body adds to its plaintext: the ephemeral key (32) and the tag (16).
@@ -70,15 +84,17 @@ impl SealedBody {
     }
 }
 
-/// The costly half of sealing one body, done ahead of time (on any thread, before the record's
-/// place in the chain is known): a fresh ephemeral X25519 key and its agreement with the
-/// recipient. Two scalar multiplications: about 95% of a seal. Consumed by
-/// [`crate::Chain::append_prepared`]; the bytes it produces are exactly those of
-/// [`crate::Chain::append`] with the same RNG output. Debug never shows the secret.
+/// The costly part of sealing, done once for a run of records (on any thread, before their
+/// places in the chain are known): a fresh ephemeral X25519 key and its agreement with the
+/// recipient, two scalar multiplications. [`crate::Chain::append_prepared`] seals each record of
+/// the run with it under a key of the record's own (version 2); it refuses a sequence number
+/// not past the last one it sealed, so no key is ever derived twice. Debug never shows the
+/// secret, and it is zeroed when dropped.
 pub struct PreparedSeal {
     ephemeral_public: [u8; 32],
     shared: Zeroizing<[u8; 32]>,
     recipient: RecipientKey,
+    last: Option<Seq>,
 }
 
 impl PreparedSeal {
@@ -100,6 +116,7 @@ impl PreparedSeal {
             ephemeral_public: ephemeral_public.to_bytes(),
             shared: Zeroizing::new(shared.to_bytes()),
             recipient: *recipient,
+            last: None,
         })
     }
 
@@ -107,91 +124,124 @@ impl PreparedSeal {
     pub fn recipient(&self) -> &RecipientKey {
         &self.recipient
     }
+
+    /// Seals `body` as the record `header` (version 2), `header_bytes` being its encoding.
+    pub(crate) fn seal(
+        &mut self,
+        header: &Header,
+        header_bytes: &[u8],
+        body: &[u8],
+    ) -> Result<SealedBody, AppendError> {
+        if self.last.is_some_and(|last| header.seq() <= last) {
+            return Err(AppendError::SealReused);
+        }
+        let (cipher, nonce) = body_cipher(
+            &self.shared,
+            &self.ephemeral_public,
+            &self.recipient,
+            header.version(),
+            header.seq(),
+        );
+        let mut out = Vec::with_capacity(SEAL_OVERHEAD + body.len());
+        out.extend_from_slice(&self.ephemeral_public);
+        out.extend_from_slice(body);
+        let tag = cipher
+            .encrypt_inout_detached(&nonce, header_bytes, (&mut out[EPHEMERAL_LEN..]).into())
+            .expect("ChaCha20-Poly1305 seals any body shorter than 256 GiB");
+        out.extend_from_slice(&tag);
+        self.last = Some(header.seq());
+        Ok(SealedBody(out))
+    }
 }
 
 impl std::fmt::Debug for PreparedSeal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PreparedSeal")
             .field("recipient", &self.recipient)
+            .field("last", &self.last)
             .finish_non_exhaustive()
     }
 }
 
-/// Seals `body` to `recipient` with `header_bytes` as associated data.
-#[cfg(test)]
-pub(crate) fn seal<R: TryCryptoRng + ?Sized>(
-    recipient: &RecipientKey,
-    header_bytes: &[u8],
-    body: &[u8],
-    rng: &mut R,
-) -> Result<SealedBody, AppendError> {
-    Ok(seal_prepared(
-        PreparedSeal::new(recipient, rng)?,
-        header_bytes,
-        body,
-    ))
+/// Opens sealed bodies with one key, remembering the last ephemeral key's agreement: the
+/// records of a version-2 run share it, so opening them in order costs one X25519 per run
+/// ([`crate::SealedRecord::open_with`]). Use one per opening key.
+#[derive(Default)]
+pub struct Opener {
+    last: Option<([u8; 32], Zeroizing<[u8; 32]>)>,
 }
 
-/// Finishes a prepared seal: `body` encrypted with `header_bytes` as associated data.
-pub(crate) fn seal_prepared(
-    prepared: PreparedSeal,
-    header_bytes: &[u8],
-    body: &[u8],
-) -> SealedBody {
-    let (cipher, nonce) = body_cipher(
-        &prepared.shared,
-        &prepared.ephemeral_public,
-        &prepared.recipient,
-    );
-    let mut out = Vec::with_capacity(SEAL_OVERHEAD + body.len());
-    out.extend_from_slice(&prepared.ephemeral_public);
-    out.extend_from_slice(body);
-    let tag = cipher
-        .encrypt_inout_detached(&nonce, header_bytes, (&mut out[EPHEMERAL_LEN..]).into())
-        .expect("ChaCha20-Poly1305 seals any body shorter than 256 GiB");
-    out.extend_from_slice(&tag);
-    SealedBody(out)
-}
-
-/// Opens `sealed` (stored bytes) with `key`, checking `header_bytes` as associated data.
-pub(crate) fn open(
-    key: &OpeningKey,
-    header_bytes: &[u8],
-    sealed: &[u8],
-) -> Result<Vec<u8>, OpenError> {
-    check_len(sealed)?;
-    let (ephemeral, rest) = sealed.split_at(EPHEMERAL_LEN);
-    let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
-    let ephemeral: [u8; 32] = ephemeral.try_into().expect("split at 32");
-    let shared = key.secret().diffie_hellman(&PublicKey::from(ephemeral));
-    if !shared.was_contributory() {
-        return Err(OpenError::Unreadable);
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opener").finish_non_exhaustive()
     }
-    let (cipher, nonce) = body_cipher(shared.as_bytes(), &ephemeral, &key.recipient());
-    let mut body = ciphertext.to_vec();
-    let tag = Tag::try_from(tag).expect("split at 16 from the end");
-    cipher
-        .decrypt_inout_detached(&nonce, header_bytes, body.as_mut_slice().into(), &tag)
-        .map_err(|_| OpenError::Unreadable)?;
-    Ok(body)
+}
+
+impl Opener {
+    /// Opens `sealed` (stored bytes) of a record of format `version` at `seq` with `key`,
+    /// checking `header_bytes` as associated data.
+    pub(crate) fn open(
+        &mut self,
+        key: &OpeningKey,
+        version: u8,
+        seq: Seq,
+        header_bytes: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, OpenError> {
+        check_len(sealed)?;
+        let (ephemeral, rest) = sealed.split_at(EPHEMERAL_LEN);
+        let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
+        let ephemeral: [u8; 32] = ephemeral.try_into().expect("split at 32");
+        let shared = match &self.last {
+            Some((known, shared)) if *known == ephemeral => shared.clone(),
+            _ => {
+                let shared = key.secret().diffie_hellman(&PublicKey::from(ephemeral));
+                if !shared.was_contributory() {
+                    return Err(OpenError::Unreadable);
+                }
+                let shared = Zeroizing::new(shared.to_bytes());
+                self.last = Some((ephemeral, shared.clone()));
+                shared
+            }
+        };
+        let (cipher, nonce) = body_cipher(&shared, &ephemeral, &key.recipient(), version, seq);
+        let mut body = ciphertext.to_vec();
+        let tag = Tag::try_from(tag).expect("split at 16 from the end");
+        cipher
+            .decrypt_inout_detached(&nonce, header_bytes, body.as_mut_slice().into(), &tag)
+            .map_err(|_| OpenError::Unreadable)?;
+        Ok(body)
+    }
 }
 
 const EPHEMERAL_LEN: usize = 32;
 const TAG_LEN: usize = 16;
-const HKDF_INFO: &[u8] = b"postern-audit v1 body";
+const HKDF_INFO_V1: &[u8] = b"postern-audit v1 body";
+const HKDF_INFO_V2: &[u8] = b"postern-audit v2 body";
 
-/// The per-record AEAD key and nonce, from the shared secret and both public keys.
+/// The record's AEAD key and nonce, from the shared secret, both public keys and (version 2)
+/// the record's sequence number.
 fn body_cipher(
     shared: &[u8; 32],
     ephemeral_public: &[u8; 32],
     recipient: &RecipientKey,
+    version: u8,
+    seq: Seq,
 ) -> (ChaCha20Poly1305, Nonce) {
     let mut salt = [0u8; 64];
     salt[..32].copy_from_slice(ephemeral_public);
     salt[32..].copy_from_slice(recipient.as_bytes());
+    let mut info = [0u8; HKDF_INFO_V2.len() + 8];
+    let info: &[u8] = if version == 1 {
+        HKDF_INFO_V1
+    } else {
+        info[..HKDF_INFO_V2.len()].copy_from_slice(HKDF_INFO_V2);
+        info[HKDF_INFO_V2.len()..].copy_from_slice(&seq.get().to_be_bytes());
+        &info
+    };
     let mut okm = Zeroizing::new([0u8; 44]);
     Hkdf::<Sha256>::new(Some(&salt), shared)
-        .expand(HKDF_INFO, okm.as_mut())
+        .expand(info, okm.as_mut())
         .expect("44 bytes is within HKDF-SHA256's 8160-byte limit");
     let key: Zeroizing<[u8; 32]> = Zeroizing::new(okm[..32].try_into().expect("32 bytes"));
     let nonce: [u8; 12] = okm[32..].try_into().expect("12 bytes");
@@ -232,39 +282,98 @@ mod tests {
     }
     impl TryCryptoRng for Counter {}
 
+    fn header(seq: u64) -> (Header, Vec<u8>) {
+        let header = Header::new(
+            Seq::new(seq),
+            crate::UnixMillis::new(1),
+            crate::EventKind::from_static("tool_call_intent"),
+        );
+        let bytes = header.encode();
+        (header, bytes)
+    }
+
+    fn open(
+        key: &OpeningKey,
+        seq: u64,
+        header_bytes: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, OpenError> {
+        Opener::default().open(key, 2, Seq::new(seq), header_bytes, sealed)
+    }
+
     #[test]
     fn seal_then_open_round_trips_and_binds_the_header() {
         let key = OpeningKey::from_bytes([3; 32]);
-        let sealed = seal(&key.recipient(), b"header", b"body", &mut Counter(0)).unwrap();
+        let mut prepared = PreparedSeal::new(&key.recipient(), &mut Counter(0)).unwrap();
+        let (h, bytes) = header(5);
+        let sealed = prepared.seal(&h, &bytes, b"body").unwrap();
         assert_eq!(sealed.as_bytes().len(), 4 + SEAL_OVERHEAD);
         assert_eq!(sealed.plaintext_len(), 4);
-        assert_eq!(open(&key, b"header", sealed.as_bytes()).unwrap(), b"body");
+        assert_eq!(open(&key, 5, &bytes, sealed.as_bytes()).unwrap(), b"body");
+        let (_, other_header) = header(6);
         assert_eq!(
-            open(&key, b"headex", sealed.as_bytes()),
+            open(&key, 5, &other_header, sealed.as_bytes()),
+            Err(OpenError::Unreadable)
+        );
+        // The key is the record's own: derived with another sequence number, it opens nothing.
+        assert_eq!(
+            open(&key, 6, &bytes, sealed.as_bytes()),
             Err(OpenError::Unreadable)
         );
         let other = OpeningKey::from_bytes([4; 32]);
         assert_eq!(
-            open(&other, b"header", sealed.as_bytes()),
+            open(&other, 5, &bytes, sealed.as_bytes()),
             Err(OpenError::Unreadable)
         );
     }
 
     #[test]
-    fn each_seal_uses_a_fresh_ephemeral_key() {
+    fn a_run_shares_its_ephemeral_key_and_each_record_has_its_own_key() {
         let key = OpeningKey::from_bytes([3; 32]);
         let mut rng = Counter(0);
-        let a = seal(&key.recipient(), b"h", b"same", &mut rng).unwrap();
-        let b = seal(&key.recipient(), b"h", b"same", &mut rng).unwrap();
-        assert_ne!(a.as_bytes()[..32], b.as_bytes()[..32]);
-        assert_ne!(a.as_bytes()[32..], b.as_bytes()[32..]);
+        let mut run = PreparedSeal::new(&key.recipient(), &mut rng).unwrap();
+        let (h1, b1) = header(1);
+        let (h2, b2) = header(2);
+        let a = run.seal(&h1, &b1, b"same").unwrap();
+        let b = run.seal(&h2, &b2, b"same").unwrap();
+        assert_eq!(
+            a.as_bytes()[..32],
+            b.as_bytes()[..32],
+            "one ephemeral key per run"
+        );
+        assert_ne!(
+            a.as_bytes()[32..],
+            b.as_bytes()[32..],
+            "a keystream used twice"
+        );
+        let mut opener = Opener::default();
+        for (seq, bytes, sealed) in [(1, &b1, &a), (2, &b2, &b)] {
+            let body = opener.open(&key, 2, Seq::new(seq), bytes, sealed.as_bytes());
+            assert_eq!(body.unwrap(), b"same");
+        }
+        let next = PreparedSeal::new(&key.recipient(), &mut rng).unwrap();
+        assert_ne!(next.ephemeral_public, run.ephemeral_public);
+    }
+
+    #[test]
+    fn a_run_never_seals_a_sequence_number_twice() {
+        let key = OpeningKey::from_bytes([3; 32]);
+        let mut run = PreparedSeal::new(&key.recipient(), &mut Counter(0)).unwrap();
+        let (h2, b2) = header(2);
+        run.seal(&h2, &b2, b"first").unwrap();
+        // A batch put back and retried with the same seal would reuse the key and nonce.
+        assert_eq!(run.seal(&h2, &b2, b"other"), Err(AppendError::SealReused));
+        let (h1, b1) = header(1);
+        assert_eq!(run.seal(&h1, &b1, b"earlier"), Err(AppendError::SealReused));
+        let (h3, b3) = header(3);
+        assert!(run.seal(&h3, &b3, b"next").is_ok());
     }
 
     #[test]
     fn short_and_small_order_bodies_are_refused() {
         let key = OpeningKey::from_bytes([3; 32]);
         assert_eq!(
-            open(&key, b"h", &[0; 47]),
+            open(&key, 1, b"h", &[0; 47]),
             Err(OpenError::Format(FormatError::BodyTooShort {
                 len: 47,
                 min: 48
@@ -275,6 +384,6 @@ mod tests {
             "audit_body_malformed"
         );
         // E = 0 (small order): refused before any decryption.
-        assert_eq!(open(&key, b"h", &[0; 48]), Err(OpenError::Unreadable));
+        assert_eq!(open(&key, 1, b"h", &[0; 48]), Err(OpenError::Unreadable));
     }
 }

@@ -20,7 +20,7 @@ use crate::chain::{ChainHash, Head, RawRecord};
 use crate::error::{FormatError, VerifyError};
 use crate::header::Seq;
 use crate::keys::OpeningKey;
-use crate::seal::{self, SEAL_OVERHEAD};
+use crate::seal::{Opener, SEAL_OVERHEAD};
 
 /// Verifies a whole log given as an iterator, in storage order. See the module docs.
 pub fn verify<'r>(
@@ -50,6 +50,7 @@ pub struct Verifier<'k> {
     records: u64,
     anchor: Option<Head>,
     opening_key: Option<&'k OpeningKey>,
+    opener: Opener,
     failed: Option<VerifyError>,
 }
 
@@ -89,6 +90,7 @@ impl<'k> Verifier<'k> {
             records: 0,
             anchor: None,
             opening_key: None,
+            opener: Opener::default(),
             failed: None,
         }
     }
@@ -190,7 +192,8 @@ impl<'k> Verifier<'k> {
             return Err(VerifyError::AnchorMismatch { seq });
         }
         if let Some(key) = self.opening_key {
-            seal::open(key, record.header, record.sealed_body)
+            self.opener
+                .open(key, header.version, seq, record.header, record.sealed_body)
                 .map_err(|_| VerifyError::BodyUnreadable { seq })?;
         }
         self.prev = computed;

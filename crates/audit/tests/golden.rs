@@ -1,20 +1,24 @@
 //! Golden vectors: the format, byte for byte.
 //!
-//! `tests/golden/v1.json` holds fixed keys, a fixed RNG seed, the inputs of a few records and
-//! the exact header bytes, sealed bytes and chain hashes they produce. This test regenerates
-//! everything and compares it with the file; a difference means the format drifted, which
-//! version 1 must never do. After a deliberate change of the *test inputs* (never of the v1
+//! `tests/golden/v2.json` holds fixed keys, a fixed RNG seed, the inputs of a few records and
+//! the exact header bytes, sealed bytes and chain hashes they produce, the records sealed in two
+//! runs (records 1 to 3 with one ephemeral key, 4 and 5 with the next). This test regenerates
+//! everything and compares it with the file; a difference means the format drifted, which a
+//! written version must never do. After a deliberate change of the *test inputs* (never of the
 //! format), rewrite the file with `POSTERN_BLESS=1 cargo test -p postern-audit --test golden`.
 //!
-//! The file is also read back on its own: each stored record decodes, verifies, and opens to its
-//! body, so the vectors double as a reference for an independent implementation.
+//! `tests/golden/v1.json` pins version 1 (an ephemeral key per record), which this crate no
+//! longer writes: logs begun in it are still read, so its records must still decode, verify and
+//! open, and a log continues from a version-1 head in version 2. Both files are read back on
+//! their own, so the vectors double as a reference for an independent implementation
+//! (`tests/golden/crosscheck.py`).
 
 mod common;
 
 use std::path::PathBuf;
 
-use common::{Event, TestRng, build_log};
-use postern_audit::{Head, OpeningKey, RawRecord, SealedRecord, Verified, verify};
+use common::{Event, TestRng, append_runs, build_log};
+use postern_audit::{Chain, Head, OpeningKey, RawRecord, SealedRecord, Verified, verify};
 use serde_json::{Value, json};
 
 const SECRET: [u8; 32] = [
@@ -43,8 +47,8 @@ fn events() -> Vec<Event> {
     ]
 }
 
-fn path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1.json")
+fn path(version: u8) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/v{version}.json"))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -78,8 +82,9 @@ fn generate() -> Value {
         })
         .collect();
     json!({
-        "format": "postern-audit v1",
-        "rng": "block i = SHA-256(seed || i as u64 big-endian), bytes taken in order; 32 per record",
+        "format": "postern-audit v2",
+        "rng": "block i = SHA-256(seed || i as u64 big-endian), bytes taken in order; 32 per run",
+        "runs": "records 1-3 share the first ephemeral key, records 4-5 the second",
         "opening_key_hex": hex(&SECRET),
         "recipient_key_base64": key.recipient().to_base64(),
         "rng_seed_hex": hex(&SEED),
@@ -93,10 +98,10 @@ fn generate() -> Value {
 fn the_format_matches_the_golden_vectors_byte_for_byte() {
     let generated = serde_json::to_string_pretty(&generate()).unwrap() + "\n";
     if std::env::var_os("POSTERN_BLESS").is_some() {
-        std::fs::write(path(), &generated).unwrap();
+        std::fs::write(path(2), &generated).unwrap();
     }
-    let stored = std::fs::read_to_string(path())
-        .expect("tests/golden/v1.json is committed; regenerate it only with POSTERN_BLESS=1");
+    let stored = std::fs::read_to_string(path(2))
+        .expect("tests/golden/v2.json is committed; regenerate it only with POSTERN_BLESS=1");
     let (stored_json, generated_json): (Value, Value) = (
         serde_json::from_str(&stored).unwrap(),
         serde_json::from_str(&generated).unwrap(),
@@ -115,8 +120,46 @@ fn the_format_matches_the_golden_vectors_byte_for_byte() {
 }
 
 #[test]
-fn the_stored_vectors_decode_verify_and_open() {
-    let stored: Value = serde_json::from_str(&std::fs::read_to_string(path()).unwrap()).unwrap();
+fn the_stored_vectors_of_both_versions_decode_verify_and_open() {
+    for version in [1, 2] {
+        let (rows, _, _) = stored(version);
+        let records: Vec<SealedRecord> = rows
+            .iter()
+            .map(|[h, s, c, _]| SealedRecord::from_raw(RawRecord::new(h, s, c)).unwrap())
+            .collect();
+        assert!(records.iter().all(|r| r.header().version() == version));
+        if version == 2 {
+            let ephemeral = |i: usize| &records[i].sealed_body().as_bytes()[..32];
+            assert!(ephemeral(0) == ephemeral(2) && ephemeral(2) != ephemeral(3));
+            assert_eq!(ephemeral(3), ephemeral(4));
+        }
+    }
+}
+
+#[test]
+fn a_log_begun_in_version_1_goes_on_in_version_2_and_verifies_whole() {
+    let (rows, head, key) = stored(1);
+    let mut chain = Chain::resume(key.recipient(), head).unwrap();
+    let more = append_runs(&mut chain, &events(), &mut TestRng::new(SEED));
+    assert!(more.iter().all(|r| r.header().version() == 2));
+    let all: Vec<RawRecord<'_>> = rows
+        .iter()
+        .map(|[h, s, c, _]| RawRecord::new(h, s, c))
+        .chain(more.iter().map(SealedRecord::as_raw))
+        .collect();
+    let verified = verify(all, chain.head(), Some(&key)).expect("the whole log verifies");
+    assert_eq!(verified.records, 10);
+    for record in &more {
+        record.open(&key).expect("a version-2 record opens");
+    }
+}
+
+/// A stored file's rows (header, sealed body, chain hash, body), head and key, after checking
+/// that each row decodes, the whole verifies against the head with the key, and each opens to
+/// its body.
+fn stored(version: u8) -> (Vec<[Vec<u8>; 4]>, Head, OpeningKey) {
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(path(version)).unwrap()).unwrap();
     let key = OpeningKey::from_bytes(
         unhex(stored["opening_key_hex"].as_str().unwrap())
             .try_into()
@@ -149,4 +192,5 @@ fn the_stored_vectors_decode_verify_and_open() {
         );
         assert_eq!(record.open(&key).unwrap().body(), body);
     }
+    (rows, head, key)
 }

@@ -145,12 +145,14 @@ fn each_header_field_fails_with_its_own_reason() {
     };
     let two = Seq::new(2);
     assert_eq!(
-        tamper(0, 2),
+        tamper(0, 3),
         VerifyError::UnknownVersion {
             seq: two,
-            version: 2
+            version: 3
         }
     );
+    // Another version this crate reads: the record's hash no longer links.
+    assert_eq!(tamper(0, 1), VerifyError::ChainBroken { seq: two });
     assert_eq!(
         tamper(8, 3),
         VerifyError::SequenceGap {

@@ -213,12 +213,11 @@ impl AuditLog {
                     },
                     time: writer::now(),
                     done: None,
-                    seal: None,
                 })));
                 let handle = writer::spawn(ready, rx, Arc::clone(&secrets), Arc::clone(&shared));
                 tracing::info!(head = ?head.map(|h| h.to_string()), "audit log verified and open");
                 AuditLog {
-                    mode: Mode::Running(Mutex::new(Some(tx)), stock::SealStock::start(recipient)),
+                    mode: Mode::Running(Mutex::new(Some(tx)), recipient),
                     shared,
                     secrets,
                     writer: Mutex::new(handle),
@@ -253,7 +252,7 @@ impl AuditLog {
     /// The public key records are sealed to (`None`: a log that refuses appends).
     fn recipient(&self) -> Option<RecipientKey> {
         match &self.mode {
-            Mode::Running(_, seals) => Some(*seals.recipient()),
+            Mode::Running(_, recipient) => Some(*recipient),
             Mode::Refusing(_) => None,
         }
     }
@@ -315,18 +314,10 @@ impl AuditSink for AuditLog {
 
 impl AuditLog {
     fn enqueue(&self, event: AuditEvent, done: Option<Durable>) {
-        // The key agreement (most of a seal's cost) is done ahead, by the seal stock's thread
-        // (or here, on the caller's, when it ran out), so the writer's in-order part stays
-        // cheap; if it fails, the writer seals by itself.
-        let prepared = match &self.mode {
-            Mode::Running(_, seals) => seals.take(),
-            Mode::Refusing(_) => None,
-        };
         let msg = writer::Msg::Event(Box::new(writer::Queued {
             event,
             time: writer::now(),
             done,
-            seal: prepared,
         }));
         let (refusal, msg) = match self.send(msg) {
             Ok(()) => return,
@@ -362,9 +353,8 @@ impl AuditLog {
 
 #[derive(Debug)]
 enum Mode {
-    /// The writer's queue (`None` once closed), and seals prepared for the key records are
-    /// sealed to.
-    Running(Mutex<Option<mpsc::Sender<writer::Msg>>>, stock::SealStock),
+    /// The writer's queue (`None` once closed), and the key records are sealed to.
+    Running(Mutex<Option<mpsc::Sender<writer::Msg>>>, RecipientKey),
     Refusing(AuditError),
 }
 
@@ -419,6 +409,7 @@ fn check_log(
     if let Some(anchor) = anchor {
         verifier = verifier.with_anchor(anchor);
     }
+    let mut opener = postern_audit::Opener::default();
     store.audit_records(0, |row: StoredRecord<'_>| {
         verifier.push(row.raw()).map_err(verification)?;
         let header = postern_audit::Header::decode(row.header).map_err(|e| bad(row.seq, &e))?;
@@ -436,11 +427,14 @@ fn check_log(
         if let Some(key) = key {
             let record =
                 postern_audit::SealedRecord::from_raw(row.raw()).map_err(|e| bad(row.seq, &e))?;
-            let body = record.open(key).map_err(|_| AuditError::Verification {
-                seq: seq.get(),
-                code: "audit_body_unreadable",
-                reason: "the body cannot be opened with the opening key".into(),
-            })?;
+            let body =
+                record
+                    .open_with(key, &mut opener)
+                    .map_err(|_| AuditError::Verification {
+                        seq: seq.get(),
+                        code: "audit_body_unreadable",
+                        reason: "the body cannot be opened with the opening key".into(),
+                    })?;
             let event: AuditEvent =
                 serde_json::from_slice(body.body()).map_err(|e| AuditError::Verification {
                     seq: seq.get(),

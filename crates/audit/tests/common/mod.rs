@@ -6,7 +6,7 @@
 )]
 
 use postern_audit::rand_core::{Infallible, TryCryptoRng, TryRng};
-use postern_audit::{Chain, EventKind, OpeningKey, SealedRecord, UnixMillis};
+use postern_audit::{Chain, EventKind, OpeningKey, PreparedSeal, SealedRecord, UnixMillis};
 use sha2::{Digest, Sha256};
 
 /// A reproducible byte stream for tests ONLY: block `i` is SHA-256(seed || i as u64 BE), and
@@ -80,16 +80,30 @@ pub const KINDS: [&str; 4] = [
     "vault_locked",
 ];
 
-/// Appends `events` to a fresh log sealed to `key`'s recipient.
+/// Records sealed with one ephemeral key in [`build_log`] (the writer's group commit).
+pub const RUN: usize = 3;
+
+/// Appends `events` to a fresh log sealed to `key`'s recipient, in runs of [`RUN`] records
+/// sharing a [`PreparedSeal`] (a group commit each), the seals drawn from `rng` in order.
 pub fn build_log(key: &OpeningKey, events: &[Event], rng: &mut TestRng) -> Vec<SealedRecord> {
     let mut chain = Chain::genesis(key.recipient());
+    append_runs(&mut chain, events, rng)
+}
+
+/// Appends `events` to `chain` in runs of [`RUN`] records sharing a seal.
+pub fn append_runs(chain: &mut Chain, events: &[Event], rng: &mut TestRng) -> Vec<SealedRecord> {
     events
-        .iter()
-        .map(|(time, kind, body)| {
-            let kind = EventKind::parse(kind).expect("test kinds are valid");
-            chain
-                .append(UnixMillis::new(*time), kind, body, rng)
-                .expect("append")
+        .chunks(RUN)
+        .flat_map(|run| {
+            let mut seal = PreparedSeal::new(chain.recipient(), rng).expect("a seal");
+            run.iter()
+                .map(|(time, kind, body)| {
+                    let kind = EventKind::parse(kind).expect("test kinds are valid");
+                    chain
+                        .append_prepared(UnixMillis::new(*time), kind, body, &mut seal)
+                        .expect("append")
+                })
+                .collect::<Vec<_>>()
         })
         .collect()
 }

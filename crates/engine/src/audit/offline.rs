@@ -6,7 +6,7 @@
 use std::fs::{File, TryLockError};
 use std::io::Write;
 
-use postern_audit::{Head, OpeningKey, RawRecord, SealedRecord, Seq};
+use postern_audit::{Head, Opener, OpeningKey, RawRecord, SealedRecord, Seq};
 use postern_domain::{AuditEvent, shape};
 use postern_store::{AuditWriter, Opened, Store};
 use postern_vault::{SecretStore, VaultKey};
@@ -216,10 +216,11 @@ pub(super) fn catch_up(
         writer.store().journal_seq()?
     };
     let mut total = 0;
+    let mut opener = Opener::default();
     loop {
         let mut chunk: Vec<Result<Opened, AuditError>> = Vec::new();
         reader.audit_records_between(after, after.saturating_add(CHUNK), |row| {
-            chunk.push(open_record(row.raw(), key));
+            chunk.push(open_record(row.raw(), key, &mut opener));
             Ok::<(), AuditError>(())
         })?;
         let Some(Ok(last)) = chunk.last() else {
@@ -244,8 +245,13 @@ pub(crate) fn redacted(event: &AuditEvent) -> Result<serde_json::Value, AuditErr
     Ok(event)
 }
 
-/// Opens a stored record with the log's key and reads its event.
-pub(crate) fn open_record(raw: RawRecord<'_>, key: &OpeningKey) -> Result<Opened, AuditError> {
+/// Opens a stored record with the log's key and reads its event (`opener` remembers the last
+/// run's key agreement: pass the same one for records read in order).
+pub(crate) fn open_record(
+    raw: RawRecord<'_>,
+    key: &OpeningKey,
+    opener: &mut Opener,
+) -> Result<Opened, AuditError> {
     let unreadable = |seq: Seq, reason: String| AuditError::Verification {
         seq: seq.get(),
         code: "audit_body_unreadable",
@@ -258,7 +264,7 @@ pub(crate) fn open_record(raw: RawRecord<'_>, key: &OpeningKey) -> Result<Opened
     })?;
     let seq = record.header().seq();
     let opened = record
-        .open(key)
+        .open_with(key, opener)
         .map_err(|_| unreadable(seq, "the body cannot be opened".into()))?;
     let event: AuditEvent = serde_json::from_slice(opened.body())
         .map_err(|e| unreadable(seq, format!("the body is not an audit event: {e}")))?;

@@ -1,16 +1,16 @@
-//! Seals prepared ahead of time (issue 17): a sealed record's costly half, its ephemeral key
+//! Seals prepared ahead of time (issue 17): a sealed record's costly part, its ephemeral key
 //! and the key agreement (two X25519 multiplications, [`PreparedSeal`]), does not depend on the
-//! event, so a thread of its own keeps a few ready while the engine is idle, and a call's
-//! intent and result take one instead of computing it on the session's thread, between the
-//! agent's request and its forward. When the stock runs out (a burst), the caller prepares its
-//! own as before. Each prepared seal is used once, like the one made on the spot.
+//! events, so a thread of its own keeps a few ready while the engine is idle, and the writer
+//! takes one per group commit instead of computing it between a call's arrival and its
+//! forward. When the stock runs out, the writer prepares its own as before. Each prepared seal
+//! serves one batch and is dropped with it, like one made on the spot.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use postern_audit::{PreparedSeal, RecipientKey};
 
-/// Seals kept ready: enough for a burst of calls, a few KiB of memory.
-const STOCK: usize = 64;
+/// Seals kept ready: one per commit, enough for a burst of commits, a few KiB of memory.
+const STOCK: usize = 16;
 
 /// The stock and its refilling thread (stopped when dropped).
 #[derive(Debug)]
@@ -48,11 +48,6 @@ impl SealStock {
             tracing::warn!("cannot start the audit seal thread ({e}); seals are made on the spot");
         }
         SealStock { inner }
-    }
-
-    /// The key records are sealed to.
-    pub(super) fn recipient(&self) -> &RecipientKey {
-        &self.inner.recipient
     }
 
     /// A prepared seal: one from the stock, or one made now.
@@ -119,9 +114,9 @@ mod tests {
         let kind = EventKind::parse("config_changed").expect("kind");
         let mut ephemerals: Vec<Vec<u8>> = (0..2 * STOCK)
             .map(|_| {
-                let seal = stock.take().expect("a seal");
+                let mut seal = stock.take().expect("a seal");
                 let record = chain
-                    .append_prepared(UnixMillis::new(1), kind.clone(), b"{}", seal)
+                    .append_prepared(UnixMillis::new(1), kind.clone(), b"{}", &mut seal)
                     .expect("sealed");
                 record.sealed_body().as_bytes()[..32].to_vec()
             })

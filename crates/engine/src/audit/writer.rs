@@ -16,6 +16,7 @@ use postern_store::{Append, AuditWriter};
 use postern_vault::SecretStore;
 
 use super::opening::Stored;
+use super::stock::SealStock;
 use super::{
     ANCHOR, AuditError, AuditState, OPENING_KEY, Shared, check_log, open_writer, read_anchor,
     read_key, read_recipient,
@@ -225,7 +226,9 @@ pub(super) fn spawn(
         .name("postern-audit".into())
         .spawn(move || {
             let anchor = Anchorer::start(secrets, Arc::clone(&shared));
+            let seals = SealStock::start(*ready.chain.recipient());
             Writer {
+                seals,
                 db: ready.db,
                 chain: ready.chain,
                 home: ready.home,
@@ -259,11 +262,11 @@ pub(super) struct Queued {
     pub time: UnixMillis,
     /// Who waits for the commit (a durable append).
     pub done: Option<Durable>,
-    /// The seal's key agreement, when the sender did it.
-    pub seal: Option<PreparedSeal>,
 }
 
 struct Writer {
+    /// One prepared seal per commit, made ahead by a thread of its own.
+    seals: SealStock,
     db: AuditWriter,
     chain: Chain,
     home: PathBuf,
@@ -315,7 +318,6 @@ impl Writer {
                     event: stopped,
                     time: now(),
                     done: None,
-                    seal: None,
                 });
             }
             self.commit(events, anchor);
@@ -347,15 +349,18 @@ impl Writer {
     }
 
     /// Seals `events` onto the chain and commits them in one transaction; then tells each
-    /// waiter. On failure the chain is put back as it was.
+    /// waiter. On failure the chain is put back as it was. The batch's records share one
+    /// ephemeral key (format version 2: each record's own key is derived from it and its
+    /// sequence number), dropped with the batch: a retry takes a fresh one.
     fn commit(&mut self, mut events: Vec<Queued>, anchor: &Anchorer) {
         let before = self.chain.clone();
         let dones: Vec<Option<Durable>> = events.iter_mut().map(|q| q.done.take()).collect();
         let mut sealed: Vec<(SealedRecord, usize)> = Vec::with_capacity(events.len());
         let mut outcomes: Vec<Result<(), String>> = Vec::with_capacity(events.len());
-        for (i, queued) in events.iter_mut().enumerate() {
+        let mut prepared = self.seals.take();
+        for (i, queued) in events.iter().enumerate() {
             let event = &queued.event;
-            match self.seal(event, queued.time, queued.seal.take()) {
+            match self.seal(event, queued.time, prepared.as_mut()) {
                 Ok(record) => {
                     sealed.push((record, i));
                     outcomes.push(Ok(()));
@@ -418,7 +423,7 @@ impl Writer {
         &mut self,
         event: &AuditEvent,
         time: UnixMillis,
-        prepared: Option<PreparedSeal>,
+        prepared: Option<&mut PreparedSeal>,
     ) -> Result<SealedRecord, AuditError> {
         let write_failed = |reason: String| AuditError::WriteFailed { reason };
         let kind = EventKind::parse(event.kind()).map_err(|e| write_failed(e.to_string()))?;

@@ -1,7 +1,7 @@
 //! One audit record opened for a clicked mark: its header, whether it links to the record
 //! before it, and its body opened with the audit key (or why it stays sealed).
 
-use postern_audit::{ChainHash, Head, OpeningKey, RawRecord, Seq, Verifier};
+use postern_audit::{ChainHash, Head, Opener, OpeningKey, RawRecord, Seq, Verifier};
 use postern_store::StoreError;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
@@ -101,12 +101,14 @@ pub fn audit_entry(
     let problem = check(seq, previous.as_deref(), raw, &row);
     let body = match key {
         Err(why) => AuditBody::Sealed { reason: why },
-        Ok(key) => match open_record(raw, &key).and_then(|o| redacted(&o.event)) {
-            Ok(event) => AuditBody::Opened { event },
-            Err(e) => AuditBody::Sealed {
-                reason: e.to_string(),
-            },
-        },
+        Ok(key) => {
+            match open_record(raw, &key, &mut Opener::default()).and_then(|o| redacted(&o.event)) {
+                Ok(event) => AuditBody::Opened { event },
+                Err(e) => AuditBody::Sealed {
+                    reason: e.to_string(),
+                },
+            }
+        }
     };
     let call = store.activity_of_record(wanted)?.map(activity_row);
     let session = match (&call, &body) {
