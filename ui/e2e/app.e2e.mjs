@@ -430,8 +430,8 @@ const scenarios = {
   // A menu-bar app lives all day with its window closed. Closing the window (as a window
   // manager's close button does) ends its web process, and with it most of the app's memory;
   // the engine keeps serving from the tray, and the tray's Open Postern builds the window anew,
-  // showing what changed while it was closed.
-  async "closing the window ends its web process; the tray opens it again on the current state"({ home, work }) {
+  // showing what changed while it was closed. Quit still ends the app with no window open.
+  async "closing the window ends its web process; the tray opens it again on the current state, and Quit ends the app"({ home, work }) {
     addClock(home, work);
     const tray = await startTray();
     let agentClient;
@@ -465,6 +465,16 @@ const scenarios = {
         await approveInWindow(s);
         const result = (await answer).result;
         if (result?.isError || !result?.content?.[0]?.text) throw new Error(`the call approved after reopening: ${JSON.stringify(result)}`);
+
+        // With no window open, Quit in the tray (its last item) still ends the app.
+        await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
+        closeWindow("Postern");
+        await until(() => webProcesses().length === 0, 10_000, "the window's web process to end again");
+        const apps = processes().filter(([, p]) => p.comm === "postern-app");
+        expectEqual(apps.length, 1, "postern-app processes");
+        await tray.openMenu();
+        await tray.keys("Up", "Return");
+        await until(() => !processes().some(([pid]) => pid === apps[0][0]), 15_000, "the app to quit");
       });
     } finally {
       agentClient?.close();
@@ -1079,20 +1089,26 @@ function addClock(home, work) {
   return entry;
 }
 
-/** The pids of the WebKit web processes (a window's page) under a running postern-app. */
-function webProcesses() {
-  const procs = new Map();
+/** The live processes (zombies left out), as [pid, { comm, ppid }] (Linux: from /proc). */
+function processes() {
+  const procs = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
       const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (fields[0] !== "Z") procs.set(Number(entry), { comm, ppid: Number(fields[1]) });
+      if (fields[0] !== "Z") procs.push([Number(entry), { comm, ppid: Number(fields[1]) }]);
     } catch {
       // Gone meanwhile.
     }
   }
+  return procs;
+}
+
+/** The pids of the WebKit web processes (a window's page) under a running postern-app. */
+function webProcesses() {
+  const procs = new Map(processes());
   return [...procs].filter(([, p]) => p.comm.startsWith("WebKitWebProces") && procs.get(p.ppid)?.comm === "postern-app").map(([pid]) => pid);
 }
 
