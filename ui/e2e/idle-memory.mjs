@@ -105,24 +105,29 @@ async function measureApp() {
 
     // A request arrives with no window open: its card in the approval window.
     const approval = [];
+    const approvalWindow = [];
     for (let i = 0; i < 3; i++) {
       const started = performance.now();
       const answer = agents[0].call("now");
+      let up = null;
       await until(async () => {
-        for (const handle of await s.windowHandles()) {
+        const handles = await s.windowHandles();
+        if (handles.length > 0) up ??= performance.now() - started;
+        for (const handle of handles) {
           await s.switchToWindow(handle);
           if (await s.execute("return document.querySelector('.approval .tool-name')?.textContent === 'now'").catch(() => false)) return true;
         }
         return false;
       }, 10_000, "the approval window to show the card");
       approval.push(performance.now() - started);
+      approvalWindow.push(up);
       // Denied from the keyboard (Escape), once the window takes answers.
       await s.waitForAttributes(".allow", "disabled", (d) => d.length > 0 && d.every((v) => v === null));
       await s.sendKeys(".allow", "\uE00C").catch(() => {});
       await answer;
       await until(async () => (await s.windowHandles()).length === 0, 10_000, "the approval window to close");
     }
-    return { open, closed, reopen, approval };
+    return { open, closed, reopen, approval, approvalWindow };
   } finally {
     for (const a of agents) a.close();
     await s?.delete().catch(() => {});
@@ -176,7 +181,7 @@ for (const [title, run] of [["window open", appRun.open], ["window closed", appR
 const ms = (list) => list.map((t) => `${Math.round(t)} ms`).join(", ");
 const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
 console.log(`reopening from the tray to the current state shown: ${ms(appRun.reopen)} (median ${Math.round(median(appRun.reopen))} ms; goal <= 400 ms)`);
-console.log(`a request to its card in the approval window, no window open: ${ms(appRun.approval)} (median ${Math.round(median(appRun.approval))} ms)`);
+console.log(`a request to its card in the approval window, no window open: ${ms(appRun.approval)} (median ${Math.round(median(appRun.approval))} ms; the window itself there after ${ms(appRun.approvalWindow)})`);
 console.log(`MCP server processes (not Postern's): ${appRun.open.servers.map((r) => `${r.comm} ${mb(r.rss)}`).join(", ") || "none"}`);
 process.exit(0);
 
