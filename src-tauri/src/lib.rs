@@ -101,17 +101,14 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         .on_window_event(window::on_event)
 }
 
-/// Keeps the app when its last window closes (and on macOS opens the status window again when
-/// the Dock icon is clicked with none showing); stops the engine whichever way the event loop
+/// Keeps the app when its last window closes (and on macOS shows the status window when the
+/// Dock icon is clicked, building it if it was closed); stops the engine whichever way the event loop
 /// ends (the tray's Quit has usually done it already; then this is a no-op).
 fn on_run_event<R: Runtime>(app: &tauri::AppHandle<R>, event: RunEvent) {
     match event {
         RunEvent::ExitRequested { code, api, .. } => window::keep_running(code, &api),
         #[cfg(target_os = "macos")]
-        RunEvent::Reopen {
-            has_visible_windows: false,
-            ..
-        } => {
+        RunEvent::Reopen { .. } => {
             if let Err(err) = window::show(app) {
                 tracing::warn!("cannot show the window: {err}");
             }

@@ -117,6 +117,17 @@ pub enum VerifyError {
         /// The version byte found.
         version: u8,
     },
+    /// The record at `seq` is of an older format version than the record before it: a log only
+    /// ever moves to newer versions, so an older one there was put there by hand.
+    #[error("record {seq}: format version {version} after a record of version {previous}")]
+    VersionRegressed {
+        /// Position of the record.
+        seq: Seq,
+        /// Its version byte.
+        version: u8,
+        /// The version of the record before it.
+        previous: u8,
+    },
     /// The record at `seq` is not well-formed.
     #[error("record {seq}: {source}")]
     Malformed {
@@ -228,6 +239,7 @@ impl VerifyError {
     pub fn code(&self) -> &'static str {
         match self {
             VerifyError::UnknownVersion { .. } => "audit_unknown_version",
+            VerifyError::VersionRegressed { .. } => "audit_version_regressed",
             VerifyError::Malformed { .. } => "audit_record_malformed",
             VerifyError::SequenceGap { .. } => "audit_sequence_gap",
             VerifyError::SequenceRepeated { .. } => "audit_sequence_repeated",
@@ -242,6 +254,7 @@ impl VerifyError {
     pub fn seq(&self) -> Seq {
         match *self {
             VerifyError::UnknownVersion { seq, .. }
+            | VerifyError::VersionRegressed { seq, .. }
             | VerifyError::Malformed { seq, .. }
             | VerifyError::ChainBroken { seq }
             | VerifyError::BodyUnreadable { seq }

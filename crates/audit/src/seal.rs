@@ -34,8 +34,10 @@
 //!
 //! Records of one run share `E`, which says they were committed together; that is no more than
 //! their adjacent sequence numbers and times say already. Whoever learns `e` or `ss` (the
-//! engine's memory while it seals) opens that run, as whoever learned a version-1 record's `e`
-//! opened that record; the secret is dropped (zeroed) when the run is committed.
+//! engine's memory while it seals, or the few seals kept ready ahead) opens that run, as
+//! whoever learned a version-1 record's `e` opened that record. A seal's secret is zeroed when
+//! it is dropped, after its run is committed (moves may leave copies in freed memory, as for
+//! any value; the engine keeps seals boxed so they move by pointer).
 //!
 //! Anyone holding `R` can seal, which is the point (the engine appends while the vault is
 //! locked); it also means sealing proves nothing about who wrote a body. Integrity against a
@@ -50,7 +52,7 @@ use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroizing;
 
 use crate::error::{AppendError, FormatError, OpenError};
-use crate::header::{Header, Seq};
+use crate::header::{FORMAT_VERSION, Header, Seq};
 use crate::keys::{OpeningKey, RecipientKey};
 
 /// Bytes a sealed body adds to its plaintext: the ephemeral key (32) and the tag (16).
@@ -135,11 +137,14 @@ impl PreparedSeal {
         if self.last.is_some_and(|last| header.seq() <= last) {
             return Err(AppendError::SealReused);
         }
+        // Always version 2's derivation, which binds the key to the record: under version 1's, a
+        // run would share one key and nonce. (`Header::new` makes no other version.)
+        debug_assert_eq!(header.version(), FORMAT_VERSION);
         let (cipher, nonce) = body_cipher(
             &self.shared,
             &self.ephemeral_public,
             &self.recipient,
-            header.version(),
+            FORMAT_VERSION,
             header.seq(),
         );
         let mut out = Vec::with_capacity(SEAL_OVERHEAD + body.len());
@@ -168,8 +173,11 @@ impl std::fmt::Debug for PreparedSeal {
 /// ([`crate::SealedRecord::open_with`]). Use one per opening key.
 #[derive(Default)]
 pub struct Opener {
-    last: Option<([u8; 32], Zeroizing<[u8; 32]>)>,
+    last: Option<Agreed>,
 }
+
+/// An agreement an [`Opener`] remembers: the ephemeral key, the recipient key, the secret.
+type Agreed = ([u8; 32], [u8; 32], Zeroizing<[u8; 32]>);
 
 impl std::fmt::Debug for Opener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -192,19 +200,24 @@ impl Opener {
         let (ephemeral, rest) = sealed.split_at(EPHEMERAL_LEN);
         let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
         let ephemeral: [u8; 32] = ephemeral.try_into().expect("split at 32");
+        let recipient = key.recipient();
         let shared = match &self.last {
-            Some((known, shared)) if *known == ephemeral => shared.clone(),
+            Some((known, for_key, shared))
+                if *known == ephemeral && for_key == recipient.as_bytes() =>
+            {
+                shared.clone()
+            }
             _ => {
                 let shared = key.secret().diffie_hellman(&PublicKey::from(ephemeral));
                 if !shared.was_contributory() {
                     return Err(OpenError::Unreadable);
                 }
                 let shared = Zeroizing::new(shared.to_bytes());
-                self.last = Some((ephemeral, shared.clone()));
+                self.last = Some((ephemeral, *recipient.as_bytes(), shared.clone()));
                 shared
             }
         };
-        let (cipher, nonce) = body_cipher(&shared, &ephemeral, &key.recipient(), version, seq);
+        let (cipher, nonce) = body_cipher(&shared, &ephemeral, &recipient, version, seq);
         let mut body = ciphertext.to_vec();
         let tag = Tag::try_from(tag).expect("split at 16 from the end");
         cipher
@@ -232,12 +245,14 @@ fn body_cipher(
     salt[..32].copy_from_slice(ephemeral_public);
     salt[32..].copy_from_slice(recipient.as_bytes());
     let mut info = [0u8; HKDF_INFO_V2.len() + 8];
-    let info: &[u8] = if version == 1 {
-        HKDF_INFO_V1
-    } else {
-        info[..HKDF_INFO_V2.len()].copy_from_slice(HKDF_INFO_V2);
-        info[HKDF_INFO_V2.len()..].copy_from_slice(&seq.get().to_be_bytes());
-        &info
+    // Versions are checked when a header is decoded: 1 and 2 only.
+    let info: &[u8] = match version {
+        1 => HKDF_INFO_V1,
+        _ => {
+            info[..HKDF_INFO_V2.len()].copy_from_slice(HKDF_INFO_V2);
+            info[HKDF_INFO_V2.len()..].copy_from_slice(&seq.get().to_be_bytes());
+            &info
+        }
     };
     let mut okm = Zeroizing::new([0u8; 44]);
     Hkdf::<Sha256>::new(Some(&salt), shared)

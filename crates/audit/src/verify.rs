@@ -3,7 +3,9 @@
 //! Feed records in storage order to [`Verifier::push`] (or hand an iterator to [`verify`]). For
 //! each record, in this order:
 //!
-//! 1. the header decodes as version 1 ([`VerifyError::UnknownVersion`], [`VerifyError::Malformed`]);
+//! 1. the header decodes as a version this crate reads, not older than the record before it
+//!    ([`VerifyError::UnknownVersion`], [`VerifyError::VersionRegressed`],
+//!    [`VerifyError::Malformed`]);
 //! 2. its sequence number is the previous one plus 1, the first being 1
 //!    ([`VerifyError::SequenceGap`], [`VerifyError::SequenceRepeated`]);
 //! 3. the stored chain hash is 32 bytes and equals SHA-256(previous || header || sealed body)
@@ -51,6 +53,8 @@ pub struct Verifier<'k> {
     anchor: Option<Head>,
     opening_key: Option<&'k OpeningKey>,
     opener: Opener,
+    /// The format version of the last record checked.
+    version: u8,
     failed: Option<VerifyError>,
 }
 
@@ -91,6 +95,7 @@ impl<'k> Verifier<'k> {
             anchor: None,
             opening_key: None,
             opener: Opener::default(),
+            version: 1,
             failed: None,
         }
     }
@@ -161,6 +166,13 @@ impl<'k> Verifier<'k> {
             FormatError::UnknownVersion { version } => VerifyError::UnknownVersion { seq, version },
             other => malformed(other),
         })?;
+        if header.version < self.version {
+            return Err(VerifyError::VersionRegressed {
+                seq,
+                version: header.version,
+                previous: self.version,
+            });
+        }
         if header.seq != seq {
             return Err(if header.seq > seq {
                 VerifyError::SequenceGap {
@@ -197,6 +209,7 @@ impl<'k> Verifier<'k> {
                 .map_err(|_| VerifyError::BodyUnreadable { seq })?;
         }
         self.prev = computed;
+        self.version = header.version;
         self.last = Some(Head::new(seq, computed));
         self.records += 1;
         // Saturates only after 2^64 - 1 records, which no log (nor a resumed head from

@@ -154,6 +154,25 @@ fn a_log_begun_in_version_1_goes_on_in_version_2_and_verifies_whole() {
     }
 }
 
+#[test]
+fn a_version_1_record_after_version_2_ones_is_refused_even_with_its_hash_relinked() {
+    let (rows, _, _) = stored(2);
+    let mut rows: Vec<[Vec<u8>; 3]> = rows.into_iter().map(|[h, s, c, _]| [h, s, c]).collect();
+    // Record 4 rewritten as version 1 by someone who recomputes the chain from there.
+    let mut prev = postern_audit::ChainHash::from_slice(&rows[2][2]).unwrap();
+    for row in &mut rows[3..] {
+        row[0][0] = 1;
+        prev = postern_audit::ChainHash::link(&prev, &row[0], &row[1]);
+        row[2] = prev.as_bytes().to_vec();
+    }
+    let verified = verify(
+        rows.iter().map(|[h, s, c]| RawRecord::new(h, s, c)),
+        None,
+        None,
+    );
+    assert_eq!(verified.unwrap_err().code(), "audit_version_regressed");
+}
+
 /// A stored file's rows (header, sealed body, chain hash, body), head and key, after checking
 /// that each row decodes, the whole verifies against the head with the key, and each opens to
 /// its body.

@@ -151,8 +151,15 @@ fn each_header_field_fails_with_its_own_reason() {
             version: 3
         }
     );
-    // Another version this crate reads: the record's hash no longer links.
-    assert_eq!(tamper(0, 1), VerifyError::ChainBroken { seq: two });
+    // An older version this crate reads, after a newer one: a log never goes back.
+    assert_eq!(
+        tamper(0, 1),
+        VerifyError::VersionRegressed {
+            seq: two,
+            version: 1,
+            previous: 2
+        }
+    );
     assert_eq!(
         tamper(8, 3),
         VerifyError::SequenceGap {

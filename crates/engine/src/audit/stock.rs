@@ -25,9 +25,14 @@ struct Inner {
     wake: Condvar,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Slot {
-    ready: Vec<PreparedSeal>,
+    /// Boxed, so a seal moves by pointer and its secret is not copied around.
+    #[allow(
+        clippy::vec_box,
+        reason = "a seal's secret moves by pointer, not copied into each place it passes"
+    )]
+    ready: Vec<Box<PreparedSeal>>,
     closing: bool,
 }
 
@@ -37,7 +42,10 @@ impl SealStock {
     pub(super) fn start(recipient: RecipientKey) -> SealStock {
         let inner = Arc::new(Inner {
             recipient,
-            slot: Mutex::default(),
+            slot: Mutex::new(Slot {
+                ready: Vec::with_capacity(STOCK),
+                closing: false,
+            }),
             wake: Condvar::new(),
         });
         let worker = Arc::clone(&inner);
@@ -51,7 +59,7 @@ impl SealStock {
     }
 
     /// A prepared seal: one from the stock, or one made now.
-    pub(super) fn take(&self) -> Option<PreparedSeal> {
+    pub(super) fn take(&self) -> Option<Box<PreparedSeal>> {
         let taken = {
             let mut slot = self.inner.lock();
             let taken = slot.ready.pop();
@@ -60,7 +68,11 @@ impl SealStock {
             }
             taken
         };
-        taken.or_else(|| PreparedSeal::new(&self.inner.recipient, &mut getrandom::SysRng).ok())
+        taken.or_else(|| {
+            PreparedSeal::new(&self.inner.recipient, &mut getrandom::SysRng)
+                .ok()
+                .map(Box::new)
+        })
     }
 }
 
@@ -89,7 +101,7 @@ impl Inner {
                 }
             }
             match PreparedSeal::new(&self.recipient, &mut getrandom::SysRng) {
-                Ok(seal) => self.lock().ready.push(seal),
+                Ok(seal) => self.lock().ready.push(Box::new(seal)),
                 Err(e) => {
                     tracing::warn!(
                         "cannot prepare an audit seal ({e}); seals are made on the spot"

@@ -357,10 +357,14 @@ impl Writer {
         let dones: Vec<Option<Durable>> = events.iter_mut().map(|q| q.done.take()).collect();
         let mut sealed: Vec<(SealedRecord, usize)> = Vec::with_capacity(events.len());
         let mut outcomes: Vec<Result<(), String>> = Vec::with_capacity(events.len());
-        let mut prepared = self.seals.take();
+        let mut prepared = if events.is_empty() {
+            None
+        } else {
+            self.seals.take()
+        };
         for (i, queued) in events.iter().enumerate() {
             let event = &queued.event;
-            match self.seal(event, queued.time, prepared.as_mut()) {
+            match self.seal(event, queued.time, prepared.as_deref_mut()) {
                 Ok(record) => {
                     sealed.push((record, i));
                     outcomes.push(Ok(()));
