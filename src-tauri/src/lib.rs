@@ -52,8 +52,7 @@ pub fn run() {
     app.run(on_run_event);
 }
 
-/// The parts of the app that tests share with [`run`]: plugins, state, IPC and window
-/// behaviour.
+/// The parts of the app that tests share with [`run`]: plugins, state and IPC.
 pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder
         .plugin(tauri_plugin_notification::init())
@@ -98,7 +97,6 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             permissions::revoke_run,
             permissions::set_every_use,
         ])
-        .on_window_event(window::on_event)
 }
 
 /// Keeps the app when its last window closes (and on macOS shows the status window when the

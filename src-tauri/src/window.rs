@@ -3,13 +3,11 @@
 //! process and its memory go with it) and the engine keeps serving agents from the tray,
 //! which opens it again, built anew from its configuration, showing the engine's state then.
 //! The approval window (`approvals`) exists while requests wait: it opens on top when a new
-//! one arrives and is destroyed when the queue empties. Both load the same UI, which picks its
+//! one arrives and is destroyed when the queue empties (closed by hand, its requests stay open
+//! in the tray until answered or timed out). Both load the same UI, which picks its
 //! view by label. With no window open the app stays: only Quit ends it ([`keep_running`]).
 
-use tauri::{
-    AppHandle, ExitRequestApi, Manager, Runtime, WebviewUrl, WebviewWindowBuilder, Window,
-    WindowEvent,
-};
+use tauri::{AppHandle, ExitRequestApi, Manager, Runtime, WebviewUrl, WebviewWindowBuilder};
 
 /// The status window's label (`app.windows[0].label` in tauri.conf.json).
 pub const MAIN: &str = "main";
@@ -66,14 +64,6 @@ pub fn close_approvals<R: Runtime>(app: &AppHandle<R>) {
         && let Err(err) = window.destroy()
     {
         tracing::warn!("cannot close the approval window: {err}");
-    }
-}
-
-/// Window event hook. Closing either window destroys it (Tauri's default); this only says so.
-/// (The approval window's requests stay open, in the tray, until answered or timed out.)
-pub fn on_event<R: Runtime>(window: &Window<R>, event: &WindowEvent) {
-    if let WindowEvent::Destroyed = event {
-        tracing::debug!("the {} window closed", window.label());
     }
 }
 

@@ -9,7 +9,7 @@
 // `postern` commands that need it run at a terminal (`posternAtTerminal`).
 
 import { execFileSync, spawn } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -17,7 +17,7 @@ import { agent, client, CLOCK } from "./agent.mjs";
 import { approveInWindow, choosePassphrase, PASSPHRASE, posternAtTerminal, retryAfterMs, typeInto, unlockInWindow } from "./passphrase.mjs";
 import { rebuildable } from "./rebuildable.mjs";
 import { closeWindow, startTray } from "./tray.mjs";
-import { Session, sleep, startDriver, until } from "./webdriver.mjs";
+import { processes, Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(need("POSTERN_APP"));
 // The app names the CLI by its real path (a target directory may be a symlink).
@@ -1087,23 +1087,6 @@ function addClock(home, work) {
   copyFileSync(CLOCK, entry);
   postern(home, "server", "add", "clock", "--cwd", dir, "--", "python3", "clock.py");
   return entry;
-}
-
-/** The live processes (zombies left out), as [pid, { comm, ppid }] (Linux: from /proc). */
-function processes() {
-  const procs = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (fields[0] !== "Z") procs.push([Number(entry), { comm, ppid: Number(fields[1]) }]);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return procs;
 }
 
 /** The pids of the WebKit web processes (a window's page) under a running postern-app. */

@@ -18,14 +18,14 @@
 //     POSTERN_APP=target/release/postern-app POSTERN_CLI=target/debug/postern xvfb-run -a node ui/e2e/idle-memory.mjs'
 
 import { execFileSync, spawn } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 
 import { client, CLOCK } from "./agent.mjs";
 import { choosePassphrase, posternAtTerminal } from "./passphrase.mjs";
 import { closeWindow, startTray } from "./tray.mjs";
-import { Session, sleep, startDriver, until } from "./webdriver.mjs";
+import { processes, Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(process.env.POSTERN_APP ?? "target/debug/postern-app");
 const cli = resolve(process.env.POSTERN_CLI ?? "target/debug/postern");
@@ -69,7 +69,7 @@ async function measureApp() {
   let s;
   try {
     s = await Session.create(driver.url, app);
-    const [pid] = processes("postern-app");
+    const [[pid]] = processes().filter(([, p]) => p.comm === "postern-app");
     await choosePassphrase(s);
     agents.push(await client(cli, home, "clock", "memory-agent"), await client(cli, home, "deploy", "memory-agent"));
     await sleep(settleMs);
@@ -185,32 +185,12 @@ console.log(`a request to its card in the approval window, no window open: ${ms(
 console.log(`MCP server processes (not Postern's): ${appRun.open.servers.map((r) => `${r.comm} ${mb(r.rss)}`).join(", ") || "none"}`);
 process.exit(0);
 
-/** The pids of running processes named `comm`. */
-function processes(comm) {
-  return readdirSync("/proc").filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => {
-    try {
-      return usage(pid).comm === comm;
-    } catch {
-      return false;
-    }
-  });
-}
-
-/** Every process below `pid` (Linux: from /proc). */
+/** Every process below `pid`. */
 function descendants(pid) {
-  const parent = new Map();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      parent.set(Number(entry), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
+  const all = processes();
   const out = [];
   const walk = (p) => {
-    for (const [child, ppid] of parent) {
+    for (const [child, { ppid }] of all) {
       if (ppid === p) {
         out.push(child);
         walk(child);

@@ -56,21 +56,29 @@ export async function startDriver({ env = {}, driver = "WebKitWebDriver", log } 
   };
 }
 
-/** The direct children of `pid` (Linux: from /proc). */
-function childrenOf(pid) {
+/** The live processes (zombies left out), as [pid, { comm, ppid }] (Linux: from /proc). */
+export function processes() {
   const found = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       // /proc/PID/stat: "pid (comm) state ppid ..."; comm may contain spaces, so split after ")".
       const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === pid) found.push(Number(entry));
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (state !== "Z") found.push([Number(entry), { comm, ppid: Number(ppid) }]);
     } catch {
       // The process ended while we looked.
     }
   }
   return found;
+}
+
+/** The direct children of `pid` that still run. */
+function childrenOf(pid) {
+  return processes()
+    .filter(([, p]) => p.ppid === pid)
+    .map(([child]) => child);
 }
 
 /** Whether `pid` still runs (a zombie waiting for its parent to reap it does not). */

@@ -328,19 +328,18 @@ fn bubblewrap(
             Ok(_) => Some(path.clone()),
             Err(_) => None,
         };
-        match target.as_deref().map(std::fs::metadata) {
-            Some(Ok(meta)) if meta.is_dir() => {
-                add(&[
-                    "--tmpfs".as_ref(),
-                    target.as_deref().unwrap_or(path).as_os_str(),
-                ]);
-            }
-            Some(Ok(_)) => add(&[
+        let Some(target) = target else { continue };
+        let Ok(meta) = std::fs::metadata(&target) else {
+            continue;
+        };
+        if meta.is_dir() {
+            add(&["--tmpfs".as_ref(), target.as_os_str()]);
+        } else {
+            add(&[
                 "--ro-bind".as_ref(),
                 "/dev/null".as_ref(),
-                target.as_deref().unwrap_or(path).as_os_str(),
-            ]),
-            _ => {}
+                target.as_os_str(),
+            ]);
         }
     }
     for path in &host.exposed {
@@ -449,16 +448,16 @@ fn shown(record: &ExecutionRecord) -> Vec<PathBuf> {
 /// outside its sandbox later). Such a path is left out of the profile; `server add` refuses
 /// it.
 pub fn unwritable(path: &Path, user_home: Option<&Path>) -> Option<&'static str> {
+    let home = user_home.map(normalized);
     if path == Path::new("/") {
         Some("it is the root of the file system")
     } else if PRIVATE_DIRS.iter().any(|d| path == Path::new(d)) {
         Some("it is a shared temporary directory (a confined server gets a private one)")
-    } else if user_home.is_some_and(|home| normalized(home).starts_with(path)) {
+    } else if home.as_ref().is_some_and(|home| home.starts_with(path)) {
         Some(
             "it is your home or holds it: a server that writes there can plant code that runs outside its sandbox",
         )
-    } else if user_home.is_some_and(|home| {
-        let home = normalized(home);
+    } else if home.as_ref().is_some_and(|home| {
         CREDENTIAL_PATHS
             .iter()
             .any(|c| path.starts_with(home.join(c)))
