@@ -10,7 +10,7 @@
 //!   restart verifies the chain, and every call a server received has its intent in the log.
 //!   Each launch of the fixture server runs behind `tee` into a trace file of its own, so the
 //!   traces hold exactly the lines the engine forwarded, even those whose answers the kill
-//!   lost.
+//!   lost; and after the last kill the journals catch up with every intent in the log.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -208,6 +208,31 @@ async fn sigkill_during_concurrent_calls_never_breaks_the_chain_nor_loses_an_int
             killed_mid_load as u64 >= KILLS / 2,
             "only {killed_mid_load} of {KILLS} kills came with calls in flight: the test tested too little"
         );
+
+        // A kill between a batch's durable commit and its journal projection leaves the
+        // journals behind the log: the next start, once unlocked, brings them up to date, so
+        // every intent in the log has its Activity row.
+        let mut daemon = home.daemon()?;
+        daemon.wait_log("audit log verified and open")?;
+        let db = home.db()?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let unjournaled: i64 = db.query_row(
+                "SELECT count(*) FROM audit_log a WHERE a.kind = 'tool_call_intent'
+                 AND NOT EXISTS (SELECT 1 FROM journal_activity j WHERE j.seq = a.seq)",
+                [],
+                |r| r.get(0),
+            )?;
+            if unjournaled == 0 {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{unjournaled} intents in the log have no Activity row after the restart"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        daemon.stop()?;
 
         let forwarded = home.forwarded()?;
         let intents: HashSet<String> = home

@@ -113,6 +113,8 @@ async fn refused_until_approved(
         tool_error(&stale)?["error"] == "authorization_stale",
         "{what}: {stale}"
     );
+    // As a real client does: the tools are listed again when the gate says they changed.
+    agent.wait_list_changed().await?;
     agent.list_tools().await?;
     let (card, holding) = approve(gate, agent, call).await?;
     let since = &card["epoch"]["since"];
