@@ -263,12 +263,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Mcp { label } => {
             init_logging("warn");
             let label: ServerLabel = label.parse().context("postern mcp")?;
-            runtime()?.block_on(postern_gateway::shim::run(
-                home.socket_path(),
-                label.to_string(),
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-            ));
+            // One thread: the shim's tasks hand each line to one another, never across threads.
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(postern_gateway::shim::run_on_stdio(
+                    home.socket_path(),
+                    label.to_string(),
+                ));
             Ok(())
         }
         Command::Daemon => {

@@ -21,11 +21,19 @@ use crate::handshake::initialize_result;
 use crate::hello::{Hello, SOCKET_PROTOCOL, Welcome};
 use crate::message::{self, Id, Kind, Message, Rejected, code};
 
+pub mod stdio;
+
 /// How often the shim looks for the engine while it is away.
 const RECONNECT_EVERY: Duration = Duration::from_millis(500);
 
 /// The error every call gets while no engine is reachable.
 pub const NOT_RUNNING: &str = "Postern is not running: start the app or `postern daemon`";
+
+/// Runs the shim on the process's stdin and stdout until the agent closes its stdin.
+pub async fn run_on_stdio(socket: PathBuf, label: String) {
+    let (input, output, _restore) = stdio::take();
+    run(socket, label, input, output).await;
+}
 
 /// Runs the shim until the agent closes its stdin.
 pub async fn run<I, O>(socket: PathBuf, label: String, stdin: I, stdout: O)
