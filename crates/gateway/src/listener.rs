@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use postern_domain::ServerLabel;
-use postern_supervisor::DigestCache;
+use postern_supervisor::{DigestCache, LiveProcess};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::net::unix::OwnedWriteHalf;
@@ -225,14 +225,19 @@ async fn connection(
     tracing::info!(session = id, server = %label, resumed = resume.is_some(), "agent session started");
     let (to_agent, rx) = framing::outbound(framing::Pressure::default());
     tokio::spawn(write_lines(write, rx));
-    // The agent is whoever launched the shim, as the process table says.
+    // The agent is whoever launched the shim, as the process table says; it is held from
+    // here on, to ask before each call whether it still runs.
     let agent = match peer_pid {
         Some(pid) => {
             let cache = Arc::clone(&ctx.cache);
-            tokio::task::spawn_blocking(move || postern_supervisor::identify_agent(pid, &cache))
-                .await
-                .ok()
-                .flatten()
+            tokio::task::spawn_blocking(move || {
+                let agent = postern_supervisor::identify_agent(pid, &cache)?;
+                let held = LiveProcess::hold(agent.pid, agent.start_time);
+                Some((agent, held))
+            })
+            .await
+            .ok()
+            .flatten()
         }
         None => None,
     };

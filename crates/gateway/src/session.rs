@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use postern_domain::{AgentIdentity, AuditEvent, CallOutcome, ServerLabel};
-use postern_supervisor::{DigestCache, ExitReport};
+use postern_supervisor::{DigestCache, ExitReport, LiveProcess};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufRead;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -70,7 +70,7 @@ pub(crate) async fn run<R>(
     id: u64,
     label: ServerLabel,
     resume: Option<Value>,
-    agent: Option<AgentIdentity>,
+    agent: Option<(AgentIdentity, LiveProcess)>,
     from_agent: LineReader<R>,
     to_agent: Outbound,
 ) where
@@ -92,6 +92,7 @@ pub(crate) async fn run<R>(
     ));
     let mut shutdown = ctx.shutdown.clone();
     let mut commands = ctx.commands.subscribe();
+    let (agent, agent_process) = agent.unzip();
     let mut session = Session {
         info: SessionInfo {
             id,
@@ -111,6 +112,7 @@ pub(crate) async fn run<R>(
             credentials: Default::default(),
             unresponsive_since_ms: None,
         },
+        agent_process,
         agent_initialized: resume.is_some(),
         started_recorded: false,
         client_init: resume,
@@ -161,6 +163,8 @@ struct Session {
     upstream_pressure: Pressure,
     /// The agent's `initialize` params, once it sent them (or the shim resumed).
     client_init: Option<Value>,
+    /// The agent's process (`info.agent`), held to ask before each call whether it still runs.
+    agent_process: Option<LiveProcess>,
     /// Whether the agent sent `notifications/initialized`.
     agent_initialized: bool,
     /// Whether `session_started` is in the audit log: written once the agent said who it is

@@ -157,6 +157,74 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     table::read(pid).map(|p| p.start_time)
 }
 
+/// A process held by its identity (pid and start time), to ask cheaply and often whether it
+/// still runs: a session asks before each call it decides. On Linux it is a pidfd, opened once
+/// and checked against the start time after opening: each question is one `poll`, never a
+/// read of `/proc` (which walks the process's threads), and a reused pid can never answer for
+/// it. Elsewhere, or where pidfds are refused, each question reads the process table.
+#[derive(Debug)]
+pub struct LiveProcess {
+    pid: u32,
+    start_time: u64,
+    how: Held,
+}
+
+#[derive(Debug)]
+enum Held {
+    #[cfg(target_os = "linux")]
+    Pidfd(std::os::fd::OwnedFd),
+    /// The pid was another process's by the time it was opened.
+    #[cfg(target_os = "linux")]
+    Gone,
+    Table,
+}
+
+impl LiveProcess {
+    /// Holds the process `pid` that started at `start_time` (in the process table's unit).
+    pub fn hold(pid: u32, start_time: u64) -> LiveProcess {
+        #[cfg(target_os = "linux")]
+        let how = match rustix::process::Pid::from_raw(pid as i32)
+            .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
+        {
+            // Opened first, then compared: if the start time still matches, the pidfd is
+            // that process's.
+            Some(Ok(fd)) if process_start_time(pid) == Some(start_time) => Held::Pidfd(fd),
+            Some(Ok(_)) | Some(Err(rustix::io::Errno::SRCH)) => Held::Gone,
+            _ => Held::Table,
+        };
+        #[cfg(not(target_os = "linux"))]
+        let how = Held::Table;
+        LiveProcess {
+            pid,
+            start_time,
+            how,
+        }
+    }
+
+    /// Whether the process still runs (a process that exited and awaits its parent does not).
+    pub fn runs(&self) -> bool {
+        match &self.how {
+            #[cfg(target_os = "linux")]
+            Held::Pidfd(fd) => {
+                use rustix::event::{PollFd, PollFlags, Timespec, poll};
+                let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                let now = Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                // Readable once it has exited.
+                match poll(&mut fds, Some(&now)) {
+                    Ok(ready) => ready == 0,
+                    Err(_) => process_start_time(self.pid) == Some(self.start_time),
+                }
+            }
+            #[cfg(target_os = "linux")]
+            Held::Gone => false,
+            Held::Table => process_start_time(self.pid) == Some(self.start_time),
+        }
+    }
+}
+
 /// Whether a debugger is attached to this process (libproc's `PROC_FLAG_TRACED`); `None`
 /// when the process table cannot say.
 #[cfg(target_os = "macos")]
@@ -167,6 +235,28 @@ pub fn debugger_attached() -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_process_runs_until_it_exits_and_its_pid_answers_for_no_other() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn");
+        let start = process_start_time(child.id()).expect("start time");
+        let held = LiveProcess::hold(child.id(), start);
+        assert!(held.runs());
+        child.kill().expect("kill");
+        // Exited but not yet reaped: it no longer runs.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!held.runs(), "a process that exited still runs: {held:?}");
+        child.wait().expect("reap");
+        assert!(!held.runs());
+        // A start time that is not the pid's: another process, never this one.
+        let me = std::process::id();
+        let other = LiveProcess::hold(me, process_start_time(me).expect("own") + 1);
+        assert!(!other.runs());
+        assert!(LiveProcess::hold(me, process_start_time(me).expect("own")).runs());
+    }
 
     #[test]
     fn the_agent_is_the_first_ancestor_that_is_not_the_shim() {

@@ -20,7 +20,7 @@ use postern_domain::{Digest, ExecutionEpoch, ExecutionRecord, ServerConfig};
 
 #[cfg(target_os = "macos")]
 pub use agent::debugger_attached;
-pub use agent::{Ancestor, agent_among, ancestry, identify_agent, process_start_time};
+pub use agent::{Ancestor, LiveProcess, agent_among, ancestry, identify_agent, process_start_time};
 pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
 pub use process::{
     ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,

@@ -11,6 +11,7 @@ use postern_domain::decision::{Authority, Denial, DenyCode};
 use postern_domain::{
     AgentRun, AuditEvent, CallId, CallOutcome, Caller, CatalogView, Presented, Request,
 };
+use postern_supervisor::LiveProcess;
 use serde_json::{Value, json};
 
 use super::Upstream;
@@ -180,7 +181,7 @@ impl Session {
                 reason: "the process that launched the shim could not be identified".into(),
             };
         };
-        if postern_supervisor::process_start_time(agent.pid) == Some(agent.start_time) {
+        if self.agent_process.as_ref().is_some_and(LiveProcess::runs) {
             Caller::Identified {
                 run: AgentRun::of(agent),
             }
