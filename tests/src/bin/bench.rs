@@ -12,6 +12,10 @@
 //!    audited call (each intent is durable before its call is forwarded), and the added median
 //!    per gated call against that floor plus 0.15 ms (issue 17's target).
 //!
+//! Beside each throughput figure, the CPU time the engine (all its threads) and the gated
+//! session's shim spent per call in that phase (Linux: `/proc/<pid>/stat`): steadier from run
+//! to run than the rates, which the 2 cores' scheduling moves by 10% and more.
+//!
 //! Run: `cargo run --release -p postern-e2e --bin bench -- [--server fixture|everything]
 //! [--calls N] [--throughput-calls N] [--in-flight N] [--sessions N]`. A release bench drives
 //! a release `postern`. Figures go to docs/benchmarks.md.
@@ -140,7 +144,9 @@ async fn main() -> Result<()> {
 
     // 2. Throughput on one session.
     let dt = throughput(&direct, o.throughput_calls, o.in_flight).await?;
+    let cpu = Cpu::start(&[gate.daemon_pid(), gated.pid()]);
     let gt = throughput(&gated, o.throughput_calls, o.in_flight).await?;
+    let per_call = cpu.per_call(o.throughput_calls);
     println!();
     println!(
         "| one session, {} calls in flight | calls/s | messages/s |",
@@ -154,6 +160,13 @@ async fn main() -> Result<()> {
         "\nthroughput ratio (through Postern / direct): {:.2}x",
         gt / dt
     );
+    if let [Some(engine), Some(shim)] = per_call[..] {
+        println!(
+            "CPU per call through Postern: engine {}, shim {}",
+            us(engine),
+            us(shim)
+        );
+    }
 
     // 3. Many sessions at once.
     let mut directs = Vec::with_capacity(o.sessions);
@@ -167,7 +180,9 @@ async fn main() -> Result<()> {
         echo(client).await?;
     }
     let ds = sessions(&directs, o.throughput_calls).await?;
+    let cpu = Cpu::start(&[gate.daemon_pid()]);
     let gs = sessions(&gateds, o.throughput_calls).await?;
+    let engine_per_call = cpu.per_call(o.throughput_calls)[0];
     println!();
     println!(
         "| {} sessions at once, one call in flight each | calls/s |",
@@ -180,6 +195,9 @@ async fn main() -> Result<()> {
         "\nsessions ratio (through Postern / direct): {:.2}x",
         gs / ds
     );
+    if let Some(engine) = engine_per_call {
+        println!("engine CPU per call through Postern: {}", us(engine));
+    }
 
     // 4. The disk under the audit log.
     let sync = fdatasync_median(gate.home(), 500)?;
@@ -272,6 +290,44 @@ async fn calls_per_second(peers: Vec<Peer<RoleClient>>, calls: usize) -> Result<
         worker.await??;
     }
     Ok(calls as f64 / start.elapsed().as_secs_f64())
+}
+
+/// CPU time (user and system, all threads) of some processes from a start.
+struct Cpu {
+    pids: Vec<Option<u32>>,
+    at_start: Vec<Option<Duration>>,
+}
+
+impl Cpu {
+    fn start(pids: &[Option<u32>]) -> Cpu {
+        Cpu {
+            pids: pids.to_vec(),
+            at_start: pids.iter().map(|p| p.and_then(cpu_time)).collect(),
+        }
+    }
+
+    /// Each process's CPU time since the start, per one of `calls`.
+    fn per_call(&self, calls: usize) -> Vec<Option<Duration>> {
+        let calls = u32::try_from(calls.max(1)).unwrap_or(u32::MAX);
+        self.pids
+            .iter()
+            .zip(&self.at_start)
+            .map(|(pid, start)| Some(cpu_time((*pid)?)?.saturating_sub((*start)?) / calls))
+            .collect()
+    }
+}
+
+/// The CPU time `pid` has used (`utime` + `stime`, in clock ticks, of `/proc/<pid>/stat`).
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name (which may hold spaces, in parentheses): state is field 3, utime
+    // field 14 and stime field 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+    let per_second = u64::try_from(per_second).ok().filter(|t| *t > 0)?;
+    Some(Duration::from_nanos(ticks * 1_000_000_000 / per_second))
 }
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
