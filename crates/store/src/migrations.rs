@@ -274,6 +274,13 @@ const MIGRATIONS: &[&str] = &[
     // confined from now on.
     "ALTER TABLE servers ADD COLUMN confinement TEXT NOT NULL DEFAULT 'confined';  -- confined | unconfined
      ALTER TABLE servers ADD COLUMN writable TEXT NOT NULL DEFAULT '[]';           -- JSON array of paths",
+    // 14: the log's own indexes (issue 17): each group commit wrote a page of each to the WAL
+    // before its calls could go. Nothing reads the log by time, and by kind only to find
+    // `engine_started` records (the engine run a session belongs to): a partial index holds
+    // those alone, and a call's records never touch it.
+    "DROP INDEX audit_log_time;
+     DROP INDEX audit_log_kind;
+     CREATE INDEX audit_log_engine_started ON audit_log(seq) WHERE kind = 'engine_started';",
 ];
 
 /// The schema version this build writes.

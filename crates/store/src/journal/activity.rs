@@ -104,7 +104,7 @@ fn record_call() -> String {
 }
 
 /// The journal session numbered ?2 in the engine run of record ?1 (the last
-/// `engine_started` at or before it): `audit_log_kind`, then `(run, session)`.
+/// `engine_started` at or before it): `audit_log_engine_started`, then `(run, session)`.
 const SESSION_OF_RECORD: &str = "
     SELECT id, server FROM journal_sessions
     WHERE session = ?2 AND run = (SELECT coalesce(max(seq), 0) FROM audit_log
@@ -405,7 +405,8 @@ mod tests {
         assert!(!call.contains("SCAN"), "{call}");
         let session = plan(&store, SESSION_OF_RECORD, &[1.into(), 1.into()]);
         assert!(
-            session.contains("sqlite_autoindex_journal_sessions"),
+            session.contains("sqlite_autoindex_journal_sessions")
+                && session.contains("audit_log_engine_started"),
             "{session}"
         );
         assert!(!session.contains("SCAN"), "{session}");
