@@ -184,7 +184,7 @@ pub fn call(tool: &str) -> CallToAuthorize {
         },
         agent: Some(agent),
         client: Some("test-agent 1".into()),
-        record,
+        record: record.into(),
         catalog: Arc::new(catalog),
         arguments: json!({}),
         withheld: Vec::new(),

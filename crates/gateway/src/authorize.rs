@@ -31,8 +31,9 @@ pub struct CallToAuthorize {
     pub client: Option<String>,
     /// The call as the ladder sees it.
     pub request: Request,
-    /// The execution record of the epoch that would run it.
-    pub record: ExecutionRecord,
+    /// The execution record of the epoch that would run it (shared with the session's
+    /// launch: a call does not copy it).
+    pub record: Arc<ExecutionRecord>,
     /// That epoch's catalog.
     pub catalog: Arc<Catalog>,
     /// The call's `arguments` as the agent sent them.

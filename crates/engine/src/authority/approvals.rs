@@ -261,7 +261,7 @@ impl Authority {
         state.last_approved.insert(
             server.clone(),
             Baseline {
-                record: call.record.clone(),
+                record: ExecutionRecord::clone(&call.record),
                 catalog: Arc::clone(&call.catalog),
             },
         );

@@ -129,7 +129,7 @@ fn call_to(tool: &str, now: &Launch, shown: &Launch) -> CallToAuthorize {
             },
         },
         agent: Some(agent),
-        record: now.record.clone(),
+        record: now.record.clone().into(),
         catalog: Arc::clone(&now.catalog),
         arguments: json!({"branch": "main"}),
         withheld: Vec::new(),

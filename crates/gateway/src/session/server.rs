@@ -18,6 +18,7 @@ mod launch;
 mod operations;
 mod tasks;
 
+use std::sync::Arc;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,7 @@ pub(super) enum Upstream {
 pub(super) struct Running {
     stdin: Outbound,
     handle: ProcessHandle,
-    record: ExecutionRecord,
+    record: Arc<ExecutionRecord>,
     config: ServerConfig,
     init: Map<String, Value>,
     started: Instant,
@@ -61,7 +62,7 @@ pub(super) struct Running {
     outbox: Outbox,
     _watchers: Watchers,
     /// The launch's way out through the egress broker (closed when the epoch ends).
-    egress: Option<std::sync::Arc<dyn crate::authorize::LaunchEgress>>,
+    egress: Option<Arc<dyn crate::authorize::LaunchEgress>>,
 }
 
 /// Where a running epoch's catalog stands (refresh-contract §7): the session's status is

@@ -3,6 +3,7 @@
 //! policy; and the back-off after a crash loop (refresh-contract §5, §6).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use postern_domain::{AuditEvent, CallOutcome, ExecutionEpoch, ExecutionRecord, RestartPolicy};
@@ -78,7 +79,7 @@ impl Session {
         let old_epoch = running.record.epoch;
         let new_epoch = record.epoch;
         tracing::warn!(session = self.info.id, server = %self.info.server, old_epoch = %old_epoch, new_epoch = %new_epoch, "server_replaced: {why}");
-        running.record = record.clone();
+        running.record = Arc::new(record.clone());
         running.catalog = CatalogStage::Fetching(None);
         // Nothing queued for the old code goes to the new: calls waiting for their intent, and
         // whatever waited behind them (answers to the old code's questions, cancels).

@@ -136,7 +136,7 @@ impl Session {
         self.upstream = Upstream::Running(Box::new(Running {
             stdin: stdin_tx,
             handle,
-            record,
+            record: Arc::new(record),
             config,
             init,
             started: Instant::now(),
