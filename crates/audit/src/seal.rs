@@ -21,9 +21,9 @@
 //!
 //! `seq` is the record's sequence number, 8 bytes big-endian; the header's version byte says
 //! which derivation a record used. Version 1 draws a fresh `e` for every record. Version 2
-//! draws one per run of records sealed together (the writer's group commit, [`PreparedSeal`]):
-//! the two scalar multiplications, nearly all of a seal's cost, are paid once per commit, not
-//! once per record. Every (key, nonce) pair is still used once: within a run each record has
+//! draws one per run of records sealed together ([`PreparedSeal`]; the engine's writer keeps
+//! one for the group commits of up to 100 ms): the two scalar multiplications, nearly all of a
+//! seal's cost, are paid once per run, not once per record. Every (key, nonce) pair is still used once: within a run each record has
 //! its own sequence number, and a [`PreparedSeal`] refuses to seal a number that is not past
 //! the last it sealed (a batch that failed to commit and is retried takes a fresh one). The
 //! nonce is derived rather than random because nothing else would use it. The header bytes are
@@ -32,11 +32,11 @@
 //! refuses an `E` of small order (an all-zero shared secret); a verifier remembers the last
 //! `E`'s agreement, so opening a version-2 run costs one multiplication too.
 //!
-//! Records of one run share `E`, which says they were committed together; that is no more than
+//! Records of one run share `E`, which says they were sealed together; that is no more than
 //! their adjacent sequence numbers and times say already. Whoever learns `e` or `ss` (the
 //! engine's memory while it seals, or the few seals kept ready ahead) opens that run, as
 //! whoever learned a version-1 record's `e` opened that record. A seal's secret is zeroed when
-//! it is dropped, after its run is committed (moves may leave copies in freed memory, as for
+//! it is dropped, after its run (moves may leave copies in freed memory, as for
 //! any value; the engine keeps seals boxed so they move by pointer).
 //!
 //! Anyone holding `R` can seal, which is the point (the engine appends while the vault is

@@ -1,15 +1,15 @@
 //! Seals prepared ahead of time (issue 17): a sealed record's costly part, its ephemeral key
 //! and the key agreement (two X25519 multiplications, [`PreparedSeal`]), does not depend on the
 //! events, so a thread of its own keeps a few ready while the engine is idle, and the writer
-//! takes one per group commit instead of computing it between a call's arrival and its
-//! forward. When the stock runs out, the writer prepares its own as before. Each prepared seal
-//! serves one batch and is dropped with it, like one made on the spot.
+//! takes one when it needs a fresh key (every 100 ms of commits, or after a failed commit)
+//! instead of computing it between a call's arrival and its forward. When the stock runs out,
+//! the writer prepares its own as before.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use postern_audit::{PreparedSeal, RecipientKey};
 
-/// Seals kept ready: one per commit, enough for a burst of commits, a few KiB of memory.
+/// Seals kept ready: a few, a few KiB of memory.
 const STOCK: usize = 16;
 
 /// The stock and its refilling thread (stopped when dropped).

@@ -181,7 +181,8 @@ fn a_failed_transaction_refuses_its_batch_and_the_chain_continues_without_a_gap(
     assert!(refused.contains("injected failure"), "{refused}");
     assert_eq!(log.status().failed_batches, 1);
     fx.sql("DROP TRIGGER fail_once;");
-    // The chain was rolled back: the next record takes seq 3 again and the log verifies.
+    // The chain was rolled back: the next record takes seq 3 again (under a fresh ephemeral
+    // key: the failed commit's seal would refuse a number it sealed) and the log verifies.
     durable(&log, intent(1, 2)).expect("after the failure");
     log.close("test");
     let report = verify(&fx.home, &*fx.secrets, None, true).expect("verifies");

@@ -34,6 +34,14 @@ const MAX_BATCH: usize = 4096;
 /// [`AuditSink::record`]: postern_gateway::audit::AuditSink::record
 const LINGER: Duration = Duration::from_millis(5);
 
+/// How long one prepared seal (one ephemeral key) serves the commits that follow one
+/// another: under load a commit every millisecond or so took an X25519 agreement each (7% of
+/// the engine's CPU at one session with 32 calls in flight). Its secret opens the records it
+/// sealed, and it is in the engine's memory for this long after the first of them, while their
+/// events in the clear passed through the same memory moments before. A commit that fails
+/// drops it (its sequence numbers are sealed again, under a fresh one).
+const SEAL_SPAN: Duration = Duration::from_millis(100);
+
 /// The shortest time between two anchor writes. A keychain write is a D-Bus round trip and, for
 /// gnome-keyring, a rewrite of the keyring file: writing after every batch halved the durable
 /// append rate in the benchmark. The anchor trails the log by at most this (plus one write);
@@ -229,6 +237,7 @@ pub(super) fn spawn(
             let seals = SealStock::start(*ready.chain.recipient());
             Writer {
                 seals,
+                seal: None,
                 db: ready.db,
                 chain: ready.chain,
                 home: ready.home,
@@ -265,8 +274,11 @@ pub(super) struct Queued {
 }
 
 struct Writer {
-    /// One prepared seal per commit, made ahead by a thread of its own.
+    /// Prepared seals, made ahead by a thread of its own.
     seals: SealStock,
+    /// The seal of the last commits, and when it was taken: it serves the next ones for
+    /// [`SEAL_SPAN`].
+    seal: Option<(Box<PreparedSeal>, Instant)>,
     db: AuditWriter,
     chain: Chain,
     home: PathBuf,
@@ -349,9 +361,10 @@ impl Writer {
     }
 
     /// Seals `events` onto the chain and commits them in one transaction; then tells each
-    /// waiter. On failure the chain is put back as it was. The batch's records share one
-    /// ephemeral key (format version 2: each record's own key is derived from it and its
-    /// sequence number), dropped with the batch: a retry takes a fresh one.
+    /// waiter. On failure the chain is put back as it was. The batch's records are sealed with
+    /// the ephemeral key of the commits before it, if taken less than [`SEAL_SPAN`] ago, else a
+    /// fresh one (format version 2: each record's own key is derived from it and its sequence
+    /// number); a failed commit drops it, so a retry takes a fresh one.
     fn commit(&mut self, mut events: Vec<Queued>, anchor: &Anchorer) {
         let before = self.chain.clone();
         let dones: Vec<Option<Durable>> = events.iter_mut().map(|q| q.done.take()).collect();
@@ -360,11 +373,14 @@ impl Writer {
         let mut prepared = if events.is_empty() {
             None
         } else {
-            self.seals.take()
+            self.seal
+                .take()
+                .filter(|(_, taken)| taken.elapsed() < SEAL_SPAN)
+                .or_else(|| Some((self.seals.take()?, Instant::now())))
         };
         for (i, queued) in events.iter().enumerate() {
             let event = &queued.event;
-            match self.seal(event, queued.time, prepared.as_deref_mut()) {
+            match self.seal(event, queued.time, prepared.as_mut().map(|(p, _)| &mut **p)) {
                 Ok(record) => {
                     sealed.push((record, i));
                     outcomes.push(Ok(()));
@@ -390,6 +406,7 @@ impl Writer {
         let committed = stored.is_ok();
         match stored {
             Ok(()) => {
+                self.seal = prepared;
                 if let Some(head) = self.chain.head() {
                     self.shared.update(|s| s.head = Some(head.to_string()));
                     anchor.post(head);

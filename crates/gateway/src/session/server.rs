@@ -18,8 +18,8 @@ mod launch;
 mod operations;
 mod tasks;
 
-use std::sync::Arc;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
