@@ -247,7 +247,7 @@ impl Chain {
 
     /// [`Chain::append`] with the key agreement done ahead of time ([`PreparedSeal`], on any
     /// thread), so that the part that must run in chain order is cheap; one seal serves a run
-    /// of records (a group commit). The seal must be for this chain's recipient and must not
+    /// of records (the engine's group commits of up to 100 ms). The seal must be for this chain's recipient and must not
     /// have sealed this sequence number or a later one (after putting the chain back, take a
     /// fresh seal). On error the chain is unchanged.
     pub fn append_prepared(

@@ -9,8 +9,8 @@
 //! - a **sealed body** ([`SealedBody`]): the event bytes encrypted to the log's public
 //!   [`RecipientKey`] with an ephemeral X25519 key, HKDF-SHA256 and ChaCha20-Poly1305, the header
 //!   bytes being the associated data. Version 2 (written since issue 17) shares one ephemeral
-//!   key among the records of one group commit ([`PreparedSeal`]) and binds each record's key to
-//!   its sequence number; version 1 drew one per record and is still read (`seal` module). The
+//!   key among a run of records sealed together ([`PreparedSeal`]; the engine keeps one for its
+//!   group commits of up to 100 ms) and binds each record's key to its sequence number; version 1 drew one per record and is still read (`seal` module). The
 //!   engine appends while the vault is locked; only the [`OpeningKey`] (kept in the keychain by
 //!   the caller) opens bodies;
 //! - a **chain hash** ([`ChainHash`]): SHA-256(previous hash || header bytes || sealed body),

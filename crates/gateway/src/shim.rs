@@ -31,7 +31,7 @@ pub const NOT_RUNNING: &str = "Postern is not running: start the app or `postern
 
 /// Runs the shim on the process's stdin and stdout until the agent closes its stdin.
 pub async fn run_on_stdio(socket: PathBuf, label: String) {
-    let (input, output, _restore) = stdio::take();
+    let (input, output) = stdio::take();
     run(socket, label, input, output).await;
 }
 

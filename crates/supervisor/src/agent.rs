@@ -182,8 +182,14 @@ enum Held {
 impl LiveProcess {
     /// Holds the process `pid` that started at `start_time` (in the process table's unit).
     pub fn hold(pid: u32, start_time: u64) -> LiveProcess {
+        // The start time is read from /proc, the pidfd opened in this process's pid
+        // namespace: they name the same process only when /proc is this namespace's.
+        #[cfg(target_os = "linux")]
+        let own_proc = std::fs::read_link("/proc/self")
+            .is_ok_and(|me| me.as_os_str() == std::process::id().to_string().as_str());
         #[cfg(target_os = "linux")]
         let how = match rustix::process::Pid::from_raw(pid as i32)
+            .filter(|_| own_proc)
             .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
         {
             // Opened first, then compared: if the start time still matches, the pidfd is

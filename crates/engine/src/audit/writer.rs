@@ -37,9 +37,11 @@ const LINGER: Duration = Duration::from_millis(5);
 /// How long one prepared seal (one ephemeral key) serves the commits that follow one
 /// another: under load a commit every millisecond or so took an X25519 agreement each (7% of
 /// the engine's CPU at one session with 32 calls in flight). Its secret opens the records it
-/// sealed, and it is in the engine's memory for this long after the first of them, while their
-/// events in the clear passed through the same memory moments before. A commit that fails
-/// drops it (its sequence numbers are sealed again, under a fresh one).
+/// sealed; it is dropped (and zeroed) at most this long after it was taken, the writer waiting
+/// for no more than that while it holds one, so it stays in memory about as long as those
+/// records' events in the clear, which passed through the same memory moments before. A
+/// commit that fails drops it (its sequence numbers are sealed again, under a fresh one). The
+/// few seals kept ready ahead ([`SealStock`]) open only records not yet written.
 const SEAL_SPAN: Duration = Duration::from_millis(100);
 
 /// The shortest time between two anchor writes. A keychain write is a D-Bus round trip and, for
@@ -91,7 +93,9 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
     let stored = Stored::read(secrets).map_err(unavailable)?;
     let anchor = read_anchor(secrets).map_err(unavailable)?;
     let recipient = read_recipient(db.store())?;
-    let records = db.store().audit_len()?;
+    // The last sequence number (the chain starts at 1 without a gap, which the check below
+    // verifies): a count would read every page of the table.
+    let records = db.store().audit_head()?.map_or(0, |(seq, _)| seq);
     let quarantine = |reason: String| AuditError::Quarantined { seq: 1, reason };
 
     // The opening key, when it is at hand (plain: a new log, or one not sealed yet); a sealed
@@ -290,7 +294,7 @@ impl Writer {
     fn run(mut self, rx: Receiver<Msg>, anchor: &Anchorer) {
         let mut closing = None;
         while closing.is_none() {
-            let Ok(first) = rx.recv() else { break };
+            let Some(first) = self.next(&rx) else { break };
             let mut events: Vec<Queued> = Vec::new();
             let mut flushes = Vec::new();
             let mut key = None;
@@ -341,6 +345,19 @@ impl Writer {
             }
         }
         self.shared.update(|s| s.state = AuditState::Closed);
+    }
+
+    /// The next message; while waiting, the kept seal is dropped once its span is over (an
+    /// idle engine holds no key that opens records already written).
+    fn next(&mut self, rx: &Receiver<Msg>) -> Option<Msg> {
+        if let Some((_, taken)) = &self.seal {
+            match rx.recv_timeout(SEAL_SPAN.saturating_sub(taken.elapsed())) {
+                Ok(msg) => return Some(msg),
+                Err(mpsc::RecvTimeoutError::Timeout) => self.seal = None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+        rx.recv().ok()
     }
 
     /// Brings journals that were behind the log at start up to date, now that the opening

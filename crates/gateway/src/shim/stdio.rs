@@ -2,198 +2,242 @@
 //!
 //! `tokio::io::stdin()` and `stdout()` read and write on the blocking pool: each line in and
 //! each flush out is a hand-off to another thread and back. An agent gives its server pipes
-//! (Codex, the Python SDK) or a socket pair (Node's libuv), which can be polled: those are put
-//! in non-blocking mode, polled directly, and put back as they were when the shim ends. A
-//! terminal or a file keeps tokio's stdio, as does a stdout that is also the shim's stderr
-//! (the log's writes would meet a full pipe's `EAGAIN` and be lost).
+//! (Codex, the Python SDK) or a socket pair (Node's libuv), which can be polled. On Linux the
+//! shim polls them without changing the descriptors it was given (others may share them: a
+//! wrapper shell, stderr on the same socket): a pipe is opened anew through
+//! `/proc/self/fd/N`, a description of the shim's own in non-blocking mode; a socket is read
+//! and written with `MSG_DONTWAIT`. Anything else (a terminal, a file, `/dev/null`), and every
+//! other platform, keeps tokio's stdio.
 
-use std::fs::File;
-use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
-
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::UnixStream;
-use tokio::net::unix::pipe;
 
 /// The agent's lines to the shim.
 pub type Input = Box<dyn AsyncRead + Unpin + Send>;
 /// The shim's lines to the agent.
 pub type Output = Box<dyn AsyncWrite + Unpin + Send>;
 
-/// The process's stdin and stdout, and what puts them back in the mode they were found in
-/// (when dropped); must be called inside a runtime.
-pub fn take() -> (Input, Output, Restore) {
-    let mut restore = Restore(Vec::new());
-    let input =
-        reader(io::stdin().as_fd(), &mut restore).unwrap_or_else(|| Box::new(tokio::io::stdin()));
-    let output = writer(io::stdout().as_fd(), io::stderr().as_fd(), &mut restore)
-        .unwrap_or_else(|| Box::new(tokio::io::stdout()));
-    (input, output, restore)
-}
-
-/// `fd` as a polled reader, when it is a pipe or a socket open for reading.
-fn reader(fd: BorrowedFd<'_>, restore: &mut Restore) -> Option<Input> {
-    match polled(fd, Direction::Read, restore)? {
-        Polled::Pipe(fd) => pipe::Receiver::from_owned_fd(fd)
-            .ok()
-            .map(|r| Box::new(r) as Input),
-        Polled::Socket(fd) => socket(fd).ok().map(|s| Box::new(s) as Input),
+/// The process's stdin and stdout; must be called inside a runtime.
+pub fn take() -> (Input, Output) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsFd;
+        let input = polled::reader(std::io::stdin().as_fd());
+        let output = polled::writer(std::io::stdout().as_fd());
+        (
+            input.unwrap_or_else(|| Box::new(tokio::io::stdin())),
+            output.unwrap_or_else(|| Box::new(tokio::io::stdout())),
+        )
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
     }
 }
 
-/// `fd` as a polled writer, when it is a pipe or a socket open for writing and not `log`.
-fn writer(fd: BorrowedFd<'_>, log: BorrowedFd<'_>, restore: &mut Restore) -> Option<Output> {
-    if same_file(fd, log) {
-        return None;
-    }
-    match polled(fd, Direction::Write, restore)? {
-        Polled::Pipe(fd) => pipe::Sender::from_owned_fd(fd)
-            .ok()
-            .map(|w| Box::new(w) as Output),
-        Polled::Socket(fd) => socket(fd).ok().map(|s| Box::new(s) as Output),
-    }
-}
+#[cfg(target_os = "linux")]
+mod polled {
+    use std::fs::File;
+    use std::io;
+    use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+    use std::os::unix::fs::FileTypeExt;
+    use std::pin::Pin;
+    use std::task::{Context, Poll, ready};
 
-/// Descriptors whose mode the shim changed, with the flags they had: they are shared with
-/// whoever else holds the same open pipe or socket, and get those flags back when this drops.
-#[derive(Debug)]
-pub struct Restore(Vec<(OwnedFd, OFlag)>);
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use rustix::net::{RecvFlags, SendFlags, recv, send};
+    use tokio::io::unix::AsyncFd;
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+    use tokio::net::unix::pipe;
 
-impl Drop for Restore {
-    fn drop(&mut self) {
-        // Last changed, first put back: stdin and stdout may be one socket, whose second entry
-        // holds the mode the first change made.
-        for (fd, flags) in self.0.drain(..).rev() {
-            let _ = fcntl(&fd, FcntlArg::F_SETFL(flags));
+    use super::{Input, Output};
+
+    /// `fd` as a polled reader, when it is a pipe or a socket open for reading.
+    pub(super) fn reader(fd: BorrowedFd<'_>) -> Option<Input> {
+        match kind(fd, OFlag::O_RDONLY)? {
+            Kind::Pipe(path) => pipe::OpenOptions::new()
+                .open_receiver(path)
+                .ok()
+                .map(|r| Box::new(r) as Input),
+            Kind::Socket(fd) => Socket::new(fd).map(|s| Box::new(s) as Input),
         }
     }
-}
 
-enum Direction {
-    Read,
-    Write,
-}
-
-enum Polled {
-    Pipe(OwnedFd),
-    Socket(OwnedFd),
-}
-
-/// A copy of `fd` the reactor can poll, when it is a pipe or a socket open for `direction`;
-/// its original flags are pushed onto `restore`.
-fn polled(fd: BorrowedFd<'_>, direction: Direction, restore: &mut Restore) -> Option<Polled> {
-    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).ok()?);
-    let access = flags & OFlag::O_ACCMODE;
-    let usable = match direction {
-        Direction::Read => access == OFlag::O_RDONLY || access == OFlag::O_RDWR,
-        Direction::Write => access == OFlag::O_WRONLY || access == OFlag::O_RDWR,
-    };
-    if !usable {
-        return None;
-    }
-    let kind = File::from(fd.try_clone_to_owned().ok()?)
-        .metadata()
-        .ok()?
-        .file_type();
-    let polled = if kind.is_fifo() {
-        Polled::Pipe(fd.try_clone_to_owned().ok()?)
-    } else if kind.is_socket() {
-        Polled::Socket(fd.try_clone_to_owned().ok()?)
-    } else {
-        return None;
-    };
-    restore.0.push((fd.try_clone_to_owned().ok()?, flags));
-    Some(polled)
-}
-
-fn socket(fd: OwnedFd) -> io::Result<UnixStream> {
-    let stream = std::os::unix::net::UnixStream::from(fd);
-    stream.set_nonblocking(true)?;
-    UnixStream::from_std(stream)
-}
-
-/// Whether two descriptors are the same pipe, socket or file.
-fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
-    let id = |fd: BorrowedFd<'_>| {
-        let meta = File::from(fd.try_clone_to_owned().ok()?).metadata().ok()?;
-        Some((meta.dev(), meta.ino()))
-    };
-    matches!((id(a), id(b)), (Some(a), Some(b)) if a == b)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::io::{Read, Write};
-    use std::os::unix::net::UnixStream as StdStream;
-
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    use super::*;
-
-    fn nonblocking(fd: impl AsFd) -> bool {
-        let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).unwrap());
-        flags.contains(OFlag::O_NONBLOCK)
+    /// `fd` as a polled writer, when it is a pipe or a socket open for writing.
+    pub(super) fn writer(fd: BorrowedFd<'_>) -> Option<Output> {
+        match kind(fd, OFlag::O_WRONLY)? {
+            Kind::Pipe(path) => pipe::OpenOptions::new()
+                .open_sender(path)
+                .ok()
+                .map(|w| Box::new(w) as Output),
+            Kind::Socket(fd) => Socket::new(fd).map(|s| Box::new(s) as Output),
+        }
     }
 
-    #[tokio::test]
-    async fn a_pipe_is_polled_and_its_mode_put_back() {
-        let (stdin_read, mut stdin_write) = io::pipe().unwrap();
-        let (mut stdout_read, stdout_write) = io::pipe().unwrap();
-        let (_, log) = io::pipe().unwrap();
-        let mut restore = Restore(Vec::new());
-        let mut input = reader(stdin_read.as_fd(), &mut restore).expect("a pipe is polled");
-        let mut output =
-            writer(stdout_write.as_fd(), log.as_fd(), &mut restore).expect("a pipe is polled");
-        assert!(nonblocking(&stdin_read) && nonblocking(&stdout_write));
-
-        stdin_write.write_all(b"{}\n").unwrap();
-        let mut line = [0; 3];
-        input.read_exact(&mut line).await.unwrap();
-        assert_eq!(&line, b"{}\n");
-        output.write_all(b"[]\n").await.unwrap();
-        output.flush().await.unwrap();
-        stdout_read.read_exact(&mut line).unwrap();
-        assert_eq!(&line, b"[]\n");
-
-        drop((input, output, restore));
-        assert!(!nonblocking(&stdin_read) && !nonblocking(&stdout_write));
+    enum Kind {
+        /// A pipe, by the path that opens it anew.
+        Pipe(String),
+        /// A socket, by a copy of its descriptor.
+        Socket(OwnedFd),
     }
 
-    #[tokio::test]
-    async fn a_socket_pair_is_polled_and_its_mode_put_back() {
-        let (agent, shim) = StdStream::pair().unwrap();
-        let (_, log) = io::pipe().unwrap();
-        let mut restore = Restore(Vec::new());
-        let mut input = reader(shim.as_fd(), &mut restore).expect("a socket is polled");
-        let mut output = writer(shim.as_fd(), log.as_fd(), &mut restore).expect("a socket too");
-
-        (&agent).write_all(b"{}\n").unwrap();
-        let mut line = [0; 3];
-        input.read_exact(&mut line).await.unwrap();
-        assert_eq!(&line, b"{}\n");
-        output.write_all(b"[]\n").await.unwrap();
-        (&agent).read_exact(&mut line).unwrap();
-        assert_eq!(&line, b"[]\n");
-
-        assert!(nonblocking(&shim));
-        drop((input, output, restore));
-        assert!(!nonblocking(&shim));
+    /// What `fd` is, when it is a pipe or a socket open for `access` (or for both ways).
+    fn kind(fd: BorrowedFd<'_>, access: OFlag) -> Option<Kind> {
+        let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).ok()?);
+        let mode = flags & OFlag::O_ACCMODE;
+        if mode != access && mode != OFlag::O_RDWR {
+            return None;
+        }
+        let copy = fd.try_clone_to_owned().ok()?;
+        let file_type = File::from(copy.try_clone().ok()?)
+            .metadata()
+            .ok()?
+            .file_type();
+        if file_type.is_fifo() {
+            Some(Kind::Pipe(format!("/proc/self/fd/{}", fd.as_raw_fd())))
+        } else if file_type.is_socket() {
+            Some(Kind::Socket(copy))
+        } else {
+            None
+        }
     }
 
-    #[tokio::test]
-    async fn a_file_or_a_stdout_shared_with_the_log_keeps_blocking_stdio() {
-        let file = tempfile::tempfile().unwrap();
-        let (_, out) = io::pipe().unwrap();
-        let mut restore = Restore(Vec::new());
-        assert!(reader(file.as_fd(), &mut restore).is_none());
-        assert!(writer(out.as_fd(), out.as_fd(), &mut restore).is_none());
-        // A pipe's read end is not a way out.
-        let (read, _write) = io::pipe().unwrap();
-        let (_, log) = io::pipe().unwrap();
-        assert!(writer(read.as_fd(), log.as_fd(), &mut restore).is_none());
-        assert!(restore.0.is_empty());
-        assert!(!nonblocking(&out) && !nonblocking(&file));
+    /// A stream socket read and written with `MSG_DONTWAIT`: never blocking, whatever mode its
+    /// description is in; shutting it down leaves the socket to its other holders.
+    pub(super) struct Socket(AsyncFd<OwnedFd>);
+
+    impl Socket {
+        #[allow(
+            deprecated,
+            reason = "AsyncFd::new is deprecated for descriptors a caller could close or replace \
+                      under it (tokio#8587); this one is an OwnedFd that the AsyncFd owns until \
+                      it drops, the case that is sound (the replacement, register, is unsafe)"
+        )]
+        fn new(fd: OwnedFd) -> Option<Socket> {
+            AsyncFd::new(fd).ok().map(Socket)
+        }
+    }
+
+    impl AsyncRead for Socket {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            loop {
+                let mut ready = ready!(self.0.poll_read_ready(cx))?;
+                let unfilled = buf.initialize_unfilled();
+                let read = ready.try_io(|fd| {
+                    recv(fd.get_ref(), &mut *unfilled, RecvFlags::DONTWAIT)
+                        .map(|(n, _)| n)
+                        .map_err(io::Error::from)
+                });
+                if let Ok(read) = read {
+                    buf.advance(read?);
+                    return Poll::Ready(Ok(()));
+                }
+            }
+        }
+    }
+
+    impl AsyncWrite for Socket {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            loop {
+                let mut ready = ready!(self.0.poll_write_ready(cx))?;
+                let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
+                if let Ok(written) =
+                    ready.try_io(|fd| send(fd.get_ref(), buf, flags).map_err(io::Error::from))
+                {
+                    return Poll::Ready(written);
+                }
+            }
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use std::io::{Read, Write};
+        use std::os::fd::AsFd;
+        use std::os::unix::net::UnixStream as StdStream;
+
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        use super::*;
+
+        fn nonblocking(fd: impl AsFd) -> bool {
+            let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).unwrap());
+            flags.contains(OFlag::O_NONBLOCK)
+        }
+
+        #[tokio::test]
+        async fn a_pipe_is_polled_through_a_description_of_its_own() {
+            let (stdin_read, mut stdin_write) = io::pipe().unwrap();
+            let (mut stdout_read, stdout_write) = io::pipe().unwrap();
+            let mut input = reader(stdin_read.as_fd()).expect("a pipe is polled");
+            let mut output = writer(stdout_write.as_fd()).expect("a pipe is polled");
+
+            stdin_write.write_all(b"{}\n").unwrap();
+            let mut line = [0; 3];
+            input.read_exact(&mut line).await.unwrap();
+            assert_eq!(&line, b"{}\n");
+            output.write_all(b"[]\n").await.unwrap();
+            output.flush().await.unwrap();
+            stdout_read.read_exact(&mut line).unwrap();
+            assert_eq!(&line, b"[]\n");
+            // The descriptors the shim was given keep their mode (a shell may share them).
+            assert!(!nonblocking(&stdin_read) && !nonblocking(&stdout_write));
+        }
+
+        #[tokio::test]
+        async fn one_socket_for_stdin_stdout_and_stderr_is_polled_without_changing_its_mode() {
+            let (agent, shim) = StdStream::pair().unwrap();
+            let mut input = reader(shim.as_fd()).expect("a socket is polled");
+            let mut output = writer(shim.as_fd()).expect("a socket too");
+
+            (&agent).write_all(b"{}\n").unwrap();
+            let mut line = [0; 3];
+            input.read_exact(&mut line).await.unwrap();
+            assert_eq!(&line, b"{}\n");
+            // More than the socket's buffer, toward an agent that reads it late: the shim
+            // waits, then writes it all (no EAGAIN lost on the way).
+            let big = vec![b'x'; 4 << 20];
+            let reading = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let mut all = Vec::new();
+                (&agent).take(4 << 20).read_to_end(&mut all).unwrap();
+                (all.len(), agent)
+            });
+            output.write_all(&big).await.unwrap();
+            let (len, agent) = reading.join().unwrap();
+            assert_eq!(len, 4 << 20);
+            // Blocking writers of the same socket (stderr) are untouched, and shutting the
+            // output down leaves the socket open to them.
+            assert!(!nonblocking(&shim));
+            output.shutdown().await.unwrap();
+            (&shim).write_all(b"log\n").unwrap();
+            let mut log = [0; 4];
+            (&agent).read_exact(&mut log).unwrap();
+            assert_eq!(&log, b"log\n");
+        }
+
+        #[test]
+        fn a_file_or_a_wrong_way_pipe_keeps_blocking_stdio() {
+            let file = tempfile::tempfile().unwrap();
+            assert!(kind(file.as_fd(), OFlag::O_RDONLY).is_none());
+            let (read, write) = io::pipe().unwrap();
+            assert!(kind(read.as_fd(), OFlag::O_WRONLY).is_none());
+            assert!(kind(write.as_fd(), OFlag::O_RDONLY).is_none());
+        }
     }
 }
