@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
-use crate::framing::{Inbound, Line, LineReader};
+use crate::framing::{Line, LineReader};
 use crate::handshake::upstream_initialize_params;
 use crate::message::{self, Kind, Message};
 
@@ -216,22 +216,14 @@ async fn identity_moved(
     .unwrap_or(true)
 }
 
-/// Writes one message and its newline.
+/// Writes one message and its newline, in one write: a server woken by the message alone
+/// would read a line without its end and sleep again until the newline came.
 pub(crate) async fn write_line(stdin: &mut ChildStdin, line: &Bytes) -> std::io::Result<()> {
-    stdin.write_all(line).await?;
-    stdin.write_all(b"\n").await?;
+    let mut framed = Vec::with_capacity(line.len() + 1);
+    framed.extend_from_slice(line);
+    framed.push(b'\n');
+    stdin.write_all(&framed).await?;
     stdin.flush().await
-}
-
-/// Feeds queued lines to the server's stdin until the queue closes or the pipe breaks.
-pub(crate) async fn pump_stdin(mut stdin: ChildStdin, mut rx: Inbound) {
-    while let Some(line) = rx.recv().await {
-        let written = write_line(&mut stdin, &line).await;
-        rx.done(&line);
-        if written.is_err() {
-            break;
-        }
-    }
 }
 
 fn is_init_response(msg: &Message) -> bool {

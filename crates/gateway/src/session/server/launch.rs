@@ -65,7 +65,8 @@ impl Session {
         } = started;
         let generation = self.generation;
         let (stdin_tx, stdin_rx) = framing::outbound(self.upstream_pressure.clone());
-        tokio::spawn(upstream::pump_stdin(stdin, stdin_rx));
+        // Lines and their newlines in one write, several at once while more are queued.
+        tokio::spawn(framing::write_lines(stdin, stdin_rx));
         tokio::spawn(framing::read_lines(
             stdout,
             self.server_lines.clone(),
