@@ -4,10 +4,10 @@
 //! each flush out is a hand-off to another thread and back. An agent gives its server pipes
 //! (Codex, the Python SDK) or a socket pair (Node's libuv), which can be polled. On Linux the
 //! shim polls them without changing the descriptors it was given (others may share them: a
-//! wrapper shell, stderr on the same socket): a pipe is opened anew through
+//! wrapper shell, stderr on the same socket): an anonymous pipe is opened anew through
 //! `/proc/self/fd/N`, a description of the shim's own in non-blocking mode; a socket is read
-//! and written with `MSG_DONTWAIT`. Anything else (a terminal, a file, `/dev/null`), and every
-//! other platform, keeps tokio's stdio.
+//! and written with `MSG_DONTWAIT`. Anything else (a terminal, a file, a named FIFO,
+//! `/dev/null`), and every other platform, keeps tokio's stdio.
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -92,8 +92,14 @@ mod polled {
             .metadata()
             .ok()?
             .file_type();
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
         if file_type.is_fifo() {
-            Some(Kind::Pipe(format!("/proc/self/fd/{}", fd.as_raw_fd())))
+            // Only an anonymous pipe (`pipe:[inode]`): a named FIFO opened anew, non-blocking,
+            // after its writer left would never report the hang-up, and the shim would wait
+            // for ever instead of reading the end of its input.
+            let anonymous = std::fs::read_link(&path)
+                .is_ok_and(|target| target.as_os_str().as_encoded_bytes().starts_with(b"pipe:["));
+            anonymous.then_some(Kind::Pipe(path))
         } else if file_type.is_socket() {
             Some(Kind::Socket(copy))
         } else {
@@ -232,9 +238,19 @@ mod polled {
         }
 
         #[test]
-        fn a_file_or_a_wrong_way_pipe_keeps_blocking_stdio() {
+        fn a_file_a_named_fifo_or_a_wrong_way_pipe_keeps_blocking_stdio() {
             let file = tempfile::tempfile().unwrap();
             assert!(kind(file.as_fd(), OFlag::O_RDONLY).is_none());
+            let dir = tempfile::tempdir().unwrap();
+            let fifo = dir.path().join("fifo");
+            nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+            // Read and write, so that opening it does not wait for a writer.
+            let named = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&fifo)
+                .unwrap();
+            assert!(kind(named.as_fd(), OFlag::O_RDONLY).is_none());
             let (read, write) = io::pipe().unwrap();
             assert!(kind(read.as_fd(), OFlag::O_WRONLY).is_none());
             assert!(kind(write.as_fd(), OFlag::O_RDONLY).is_none());
