@@ -36,14 +36,13 @@ pub fn take() -> (Input, Output) {
 
 #[cfg(target_os = "linux")]
 mod polled {
-    use std::fs::File;
     use std::io;
     use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-    use std::os::unix::fs::FileTypeExt;
     use std::pin::Pin;
     use std::task::{Context, Poll, ready};
 
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use nix::sys::stat::{SFlag, fstat};
     use rustix::net::{RecvFlags, SendFlags, recv, send};
     use tokio::io::unix::AsyncFd;
     use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -87,21 +86,17 @@ mod polled {
         if mode != access && mode != OFlag::O_RDWR {
             return None;
         }
-        let copy = fd.try_clone_to_owned().ok()?;
-        let file_type = File::from(copy.try_clone().ok()?)
-            .metadata()
-            .ok()?
-            .file_type();
-        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        if file_type.is_fifo() {
+        let file_type = SFlag::from_bits_truncate(fstat(fd).ok()?.st_mode) & SFlag::S_IFMT;
+        if file_type == SFlag::S_IFIFO {
             // Only an anonymous pipe (`pipe:[inode]`): a named FIFO opened anew, non-blocking,
             // after its writer left would never report the hang-up, and the shim would wait
             // for ever instead of reading the end of its input.
+            let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
             let anonymous = std::fs::read_link(&path)
                 .is_ok_and(|target| target.as_os_str().as_encoded_bytes().starts_with(b"pipe:["));
             anonymous.then_some(Kind::Pipe(path))
-        } else if file_type.is_socket() {
-            Some(Kind::Socket(copy))
+        } else if file_type == SFlag::S_IFSOCK {
+            Some(Kind::Socket(fd.try_clone_to_owned().ok()?))
         } else {
             None
         }
