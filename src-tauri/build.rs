@@ -13,57 +13,36 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo:rerun-if-changed=../ui/dist/index.html");
     println!("cargo:rerun-if-changed=../tauri.conf.json");
+    println!("cargo:rerun-if-changed=../crates/desk/src/parts.rs");
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR"));
     let ui_built = manifest_dir.join("../ui/dist/index.html").is_file();
     if std::env::var_os("CARGO_FEATURE_CUSTOM_PROTOCOL").is_some() && !ui_built {
         embed_ui_missing_notice(Path::new(&env("OUT_DIR")));
     }
-    let manifest = tauri_build::AppManifest::new().commands(COMMANDS);
+    // The build script runs once: leaking the list is how tauri-build takes it (`&'static`).
+    let manifest = tauri_build::AppManifest::new().commands(commands().leak());
     tauri_build::try_build(tauri_build::Attributes::new().app_manifest(manifest))
         .expect("tauri-build");
 }
 
-/// Every IPC command the app registers (`generate_handler!` in src/lib.rs). Naming them here
-/// makes tauri-build generate an `allow-<command>` permission for each, and a window may then
-/// call only the commands its capability in tauri.conf.json grants: the approval window gets
-/// the queue, the answer and the lock, nothing that adds, reads or binds anything.
-const COMMANDS: &[&str] = &[
-    "status",
-    "approvals",
-    "approval_focus",
-    "clicks_until",
-    "system_auth",
-    "answer",
-    "lock",
-    "dismiss_leaks",
-    "unlock",
-    "set_passphrase",
-    "update_settings",
-    "show_approvals",
-    "restart",
-    "add_server",
-    "import_sources",
-    "import_servers",
-    "rewire_preview",
-    "rewire",
-    "agent_snippet",
-    "credentials",
-    "add_credential",
-    "rotate_credential",
-    "remove_credential",
-    "bind_credential",
-    "move_to_keychain",
-    "unbind_credential",
-    "timeline",
-    "activity",
-    "sessions_journal",
-    "audit_entry",
-    "verify_audit",
-    "permissions",
-    "revoke_grant",
-    "revoke_run",
-    "set_every_use",
-];
+/// Which commands each window may call: the desk's list (crates/desk/src/parts.rs).
+mod parts {
+    include!("../crates/desk/src/parts.rs");
+}
+
+/// Every IPC command the windows call, each once. Naming them in the app manifest makes
+/// tauri-build generate an `allow-<command>` permission for each, and a window may then call
+/// only the commands its capability in tauri.conf.json grants: the approval window gets the
+/// queue, the answer and the lock, nothing that adds, reads or binds anything.
+fn commands() -> Vec<&'static str> {
+    let mut all: Vec<&'static str> = parts::STATUS_WINDOW.to_vec();
+    for command in parts::APPROVAL_WINDOW {
+        if !all.contains(command) {
+            all.push(command);
+        }
+    }
+    all
+}
 
 /// Points `generate_context!` at a placeholder page through `TAURI_CONFIG`, which the macro
 /// merges over the config file (merged with any `TAURI_CONFIG` the Tauri CLI passed).

@@ -1,37 +1,21 @@
-//! Postern's desktop shell: it hosts the engine in-process, shows its status in a window,
-//! asks a human about approval requests, and keeps running in the tray. Wiring only: every
-//! rule lives in the engine crates.
+//! Postern's desktop shell: the windows and the tray as Tauri draws them, around the desk
+//! ([`postern_desk`]) that hosts the engine. Wiring only: what the windows may ask and what
+//! the tray and the approval window show is the desk's; every rule is the engine's.
 //!
-//! - [`shell`]: the engine this process owns (or why it has none), and the change events.
-//! - [`view`]: what the status window is told about the engine.
-//! - [`approvals`]: open requests as the approval window, notifications and tray show them.
-//! - [`commands`]: the typed IPC the UI calls: the gate's ([`commands`]), servers
-//!   ([`servers`]), credentials ([`credentials`]), the journals and the audit log
-//!   ([`journal`]), grants and every-use settings ([`permissions`]).
-//! - [`tray`]: the tray icon, its looks and its menu; [`window`]: the two windows.
-//! - [`bindings`]: the TypeScript declarations the UI imports; [`sample`]: the approval card
-//!   the UI's tests read.
+//! - [`ipc`]: every IPC call of a window, handed to [`Desk::call`] as it came.
+//! - [`tray`]: the tray icon, built from the desk's menu; [`window`]: the two windows.
+//! - [`TauriSurface`]: how the desk's events, windows, tray and notifications reach Tauri.
 
-pub mod approvals;
-pub mod bindings;
-pub mod commands;
-pub mod credentials;
-pub mod journal;
-pub mod permissions;
-#[cfg(any(test, feature = "gen-bindings"))]
-pub mod sample;
-pub mod servers;
-pub mod shell;
-#[cfg(test)]
-mod testing;
+pub mod ipc;
 pub mod tray;
-pub mod view;
 pub mod window;
 
-use tauri::{Manager, RunEvent, Runtime};
+use std::sync::Arc;
 
-pub use shell::Shell;
-pub use view::{EngineView, Unavailable};
+use postern_desk::Desk;
+use postern_desk::tray::Shown;
+use tauri::{AppHandle, Emitter, Manager, RunEvent, Runtime};
+use tauri_plugin_notification::NotificationExt;
 
 /// Builds and runs the app until the user quits.
 pub fn run() {
@@ -41,7 +25,8 @@ pub fn run() {
     let app = builder(tauri::Builder::default())
         .setup(|app| {
             tray::create(app.handle())?;
-            shell::start(app.handle(), postern_engine::Home::resolve(None));
+            let desk = install(app.handle());
+            desk.start(postern_engine::Home::resolve(None));
             Ok(())
         })
         .build(tauri::generate_context!())
@@ -52,57 +37,99 @@ pub fn run() {
     app.run(on_run_event);
 }
 
-/// The parts of the app that tests share with [`run`]: plugins, state and IPC.
+/// The parts of the app that tests share with [`run`]: plugins and IPC.
 pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder
         .plugin(tauri_plugin_notification::init())
-        .manage(Shell::default())
-        .manage(approvals::Announced::default())
-        .manage(approvals::Focus::default())
-        .manage(tray::TrayState::default())
-        .invoke_handler(tauri::generate_handler![
-            commands::status,
-            commands::approvals,
-            commands::approval_focus,
-            commands::clicks_until,
-            commands::system_auth,
-            commands::answer,
-            commands::lock,
-            commands::dismiss_leaks,
-            commands::unlock,
-            commands::set_passphrase,
-            commands::update_settings,
-            commands::show_approvals,
-            servers::restart,
-            servers::add_server,
-            servers::import_sources,
-            servers::import_servers,
-            servers::rewire_preview,
-            servers::rewire,
-            servers::agent_snippet,
-            credentials::credentials,
-            credentials::add_credential,
-            credentials::rotate_credential,
-            credentials::remove_credential,
-            credentials::bind_credential,
-            credentials::move_to_keychain,
-            credentials::unbind_credential,
-            journal::timeline,
-            journal::activity,
-            journal::sessions_journal,
-            journal::audit_entry,
-            journal::verify_audit,
-            permissions::permissions,
-            permissions::revoke_grant,
-            permissions::revoke_run,
-            permissions::set_every_use,
-        ])
+        .invoke_handler(ipc::handle)
+}
+
+/// Makes the app's desk, drawn by this app, and keeps it as managed state.
+pub fn install<R: Runtime>(app: &AppHandle<R>) -> Arc<Desk> {
+    let surface = Arc::new(TauriSurface { app: app.clone() });
+    let desk = Desk::new(surface, tauri::async_runtime::handle().inner().clone());
+    app.manage(Arc::clone(&desk));
+    desk
+}
+
+/// The desk's surface: Tauri's events, windows, tray icon and notification plugin.
+pub struct TauriSurface<R: Runtime> {
+    app: AppHandle<R>,
+}
+
+impl<R: Runtime> std::fmt::Debug for TauriSurface<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TauriSurface")
+    }
+}
+
+impl<R: Runtime> postern_desk::Surface for TauriSurface<R> {
+    fn emit(&self, event: &str, to: Option<&str>, payload: serde_json::Value) {
+        let sent = match to {
+            Some(label) => self.app.emit_to(label, event, payload),
+            None => self.app.emit(event, payload),
+        };
+        if let Err(err) = sent {
+            tracing::debug!("cannot emit {event}: {err}");
+        }
+    }
+
+    fn show_main(&self) {
+        if let Err(err) = window::show(&self.app) {
+            tracing::warn!("cannot show the window: {err}");
+        }
+    }
+
+    fn open_approvals(&self, focus: bool) {
+        window::open_approvals(&self.app, focus);
+    }
+
+    fn close_approvals(&self) {
+        window::close_approvals(&self.app);
+    }
+
+    fn set_tray(&self, shown: &Shown) -> Result<(), String> {
+        tray::set(&self.app, shown).map_err(|err| err.to_string())
+    }
+
+    fn notify(&self, title: &str, body: &str) -> Result<(), String> {
+        let shown = self
+            .app
+            .notification()
+            .builder()
+            .title(title)
+            .body(body)
+            .show()
+            .map_err(|err| err.to_string());
+        #[cfg(all(unix, not(target_os = "macos")))]
+        check_notification_service();
+        shown
+    }
+
+    fn exit(&self) {
+        self.app.exit(0);
+    }
+}
+
+/// Says once, in the log, when no desktop notification service answers: the plugin sends
+/// notifications in the background and drops a failure silently.
+#[cfg(all(unix, not(target_os = "macos")))]
+fn check_notification_service() {
+    static CHECKED: std::sync::Once = std::sync::Once::new();
+    CHECKED.call_once(|| {
+        std::thread::spawn(|| match notify_rust::get_server_information() {
+            Ok(server) => tracing::debug!(server = %server.name, "desktop notifications go to this service"),
+            Err(err) => tracing::warn!(
+                "no desktop notification service answers ({err}): approval requests show in the approval window and the tray only"
+            ),
+        });
+    });
 }
 
 /// Keeps the app when its last window closes (and on macOS shows the status window when the
 /// Dock icon is clicked, building it if it was closed); stops the engine whichever way the event loop
 /// ends (the tray's Quit has usually done it already; then this is a no-op).
-fn on_run_event<R: Runtime>(app: &tauri::AppHandle<R>, event: RunEvent) {
+fn on_run_event<R: Runtime>(app: &AppHandle<R>, event: RunEvent) {
     match event {
         RunEvent::ExitRequested { code, api, .. } => window::keep_running(code, &api),
         #[cfg(target_os = "macos")]
@@ -111,7 +138,11 @@ fn on_run_event<R: Runtime>(app: &tauri::AppHandle<R>, event: RunEvent) {
                 tracing::warn!("cannot show the window: {err}");
             }
         }
-        RunEvent::Exit => tauri::async_runtime::block_on(app.state::<Shell>().shutdown()),
+        RunEvent::Exit => {
+            if let Some(desk) = app.try_state::<Arc<Desk>>() {
+                tauri::async_runtime::block_on(desk.shutdown());
+            }
+        }
         _ => {}
     }
 }

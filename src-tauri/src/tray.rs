@@ -1,331 +1,51 @@
-//! The tray (menu-bar) icon and its menu. Its look says the gate's state at a glance
-//! (ready, approvals waiting, locked); its menu starts with a status block (the lock, servers,
-//! agents, grants), then lists each waiting request as a submenu that shows its first
-//! arguments and its risk lines before any choice: Approve… only for a calm request (no risk
-//! line), Review… otherwise, and Deny; then the vault lock, the window and Quit. The menu is a value first
-//! ([`entries`]) and a click is routed by item id ([`on_menu_event`]), so tests drive both
-//! without a tray host; [`refresh`] rebuilds the icon when the gate changes.
+//! The tray icon as Tauri draws it: the desk decides what it shows ([`postern_desk::tray`]),
+//! this builds it, and routes a click on the menu back to the desk by item id.
 
-mod icon;
+use std::sync::Arc;
 
-use std::sync::{Mutex, PoisonError};
-
-use postern_domain::{AnswerChannel, ApprovalId};
-use postern_engine::answer::ControlCommand;
-use postern_engine::authority::VaultState;
-use postern_engine::{GateStatus, Origin};
-use tauri::{
-    AppHandle, Manager, Runtime,
-    menu::{IsMenuItem, Menu, MenuItem, PredefinedMenuItem, Submenu},
-    tray::{TrayIcon, TrayIconBuilder},
-};
-
-pub use icon::{Look, image};
-
-use crate::approvals::{self, Approval};
-use crate::{Shell, window};
-
-/// The tray icon's id.
-pub const TRAY_ID: &str = "postern";
-
-/// The menu's fixed items.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MenuAction {
-    /// Opens (and focuses) the approval window.
-    Review,
-    /// Locks the vault: every call is refused until a human unlocks.
-    Lock,
-    /// Unlocks the vault.
-    Unlock,
-    /// Shows and focuses the status window.
-    Open,
-    /// Shuts the engine down and exits.
-    Quit,
-}
-
-impl MenuAction {
-    /// Every action.
-    pub const ALL: [Self; 5] = [
-        Self::Review,
-        Self::Lock,
-        Self::Unlock,
-        Self::Open,
-        Self::Quit,
-    ];
-
-    /// The menu item id.
-    pub fn id(self) -> &'static str {
-        match self {
-            Self::Review => "review",
-            Self::Lock => "lock",
-            Self::Unlock => "unlock",
-            Self::Open => "open",
-            Self::Quit => "quit",
-        }
-    }
-
-    /// The menu item text.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Review => "Review in the approval window…",
-            Self::Lock => "Lock vault",
-            Self::Unlock => "Unlock vault",
-            Self::Open => "Open Postern",
-            Self::Quit => "Quit",
-        }
-    }
-
-    /// Does it. Quitting runs on the async runtime: the engine stops, then the app exits.
-    pub fn perform<R: Runtime>(self, app: &AppHandle<R>) {
-        match self {
-            Self::Review => approvals::review(app),
-            Self::Lock => {
-                if let Some(control) = app.state::<Shell>().with_engine(|e| e.control()) {
-                    let from = Origin::App(AnswerChannel::Tray);
-                    if let Err(err) = control.request(ControlCommand::Lock, None, from) {
-                        tracing::warn!("the vault did not lock: {err}");
-                    }
-                }
-            }
-            // Unlocking takes the passphrase: the window's lock screen asks for it.
-            Self::Unlock => {
-                if let Err(err) = window::show(app) {
-                    tracing::warn!("cannot show the window: {err}");
-                }
-            }
-            Self::Open => {
-                if let Err(err) = window::show(app) {
-                    tracing::warn!("cannot show the window: {err}");
-                }
-            }
-            Self::Quit => {
-                let app = app.clone();
-                tauri::async_runtime::spawn(async move {
-                    app.state::<Shell>().shutdown().await;
-                    app.exit(0);
-                });
-            }
-        }
-    }
-}
-
-/// What a menu item id asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MenuCommand {
-    /// A fixed item.
-    Action(MenuAction),
-    /// Approve a calm request: the approval window, where the passphrase approves it.
-    Approve(ApprovalId),
-    /// Review a flagged request in the approval window (no one-step approval).
-    Review(ApprovalId),
-    /// Deny a request.
-    Deny(ApprovalId),
-}
-
-impl MenuCommand {
-    /// The item id.
-    pub fn id(self) -> String {
-        match self {
-            Self::Action(action) => action.id().to_owned(),
-            Self::Approve(id) => format!("approve:{id}"),
-            Self::Review(id) => format!("review:{id}"),
-            Self::Deny(id) => format!("deny:{id}"),
-        }
-    }
-
-    /// The command for an item id; `None` for ids that are not ours.
-    pub fn from_id(id: &str) -> Option<Self> {
-        if let Some(approval) = id.strip_prefix("approve:") {
-            return approval.parse().ok().map(Self::Approve);
-        }
-        if let Some(approval) = id.strip_prefix("review:") {
-            return approval.parse().ok().map(Self::Review);
-        }
-        if let Some(approval) = id.strip_prefix("deny:") {
-            return approval.parse().ok().map(Self::Deny);
-        }
-        MenuAction::ALL
-            .into_iter()
-            .find(|action| action.id() == id)
-            .map(Self::Action)
-    }
-}
-
-/// One entry of the menu, as data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry {
-    /// A line of text that cannot be clicked.
-    Note(String),
-    /// A waiting request: a submenu titled `label` showing `lines` (its first arguments, then
-    /// its risk lines or its calm line), then Approve… for a calm request or Review… for a
-    /// flagged one, and Deny.
-    Request {
-        /// The request.
-        id: ApprovalId,
-        /// Agent, server, tool; a flagged request's starts with a warning sign.
-        label: String,
-        /// What the submenu shows before the choices.
-        lines: Vec<String>,
-        /// Whether nothing on the card calls for a second look (Approve… rather than Review…).
-        calm: bool,
-    },
-    /// A fixed item.
-    Action(MenuAction),
-    /// A separator.
-    Separator,
-}
-
-/// How many servers are configured and how many agent runs are connected.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// Configured servers.
-    pub servers: usize,
-    /// Connected agent runs.
-    pub agents: usize,
-}
-
-/// The menu for the gate's state (`None`: no engine runs here), what it serves, and its
-/// waiting requests.
-pub fn entries(gate: Option<&GateStatus>, counts: Counts, waiting: &[Approval]) -> Vec<Entry> {
-    use Entry::{Action, Note, Separator};
-    let open_quit = [
-        Action(MenuAction::Open),
-        Separator,
-        Action(MenuAction::Quit),
-    ];
-    let Some(gate) = gate else {
-        return open_quit.to_vec();
-    };
-    let mut out = Vec::new();
-    match gate.vault {
-        VaultState::Quarantined => {
-            out.push(Note("The audit log failed verification".into()));
-            out.push(Separator);
-        }
-        VaultState::Locked | VaultState::Unlocking => {
-            out.push(Note("Postern is locked".into()));
-            out.push(Action(MenuAction::Unlock));
-            out.push(Separator);
-        }
-        VaultState::Ready => {
-            out.push(Note("Unlocked".into()));
-            out.push(Note(status_line(gate, counts)));
-            out.push(Separator);
-            if !gate.leaks.is_empty() {
-                // The status window says which, until the person dismisses them (Open…).
-                let n = gate.leaks.len();
-                out.push(Note(format!(
-                    "⚠ {n} refused request{}: a credential headed elsewhere",
-                    if n == 1 { "" } else { "s" }
-                )));
-                out.push(Separator);
-            }
-            if !waiting.is_empty() {
-                out.push(Note(waiting_text(waiting.len())));
-                out.extend(waiting.iter().map(|a| Entry::Request {
-                    id: a.card.id,
-                    label: if a.card.is_calm() {
-                        approvals::summary(&a.card)
-                    } else {
-                        format!("⚠ {}", approvals::summary(&a.card))
-                    },
-                    lines: approvals::menu_lines(&a.card),
-                    calm: a.card.is_calm(),
-                }));
-                out.push(Action(MenuAction::Review));
-                out.push(Separator);
-            }
-            out.push(Action(MenuAction::Lock));
-        }
-    }
-    out.extend(open_quit);
-    out
-}
-
-/// "2 servers · 1 agent · 3 grants".
-fn status_line(gate: &GateStatus, counts: Counts) -> String {
-    let n = |count: usize, one: &str| format!("{count} {one}{}", if count == 1 { "" } else { "s" });
-    format!(
-        "{} · {} · {}",
-        n(counts.servers, "server"),
-        n(counts.agents, "agent"),
-        n(gate.grants as usize, "grant")
-    )
-}
-
-/// The tooltip (and the accessible name) for the gate's state.
-pub fn tooltip(gate: Option<&GateStatus>) -> String {
-    match gate.map(|g| (g.vault, g.approvals)) {
-        None => "Postern: no engine".into(),
-        Some((VaultState::Quarantined, _)) => "Postern: audit log quarantined".into(),
-        Some((VaultState::Locked | VaultState::Unlocking, _)) => "Postern: locked".into(),
-        Some((VaultState::Ready, 0)) => "Postern: ready".into(),
-        Some((VaultState::Ready, n)) => format!("Postern: {}", waiting_text(n as usize)),
-    }
-}
-
-/// The text next to the icon (macOS menu bar, Linux indicator label): the number of
-/// waiting requests, when there are any.
-pub fn title(gate: Option<&GateStatus>) -> Option<String> {
-    gate.filter(|g| g.vault == VaultState::Ready && g.approvals > 0)
-        .map(|g| g.approvals.to_string())
-}
+use postern_desk::Desk;
+use postern_desk::tray::{Entry, Look, MenuCommand, Rgba, Shown, TEMPLATE, TRAY_ID, image};
+use tauri::image::Image;
+use tauri::menu::{IsMenuItem, Menu, MenuItem, PredefinedMenuItem, Submenu};
+use tauri::tray::{TrayIcon, TrayIconBuilder};
+use tauri::{AppHandle, Manager, Runtime};
 
 /// Creates the tray icon. Where no tray host runs (a bare X server), this succeeds and
 /// nothing shows; the windows work the same.
 pub fn create<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<TrayIcon<R>> {
+    let shown = Shown::initial();
     TrayIconBuilder::with_id(TRAY_ID)
-        .tooltip(tooltip(None))
-        .menu(&menu(app, &entries(None, Counts::default(), &[]))?)
-        .icon(image(Look::Idle, TEMPLATE))
+        .tooltip(&shown.tooltip)
+        .menu(&menu(app, &shown.entries)?)
+        .icon(icon(shown.look))
         .icon_as_template(TEMPLATE)
         .show_menu_on_left_click(true)
-        .on_menu_event(|app, event| on_menu_event(app, event.id().as_ref()))
+        .on_menu_event(|app, event| {
+            if let Some(desk) = app.try_state::<Arc<Desk>>() {
+                desk.menu_click(event.id().as_ref());
+            }
+        })
         .build(app)
 }
 
-/// The icon, tooltip, title and menu for the gate now. Rebuilt only when they change.
-pub fn refresh<R: Runtime>(
-    app: &AppHandle<R>,
-    gate: Option<&GateStatus>,
-    counts: Counts,
-    waiting: &[Approval],
-) {
-    let shown = Shown {
-        look: Look::of(gate),
-        tooltip: tooltip(gate),
-        title: title(gate),
-        entries: entries(gate, counts, waiting),
-    };
-    let state = app.state::<TrayState>();
-    let mut last = state.0.lock().unwrap_or_else(PoisonError::into_inner);
-    if last.as_ref() == Some(&shown) {
-        return;
-    }
+/// Shows `shown` on the tray icon.
+pub fn set<R: Runtime>(app: &AppHandle<R>, shown: &Shown) -> tauri::Result<()> {
     let Some(tray) = app.tray_by_id(TRAY_ID) else {
-        return;
+        return Ok(());
     };
-    let applied = menu(app, &shown.entries)
-        .and_then(|menu| tray.set_menu(Some(menu)))
-        .and_then(|()| tray.set_icon_with_as_template(Some(image(shown.look, TEMPLATE)), TEMPLATE))
-        .and_then(|()| tray.set_tooltip(Some(&shown.tooltip)))
-        .and_then(|()| tray.set_title(shown.title.as_deref()));
-    match applied {
-        Ok(()) => *last = Some(shown),
-        Err(err) => tracing::warn!("cannot update the tray icon: {err}"),
-    }
+    tray.set_menu(Some(menu(app, &shown.entries)?))?;
+    tray.set_icon_with_as_template(Some(icon(shown.look)), TEMPLATE)?;
+    tray.set_tooltip(Some(&shown.tooltip))?;
+    tray.set_title(shown.title.as_deref())
 }
 
-/// The last icon, tooltip, title and menu the tray was given.
-#[derive(Debug, Default)]
-pub struct TrayState(Mutex<Option<Shown>>);
-
-#[derive(Debug, PartialEq, Eq)]
-struct Shown {
-    look: Look,
-    tooltip: String,
-    title: Option<String>,
-    entries: Vec<Entry>,
+fn icon(look: Look) -> Image<'static> {
+    let Rgba {
+        rgba,
+        width,
+        height,
+    } = image(look, TEMPLATE);
+    Image::new_owned(rgba, width, height)
 }
 
 /// The menu for `entries`.
@@ -387,40 +107,106 @@ pub fn menu<R: Runtime>(app: &AppHandle<R>, entries: &[Entry]) -> tauri::Result<
     Ok(menu)
 }
 
-/// Routes a menu click by item id.
-pub fn on_menu_event<R: Runtime>(app: &AppHandle<R>, id: &str) {
-    match MenuCommand::from_id(id) {
-        Some(MenuCommand::Action(action)) => action.perform(app),
-        // Approving takes the passphrase: the approval window asks for it, and a flagged
-        // request is reviewed there in full.
-        Some(MenuCommand::Approve(id)) => {
-            approvals::review_request(app, approvals::Chosen { id, review: false });
-        }
-        Some(MenuCommand::Review(id)) => {
-            approvals::review_request(app, approvals::Chosen { id, review: true });
-        }
-        Some(MenuCommand::Deny(approval)) => deny(app, approval),
-        None => tracing::debug!("ignoring menu item {id}"),
-    }
-}
-
-fn deny<R: Runtime>(app: &AppHandle<R>, approval: ApprovalId) {
-    match app.state::<Shell>().with_engine(|engine| engine.control()) {
-        Some(control) => approvals::deny_from_tray(&control, approval),
-        None => tracing::info!("no engine to answer {approval}"),
-    }
-}
-
-/// macOS draws menu-bar icons as templates (black, recoloured by the system).
-const TEMPLATE: bool = cfg!(target_os = "macos");
-
-fn waiting_text(n: usize) -> String {
-    if n == 1 {
-        "1 approval waiting".into()
-    } else {
-        format!("{n} approvals waiting")
-    }
-}
-
 #[cfg(test)]
-mod tests;
+mod tests {
+    use postern_desk::approvals::Approval;
+    use postern_desk::sample::gate;
+    use postern_desk::tray::{Counts, entries};
+    use postern_domain::ApprovalId;
+    use postern_engine::authority::VaultState;
+    use tauri::menu::MenuItemKind;
+
+    use super::*;
+
+    const COUNTS: Counts = Counts {
+        servers: 2,
+        agents: 1,
+    };
+
+    /// A request's submenu: its title, its items (id, text, enabled), and the ids of its choices.
+    fn submenu(
+        item: &MenuItemKind<tauri::test::MockRuntime>,
+    ) -> (String, Vec<(String, String, bool)>, Vec<String>) {
+        let MenuItemKind::Submenu(request) = item else {
+            panic!("a submenu: {:?}", item.id())
+        };
+        let inner = request
+            .items()
+            .unwrap()
+            .iter()
+            .map(|i| match i {
+                MenuItemKind::MenuItem(m) => (
+                    m.id().as_ref().to_owned(),
+                    m.text().unwrap(),
+                    m.is_enabled().unwrap(),
+                ),
+                other => (other.id().as_ref().to_owned(), String::new(), false),
+            })
+            .collect::<Vec<(String, String, bool)>>();
+        let choices = inner
+            .iter()
+            .filter(|(id, _, _)| id.contains(':'))
+            .map(|(id, _, _)| id.clone())
+            .collect();
+        (request.text().unwrap(), inner, choices)
+    }
+
+    #[test]
+    fn the_menu_holds_a_submenu_per_request_its_arguments_and_risks_before_the_choices() {
+        let app = tauri::test::mock_app();
+        let card = postern_desk::sample::card();
+        let mut calm = card.clone();
+        calm.id = ApprovalId::new(postern_desk::sample::ASKED_AT, 7);
+        calm.risks.clear();
+        let entries = entries(
+            Some(&gate(VaultState::Ready, 2)),
+            COUNTS,
+            &[Approval::of(card.clone()), Approval::of(calm.clone())],
+        );
+        let menu = menu(app.handle(), &entries).unwrap();
+        let items = menu.items().unwrap();
+        let ids: Vec<_> = items.iter().map(|i| i.id().as_ref().to_owned()).collect();
+        assert_eq!(ids.len(), 12, "{ids:?}");
+        assert_eq!(ids[4], format!("request:{}", card.id));
+
+        let (label, inner, choices) = submenu(&items[4]);
+        assert_eq!(label, "⚠ claude-code 2.1.3 · deployer · deploy");
+        let texts: Vec<&str> = inner.iter().map(|(_, t, _)| t.as_str()).collect();
+        assert_eq!(
+            &texts[..3],
+            [
+                "branch = \"main\"",
+                "options = {}",
+                "target = \"preview\" (default)"
+            ]
+        );
+        assert!(
+            texts.iter().any(|t| t.starts_with("⚠ The code changed")),
+            "{texts:?}"
+        );
+        assert!(
+            inner
+                .iter()
+                .filter(|(id, _, _)| id.contains(':'))
+                .all(|(_, _, on)| *on)
+        );
+        assert!(
+            inner
+                .iter()
+                .filter(|(_, t, _)| t.starts_with('⚠'))
+                .all(|(_, _, on)| !*on),
+            "lines are text, not choices"
+        );
+        assert_eq!(
+            choices,
+            [format!("review:{}", card.id), format!("deny:{}", card.id)]
+        );
+
+        let (label, _, choices) = submenu(&items[5]);
+        assert_eq!(label, "claude-code 2.1.3 · deployer · deploy");
+        assert_eq!(
+            choices,
+            [format!("approve:{}", calm.id), format!("deny:{}", calm.id)]
+        );
+    }
+}

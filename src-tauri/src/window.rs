@@ -7,12 +7,8 @@
 //! in the tray until answered or timed out). Both load the same UI, which picks its
 //! view by label. With no window open the app stays: only Quit ends it ([`keep_running`]).
 
+use postern_desk::{APPROVALS, MAIN};
 use tauri::{AppHandle, ExitRequestApi, Manager, Runtime, WebviewUrl, WebviewWindowBuilder};
-
-/// The status window's label (`app.windows[0].label` in tauri.conf.json).
-pub const MAIN: &str = "main";
-/// The approval window's label.
-pub const APPROVALS: &str = "approvals";
 
 /// Shows, unminimizes and focuses the status window, building it (from its configuration in
 /// tauri.conf.json) when it was closed.
@@ -84,6 +80,19 @@ mod tests {
 
     // The mock runtime reports no window destruction to the app, so closing is checked end
     // to end (ui/e2e/app.e2e.mjs: the approval window's handle goes away).
+    #[test]
+    fn show_shows_a_hidden_status_window() {
+        let app = crate::builder(mock_builder())
+            .build(mock_context(noop_assets()))
+            .unwrap();
+        let window = WebviewWindowBuilder::new(&app, MAIN, Default::default())
+            .visible(false)
+            .build()
+            .unwrap();
+        show(app.handle()).unwrap();
+        assert!(window.is_visible().unwrap());
+    }
+
     #[test]
     fn the_approval_window_opens_once() {
         let app = crate::builder(mock_builder())

@@ -1,8 +1,8 @@
 // The approval card as the engine serializes it: `postern_domain::decision::ApprovalCard`
 // (crates/domain/src/decision/card.rs), which has no TypeScript derive, so this twin is written
-// by hand. It is kept honest by a committed sample: src-tauri/src/sample.rs builds a real card
+// by hand. It is kept honest by a committed sample: crates/desk/src/sample.rs builds a real card
 // through the domain's API and fails its test when `src/fixtures/approval-card.json` drifts from
-// it (regenerate with `cargo run -p postern-app --bin gen-bindings`), and src/approval.test.ts
+// it (regenerate with `cargo run -p postern-desk --bin gen-bindings`), and src/approval.test.ts
 // checks that the sample reads as this type and renders.
 
 /** Any JSON value (arguments, annotations). */

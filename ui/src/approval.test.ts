@@ -7,7 +7,7 @@ import { clock, shortEpoch } from "./format";
 import cardJson from "./fixtures/approval-card.json";
 import approvalJson from "./fixtures/approval.json";
 
-// The committed sample (src-tauri/src/sample.rs): a real card built by the domain.
+// The committed sample (crates/desk/src/sample.rs): a real card built by the domain.
 const card = cardJson as unknown as ApprovalCard;
 const sample = approvalJson as unknown as Approval;
 

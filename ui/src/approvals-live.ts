@@ -17,7 +17,7 @@
 // emptied as the answer goes (a deny needs none, and empties it too). A refused passphrase
 // keeps the card, with the engine's message. A card's buttons take no input for a moment after
 // it appears (ARM_MS), so a key or click meant for the previous card never answers the next
-// one. The window closes itself when the queue empties (src-tauri/src/approvals.rs).
+// one. The window closes itself when the queue empties (crates/desk/src/approvals.rs).
 
 import type { Reply } from "./approval-card";
 import { allowWith, renderApprovals, tick, type ApprovalsState } from "./approval";

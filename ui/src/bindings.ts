@@ -1,4 +1,4 @@
-// Generated from crates/engine/src/api.rs by `cargo run -p postern-app --bin gen-bindings`. Do not edit.
+// Generated from crates/engine/src/api.rs by `cargo run -p postern-desk --bin gen-bindings`. Do not edit.
 
 import type { ApprovalCard } from "./approval-card";
 
@@ -1128,7 +1128,7 @@ server: string,
  */
 agent: AgentName, };
 
-// From src-tauri/src/view.rs: the engine as the app sees it.
+// From crates/desk/src/view.rs: the engine as the app sees it.
 
 export type EngineView = { "state": "starting", 
 /**
@@ -1158,7 +1158,7 @@ home: string, };
 
 export type Unavailable = "already_running" | "no_home" | "start_failed" | "status_failed";
 
-// From src-tauri/src/approvals.rs and commands.rs: approvals and the commands' types.
+// From crates/desk/src/approvals.rs and commands.rs: approvals and the commands' types.
 
 export type Approval = { 
 /**
@@ -1226,7 +1226,7 @@ message: string, };
 
 export type ErrorCode = "no_engine" | "not_open" | "unacceptable" | "bad_request" | "settings_refused" | "refused" | "failed" | "proof_required" | "passphrase_wrong" | "proof_backoff" | "passphrase_not_set" | "passphrase_already_set" | "passphrase_too_short" | "vault_key_replaced" | "os_auth_needs_passphrase" | "os_auth_unavailable" | "os_auth_no_agent" | "os_auth_dismissed" | "os_auth_denied";
 
-// From src-tauri/src/servers.rs and postern_engine::import: servers from the window.
+// From crates/desk/src/servers.rs and postern_engine::import: servers from the window.
 
 export type NewServer = { 
 /**
@@ -1402,7 +1402,7 @@ json: string,
  */
 claudeCode: Array<string>, };
 
-// From src-tauri/src/credentials.rs: credentials, never their values.
+// From crates/desk/src/credentials.rs: credentials, never their values.
 
 export type CredentialItem = { 
 /**
@@ -1500,7 +1500,7 @@ everyUse: boolean,
  */
 value: string, };
 
-// From src-tauri/src/journal.rs: verifying the audit log.
+// From crates/desk/src/journal.rs: verifying the audit log.
 
 export type Verification = { "state": "verified", 
 /**

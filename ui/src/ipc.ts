@@ -30,12 +30,12 @@ import type {
 } from "./bindings";
 import type { Actions, StatusSource } from "./live";
 
-/** The event the app emits whenever the engine reports a change (src-tauri/src/shell.rs). */
+/** The event the app emits whenever the engine reports a change (crates/desk/src/shell.rs). */
 export const STATUS_CHANGED = "status-changed";
-/** The event the app emits whenever the approval queue changes (src-tauri/src/approvals.rs). */
+/** The event the app emits whenever the approval queue changes (crates/desk/src/approvals.rs). */
 export const APPROVALS_CHANGED = "approvals-changed";
 
-/** The event naming the request a person chose in the tray (src-tauri/src/approvals.rs). */
+/** The event naming the request a person chose in the tray (crates/desk/src/approvals.rs). */
 export const APPROVALS_FOCUS = "approvals-focus";
 
 /** This window's label: `main` (the status window) or `approvals` (src-tauri/src/window.rs). */

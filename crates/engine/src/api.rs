@@ -517,7 +517,7 @@ pub fn typescript_bindings() -> String {
         crate::journal::EntrySession::decl(),
     ];
     let mut out = String::from(
-        "// Generated from crates/engine/src/api.rs by `cargo run -p postern-app --bin gen-bindings`. Do not edit.\n\n",
+        "// Generated from crates/engine/src/api.rs by `cargo run -p postern-desk --bin gen-bindings`. Do not edit.\n\n",
     );
     for decl in decls {
         out.push_str("export ");

@@ -1,5 +1,5 @@
 //! The synthetic journal both timeline benches read (crates/store/benches/timeline.rs and
-//! src-tauri/benches/timeline.rs include this file): 200 agent sessions over 30 days, each 1 to
+//! crates/desk/benches/timeline.rs include this file): 200 agent sessions over 30 days, each 1 to
 //! 4 days long, 10 servers, 20 tools, a rebuild (a new epoch) every 1,000 calls, 2% of calls
 //! refused, a grant at the start of each epoch that ends at its rebuild, projected through the
 //! store's own projection (`AuditWriter::project`, what a rebuild from the log runs).

@@ -1,5 +1,5 @@
 //! How both timeline benches time things (crates/store/benches/timeline.rs and
-//! src-tauri/benches/timeline.rs include this file): a median of repeated runs, and the
+//! crates/desk/benches/timeline.rs include this file): a median of repeated runs, and the
 //! baseline every timeline query is compared with, SQLite counting the rows in its window.
 
 use std::time::Instant;

@@ -14,11 +14,11 @@ use postern_domain::{AnswerChannel, ApprovalId};
 use postern_engine::answer::ControlCommand;
 use postern_engine::{Authority, Control, LeakNotice, Origin};
 use serde::Serialize;
-use tauri::{AppHandle, Emitter, Manager, Runtime};
-use tauri_plugin_notification::NotificationExt;
 use ts_rs::TS;
 
-use crate::{Shell, tray, window};
+use crate::desk::to_json;
+use crate::surface::APPROVALS;
+use crate::{Desk, tray};
 
 /// The event the approval window listens to; its payload is the queue (`Approval[]`).
 pub const APPROVALS_CHANGED: &str = "approvals-changed";
@@ -171,27 +171,23 @@ pub fn deny_from_tray(control: &Control, id: ApprovalId) {
 /// Opens the approval window with the focus, because a human asked for it (the tray's
 /// Review, the status window's "waiting" button); nothing opens when no request waits, since
 /// the window closes only when a waiting queue empties.
-pub fn review<R: Runtime>(app: &AppHandle<R>) {
-    let waiting = app
-        .state::<Shell>()
+pub fn review(desk: &Desk) {
+    let waiting = desk
+        .shell
         .authority()
         .is_some_and(|authority| !authority.approvals().is_empty());
     if waiting {
-        window::open_approvals(app, true);
+        desk.surface.open_approvals(true);
     }
 }
 
 /// Opens the approval window with the focus on the request a person chose (the tray's
 /// Approve… or Review… of one request).
-pub fn review_request<R: Runtime>(app: &AppHandle<R>, chosen: Chosen) {
-    *app.state::<Focus>()
-        .0
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner) = Some(chosen);
-    review(app);
-    if let Err(err) = app.emit_to(window::APPROVALS, APPROVALS_FOCUS, chosen) {
-        tracing::debug!("cannot emit {APPROVALS_FOCUS}: {err}");
-    }
+pub fn review_request(desk: &Desk, chosen: Chosen) {
+    *desk.focus.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(chosen);
+    review(desk);
+    desk.surface
+        .emit(APPROVALS_FOCUS, Some(APPROVALS), to_json(&chosen));
 }
 
 /// What the app last showed for the gate: the requests it announced, and the latest refused
@@ -230,8 +226,8 @@ impl Announced {
 
 /// Brings the approval window, the notifications and the tray up to date with the gate.
 /// Called when the engine starts and whenever its gate changes.
-pub fn sync<R: Runtime>(app: &AppHandle<R>) {
-    let shell = app.state::<Shell>();
+pub fn sync(desk: &Desk) {
+    let shell = &desk.shell;
     let (open, gate) = match shell.authority() {
         Some(authority) => (list(&authority), Some(authority.gate_status())),
         None => (Vec::new(), None),
@@ -244,26 +240,24 @@ pub fn sync<R: Runtime>(app: &AppHandle<R>) {
             agents: census.agent_runs,
         })
         .unwrap_or_default();
-    if let Err(err) = app.emit(APPROVALS_CHANGED, &open) {
-        tracing::debug!("cannot emit {APPROVALS_CHANGED}: {err}");
-    }
-    let fresh = app.state::<Announced>().update(&open);
+    desk.surface.emit(APPROVALS_CHANGED, None, to_json(&open));
+    let fresh = desk.announced.update(&open);
     for (card, more) in announcements(&fresh) {
-        announce(app, card, more);
+        announce(desk, card, more);
     }
     if let Some(gate) = &gate {
-        for leak in app.state::<Announced>().fresh_leaks(&gate.leaks) {
-            announce_leak(app, leak);
+        for leak in desk.announced.fresh_leaks(&gate.leaks) {
+            announce_leak(desk, leak);
         }
     }
     match window_move(open.len(), fresh.len()) {
         // Shown on top, without taking the keyboard focus: keys typed into another app
         // must never answer a request that appeared under them.
-        WindowMove::Open => window::open_approvals(app, false),
-        WindowMove::Close => window::close_approvals(app),
+        WindowMove::Open => desk.surface.open_approvals(false),
+        WindowMove::Close => desk.surface.close_approvals(),
         WindowMove::Keep => {}
     }
-    tray::refresh(app, gate.as_ref(), counts, &open);
+    tray::refresh(desk, gate.as_ref(), counts, &open);
 }
 
 /// What the approval window does when the queue changes.
@@ -306,7 +300,7 @@ fn announcements<'a>(fresh: &[&'a Approval]) -> Vec<(&'a ApprovalCard, usize)> {
 /// A native notification for a new request (and `more` that came with it from the same agent
 /// and server). Where no notification service runs (a bare X server), this logs and goes on:
 /// the approval window and the tray still show it.
-fn announce<R: Runtime>(app: &AppHandle<R>, card: &ApprovalCard, more: usize) {
+fn announce(desk: &Desk, card: &ApprovalCard, more: usize) {
     let title = match card.what {
         AskFor::Session => "An agent asks to use a server",
         AskFor::Call | AskFor::SessionAndCall => "An agent asks to call a tool",
@@ -327,40 +321,23 @@ fn announce<R: Runtime>(app: &AppHandle<R>, card: &ApprovalCard, more: usize) {
         one_line(&card.tool.name),
         card.server
     );
-    if let Err(err) = app.notification().builder().title(title).body(body).show() {
+    if let Err(err) = desk.surface.notify(title, &body) {
         tracing::warn!("cannot show a notification for approval {}: {err}", card.id);
     }
-    #[cfg(all(unix, not(target_os = "macos")))]
-    check_notification_service();
 }
 
 /// A native notification for a request the egress broker refused: the person is told at once,
 /// and the status window shows it until they dismiss it.
-fn announce_leak<R: Runtime>(app: &AppHandle<R>, leak: &LeakNotice) {
+fn announce_leak(desk: &Desk, leak: &LeakNotice) {
     let title = format!("Postern refused a request from {}", leak.server);
     let body = format!(
         "It carried the placeholder of {} toward {}, where it may not go. The server gets it again only when you approve.",
         leak.credentials.join(", "),
         leak.host
     );
-    if let Err(err) = app.notification().builder().title(title).body(body).show() {
+    if let Err(err) = desk.surface.notify(&title, &body) {
         tracing::warn!("cannot show a notification for a refused request: {err}");
     }
-}
-
-/// Says once, in the log, when no desktop notification service answers: the plugin sends
-/// notifications in the background and drops a failure silently.
-#[cfg(all(unix, not(target_os = "macos")))]
-fn check_notification_service() {
-    static CHECKED: std::sync::Once = std::sync::Once::new();
-    CHECKED.call_once(|| {
-        std::thread::spawn(|| match notify_rust::get_server_information() {
-            Ok(server) => tracing::debug!(server = %server.name, "desktop notifications go to this service"),
-            Err(err) => tracing::warn!(
-                "no desktop notification service answers ({err}): approval requests show in the approval window and the tray only"
-            ),
-        });
-    });
 }
 
 #[cfg(test)]

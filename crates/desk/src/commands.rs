@@ -10,22 +10,21 @@ use postern_engine::answer::{ControlAnswer, ControlCommand};
 use postern_engine::authority::{PresenceError, Proof};
 use postern_engine::{Authority, Control, Home, Origin, Refusal, Settings, SettingsUpdate};
 use serde::{Deserialize, Serialize};
-use tauri::{AppHandle, Manager, Runtime};
 use ts_rs::TS;
 
 use crate::approvals::{self, Approval};
-use crate::{Shell, view::EngineView};
+use std::sync::Arc;
+
+use crate::{Desk, view::EngineView};
 
 /// The engine's status, or why this app has no engine. `invoke("status")` in the UI.
-#[tauri::command]
-pub async fn status<R: Runtime>(app: AppHandle<R>) -> EngineView {
-    app.state::<Shell>().view()
+pub fn status(desk: &Desk) -> EngineView {
+    desk.shell.view()
 }
 
 /// The open approval requests, oldest first (none while no engine runs).
-#[tauri::command]
-pub async fn approvals<R: Runtime>(app: AppHandle<R>) -> Vec<Approval> {
-    app.state::<Shell>()
+pub fn approvals(desk: &Desk) -> Vec<Approval> {
+    desk.shell
         .authority()
         .map(|authority| approvals::list(&authority))
         .unwrap_or_default()
@@ -33,38 +32,32 @@ pub async fn approvals<R: Runtime>(app: AppHandle<R>) -> Vec<Approval> {
 
 /// The request a person chose in the tray, once (`null`: none): the approval window shows it
 /// first (with its details open when it was Review…).
-#[tauri::command]
-pub async fn approval_focus<R: Runtime>(app: AppHandle<R>) -> Option<approvals::Chosen> {
-    app.state::<approvals::Focus>().take()
+pub fn approval_focus(desk: &Desk) -> Option<approvals::Chosen> {
+    desk.focus.take()
 }
 
 /// Until when (unix ms) a plain Allow in the approval window counts as the person's proof
 /// (the plain-click setting, after the passphrase); `null`: every Allow needs the passphrase.
-#[tauri::command]
-pub async fn clicks_until<R: Runtime>(app: AppHandle<R>) -> Option<u64> {
-    app.state::<Shell>()
+pub fn clicks_until(desk: &Desk) -> Option<u64> {
+    desk.shell
         .authority()
         .and_then(|authority| authority.gate_status().clicks_until_ms)
 }
 
 /// The OS authentication the engine can ask for (the approval window's "Use system
 /// authentication"), or `null`.
-#[tauri::command]
 pub async fn system_auth() -> Option<String> {
-    tauri::async_runtime::spawn_blocking(|| {
-        postern_engine::os_auth::available().ok().map(str::to_owned)
-    })
-    .await
-    .ok()
-    .flatten()
+    tokio::task::spawn_blocking(|| postern_engine::os_auth::available().ok().map(str::to_owned))
+        .await
+        .ok()
+        .flatten()
 }
 
 /// A human's answer to a request; the waiting call goes on or is refused at once. An
 /// approval carries the passphrase (or, within the plain-click window the settings may
 /// open after it, nothing); a denial needs none.
-#[tauri::command]
-pub async fn answer<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn answer(
+    desk: &Arc<Desk>,
     id: String,
     reply: Reply,
     proof: Option<ProofInput>,
@@ -73,27 +66,22 @@ pub async fn answer<R: Runtime>(
         approval: id,
         reply,
     };
-    request(&app, command, proof, AnswerChannel::Window)
+    request(desk, command, proof, AnswerChannel::Window)
         .await
         .map(drop)
 }
 
 /// Locks the vault. Returns whether it was unlocked.
-#[tauri::command]
-pub async fn lock<R: Runtime>(app: AppHandle<R>) -> Result<bool, CommandError> {
-    match request(&app, ControlCommand::Lock, None, AnswerChannel::Window).await? {
+pub async fn lock(desk: &Arc<Desk>) -> Result<bool, CommandError> {
+    match request(desk, ControlCommand::Lock, None, AnswerChannel::Window).await? {
         ControlAnswer::Lock { changed } => Ok(changed),
         other => Err(unexpected(&other)),
     }
 }
 
 /// Unlocks the vault with the passphrase. Returns whether it was locked.
-#[tauri::command]
-pub async fn unlock<R: Runtime>(
-    app: AppHandle<R>,
-    proof: Option<ProofInput>,
-) -> Result<bool, CommandError> {
-    match request(&app, ControlCommand::Unlock, proof, AnswerChannel::Window).await? {
+pub async fn unlock(desk: &Arc<Desk>, proof: Option<ProofInput>) -> Result<bool, CommandError> {
+    match request(desk, ControlCommand::Unlock, proof, AnswerChannel::Window).await? {
         ControlAnswer::Unlock { changed } => Ok(changed),
         other => Err(unexpected(&other)),
     }
@@ -101,30 +89,28 @@ pub async fn unlock<R: Runtime>(
 
 /// Sets the first passphrase (no proof; the vault unlocks), or a new one (the proof carries
 /// the current one).
-#[tauri::command]
-pub async fn set_passphrase<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn set_passphrase(
+    desk: &Arc<Desk>,
     passphrase: crate::credentials::SecretValue,
     proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
     let command = ControlCommand::SetPassphrase {
         passphrase: passphrase.into_text(),
     };
-    request(&app, command, proof, AnswerChannel::Window)
+    request(desk, command, proof, AnswerChannel::Window)
         .await
         .map(drop)
 }
 
 /// Changes settings; returns them as they now are. A change that widens (observe mode, a
 /// longer auto-lock, plain clicks) carries the passphrase.
-#[tauri::command]
-pub async fn update_settings<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn update_settings(
+    desk: &Arc<Desk>,
     change: SettingsUpdate,
     proof: Option<ProofInput>,
 ) -> Result<Settings, CommandError> {
     let command = ControlCommand::Settings { change };
-    match request(&app, command, proof, AnswerChannel::Window).await? {
+    match request(desk, command, proof, AnswerChannel::Window).await? {
         ControlAnswer::Settings(settings) => Ok(settings),
         other => Err(unexpected(&other)),
     }
@@ -132,10 +118,9 @@ pub async fn update_settings<R: Runtime>(
 
 /// Clears the notices of requests the egress broker refused (the person saw them). Returns how
 /// many there were.
-#[tauri::command]
-pub async fn dismiss_leaks<R: Runtime>(app: AppHandle<R>) -> Result<u32, CommandError> {
+pub async fn dismiss_leaks(desk: &Arc<Desk>) -> Result<u32, CommandError> {
     match request(
-        &app,
+        desk,
         ControlCommand::DismissLeaks,
         None,
         AnswerChannel::Window,
@@ -152,13 +137,13 @@ pub async fn dismiss_leaks<R: Runtime>(app: AppHandle<R>) -> Result<u32, Command
 /// Carries out one management request on the running engine, from this app's `channel`,
 /// with the proof the window offered. No proof for an approval is a plain click (taken only
 /// within the plain-click window the settings may open after a proof).
-pub(crate) async fn request<R: Runtime>(
-    app: &AppHandle<R>,
+pub(crate) async fn request(
+    desk: &Desk,
     command: ControlCommand,
     proof: Option<ProofInput>,
     channel: AnswerChannel,
 ) -> Result<ControlAnswer, CommandError> {
-    let control = control(app)?;
+    let control = control(desk)?;
     blocking(move || {
         let proof = match proof {
             // System authentication shows the OS's dialog: blocking work.
@@ -253,9 +238,8 @@ pub(crate) fn presence(err: PresenceError) -> CommandError {
 
 /// Opens the approval window and gives it the focus (a human asked for it), when requests
 /// wait.
-#[tauri::command]
-pub async fn show_approvals<R: Runtime>(app: AppHandle<R>) {
-    approvals::review(&app);
+pub fn show_approvals(desk: &Desk) {
+    approvals::review(desk);
 }
 
 /// Why a command was not carried out.
@@ -330,31 +314,27 @@ pub enum ErrorCode {
 }
 
 /// The running engine's management API.
-pub(crate) fn control<R: Runtime>(app: &AppHandle<R>) -> Result<Control, CommandError> {
-    app.state::<Shell>()
+pub(crate) fn control(desk: &Desk) -> Result<Control, CommandError> {
+    desk.shell
         .with_engine(|engine| engine.control())
         .ok_or_else(CommandError::no_engine)
 }
 
 /// The running engine's gate.
-pub(crate) fn authority<R: Runtime>(app: &AppHandle<R>) -> Result<Authority, CommandError> {
-    app.state::<Shell>()
-        .authority()
-        .ok_or_else(CommandError::no_engine)
+pub(crate) fn authority(desk: &Desk) -> Result<Authority, CommandError> {
+    desk.shell.authority().ok_or_else(CommandError::no_engine)
 }
 
 /// The running engine's home.
-pub(crate) fn running_home<R: Runtime>(app: &AppHandle<R>) -> Result<Home, CommandError> {
-    app.state::<Shell>()
-        .home()
-        .ok_or_else(CommandError::no_engine)
+pub(crate) fn running_home(desk: &Desk) -> Result<Home, CommandError> {
+    desk.shell.home().ok_or_else(CommandError::no_engine)
 }
 
 /// Runs blocking work (the keychain, SQLite) off the async runtime's threads.
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, CommandError> + Send + 'static,
 ) -> Result<T, CommandError> {
-    tauri::async_runtime::spawn_blocking(work)
+    tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| CommandError::new(ErrorCode::Failed, e.to_string()))?
 }
@@ -367,16 +347,15 @@ mod tests {
     use postern_engine::authority::VaultState;
     use postern_gateway::authorize::Verdict;
     use serde_json::{Value, json};
-    use tauri::Manager;
 
-    use crate::testing::{app, ask, invoke, running_app, stop, wait_for};
-    use crate::{EngineView, Shell, shell};
+    use crate::testing::{ask, desk, invoke, running_desk, stop, wait_for};
+    use crate::{EngineView, shell};
 
     #[test]
     fn status_reports_the_running_engine_over_ipc() {
-        let (app, home) = running_app();
+        let (desk, _surface, home) = running_desk();
 
-        let payload = invoke(&app, "status", json!({})).unwrap();
+        let payload = invoke(&desk, "status", json!({})).unwrap();
 
         assert_eq!(payload["state"], "running", "{payload}");
         let status = &payload["status"];
@@ -388,33 +367,33 @@ mod tests {
         assert!(status["servers"].is_array(), "{status}");
         assert!(status["sessions"].is_array(), "{status}");
         assert_eq!(status["gate"]["vault"], "ready", "{status}");
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]
     fn status_says_when_no_home_could_be_chosen() {
-        let app = app();
-        shell::start(app.handle(), Err(HomeError::NoDefault));
+        let (desk, _surface) = desk();
+        desk.start(Err(HomeError::NoDefault));
 
-        let payload = invoke(&app, "status", json!({})).unwrap();
+        let payload = invoke(&desk, "status", json!({})).unwrap();
 
         assert_eq!(payload["state"], "unavailable", "{payload}");
         assert_eq!(payload["reason"], "no_home");
         assert_eq!(payload["home"], Value::Null);
-        let refused = invoke(&app, "lock", json!({})).unwrap_err();
+        let refused = invoke(&desk, "lock", json!({})).unwrap_err();
         assert_eq!(refused["code"], "no_engine", "{refused}");
     }
 
     #[test]
     fn a_second_engine_on_the_same_home_is_reported_as_already_running() {
         let home = tempfile::tempdir().unwrap();
-        let first = tauri::async_runtime::block_on(shell::test_engine(Home::at(home.path())));
+        let first = crate::testing::block_on(shell::test_engine(Home::at(home.path())));
         let first = first.expect("the first engine starts");
-        let app = app();
-        shell::start_with(app.handle(), Ok(Home::at(home.path())), shell::test_hosted);
-        wait_for(|| !matches!(app.state::<Shell>().view(), EngineView::Starting { .. }));
+        let (desk, _surface) = desk();
+        desk.start_with(Ok(Home::at(home.path())), shell::test_hosted);
+        wait_for(|| !matches!(desk.shell.view(), EngineView::Starting { .. }));
 
-        let payload = invoke(&app, "status", json!({})).unwrap();
+        let payload = invoke(&desk, "status", json!({})).unwrap();
 
         assert_eq!(payload["state"], "unavailable", "{payload}");
         assert_eq!(payload["reason"], "already_running");
@@ -426,15 +405,15 @@ mod tests {
                 .contains("already running"),
             "{payload}"
         );
-        tauri::async_runtime::block_on(first.shutdown());
+        crate::testing::block_on(first.shutdown());
     }
 
     #[test]
     fn the_window_answers_a_request_with_the_choice_it_offers() {
-        let (app, _home) = running_app();
-        let mut verdict = ask(&app, "now");
+        let (desk, _surface, _home) = running_desk();
+        let mut verdict = ask(&desk, "now");
 
-        let listed = invoke(&app, "approvals", json!({})).unwrap();
+        let listed = invoke(&desk, "approvals", json!({})).unwrap();
         let [approval] = listed.as_array().unwrap().as_slice() else {
             panic!("one request: {listed}")
         };
@@ -444,88 +423,88 @@ mod tests {
         assert_eq!(approval["catalogChanges"], json!([]));
 
         let wrong = json!({"id": id, "reply": {"reply": "approve", "choice": {"end": "forMinutes", "minutes": 0}}, "proof": {"passphrase": "postern-app-tests"}});
-        let refused = invoke(&app, "answer", wrong).unwrap_err();
+        let refused = invoke(&desk, "answer", wrong).unwrap_err();
         assert_eq!(refused["code"], "unacceptable", "{refused}");
 
         let reply = serde_json::to_value(postern_domain::decision::Reply::Approve {
             choice: Some(GrantChoice::UntilRunEnds),
         })
         .unwrap();
-        let unproven = invoke(&app, "answer", json!({"id": id, "reply": reply})).unwrap_err();
+        let unproven = invoke(&desk, "answer", json!({"id": id, "reply": reply})).unwrap_err();
         assert_eq!(unproven["code"], "proof_required", "{unproven}");
         let guessed = json!({"id": id, "reply": reply, "proof": {"passphrase": "a guess"}});
-        let refused = invoke(&app, "answer", guessed).unwrap_err();
+        let refused = invoke(&desk, "answer", guessed).unwrap_err();
         assert_eq!(refused["code"], "passphrase_wrong", "{refused}");
         assert!(!refused.to_string().contains("a guess"));
         // The guess made the next try wait a second.
         std::thread::sleep(std::time::Duration::from_millis(1100));
         invoke(
-            &app,
+            &desk,
             "answer",
             json!({"id": id, "reply": reply, "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap();
 
         assert!(matches!(verdict.try_recv(), Ok(Verdict::Allow(_))));
-        let grants = app.state::<Shell>().authority().unwrap().grants();
+        let grants = desk.shell.authority().unwrap().grants();
         assert_eq!(grants.len(), 1, "a grant until the run ends: {grants:?}");
         // The audit log keeps that the person approved in the approval window.
-        let granted = crate::testing::audit_event(&app, "approval_granted");
+        let granted = crate::testing::audit_event(&desk, "approval_granted");
         assert_eq!(granted["by"], "window", "{granted}");
         let late = invoke(
-            &app,
+            &desk,
             "answer",
             json!({"id": id, "reply": {"reply": "deny"}}),
         );
         assert_eq!(late.unwrap_err()["code"], "not_open");
         let bad = invoke(
-            &app,
+            &desk,
             "answer",
             json!({"id": "x", "reply": {"reply": "deny"}}),
         );
         assert_eq!(bad.unwrap_err()["code"], "bad_request");
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]
     fn a_plain_click_approves_only_with_the_setting_on_after_the_passphrase() {
-        let (app, _home) = running_app();
-        let mut verdict = ask(&app, "now");
-        let listed = invoke(&app, "approvals", json!({})).unwrap();
+        let (desk, _surface, _home) = running_desk();
+        let mut verdict = ask(&desk, "now");
+        let listed = invoke(&desk, "approvals", json!({})).unwrap();
         let id = listed[0]["card"]["id"].clone();
         let click = json!({"id": id, "reply": {"reply": "approve", "choice": {"end": "thisCall"}}});
 
         // Off by default: an Allow without the passphrase is refused, the card stays.
-        let refused = invoke(&app, "answer", click.clone()).unwrap_err();
+        let refused = invoke(&desk, "answer", click.clone()).unwrap_err();
         assert_eq!(refused["code"], "proof_required", "{refused}");
         assert!(verdict.try_recv().is_err(), "still waiting");
 
         // On (which takes the passphrase, and counts as one): the same plain click approves.
         let on = json!({"change": {"sessionMode": null, "approvalTimeoutMs": null, "autoLockMs": null, "clickWindowMs": 300000}});
-        let refused = invoke(&app, "update_settings", on.clone()).unwrap_err();
+        let refused = invoke(&desk, "update_settings", on.clone()).unwrap_err();
         assert_eq!(refused["code"], "proof_required", "{refused}");
         let mut on = on;
         on["proof"] = json!({"passphrase": "postern-app-tests"});
-        invoke(&app, "update_settings", on).unwrap();
-        let status = invoke(&app, "status", json!({})).unwrap();
+        invoke(&desk, "update_settings", on).unwrap();
+        let status = invoke(&desk, "status", json!({})).unwrap();
         assert!(
             status["status"]["gate"]["clicksUntilMs"].as_u64().is_some(),
             "{status}"
         );
-        invoke(&app, "answer", click).unwrap();
+        invoke(&desk, "answer", click).unwrap();
         assert!(matches!(verdict.try_recv(), Ok(Verdict::Allow(_))));
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]
     fn a_denial_from_the_window_refuses_the_call() {
-        let (app, _home) = running_app();
-        let mut verdict = ask(&app, "now");
-        let listed = invoke(&app, "approvals", json!({})).unwrap();
+        let (desk, _surface, _home) = running_desk();
+        let mut verdict = ask(&desk, "now");
+        let listed = invoke(&desk, "approvals", json!({})).unwrap();
         let id = listed[0]["card"]["id"].clone();
 
         invoke(
-            &app,
+            &desk,
             "answer",
             json!({"id": id, "reply": {"reply": "deny"}}),
         )
@@ -535,24 +514,24 @@ mod tests {
             Ok(Verdict::Deny(denial)) => assert_eq!(denial.code, DenyCode::ApprovalDenied),
             other => panic!("denied: {other:?}"),
         }
-        assert_eq!(invoke(&app, "approvals", json!({})).unwrap(), json!([]));
-        stop(&app);
+        assert_eq!(invoke(&desk, "approvals", json!({})).unwrap(), json!([]));
+        stop(&desk);
     }
 
     #[test]
     fn lock_unlock_and_settings_go_to_the_engine() {
-        let (app, _home) = running_app();
-        let authority = app.state::<Shell>().authority().unwrap();
+        let (desk, _surface, _home) = running_desk();
+        let authority = desk.shell.authority().unwrap();
 
-        assert_eq!(invoke(&app, "lock", json!({})).unwrap(), json!(true));
+        assert_eq!(invoke(&desk, "lock", json!({})).unwrap(), json!(true));
         assert_eq!(authority.vault(), VaultState::Locked);
-        assert_eq!(invoke(&app, "lock", json!({})).unwrap(), json!(false));
-        let refused = invoke(&app, "unlock", json!({})).unwrap_err();
+        assert_eq!(invoke(&desk, "lock", json!({})).unwrap(), json!(false));
+        let refused = invoke(&desk, "unlock", json!({})).unwrap_err();
         assert_eq!(refused["code"], "proof_required", "{refused}");
         assert_eq!(authority.vault(), VaultState::Locked);
         assert_eq!(
             invoke(
-                &app,
+                &desk,
                 "unlock",
                 json!({"proof": {"passphrase": "postern-app-tests"}})
             )
@@ -562,7 +541,7 @@ mod tests {
         assert_eq!(authority.vault(), VaultState::Ready);
 
         let change = json!({"change": {"sessionMode": "observe", "approvalTimeoutMs": 30000, "autoLockMs": null}, "proof": {"passphrase": "postern-app-tests"}});
-        let settings = invoke(&app, "update_settings", change).unwrap();
+        let settings = invoke(&desk, "update_settings", change).unwrap();
         assert_eq!(
             settings,
             json!({"sessionMode": "observe", "approvalTimeoutMs": 30000, "autoLockMs": 28800000, "clickWindowMs": 0})
@@ -570,7 +549,7 @@ mod tests {
         assert_eq!(authority.settings().approval_timeout_ms, 30_000);
         let too_short =
             json!({"change": {"sessionMode": null, "approvalTimeoutMs": 10, "autoLockMs": null}});
-        let refused = invoke(&app, "update_settings", too_short).unwrap_err();
+        let refused = invoke(&desk, "update_settings", too_short).unwrap_err();
         assert_eq!(refused["code"], "settings_refused");
         assert!(
             refused["message"]
@@ -579,6 +558,6 @@ mod tests {
                 .contains("between 1 second and 1 day"),
             "{refused}"
         );
-        stop(&app);
+        stop(&desk);
     }
 }

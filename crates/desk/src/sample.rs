@@ -1,7 +1,7 @@
 //! One real approval card, built through the domain's own API (the ladder's question, the
 //! card builder), for the UI's fixtures and their drift test. The UI's hand-written
 //! `ApprovalCard` type (`ui/src/approval-card.ts`) and its tests read the committed JSON;
-//! `cargo run -p postern-app --bin gen-bindings` rewrites it, and a test here fails when the
+//! `cargo run -p postern-desk --bin gen-bindings` rewrites it, and a test here fails when the
 //! domain's serialization drifts from it.
 //!
 //! The card shows everything a card can: an identity change since the approved epoch (an
@@ -19,14 +19,15 @@ use postern_domain::{
     AgentIdentity, AgentRun, ApprovalId, Artifact, CallId, Caller, CatalogView, Digest,
     ExecutionEpoch, ExecutionRecord, Pinning, Presented, Request, ServerLabel,
 };
+use postern_engine::{GateStatus, Settings};
 use serde_json::{Value, json};
 
 use crate::approvals::Approval;
 
 /// Where the card's JSON is committed, relative to this crate's directory.
-pub const CARD_PATH: &str = "../ui/src/fixtures/approval-card.json";
+pub const CARD_PATH: &str = "../../ui/src/fixtures/approval-card.json";
 /// Where the IPC value wrapping it ([`Approval`]) is committed.
-pub const APPROVAL_PATH: &str = "../ui/src/fixtures/approval.json";
+pub const APPROVAL_PATH: &str = "../../ui/src/fixtures/approval.json";
 
 /// When the sample request was asked (2026-11-29 15:30:00 UTC).
 pub const ASKED_AT: u64 = 1_795_966_200_000;
@@ -95,6 +96,24 @@ pub fn card() -> ApprovalCard {
 }
 
 /// The card as the app hands it to the approval window.
+/// A gate in state `vault` with `approvals` waiting, in prompt mode, a passphrase set: what
+/// the tray draws from.
+pub fn gate(vault: VaultState, approvals: u32) -> GateStatus {
+    GateStatus {
+        vault,
+        approvals,
+        grants: 0,
+        settings: Settings {
+            session_mode: SessionMode::Prompt,
+            ..Default::default()
+        },
+        passphrase_set: true,
+        clicks_until_ms: None,
+        config_warning: None,
+        leaks: Vec::new(),
+    }
+}
+
 pub fn approval() -> Approval {
     Approval::of(card())
 }
@@ -198,12 +217,12 @@ mod tests {
             committed(CARD_PATH) == json(&card()),
             "{CARD_PATH} is out of date with postern_domain's ApprovalCard: check \
              ui/src/approval-card.ts against the change, regenerate with\n\n    \
-             cargo run -p postern-app --bin gen-bindings\n\nand commit both."
+             cargo run -p postern-desk --bin gen-bindings\n\nand commit both."
         );
         assert!(
             committed(APPROVAL_PATH) == json(&approval()),
             "{APPROVAL_PATH} is out of date; regenerate it with \
-             `cargo run -p postern-app --bin gen-bindings`"
+             `cargo run -p postern-desk --bin gen-bindings`"
         );
     }
 

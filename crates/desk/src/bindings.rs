@@ -1,5 +1,5 @@
 //! The TypeScript declarations of every type that crosses the IPC boundary, committed as
-//! `ui/src/bindings.ts`. Regenerate with `cargo run -p postern-app --bin gen-bindings`;
+//! `ui/src/bindings.ts`. Regenerate with `cargo run -p postern-desk --bin gen-bindings`;
 //! a test fails when the committed file drifts.
 //!
 //! The approval card is the domain's type, which has no TypeScript derive: its twin is
@@ -16,7 +16,7 @@ use crate::servers::{AgentSnippet, ImportSource, Imported, NewServer, Rewired};
 use crate::view::{EngineView, Unavailable};
 
 /// Where the file lives, relative to this crate's directory.
-pub const PATH: &str = "../ui/src/bindings.ts";
+pub const PATH: &str = "../../ui/src/bindings.ts";
 
 /// The engine's status types followed by this app's own IPC types.
 pub fn typescript() -> String {
@@ -25,10 +25,10 @@ pub fn typescript() -> String {
     let (header, decls) = engine.split_once("\n\n").unwrap_or(("", &engine));
     let mut out =
         format!("{header}\n\nimport type {{ ApprovalCard }} from \"./approval-card\";\n\n{decls}");
-    out.push_str("// From src-tauri/src/view.rs: the engine as the app sees it.\n\n");
+    out.push_str("// From crates/desk/src/view.rs: the engine as the app sees it.\n\n");
     push(&mut out, [EngineView::decl(), Unavailable::decl()]);
     out.push_str(
-        "// From src-tauri/src/approvals.rs and commands.rs: approvals and the commands' types.\n\n",
+        "// From crates/desk/src/approvals.rs and commands.rs: approvals and the commands' types.\n\n",
     );
     push(
         &mut out,
@@ -42,7 +42,7 @@ pub fn typescript() -> String {
         ],
     );
     out.push_str(
-        "// From src-tauri/src/servers.rs and postern_engine::import: servers from the window.\n\n",
+        "// From crates/desk/src/servers.rs and postern_engine::import: servers from the window.\n\n",
     );
     push(
         &mut out,
@@ -61,7 +61,7 @@ pub fn typescript() -> String {
             AgentSnippet::decl(),
         ],
     );
-    out.push_str("// From src-tauri/src/credentials.rs: credentials, never their values.\n\n");
+    out.push_str("// From crates/desk/src/credentials.rs: credentials, never their values.\n\n");
     push(
         &mut out,
         [
@@ -71,7 +71,7 @@ pub fn typescript() -> String {
             NewCredential::decl(),
         ],
     );
-    out.push_str("// From src-tauri/src/journal.rs: verifying the audit log.\n\n");
+    out.push_str("// From crates/desk/src/journal.rs: verifying the audit log.\n\n");
     push(&mut out, [Verification::decl(), AnchorView::decl()]);
     out
 }
@@ -95,7 +95,7 @@ mod tests {
         assert!(
             committed == super::typescript(),
             "{} is out of date with the Rust types; regenerate it with\n\n    \
-             cargo run -p postern-app --bin gen-bindings\n\nand commit the result.",
+             cargo run -p postern-desk --bin gen-bindings\n\nand commit the result.",
             path.display()
         );
     }

@@ -14,9 +14,11 @@ use postern_store::Store;
 use postern_store::journal::CredentialUse;
 use postern_vault::Secret;
 use serde::{Deserialize, Deserializer, Serialize};
-use tauri::{AppHandle, Runtime};
 use ts_rs::TS;
 
+use std::sync::Arc;
+
+use crate::Desk;
 use crate::commands::{
     CommandError, ErrorCode, ProofInput, authority, blocking, request, running_home, unexpected,
 };
@@ -131,12 +133,9 @@ impl<'de> Deserialize<'de> for SecretValue {
 }
 
 /// Every credential, by name, with the servers it is bound to.
-#[tauri::command]
-pub async fn credentials<R: Runtime>(
-    app: AppHandle<R>,
-) -> Result<Vec<CredentialItem>, CommandError> {
-    let authority = authority(&app)?;
-    let home = running_home(&app)?;
+pub async fn credentials(desk: &Arc<Desk>) -> Result<Vec<CredentialItem>, CommandError> {
+    let authority = authority(desk)?;
+    let home = running_home(desk)?;
     blocking(move || {
         let list = authority
             .credentials()
@@ -161,9 +160,8 @@ pub async fn credentials<R: Runtime>(
 }
 
 /// Adds a credential: the value to the keychain, the rest to the store.
-#[tauri::command]
-pub async fn add_credential<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn add_credential(
+    desk: &Arc<Desk>,
     credential: NewCredential,
     proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
@@ -174,13 +172,12 @@ pub async fn add_credential<R: Runtime>(
         every_use: credential.every_use,
         value: credential.value.into_text(),
     };
-    manage(&app, command, proof).await.map(drop)
+    manage(desk, command, proof).await.map(drop)
 }
 
 /// Replaces a credential's value; servers holding the old one restart with the new one.
-#[tauri::command]
-pub async fn rotate_credential<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn rotate_credential(
+    desk: &Arc<Desk>,
     name: String,
     value: SecretValue,
     proof: Option<ProofInput>,
@@ -189,24 +186,22 @@ pub async fn rotate_credential<R: Runtime>(
         name,
         value: value.into_text(),
     };
-    manage(&app, command, proof).await.map(drop)
+    manage(desk, command, proof).await.map(drop)
 }
 
 /// Removes a credential, its value and its bindings; servers holding it restart without it.
-#[tauri::command]
-pub async fn remove_credential<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn remove_credential(
+    desk: &Arc<Desk>,
     name: String,
     proof: Option<ProofInput>,
 ) -> Result<(), CommandError> {
     let command = ControlCommand::CredentialRemove { name };
-    manage(&app, command, proof).await.map(drop)
+    manage(desk, command, proof).await.map(drop)
 }
 
 /// Binds a credential to a server; returns whether it was not bound before.
-#[tauri::command]
-pub async fn bind_credential<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn bind_credential(
+    desk: &Arc<Desk>,
     server: String,
     name: String,
     proof: Option<ProofInput>,
@@ -215,7 +210,7 @@ pub async fn bind_credential<R: Runtime>(
         server,
         credential: name,
     };
-    match manage(&app, command, proof).await? {
+    match manage(desk, command, proof).await? {
         ControlAnswer::Bind { changed } => Ok(changed),
         other => Err(unexpected(&other)),
     }
@@ -224,23 +219,21 @@ pub async fn bind_credential<R: Runtime>(
 /// Moves the environment variable `var` of `server` (plain text in Postern's configuration,
 /// as an imported agent configuration had it) into the keychain: an env credential bound to
 /// the server. Returns the credential's name. Adds and binds a credential: it needs the proof.
-#[tauri::command]
-pub async fn move_to_keychain<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn move_to_keychain(
+    desk: &Arc<Desk>,
     server: String,
     var: String,
     proof: Option<ProofInput>,
 ) -> Result<String, CommandError> {
-    match manage(&app, ControlCommand::MoveToKeychain { server, var }, proof).await? {
+    match manage(desk, ControlCommand::MoveToKeychain { server, var }, proof).await? {
         ControlAnswer::MoveToKeychain { name } => Ok(name),
         other => Err(unexpected(&other)),
     }
 }
 
 /// Unbinds a credential from a server; returns whether it was bound.
-#[tauri::command]
-pub async fn unbind_credential<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn unbind_credential(
+    desk: &Arc<Desk>,
     server: String,
     name: String,
 ) -> Result<bool, CommandError> {
@@ -248,19 +241,19 @@ pub async fn unbind_credential<R: Runtime>(
         server,
         credential: name,
     };
-    match manage(&app, command, None).await? {
+    match manage(desk, command, None).await? {
         ControlAnswer::Unbind { changed } => Ok(changed),
         other => Err(unexpected(&other)),
     }
 }
 
 /// One credential request from the window.
-async fn manage<R: Runtime>(
-    app: &AppHandle<R>,
+async fn manage(
+    desk: &Desk,
     command: ControlCommand,
     proof: Option<ProofInput>,
 ) -> Result<ControlAnswer, CommandError> {
-    request(app, command, proof, AnswerChannel::Window).await
+    request(desk, command, proof, AnswerChannel::Window).await
 }
 
 fn item(c: Credential, servers: Vec<String>, uses: Vec<CredentialUse>) -> CredentialItem {
@@ -314,15 +307,15 @@ fn failed(e: impl std::fmt::Display) -> CommandError {
 mod tests {
     use serde_json::json;
 
-    use crate::testing::{invoke, running_app, stop};
+    use crate::testing::{invoke, running_desk, stop};
 
     const CANARY: &str = "canary-value-7f3a";
 
     #[test]
     fn a_credential_is_added_listed_rotated_bound_and_removed_without_its_value_coming_back() {
-        let (app, _home) = running_app();
+        let (desk, _surface, _home) = running_desk();
         invoke(
-            &app,
+            &desk,
             "add_server",
             json!({"server": {"label": "inventory", "command": ["node", "s.js"], "cwd": null, "env": []}}),
         )
@@ -332,16 +325,16 @@ mod tests {
             "hosts": [], "everyUse": true, "value": CANARY,
         }, "proof": {"passphrase": "postern-app-tests"}});
         assert_eq!(
-            invoke(&app, "add_credential", add.clone()).unwrap(),
+            invoke(&desk, "add_credential", add.clone()).unwrap(),
             json!(null)
         );
-        let taken = invoke(&app, "add_credential", add).unwrap_err();
+        let taken = invoke(&desk, "add_credential", add).unwrap_err();
         assert_eq!(taken["code"], "refused", "{taken}");
         assert!(!taken.to_string().contains(CANARY));
 
         assert_eq!(
             invoke(
-                &app,
+                &desk,
                 "bind_credential",
                 json!({"server": "inventory", "name": "inventory-api", "proof": {"passphrase": "postern-app-tests"}})
             )
@@ -349,12 +342,12 @@ mod tests {
             json!(true)
         );
         invoke(
-            &app,
+            &desk,
             "rotate_credential",
             json!({"name": "inventory-api", "value": "v2-value", "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap();
-        let listed = invoke(&app, "credentials", json!({})).unwrap();
+        let listed = invoke(&desk, "credentials", json!({})).unwrap();
         assert_eq!(listed[0]["name"], "inventory-api");
         assert_eq!(
             listed[0]["injection"],
@@ -372,14 +365,14 @@ mod tests {
 
         // A header credential goes to the built-in server only: the engine says so.
         invoke(
-            &app,
+            &desk,
             "add_credential",
             json!({"credential": {"name": "gh", "injection": {"kind": "bearer"},
                    "hosts": [" api.github.com ", ""], "everyUse": false, "value": "x"}, "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap();
         let wrong = invoke(
-            &app,
+            &desk,
             "bind_credential",
             json!({"server": "inventory", "name": "gh", "proof": {"passphrase": "postern-app-tests"}}),
         )
@@ -389,12 +382,12 @@ mod tests {
             wrong["message"].as_str().unwrap().contains("built-in"),
             "{wrong}"
         );
-        let listed = invoke(&app, "credentials", json!({})).unwrap();
+        let listed = invoke(&desk, "credentials", json!({})).unwrap();
         assert_eq!(listed[0]["hosts"], json!(["api.github.com"]), "{listed}");
 
         assert_eq!(
             invoke(
-                &app,
+                &desk,
                 "unbind_credential",
                 json!({"server": "inventory", "name": "inventory-api", "proof": {"passphrase": "postern-app-tests"}})
             )
@@ -402,31 +395,31 @@ mod tests {
             json!(true)
         );
         invoke(
-            &app,
+            &desk,
             "remove_credential",
             json!({"name": "inventory-api", "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap();
         invoke(
-            &app,
+            &desk,
             "remove_credential",
             json!({"name": "gh", "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap();
-        assert_eq!(invoke(&app, "credentials", json!({})).unwrap(), json!([]));
+        assert_eq!(invoke(&desk, "credentials", json!({})).unwrap(), json!([]));
         let gone = invoke(
-            &app,
+            &desk,
             "remove_credential",
             json!({"name": "gh", "proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap_err();
         assert_eq!(gone["code"], "refused");
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]
     fn malformed_input_is_refused_before_a_proof_is_asked() {
-        let (app, _home) = running_app();
+        let (desk, _surface, _home) = running_desk();
         for (credential, why) in [
             (
                 json!({"name": "Bad Name", "injection": {"kind": "bearer"}, "hosts": [], "everyUse": false, "value": "x"}),
@@ -446,7 +439,7 @@ mod tests {
             ),
         ] {
             let refused =
-                invoke(&app, "add_credential", json!({ "credential": credential })).unwrap_err();
+                invoke(&desk, "add_credential", json!({ "credential": credential })).unwrap_err();
             assert_eq!(refused["code"], "bad_request", "{refused}");
             assert!(
                 refused["message"].as_str().unwrap().contains(why),
@@ -454,7 +447,7 @@ mod tests {
             );
         }
         let empty = invoke(
-            &app,
+            &desk,
             "add_credential",
             json!({"credential": {"name": "ok", "injection": {"kind": "bearer"}, "hosts": ["h.example"], "everyUse": false, "value": ""}, "proof": {"passphrase": "postern-app-tests"}}),
         )
@@ -464,7 +457,7 @@ mod tests {
             "the engine refuses an empty value: {empty}"
         );
         let basic = invoke(
-            &app,
+            &desk,
             "add_credential",
             json!({"credential": {"name": "ok", "injection": {"kind": "basic"}, "hosts": ["h.example"], "everyUse": false, "value": "canary-no-colon"}, "proof": {"passphrase": "postern-app-tests"}}),
         )
@@ -475,7 +468,7 @@ mod tests {
                 && !basic.to_string().contains("canary-no-colon"),
             "{basic}"
         );
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]

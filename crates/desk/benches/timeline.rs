@@ -7,7 +7,7 @@
 //! would do).
 //!
 //! ```text
-//! cargo bench -p postern-app --bench timeline            # -- --rows N for another size
+//! cargo bench -p postern-desk --bench timeline            # -- --rows N for another size
 //! ```
 //!
 //! The journals are filled the way a rebuild from the log fills them (the store's projection,
@@ -22,10 +22,10 @@ use postern_engine::Home;
 use postern_engine::journal::{self, ActivityFilter, TimelineQuery};
 
 // The same synthetic journal as the store's own timeline bench.
-#[path = "../../crates/store/benches/support/fill.rs"]
+#[path = "../../store/benches/support/fill.rs"]
 mod fill;
 use fill::{DAY, SESSIONS, T0, fill_journals};
-#[path = "../../crates/store/benches/support/measure.rs"]
+#[path = "../../store/benches/support/measure.rs"]
 mod measure;
 use measure::{median, window_count};
 

@@ -8,41 +8,36 @@ use postern_domain::decision::{EveryUse, EveryUseSetting, SettingTarget};
 use postern_domain::{AgentRun, AnswerChannel};
 use postern_engine::answer::{ControlAnswer, ControlCommand};
 use postern_engine::permissions::{Permissions, RunKey};
-use tauri::{AppHandle, Manager, Runtime};
 
-use crate::Shell;
+use std::sync::Arc;
+
+use crate::Desk;
 use crate::commands::{CommandError, ProofInput, request, unexpected};
 
 /// Every live grant by agent run, and where every call asks.
-#[tauri::command]
-pub async fn permissions<R: Runtime>(app: AppHandle<R>) -> Result<Permissions, CommandError> {
-    app.state::<Shell>()
+pub fn permissions(desk: &Desk) -> Result<Permissions, CommandError> {
+    desk.shell
         .with_engine(|engine| engine.permissions())
         .ok_or_else(CommandError::no_engine)
 }
 
 /// Ends a grant now. Returns whether it was live (it may have ended meanwhile).
-#[tauri::command]
-pub async fn revoke_grant<R: Runtime>(app: AppHandle<R>, id: String) -> Result<bool, CommandError> {
+pub async fn revoke_grant(desk: &Arc<Desk>, id: String) -> Result<bool, CommandError> {
     let command = ControlCommand::Revoke { grant: id };
-    match request(&app, command, None, AnswerChannel::Window).await? {
+    match request(desk, command, None, AnswerChannel::Window).await? {
         ControlAnswer::Revoke { changed, .. } => Ok(changed),
         other => Err(unexpected(&other)),
     }
 }
 
 /// Ends every grant of one agent run now. Returns the ids of those that were live.
-#[tauri::command]
-pub async fn revoke_run<R: Runtime>(
-    app: AppHandle<R>,
-    run: RunKey,
-) -> Result<Vec<String>, CommandError> {
+pub async fn revoke_run(desk: &Arc<Desk>, run: RunKey) -> Result<Vec<String>, CommandError> {
     let run = AgentRun {
         pid: run.pid,
         start_time: run.start_time,
     };
     match request(
-        &app,
+        desk,
         ControlCommand::RevokeRun { run },
         None,
         AnswerChannel::Window,
@@ -57,9 +52,8 @@ pub async fn revoke_run<R: Runtime>(
 /// Turns per-call approval on (no proof) or off (with the person's proof) for a tool, a
 /// server or a credential (`target` is an `EveryUseTarget`). Returns a warning when it was
 /// turned on for a tool the engine cannot vouch for (it is on all the same).
-#[tauri::command]
-pub async fn set_every_use<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn set_every_use(
+    desk: &Arc<Desk>,
     target: SettingTarget,
     on: bool,
     proof: Option<ProofInput>,
@@ -68,7 +62,7 @@ pub async fn set_every_use<R: Runtime>(
     let command = ControlCommand::EveryUse {
         set: Some(EveryUseSetting { target, level }),
     };
-    match request(&app, command, proof, AnswerChannel::Window).await? {
+    match request(desk, command, proof, AnswerChannel::Window).await? {
         ControlAnswer::EveryUse { warning, .. } => Ok(warning),
         other => Err(unexpected(&other)),
     }
@@ -81,20 +75,20 @@ mod tests {
     use serde_json::{Value, json};
     use tokio::sync::oneshot::error::TryRecvError;
 
-    use crate::testing::{ask, invoke, running_app, stop};
+    use crate::testing::{ask, invoke, running_desk, stop};
 
     const PROOF: &str = "postern-app-tests";
 
     /// Approves the one open request with `choice`, as the approval window does.
-    fn approve(app: &tauri::App<tauri::test::MockRuntime>, choice: GrantChoice) {
-        let listed = invoke(app, "approvals", json!({})).unwrap();
+    fn approve(desk: &std::sync::Arc<crate::Desk>, choice: GrantChoice) {
+        let listed = invoke(desk, "approvals", json!({})).unwrap();
         let id = listed[0]["card"]["id"].clone();
         let reply = serde_json::to_value(Reply::Approve {
             choice: Some(choice),
         })
         .unwrap();
         invoke(
-            app,
+            desk,
             "answer",
             json!({"id": id, "reply": reply, "proof": {"passphrase": PROOF}}),
         )
@@ -103,14 +97,17 @@ mod tests {
 
     #[test]
     fn a_listed_grant_revoked_from_the_window_makes_the_next_identical_call_ask_again() {
-        let (app, _home) = running_app();
-        let mut first = ask(&app, "now");
-        approve(&app, GrantChoice::ForMinutes { minutes: 15 });
+        let (desk, _surface, _home) = running_desk();
+        let mut first = ask(&desk, "now");
+        approve(&desk, GrantChoice::ForMinutes { minutes: 15 });
         assert!(matches!(first.try_recv(), Ok(Verdict::Allow(_))));
         // The grant covers the same call again: nobody is asked.
-        assert!(matches!(ask(&app, "now").try_recv(), Ok(Verdict::Allow(_))));
+        assert!(matches!(
+            ask(&desk, "now").try_recv(),
+            Ok(Verdict::Allow(_))
+        ));
 
-        let page = invoke(&app, "permissions", json!({})).unwrap();
+        let page = invoke(&desk, "permissions", json!({})).unwrap();
         let [run] = page["runs"].as_array().unwrap().as_slice() else {
             panic!("one agent run: {page}")
         };
@@ -124,25 +121,25 @@ mod tests {
         let id = grant["id"].clone();
 
         assert_eq!(
-            invoke(&app, "revoke_grant", json!({"id": id})).unwrap(),
+            invoke(&desk, "revoke_grant", json!({"id": id})).unwrap(),
             json!(true)
         );
         assert_eq!(
-            invoke(&app, "permissions", json!({})).unwrap()["runs"],
+            invoke(&desk, "permissions", json!({})).unwrap()["runs"],
             json!([])
         );
         assert_eq!(
-            invoke(&app, "revoke_grant", json!({"id": id})).unwrap(),
+            invoke(&desk, "revoke_grant", json!({"id": id})).unwrap(),
             json!(false),
             "ended already"
         );
-        let bad = invoke(&app, "revoke_grant", json!({"id": "x"})).unwrap_err();
+        let bad = invoke(&desk, "revoke_grant", json!({"id": "x"})).unwrap_err();
         assert_eq!(bad["code"], "bad_request", "{bad}");
 
         // The agent's next identical call waits on a human again.
-        let mut again = ask(&app, "now");
+        let mut again = ask(&desk, "now");
         assert_eq!(again.try_recv(), Err(TryRecvError::Empty));
-        let listed = invoke(&app, "approvals", json!({})).unwrap();
+        let listed = invoke(&desk, "approvals", json!({})).unwrap();
         assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
         let what: AskFor = serde_json::from_value(listed[0]["card"]["what"].clone()).unwrap();
         assert_eq!(
@@ -150,15 +147,15 @@ mod tests {
             AskFor::Call,
             "the run stays admitted: only the call is asked"
         );
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]
     fn revoke_all_for_an_agent_ends_every_grant_of_its_run() {
-        let (app, _home) = running_app();
-        let _first = ask(&app, "now");
-        approve(&app, GrantChoice::UntilRunEnds);
-        let page = invoke(&app, "permissions", json!({})).unwrap();
+        let (desk, _surface, _home) = running_desk();
+        let _first = ask(&desk, "now");
+        approve(&desk, GrantChoice::UntilRunEnds);
+        let page = invoke(&desk, "permissions", json!({})).unwrap();
         let run = page["runs"][0]["run"].clone();
         let id = page["runs"][0]["grants"][0]["id"].clone();
         assert_eq!(
@@ -166,80 +163,85 @@ mod tests {
             json!({"kind": "runEnds"})
         );
 
-        let revoked = invoke(&app, "revoke_run", json!({"run": run})).unwrap();
+        let revoked = invoke(&desk, "revoke_run", json!({"run": run})).unwrap();
         assert_eq!(revoked, json!([id]));
         assert_eq!(
-            invoke(&app, "permissions", json!({})).unwrap()["runs"],
+            invoke(&desk, "permissions", json!({})).unwrap()["runs"],
             json!([])
         );
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]
     fn every_use_goes_on_without_proof_and_off_only_with_it() {
-        let (app, _home) = running_app();
+        let (desk, _surface, _home) = running_desk();
         let target = json!({"on": "server", "server": "postern"});
 
-        let warning = invoke(&app, "set_every_use", json!({"target": target, "on": true})).unwrap();
+        let warning = invoke(
+            &desk,
+            "set_every_use",
+            json!({"target": target, "on": true}),
+        )
+        .unwrap();
         assert_eq!(warning, Value::Null);
-        let listed = invoke(&app, "permissions", json!({})).unwrap()["everyUse"].clone();
+        let listed = invoke(&desk, "permissions", json!({})).unwrap()["everyUse"].clone();
         assert_eq!(listed, json!([target]));
 
         let unproven = invoke(
-            &app,
+            &desk,
             "set_every_use",
             json!({"target": target, "on": false}),
         )
         .unwrap_err();
         assert_eq!(unproven["code"], "proof_required", "{unproven}");
         assert_eq!(
-            invoke(&app, "permissions", json!({})).unwrap()["everyUse"],
+            invoke(&desk, "permissions", json!({})).unwrap()["everyUse"],
             json!([target]),
             "still on"
         );
         invoke(
-            &app,
+            &desk,
             "set_every_use",
             json!({"target": target, "on": false, "proof": {"passphrase": PROOF}}),
         )
         .unwrap();
         assert_eq!(
-            invoke(&app, "permissions", json!({})).unwrap()["everyUse"],
+            invoke(&desk, "permissions", json!({})).unwrap()["everyUse"],
             json!([])
         );
 
         // A credential added with every use on: the rule is on the page, and once removed
         // here the Credentials view says so too.
         invoke(
-            &app,
+            &desk,
             "add_credential",
             json!({"credential": {"name": "api", "injection": {"kind": "env", "var": "API_TOKEN"}, "hosts": [], "everyUse": true, "value": "v"}, "proof": {"passphrase": PROOF}}),
         )
         .unwrap();
         let rule = json!({"on": "credential", "name": "api"});
         assert_eq!(
-            invoke(&app, "permissions", json!({})).unwrap()["everyUse"],
+            invoke(&desk, "permissions", json!({})).unwrap()["everyUse"],
             json!([rule])
         );
         invoke(
-            &app,
+            &desk,
             "set_every_use",
             json!({"target": rule, "on": false, "proof": {"passphrase": PROOF}}),
         )
         .unwrap();
         assert_eq!(
-            invoke(&app, "credentials", json!({})).unwrap()[0]["everyUse"],
+            invoke(&desk, "credentials", json!({})).unwrap()[0]["everyUse"],
             false
         );
 
         let nowhere = json!({"on": "server", "server": "nowhere"});
         let refused = invoke(
-            &app,
+            &desk,
             "set_every_use",
             json!({"target": nowhere, "on": true}),
         )
         .unwrap_err();
         assert_eq!(refused["code"], "settings_refused", "{refused}");
-        stop(&app);
+        stop(&desk);
     }
 }

@@ -1,8 +1,8 @@
-//! Test helpers: an app on Tauri's mock runtime with a real engine (secrets in memory), and
-//! calls put in front of its gate the way the gateway does (`Authorizer::authorize`), from
-//! the test process itself as the agent run.
+//! Test helpers: a desk with a real engine (secrets in memory) drawn on a surface that
+//! records what it was asked, and calls put in front of its gate the way the gateway does
+//! (`Authorizer::authorize`), from the test process itself as the agent run.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use postern_domain::catalog::Catalog;
@@ -13,78 +13,72 @@ use postern_domain::{
 use postern_engine::Home;
 use postern_gateway::authorize::{Authorizer, CallToAuthorize, Verdict};
 use serde_json::{Value, json};
-use tauri::Manager;
-use tauri::ipc::{CallbackFn, InvokeBody};
-use tauri::test::{
-    INVOKE_KEY, MockRuntime, get_ipc_response, mock_builder, mock_context, noop_assets,
-};
-use tauri::webview::InvokeRequest;
 use tokio::sync::oneshot;
 
-use crate::{EngineView, Shell};
+use crate::surface::{APPROVALS, MAIN, Recorded};
+use crate::{Desk, EngineView};
 
-/// An app on the mock runtime, without an engine.
-pub fn app() -> tauri::App<MockRuntime> {
-    crate::builder(mock_builder())
-        .build(mock_context(noop_assets()))
-        .unwrap()
+/// The runtime the tests' desks run their tasks on.
+pub static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+});
+
+/// Runs `future` to its end on the tests' runtime.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    RUNTIME.block_on(future)
 }
 
-/// An app whose engine runs on a fresh home (kept alive by the returned directory).
-pub fn running_app() -> (tauri::App<MockRuntime>, tempfile::TempDir) {
+/// A desk without an engine, and the surface it draws on.
+pub fn desk() -> (Arc<Desk>, Arc<Recorded>) {
+    let surface = Arc::new(Recorded::default());
+    let desk = Desk::new(surface.clone(), RUNTIME.handle().clone());
+    (desk, surface)
+}
+
+/// A desk whose engine runs on a fresh home (kept alive by the returned directory).
+pub fn running_desk() -> (Arc<Desk>, Arc<Recorded>, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
-    let app = app();
-    crate::shell::start_with(
-        app.handle(),
-        Ok(Home::at(home.path())),
-        crate::shell::test_hosted,
-    );
-    wait_for(|| matches!(app.state::<Shell>().view(), EngineView::Running { .. }));
+    let (desk, surface) = desk();
+    desk.start_with(Ok(Home::at(home.path())), crate::shell::test_hosted);
+    wait_for(|| matches!(desk.shell().view(), EngineView::Running { .. }));
     // An engine starts locked; the first-run step chooses the passphrase, which unlocks it.
     invoke(
-        &app,
+        &desk,
         "set_passphrase",
         serde_json::json!({"passphrase": "postern-app-tests", "proof": null}),
     )
     .unwrap();
-    (app, home)
+    (desk, surface, home)
 }
 
-/// Invokes the IPC command `cmd` from the status window, as the UI does: the answer, or the
-/// refusal (`CommandError`).
-pub fn invoke(app: &tauri::App<MockRuntime>, cmd: &str, body: Value) -> Result<Value, Value> {
-    let webview = match app.get_webview_window(crate::window::MAIN) {
-        Some(webview) => webview,
-        None => tauri::WebviewWindowBuilder::new(app, crate::window::MAIN, Default::default())
-            .build()
-            .unwrap(),
+/// Invokes the IPC command `cmd` as the UI does, from the window whose commands include it:
+/// the answer, or the refusal (`CommandError`).
+pub fn invoke(desk: &Arc<Desk>, cmd: &str, body: Value) -> Result<Value, Value> {
+    let window = if crate::allowed(MAIN, cmd) {
+        MAIN
+    } else {
+        APPROVALS
     };
-    let request = InvokeRequest {
-        cmd: cmd.into(),
-        callback: CallbackFn(0),
-        error: CallbackFn(1),
-        // `tauri://localhost` is the app's own origin on Linux and macOS.
-        url: "tauri://localhost".parse().unwrap(),
-        body: InvokeBody::Json(body),
-        headers: Default::default(),
-        invoke_key: INVOKE_KEY.to_string(),
-    };
-    get_ipc_response(&webview, request).map(|r| r.deserialize().unwrap())
+    block_on(desk.call(window, cmd, body))
 }
 
-/// Stops the app's engine.
-pub fn stop(app: &tauri::App<MockRuntime>) {
-    tauri::async_runtime::block_on(app.state::<Shell>().shutdown());
+/// Stops the desk's engine.
+pub fn stop(desk: &Desk) {
+    block_on(desk.shutdown());
 }
 
 /// The body of the newest audit record of `kind`, opened (the vault is unlocked), once the
 /// audit writer committed one.
-pub fn audit_event(app: &tauri::App<MockRuntime>, kind: &str) -> Value {
+pub fn audit_event(desk: &Arc<Desk>, kind: &str) -> Value {
     let found = || -> Option<Value> {
-        let status = app.state::<Shell>().with_engine(|e| e.status().ok())??;
+        let status = desk.shell().with_engine(|e| e.status().ok())??;
         let head: u64 = status.audit.head?.split(':').next()?.parse().ok()?;
         (1..=head).rev().find_map(|seq| {
-            let entry = invoke(app, "audit_entry", json!({ "seq": seq })).ok()?;
+            let entry = invoke(desk, "audit_entry", json!({ "seq": seq })).ok()?;
             (entry["kind"] == kind).then(|| entry["body"]["event"].clone())
         })
     };
@@ -105,11 +99,11 @@ pub fn wait_for(done: impl Fn() -> bool) {
 
 /// Asks the app's gate about a call to `tool`; the receiver gets the verdict once a human
 /// (or the timeout) decided.
-pub fn ask(app: &tauri::App<MockRuntime>, tool: &str) -> oneshot::Receiver<Verdict> {
-    let authority = app.state::<Shell>().authority().expect("an engine runs");
+pub fn ask(desk: &Desk, tool: &str) -> oneshot::Receiver<Verdict> {
+    let authority = desk.shell().authority().expect("an engine runs");
     let (tx, rx) = oneshot::channel();
     let call = call(tool);
-    tauri::async_runtime::block_on(async {
+    block_on(async {
         authority.authorize(
             call,
             Box::new(move |verdict| {

@@ -8,16 +8,15 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use postern_engine::{Authority, Engine, EngineError, Home, HomeError};
 use postern_vault::{Keychain, SecretStore};
-use tauri::{AppHandle, Emitter, Manager, Runtime};
 use tokio::sync::watch;
 
-use crate::approvals;
 use crate::view::EngineView;
+use crate::{Desk, approvals};
 
 /// The event the UI listens to; its payload is an [`EngineView`].
 pub const STATUS_CHANGED: &str = "status-changed";
 
-/// Managed state: the engine, or why there is none.
+/// The engine, or why there is none.
 #[derive(Debug)]
 pub struct Shell {
     slot: Mutex<Slot>,
@@ -139,105 +138,104 @@ impl Shell {
     }
 }
 
-/// Starts the engine for `home` on Tauri's async runtime, then keeps the window told about
-/// every change the engine reports. Its secrets live in the OS keychain.
-pub fn start<R: Runtime>(app: &AppHandle<R>, home: Result<Home, HomeError>) {
-    start_with(app, home, |home| async move {
-        // The keychain's entries are named after the home's canonical path: make it exist
-        // first, as `Engine::start` does.
-        home.prepare()?;
-        let secrets: Arc<dyn SecretStore> = Arc::new(Keychain::for_home(home.path()));
-        let engine = Engine::start_with_secrets(home, Arc::clone(&secrets)).await?;
-        Ok(Hosted { engine, secrets })
-    });
-}
+impl Desk {
+    /// Starts the engine for `home` on the desk's runtime, then keeps the windows told about
+    /// every change the engine reports. Its secrets live in the OS keychain.
+    pub fn start(self: &Arc<Self>, home: Result<Home, HomeError>) {
+        self.start_with(home, |home| async move {
+            // The keychain's entries are named after the home's canonical path: make it exist
+            // first, as `Engine::start` does.
+            home.prepare()?;
+            let secrets: Arc<dyn SecretStore> = Arc::new(Keychain::for_home(home.path()));
+            let engine = Engine::start_with_secrets(home, Arc::clone(&secrets)).await?;
+            Ok(Hosted { engine, secrets })
+        });
+    }
 
-/// [`start`] with another way to start the engine (tests keep secrets in memory).
-pub fn start_with<R, F, Fut>(app: &AppHandle<R>, home: Result<Home, HomeError>, start: F)
-where
-    R: Runtime,
-    F: FnOnce(Home) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<Hosted, EngineError>> + Send,
-{
-    let app = app.clone();
-    let home = match home {
-        Ok(home) => home,
-        Err(err) => {
-            tracing::error!("{err}");
-            set(&app, Slot::Unavailable(EngineView::no_home(&err)));
-            return;
-        }
-    };
-    let shown = display(&home);
-    set(
-        &app,
-        Slot::Starting {
-            home: shown.clone(),
-        },
-    );
-    tauri::async_runtime::spawn(async move {
-        match start(home).await {
-            Ok(hosted) => {
-                tracing::info!(home = %shown, "engine started");
-                let sessions = hosted.engine.changes();
-                let gate = hosted.engine.authority().changes();
-                if let Some(engine) = app.state::<Shell>().install(hosted) {
-                    engine.shutdown().await;
-                    return;
-                }
-                notify(&app);
-                approvals::sync(&app);
-                forward_changes(&app, sessions, gate).await;
-                approvals::sync(&app);
-            }
+    /// [`Desk::start`] with another way to start the engine (tests keep secrets in memory).
+    pub fn start_with<F, Fut>(self: &Arc<Self>, home: Result<Home, HomeError>, start: F)
+    where
+        F: FnOnce(Home) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Hosted, EngineError>> + Send,
+    {
+        let home = match home {
+            Ok(home) => home,
             Err(err) => {
-                tracing::warn!(home = %shown, "engine not started: {err}");
-                set(
-                    &app,
-                    Slot::Unavailable(EngineView::start_failed(Some(shown), &err)),
-                );
+                tracing::error!("{err}");
+                self.set(Slot::Unavailable(EngineView::no_home(&err)));
+                return;
+            }
+        };
+        let shown = display(&home);
+        self.set(Slot::Starting {
+            home: shown.clone(),
+        });
+        let desk = Arc::clone(self);
+        self.runtime.spawn(async move {
+            match start(home).await {
+                Ok(hosted) => {
+                    tracing::info!(home = %shown, "engine started");
+                    let sessions = hosted.engine.changes();
+                    let gate = hosted.engine.authority().changes();
+                    if let Some(engine) = desk.shell.install(hosted) {
+                        engine.shutdown().await;
+                        return;
+                    }
+                    desk.notify();
+                    approvals::sync(&desk);
+                    desk.forward_changes(sessions, gate).await;
+                    approvals::sync(&desk);
+                }
+                Err(err) => {
+                    tracing::warn!(home = %shown, "engine not started: {err}");
+                    desk.set(Slot::Unavailable(EngineView::start_failed(
+                        Some(shown),
+                        &err,
+                    )));
+                }
+            }
+        });
+    }
+
+    /// Emits [`STATUS_CHANGED`] with the current view to every window.
+    pub fn notify(&self) {
+        self.surface.emit(
+            STATUS_CHANGED,
+            None,
+            crate::desk::to_json(&self.shell.view()),
+        );
+    }
+
+    /// Tells the windows and the tray about every change, until the engine stops (and drops
+    /// its senders).
+    async fn forward_changes(
+        &self,
+        mut sessions: watch::Receiver<u64>,
+        mut gate: watch::Receiver<u64>,
+    ) {
+        loop {
+            tokio::select! {
+                changed = sessions.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    self.notify();
+                }
+                changed = gate.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    self.notify();
+                    approvals::sync(self);
+                }
             }
         }
-    });
-}
-
-/// Emits [`STATUS_CHANGED`] with the current view.
-pub fn notify<R: Runtime>(app: &AppHandle<R>) {
-    let view = app.state::<Shell>().view();
-    if let Err(err) = app.emit(STATUS_CHANGED, view) {
-        tracing::debug!("cannot emit {STATUS_CHANGED}: {err}");
     }
-}
 
-/// Tells the windows and the tray about every change, until the engine stops (and drops
-/// its senders).
-async fn forward_changes<R: Runtime>(
-    app: &AppHandle<R>,
-    mut sessions: watch::Receiver<u64>,
-    mut gate: watch::Receiver<u64>,
-) {
-    loop {
-        tokio::select! {
-            changed = sessions.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                notify(app);
-            }
-            changed = gate.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                notify(app);
-                approvals::sync(app);
-            }
-        }
+    fn set(&self, slot: Slot) {
+        *self.shell.lock() = slot;
+        self.notify();
     }
-}
-
-fn set<R: Runtime>(app: &AppHandle<R>, slot: Slot) {
-    *app.state::<Shell>().lock() = slot;
-    notify(app);
 }
 
 fn display(home: &Home) -> String {
@@ -299,7 +297,7 @@ mod tests {
         let hosted = test_hosted(Home::at(dir.path())).await.unwrap();
         let engine = shell
             .install(hosted)
-            .expect("handed back: the app is quitting");
+            .expect("handed back: the desk is quitting");
         engine.shutdown().await;
         assert!(matches!(shell.view(), EngineView::Stopped { .. }));
     }

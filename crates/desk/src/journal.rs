@@ -10,53 +10,45 @@ use postern_engine::journal::{
     ActivityFilter, ActivityRow, AuditEntry, SessionFilter, SessionRow, Timeline, TimelineQuery,
 };
 use serde::Serialize;
-use tauri::{AppHandle, Manager, Runtime};
 use ts_rs::TS;
 
-use crate::Shell;
+use std::sync::Arc;
+
+use crate::Desk;
 use crate::commands::{CommandError, ErrorCode, blocking, running_home};
 
 /// The timeline of a window: one lane per agent session, its epochs as bands, its marks (or,
 /// when they do not fit, their counts per bucket). Zoom and pan are this query again over
 /// another window.
-#[tauri::command]
-pub async fn timeline<R: Runtime>(
-    app: AppHandle<R>,
-    query: TimelineQuery,
-) -> Result<Timeline, CommandError> {
-    let home = running_home(&app)?;
+pub async fn timeline(desk: &Arc<Desk>, query: TimelineQuery) -> Result<Timeline, CommandError> {
+    let home = running_home(desk)?;
     blocking(move || postern_engine::journal::timeline(&home, &query).map_err(failed)).await
 }
 
 /// A page of the Activity journal, newest first.
-#[tauri::command]
-pub async fn activity<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn activity(
+    desk: &Arc<Desk>,
     filter: ActivityFilter,
 ) -> Result<Vec<ActivityRow>, CommandError> {
-    let home = running_home(&app)?;
+    let home = running_home(desk)?;
     blocking(move || postern_engine::journal::activity(&home, &filter).map_err(failed)).await
 }
 
 /// A page of the Sessions journal, newest first.
-#[tauri::command]
-pub async fn sessions_journal<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn sessions_journal(
+    desk: &Arc<Desk>,
     filter: SessionFilter,
 ) -> Result<Vec<SessionRow>, CommandError> {
-    let home = running_home(&app)?;
+    let home = running_home(desk)?;
     blocking(move || postern_engine::journal::sessions(&home, &filter).map_err(failed)).await
 }
 
 /// Audit record `seq`: its header, and its body while the vault is unlocked (the engine
 /// decides; arguments shown by their shape). `null` when there is no such record.
-#[tauri::command]
-pub async fn audit_entry<R: Runtime>(
-    app: AppHandle<R>,
-    seq: u64,
-) -> Result<Option<AuditEntry>, CommandError> {
+pub async fn audit_entry(desk: &Arc<Desk>, seq: u64) -> Result<Option<AuditEntry>, CommandError> {
+    let desk = Arc::clone(desk);
     blocking(move || {
-        let shell = app.state::<Shell>();
+        let shell = &desk.shell;
         let secrets = shell.secrets().ok_or_else(CommandError::no_engine)?;
         shell
             .with_engine(|engine| engine.audit_entry(seq, Some(&*secrets)))
@@ -121,13 +113,13 @@ pub enum AnchorView {
 /// Verifies the whole audit log: structure, chain hashes and the keychain's anchor, and with
 /// `openBodies` every body (slower: one key agreement per record). Read-only; the engine
 /// keeps appending meanwhile.
-#[tauri::command]
-pub async fn verify_audit<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn verify_audit(
+    desk: &Arc<Desk>,
     open_bodies: bool,
 ) -> Result<Verification, CommandError> {
+    let desk = Arc::clone(desk);
     blocking(move || {
-        let shell = app.state::<Shell>();
+        let shell = &desk.shell;
         let secrets = shell.secrets().ok_or_else(CommandError::no_engine)?;
         let report = shell
             .with_engine(|engine| engine.verify_audit(&*secrets, open_bodies))
@@ -180,76 +172,71 @@ fn failed(e: EngineError) -> CommandError {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use tauri::Manager;
 
-    use crate::Shell;
-    use crate::testing::{ask, invoke, running_app, stop, wait_for};
+    use crate::testing::{ask, invoke, running_desk, stop, wait_for};
 
     /// The head record's sequence number, from the engine's status.
-    fn head(app: &tauri::App<tauri::test::MockRuntime>) -> u64 {
-        let status = app
-            .state::<Shell>()
-            .with_engine(|e| e.status().unwrap())
-            .unwrap();
+    fn head(desk: &crate::Desk) -> u64 {
+        let status = desk.shell().with_engine(|e| e.status().unwrap()).unwrap();
         let head = status.audit.head.unwrap_or_default();
         head.split(':').next().unwrap().parse().unwrap_or(0)
     }
 
     #[test]
     fn a_denial_opens_as_its_audit_record_and_the_log_verifies() {
-        let (app, _home) = running_app();
-        let before = head(&app);
-        let verdict = ask(&app, "now");
-        let listed = invoke(&app, "approvals", json!({})).unwrap();
+        let (desk, _surface, _home) = running_desk();
+        let before = head(&desk);
+        let verdict = ask(&desk, "now");
+        let listed = invoke(&desk, "approvals", json!({})).unwrap();
         let id = listed[0]["card"]["id"].clone();
         invoke(
-            &app,
+            &desk,
             "answer",
             json!({"id": id, "reply": {"reply": "deny"}}),
         )
         .unwrap();
         drop(verdict);
         // The audit writer commits in the background.
-        wait_for(|| head(&app) > before);
+        wait_for(|| head(&desk) > before);
 
-        let seq = head(&app);
-        let entry = invoke(&app, "audit_entry", json!({ "seq": seq })).unwrap();
+        let seq = head(&desk);
+        let entry = invoke(&desk, "audit_entry", json!({ "seq": seq })).unwrap();
         assert_eq!(entry["seq"], seq, "{entry}");
         assert_eq!(entry["problem"], json!(null), "{entry}");
         assert_eq!(entry["body"]["state"], "opened", "{entry}");
         // The log keeps where the person answered.
-        let denied = crate::testing::audit_event(&app, "approval_denied");
+        let denied = crate::testing::audit_event(&desk, "approval_denied");
         assert_eq!(denied["by"], "window", "{denied}");
         assert_eq!(
-            invoke(&app, "audit_entry", json!({"seq": 999_999})).unwrap(),
+            invoke(&desk, "audit_entry", json!({"seq": 999_999})).unwrap(),
             json!(null)
         );
 
         // Locked, the engine keeps bodies sealed.
-        invoke(&app, "lock", json!({})).unwrap();
-        let sealed = invoke(&app, "audit_entry", json!({ "seq": seq })).unwrap();
+        invoke(&desk, "lock", json!({})).unwrap();
+        let sealed = invoke(&desk, "audit_entry", json!({ "seq": seq })).unwrap();
         assert_eq!(sealed["body"]["state"], "sealed", "{sealed}");
         invoke(
-            &app,
+            &desk,
             "unlock",
             json!({"proof": {"passphrase": "postern-app-tests"}}),
         )
         .unwrap();
 
-        let verified = invoke(&app, "verify_audit", json!({"openBodies": true})).unwrap();
+        let verified = invoke(&desk, "verify_audit", json!({"openBodies": true})).unwrap();
         assert_eq!(verified["state"], "verified", "{verified}");
         assert_eq!(verified["bodiesOpened"], true, "{verified}");
         assert!(verified["records"].as_u64().unwrap() >= seq, "{verified}");
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]
     fn an_empty_journal_has_an_empty_timeline() {
-        let (app, _home) = running_app();
-        let timeline = invoke(&app, "timeline", json!({"query": {}})).unwrap();
+        let (desk, _surface, _home) = running_desk();
+        let timeline = invoke(&desk, "timeline", json!({"query": {}})).unwrap();
         assert_eq!(timeline["lanes"], json!([]), "{timeline}");
-        let sessions = invoke(&app, "sessions_journal", json!({"filter": {}})).unwrap();
+        let sessions = invoke(&desk, "sessions_journal", json!({"filter": {}})).unwrap();
         assert_eq!(sessions, json!([]));
-        stop(&app);
+        stop(&desk);
     }
 }

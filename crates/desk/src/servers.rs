@@ -6,6 +6,7 @@
 //! log at once (`Engine::config_changed`): the app never talks to its engine over the socket.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use postern_domain::{AnswerChannel, ServerConfig};
 use postern_engine::Home;
@@ -15,18 +16,16 @@ use postern_engine::rewire::{self, Coverage};
 use postern_engine::servers::{self, Existing, ServerError, ServerForm};
 use postern_store::Store;
 use serde::{Deserialize, Serialize};
-use tauri::{AppHandle, Manager, Runtime};
 use ts_rs::TS;
 
-use crate::Shell;
+use crate::Desk;
 use crate::commands::{CommandError, ErrorCode, blocking, request, running_home, unexpected};
 
 /// Restarts every running process of `label`: each gets a new execution epoch, and calls in
 /// flight fail explicitly (refresh-contract §5). Returns how many were running.
-#[tauri::command]
-pub async fn restart<R: Runtime>(app: AppHandle<R>, label: String) -> Result<u32, CommandError> {
+pub async fn restart(desk: &Arc<Desk>, label: String) -> Result<u32, CommandError> {
     let command = ControlCommand::Restart { server: label };
-    match request(&app, command, None, AnswerChannel::Window).await? {
+    match request(desk, command, None, AnswerChannel::Window).await? {
         ControlAnswer::Restart { restarted } => Ok(u32::try_from(restarted).unwrap_or(u32::MAX)),
         other => Err(unexpected(&other)),
     }
@@ -48,12 +47,8 @@ pub struct NewServer {
 
 /// Adds a server; refuses a label that is configured already (the window never replaces one
 /// silently). Returns the label.
-#[tauri::command]
-pub async fn add_server<R: Runtime>(
-    app: AppHandle<R>,
-    server: NewServer,
-) -> Result<String, CommandError> {
-    let home = running_home(&app)?;
+pub async fn add_server(desk: &Arc<Desk>, server: NewServer) -> Result<String, CommandError> {
+    let home = running_home(desk)?;
     let config = config(server)?;
     let label = config.label.to_string();
     let store_home = home.clone();
@@ -63,7 +58,7 @@ pub async fn add_server<R: Runtime>(
         Ok(())
     })
     .await?;
-    config_changed(&app);
+    config_changed(desk);
     Ok(label)
 }
 
@@ -86,7 +81,6 @@ pub struct ImportSource {
 /// The configuration files of Claude Desktop, Claude Code and Cursor under the user's home
 /// directory, or the one file at `path`, with their servers (names, commands, variable names;
 /// never values).
-#[tauri::command]
 pub async fn import_sources(path: Option<String>) -> Vec<ImportSource> {
     let found: Vec<(Option<Found>, PathBuf)> = match path {
         Some(path) => vec![(None, PathBuf::from(path))],
@@ -136,13 +130,12 @@ pub struct Imported {
 /// Adds the entries `names` of the configuration file at `path` (read again here: the window
 /// never holds their environment values). Entries that cannot be imported, or whose label is
 /// configured already, are skipped with the reason.
-#[tauri::command]
-pub async fn import_servers<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn import_servers(
+    desk: &Arc<Desk>,
     path: String,
     names: Vec<String>,
 ) -> Result<Vec<Imported>, CommandError> {
-    let home = running_home(&app)?;
+    let home = running_home(desk)?;
     let store_home = home.clone();
     let out = blocking(move || {
         let entries = import::read(Path::new(&path))
@@ -178,19 +171,15 @@ pub async fn import_servers<R: Runtime>(
     })
     .await?;
     if out.iter().any(|i| i.label.is_some()) {
-        config_changed(&app);
+        config_changed(desk);
     }
     Ok(out)
 }
 
 /// What rewiring the agent configuration at `path` would change: each entry that runs a
 /// server Postern has configured (the same command) would run `postern mcp <label>`.
-#[tauri::command]
-pub async fn rewire_preview<R: Runtime>(
-    app: AppHandle<R>,
-    path: String,
-) -> Result<rewire::Plan, CommandError> {
-    let home = running_home(&app)?;
+pub async fn rewire_preview(desk: &Arc<Desk>, path: String) -> Result<rewire::Plan, CommandError> {
+    let home = running_home(desk)?;
     blocking(move || plan(&home, &path)).await
 }
 
@@ -206,13 +195,12 @@ pub struct Rewired {
 
 /// Rewires the agent configuration at `path` as its preview showed (`names`: the entries the
 /// preview listed); refused when the file or Postern's servers changed since.
-#[tauri::command]
-pub async fn rewire<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn rewire(
+    desk: &Arc<Desk>,
     path: String,
     names: Vec<String>,
 ) -> Result<Rewired, CommandError> {
-    let home = running_home(&app)?;
+    let home = running_home(desk)?;
     blocking(move || {
         let plan = plan(&home, &path)?;
         let planned: Vec<&str> = plan.changes.iter().map(|c| c.name.as_str()).collect();
@@ -257,12 +245,8 @@ pub struct AgentSnippet {
 }
 
 /// The snippet for `labels`, with the absolute path of the `postern` CLI, on the app's home.
-#[tauri::command]
-pub async fn agent_snippet<R: Runtime>(
-    app: AppHandle<R>,
-    labels: Vec<String>,
-) -> Result<AgentSnippet, CommandError> {
-    Ok(snippet(&labels, &postern_cli(), &running_home(&app)?))
+pub fn agent_snippet(desk: &Desk, labels: Vec<String>) -> Result<AgentSnippet, CommandError> {
+    Ok(snippet(&labels, &postern_cli(), &running_home(desk)?))
 }
 
 fn snippet(labels: &[String], postern: &str, home: &Home) -> AgentSnippet {
@@ -327,9 +311,9 @@ fn failed(e: impl std::fmt::Display) -> CommandError {
 
 /// The change is queued in the database; the engine (in this process) records it in the
 /// audit log now. Then the window is told too.
-fn config_changed<R: Runtime>(app: &AppHandle<R>) {
-    if app
-        .state::<Shell>()
+fn config_changed(desk: &Desk) {
+    if desk
+        .shell
         .with_engine(postern_engine::Engine::config_changed)
         .is_none()
     {
@@ -337,7 +321,7 @@ fn config_changed<R: Runtime>(app: &AppHandle<R>) {
             "no engine runs to record the configuration change; it is recorded at its next start"
         );
     }
-    crate::shell::notify(app);
+    desk.notify();
 }
 
 fn user_home() -> Option<PathBuf> {
@@ -347,33 +331,28 @@ fn user_home() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
-    use tauri::Manager;
 
-    use crate::Shell;
-    use crate::testing::{invoke, running_app, stop};
+    use crate::testing::{invoke, running_desk, stop};
 
-    fn labels(app: &tauri::App<tauri::test::MockRuntime>) -> Vec<String> {
-        let status = app
-            .state::<Shell>()
-            .with_engine(|e| e.status().unwrap())
-            .unwrap();
+    fn labels(desk: &crate::Desk) -> Vec<String> {
+        let status = desk.shell().with_engine(|e| e.status().unwrap()).unwrap();
         status.servers.into_iter().map(|s| s.label).collect()
     }
 
     #[test]
     fn a_server_added_from_the_window_is_configured_once() {
-        let (app, home) = running_app();
+        let (desk, _surface, home) = running_desk();
         let server = json!({"server": {
             "label": "time", "command": ["uvx", "mcp-server-time"],
             "cwd": home.path().display().to_string(), "env": ["TZ=UTC", ""],
         }});
 
         assert_eq!(
-            invoke(&app, "add_server", server.clone()).unwrap(),
+            invoke(&desk, "add_server", server.clone()).unwrap(),
             json!("time")
         );
-        assert_eq!(labels(&app), ["time"]);
-        let again = invoke(&app, "add_server", server).unwrap_err();
+        assert_eq!(labels(&desk), ["time"]);
+        let again = invoke(&desk, "add_server", server).unwrap_err();
         assert_eq!(again["code"], "refused", "{again}");
 
         for (bad, why) in [
@@ -394,29 +373,29 @@ mod tests {
                 "NOVALUE",
             ),
         ] {
-            let refused = invoke(&app, "add_server", json!({ "server": bad })).unwrap_err();
+            let refused = invoke(&desk, "add_server", json!({ "server": bad })).unwrap_err();
             assert_eq!(refused["code"], "bad_request", "{refused}");
             let message = refused["message"].as_str().unwrap();
             assert!(message.contains(why), "{why}: {message}");
         }
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]
     fn restart_reports_how_many_processes_restart() {
-        let (app, _home) = running_app();
+        let (desk, _surface, _home) = running_desk();
         assert_eq!(
-            invoke(&app, "restart", json!({"label": "time"})).unwrap(),
+            invoke(&desk, "restart", json!({"label": "time"})).unwrap(),
             json!(0)
         );
-        let bad = invoke(&app, "restart", json!({"label": "not a label"})).unwrap_err();
+        let bad = invoke(&desk, "restart", json!({"label": "not a label"})).unwrap_err();
         assert_eq!(bad["code"], "bad_request");
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]
     fn servers_of_an_agent_configuration_are_listed_then_imported_by_name() {
-        let (app, home) = running_app();
+        let (desk, _surface, home) = running_desk();
         let file = home.path().join("claude_desktop_config.json");
         std::fs::write(
             &file,
@@ -428,7 +407,7 @@ mod tests {
         .unwrap();
         let path = file.display().to_string();
 
-        let sources = invoke(&app, "import_sources", json!({"path": path})).unwrap();
+        let sources = invoke(&desk, "import_sources", json!({"path": path})).unwrap();
         let entries = &sources[0]["entries"];
         assert_eq!(entries.as_array().unwrap().len(), 2, "{sources}");
         assert!(
@@ -437,7 +416,7 @@ mod tests {
         );
 
         let imported = invoke(
-            &app,
+            &desk,
             "import_servers",
             json!({"path": path, "names": ["time", "remote", "nope"]}),
         )
@@ -454,9 +433,9 @@ mod tests {
         assert_eq!(by("time")["label"], "time");
         assert!(by("remote")["skipped"].as_str().unwrap().contains("remote"));
         assert_eq!(by("nope")["skipped"], "not in the file");
-        assert_eq!(labels(&app), ["time"]);
+        assert_eq!(labels(&desk), ["time"]);
         let twice = invoke(
-            &app,
+            &desk,
             "import_servers",
             json!({"path": path, "names": ["time"]}),
         )
@@ -474,12 +453,12 @@ mod tests {
             sources[0]["coverage"]["sentence"],
             "0 of 2 servers through Postern; remote is remote, not gated; time runs directly"
         );
-        let preview = invoke(&app, "rewire_preview", json!({"path": path})).unwrap();
+        let preview = invoke(&desk, "rewire_preview", json!({"path": path})).unwrap();
         assert_eq!(preview["changes"][0]["name"], "time");
         assert_eq!(preview["changes"][0]["envNames"], json!(["TZ"]));
         assert!(!preview.to_string().contains("secret-tz"), "{preview}");
         let stale = invoke(
-            &app,
+            &desk,
             "rewire",
             json!({"path": path, "names": ["time", "remote"]}),
         );
@@ -488,7 +467,7 @@ mod tests {
             "refused",
             "not what the preview showed"
         );
-        let rewired = invoke(&app, "rewire", json!({"path": path, "names": ["time"]})).unwrap();
+        let rewired = invoke(&desk, "rewire", json!({"path": path, "names": ["time"]})).unwrap();
         assert_eq!(
             rewired["coverage"]["sentence"],
             "1 of 2 servers through Postern; remote is remote, not gated"
@@ -504,7 +483,12 @@ mod tests {
         assert_eq!(args.last().unwrap(), "time");
         assert!(args.iter().any(|a| a == "mcp"), "{now}");
 
-        let missing = invoke(&app, "import_sources", json!({"path": "/nonexistent.json"})).unwrap();
+        let missing = invoke(
+            &desk,
+            "import_sources",
+            json!({"path": "/nonexistent.json"}),
+        )
+        .unwrap();
         assert!(
             missing[0]["error"]
                 .as_str()
@@ -512,7 +496,7 @@ mod tests {
                 .contains("cannot read"),
             "{missing}"
         );
-        stop(&app);
+        stop(&desk);
     }
 
     #[test]

@@ -9,7 +9,6 @@
 
 use postern_engine::GateStatus;
 use postern_engine::authority::VaultState;
-use tauri::image::Image;
 
 /// How the icon looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,15 +40,19 @@ impl Look {
 }
 
 /// The icon for `look`: light for Linux panels, black as a macOS template image.
-pub fn image(look: Look, template: bool) -> Image<'static> {
+pub fn image(look: Look, template: bool) -> Rgba {
     let base = if template {
-        tauri::include_image!("../icons/tray-template.png")
+        glyph(include_bytes!("../../../../icons/tray-template.png"))
     } else {
-        tauri::include_image!("../icons/tray.png")
+        glyph(include_bytes!("../../../../icons/tray.png"))
     };
-    let (width, height) = (base.width(), base.height());
+    let Rgba {
+        rgba,
+        width,
+        height,
+    } = base;
     let mut canvas = Canvas {
-        rgba: base.rgba().to_vec(),
+        rgba,
         width,
         height,
     };
@@ -97,7 +100,46 @@ pub fn image(look: Look, template: bool) -> Image<'static> {
             );
         }
     }
-    Image::new_owned(canvas.rgba, width, height)
+    Rgba {
+        rgba: canvas.rgba,
+        width,
+        height,
+    }
+}
+
+/// An image as 8-bit RGBA rows, top to bottom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rgba {
+    /// The pixels, four bytes each.
+    pub rgba: Vec<u8>,
+    /// Pixels per row.
+    pub width: u32,
+    /// Rows.
+    pub height: u32,
+}
+
+/// Decodes the tray glyph, an 8-bit RGBA PNG built into the binary (icons/make-icons.sh makes
+/// it so; a test reads both).
+fn glyph(png: &[u8]) -> Rgba {
+    let decoder = png::Decoder::new(png);
+    let mut reader = decoder
+        .read_info()
+        .expect("the built-in tray glyph is a PNG");
+    let mut rgba = vec![0; reader.output_buffer_size()];
+    let info = reader
+        .next_frame(&mut rgba)
+        .expect("the built-in tray glyph decodes");
+    assert_eq!(
+        (info.color_type, info.bit_depth),
+        (png::ColorType::Rgba, png::BitDepth::Eight),
+        "the tray glyph is 8-bit RGBA"
+    );
+    rgba.truncate(info.buffer_size());
+    Rgba {
+        rgba,
+        width: info.width,
+        height: info.height,
+    }
 }
 
 /// The glyph's colour on Linux (icons/make-icons.sh).
@@ -192,23 +234,11 @@ fn within_rounded_rect(x: f32, y: f32, (x0, y0): (f32, f32), (x1, y1): (f32, f32
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::gate;
 
-    fn pixel(image: &Image<'_>, x: u32, y: u32) -> [u8; 4] {
-        let i = ((y * image.width() + x) * 4) as usize;
-        image.rgba()[i..i + 4].try_into().unwrap()
-    }
-
-    fn gate(vault: VaultState, approvals: u32) -> GateStatus {
-        GateStatus {
-            vault,
-            approvals,
-            grants: 0,
-            settings: Default::default(),
-            passphrase_set: true,
-            clicks_until_ms: None,
-            config_warning: None,
-            leaks: Vec::new(),
-        }
+    fn pixel(image: &Rgba, x: u32, y: u32) -> [u8; 4] {
+        let i = ((y * image.width + x) * 4) as usize;
+        image.rgba[i..i + 4].try_into().unwrap()
     }
 
     #[test]
@@ -229,9 +259,10 @@ mod tests {
             let looks = [Look::Idle, Look::Ready, Look::Waiting, Look::Locked];
             let images: Vec<_> = looks.iter().map(|l| image(*l, template)).collect();
             for (i, a) in images.iter().enumerate() {
-                assert_eq!((a.width(), a.height()), (64, 64));
+                assert_eq!((a.width, a.height), (64, 64));
+                assert_eq!(a.rgba.len(), 64 * 64 * 4);
                 for b in &images[i + 1..] {
-                    assert_ne!(a.rgba(), b.rgba(), "template {template}");
+                    assert_ne!(a.rgba, b.rgba, "template {template}");
                 }
             }
         }

@@ -1,11 +1,11 @@
 //! Writes `ui/src/bindings.ts`, the TypeScript twins of the IPC types, and the sample
 //! approval card the UI's tests read (`ui/src/fixtures/approval-card.json`, `approval.json`).
 //!
-//! Run: `cargo run -p postern-app --bin gen-bindings`
+//! Run: `cargo run -p postern-desk --bin gen-bindings`
 
 use std::path::Path;
 
-use postern_app::{bindings, sample};
+use postern_desk::{bindings, sample};
 
 fn main() -> anyhow::Result<()> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
