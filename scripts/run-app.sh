@@ -149,20 +149,26 @@ fi
 
 say "building the UI (ui/dist)"
 npm --prefix ui run build --silent >/dev/null
-cargo_flags=(-p postern-app --bin postern-app)
+# The app is two programs: the resident process (engine, tray) and the window process it
+# starts for its windows, found beside it.
+cargo_flags=(-p postern-desk --bin postern-desk -p postern-app --bin postern-app)
 [ "$profile" = release ] && cargo_flags+=(--release)
 say "cargo build ${cargo_flags[*]}"
 cargo build "${cargo_flags[@]}"
 
-binary="${CARGO_TARGET_DIR:-$root/target}/$profile/postern-app"
-[ -x "$binary" ] || die "the build finished but $binary is missing"
+binary="${CARGO_TARGET_DIR:-$root/target}/$profile/postern-desk"
+for built in "$binary" "$(dirname "$binary")/postern-app"; do
+    [ -x "$built" ] || die "the build finished but $built is missing"
+done
 if [ "$run" = 0 ]; then
-    say "built $binary"
+    say "built $binary and postern-app beside it"
     exit 0
 fi
 if [ "$demo" = 0 ]; then
-    say "starting $binary (home: ${POSTERN_HOME:-the platform default})"
-    exec "$binary"
+    # The resident process in the foreground (its log here; Ctrl-C or the tray's Quit ends
+    # the app), showing the status window at start.
+    say "starting $binary --show (home: ${POSTERN_HOME:-the platform default})"
+    exec "$binary" --show
 fi
 
 # The demo: the app on a throwaway home, then `postern demo` against its engine. The demo's
@@ -174,7 +180,7 @@ cargo build "${cli_flags[@]}"
 cli="${CARGO_TARGET_DIR:-$root/target}/$profile/postern"
 home="$(mktemp -d "${TMPDIR:-/tmp}/postern-demo.XXXXXX")"
 say "starting $binary on the throwaway home $home"
-POSTERN_HOME="$home" "$binary" &
+POSTERN_HOME="$home" "$binary" --show &
 app=$!
 cleanup() {
     kill "$app" 2>/dev/null || true

@@ -5,10 +5,11 @@
 #   scripts/test-app.sh servers      only the e2e scenarios whose name contains "servers"
 #
 # 1. UI: TypeScript type check and the vitest unit tests (ui/src/*.test.ts, happy-dom).
-# 2. App end to end (Linux): builds `postern-app` and `postern`, then runs ui/e2e/app.e2e.mjs
-#    under Xvfb inside a private D-Bus session, with throwaway XDG_* directories. Each scenario
-#    gives the app a fresh temporary POSTERN_HOME (configured with the `postern` CLI) and drives
-#    the window through WebKitWebDriver (TAURI_WEBVIEW_AUTOMATION=true, no tauri-driver needed).
+# 2. App end to end (Linux): builds the app (`postern-app`, `postern-desk`) and `postern`, then
+#    runs ui/e2e/app.e2e.mjs under Xvfb inside a private D-Bus session, with throwaway XDG_*
+#    directories. Each scenario gives the app a fresh temporary POSTERN_HOME (configured with
+#    the `postern` CLI) and drives its windows through WebKitWebDriver attached to the window
+#    process (TAURI_WEBVIEW_AUTOMATION=true, no tauri-driver needed; see ui/e2e/webdriver.mjs).
 #    macOS has no WebDriver for WKWebView, so there this step is skipped and says so.
 #
 # Installs what is missing first (through scripts/run-app.sh --build-only --with-test-deps).

@@ -1,38 +1,175 @@
-//! Every IPC call of a window goes to the desk as it came: the command's name, the window's
-//! label and the arguments object ([`postern_desk::Desk::call`]). Tauri has checked the call
-//! against the window's capability first (tauri.conf.json, with the commands named in
-//! build.rs); the desk checks the window's part again.
+//! The window process's end of the bridge ([`postern_desk::bridge`]). Every IPC call of a
+//! window goes to the resident process as it came: the command's name, the window's label
+//! and the arguments object, after Tauri has checked the call against the window's capability
+//! (tauri.conf.json, with the commands named in build.rs; the desk checks the window's part
+//! again). The resident's replies settle the calls; its events reach the windows; its orders
+//! open and close them.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use postern_desk::Desk;
-use serde_json::Value;
+use postern_desk::bridge::{self, Show, ToDesk, ToWindows};
+use serde_json::{Value, json};
 use tauri::ipc::{Invoke, InvokeBody, InvokeError};
-use tauri::{Manager, Runtime};
+use tauri::{AppHandle, Emitter, Manager, Runtime};
+use tokio::io::BufReader;
+use tokio::sync::{mpsc, oneshot};
 
-/// The app's invoke handler. Always takes the call: a command the desk does not know is
-/// refused by it, with a clear error.
+use crate::window;
+
+/// The bridge's state: calls waiting for their replies, and the show orders taken.
+#[derive(Debug)]
+pub struct Link {
+    outbox: mpsc::UnboundedSender<ToDesk>,
+    waiting: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Value>>>>,
+    next: AtomicU64,
+    seen: AtomicU64,
+}
+
+impl Link {
+    /// A link, and the messages it sends (for [`serve`] to write).
+    pub fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<ToDesk>) {
+        let (outbox, rx) = mpsc::unbounded_channel();
+        let link = Arc::new(Self {
+            outbox,
+            waiting: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            seen: AtomicU64::new(0),
+        });
+        (link, rx)
+    }
+
+    /// Sends a window's call; the reply settles it. With the resident gone, the call is
+    /// refused with `no_engine`.
+    pub async fn call(&self, window: String, command: String, args: Value) -> Result<Value, Value> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(id, tx);
+        let sent = self.outbox.send(ToDesk::Call {
+            id,
+            window,
+            command,
+            args,
+        });
+        if sent.is_err() {
+            self.lock().remove(&id);
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(json!({
+                "code": "no_engine",
+                "message": "Postern's resident process is gone: start Postern again",
+            }))
+        })
+    }
+
+    /// Tells the resident the last window closed.
+    pub fn idle(&self) {
+        let seen = self.seen.load(Ordering::Relaxed);
+        let _ = self.outbox.send(ToDesk::Idle { seen });
+    }
+
+    fn settle(&self, id: u64, result: Result<Value, Value>) {
+        if let Some(waiting) = self.lock().remove(&id) {
+            let _ = waiting.send(result);
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Result<Value, Value>>>> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The app's invoke handler: every call goes over the bridge.
 pub fn handle<R: Runtime>(invoke: Invoke<R>) -> bool {
     let Invoke {
         message, resolver, ..
     } = invoke;
     let webview = message.webview();
-    let Some(desk) = webview.try_state::<Arc<Desk>>().map(|d| Arc::clone(&d)) else {
-        resolver.reject("the app is starting");
-        return true;
-    };
+    let link = Arc::clone(&webview.state::<Arc<Link>>());
     let args = match message.payload() {
         InvokeBody::Json(args) => args.clone(),
         InvokeBody::Raw(_) => Value::Null,
     };
     let window = webview.label().to_owned();
     let command = message.command().to_owned();
-    resolver.respond_async(async move {
-        desk.call(&window, &command, args)
-            .await
-            .map_err(InvokeError)
-    });
+    resolver
+        .respond_async(async move { link.call(window, command, args).await.map_err(InvokeError) });
     true
+}
+
+/// Carries the bridge both ways on Tauri's async runtime: `outbox` to the resident, and the
+/// resident's messages to the link and the windows. When the resident releases this process,
+/// tells it to quit, or goes, the process exits.
+pub fn serve<R: Runtime>(
+    app: &AppHandle<R>,
+    stream: UnixStream,
+    mut outbox: mpsc::UnboundedReceiver<ToDesk>,
+) -> std::io::Result<()> {
+    stream.set_nonblocking(true)?;
+    let stream = {
+        let _entered = tauri::async_runtime::handle().inner().enter();
+        tokio::net::UnixStream::from_std(stream)?
+    };
+    let (read, mut write) = stream.into_split();
+    tauri::async_runtime::spawn(async move {
+        while let Some(message) = outbox.recv().await {
+            if let Err(err) = bridge::write(&mut write, &message).await {
+                tracing::warn!("the bridge to the resident process closed: {err}");
+                return;
+            }
+        }
+    });
+    let app = app.clone();
+    tauri::async_runtime::spawn(async move {
+        let mut reader = BufReader::new(read);
+        let mut line = Vec::new();
+        loop {
+            match bridge::read::<ToWindows>(&mut reader, &mut line).await {
+                Ok(Some(ToWindows::Release | ToWindows::Quit)) | Ok(None) => break,
+                Ok(Some(message)) => take(&app, message),
+                Err(err) => {
+                    tracing::warn!("the resident process sent what is not a message: {err}");
+                    break;
+                }
+            }
+        }
+        app.exit(0);
+    });
+    Ok(())
+}
+
+/// Acts on one message from the resident.
+fn take<R: Runtime>(app: &AppHandle<R>, message: ToWindows) {
+    let link = app.state::<Arc<Link>>();
+    match message {
+        ToWindows::Reply { id, result } => link.settle(id, result),
+        ToWindows::Emit { event, to, payload } => {
+            let sent = match to {
+                Some(label) => app.emit_to(label.as_str(), &event, payload),
+                None => app.emit(&event, payload),
+            };
+            if let Err(err) = sent {
+                tracing::debug!("cannot emit {event}: {err}");
+            }
+        }
+        ToWindows::Show { seq, window } => {
+            link.seen.fetch_max(seq, Ordering::Relaxed);
+            match window {
+                Show::Main => {
+                    if let Err(err) = window::show(app) {
+                        tracing::warn!("cannot show the window: {err}");
+                    }
+                }
+                Show::Approvals { focus } => window::open_approvals(app, focus),
+            }
+        }
+        ToWindows::CloseApprovals => window::close_approvals(app),
+        ToWindows::Release | ToWindows::Quit => app.exit(0),
+    }
 }
 
 #[cfg(test)]

@@ -1,160 +1,105 @@
-//! Postern's desktop shell: the windows and the tray as Tauri draws them, around the desk
-//! ([`postern_desk`]) that hosts the engine. Wiring only: what the windows may ask and what
-//! the tray and the approval window show is the desk's; every rule is the engine's.
+//! Postern's window process: the status window and the approval window, drawn by Tauri. It
+//! holds no engine and no tray: those live in the app's resident process (`postern-desk`,
+//! which never links WebKit), and this process runs only while a window is open. Every IPC
+//! call of a window goes to the resident over the bridge as it came, and the resident says
+//! which windows to open and close and what changed ([`postern_desk::bridge`]).
 //!
-//! - [`ipc`]: every IPC call of a window, handed to [`Desk::call`] as it came.
-//! - [`tray`]: the tray icon, built from the desk's menu; [`window`]: the two windows.
-//! - [`TauriSurface`]: how the desk's events, windows, tray and notifications reach Tauri.
+//! Started with no arguments (the app's icon, `scripts/run-app.sh`), it starts the resident
+//! process with a bridge as its standard input and shows the status window; started by the
+//! resident (`--bridge-stdin`), it waits for the resident's orders.
+//!
+//! - [`ipc`]: the bridge: calls out, replies, events and orders in.
+//! - [`window`]: the two windows.
 
 pub mod ipc;
-pub mod tray;
 pub mod window;
 
+use std::os::unix::net::UnixStream;
+use std::process::Stdio;
 use std::sync::Arc;
 
-use postern_desk::Desk;
-use postern_desk::tray::Shown;
-use tauri::{AppHandle, Emitter, Manager, RunEvent, Runtime};
-use tauri_plugin_notification::NotificationExt;
+use postern_desk::bridge::{self, BRIDGE_ARG};
+use tauri::{AppHandle, Manager, RunEvent, Runtime};
 
-/// Builds and runs the app until the user quits.
+/// Builds and runs the window process until its last window closes (or the app quits).
 pub fn run() {
-    // The engine holds the vault key while unlocked: other processes of the user stay out.
+    // Passphrases are typed here on their way to the engine: other processes of the user
+    // stay out.
     postern_engine::harden::protect_process();
-    init_tracing();
-    let app = builder(tauri::Builder::default())
-        .setup(|app| {
-            tray::create(app.handle())?;
-            let desk = install(app.handle());
-            desk.start(postern_engine::Home::resolve(None));
+    postern_desk::init_tracing();
+    let started_by_resident = std::env::args_os().skip(1).any(|a| a == BRIDGE_ARG);
+    let stream = if started_by_resident {
+        bridge::take_stdin()
+    } else {
+        start_resident()
+    };
+    let stream = stream.unwrap_or_else(|err| {
+        tracing::error!("cannot reach Postern's resident process: {err}");
+        std::process::exit(1);
+    });
+    let (link, outbox) = ipc::Link::new();
+    let app = builder(tauri::Builder::default(), Arc::clone(&link))
+        .setup(move |app| {
+            ipc::serve(app.handle(), stream, outbox)?;
+            if !started_by_resident {
+                window::show(app.handle())?;
+            }
             Ok(())
         })
         .build(tauri::generate_context!())
         .unwrap_or_else(|err| {
-            tracing::error!("cannot start the Postern app: {err}");
+            tracing::error!("cannot start the Postern window: {err}");
             std::process::exit(1);
         });
     app.run(on_run_event);
 }
 
-/// The parts of the app that tests share with [`run`]: plugins and IPC.
-pub fn builder<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
-    builder
-        .plugin(tauri_plugin_notification::init())
-        .invoke_handler(ipc::handle)
+/// The parts of the app that tests share with [`run`]: the bridge's state and IPC.
+pub fn builder<R: Runtime>(builder: tauri::Builder<R>, link: Arc<ipc::Link>) -> tauri::Builder<R> {
+    builder.manage(link).invoke_handler(ipc::handle)
 }
 
-/// Makes the app's desk, drawn by this app, and keeps it as managed state.
-pub fn install<R: Runtime>(app: &AppHandle<R>) -> Arc<Desk> {
-    let surface = Arc::new(TauriSurface { app: app.clone() });
-    let desk = Desk::new(surface, tauri::async_runtime::handle().inner().clone());
-    app.manage(Arc::clone(&desk));
-    desk
+/// Starts the resident process (`postern-desk`, beside this program) with one end of a new
+/// bridge as its standard input; returns the other end. It outlives this process.
+fn start_resident() -> std::io::Result<UnixStream> {
+    let exe = std::env::current_exe()?.with_file_name(RESIDENT);
+    let (ours, theirs) = UnixStream::pair()?;
+    std::process::Command::new(&exe)
+        .arg(BRIDGE_ARG)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .spawn()
+        .map_err(|err| {
+            std::io::Error::new(
+                err.kind(),
+                format!(
+                    "cannot start {} ({err}); build it with `cargo build -p postern-desk`",
+                    exe.display()
+                ),
+            )
+        })?;
+    Ok(ours)
 }
 
-/// The desk's surface: Tauri's events, windows, tray icon and notification plugin.
-pub struct TauriSurface<R: Runtime> {
-    app: AppHandle<R>,
-}
+/// The resident process's program.
+const RESIDENT: &str = "postern-desk";
 
-impl<R: Runtime> std::fmt::Debug for TauriSurface<R> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TauriSurface")
-    }
-}
-
-impl<R: Runtime> postern_desk::Surface for TauriSurface<R> {
-    fn emit(&self, event: &str, to: Option<&str>, payload: serde_json::Value) {
-        let sent = match to {
-            Some(label) => self.app.emit_to(label, event, payload),
-            None => self.app.emit(event, payload),
-        };
-        if let Err(err) = sent {
-            tracing::debug!("cannot emit {event}: {err}");
-        }
-    }
-
-    fn show_main(&self) {
-        if let Err(err) = window::show(&self.app) {
-            tracing::warn!("cannot show the window: {err}");
-        }
-    }
-
-    fn open_approvals(&self, focus: bool) {
-        window::open_approvals(&self.app, focus);
-    }
-
-    fn close_approvals(&self) {
-        window::close_approvals(&self.app);
-    }
-
-    fn set_tray(&self, shown: &Shown) -> Result<(), String> {
-        tray::set(&self.app, shown).map_err(|err| err.to_string())
-    }
-
-    fn notify(&self, title: &str, body: &str) -> Result<(), String> {
-        let shown = self
-            .app
-            .notification()
-            .builder()
-            .title(title)
-            .body(body)
-            .show()
-            .map_err(|err| err.to_string());
-        #[cfg(all(unix, not(target_os = "macos")))]
-        check_notification_service();
-        shown
-    }
-
-    fn exit(&self) {
-        self.app.exit(0);
-    }
-}
-
-/// Says once, in the log, when no desktop notification service answers: the plugin sends
-/// notifications in the background and drops a failure silently.
-#[cfg(all(unix, not(target_os = "macos")))]
-fn check_notification_service() {
-    static CHECKED: std::sync::Once = std::sync::Once::new();
-    CHECKED.call_once(|| {
-        std::thread::spawn(|| match notify_rust::get_server_information() {
-            Ok(server) => tracing::debug!(server = %server.name, "desktop notifications go to this service"),
-            Err(err) => tracing::warn!(
-                "no desktop notification service answers ({err}): approval requests show in the approval window and the tray only"
-            ),
-        });
-    });
-}
-
-/// Keeps the app when its last window closes (and on macOS shows the status window when the
-/// Dock icon is clicked, building it if it was closed); stops the engine whichever way the event loop
-/// ends (the tray's Quit has usually done it already; then this is a no-op).
+/// When the last window closes, the process tells the resident it is idle and exits once
+/// released (an order on its way opens a window instead); on macOS a click on the Dock icon
+/// shows the status window.
 fn on_run_event<R: Runtime>(app: &AppHandle<R>, event: RunEvent) {
     match event {
-        RunEvent::ExitRequested { code, api, .. } => window::keep_running(code, &api),
+        RunEvent::ExitRequested {
+            code: None, api, ..
+        } => {
+            api.prevent_exit();
+            app.state::<Arc<ipc::Link>>().idle();
+        }
         #[cfg(target_os = "macos")]
         RunEvent::Reopen { .. } => {
             if let Err(err) = window::show(app) {
                 tracing::warn!("cannot show the window: {err}");
             }
         }
-        RunEvent::Exit => {
-            if let Some(desk) = app.try_state::<Arc<Desk>>() {
-                tauri::async_runtime::block_on(desk.shutdown());
-            }
-        }
         _ => {}
     }
-}
-
-/// Logs to stderr, `RUST_LOG` style (default `info`), in colour only on a terminal.
-fn init_tracing() {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
 }

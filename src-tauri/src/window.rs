@@ -1,14 +1,14 @@
-//! The app's two windows. Neither outlives its use: the engine and the tray are what stay.
-//! The status window (`main`) opens at start; closing it destroys its webview (the web
-//! process and its memory go with it) and the engine keeps serving agents from the tray,
-//! which opens it again, built anew from its configuration, showing the engine's state then.
-//! The approval window (`approvals`) exists while requests wait: it opens on top when a new
-//! one arrives and is destroyed when the queue empties (closed by hand, its requests stay open
-//! in the tray until answered or timed out). Both load the same UI, which picks its
-//! view by label. With no window open the app stays: only Quit ends it ([`keep_running`]).
+//! The app's two windows. Neither outlives its use, nor does this process: the engine and the
+//! tray live in the resident process. The status window (`main`) opens when the app is
+//! started or the tray asks for it; closing it destroys its webview, and with the last window
+//! the process goes (the web process and its memory with it); the tray's Open Postern starts
+//! a new one, showing the engine's state then. The approval window (`approvals`) exists while
+//! requests wait: it opens on top when a new one arrives and is destroyed when the queue
+//! empties (closed by hand, its requests stay open in the tray until answered or timed out).
+//! Both load the same UI, which picks its view by label.
 
 use postern_desk::{APPROVALS, MAIN};
-use tauri::{AppHandle, ExitRequestApi, Manager, Runtime, WebviewUrl, WebviewWindowBuilder};
+use tauri::{AppHandle, Manager, Runtime, WebviewUrl, WebviewWindowBuilder};
 
 /// Shows, unminimizes and focuses the status window, building it (from its configuration in
 /// tauri.conf.json) when it was closed.
@@ -63,15 +63,6 @@ pub fn close_approvals<R: Runtime>(app: &AppHandle<R>) {
     }
 }
 
-/// Run event hook for an exit nobody asked for: the last window closing ends the event loop
-/// unless prevented, and the app lives on in the tray. Quit asks with a code (`app.exit`),
-/// and that exit goes ahead.
-pub fn keep_running(code: Option<i32>, api: &ExitRequestApi) {
-    if code.is_none() {
-        api.prevent_exit();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use tauri::test::{mock_builder, mock_context, noop_assets};
@@ -82,7 +73,7 @@ mod tests {
     // to end (ui/e2e/app.e2e.mjs: the approval window's handle goes away).
     #[test]
     fn show_shows_a_hidden_status_window() {
-        let app = crate::builder(mock_builder())
+        let app = crate::builder(mock_builder(), crate::ipc::Link::new().0)
             .build(mock_context(noop_assets()))
             .unwrap();
         let window = WebviewWindowBuilder::new(&app, MAIN, Default::default())
@@ -95,7 +86,7 @@ mod tests {
 
     #[test]
     fn the_approval_window_opens_once() {
-        let app = crate::builder(mock_builder())
+        let app = crate::builder(mock_builder(), crate::ipc::Link::new().0)
             .build(mock_context(noop_assets()))
             .unwrap();
         open_approvals(app.handle(), false);

@@ -428,10 +428,11 @@ const scenarios = {
   },
 
   // A menu-bar app lives all day with its window closed. Closing the window (as a window
-  // manager's close button does) ends its web process, and with it most of the app's memory;
-  // the engine keeps serving from the tray, and the tray's Open Postern builds the window anew,
-  // showing what changed while it was closed. Quit still ends the app with no window open.
-  async "closing the window ends its web process; the tray opens it again on the current state, and Quit ends the app"({ home, work }) {
+  // manager's close button does) ends the window process and its web process, and with them
+  // most of the app's memory; the engine keeps serving from the tray (the resident process),
+  // and the tray's Open Postern starts a window process anew, showing what changed while it
+  // was closed. Quit still ends the app with no window open.
+  async "closing the window ends its window process; the tray opens it again on the current state, and Quit ends the app"({ home, work }) {
     addClock(home, work);
     const tray = await startTray();
     let agentClient;
@@ -443,8 +444,9 @@ const scenarios = {
         if (shown.length === 0) throw new Error("no web process under the app while its window shows");
 
         closeWindow("Postern");
-        await until(() => webProcesses().length === 0, 10_000, "the closed window's web process to end");
+        await until(() => webProcesses().length === 0 && windowProcesses().length === 0, 10_000, "the closed window's processes to end");
         expectEqual(await s.windowHandles(), [], "window handles after closing");
+        expectEqual(residents().length, 1, "resident processes, no window open");
 
         // Closed, the engine still serves: an agent connects, and a server is added.
         agentClient = await client(cli, home, "clock", "e2e-agent");
@@ -469,12 +471,13 @@ const scenarios = {
         // With no window open, Quit in the tray (its last item) still ends the app.
         await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
         closeWindow("Postern");
-        await until(() => webProcesses().length === 0, 10_000, "the window's web process to end again");
-        const apps = processes().filter(([, p]) => p.comm === "postern-app");
-        expectEqual(apps.length, 1, "postern-app processes");
+        await until(() => webProcesses().length === 0 && windowProcesses().length === 0, 10_000, "the window's processes to end again");
+        const apps = residents();
+        expectEqual(apps.length, 1, "resident processes");
         await tray.openMenu();
         await tray.keys("Up", "Return");
         await until(() => !processes().some(([pid]) => pid === apps[0][0]), 15_000, "the app to quit");
+        expectEqual(windowProcesses(), [], "window processes after Quit");
       });
     } finally {
       agentClient?.close();
@@ -1020,11 +1023,11 @@ async function withApp(home, body, env = {}, { choose = true } = {}) {
  */
 async function createSession(driver) {
   try {
-    return await Session.create(driver.url, app);
+    return await Session.create(driver, app);
   } catch (err) {
     if (!driver.output().includes("Failed to initialize GTK")) throw err;
     console.log("  (the app could not open the X display; starting it once more)");
-    return Session.create(driver.url, app);
+    return Session.create(driver, app);
   }
 }
 
@@ -1087,6 +1090,16 @@ function addClock(home, work) {
   copyFileSync(CLOCK, entry);
   postern(home, "server", "add", "clock", "--cwd", dir, "--", "python3", "clock.py");
   return entry;
+}
+
+/** The window processes running (`postern-app`: one at most, while a window is open). */
+function windowProcesses() {
+  return processes().filter(([, p]) => p.comm === "postern-app").map(([pid]) => pid);
+}
+
+/** The resident processes running (`postern-desk`: the engine and the tray). */
+function residents() {
+  return processes().filter(([, p]) => p.comm === "postern-desk");
 }
 
 /** The pids of the WebKit web processes (a window's page) under a running postern-app. */

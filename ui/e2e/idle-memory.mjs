@@ -1,9 +1,10 @@
-// The app's memory at rest, and how fast its windows come back. Starts the real app (through
-// WebKitWebDriver, which reads its windows) on a fresh home with three servers configured and
-// two agents connected (so two server processes run), lets it settle, and reads the resident
-// set of the app process and of the WebKit processes it started (web content, network) from
-// /proc: once with the status window open, once after closing it (as a window manager's close
-// button does) and letting it settle again. The MCP servers' own processes are listed apart:
+// The app's memory at rest, and how fast its windows come back. Starts the real app (its window
+// process read through WebKitWebDriver) on a fresh home with three servers configured and two
+// agents connected (so two server processes run), lets it settle, and reads the resident set of
+// every process of the app (the resident process `postern-desk`, the window process
+// `postern-app` and the WebKit processes it started: web content, network) from /proc: once
+// with the status window open, once after closing it (as a window manager's close button does;
+// the window process ends with it) and letting it settle again. The MCP servers' own processes are listed apart:
 // they are the servers' memory, not Postern's. Then, with the window closed: how long the
 // tray's Open Postern takes to show the current state (both servers' lists and both sessions),
 // five times; and how long a request takes to show its card in the approval window, three
@@ -15,7 +16,9 @@
 // repository root:
 //
 //   dbus-run-session -- sh -c 'printf x | gnome-keyring-daemon --unlock --components=secrets >/dev/null;
-//     POSTERN_APP=target/release/postern-app POSTERN_CLI=target/debug/postern xvfb-run -a node ui/e2e/idle-memory.mjs'
+//     POSTERN_APP=target/release/postern-app POSTERN_CLI=target/debug/postern xvfb-run -a node ui/e2e/idle-memory.mjs
+//
+// (`postern-desk` must be built beside `postern-app`: the window process starts it.)'
 
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -48,16 +51,23 @@ function configured() {
   return home;
 }
 
-/** The memory of `pid` and the WebKit processes below it; the rest below it are servers. */
-function sample(pid) {
-  const rows = [pid, ...descendants(pid)].flatMap((p) => {
+/** The memory of the app's processes (resident, window process, WebKit's below it); the rest below them are servers. */
+function sampleApp(driver) {
+  const roots = driver.appProcesses().filter(([, p]) => p.comm === "postern-desk" || p.comm === "postern-app").map(([pid]) => pid);
+  return sample(roots);
+}
+
+/** The memory of the processes `roots` and the WebKit processes below them; the rest below them are servers. */
+function sample(roots) {
+  const all = [...new Set(roots.flatMap((pid) => [pid, ...descendants(pid)]))];
+  const rows = all.flatMap((p) => {
     try {
       return [{ pid: p, ...usage(p) }];
     } catch {
       return []; // Gone meanwhile.
     }
   });
-  const ours = rows.filter((r) => r.pid === pid || r.comm.startsWith("WebKit"));
+  const ours = rows.filter((r) => roots.includes(r.pid) || r.comm.startsWith("WebKit"));
   return { ours, servers: rows.filter((r) => !ours.includes(r)) };
 }
 
@@ -68,20 +78,20 @@ async function measureApp() {
   const agents = [];
   let s;
   try {
-    s = await Session.create(driver.url, app);
-    const [[pid]] = processes().filter(([, p]) => p.comm === "postern-app");
+    s = await Session.create(driver, app);
     await choosePassphrase(s);
     agents.push(await client(cli, home, "clock", "memory-agent"), await client(cli, home, "deploy", "memory-agent"));
     await sleep(settleMs);
-    const open = sample(pid);
+    const open = sampleApp(driver);
 
+    // With its last window, the window process ends (and its web processes with it).
     const closeMain = async () => {
       closeWindow("Postern");
-      await until(() => !sample(pid).ours.some((r) => r.comm.startsWith("WebKitWebProces") && r.rss > 0), 10_000, "the web process to end");
+      await until(() => !sampleApp(driver).ours.some((r) => r.comm === "postern-app" || r.comm.startsWith("WebKitWebProces")), 10_000, "the window process to end");
     };
     await closeMain();
     await sleep(settleMs);
-    const closed = sample(pid);
+    const closed = sampleApp(driver);
 
     // The current state: three servers, both sessions with their catalogs.
     const current = "return document.querySelectorAll('.server-label').length === 3 && document.querySelectorAll('.session .state[data-state=\"catalog-ready\"]').length === 2";
@@ -148,7 +158,7 @@ async function measureDaemon() {
     await posternAtTerminal(cli, home, ["passphrase"]);
     agents.push(await client(cli, home, "clock", "memory-agent"), await client(cli, home, "deploy", "memory-agent"));
     await sleep(settleMs);
-    return sample(child.pid);
+    return sample([child.pid]);
   } finally {
     for (const a of agents) a.close();
     child.kill("SIGTERM");

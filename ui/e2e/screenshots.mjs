@@ -340,7 +340,7 @@ async function withApp(home, body, env = {}, { choose = true } = {}) {
   const driver = await startDriver({ env: { POSTERN_HOME: home, RUST_LOG: "warn", ...env } });
   let session;
   try {
-    session = await Session.create(driver.url, app);
+    session = await Session.create(driver, app);
     if (choose) await choosePassphrase(session);
     // Let fonts settle and the first status refresh land before the picture.
     await sleep(500);

@@ -1,9 +1,9 @@
 // A small W3C WebDriver client for driving the real app through WebKitWebDriver (Linux).
 // No browser download and no dependencies: Node's fetch and child_process only.
 //
-// WebKitWebDriver launches the app binary itself (with TAURI_WEBVIEW_AUTOMATION=true in its
-// environment, wry enables WebKit's automation); the app inherits the driver's environment,
-// which is how a test hands it POSTERN_HOME.
+// The app is launched here, with WebKit's inspector server on a port of its own and
+// TAURI_WEBVIEW_AUTOMATION=true (wry then allows WebKit's automation), and WebKitWebDriver
+// attaches to its window process (`--target`); see startDriver.
 
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
@@ -11,49 +11,112 @@ import { createServer } from "node:net";
 
 const ELEMENT = "element-6066-11e4-a52e-4f735466cecf";
 
-/** Starts WebKitWebDriver on a free port with `env` added to its environment. */
+/**
+ * Runs the app (its window processes and its resident process) for a test, with `env` added to
+ * its environment, and drives its windows through WebKitWebDriver.
+ *
+ * The app's windows live in a window process that ends with its last window; the resident
+ * process starts a new one for the next window. So the driver is not the one to launch the app
+ * (it would lose it with its first window): the app is launched here with WebKit's inspector
+ * server on a port of its own (`WEBKIT_INSPECTOR_SERVER`, inherited by the resident and so by
+ * every window process after the first) and automation allowed (`TAURI_WEBVIEW_AUTOMATION`),
+ * and a WebKitWebDriver attaches to whichever window process runs (`--target`); a session
+ * whose process ended attaches again ([`Session`]). The port also marks the test's processes:
+ * `stop` ends every process whose environment holds it.
+ */
 export async function startDriver({ env = {}, driver = "WebKitWebDriver", log } = {}) {
   const port = await freePort();
-  const child = spawn(driver, [`--port=${port}`], {
-    env: { ...process.env, TAURI_WEBVIEW_AUTOMATION: "true", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const marker = `WEBKIT_INSPECTOR_SERVER=127.0.0.1:${port}`;
+  const appEnv = { ...process.env, TAURI_WEBVIEW_AUTOMATION: "true", WEBKIT_INSPECTOR_SERVER: `127.0.0.1:${port}`, ...env };
   const output = [];
-  for (const stream of [child.stdout, child.stderr]) {
+  const collect = (stream) =>
     stream.on("data", (chunk) => {
       output.push(String(chunk));
       log?.(String(chunk));
     });
-  }
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  const url = `http://127.0.0.1:${port}`;
-  await until(async () => {
-    if (child.exitCode !== null) throw new Error(`${driver} exited: ${output.join("")}`);
-    try {
-      return (await fetch(`${url}/status`)).ok;
-    } catch {
-      return false;
-    }
-  }, 10_000, `${driver} to listen on ${port}`);
+  let current;
+  const stopDriver = async () => {
+    const child = current?.child;
+    current = undefined;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGTERM");
+    await Promise.race([exited, sleep(2000)]);
+    if (child.exitCode === null) child.kill("SIGKILL");
+  };
+  /** The test's app processes that still run (window processes and the resident). */
+  const appProcesses = () => processes().filter(([pid]) => environ(pid).includes(marker));
   return {
-    url,
+    port,
     output: () => output.join(""),
+    appProcesses,
+    /** Starts the app's first window process (it starts the resident). */
+    launch(binary, args = []) {
+      const child = spawn(binary, args, { env: appEnv, stdio: ["ignore", "pipe", "pipe"] });
+      collect(child.stdout);
+      collect(child.stderr);
+      return child;
+    },
     /**
-     * Stops the driver and the apps it launched. Deleting a session closes the app's window,
-     * and Postern lives on in the tray without one, so the app is terminated here; otherwise
-     * it would outlive the test holding the driver's output pipes.
+     * A new WebDriver session on the window process now running (a driver of its own); the
+     * session's URL. Fails when none runs within `timeoutMs`.
      */
+    async connect(timeoutMs = 15_000) {
+      await stopDriver();
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const windowProcess = appProcesses().some(([, p]) => p.comm === "postern-app");
+        if (windowProcess) {
+          const driverPort = await freePort();
+          const child = spawn(driver, [`--port=${driverPort}`, `--target=127.0.0.1:${port}`], { stdio: ["ignore", "pipe", "pipe"] });
+          collect(child.stdout);
+          collect(child.stderr);
+          current = { child };
+          const url = `http://127.0.0.1:${driverPort}`;
+          try {
+            await until(async () => {
+              if (child.exitCode !== null) throw new Error(`${driver} exited`);
+              return fetch(`${url}/status`).then((r) => r.ok, () => false);
+            }, 5000, `${driver} to listen`);
+            const body = { capabilities: { alwaysMatch: {} } };
+            const value = await call("POST", `${url}/session`, body, 10_000);
+            return `${url}/session/${value.sessionId}`;
+          } catch (err) {
+            await stopDriver();
+            if (Date.now() > deadline) throw new Error(`no WebDriver session on the app's window process: ${err.message}`);
+          }
+        } else if (Date.now() > deadline) {
+          throw new NoWindowProcess();
+        }
+        await sleep(200);
+      }
+    },
+    /** Ends the driver and every process of the test's app. */
     async stop() {
-      const apps = childrenOf(child.pid);
+      await stopDriver();
+      const apps = appProcesses().map(([pid]) => pid);
       for (const pid of apps) signal(pid, "SIGTERM");
-      await until(() => apps.every((pid) => !alive(pid)), 5000, "the app to exit").catch(() => {
+      await until(() => apps.every((pid) => !alive(pid)), 8000, "the app to exit").catch(() => {
         for (const pid of apps) signal(pid, "SIGKILL");
       });
-      if (child.exitCode === null) child.kill("SIGTERM");
-      await Promise.race([exited, sleep(3000)]);
-      if (child.exitCode === null) child.kill("SIGKILL");
     },
   };
+}
+
+/** No window process of the app runs (all its windows are closed). */
+export class NoWindowProcess extends Error {
+  constructor() {
+    super("no window of the app is open (no window process runs)");
+  }
+}
+
+/** The environment of `pid` as one string ("" when it cannot be read). */
+function environ(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").join("\n");
+  } catch {
+    return "";
+  }
 }
 
 /** The live processes (zombies left out), as [pid, { comm, ppid }] (Linux: from /proc). */
@@ -74,13 +137,6 @@ export function processes() {
   return found;
 }
 
-/** The direct children of `pid` that still run. */
-function childrenOf(pid) {
-  return processes()
-    .filter(([, p]) => p.ppid === pid)
-    .map(([child]) => child);
-}
-
 /** Whether `pid` still runs (a zombie waiting for its parent to reap it does not). */
 function alive(pid) {
   try {
@@ -99,23 +155,40 @@ function signal(pid, name) {
   }
 }
 
-/** A WebDriver session on the app at `binary` (an absolute path). */
+/**
+ * A WebDriver session on the app at `binary` (an absolute path), launched by `driver`
+ * ([`startDriver`]). Its commands go to the window process that runs now: when that process
+ * ended and the resident started another, the session attaches to the new one first.
+ */
 export class Session {
-  static async create(driverUrl, binary, args = []) {
-    const body = {
-      capabilities: { alwaysMatch: { "webkitgtk:browserOptions": { binary, args } } },
-    };
-    const value = await call("POST", `${driverUrl}/session`, body);
-    return new Session(`${driverUrl}/session/${value.sessionId}`);
+  static async create(driver, binary, args = []) {
+    driver.launch(binary, args);
+    const session = new Session(driver);
+    session.base = await driver.connect(20_000);
+    return session;
   }
 
-  constructor(base) {
-    this.base = base;
+  constructor(driver) {
+    this.driver = driver;
+    this.base = undefined;
+  }
+
+  /** One WebDriver command (`path` under the session), attaching again once if the window process changed. */
+  async request(method, path, body) {
+    if (this.base === undefined) this.base = await this.driver.connect(2000);
+    try {
+      return await call(method, `${this.base}${path}`, body);
+    } catch (err) {
+      if (!gone(err)) throw err;
+      this.base = undefined;
+      this.base = await this.driver.connect(2000);
+      return call(method, `${this.base}${path}`, body);
+    }
   }
 
   /** Elements matching `css`, as WebDriver element ids. */
   async findAll(css) {
-    const found = await call("POST", `${this.base}/elements`, { using: "css selector", value: css });
+    const found = await this.request("POST", "/elements", { using: "css selector", value: css });
     return found.map((el) => el[ELEMENT]);
   }
 
@@ -123,7 +196,7 @@ export class Session {
   async texts(css) {
     return fresh(async () => {
       const ids = await this.findAll(css);
-      return Promise.all(ids.map((id) => call("GET", `${this.base}/element/${id}/text`)));
+      return Promise.all(ids.map((id) => this.request("GET", `/element/${id}/text`)));
     });
   }
 
@@ -131,7 +204,7 @@ export class Session {
   async attributes(css, name) {
     return fresh(async () => {
       const ids = await this.findAll(css);
-      return Promise.all(ids.map((id) => call("GET", `${this.base}/element/${id}/attribute/${name}`)));
+      return Promise.all(ids.map((id) => this.request("GET", `/element/${id}/attribute/${name}`)));
     });
   }
 
@@ -143,7 +216,7 @@ export class Session {
       const [id] = await this.findAll(css);
       if (id === undefined) throw new Error(`nothing to click: no element matches ${css}`);
       try {
-        await call("POST", `${this.base}/element/${id}/click`, {});
+        await this.request("POST", `/element/${id}/click`, {});
         return;
       } catch (err) {
         if (attempt >= 5 || !String(err.message).includes("stale element reference")) throw err;
@@ -154,7 +227,7 @@ export class Session {
 
   /** Runs `script` in the page and returns its result. */
   async execute(script, args = []) {
-    return call("POST", `${this.base}/execute/sync`, { script, args });
+    return this.request("POST", "/execute/sync", { script, args });
   }
 
   /**
@@ -184,22 +257,27 @@ export class Session {
   async sendKeys(css, keys) {
     const [id] = await this.findAll(css);
     if (id === undefined) throw new Error(`nothing to type into: no element matches ${css}`);
-    await call("POST", `${this.base}/element/${id}/value`, { text: keys });
+    await this.request("POST", `/element/${id}/value`, { text: keys });
   }
 
   /** The handles of the app's windows (one webview each). */
   async windowHandles() {
-    return call("GET", `${this.base}/window/handles`);
+    try {
+      return await this.request("GET", "/window/handles");
+    } catch (err) {
+      if (err instanceof NoWindowProcess || gone(err)) return [];
+      throw err;
+    }
   }
 
   /** The handle of the window commands go to. */
   async windowHandle() {
-    return call("GET", `${this.base}/window`);
+    return this.request("GET", "/window");
   }
 
   /** Sends the next commands to the window with `handle`. */
   async switchToWindow(handle) {
-    await call("POST", `${this.base}/window`, { handle });
+    await this.request("POST", "/window", { handle });
   }
 
   /**
@@ -241,26 +319,33 @@ export class Session {
   }
 
   async setWindowRect(width, height) {
-    return call("POST", `${this.base}/window/rect`, { width, height });
+    return this.request("POST", "/window/rect", { width, height });
   }
 
   /** A PNG of the window's web content, once the latest DOM change has been painted. */
   async screenshot() {
     await this.execute("return new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))");
     await sleep(300);
-    return Buffer.from(await call("GET", `${this.base}/screenshot`), "base64");
+    return Buffer.from(await this.request("GET", "/screenshot"), "base64");
   }
 
   async delete() {
-    await call("DELETE", this.base).catch(() => {});
+    if (this.base !== undefined) await call("DELETE", this.base, undefined, 3000).catch(() => {});
   }
 }
 
-async function call(method, url, body) {
+/** Whether `err` says the session's window process (and so its driver) is gone. */
+function gone(err) {
+  const message = String(err?.message);
+  return message.includes("invalid session id") || message.includes("fetch failed") || message.includes("aborted due to timeout");
+}
+
+async function call(method, url, body, timeoutMs = 60_000) {
   const response = await fetch(url, {
     method,
     headers: body === undefined ? {} : { "content-type": "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
   });
   const json = await response.json().catch(() => ({}));
   if (!response.ok) {

@@ -185,6 +185,12 @@ impl Desk {
     pub async fn shutdown(&self) {
         self.shell.shutdown().await;
     }
+
+    /// Quits the app: the engine stops, then the surface ends.
+    pub async fn quit(&self) {
+        self.shell.shutdown().await;
+        self.surface.exit();
+    }
 }
 
 /// Whether the window labelled `window` may call `command`: the same split as the windows'

@@ -11,11 +11,13 @@
 //! - [`commands`]: the gate's commands, and [`servers`], [`credentials`], [`journal`] (the
 //!   journals and the audit log), [`permissions`] (grants and every-use settings).
 //! - [`tray`]: the tray icon's looks and its menu, as data.
+//! - [`bridge`], [`Windows`]: the resident process's link to the window process.
 //! - [`bindings`]: the TypeScript declarations the UI imports; [`sample`]: the approval card
 //!   the UI's tests read.
 
 pub mod approvals;
 pub mod bindings;
+pub mod bridge;
 pub mod commands;
 pub mod credentials;
 mod desk;
@@ -31,8 +33,22 @@ mod surface;
 mod testing;
 pub mod tray;
 pub mod view;
+mod windows;
 
 pub use desk::{Desk, allowed};
 pub use shell::Shell;
 pub use surface::{APPROVALS, MAIN, Surface};
 pub use view::{EngineView, Unavailable};
+pub use windows::Windows;
+
+/// Logs to stderr, `RUST_LOG` style (default `info`), in colour only on a terminal.
+pub fn init_tracing() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}

@@ -85,10 +85,7 @@ impl MenuAction {
             Self::Unlock | Self::Open => desk.surface.show_main(),
             Self::Quit => {
                 let desk = Arc::clone(desk);
-                desk.runtime.clone().spawn(async move {
-                    desk.shell.shutdown().await;
-                    desk.surface.exit();
-                });
+                desk.runtime.clone().spawn(async move { desk.quit().await });
             }
         }
     }
