@@ -83,6 +83,44 @@ impl Link {
     }
 }
 
+/// The resident process's program, beside this one.
+pub const RESIDENT: &str = "postern-desk";
+
+/// Checks that the bridge comes from this process's parent, and that the parent runs the
+/// resident's program beside this one (Linux; elsewhere nothing is checked): a window
+/// process serves only the resident that started it.
+pub fn check_parent(bridge: &UnixStream) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::io::{Error, ErrorKind};
+        let refuse = |why: String| Error::new(ErrorKind::PermissionDenied, why);
+        let parent = rustix::process::getppid()
+            .ok_or_else(|| refuse("this process has no parent".into()))?;
+        let peer = rustix::net::sockopt::socket_peercred(bridge)?;
+        if peer.pid != parent {
+            return Err(refuse(format!(
+                "the bridge comes from process {}, not from this process's parent {}",
+                peer.pid.as_raw_nonzero(),
+                parent.as_raw_nonzero()
+            )));
+        }
+        let expected = std::env::current_exe()?
+            .with_file_name(RESIDENT)
+            .canonicalize()?;
+        let running = std::fs::read_link(format!("/proc/{}/exe", parent.as_raw_nonzero()))?;
+        if running != expected {
+            return Err(refuse(format!(
+                "the parent runs {}, not {}",
+                running.display(),
+                expected.display()
+            )));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bridge;
+    Ok(())
+}
+
 /// The app's invoke handler: every call goes over the bridge.
 pub fn handle<R: Runtime>(invoke: Invoke<R>) -> bool {
     let Invoke {
@@ -157,7 +195,6 @@ fn take<R: Runtime>(app: &AppHandle<R>, message: ToWindows) {
             }
         }
         ToWindows::Show { seq, window } => {
-            link.seen.fetch_max(seq, Ordering::Relaxed);
             match window {
                 Show::Main => {
                     if let Err(err) = window::show(app) {
@@ -166,6 +203,9 @@ fn take<R: Runtime>(app: &AppHandle<R>, message: ToWindows) {
                 }
                 Show::Approvals { focus } => window::open_approvals(app, focus),
             }
+            // Counted once the window is there: an idle message sent before it does not count
+            // it, and the resident, which sent it, does not release this process then.
+            link.seen.fetch_max(seq, Ordering::Relaxed);
         }
         ToWindows::CloseApprovals => window::close_approvals(app),
         ToWindows::Release | ToWindows::Quit => app.exit(0),

@@ -4,9 +4,10 @@
 //! call of a window goes to the resident over the bridge as it came, and the resident says
 //! which windows to open and close and what changed ([`postern_desk::bridge`]).
 //!
-//! Started with no arguments (the app's icon, `scripts/run-app.sh`), it starts the resident
-//! process with a bridge as its standard input and shows the status window; started by the
-//! resident (`--bridge-stdin`), it waits for the resident's orders.
+//! Started with no arguments (the app's icon), it becomes the resident process (`exec
+//! postern-desk --show`, beside it), which starts a window process for the status window.
+//! Started by the resident (`--bridge-stdin`, the bridge as its standard input), it checks that
+//! its parent is that resident and waits for its orders.
 //!
 //! - [`ipc`]: the bridge: calls out, replies, events and orders in.
 //! - [`window`]: the two windows.
@@ -14,8 +15,6 @@
 pub mod ipc;
 pub mod window;
 
-use std::os::unix::net::UnixStream;
-use std::process::Stdio;
 use std::sync::Arc;
 
 use postern_desk::bridge::{self, BRIDGE_ARG};
@@ -27,23 +26,19 @@ pub fn run() {
     // stay out.
     postern_engine::harden::protect_process();
     postern_desk::init_tracing();
-    let started_by_resident = std::env::args_os().skip(1).any(|a| a == BRIDGE_ARG);
-    let stream = if started_by_resident {
-        bridge::take_stdin()
-    } else {
-        start_resident()
-    };
-    let stream = stream.unwrap_or_else(|err| {
-        tracing::error!("cannot reach Postern's resident process: {err}");
-        std::process::exit(1);
-    });
+    if !std::env::args_os().skip(1).any(|a| a == BRIDGE_ARG) {
+        become_resident();
+    }
+    let stream = bridge::take_stdin()
+        .and_then(|stream| ipc::check_parent(&stream).map(|()| stream))
+        .unwrap_or_else(|err| {
+            tracing::error!("cannot take the bridge from Postern's resident process: {err}");
+            std::process::exit(1);
+        });
     let (link, outbox) = ipc::Link::new();
     let app = builder(tauri::Builder::default(), Arc::clone(&link))
         .setup(move |app| {
             ipc::serve(app.handle(), stream, outbox)?;
-            if !started_by_resident {
-                window::show(app.handle())?;
-            }
             Ok(())
         })
         .build(tauri::generate_context!())
@@ -59,29 +54,19 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, link: Arc<ipc::Link>) -> 
     builder.manage(link).invoke_handler(ipc::handle)
 }
 
-/// Starts the resident process (`postern-desk`, beside this program) with one end of a new
-/// bridge as its standard input; returns the other end. It outlives this process.
-fn start_resident() -> std::io::Result<UnixStream> {
-    let exe = std::env::current_exe()?.with_file_name(RESIDENT);
-    let (ours, theirs) = UnixStream::pair()?;
-    std::process::Command::new(&exe)
-        .arg(BRIDGE_ARG)
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
-        .spawn()
-        .map_err(|err| {
-            std::io::Error::new(
-                err.kind(),
-                format!(
-                    "cannot start {} ({err}); build it with `cargo build -p postern-desk`",
-                    exe.display()
-                ),
-            )
-        })?;
-    Ok(ours)
+/// Runs the resident process in this one's place: `postern-desk --show`, beside this program.
+fn become_resident() -> ! {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()
+        .map(|exe| exe.with_file_name(ipc::RESIDENT))
+        .unwrap_or_else(|_| ipc::RESIDENT.into());
+    let err = std::process::Command::new(&exe).arg("--show").exec();
+    tracing::error!(
+        "cannot start {} ({err}); build it with `cargo build -p postern-desk`",
+        exe.display()
+    );
+    std::process::exit(1);
 }
-
-/// The resident process's program.
-const RESIDENT: &str = "postern-desk";
 
 /// When the last window closes, the process tells the resident it is idle and exits once
 /// released (an order on its way opens a window instead); on macOS a click on the Dock icon
@@ -92,7 +77,10 @@ fn on_run_event<R: Runtime>(app: &AppHandle<R>, event: RunEvent) {
             code: None, api, ..
         } => {
             api.prevent_exit();
-            app.state::<Arc<ipc::Link>>().idle();
+            // A window an order opened meanwhile keeps the process.
+            if app.webview_windows().is_empty() {
+                app.state::<Arc<ipc::Link>>().idle();
+            }
         }
         #[cfg(target_os = "macos")]
         RunEvent::Reopen { .. } => {

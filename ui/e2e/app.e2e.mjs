@@ -472,6 +472,18 @@ const scenarios = {
         await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
         closeWindow("Postern");
         await until(() => webProcesses().length === 0 && windowProcesses().length === 0, 10_000, "the window's processes to end again");
+
+        // Started again (its icon clicked), the app asks the running one for its window: no
+        // second resident, no second tray icon.
+        const again = s.driver.launch(app);
+        await s.waitForWindow("main");
+        await s.waitForTexts(".server-label", (labels) => same(labels, ["clock", "notes"]));
+        await until(() => again.exitCode !== null, 10_000, "the second start to end");
+        expectEqual(again.exitCode, 0, "the second start's exit code");
+        expectEqual(residents().length, 1, "resident processes after starting the app again");
+        closeWindow("Postern");
+        await until(() => windowProcesses().length === 0, 10_000, "the window process to end once more");
+
         const apps = residents();
         expectEqual(apps.length, 1, "resident processes");
         await tray.openMenu();

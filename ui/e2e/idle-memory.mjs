@@ -33,6 +33,8 @@ import { processes, Session, sleep, startDriver, until } from "./webdriver.mjs";
 const app = resolve(process.env.POSTERN_APP ?? "target/debug/postern-app");
 const cli = resolve(process.env.POSTERN_CLI ?? "target/debug/postern");
 const settleMs = Number(process.env.SETTLE_MS ?? 15_000);
+/** How long the harness waits, idle, after a click before it looks at the window it opened. */
+const QUIET_MS = 3000;
 
 /** A fresh home with three servers configured. */
 function configured() {
@@ -95,13 +97,22 @@ async function measureApp() {
 
     // The current state: three servers, both sessions with their catalogs.
     const current = "return document.querySelectorAll('.server-label').length === 3 && document.querySelectorAll('.session .state[data-state=\"catalog-ready\"]').length === 2";
+    // Times are read from the page itself: when it started (`performance.timeOrigin`) and when
+    // it painted what the harness then found (the window's last paint mark, PAINT_MARK in
+    // ui/src/dom.ts), against the wall clock at the tray's click: attaching WebDriver to a new
+    // window process takes the harness a while, and that is not the window's time.
+    // The first paint of `what` (a mark's detail), as wall-clock ms.
+    const painted = (what) => s.execute("const m = performance.getEntriesByName('postern:paint').find((m) => m.detail === arguments[0]); return m === undefined ? null : performance.timeOrigin + m.startTime", [what]);
     const reopen = [];
+    const reopenPage = [];
     for (let i = 0; i < 5; i++) {
       if (i > 0) await closeMain();
       await tray.openMenu();
       await tray.keys("Down", "Down");
-      const started = performance.now();
+      const started = Date.now();
       tray.press("Return");
+      // The harness keeps off the CPU while the window starts (2 cores): it looks afterwards.
+      await sleep(QUIET_MS);
       await until(async () => {
         for (const handle of await s.windowHandles()) {
           await s.switchToWindow(handle);
@@ -109,7 +120,8 @@ async function measureApp() {
         }
         return false;
       }, 10_000, "the reopened window to show the current state");
-      reopen.push(performance.now() - started);
+      reopen.push((await painted("running")) - started);
+      reopenPage.push((await s.execute("return performance.timeOrigin")) - started);
     }
     await closeMain();
 
@@ -117,27 +129,26 @@ async function measureApp() {
     const approval = [];
     const approvalWindow = [];
     for (let i = 0; i < 3; i++) {
-      const started = performance.now();
+      const started = Date.now();
       const answer = agents[0].call("now");
-      let up = null;
+      await sleep(QUIET_MS);
       await until(async () => {
-        const handles = await s.windowHandles();
-        if (handles.length > 0) up ??= performance.now() - started;
-        for (const handle of handles) {
+        for (const handle of await s.windowHandles()) {
           await s.switchToWindow(handle);
           if (await s.execute("return document.querySelector('.approval .tool-name')?.textContent === 'now'").catch(() => false)) return true;
         }
         return false;
       }, 10_000, "the approval window to show the card");
-      approval.push(performance.now() - started);
-      approvalWindow.push(up);
+      const id = await s.execute("return document.querySelector('.approval')?.getAttribute('data-approval')");
+      approval.push((await painted(id)) - started);
+      approvalWindow.push((await s.execute("return performance.timeOrigin")) - started);
       // Denied from the keyboard (Escape), once the window takes answers.
       await s.waitForAttributes(".allow", "disabled", (d) => d.length > 0 && d.every((v) => v === null));
       await s.sendKeys(".allow", "\uE00C").catch(() => {});
       await answer;
       await until(async () => (await s.windowHandles()).length === 0, 10_000, "the approval window to close");
     }
-    return { open, closed, reopen, approval, approvalWindow };
+    return { open, closed, reopen, reopenPage, approval, approvalWindow };
   } finally {
     for (const a of agents) a.close();
     await s?.delete().catch(() => {});
@@ -190,8 +201,8 @@ for (const [title, run] of [["window open", appRun.open], ["window closed", appR
 }
 const ms = (list) => list.map((t) => `${Math.round(t)} ms`).join(", ");
 const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
-console.log(`reopening from the tray to the current state shown: ${ms(appRun.reopen)} (median ${Math.round(median(appRun.reopen))} ms; goal <= 400 ms)`);
-console.log(`a request to its card in the approval window, no window open: ${ms(appRun.approval)} (median ${Math.round(median(appRun.approval))} ms; the window itself there after ${ms(appRun.approvalWindow)})`);
+console.log(`reopening from the tray to the current state painted: ${ms(appRun.reopen)} (median ${Math.round(median(appRun.reopen))} ms; goal <= 400 ms; the page started after ${ms(appRun.reopenPage)})`);
+console.log(`a request to its card painted in the approval window, no window open: ${ms(appRun.approval)} (median ${Math.round(median(appRun.approval))} ms; the page started after ${ms(appRun.approvalWindow)})`);
 console.log(`MCP server processes (not Postern's): ${appRun.open.servers.map((r) => `${r.comm} ${mb(r.rss)}`).join(", ") || "none"}`);
 process.exit(0);
 

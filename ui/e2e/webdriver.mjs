@@ -337,7 +337,8 @@ export class Session {
 /** Whether `err` says the session's window process (and so its driver) is gone. */
 function gone(err) {
   const message = String(err?.message);
-  return message.includes("invalid session id") || message.includes("fetch failed") || message.includes("aborted due to timeout");
+  // A window process going away mid-command can also answer "500 unknown error".
+  return message.includes("invalid session id") || message.includes("fetch failed") || message.includes("aborted due to timeout") || message.includes("500 unknown error");
 }
 
 async function call(method, url, body, timeoutMs = 60_000) {

@@ -22,6 +22,7 @@
 import type { Reply } from "./approval-card";
 import { allowWith, renderApprovals, tick, type ApprovalsState } from "./approval";
 import type { Approval, Chosen, Proof } from "./bindings";
+import { PAINT_MARK } from "./dom";
 import { isProofRefusal, passphraseField, SYSTEM_PROOF, takeProof } from "./proof";
 
 /** Where the queue comes from and where answers go (src/ipc.ts in the app; a fake in tests). */
@@ -95,6 +96,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
     const sameCard = root.querySelector(".approval")?.getAttribute("data-approval") === currentId;
     const scrolled = sameCard ? (root.querySelector(".content")?.scrollTop ?? 0) : 0;
     root.replaceChildren(renderApprovals(state, now(), { answer, move, lock, choose, details: setDetails }, passphrase));
+    performance.mark(PAINT_MARK, { detail: currentId });
     // A new card opens scrolled to the top; the same card stays where the person scrolled.
     const content = root.querySelector(".content");
     if (content !== null) content.scrollTop = scrolled;

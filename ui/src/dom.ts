@@ -101,3 +101,11 @@ export function mark(): SVGElement {
   svg.append(bg, arch, sill);
   return svg;
 }
+
+/**
+ * The User Timing mark each window sets when it paints (`performance.mark`), its detail what it
+ * painted (the status window: the engine's state, `running`, or `loading`; the approval window:
+ * the card's id): how long a window takes to show something is read from the page
+ * (ui/e2e/idle-memory.mjs), and a profiler shows it too.
+ */
+export const PAINT_MARK = "postern:paint";

@@ -11,7 +11,7 @@ import { message, type Apis } from "./api";
 import { activityView, type ActivityView } from "./activity";
 import type { CredentialItem, EngineView, Permissions, Proof, Settings, SettingsChange, Status } from "./bindings";
 import type { CredentialControls } from "./credentials";
-import { openDetails, reopenDetails } from "./dom";
+import { openDetails, PAINT_MARK, reopenDetails } from "./dom";
 import { entryPanel } from "./entry";
 import { NEW_GUIDE, snippetLabels, type Guide, type GuideControls } from "./firstrun";
 import type { VerifyState } from "./integrity";
@@ -409,6 +409,7 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     reopenDetails(next, openDetails(root));
     keepEditedForms(next, root);
     root.replaceChildren(next);
+    performance.mark(PAINT_MARK, { detail: shown.kind === "view" ? shown.view.state : shown.kind });
     if (focused instanceof HTMLElement && focused !== root.ownerDocument.body && root.contains(focused)) focused.focus();
     else autofocus();
   };

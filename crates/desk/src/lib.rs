@@ -21,6 +21,7 @@ pub mod bridge;
 pub mod commands;
 pub mod credentials;
 mod desk;
+pub mod instance;
 pub mod journal;
 /// Which IPC commands each window may call (one list for the desk and the build script).
 pub mod parts;

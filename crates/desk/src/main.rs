@@ -4,18 +4,19 @@
 //! process starts for a window when none runs and which exits when its last window closes
 //! ([`postern_desk::Windows`]).
 //!
-//! Started by `postern-app` (the usual way: `postern-app` with no arguments starts this with
-//! a bridge as its standard input, `--bridge-stdin`, and shows its window), or on its own
-//! (`postern-desk`: the tray only, until a window is asked for; `postern-desk --show`: and the
-//! status window, as `scripts/run-app.sh` runs it).
+//! `postern-desk --show` also shows the status window at start: that is what `postern-app` run
+//! with no arguments (the app's icon) becomes, and what `scripts/run-app.sh` runs. Plain
+//! `postern-desk` keeps to the tray until a window is asked for. This process never takes a
+//! bridge from whoever started it: every bridge is one it made for a window process it
+//! started itself.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use postern_desk::bridge::{self, BRIDGE_ARG, Show, ToWindows};
+use postern_desk::bridge::{Show, ToWindows};
 use postern_desk::tray::{Entry, MenuCommand, Rgba, Shown, TEMPLATE, TRAY_ID, image};
-use postern_desk::{Desk, Surface, Windows};
+use postern_desk::{Desk, Surface, Windows, instance};
 use tao::event_loop::{ControlFlow, EventLoopBuilder, EventLoopProxy};
 use tray_icon::menu::{IsMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem, Submenu};
 use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
@@ -29,7 +30,6 @@ enum UserEvent {
 }
 
 fn main() -> ExitCode {
-    let bridged = std::env::args_os().skip(1).any(|a| a == BRIDGE_ARG);
     let show = std::env::args_os().skip(1).any(|a| a == SHOW_ARG);
     // GTK probes GL when it opens the display, which maps Mesa (tens of MiB) into a process
     // that draws a tray icon only. The variable must be set before GTK starts and before any
@@ -42,17 +42,6 @@ fn main() -> ExitCode {
     postern_engine::harden::protect_process();
     postern_desk::init_tracing();
 
-    let first = if bridged {
-        match bridge::take_stdin() {
-            Ok(stream) => Some(stream),
-            Err(err) => {
-                tracing::error!("{err}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        None
-    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -77,22 +66,30 @@ fn main() -> ExitCode {
     });
     let desk = Desk::new(surface, runtime.handle().clone());
     windows.bind(&desk);
-    if let Some(stream) = first
-        && let Err(err) = windows.attach(stream)
-    {
-        tracing::error!("cannot serve the window that started this process: {err}");
-    }
     {
         let proxy = Mutex::new(proxy.clone());
         MenuEvent::set_event_handler(Some(move |event: MenuEvent| {
             let _ = lock(&proxy).send_event(UserEvent::Menu(event.id.0));
         }));
     }
+    let home = postern_engine::Home::resolve(None);
+    if let Ok(home) = &home {
+        match one_per_home(home, &windows, runtime.handle()) {
+            Ok(true) => {
+                tracing::info!(home = %home.path().display(), "Postern already runs for this home: its window was asked to open");
+                return ExitCode::SUCCESS;
+            }
+            Ok(false) => {}
+            Err(err) => {
+                tracing::warn!("cannot tell whether Postern already runs for this home: {err}")
+            }
+        }
+    }
     if show {
         windows.show(Show::Main);
     }
     stop_on_signals(&desk, &runtime);
-    desk.start(postern_engine::Home::resolve(None));
+    desk.start(home);
 
     let tray = match create_tray() {
         Ok(tray) => Some(tray),
@@ -116,6 +113,22 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+/// Asks the resident already serving `home` to show its window (`Ok(true)`: one did, this
+/// process is not needed), or becomes the one that listens for that request.
+fn one_per_home(
+    home: &postern_engine::Home,
+    windows: &Arc<Windows>,
+    runtime: &tokio::runtime::Handle,
+) -> std::io::Result<bool> {
+    let path = home.run_dir().join(instance::SOCKET);
+    if instance::ask_to_show(&path)? {
+        return Ok(true);
+    }
+    let windows = Arc::clone(windows);
+    instance::listen(&path, runtime, move || windows.show(Show::Main))?;
+    Ok(false)
 }
 
 /// Shows the status window at start (`scripts/run-app.sh`).
@@ -144,7 +157,8 @@ fn again_without_gl() -> ExitCode {
 }
 
 /// The variables this process changed for itself, as the windows get them: `GDK_GL` as it
-/// was (the marker holds it; empty: unset), the marker gone.
+/// was (the marker holds it; empty: unset), the marker gone. A window draws with GL as the
+/// desktop allows: WebKit may show its frames through GTK's GL.
 fn restored_env() -> Vec<(String, Option<OsString>)> {
     let was = std::env::var_os(QUIET_GL).filter(|v| !v.is_empty());
     vec![("GDK_GL".into(), was), (QUIET_GL.into(), None)]
@@ -159,20 +173,23 @@ fn window_exe() -> std::path::PathBuf {
 
 const WINDOW_PROGRAM: &str = "postern-app";
 
-/// SIGTERM and SIGINT stop the engine before the process ends, as Quit does.
+/// SIGTERM, SIGINT and SIGHUP (the terminal it was started from closed) stop the engine
+/// before the process ends, as Quit does.
 fn stop_on_signals(desk: &Arc<Desk>, runtime: &tokio::runtime::Runtime) {
     let desk = Arc::clone(desk);
     runtime.spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
         ) else {
             return;
         };
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
+            _ = hup.recv() => {}
         }
         tracing::info!("signalled: stopping");
         desk.quit().await;

@@ -56,46 +56,37 @@ impl Windows {
         let _ = self.desk.set(Arc::downgrade(desk));
     }
 
-    /// Serves the window process that started this one, over the bridge it handed over.
-    pub fn attach(self: &Arc<Self>, bridge: std::os::unix::net::UnixStream) -> std::io::Result<()> {
-        bridge.set_nonblocking(true)?;
-        let stream = {
-            let _entered = self.runtime.enter();
-            tokio::net::UnixStream::from_std(bridge)?
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        *self.lock() = Some(Link {
-            tx: tx.clone(),
-            shows: 0,
-        });
-        self.runtime.spawn(Arc::clone(self).serve(stream, tx, rx));
-        Ok(())
-    }
-
-    /// Sends `order` to the window process. A window to show starts one when none runs; any
-    /// other order, with no window process, has nobody to tell.
+    /// Sends `order` to the window process. A window to show starts one when none runs (or
+    /// the one there is has gone); any other order, with no window process, has nobody to tell.
+    /// The link stays locked from the check to the start: two windows asked for at once start
+    /// one process.
     pub fn order(self: &Arc<Self>, order: ToWindows) {
         let mut link = self.lock();
-        if let Some(current) = link.as_mut() {
-            let order = match order {
-                ToWindows::Show { window, .. } => {
-                    current.shows += 1;
-                    ToWindows::Show {
-                        seq: current.shows,
-                        window,
+        let order = match link.as_mut() {
+            Some(current) => {
+                let order = match order {
+                    ToWindows::Show { window, .. } => {
+                        current.shows += 1;
+                        ToWindows::Show {
+                            seq: current.shows,
+                            window,
+                        }
+                    }
+                    other => other,
+                };
+                match current.tx.send(order) {
+                    Ok(()) => return,
+                    // Its process has gone: a window to show starts a new one.
+                    Err(mpsc::error::SendError(order)) => {
+                        *link = None;
+                        order
                     }
                 }
-                other => other,
-            };
-            if current.tx.send(order).is_ok() {
-                return;
             }
-            *link = None;
-            return;
-        }
-        drop(link);
+            None => order,
+        };
         if let ToWindows::Show { window, .. } = order
-            && let Err(err) = self.start(window)
+            && let Err(err) = self.start(&mut link, window)
         {
             tracing::warn!(exe = %self.exe.display(), "cannot start the window process: {err}");
         }
@@ -111,7 +102,8 @@ impl Windows {
         self.lock().is_some()
     }
 
-    fn start(self: &Arc<Self>, first: Show) -> std::io::Result<()> {
+    /// Starts a window process on a new bridge, its first order `first`, and makes it the link.
+    fn start(self: &Arc<Self>, link: &mut Option<Link>, first: Show) -> std::io::Result<()> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
         let mut command = tokio::process::Command::new(&self.exe);
         command
@@ -124,10 +116,10 @@ impl Windows {
                 None => command.env_remove(name),
             };
         }
-        let mut child = {
-            let _entered = self.runtime.enter();
-            command.spawn()?
-        };
+        ours.set_nonblocking(true)?;
+        let _entered = self.runtime.enter();
+        let stream = tokio::net::UnixStream::from_std(ours)?;
+        let mut child = command.spawn()?;
         tracing::info!(pid = child.id(), "window process started");
         // Reaped when it exits, whatever its bridge does meanwhile.
         self.runtime.spawn(async move {
@@ -136,8 +128,16 @@ impl Windows {
                 Err(err) => tracing::warn!("cannot wait for the window process: {err}"),
             }
         });
-        self.attach(ours)?;
-        self.show(first);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(ToWindows::Show {
+            seq: 1,
+            window: first,
+        });
+        *link = Some(Link {
+            tx: tx.clone(),
+            shows: 1,
+        });
+        self.runtime.spawn(Arc::clone(self).serve(stream, tx, rx));
         Ok(())
     }
 
