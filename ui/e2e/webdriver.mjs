@@ -58,15 +58,15 @@ export async function startDriver({ env = {}, driver = "WebKitWebDriver", log } 
       return child;
     },
     /**
-     * A new WebDriver session on the window process now running (a driver of its own); the
-     * session's URL. Fails when none runs within `timeoutMs`.
+     * A new WebDriver session on the window process now running (a driver of its own): the
+     * session's URL, and the process's pid. Fails when none runs within `timeoutMs`.
      */
     async connect(timeoutMs = 15_000) {
       await stopDriver();
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const windowProcess = appProcesses().some(([, p]) => p.comm === "postern-app");
-        if (windowProcess) {
+        const [windowProcess] = appProcesses().find(([, p]) => p.comm === "postern-app") ?? [];
+        if (windowProcess !== undefined) {
           const driverPort = await freePort();
           const child = spawn(driver, [`--port=${driverPort}`, `--target=127.0.0.1:${port}`], { stdio: ["ignore", "pipe", "pipe"] });
           collect(child.stdout);
@@ -80,7 +80,7 @@ export async function startDriver({ env = {}, driver = "WebKitWebDriver", log } 
             }, 5000, `${driver} to listen`);
             const body = { capabilities: { alwaysMatch: {} } };
             const value = await call("POST", `${url}/session`, body, 10_000);
-            return `${url}/session/${value.sessionId}`;
+            return { url: `${url}/session/${value.sessionId}`, pid: windowProcess };
           } catch (err) {
             await stopDriver();
             if (Date.now() > deadline) throw new Error(`no WebDriver session on the app's window process: ${err.message}`);
@@ -164,7 +164,7 @@ export class Session {
   static async create(driver, binary, args = []) {
     driver.launch(binary, args);
     const session = new Session(driver);
-    session.base = await driver.connect(20_000);
+    await session.attach(20_000);
     return session;
   }
 
@@ -175,15 +175,25 @@ export class Session {
 
   /** One WebDriver command (`path` under the session), attaching again once if the window process changed. */
   async request(method, path, body) {
-    if (this.base === undefined) this.base = await this.driver.connect(2000);
+    if (this.base === undefined) await this.attach(2000);
     try {
       return await call(method, `${this.base}${path}`, body);
     } catch (err) {
-      if (!gone(err)) throw err;
+      // A window process going away mid-command may also answer "500 unknown error"; while
+      // it lives, that is the command's own error (a window closing under it, say).
+      const ended = String(err?.message).includes("500 unknown error") && !alive(this.pid);
+      if (!gone(err) && !ended) throw err;
       this.base = undefined;
-      this.base = await this.driver.connect(2000);
+      await this.attach(2000);
       return call(method, `${this.base}${path}`, body);
     }
+  }
+
+  /** Attaches to the window process that runs now (see startDriver's `connect`). */
+  async attach(timeoutMs) {
+    const { url, pid } = await this.driver.connect(timeoutMs);
+    this.base = url;
+    this.pid = pid;
   }
 
   /** Elements matching `css`, as WebDriver element ids. */
@@ -261,11 +271,16 @@ export class Session {
   }
 
   /** The handles of the app's windows (one webview each). */
-  async windowHandles() {
+  async windowHandles(again = true) {
     try {
       return await this.request("GET", "/window/handles");
     } catch (err) {
       if (err instanceof NoWindowProcess || gone(err)) return [];
+      // Asked as the window process ends: asked again once it has (or the moment passed).
+      if (again && String(err?.message).includes("500 unknown error")) {
+        await sleep(300);
+        return this.windowHandles(false);
+      }
       throw err;
     }
   }
@@ -337,8 +352,7 @@ export class Session {
 /** Whether `err` says the session's window process (and so its driver) is gone. */
 function gone(err) {
   const message = String(err?.message);
-  // A window process going away mid-command can also answer "500 unknown error".
-  return message.includes("invalid session id") || message.includes("fetch failed") || message.includes("aborted due to timeout") || message.includes("500 unknown error");
+  return message.includes("invalid session id") || message.includes("fetch failed") || message.includes("aborted due to timeout");
 }
 
 async function call(method, url, body, timeoutMs = 60_000) {
