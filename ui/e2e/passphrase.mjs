@@ -127,14 +127,17 @@ export function retryAfterMs(message) {
   return m ? Math.ceil(Number(m[1]) * 1000) + 500 : 1000;
 }
 
-/** Types `text` into the field at `css`, again if the window re-rendered it meanwhile. */
+/**
+ * Types `text` into the field at `css`, again if the window re-rendered it meanwhile (or it is
+ * not there yet: a window just started may paint once more before its form settles).
+ */
 export async function typeInto(s, css, text) {
   await until(async () => {
     try {
       await s.sendKeys(css, text);
       return true;
     } catch (err) {
-      if (String(err.message).includes("stale element")) return false;
+      if (String(err.message).includes("stale element") || String(err.message).includes("nothing to type into")) return false;
       // The keystroke closed the window (an answer): done.
       if (String(err.message).includes("no such window")) return true;
       throw err;
