@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use postern_desk::bridge::{self, Show, ToDesk, ToWindows};
-use serde_json::{Value, json};
+use postern_desk::commands::{CommandError, ErrorCode};
+use serde_json::Value;
 use tauri::ipc::{Invoke, InvokeBody, InvokeError};
 use tauri::{AppHandle, Emitter, Manager, Runtime};
 use tokio::io::BufReader;
@@ -57,10 +58,11 @@ impl Link {
             self.lock().remove(&id);
         }
         rx.await.unwrap_or_else(|_| {
-            Err(json!({
-                "code": "no_engine",
-                "message": "Postern's resident process is gone: start Postern again",
-            }))
+            let gone = CommandError::new(
+                ErrorCode::NoEngine,
+                "Postern's resident process is gone: start Postern again",
+            );
+            Err(serde_json::to_value(gone).unwrap_or(Value::Null))
         })
     }
 
@@ -83,9 +85,6 @@ impl Link {
     }
 }
 
-/// The resident process's program, beside this one.
-pub const RESIDENT: &str = "postern-desk";
-
 /// Checks that the bridge comes from this process's parent, and that the parent runs the
 /// resident's program beside this one (Linux; elsewhere nothing is checked): a window
 /// process serves only the resident that started it.
@@ -104,9 +103,7 @@ pub fn check_parent(bridge: &UnixStream) -> std::io::Result<()> {
                 parent.as_raw_nonzero()
             )));
         }
-        let expected = std::env::current_exe()?
-            .with_file_name(RESIDENT)
-            .canonicalize()?;
+        let expected = bridge::beside_this_program(bridge::RESIDENT_PROGRAM).canonicalize()?;
         let running = std::fs::read_link(format!("/proc/{}/exe", parent.as_raw_nonzero()))?;
         if running != expected {
             return Err(refuse(format!(
@@ -241,6 +238,20 @@ mod tests {
         let mut out: Vec<String> = list.iter().map(|c| (*c).to_owned()).collect();
         out.sort();
         out
+    }
+
+    /// A bridge made by anyone but this process's parent (here: this process itself, as an
+    /// agent handing `postern-app --bridge-stdin` a socket of its own would) is refused.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_bridge_that_is_not_the_parent_s_is_refused() {
+        let (ours, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let err = super::check_parent(&ours).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(
+            err.to_string().contains("not from this process's parent"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod window;
 
 use std::sync::Arc;
 
-use postern_desk::bridge::{self, BRIDGE_ARG};
+use postern_desk::bridge::{self, BRIDGE_ARG, RESIDENT_PROGRAM, SHOW_ARG};
 use tauri::{AppHandle, Manager, RunEvent, Runtime};
 
 /// Builds and runs the window process until its last window closes (or the app quits).
@@ -57,10 +57,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, link: Arc<ipc::Link>) -> 
 /// Runs the resident process in this one's place: `postern-desk --show`, beside this program.
 fn become_resident() -> ! {
     use std::os::unix::process::CommandExt;
-    let exe = std::env::current_exe()
-        .map(|exe| exe.with_file_name(ipc::RESIDENT))
-        .unwrap_or_else(|_| ipc::RESIDENT.into());
-    let err = std::process::Command::new(&exe).arg("--show").exec();
+    let exe = bridge::beside_this_program(RESIDENT_PROGRAM);
+    let err = std::process::Command::new(&exe).arg(SHOW_ARG).exec();
     tracing::error!(
         "cannot start {} ({err}); build it with `cargo build -p postern-desk`",
         exe.display()

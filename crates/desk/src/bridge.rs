@@ -26,6 +26,23 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWr
 /// The argument that tells a process its standard input is the bridge.
 pub const BRIDGE_ARG: &str = "--bridge-stdin";
 
+/// The resident process's program.
+pub const RESIDENT_PROGRAM: &str = "postern-desk";
+
+/// The window process's program.
+pub const WINDOW_PROGRAM: &str = "postern-app";
+
+/// The argument that has the resident show the status window at start.
+pub const SHOW_ARG: &str = "--show";
+
+/// The app's other program: `program` in this program's directory (where the build and the
+/// installers put both), or found on `PATH` when this one's path is unknown.
+pub fn beside_this_program(program: &str) -> std::path::PathBuf {
+    std::env::current_exe()
+        .map(|exe| exe.with_file_name(program))
+        .unwrap_or_else(|_| program.into())
+}
+
 /// The longest line either side reads: the largest message is a journal page or a timeline
 /// (a few MiB at most).
 pub const MAX_LINE: u64 = 64 << 20;

@@ -71,11 +71,17 @@ impl Desk {
             );
             return Err(to_json(&refusal));
         }
-        let args = Args(args);
-        self.dispatch(command, &args).await.map_err(|e| to_json(&e))
+        let mut args = Args(args);
+        self.dispatch(command, &mut args)
+            .await
+            .map_err(|e| to_json(&e))
     }
 
-    async fn dispatch(self: &Arc<Self>, command: &str, args: &Args) -> Result<Value, CommandError> {
+    async fn dispatch(
+        self: &Arc<Self>,
+        command: &str,
+        args: &mut Args,
+    ) -> Result<Value, CommandError> {
         let desk = self;
         match command {
             "status" => ok(commands::status(desk)),
@@ -86,86 +92,87 @@ impl Desk {
             "answer" => json(
                 commands::answer(
                     desk,
-                    args.get("id")?,
-                    args.get("reply")?,
-                    args.get("proof")?,
+                    args.take("id")?,
+                    args.take("reply")?,
+                    args.take("proof")?,
                 )
                 .await,
             ),
             "lock" => json(commands::lock(desk).await),
             "dismiss_leaks" => json(commands::dismiss_leaks(desk).await),
-            "unlock" => json(commands::unlock(desk, args.get("proof")?).await),
+            "unlock" => json(commands::unlock(desk, args.take("proof")?).await),
             "set_passphrase" => json(
-                commands::set_passphrase(desk, args.get("passphrase")?, args.get("proof")?).await,
+                commands::set_passphrase(desk, args.take("passphrase")?, args.take("proof")?).await,
             ),
-            "update_settings" => {
-                json(commands::update_settings(desk, args.get("change")?, args.get("proof")?).await)
-            }
+            "update_settings" => json(
+                commands::update_settings(desk, args.take("change")?, args.take("proof")?).await,
+            ),
             "show_approvals" => {
                 commands::show_approvals(desk);
                 Ok(Value::Null)
             }
-            "restart" => json(servers::restart(desk, args.get("label")?).await),
-            "add_server" => json(servers::add_server(desk, args.get("server")?).await),
-            "import_sources" => ok(servers::import_sources(args.get("path")?).await),
+            "restart" => json(servers::restart(desk, args.take("label")?).await),
+            "add_server" => json(servers::add_server(desk, args.take("server")?).await),
+            "import_sources" => ok(servers::import_sources(args.take("path")?).await),
             "import_servers" => {
-                json(servers::import_servers(desk, args.get("path")?, args.get("names")?).await)
+                json(servers::import_servers(desk, args.take("path")?, args.take("names")?).await)
             }
-            "rewire_preview" => json(servers::rewire_preview(desk, args.get("path")?).await),
-            "rewire" => json(servers::rewire(desk, args.get("path")?, args.get("names")?).await),
-            "agent_snippet" => json(servers::agent_snippet(desk, args.get("labels")?)),
+            "rewire_preview" => json(servers::rewire_preview(desk, args.take("path")?).await),
+            "rewire" => json(servers::rewire(desk, args.take("path")?, args.take("names")?).await),
+            "agent_snippet" => json(servers::agent_snippet(desk, args.take("labels")?)),
             "credentials" => json(credentials::credentials(desk).await),
             "add_credential" => json(
-                credentials::add_credential(desk, args.get("credential")?, args.get("proof")?)
+                credentials::add_credential(desk, args.take("credential")?, args.take("proof")?)
                     .await,
             ),
             "rotate_credential" => json(
                 credentials::rotate_credential(
                     desk,
-                    args.get("name")?,
-                    args.get("value")?,
-                    args.get("proof")?,
+                    args.take("name")?,
+                    args.take("value")?,
+                    args.take("proof")?,
                 )
                 .await,
             ),
             "remove_credential" => json(
-                credentials::remove_credential(desk, args.get("name")?, args.get("proof")?).await,
+                credentials::remove_credential(desk, args.take("name")?, args.take("proof")?).await,
             ),
             "bind_credential" => json(
                 credentials::bind_credential(
                     desk,
-                    args.get("server")?,
-                    args.get("name")?,
-                    args.get("proof")?,
+                    args.take("server")?,
+                    args.take("name")?,
+                    args.take("proof")?,
                 )
                 .await,
             ),
             "move_to_keychain" => json(
                 credentials::move_to_keychain(
                     desk,
-                    args.get("server")?,
-                    args.get("var")?,
-                    args.get("proof")?,
+                    args.take("server")?,
+                    args.take("var")?,
+                    args.take("proof")?,
                 )
                 .await,
             ),
             "unbind_credential" => json(
-                credentials::unbind_credential(desk, args.get("server")?, args.get("name")?).await,
+                credentials::unbind_credential(desk, args.take("server")?, args.take("name")?)
+                    .await,
             ),
-            "timeline" => json(journal::timeline(desk, args.get("query")?).await),
-            "activity" => json(journal::activity(desk, args.get("filter")?).await),
-            "sessions_journal" => json(journal::sessions_journal(desk, args.get("filter")?).await),
-            "audit_entry" => json(journal::audit_entry(desk, args.get("seq")?).await),
-            "verify_audit" => json(journal::verify_audit(desk, args.get("openBodies")?).await),
+            "timeline" => json(journal::timeline(desk, args.take("query")?).await),
+            "activity" => json(journal::activity(desk, args.take("filter")?).await),
+            "sessions_journal" => json(journal::sessions_journal(desk, args.take("filter")?).await),
+            "audit_entry" => json(journal::audit_entry(desk, args.take("seq")?).await),
+            "verify_audit" => json(journal::verify_audit(desk, args.take("openBodies")?).await),
             "permissions" => json(permissions::permissions(desk)),
-            "revoke_grant" => json(permissions::revoke_grant(desk, args.get("id")?).await),
-            "revoke_run" => json(permissions::revoke_run(desk, args.get("run")?).await),
+            "revoke_grant" => json(permissions::revoke_grant(desk, args.take("id")?).await),
+            "revoke_run" => json(permissions::revoke_run(desk, args.take("run")?).await),
             "set_every_use" => json(
                 permissions::set_every_use(
                     desk,
-                    args.get("target")?,
-                    args.get("on")?,
-                    args.get("proof")?,
+                    args.take("target")?,
+                    args.take("on")?,
+                    args.take("proof")?,
                 )
                 .await,
             ),
@@ -208,16 +215,25 @@ pub fn allowed(window: &str, command: &str) -> bool {
 struct Args(Value);
 
 impl Args {
-    fn get<T: DeserializeOwned>(&self, key: &str) -> Result<T, CommandError> {
-        let value = self.0.get(key).cloned().unwrap_or(Value::Null);
+    /// Takes the argument `key` out (a passphrase or a credential's value is moved into its
+    /// secret type, not copied). A refusal names the argument, and says what was wrong only
+    /// for arguments that carry no secret: serde's sentence quotes the value it could not
+    /// take.
+    fn take<T: DeserializeOwned>(&mut self, key: &str) -> Result<T, CommandError> {
+        let value = self.0.get_mut(key).map(Value::take).unwrap_or(Value::Null);
         serde_json::from_value(value).map_err(|err| {
-            CommandError::new(
-                ErrorCode::BadRequest,
-                format!("invalid argument {key}: {err}"),
-            )
+            let message = if SECRET_ARGS.contains(&key) {
+                format!("invalid argument {key}")
+            } else {
+                format!("invalid argument {key}: {err}")
+            };
+            CommandError::new(ErrorCode::BadRequest, message)
         })
     }
 }
+
+/// The arguments that may carry a passphrase or a credential's value.
+const SECRET_ARGS: &[&str] = &["proof", "passphrase", "value", "credential"];
 
 pub(crate) fn to_json<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
@@ -234,6 +250,18 @@ fn json<T: Serialize>(result: Result<T, CommandError>) -> Result<Value, CommandE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_malformed_secret_argument_is_refused_without_its_value() {
+        let mut args = Args(serde_json::json!({"proof": "hunter2-passphrase", "label": 7}));
+        let err = args
+            .take::<Option<commands::ProofInput>>("proof")
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::BadRequest);
+        assert!(!err.message.contains("hunter2"), "{}", err.message);
+        let err = args.take::<String>("label").unwrap_err();
+        assert!(err.message.contains("expected a string"), "{}", err.message);
+    }
 
     #[test]
     fn each_window_may_call_only_its_own_commands() {

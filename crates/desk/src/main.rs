@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use postern_desk::bridge::{Show, ToWindows};
+use postern_desk::bridge::{self, RESIDENT_PROGRAM, SHOW_ARG, Show, ToWindows, WINDOW_PROGRAM};
 use postern_desk::tray::{Entry, MenuCommand, Rgba, Shown, TEMPLATE, TRAY_ID, image};
 use postern_desk::{Desk, Surface, Windows, instance};
 use tao::event_loop::{ControlFlow, EventLoopBuilder, EventLoopProxy};
@@ -42,6 +42,26 @@ fn main() -> ExitCode {
     postern_engine::harden::protect_process();
     postern_desk::init_tracing();
 
+    // A resident already serving this home shows its window, and this process is not needed
+    // (asked before GTK or the engine start).
+    let home = postern_engine::Home::resolve(None);
+    let show_socket = home
+        .as_ref()
+        .ok()
+        .map(|home| home.run_dir().join(instance::SOCKET));
+    if let Some(path) = &show_socket {
+        match instance::ask_to_show(path) {
+            Ok(true) => {
+                tracing::info!("Postern already runs for this home: its window was asked to open");
+                return ExitCode::SUCCESS;
+            }
+            Ok(false) => {}
+            Err(err) => {
+                tracing::warn!("cannot tell whether Postern already runs for this home: {err}")
+            }
+        }
+    }
+
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -59,7 +79,11 @@ fn main() -> ExitCode {
         event_loop.set_activation_policy(ActivationPolicy::Accessory);
     }
     let proxy = event_loop.create_proxy();
-    let windows = Windows::new(window_exe(), restored_env(), runtime.handle().clone());
+    let windows = Windows::new(
+        bridge::beside_this_program(WINDOW_PROGRAM),
+        restored_env(),
+        runtime.handle().clone(),
+    );
     let surface = Arc::new(ResidentSurface {
         windows: Arc::clone(&windows),
         proxy: Mutex::new(proxy.clone()),
@@ -72,17 +96,11 @@ fn main() -> ExitCode {
             let _ = lock(&proxy).send_event(UserEvent::Menu(event.id.0));
         }));
     }
-    let home = postern_engine::Home::resolve(None);
-    if let Ok(home) = &home {
-        match one_per_home(home, &windows, runtime.handle()) {
-            Ok(true) => {
-                tracing::info!(home = %home.path().display(), "Postern already runs for this home: its window was asked to open");
-                return ExitCode::SUCCESS;
-            }
-            Ok(false) => {}
-            Err(err) => {
-                tracing::warn!("cannot tell whether Postern already runs for this home: {err}")
-            }
+    if let Some(path) = &show_socket {
+        let windows = Arc::clone(&windows);
+        if let Err(err) = instance::listen(path, runtime.handle(), move || windows.show(Show::Main))
+        {
+            tracing::warn!("a second start of Postern will not find this one: {err}");
         }
     }
     if show {
@@ -115,25 +133,6 @@ fn main() -> ExitCode {
     })
 }
 
-/// Asks the resident already serving `home` to show its window (`Ok(true)`: one did, this
-/// process is not needed), or becomes the one that listens for that request.
-fn one_per_home(
-    home: &postern_engine::Home,
-    windows: &Arc<Windows>,
-    runtime: &tokio::runtime::Handle,
-) -> std::io::Result<bool> {
-    let path = home.run_dir().join(instance::SOCKET);
-    if instance::ask_to_show(&path)? {
-        return Ok(true);
-    }
-    let windows = Arc::clone(windows);
-    instance::listen(&path, runtime, move || windows.show(Show::Main))?;
-    Ok(false)
-}
-
-/// Shows the status window at start (`scripts/run-app.sh`).
-const SHOW_ARG: &str = "--show";
-
 /// Set (to anything) by the process for itself when it runs itself again with GL off.
 const QUIET_GL: &str = "POSTERN_DESK_GL_OFF";
 
@@ -143,7 +142,7 @@ fn again_without_gl() -> ExitCode {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(err) => {
-            eprintln!("postern-desk: cannot find its own program: {err}");
+            eprintln!("{RESIDENT_PROGRAM}: cannot find its own program: {err}");
             return ExitCode::FAILURE;
         }
     };
@@ -152,7 +151,7 @@ fn again_without_gl() -> ExitCode {
     command.env(QUIET_GL, std::env::var_os("GDK_GL").unwrap_or_default());
     command.env("GDK_GL", "disable");
     let err = command.exec();
-    eprintln!("postern-desk: cannot run itself again: {err}");
+    eprintln!("{RESIDENT_PROGRAM}: cannot run itself again: {err}");
     ExitCode::FAILURE
 }
 
@@ -163,15 +162,6 @@ fn restored_env() -> Vec<(String, Option<OsString>)> {
     let was = std::env::var_os(QUIET_GL).filter(|v| !v.is_empty());
     vec![("GDK_GL".into(), was), (QUIET_GL.into(), None)]
 }
-
-/// The window process: `postern-app` beside this program.
-fn window_exe() -> std::path::PathBuf {
-    std::env::current_exe()
-        .map(|exe| exe.with_file_name(WINDOW_PROGRAM))
-        .unwrap_or_else(|_| WINDOW_PROGRAM.into())
-}
-
-const WINDOW_PROGRAM: &str = "postern-app";
 
 /// SIGTERM, SIGINT and SIGHUP (the terminal it was started from closed) stop the engine
 /// before the process ends, as Quit does.
