@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use postern_desk::bridge::{self, RESIDENT_PROGRAM, SHOW_ARG, Show, ToWindows, WINDOW_PROGRAM};
+use postern_desk::bridge::{self, SHOW_ARG, Show, ToWindows, WINDOW_PROGRAM};
 use postern_desk::tray::{Entry, MenuCommand, Rgba, Shown, TEMPLATE, TRAY_ID, image};
 use postern_desk::{Desk, Surface, Windows, instance};
 use tao::event_loop::{ControlFlow, EventLoopBuilder, EventLoopProxy};
@@ -142,7 +142,10 @@ fn again_without_gl() -> ExitCode {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(err) => {
-            eprintln!("{RESIDENT_PROGRAM}: cannot find its own program: {err}");
+            eprintln!(
+                "{}: cannot find its own program: {err}",
+                bridge::RESIDENT_PROGRAM
+            );
             return ExitCode::FAILURE;
         }
     };
@@ -151,7 +154,10 @@ fn again_without_gl() -> ExitCode {
     command.env(QUIET_GL, std::env::var_os("GDK_GL").unwrap_or_default());
     command.env("GDK_GL", "disable");
     let err = command.exec();
-    eprintln!("{RESIDENT_PROGRAM}: cannot run itself again: {err}");
+    eprintln!(
+        "{}: cannot run itself again: {err}",
+        bridge::RESIDENT_PROGRAM
+    );
     ExitCode::FAILURE
 }
 
