@@ -137,13 +137,16 @@ pub fn handle<R: Runtime>(invoke: Invoke<R>) -> bool {
 }
 
 /// Carries the bridge both ways on Tauri's async runtime: `outbox` to the resident, and the
-/// resident's messages to the link and the windows. When the resident releases this process,
-/// tells it to quit, or goes, the process exits.
+/// resident's messages to the link and the windows, after the `first` show order, taken on
+/// standby. When the resident releases this process, tells it to quit, or goes, the process
+/// exits.
 pub fn serve<R: Runtime>(
     app: &AppHandle<R>,
     stream: UnixStream,
     mut outbox: mpsc::UnboundedReceiver<ToDesk>,
+    (seq, window): (u64, Show),
 ) -> std::io::Result<()> {
+    take(app, ToWindows::Show { seq, window });
     stream.set_nonblocking(true)?;
     let stream = {
         let _entered = tauri::async_runtime::handle().inner().enter();

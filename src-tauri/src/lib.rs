@@ -7,12 +7,15 @@
 //! Started with no arguments (the app's icon), it becomes the resident process (`exec
 //! postern-desk --show`, beside it), which starts a window process for the status window.
 //! Started by the resident (`--bridge-stdin`, the bridge as its standard input), it checks that
-//! its parent is that resident and waits for its orders.
+//! its parent is that resident and waits on standby for its first show order before it starts
+//! GTK and WebKit (its libraries are loaded and linked by then: the window opens sooner).
 //!
 //! - [`ipc`]: the bridge: calls out, replies, events and orders in.
+//! - [`standby`]: what the process gives back while it waits for its first window.
 //! - [`window`]: the two windows.
 
 pub mod ipc;
+pub mod standby;
 pub mod window;
 
 use std::sync::Arc;
@@ -35,10 +38,25 @@ pub fn run() {
             tracing::error!("cannot take the bridge from Postern's resident process: {err}");
             std::process::exit(1);
         });
+    if !standby::order_waiting(&stream) {
+        let given = standby::give_back_file_pages();
+        tracing::debug!(
+            bytes = given,
+            "on standby: gave back the libraries' file pages"
+        );
+    }
+    let first = match bridge::wait_for_show(&stream) {
+        Ok(Some(first)) => first,
+        Ok(None) => std::process::exit(0),
+        Err(err) => {
+            tracing::error!("the resident process sent what is not a show order: {err}");
+            std::process::exit(1);
+        }
+    };
     let (link, outbox) = ipc::Link::new();
     let app = builder(tauri::Builder::default(), Arc::clone(&link))
         .setup(move |app| {
-            ipc::serve(app.handle(), stream, outbox)?;
+            ipc::serve(app.handle(), stream, outbox, first)?;
             Ok(())
         })
         .build(tauri::generate_context!())

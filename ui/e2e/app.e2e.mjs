@@ -17,7 +17,7 @@ import { agent, client, CLOCK } from "./agent.mjs";
 import { approveInWindow, choosePassphrase, PASSPHRASE, posternAtTerminal, retryAfterMs, typeInto, unlockInWindow } from "./passphrase.mjs";
 import { rebuildable } from "./rebuildable.mjs";
 import { closeWindow, startTray } from "./tray.mjs";
-import { processes, Session, sleep, startDriver, until } from "./webdriver.mjs";
+import { alive, processes, Session, sleep, startDriver, until } from "./webdriver.mjs";
 
 const app = resolve(need("POSTERN_APP"));
 // The app names the CLI by its real path (a target directory may be a symlink).
@@ -430,8 +430,9 @@ const scenarios = {
   // A menu-bar app lives all day with its window closed. Closing the window (as a window
   // manager's close button does) ends the window process and its web process, and with them
   // most of the app's memory; the engine keeps serving from the tray (the resident process),
-  // and the tray's Open Postern starts a window process anew, showing what changed while it
-  // was closed. Quit still ends the app with no window open.
+  // a new window process waits on standby (its libraries loaded, nothing of GTK or WebKit
+  // started), and the tray's Open Postern opens the window in it, showing what changed while
+  // it was closed. Quit still ends the app with no window open, the one on standby with it.
   async "closing the window ends its window process; the tray opens it again on the current state, and Quit ends the app"({ home, work }) {
     addClock(home, work);
     const tray = await startTray();
@@ -443,10 +444,15 @@ const scenarios = {
         const shown = webProcesses();
         if (shown.length === 0) throw new Error("no web process under the app while its window shows");
 
+        const drew = windowProcesses();
+        expectEqual(drew.length, 1, "window processes drawing the window");
         closeWindow("Postern");
-        await until(() => webProcesses().length === 0 && windowProcesses().length === 0, 10_000, "the closed window's processes to end");
+        await until(() => webProcesses().length === 0 && !alive(drew[0]), 10_000, "the closed window's processes to end");
         expectEqual(await s.windowHandles(), [], "window handles after closing");
         expectEqual(residents().length, 1, "resident processes, no window open");
+        await until(() => onStandby().length === 1, 10_000, "a window process on standby");
+        expectEqual(windowProcesses(), [], "window processes drawing a window, none open");
+        const standby = onStandby();
 
         // Closed, the engine still serves: an agent connects, and a server is added.
         agentClient = await client(cli, home, "clock", "e2e-agent");
@@ -460,6 +466,7 @@ const scenarios = {
         await s.waitForAttributes(".session .state", "data-state", (states) => same(states, ["catalog-ready"]));
         expectEqual(await s.texts(".session-server, .session-agent"), ["clock", "e2e-agent 1.0.0"], "the session that connected while the window was closed");
         if (webProcesses().length !== 1) throw new Error(`web processes after reopening: ${JSON.stringify(webProcesses())}`);
+        expectEqual(windowProcesses(), standby, "the window process drawing the reopened window (the one on standby)");
 
         // And the reopened window works: the agent's call asks, and the answer lets it through.
         const answer = agentClient.call("now");
@@ -489,7 +496,7 @@ const scenarios = {
         await tray.openMenu();
         await tray.keys("Up", "Return");
         await until(() => !processes().some(([pid]) => pid === apps[0][0]), 15_000, "the app to quit");
-        expectEqual(windowProcesses(), [], "window processes after Quit");
+        await until(() => appWindowProcesses().length === 0, 5000, "the window process on standby to end with the app");
       });
     } finally {
       agentClient?.close();
@@ -1104,9 +1111,21 @@ function addClock(home, work) {
   return entry;
 }
 
-/** The window processes running (`postern-app`: one at most, while a window is open). */
-function windowProcesses() {
+/** The app's window processes (`postern-app`: drawing a window, or on standby). */
+function appWindowProcesses() {
   return processes().filter(([, p]) => p.comm === "postern-app").map(([pid]) => pid);
+}
+
+/** The window processes drawing a window (WebKit's processes run under them). */
+function windowProcesses() {
+  const all = processes();
+  return appWindowProcesses().filter((pid) => all.some(([, p]) => p.ppid === pid && p.comm.startsWith("WebKit")));
+}
+
+/** The window processes on standby (no WebKit process under them). */
+function onStandby() {
+  const drawing = windowProcesses();
+  return appWindowProcesses().filter((pid) => !drawing.includes(pid));
 }
 
 /** The resident processes running (`postern-desk`: the engine and the tray). */

@@ -4,7 +4,7 @@
 // every process of the app (the resident process `postern-desk`, the window process
 // `postern-app` and the WebKit processes it started: web content, network) from /proc: once
 // with the status window open, once after closing it (as a window manager's close button does;
-// the window process ends with it) and letting it settle again. The MCP servers' own processes are listed apart:
+// the window process ends with it, and a new one waits on standby) and letting it settle again. The MCP servers' own processes are listed apart:
 // they are the servers' memory, not Postern's. Then, with the window closed: how long the
 // tray's Open Postern takes to show the current state (both servers' lists and both sessions),
 // five times; and how long a request takes to show its card in the approval window, three
@@ -86,10 +86,15 @@ async function measureApp() {
     await sleep(settleMs);
     const open = sampleApp(driver);
 
-    // With its last window, the window process ends (and its web processes with it).
+    // With its last window, the window process ends (and its web processes with it), and a
+    // new one waits on standby: counted with the app's processes, as it is one of them.
     const closeMain = async () => {
+      const drew = sampleApp(driver).ours.filter((r) => r.comm === "postern-app").map((r) => r.pid);
       closeWindow("Postern");
-      await until(() => !sampleApp(driver).ours.some((r) => r.comm === "postern-app" || r.comm.startsWith("WebKitWebProces")), 10_000, "the window process to end");
+      await until(() => {
+        const ours = sampleApp(driver).ours;
+        return !ours.some((r) => drew.includes(r.pid) || r.comm.startsWith("WebKit")) && ours.some((r) => r.comm === "postern-app");
+      }, 10_000, "the window process to end and another to wait on standby");
     };
     await closeMain();
     await sleep(settleMs);

@@ -46,6 +46,11 @@ export async function startDriver({ env = {}, driver = "WebKitWebDriver", log } 
   };
   /** The test's app processes that still run (window processes and the resident). */
   const appProcesses = () => processes().filter(([pid]) => environ(pid).includes(marker));
+  /** The window process drawing a window (one with WebKit's processes under it; not one on standby). */
+  const drawing = () => {
+    const all = processes();
+    return appProcesses().find(([pid, p]) => p.comm === "postern-app" && all.some(([, c]) => c.ppid === pid && c.comm.startsWith("WebKit")));
+  };
   return {
     port,
     output: () => output.join(""),
@@ -58,14 +63,14 @@ export async function startDriver({ env = {}, driver = "WebKitWebDriver", log } 
       return child;
     },
     /**
-     * A new WebDriver session on the window process now running (a driver of its own): the
-     * session's URL, and the process's pid. Fails when none runs within `timeoutMs`.
+     * A new WebDriver session on the window process now drawing a window (a driver of its
+     * own): the session's URL, and the process's pid. Fails when none does within `timeoutMs`.
      */
     async connect(timeoutMs = 15_000) {
       await stopDriver();
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const [windowProcess] = appProcesses().find(([, p]) => p.comm === "postern-app") ?? [];
+        const [windowProcess] = drawing() ?? [];
         if (windowProcess !== undefined) {
           const driverPort = await freePort();
           const child = spawn(driver, [`--port=${driverPort}`, `--target=127.0.0.1:${port}`], { stdio: ["ignore", "pipe", "pipe"] });
@@ -138,7 +143,7 @@ export function processes() {
 }
 
 /** Whether `pid` still runs (a zombie waiting for its parent to reap it does not). */
-function alive(pid) {
+export function alive(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";

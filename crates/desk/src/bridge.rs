@@ -14,7 +14,7 @@
 //! the desk does only when no window it asked for is still on its way: a request arriving as
 //! the last window closes gets a window either way.
 
-use std::io;
+use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 
@@ -142,6 +142,42 @@ pub async fn read<T: DeserializeOwned>(
         .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))
 }
 
+/// The longest message a window process on standby reads: it waits for a show order (the
+/// resident tells it nothing else, and it would have no window to tell).
+const STANDBY_LINE: usize = 4096;
+
+/// Waits, blocking, for the first show order on `bridge`: what a window process on standby
+/// does before it starts anything of its toolkit. Any other order before it has no window to
+/// act on and is passed over; `None` when the resident says to quit or release, or goes.
+/// Reads a byte at a time, so that nothing after the order is taken from the socket.
+pub fn wait_for_show(mut bridge: &UnixStream) -> io::Result<Option<(u64, Show)>> {
+    let mut line = Vec::new();
+    let mut byte = [0u8];
+    loop {
+        if bridge.read(&mut byte)? == 0 {
+            return Ok(None);
+        }
+        if byte[0] != b'\n' {
+            if line.len() == STANDBY_LINE {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "a message to a window process on standby longer than its limit",
+                ));
+            }
+            line.push(byte[0]);
+            continue;
+        }
+        match serde_json::from_slice(&line)
+            .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))?
+        {
+            ToWindows::Show { seq, window } => return Ok(Some((seq, window))),
+            ToWindows::Release | ToWindows::Quit => return Ok(None),
+            ToWindows::Reply { .. } | ToWindows::Emit { .. } | ToWindows::CloseApprovals => {}
+        }
+        line.clear();
+    }
+}
+
 /// Writes one message as a line.
 pub async fn write<T: Serialize>(
     writer: &mut (impl AsyncWrite + Unpin),
@@ -193,6 +229,37 @@ mod tests {
             .unwrap(),
             serde_json::json!({"kind": "show", "seq": 1, "window": {"window": "approvals", "focus": true}})
         );
+    }
+
+    #[test]
+    fn on_standby_only_a_show_order_counts_and_quit_or_the_end_is_none() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let write = |text: &str| io::Write::write_all(&mut &ours, text.as_bytes());
+        let after = "{\"kind\":\"emit\",\"event\":\"after\",\"to\":null,\"payload\":{}}\n";
+        write(concat!(
+            r#"{"kind":"close_approvals"}"#,
+            "\n",
+            r#"{"kind":"emit","event":"status-changed","to":null,"payload":{}}"#,
+            "\n",
+            r#"{"kind":"show","seq":1,"window":{"window":"main"}}"#,
+            "\n",
+        ))
+        .unwrap();
+        write(after).unwrap();
+        assert_eq!(wait_for_show(&theirs).unwrap(), Some((1, Show::Main)));
+        // What came after the order stays on the socket for the window process to read.
+        let mut rest = vec![0u8; after.len()];
+        Read::read_exact(&mut &theirs, &mut rest).unwrap();
+        assert_eq!(rest, after.as_bytes());
+
+        write("{\"kind\":\"quit\"}\n").unwrap();
+        assert_eq!(wait_for_show(&theirs).unwrap(), None);
+        write(&"x".repeat(STANDBY_LINE + 1)).unwrap();
+        assert!(wait_for_show(&theirs).is_err(), "past the limit");
+        drop(ours);
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        drop(ours);
+        assert_eq!(wait_for_show(&theirs).unwrap(), None, "the resident gone");
     }
 
     #[tokio::test]

@@ -108,6 +108,7 @@ fn main() -> ExitCode {
     }
     stop_on_signals(&desk, &runtime);
     desk.start(home);
+    windows.standby();
 
     let tray = match create_tray() {
         Ok(tray) => Some(tray),

@@ -1,11 +1,19 @@
-//! The window process, as the resident process sees it: started when a window is to open and
-//! none runs, told every event and order over its bridge ([`crate::bridge`]), its windows'
-//! calls carried out by the desk, released when its last window closed, told to quit with the
-//! app. At most one runs at a time.
+//! The window process, as the resident process sees it: told every event and order over its
+//! bridge ([`crate::bridge`]), its windows' calls carried out by the desk, released when its
+//! last window closed, told to quit with the app. At most one runs at a time.
+//!
+//! One waits **on standby** while no window is open: started at the resident's start and again
+//! when a window process that drew a window ends, it has loaded its libraries (the dynamic
+//! linking of WebKit's ~170 libraries is most of a window process's time before `main`) and
+//! waits for its first show order before it starts anything of GTK or WebKit. A window then
+//! opens that much sooner. One that ends before it ever took a show order is not replaced (a
+//! window process that cannot start is not started again and again); the next window starts
+//! one as it is needed.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use tokio::io::BufReader;
@@ -23,13 +31,15 @@ pub struct Windows {
     runtime: tokio::runtime::Handle,
     desk: OnceLock<Weak<Desk>>,
     link: Mutex<Option<Link>>,
+    /// Set once the app quits: no window process is started after that.
+    quitting: AtomicBool,
 }
 
 /// The bridge to the running window process.
 #[derive(Debug)]
 struct Link {
     tx: mpsc::UnboundedSender<ToWindows>,
-    /// Show orders sent on this bridge.
+    /// Show orders sent on this bridge; none while the process is on standby.
     shows: u64,
 }
 
@@ -48,6 +58,7 @@ impl Windows {
             runtime,
             desk: OnceLock::new(),
             link: Mutex::new(None),
+            quitting: AtomicBool::new(false),
         })
     }
 
@@ -57,13 +68,20 @@ impl Windows {
     }
 
     /// Sends `order` to the window process. A window to show starts one when none runs (or
-    /// the one there is has gone); any other order, with no window process, has nobody to tell.
-    /// The link stays locked from the check to the start: two windows asked for at once start
-    /// one process.
+    /// the one there is has gone); any other order, with no window process or one on standby,
+    /// has no window to tell. The link stays locked from the check to the start: two windows
+    /// asked for at once start one process.
     pub fn order(self: &Arc<Self>, order: ToWindows) {
         let mut link = self.lock();
+        if matches!(order, ToWindows::Quit) {
+            self.quitting.store(true, Ordering::Relaxed);
+        }
         let order = match link.as_mut() {
             Some(current) => {
+                if current.shows == 0 && !matches!(order, ToWindows::Show { .. } | ToWindows::Quit)
+                {
+                    return;
+                }
                 let order = match order {
                     ToWindows::Show { window, .. } => {
                         current.shows += 1;
@@ -85,9 +103,26 @@ impl Windows {
             }
             None => order,
         };
-        if let ToWindows::Show { window, .. } = order
-            && let Err(err) = self.start(&mut link, window)
-        {
+        if let ToWindows::Show { window, .. } = order {
+            match self.start(&mut link) {
+                Ok(current) => {
+                    current.shows = 1;
+                    let _ = current.tx.send(ToWindows::Show { seq: 1, window });
+                }
+                Err(err) => {
+                    tracing::warn!(exe = %self.exe.display(), "cannot start the window process: {err}");
+                }
+            }
+        }
+    }
+
+    /// Starts a window process on standby, unless one runs or the app quits.
+    pub fn standby(self: &Arc<Self>) {
+        let mut link = self.lock();
+        if link.is_some() || self.quitting.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Err(err) = self.start(&mut link) {
             tracing::warn!(exe = %self.exe.display(), "cannot start the window process: {err}");
         }
     }
@@ -97,13 +132,18 @@ impl Windows {
         self.order(ToWindows::Show { seq: 0, window });
     }
 
-    /// Whether a window process runs.
-    pub fn running(&self) -> bool {
-        self.lock().is_some()
+    /// Whether a window process runs with windows to draw (it took a show order).
+    pub fn drawing(&self) -> bool {
+        self.lock().as_ref().is_some_and(|link| link.shows > 0)
     }
 
-    /// Starts a window process on a new bridge, its first order `first`, and makes it the link.
-    fn start(self: &Arc<Self>, link: &mut Option<Link>, first: Show) -> std::io::Result<()> {
+    /// Whether a window process waits on standby.
+    pub fn on_standby(&self) -> bool {
+        self.lock().as_ref().is_some_and(|link| link.shows == 0)
+    }
+
+    /// Starts a window process on a new bridge and makes it the link, on standby.
+    fn start<'l>(self: &Arc<Self>, link: &'l mut Option<Link>) -> std::io::Result<&'l mut Link> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
         let mut command = tokio::process::Command::new(&self.exe);
         command
@@ -129,16 +169,9 @@ impl Windows {
             }
         });
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(ToWindows::Show {
-            seq: 1,
-            window: first,
-        });
-        *link = Some(Link {
-            tx: tx.clone(),
-            shows: 1,
-        });
-        self.runtime.spawn(Arc::clone(self).serve(stream, tx, rx));
-        Ok(())
+        self.runtime
+            .spawn(Arc::clone(self).serve(stream, tx.clone(), rx));
+        Ok(link.insert(Link { tx, shows: 0 }))
     }
 
     /// Carries the window process's calls to the desk and the desk's messages to it, until
@@ -193,9 +226,12 @@ impl Windows {
                 }
             }
         }
-        self.forget(&tx);
+        let drew = self.forget(&tx);
         drop(tx);
         let _ = writer.await;
+        if drew {
+            self.standby();
+        }
     }
 
     /// Releases the window process if it took every show order sent: it exits, and the next
@@ -212,14 +248,19 @@ impl Windows {
         }
     }
 
-    /// Forgets the bridge `tx` belongs to, if it is still the current one.
-    fn forget(&self, tx: &mpsc::UnboundedSender<ToWindows>) {
+    /// Forgets the bridge `tx` belongs to, if it is still the current one. Returns whether its
+    /// process was one that drew a window (released, or gone after a show order), for which a
+    /// new one goes on standby.
+    fn forget(&self, tx: &mpsc::UnboundedSender<ToWindows>) -> bool {
         let mut link = self.lock();
-        if link
-            .as_ref()
-            .is_some_and(|current| current.tx.same_channel(tx))
-        {
-            *link = None;
+        match link.as_ref() {
+            Some(current) if current.tx.same_channel(tx) => {
+                let drew = current.shows > 0;
+                *link = None;
+                drew
+            }
+            // Released, or replaced after it was gone.
+            Some(_) | None => true,
         }
     }
 
@@ -235,73 +276,136 @@ mod tests {
     use super::*;
     use crate::testing::{RUNTIME, desk, wait_for};
 
-    /// A stand-in window process: it takes its first order, calls `status` from the status
-    /// window, says it is idle, and writes what it was told to `$OUT`, one message a line.
+    /// A stand-in window process: it writes what it is told to a file of its own (`$OUT-<pid>`),
+    /// one message a line; on a show order it calls `status` from the status window, and once
+    /// answered says it is idle; it exits when released or told to quit. Started with nothing
+    /// to read, it waits, as a window process on standby does.
     const STAND_IN: &str = r#"#!/bin/sh
 set -e
-read -r order
-printf '%s\n' "$order" >> "$OUT"
-printf '{"kind":"call","id":7,"window":"main","command":"status","args":{}}\n' >&0
+out="$OUT-$$"
+: > "$out"
 while read -r message; do
-  printf '%s\n' "$message" >> "$OUT"
+  printf '%s\n' "$message" >> "$out"
   case "$message" in
-    *'"reply"'*) printf '{"kind":"idle","seen":1}\n' >&0 ;;
-    *'"release"'*) exit 0 ;;
+    *'"kind":"show"'*) printf '{"kind":"call","id":7,"window":"main","command":"status","args":{}}\n' >&0 ;;
+    *'"kind":"reply"'*) printf '{"kind":"idle","seen":1}\n' >&0 ;;
+    *'"kind":"release"'*|*'"kind":"quit"'*) exit 0 ;;
   esac
 done
 "#;
 
-    #[test]
-    fn a_window_starts_a_window_process_on_the_bridge_that_answers_its_calls_and_releases_it() {
+    /// A stand-in window process `program` in a new directory, writing to `$OUT-<pid>` there.
+    fn stand_in(program: &str) -> (tempfile::TempDir, Arc<Windows>, Arc<Desk>) {
         let dir = tempfile::tempdir().unwrap();
         let exe = dir.path().join("window");
-        std::fs::write(&exe, STAND_IN).unwrap();
+        std::fs::write(&exe, program).unwrap();
         std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let out = dir.path().join("out");
-        let restore = vec![("OUT".to_owned(), Some(out.clone().into_os_string()))];
+        let restore = vec![("OUT".to_owned(), Some(out.into_os_string()))];
         let windows = Windows::new(exe, restore, RUNTIME.handle().clone());
         let (desk, _surface) = desk();
         windows.bind(&desk);
+        (dir, windows, desk)
+    }
 
-        windows.show(Show::Main);
-        assert!(windows.running());
-        // Emits with a process running reach it too, in order; none of them holds the release.
-        windows.order(ToWindows::CloseApprovals);
+    /// What each stand-in process started in `dir` was told, in the order they were last told
+    /// something.
+    fn told(dir: &std::path::Path) -> Vec<Vec<ToWindows>> {
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                path.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("out-")
+            })
+            .collect();
+        files.sort_by_key(|path| std::fs::metadata(path).unwrap().modified().unwrap());
+        files
+            .iter()
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .unwrap()
+                    .lines()
+                    .map(|line| serde_json::from_str(line).unwrap())
+                    .collect()
+            })
+            .collect()
+    }
 
-        wait_for(|| !windows.running());
-        let read = || std::fs::read_to_string(&out).unwrap_or_default();
-        for _ in 0..100 {
-            if read().contains("release") {
-                break;
+    /// Waits until the stand-ins in `dir` were told `lines` messages in all.
+    fn wait_for_lines(dir: &std::path::Path, lines: usize) {
+        for _ in 0..250 {
+            if told(dir).iter().map(Vec::len).sum::<usize>() >= lines {
+                return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let told: Vec<ToWindows> = read()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect();
-        assert_eq!(
-            told[0],
-            ToWindows::Show {
-                seq: 1,
-                window: Show::Main
-            }
-        );
-        assert!(told.contains(&ToWindows::CloseApprovals), "{told:?}");
-        let status = told
-            .iter()
-            .find_map(|m| match m {
+        panic!("the stand-ins were told {:?}", told(dir));
+    }
+
+    #[test]
+    fn a_window_goes_to_the_process_on_standby_and_the_next_waits_when_it_is_released() {
+        let (dir, windows, _desk) = stand_in(STAND_IN);
+
+        // No process yet: the window starts one, which answers its call and is released.
+        windows.show(Show::Main);
+        assert!(windows.drawing());
+        // Emits with a process running reach it too, in order; none of them holds the release.
+        windows.order(ToWindows::CloseApprovals);
+        wait_for(|| windows.on_standby());
+        wait_for_lines(dir.path(), 4);
+
+        // Released, it made way for one on standby, told nothing while no window is asked for.
+        windows.order(ToWindows::CloseApprovals);
+        windows.show(Show::Approvals { focus: false });
+        wait_for_lines(dir.path(), 7);
+        wait_for(|| windows.on_standby());
+        windows.order(ToWindows::Quit);
+        wait_for_lines(dir.path(), 8);
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!windows.drawing() && !windows.on_standby());
+
+        let told = told(dir.path());
+        let reply = |told: &[ToWindows]| match told {
+            [
+                _,
+                ..,
                 ToWindows::Reply {
                     id: 7,
                     result: Ok(status),
-                } => Some(status),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("the call's reply: {told:?}"));
-        assert_eq!(status["state"], "starting", "{status}");
-        assert_eq!(told.last(), Some(&ToWindows::Release));
-        assert_eq!(told.len(), 4, "{told:?}");
+                },
+                _,
+            ] => status["state"].clone(),
+            _ => panic!("the call's reply: {told:?}"),
+        };
+        let show = |seq, window| ToWindows::Show { seq, window };
+        assert_eq!(told.len(), 3, "three processes: {told:?}");
+        assert_eq!(told[0].len(), 4, "{:?}", told[0]);
+        assert_eq!(told[0][0], show(1, Show::Main));
+        assert_eq!(told[0][1], ToWindows::CloseApprovals);
+        assert_eq!(reply(&told[0]), "starting");
+        assert_eq!(told[0][3], ToWindows::Release);
+        // The second was on standby: the close order before its window never reached it.
+        assert_eq!(told[1].len(), 3, "{:?}", told[1]);
+        assert_eq!(told[1][0], show(1, Show::Approvals { focus: false }));
+        assert_eq!(reply(&told[1]), "starting");
+        assert_eq!(told[1][2], ToWindows::Release);
+        // The third waited on standby until the app quit, and none came after it.
+        assert_eq!(told[2], [ToWindows::Quit]);
+    }
+
+    #[test]
+    fn a_process_on_standby_that_ends_is_not_started_again_until_a_window_is_asked_for() {
+        // It ends at once, as one that cannot start (no display) would.
+        let (dir, windows, _desk) = stand_in("#!/bin/sh\n: > \"$OUT-$$\"\n");
+        windows.standby();
+        wait_for(|| !windows.on_standby());
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!windows.on_standby() && !windows.drawing());
+        assert_eq!(told(dir.path()).len(), 1, "started once");
     }
 
     #[test]
@@ -315,9 +419,9 @@ done
         windows.show(Show::Approvals { focus: false });
         // The process went idle before it took that order: it is not released.
         assert!(!windows.release(&tx, 0));
-        assert!(windows.running());
+        assert!(windows.drawing());
         assert!(windows.release(&tx, 1));
-        assert!(!windows.running());
+        assert!(!windows.drawing());
         let first = rx.try_recv().unwrap();
         assert!(matches!(first, ToWindows::Show { seq: 1, .. }), "{first:?}");
         assert_eq!(rx.try_recv().unwrap(), ToWindows::Release);
