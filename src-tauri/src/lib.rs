@@ -38,7 +38,8 @@ pub fn run() {
             tracing::error!("cannot take the bridge from Postern's resident process: {err}");
             std::process::exit(1);
         });
-    if !standby::order_waiting(&stream) {
+    let on_standby = !standby::order_waiting(&stream);
+    if on_standby {
         let given = standby::give_back_file_pages();
         tracing::debug!(
             bytes = given,
@@ -53,6 +54,12 @@ pub fn run() {
             std::process::exit(1);
         }
     };
+    // Ended without a word, this process has its window given to a new one, which loads the
+    // libraries as they are now.
+    if on_standby && standby::libraries_replaced() {
+        tracing::info!("the app's libraries were replaced while this window process waited");
+        std::process::exit(0);
+    }
     let (link, outbox) = ipc::Link::new();
     let app = builder(tauri::Builder::default(), Arc::clone(&link))
         .setup(move |app| {

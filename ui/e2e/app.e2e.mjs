@@ -444,15 +444,15 @@ const scenarios = {
         const shown = webProcesses();
         if (shown.length === 0) throw new Error("no web process under the app while its window shows");
 
-        const drew = windowProcesses();
+        const drew = windowProcesses(s.driver);
         expectEqual(drew.length, 1, "window processes drawing the window");
         closeWindow("Postern");
         await until(() => webProcesses().length === 0 && !alive(drew[0]), 10_000, "the closed window's processes to end");
         expectEqual(await s.windowHandles(), [], "window handles after closing");
         expectEqual(residents().length, 1, "resident processes, no window open");
-        await until(() => onStandby().length === 1, 10_000, "a window process on standby");
-        expectEqual(windowProcesses(), [], "window processes drawing a window, none open");
-        const standby = onStandby();
+        await until(() => onStandby(s.driver).length === 1, 10_000, "a window process on standby");
+        expectEqual(windowProcesses(s.driver), [], "window processes drawing a window, none open");
+        const standby = onStandby(s.driver);
 
         // Closed, the engine still serves: an agent connects, and a server is added.
         agentClient = await client(cli, home, "clock", "e2e-agent");
@@ -466,7 +466,7 @@ const scenarios = {
         await s.waitForAttributes(".session .state", "data-state", (states) => same(states, ["catalog-ready"]));
         expectEqual(await s.texts(".session-server, .session-agent"), ["clock", "e2e-agent 1.0.0"], "the session that connected while the window was closed");
         if (webProcesses().length !== 1) throw new Error(`web processes after reopening: ${JSON.stringify(webProcesses())}`);
-        expectEqual(windowProcesses(), standby, "the window process drawing the reopened window (the one on standby)");
+        expectEqual(windowProcesses(s.driver), standby, "the window process drawing the reopened window (the one on standby)");
 
         // And the reopened window works: the agent's call asks, and the answer lets it through.
         const answer = agentClient.call("now");
@@ -478,7 +478,7 @@ const scenarios = {
         // With no window open, Quit in the tray (its last item) still ends the app.
         await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
         closeWindow("Postern");
-        await until(() => webProcesses().length === 0 && windowProcesses().length === 0, 10_000, "the window's processes to end again");
+        await until(() => webProcesses().length === 0 && !alive(standby[0]), 10_000, "the window's processes to end again");
 
         // Started again (its icon clicked), the app asks the running one for its window: no
         // second resident, no second tray icon.
@@ -488,15 +488,20 @@ const scenarios = {
         await until(() => again.exitCode !== null, 10_000, "the second start to end");
         expectEqual(again.exitCode, 0, "the second start's exit code");
         expectEqual(residents().length, 1, "resident processes after starting the app again");
+        const drawing = windowProcesses(s.driver);
+        expectEqual(drawing.length, 1, "window processes drawing the window after the second start");
         closeWindow("Postern");
-        await until(() => windowProcesses().length === 0, 10_000, "the window process to end once more");
+        await until(() => !alive(drawing[0]), 10_000, "the window process to end once more");
+        await until(() => onStandby(s.driver).length === 1, 10_000, "a window process on standby before Quit");
+        const waiting = onStandby(s.driver);
 
         const apps = residents();
         expectEqual(apps.length, 1, "resident processes");
         await tray.openMenu();
         await tray.keys("Up", "Return");
         await until(() => !processes().some(([pid]) => pid === apps[0][0]), 15_000, "the app to quit");
-        await until(() => appWindowProcesses().length === 0, 5000, "the window process on standby to end with the app");
+        await until(() => !alive(waiting[0]), 5000, "the window process on standby to end with the app");
+        expectEqual(appWindowProcesses(s.driver), [], "window processes after Quit");
       });
     } finally {
       agentClient?.close();
@@ -1111,21 +1116,21 @@ function addClock(home, work) {
   return entry;
 }
 
-/** The app's window processes (`postern-app`: drawing a window, or on standby). */
-function appWindowProcesses() {
-  return processes().filter(([, p]) => p.comm === "postern-app").map(([pid]) => pid);
+/** The test's app's window processes (`postern-app`: drawing a window, or on standby). */
+function appWindowProcesses(driver) {
+  return driver.appProcesses().filter(([, p]) => p.comm === "postern-app").map(([pid]) => pid);
 }
 
-/** The window processes drawing a window (WebKit's processes run under them). */
-function windowProcesses() {
+/** The test's app's window processes drawing a window (WebKit's processes run under them). */
+function windowProcesses(driver) {
   const all = processes();
-  return appWindowProcesses().filter((pid) => all.some(([, p]) => p.ppid === pid && p.comm.startsWith("WebKit")));
+  return appWindowProcesses(driver).filter((pid) => all.some(([, p]) => p.ppid === pid && p.comm.startsWith("WebKit")));
 }
 
-/** The window processes on standby (no WebKit process under them). */
-function onStandby() {
-  const drawing = windowProcesses();
-  return appWindowProcesses().filter((pid) => !drawing.includes(pid));
+/** The test's app's window processes on standby (no WebKit process under them). */
+function onStandby(driver) {
+  const drawing = windowProcesses(driver);
+  return appWindowProcesses(driver).filter((pid) => !drawing.includes(pid));
 }
 
 /** The resident processes running (`postern-desk`: the engine and the tray). */

@@ -195,6 +195,7 @@ impl Desk {
 
     /// Quits the app: the engine stops, then the surface ends.
     pub async fn quit(&self) {
+        self.surface.quitting();
         self.shell.shutdown().await;
         self.surface.exit();
     }

@@ -249,6 +249,10 @@ impl Surface for ResidentSurface {
         Ok(())
     }
 
+    fn quitting(&self) {
+        self.windows.quitting();
+    }
+
     fn exit(&self) {
         self.windows.order(ToWindows::Quit);
         self.send(UserEvent::Exit);

@@ -34,6 +34,9 @@ pub trait Surface: Send + Sync + 'static {
     /// A native notification.
     fn notify(&self, title: &str, body: &str) -> Result<(), String>;
 
+    /// The app is quitting (its engine is stopping): open no window from now on.
+    fn quitting(&self) {}
+
     /// Ends the app (its engine has stopped).
     fn exit(&self);
 }

@@ -8,7 +8,10 @@
 //! waits for its first show order before it starts anything of GTK or WebKit. A window then
 //! opens that much sooner. One that ends before it ever took a show order is not replaced (a
 //! window process that cannot start is not started again and again); the next window starts
-//! one as it is needed.
+//! one as it is needed. One that ends after its first show order without a word (it died as the
+//! order came, or found on waking that its libraries were replaced since it started) has that
+//! order given once to a new process. A process on standby says nothing: one that speaks is not
+//! behaving as the app's window process, and its bridge is closed.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -41,6 +44,20 @@ struct Link {
     tx: mpsc::UnboundedSender<ToWindows>,
     /// Show orders sent on this bridge; none while the process is on standby.
     shows: u64,
+    /// The first show order, until the process speaks after it.
+    unheard: Option<Show>,
+    /// Whether the process was started to take an unheard order again (it gets no third try).
+    retry: bool,
+}
+
+/// What follows a window process's end.
+enum Ended {
+    /// It drew windows: a new one goes on standby.
+    Standby,
+    /// It ended without a word after its first show order: a new one takes that order.
+    Unheard(Show),
+    /// Nothing (it never took a show order, or already had its second try).
+    Nothing,
 }
 
 impl Windows {
@@ -74,7 +91,7 @@ impl Windows {
     pub fn order(self: &Arc<Self>, order: ToWindows) {
         let mut link = self.lock();
         if matches!(order, ToWindows::Quit) {
-            self.quitting.store(true, Ordering::Relaxed);
+            self.quitting();
         }
         let order = match link.as_mut() {
             Some(current) => {
@@ -85,6 +102,9 @@ impl Windows {
                 let order = match order {
                     ToWindows::Show { window, .. } => {
                         current.shows += 1;
+                        if current.shows == 1 {
+                            current.unheard = Some(window);
+                        }
                         ToWindows::Show {
                             seq: current.shows,
                             window,
@@ -104,14 +124,29 @@ impl Windows {
             None => order,
         };
         if let ToWindows::Show { window, .. } = order {
-            match self.start(&mut link) {
-                Ok(current) => {
-                    current.shows = 1;
-                    let _ = current.tx.send(ToWindows::Show { seq: 1, window });
-                }
-                Err(err) => {
-                    tracing::warn!(exe = %self.exe.display(), "cannot start the window process: {err}");
-                }
+            self.open(&mut link, window, false);
+        }
+    }
+
+    /// The app is quitting: no window process is started from now on.
+    pub fn quitting(&self) {
+        self.quitting.store(true, Ordering::Relaxed);
+    }
+
+    /// Starts a window process for `window` (a second try at an unheard order when `retry`).
+    fn open(self: &Arc<Self>, link: &mut Option<Link>, window: Show, retry: bool) {
+        if self.quitting.load(Ordering::Relaxed) {
+            return;
+        }
+        match self.start(link) {
+            Ok(current) => {
+                current.shows = 1;
+                current.unheard = Some(window);
+                current.retry = retry;
+                let _ = current.tx.send(ToWindows::Show { seq: 1, window });
+            }
+            Err(err) => {
+                tracing::warn!(exe = %self.exe.display(), "cannot start the window process: {err}");
             }
         }
     }
@@ -171,7 +206,12 @@ impl Windows {
         let (tx, rx) = mpsc::unbounded_channel();
         self.runtime
             .spawn(Arc::clone(self).serve(stream, tx.clone(), rx));
-        Ok(link.insert(Link { tx, shows: 0 }))
+        Ok(link.insert(Link {
+            tx,
+            shows: 0,
+            unheard: None,
+            retry: false,
+        }))
     }
 
     /// Carries the window process's calls to the desk and the desk's messages to it, until
@@ -198,7 +238,14 @@ impl Windows {
         let mut reader = BufReader::new(read);
         let mut line = Vec::new();
         loop {
-            match bridge::read::<ToDesk>(&mut reader, &mut line).await {
+            let message = bridge::read::<ToDesk>(&mut reader, &mut line).await;
+            if let Ok(Some(_)) = &message
+                && !self.heard(&tx)
+            {
+                tracing::warn!("a window process on standby spoke: its bridge is closed");
+                break;
+            }
+            match message {
                 Ok(Some(ToDesk::Call {
                     id,
                     window,
@@ -226,11 +273,40 @@ impl Windows {
                 }
             }
         }
-        let drew = self.forget(&tx);
+        let ended = self.forget(&tx);
         drop(tx);
         let _ = writer.await;
-        if drew {
-            self.standby();
+        match ended {
+            Ended::Standby => self.standby(),
+            Ended::Unheard(window) => {
+                tracing::info!(
+                    "the window process ended before it took its window: another takes it"
+                );
+                let mut link = self.lock();
+                match link.as_ref() {
+                    // One started meanwhile (for a later window) takes it as any order.
+                    Some(_) => {
+                        drop(link);
+                        self.show(window);
+                    }
+                    None => self.open(&mut link, window, true),
+                }
+            }
+            Ended::Nothing => {}
+        }
+    }
+
+    /// Notes that the process on the bridge `tx` spoke. Returns false when it is on standby
+    /// (it has no window to speak for).
+    fn heard(&self, tx: &mpsc::UnboundedSender<ToWindows>) -> bool {
+        let mut link = self.lock();
+        match link.as_mut() {
+            Some(current) if current.tx.same_channel(tx) => {
+                current.unheard = None;
+                current.shows > 0
+            }
+            // Released, or replaced: its last words are taken as they come.
+            _ => true,
         }
     }
 
@@ -239,7 +315,7 @@ impl Windows {
     fn release(&self, tx: &mpsc::UnboundedSender<ToWindows>, seen: u64) -> bool {
         let mut link = self.lock();
         match link.as_ref() {
-            Some(current) if current.tx.same_channel(tx) && current.shows == seen => {
+            Some(current) if current.tx.same_channel(tx) && current.shows == seen && seen > 0 => {
                 let _ = tx.send(ToWindows::Release);
                 *link = None;
                 true
@@ -248,19 +324,22 @@ impl Windows {
         }
     }
 
-    /// Forgets the bridge `tx` belongs to, if it is still the current one. Returns whether its
-    /// process was one that drew a window (released, or gone after a show order), for which a
-    /// new one goes on standby.
-    fn forget(&self, tx: &mpsc::UnboundedSender<ToWindows>) -> bool {
+    /// Forgets the bridge `tx` belongs to, if it is still the current one, and says what
+    /// follows its process's end.
+    fn forget(&self, tx: &mpsc::UnboundedSender<ToWindows>) -> Ended {
         let mut link = self.lock();
-        match link.as_ref() {
-            Some(current) if current.tx.same_channel(tx) => {
-                let drew = current.shows > 0;
-                *link = None;
-                drew
-            }
+        match link.take() {
+            Some(current) if current.tx.same_channel(tx) => match current.unheard {
+                Some(window) if !current.retry => Ended::Unheard(window),
+                Some(_) => Ended::Nothing,
+                None if current.shows > 0 => Ended::Standby,
+                None => Ended::Nothing,
+            },
             // Released, or replaced after it was gone.
-            Some(_) | None => true,
+            other => {
+                *link = other;
+                Ended::Standby
+            }
         }
     }
 
@@ -409,12 +488,54 @@ done
     }
 
     #[test]
+    fn a_process_on_standby_that_speaks_is_closed_and_not_replaced() {
+        let (dir, windows, _desk) = stand_in(
+            "#!/bin/sh\n: > \"$OUT-$$\"\nprintf '{\"kind\":\"idle\",\"seen\":0}\\n' >&0\nwhile read -r m; do printf '%s\\n' \"$m\" >> \"$OUT-$$\"; done\n",
+        );
+        windows.standby();
+        wait_for(|| !windows.on_standby());
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!windows.on_standby() && !windows.drawing());
+        assert_eq!(
+            told(dir.path()),
+            [Vec::<ToWindows>::new()],
+            "not released, not replaced"
+        );
+    }
+
+    #[test]
+    fn a_window_whose_process_ends_without_a_word_goes_once_to_a_new_one() {
+        // It takes its first order and ends, as one killed as the order came would, or one
+        // that found its libraries replaced.
+        let (dir, windows, _desk) = stand_in(
+            "#!/bin/sh\n: > \"$OUT-$$\"\nread -r m\nprintf '%s\\n' \"$m\" >> \"$OUT-$$\"\n",
+        );
+        windows.standby();
+        assert!(windows.on_standby());
+        windows.show(Show::Main);
+        wait_for_lines(dir.path(), 2);
+        wait_for(|| !windows.drawing() && !windows.on_standby());
+        std::thread::sleep(Duration::from_millis(300));
+        let main = ToWindows::Show {
+            seq: 1,
+            window: Show::Main,
+        };
+        assert_eq!(
+            told(dir.path()),
+            [vec![main.clone()], vec![main]],
+            "the order given once more, to a second process, and no third"
+        );
+    }
+
+    #[test]
     fn an_order_in_flight_holds_the_release() {
         let windows = Windows::new("unused".into(), Vec::new(), RUNTIME.handle().clone());
         let (tx, mut rx) = mpsc::unbounded_channel();
         *windows.lock() = Some(Link {
             tx: tx.clone(),
             shows: 0,
+            unheard: None,
+            retry: false,
         });
         windows.show(Show::Approvals { focus: false });
         // The process went idle before it took that order: it is not released.
