@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use postern_desk::bridge::{self, Show, ToDesk, ToWindows};
 use postern_desk::commands::{CommandError, ErrorCode};
+use postern_desk::{APPROVALS, MAIN};
 use serde_json::Value;
 use tauri::ipc::{Invoke, InvokeBody, InvokeError};
 use tauri::{AppHandle, Emitter, Manager, Runtime};
@@ -180,6 +181,19 @@ pub fn serve<R: Runtime>(
     Ok(())
 }
 
+/// The label of the window `show` opens.
+fn label(show: Show) -> &'static str {
+    match show {
+        Show::Main => MAIN,
+        Show::Approvals { .. } => APPROVALS,
+    }
+}
+
+/// A command's empty arguments.
+fn no_args() -> Value {
+    Value::Object(Default::default())
+}
+
 /// Acts on one message from the resident.
 fn take<R: Runtime>(app: &AppHandle<R>, message: ToWindows) {
     let link = app.state::<Arc<Link>>();
@@ -194,14 +208,46 @@ fn take<R: Runtime>(app: &AppHandle<R>, message: ToWindows) {
                 tracing::debug!("cannot emit {event}: {err}");
             }
         }
+        ToWindows::Show { seq, window } if !window::is_open(app, label(window)) => {
+            // What the new window paints first (calls over the bridge, a millisecond or so);
+            // then the window, off this task, which reads the replies.
+            let (app, link) = (app.clone(), Arc::clone(link.inner()));
+            tauri::async_runtime::spawn(async move {
+                match window {
+                    Show::Main => {
+                        let status = link.call(MAIN.to_owned(), "status".to_owned(), no_args());
+                        if let Err(err) = window::show(&app, status.await.ok().as_ref()) {
+                            tracing::warn!("cannot show the window: {err}");
+                        }
+                    }
+                    Show::Approvals { focus } => {
+                        let ask = |command: &str| {
+                            link.call(APPROVALS.to_owned(), command.to_owned(), no_args())
+                        };
+                        let (approvals, clicks_until, system_auth) =
+                            tokio::join!(ask("approvals"), ask("clicks_until"), ask("system_auth"));
+                        let initial = approvals.ok().map(|approvals| {
+                            serde_json::json!({
+                                "approvals": approvals,
+                                "clicksUntil": clicks_until.unwrap_or(Value::Null),
+                                "systemAuth": system_auth.unwrap_or(Value::Null),
+                            })
+                        });
+                        window::open_approvals(&app, focus, initial.as_ref());
+                    }
+                }
+                // Counted once the window is there, as below.
+                link.seen.fetch_max(seq, Ordering::Relaxed);
+            });
+        }
         ToWindows::Show { seq, window } => {
             match window {
                 Show::Main => {
-                    if let Err(err) = window::show(app) {
+                    if let Err(err) = window::show(app, None) {
                         tracing::warn!("cannot show the window: {err}");
                     }
                 }
-                Show::Approvals { focus } => window::open_approvals(app, focus),
+                Show::Approvals { focus } => window::open_approvals(app, focus, None),
             }
             // Counted once the window is there: an idle message sent before it does not count
             // it, and the resident, which sent it, does not release this process then.

@@ -107,7 +107,7 @@ fn on_run_event<R: Runtime>(app: &AppHandle<R>, event: RunEvent) {
         }
         #[cfg(target_os = "macos")]
         RunEvent::Reopen { .. } => {
-            if let Err(err) = window::show(app) {
+            if let Err(err) = window::show(app, None) {
                 tracing::warn!("cannot show the window: {err}");
             }
         }

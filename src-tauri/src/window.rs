@@ -8,11 +8,28 @@
 //! Both load the same UI, which picks its view by label.
 
 use postern_desk::{APPROVALS, MAIN};
+use serde_json::Value;
 use tauri::{AppHandle, Manager, Runtime, WebviewUrl, WebviewWindowBuilder};
 
+/// The global a new status window finds the engine's view in, taken when the window was asked
+/// for (ui/src/ipc.ts reads it): its first paint is the current state, not a loading screen
+/// waiting for its first call.
+pub const INITIAL_STATUS: &str = "__POSTERN_STATUS__";
+
+/// The global a new approval window finds the queue in, with whether a plain Allow needs a
+/// passphrase and what system authentication the engine offers (`approvals`, `clicksUntil`,
+/// `systemAuth`), taken when the window was asked for (ui/src/ipc.ts reads it).
+pub const INITIAL_APPROVALS: &str = "__POSTERN_APPROVALS__";
+
+/// Whether the window labelled `label` is open.
+pub fn is_open<R: Runtime>(app: &AppHandle<R>, label: &str) -> bool {
+    app.get_webview_window(label).is_some()
+}
+
 /// Shows, unminimizes and focuses the status window, building it (from its configuration in
-/// tauri.conf.json) when it was closed.
-pub fn show<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
+/// tauri.conf.json) when it was closed, with `status` (the engine's view, as the `status`
+/// command gives it) for its first paint.
+pub fn show<R: Runtime>(app: &AppHandle<R>, status: Option<&Value>) -> tauri::Result<()> {
     let window = match app.get_webview_window(MAIN) {
         Some(window) => window,
         None => {
@@ -20,7 +37,13 @@ pub fn show<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
                 tracing::warn!("no {MAIN} window in the configuration");
                 return Ok(());
             };
-            WebviewWindowBuilder::from_config(app, config)?.build()?
+            let mut builder = WebviewWindowBuilder::from_config(app, config)?;
+            if let Some(status) = status {
+                // JSON is a JavaScript expression.
+                builder =
+                    builder.initialization_script(format!("window.{INITIAL_STATUS} = {status};"));
+            }
+            builder.build()?
         }
     };
     window.show()?;
@@ -29,8 +52,9 @@ pub fn show<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
 }
 
 /// Opens the approval window, or shows it if it is open. It takes the keyboard focus only
-/// when `focus` is set (a human asked for it); a request arriving never steals it.
-pub fn open_approvals<R: Runtime>(app: &AppHandle<R>, focus: bool) {
+/// when `focus` is set (a human asked for it); a request arriving never steals it. A new
+/// window gets `initial` (INITIAL_APPROVALS) for its first paint.
+pub fn open_approvals<R: Runtime>(app: &AppHandle<R>, focus: bool, initial: Option<&Value>) {
     let shown = match app.get_webview_window(APPROVALS) {
         Some(window) => window.show().and_then(|()| {
             if focus {
@@ -40,6 +64,10 @@ pub fn open_approvals<R: Runtime>(app: &AppHandle<R>, focus: bool) {
             Ok(())
         }),
         None => WebviewWindowBuilder::new(app, APPROVALS, WebviewUrl::App("index.html".into()))
+            .initialization_script(match initial {
+                Some(initial) => format!("window.{INITIAL_APPROVALS} = {initial};"),
+                None => String::new(),
+            })
             .title("Postern: approval requested")
             .inner_size(560.0, 720.0)
             .min_inner_size(420.0, 480.0)
@@ -80,7 +108,7 @@ mod tests {
             .visible(false)
             .build()
             .unwrap();
-        show(app.handle()).unwrap();
+        show(app.handle(), None).unwrap();
         assert!(window.is_visible().unwrap());
     }
 
@@ -89,8 +117,8 @@ mod tests {
         let app = crate::builder(mock_builder(), crate::ipc::Link::new().0)
             .build(mock_context(noop_assets()))
             .unwrap();
-        open_approvals(app.handle(), false);
-        open_approvals(app.handle(), true);
+        open_approvals(app.handle(), false, None);
+        open_approvals(app.handle(), true, None);
         let windows: Vec<_> = app.webview_windows().into_keys().collect();
         assert_eq!(windows, [APPROVALS]);
         close_approvals(app.handle());

@@ -79,6 +79,23 @@ describe("the approval window", () => {
     stop = approvalsWindow(root, source, { armMs: 600, now: () => Date.now() });
   };
 
+  it("paints the card it was opened with at once, with the system authentication it was told of, then follows the queue", async () => {
+    vi.setSystemTime(ASKED);
+    const fake = fakeSource([request("A"), request("B")]);
+    fake.source.systemAuth = vi.fn(async () => "polkit");
+    fake.source.initial = vi.fn(() => ({ approvals: [request("A")], clicksUntil: null, systemAuth: "polkit" }));
+    open(fake.source);
+    // Before any call returns: the card and its system authentication are there.
+    expect(shownId(root)).toBe("A");
+    expect(root.querySelector(".system-auth")).not.toBeNull();
+    expect(fake.source.initial).toHaveBeenCalledTimes(1);
+    // The window still asks, and a request that arrived since is in its queue.
+    await vi.advanceTimersByTimeAsync(0);
+    expect(fake.source.fetch).toHaveBeenCalled();
+    key("ArrowRight");
+    expect(shownId(root)).toBe("B");
+  });
+
   it("offers system authentication only when the engine has it, and sends that proof instead of what is typed", async () => {
     vi.setSystemTime(ASKED);
     const plain = fakeSource([request("A")]);

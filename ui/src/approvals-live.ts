@@ -42,6 +42,15 @@ export interface ApprovalSource {
   /** Until when (unix ms) a plain Allow needs no passphrase (`null`: every one needs it). */
   clicksUntil?(): Promise<number | null>;
   lock(): Promise<void>;
+  /** What the window was opened with, if anything: its first paint, before the first fetch returns. */
+  initial?(): InitialApprovals | null;
+}
+
+/** The queue, the plain-click window and the system authentication, as the app hands them to a new window. */
+export interface InitialApprovals {
+  approvals: Approval[];
+  clicksUntil: number | null;
+  systemAuth: string | null;
 }
 
 export interface ApprovalsOptions {
@@ -281,7 +290,12 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   };
   doc.addEventListener("keydown", onKey);
 
-  render();
+  const initial = source.initial?.() ?? null;
+  if (initial !== null) {
+    clicksUntil = initial.clicksUntil;
+    systemAuth = initial.systemAuth;
+    update(initial.approvals);
+  } else render();
   source
     .subscribe(update)
     .then((off) => (stopped ? off() : (unsubscribe = off)))

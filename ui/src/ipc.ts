@@ -7,7 +7,7 @@ import { getCurrentWebviewWindow } from "@tauri-apps/api/webviewWindow";
 
 import type { Apis } from "./api";
 import type { Reply } from "./approval-card";
-import type { ApprovalSource } from "./approvals-live";
+import type { ApprovalSource, InitialApprovals } from "./approvals-live";
 import type {
   ActivityRow,
   AgentSnippet,
@@ -47,6 +47,13 @@ export function windowLabel(): string {
 export const tauriStatus: StatusSource = {
   fetch: () => invoke<EngineView>("status"),
   subscribe: (onView) => listen<EngineView>(STATUS_CHANGED, (event) => onView(event.payload)),
+  initial: () => {
+    // Set when the app opened this window (src-tauri/src/window.rs, INITIAL_STATUS); read once.
+    const global = window as { __POSTERN_STATUS__?: EngineView };
+    const view = global.__POSTERN_STATUS__ ?? null;
+    delete global.__POSTERN_STATUS__;
+    return view;
+  },
 };
 
 /** What the status window asks of the engine. */
@@ -96,6 +103,13 @@ export const tauriApis: Apis = {
 
 /** The approval queue, pushes of it, and the human's answers. */
 export const tauriApprovals: ApprovalSource = {
+  initial: () => {
+    // Set when the app opened this window (src-tauri/src/window.rs, INITIAL_APPROVALS); read once.
+    const global = window as { __POSTERN_APPROVALS__?: InitialApprovals };
+    const initial = global.__POSTERN_APPROVALS__ ?? null;
+    delete global.__POSTERN_APPROVALS__;
+    return initial;
+  },
   fetch: () => invoke<Approval[]>("approvals"),
   subscribe: (onList) => listen<Approval[]>(APPROVALS_CHANGED, (event) => onList(event.payload)),
   focus: () => call<Chosen | null>("approval_focus"),

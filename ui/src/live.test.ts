@@ -36,6 +36,22 @@ describe("live", () => {
   beforeEach(() => vi.useFakeTimers());
   afterEach(() => vi.useRealTimers());
 
+  it("paints the view the window was opened with at once, then what the engine says", async () => {
+    const root = document.createElement("div");
+    const fake = fakeSource(running(["clock", "notes"]));
+    const opened = vi.fn(() => running(["clock"]));
+    const stop = live(root, { ...fake.source, initial: opened }, { intervalMs: 2000 });
+
+    // No "Connecting…" screen: the first paint is the state handed over with the window.
+    expect(root.textContent).not.toContain("Connecting…");
+    expect(labels(root)).toEqual(["clock"]);
+    expect(opened).toHaveBeenCalledTimes(1);
+    // And the window asks all the same: a server added since shows up with the first reply.
+    await vi.advanceTimersByTimeAsync(0);
+    expect(labels(root)).toEqual(["clock", "notes"]);
+    stop();
+  });
+
   it("renders the fetched status, then follows pushes and polls", async () => {
     const root = document.createElement("div");
     const fake = fakeSource(running(["time"]));

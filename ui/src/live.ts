@@ -26,6 +26,8 @@ import { render, type Controls, type Shown, type Tab } from "./view";
 export interface StatusSource {
   fetch(): Promise<EngineView>;
   subscribe(onView: (view: EngineView) => void): Promise<() => void>;
+  /** The view the window was opened with, if any: its first paint, before the first fetch returns. */
+  initial?(): EngineView | null;
 }
 
 /** What the window's controls ask of the engine (src/ipc.ts in the app; a fake in tests). */
@@ -454,7 +456,9 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     }
   };
 
-  paint();
+  const initial = source.initial?.() ?? null;
+  if (initial !== null) show({ kind: "view", view: initial });
+  else paint();
   source
     .subscribe((view) => {
       show({ kind: "view", view });
