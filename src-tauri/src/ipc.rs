@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use postern_desk::bridge::{self, Show, ToDesk, ToWindows};
 use postern_desk::commands::{CommandError, ErrorCode};
@@ -137,9 +138,15 @@ pub fn handle<R: Runtime>(invoke: Invoke<R>) -> bool {
     true
 }
 
+/// How long a new window waits for what it paints first before it is built without it (and
+/// its page asks, as it always does).
+const FIRST_PAINT_WAIT: Duration = Duration::from_millis(50);
+
 /// Carries the bridge both ways on Tauri's async runtime: `outbox` to the resident, and the
 /// resident's messages to the link and the windows, after the `first` show order, taken on
-/// standby. When the resident releases this process, tells it to quit, or goes, the process
+/// standby. Window orders are carried out one at a time, in order, on a task of their own
+/// (a new window first asks the resident for what it shows, and the replies come through the
+/// reader). When the resident releases this process, tells it to quit, or goes, the process
 /// exits.
 pub fn serve<R: Runtime>(
     app: &AppHandle<R>,
@@ -147,7 +154,6 @@ pub fn serve<R: Runtime>(
     mut outbox: mpsc::UnboundedReceiver<ToDesk>,
     (seq, window): (u64, Show),
 ) -> std::io::Result<()> {
-    take(app, ToWindows::Show { seq, window });
     stream.set_nonblocking(true)?;
     let stream = {
         let _entered = tauri::async_runtime::handle().inner().enter();
@@ -162,14 +168,35 @@ pub fn serve<R: Runtime>(
             }
         }
     });
+    let (orders, mut queue) = mpsc::unbounded_channel();
+    let _ = orders.send(ToWindows::Show { seq, window });
+    let windows = app.clone();
+    tauri::async_runtime::spawn(async move {
+        while let Some(order) = queue.recv().await {
+            carry_out(&windows, order).await;
+        }
+    });
     let app = app.clone();
     tauri::async_runtime::spawn(async move {
+        let link = Arc::clone(app.state::<Arc<Link>>().inner());
         let mut reader = BufReader::new(read);
         let mut line = Vec::new();
         loop {
             match bridge::read::<ToWindows>(&mut reader, &mut line).await {
                 Ok(Some(ToWindows::Release | ToWindows::Quit)) | Ok(None) => break,
-                Ok(Some(message)) => take(&app, message),
+                Ok(Some(ToWindows::Reply { id, result })) => link.settle(id, result),
+                Ok(Some(ToWindows::Emit { event, to, payload })) => {
+                    let sent = match to {
+                        Some(label) => app.emit_to(label.as_str(), &event, payload),
+                        None => app.emit(&event, payload),
+                    };
+                    if let Err(err) = sent {
+                        tracing::debug!("cannot emit {event}: {err}");
+                    }
+                }
+                Ok(Some(order)) => {
+                    let _ = orders.send(order);
+                }
                 Err(err) => {
                     tracing::warn!("the resident process sent what is not a message: {err}");
                     break;
@@ -181,81 +208,78 @@ pub fn serve<R: Runtime>(
     Ok(())
 }
 
-/// The label of the window `show` opens.
-fn label(show: Show) -> &'static str {
-    match show {
-        Show::Main => MAIN,
-        Show::Approvals { .. } => APPROVALS,
-    }
-}
-
-/// A command's empty arguments.
-fn no_args() -> Value {
-    Value::Object(Default::default())
-}
-
-/// Acts on one message from the resident.
-fn take<R: Runtime>(app: &AppHandle<R>, message: ToWindows) {
-    let link = app.state::<Arc<Link>>();
-    match message {
-        ToWindows::Reply { id, result } => link.settle(id, result),
-        ToWindows::Emit { event, to, payload } => {
-            let sent = match to {
-                Some(label) => app.emit_to(label.as_str(), &event, payload),
-                None => app.emit(&event, payload),
-            };
-            if let Err(err) = sent {
-                tracing::debug!("cannot emit {event}: {err}");
-            }
-        }
-        ToWindows::Show { seq, window } if !window::is_open(app, label(window)) => {
-            // What the new window paints first (calls over the bridge, a millisecond or so);
-            // then the window, off this task, which reads the replies.
-            let (app, link) = (app.clone(), Arc::clone(link.inner()));
-            tauri::async_runtime::spawn(async move {
-                match window {
-                    Show::Main => {
-                        let status = link.call(MAIN.to_owned(), "status".to_owned(), no_args());
-                        if let Err(err) = window::show(&app, status.await.ok().as_ref()) {
-                            tracing::warn!("cannot show the window: {err}");
-                        }
-                    }
-                    Show::Approvals { focus } => {
-                        let ask = |command: &str| {
-                            link.call(APPROVALS.to_owned(), command.to_owned(), no_args())
-                        };
-                        let (approvals, clicks_until, system_auth) =
-                            tokio::join!(ask("approvals"), ask("clicks_until"), ask("system_auth"));
-                        let initial = approvals.ok().map(|approvals| {
-                            serde_json::json!({
-                                "approvals": approvals,
-                                "clicksUntil": clicks_until.unwrap_or(Value::Null),
-                                "systemAuth": system_auth.unwrap_or(Value::Null),
-                            })
-                        });
-                        window::open_approvals(&app, focus, initial.as_ref());
-                    }
-                }
-                // Counted once the window is there, as below.
-                link.seen.fetch_max(seq, Ordering::Relaxed);
-            });
-        }
+/// Carries out one window order.
+async fn carry_out<R: Runtime>(app: &AppHandle<R>, order: ToWindows) {
+    let link = Arc::clone(app.state::<Arc<Link>>().inner());
+    match order {
         ToWindows::Show { seq, window } => {
             match window {
                 Show::Main => {
-                    if let Err(err) = window::show(app, None) {
+                    let status = match window::is_open(app, MAIN) {
+                        true => None,
+                        false => first_paint(&link, MAIN, &["status"]).await,
+                    };
+                    let status = status.and_then(|mut replies| replies.pop());
+                    if let Err(err) = window::show(app, status.as_ref()) {
                         tracing::warn!("cannot show the window: {err}");
                     }
                 }
-                Show::Approvals { focus } => window::open_approvals(app, focus, None),
+                Show::Approvals { focus } => {
+                    let initial = match window::is_open(app, APPROVALS) {
+                        true => None,
+                        // The queue, whether a plain Allow needs the passphrase, and the request
+                        // chosen in the tray (taken here, once, for this window).
+                        false => first_paint(
+                            &link,
+                            APPROVALS,
+                            &["approvals", "clicks_until", "approval_focus"],
+                        )
+                        .await
+                        .map(|replies| {
+                            let [approvals, clicks_until, focus] =
+                                <[Value; 3]>::try_from(replies).unwrap_or_default();
+                            serde_json::json!({
+                                "approvals": approvals,
+                                "clicksUntil": clicks_until,
+                                "focus": focus,
+                            })
+                        }),
+                    };
+                    window::open_approvals(app, focus, initial.as_ref());
+                }
             }
             // Counted once the window is there: an idle message sent before it does not count
             // it, and the resident, which sent it, does not release this process then.
             link.seen.fetch_max(seq, Ordering::Relaxed);
         }
         ToWindows::CloseApprovals => window::close_approvals(app),
-        ToWindows::Release | ToWindows::Quit => app.exit(0),
+        ToWindows::Reply { .. } | ToWindows::Emit { .. } | ToWindows::Release | ToWindows::Quit => {
+        }
     }
+}
+
+/// What a new window labelled `window` paints first: the replies to `commands`, asked together,
+/// or nothing when one fails or they take longer than [`FIRST_PAINT_WAIT`].
+async fn first_paint(link: &Arc<Link>, window: &str, commands: &[&str]) -> Option<Vec<Value>> {
+    let asked: Vec<_> = commands
+        .iter()
+        .map(|command| {
+            let (link, window, command) =
+                (Arc::clone(link), window.to_owned(), command.to_string());
+            tauri::async_runtime::spawn(async move {
+                link.call(window, command, Value::Object(Default::default()))
+                    .await
+            })
+        })
+        .collect();
+    let replies = async {
+        let mut replies = Vec::with_capacity(asked.len());
+        for reply in asked {
+            replies.push(reply.await.ok()?.ok()?);
+        }
+        Some(replies)
+    };
+    tokio::time::timeout(FIRST_PAINT_WAIT, replies).await.ok()?
 }
 
 #[cfg(test)]

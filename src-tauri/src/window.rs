@@ -17,9 +17,17 @@ use tauri::{AppHandle, Manager, Runtime, WebviewUrl, WebviewWindowBuilder};
 pub const INITIAL_STATUS: &str = "__POSTERN_STATUS__";
 
 /// The global a new approval window finds the queue in, with whether a plain Allow needs a
-/// passphrase and what system authentication the engine offers (`approvals`, `clicksUntil`,
-/// `systemAuth`), taken when the window was asked for (ui/src/ipc.ts reads it).
+/// passphrase and the request a person chose in the tray (`approvals`, `clicksUntil`, `focus`),
+/// taken when the window was asked for (ui/src/ipc.ts reads it).
 pub const INITIAL_APPROVALS: &str = "__POSTERN_APPROVALS__";
+
+/// A script that sets `window.<global>` to `value`. Parsed as JSON, not read as a JavaScript
+/// literal: in a literal a `"__proto__"` key (which an agent's argument may hold) would set a
+/// prototype instead of being a property.
+fn initial_script(global: &str, value: &Value) -> String {
+    let text = Value::String(value.to_string());
+    format!("window.{global} = JSON.parse({text});")
+}
 
 /// Whether the window labelled `label` is open.
 pub fn is_open<R: Runtime>(app: &AppHandle<R>, label: &str) -> bool {
@@ -39,9 +47,7 @@ pub fn show<R: Runtime>(app: &AppHandle<R>, status: Option<&Value>) -> tauri::Re
             };
             let mut builder = WebviewWindowBuilder::from_config(app, config)?;
             if let Some(status) = status {
-                // JSON is a JavaScript expression.
-                builder =
-                    builder.initialization_script(format!("window.{INITIAL_STATUS} = {status};"));
+                builder = builder.initialization_script(initial_script(INITIAL_STATUS, status));
             }
             builder.build()?
         }
@@ -63,19 +69,22 @@ pub fn open_approvals<R: Runtime>(app: &AppHandle<R>, focus: bool, initial: Opti
             }
             Ok(())
         }),
-        None => WebviewWindowBuilder::new(app, APPROVALS, WebviewUrl::App("index.html".into()))
-            .initialization_script(match initial {
-                Some(initial) => format!("window.{INITIAL_APPROVALS} = {initial};"),
-                None => String::new(),
-            })
-            .title("Postern: approval requested")
-            .inner_size(560.0, 720.0)
-            .min_inner_size(420.0, 480.0)
-            .center()
-            .always_on_top(true)
-            .focused(focus)
-            .build()
-            .map(|_| ()),
+        None => {
+            let mut builder =
+                WebviewWindowBuilder::new(app, APPROVALS, WebviewUrl::App("index.html".into()));
+            if let Some(initial) = initial {
+                builder = builder.initialization_script(initial_script(INITIAL_APPROVALS, initial));
+            }
+            builder
+                .title("Postern: approval requested")
+                .inner_size(560.0, 720.0)
+                .min_inner_size(420.0, 480.0)
+                .center()
+                .always_on_top(true)
+                .focused(focus)
+                .build()
+                .map(|_| ())
+        }
     };
     if let Err(err) = shown {
         tracing::warn!("cannot open the approval window: {err}");
@@ -110,6 +119,21 @@ mod tests {
             .unwrap();
         show(app.handle(), None).unwrap();
         assert!(window.is_visible().unwrap());
+    }
+
+    #[test]
+    fn the_first_paint_is_parsed_as_json_so_an_agent_s_proto_key_stays_a_property() {
+        let value = serde_json::json!({"arguments": {"__proto__": {"hidden": "rm -rf ~"}}, "quote": "a\"b</script>\u{2028}"});
+        let script = initial_script("__X__", &value);
+        let Some(text) = script
+            .strip_prefix("window.__X__ = JSON.parse(")
+            .and_then(|rest| rest.strip_suffix(");"))
+        else {
+            panic!("{script}");
+        };
+        // One JSON string literal, holding the value's JSON as it is.
+        let inner: String = serde_json::from_str(text).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&inner).unwrap(), value);
     }
 
     #[test]

@@ -79,21 +79,23 @@ describe("the approval window", () => {
     stop = approvalsWindow(root, source, { armMs: 600, now: () => Date.now() });
   };
 
-  it("paints the card it was opened with at once, with the system authentication it was told of, then follows the queue", async () => {
+  it("paints the card it was opened with at once, the one chosen in the tray first, then follows the queue", async () => {
     vi.setSystemTime(ASKED);
-    const fake = fakeSource([request("A"), request("B")]);
+    const fake = fakeSource([request("A"), request("B"), request("C")]);
     fake.source.systemAuth = vi.fn(async () => "polkit");
-    fake.source.initial = vi.fn(() => ({ approvals: [request("A")], clicksUntil: null, systemAuth: "polkit" }));
+    fake.source.focus = vi.fn(async () => null);
+    fake.source.initial = vi.fn(() => ({ approvals: [request("A"), request("B")], clicksUntil: null, focus: { id: "B", review: false } }));
     open(fake.source);
-    // Before any call returns: the card and its system authentication are there.
-    expect(shownId(root)).toBe("A");
-    expect(root.querySelector(".system-auth")).not.toBeNull();
+    // Before any call returns: the card chosen in the tray is there.
+    expect(shownId(root)).toBe("B");
     expect(fake.source.initial).toHaveBeenCalledTimes(1);
-    // The window still asks, and a request that arrived since is in its queue.
+    // The window still asks: the system authentication and a request that arrived since come in.
     await vi.advanceTimersByTimeAsync(0);
     expect(fake.source.fetch).toHaveBeenCalled();
-    key("ArrowRight");
     expect(shownId(root)).toBe("B");
+    expect(root.querySelector(".system-auth")).not.toBeNull();
+    key("ArrowRight");
+    expect(shownId(root)).toBe("C");
   });
 
   it("offers system authentication only when the engine has it, and sends that proof instead of what is typed", async () => {

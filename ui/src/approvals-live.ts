@@ -46,11 +46,11 @@ export interface ApprovalSource {
   initial?(): InitialApprovals | null;
 }
 
-/** The queue, the plain-click window and the system authentication, as the app hands them to a new window. */
+/** The queue, the plain-click window and the request chosen in the tray, as the app hands them to a new window. */
 export interface InitialApprovals {
   approvals: Approval[];
   clicksUntil: number | null;
-  systemAuth: string | null;
+  focus: Chosen | null;
 }
 
 export interface ApprovalsOptions {
@@ -293,8 +293,9 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   const initial = source.initial?.() ?? null;
   if (initial !== null) {
     clicksUntil = initial.clicksUntil;
-    systemAuth = initial.systemAuth;
     update(initial.approvals);
+    // The tray's choice was taken for this window with the queue: shown first, at once.
+    focusOn(initial.focus);
   } else render();
   source
     .subscribe(update)
