@@ -169,7 +169,7 @@ pub fn serve<R: Runtime>(
         }
     });
     let (orders, mut queue) = mpsc::unbounded_channel();
-    let _ = orders.send(ToWindows::Show { seq, window });
+    let _ = orders.send(Order::Show(seq, window));
     let windows = app.clone();
     tauri::async_runtime::spawn(async move {
         while let Some(order) = queue.recv().await {
@@ -194,8 +194,11 @@ pub fn serve<R: Runtime>(
                         tracing::debug!("cannot emit {event}: {err}");
                     }
                 }
-                Ok(Some(order)) => {
-                    let _ = orders.send(order);
+                Ok(Some(ToWindows::Show { seq, window })) => {
+                    let _ = orders.send(Order::Show(seq, window));
+                }
+                Ok(Some(ToWindows::CloseApprovals)) => {
+                    let _ = orders.send(Order::CloseApprovals);
                 }
                 Err(err) => {
                     tracing::warn!("the resident process sent what is not a message: {err}");
@@ -208,11 +211,18 @@ pub fn serve<R: Runtime>(
     Ok(())
 }
 
+/// A window order from the resident, carried out in turn.
+enum Order {
+    /// Show the window, the order's number.
+    Show(u64, Show),
+    CloseApprovals,
+}
+
 /// Carries out one window order.
-async fn carry_out<R: Runtime>(app: &AppHandle<R>, order: ToWindows) {
+async fn carry_out<R: Runtime>(app: &AppHandle<R>, order: Order) {
     let link = Arc::clone(app.state::<Arc<Link>>().inner());
     match order {
-        ToWindows::Show { seq, window } => {
+        Order::Show(seq, window) => {
             match window {
                 Show::Main => {
                     let status = match window::is_open(app, MAIN) {
@@ -227,23 +237,19 @@ async fn carry_out<R: Runtime>(app: &AppHandle<R>, order: ToWindows) {
                 Show::Approvals { focus } => {
                     let initial = match window::is_open(app, APPROVALS) {
                         true => None,
-                        // The queue, whether a plain Allow needs the passphrase, and the request
-                        // chosen in the tray (taken here, once, for this window).
-                        false => first_paint(
-                            &link,
-                            APPROVALS,
-                            &["approvals", "clicks_until", "approval_focus"],
-                        )
-                        .await
-                        .map(|replies| {
-                            let [approvals, clicks_until, focus] =
-                                <[Value; 3]>::try_from(replies).unwrap_or_default();
-                            serde_json::json!({
-                                "approvals": approvals,
-                                "clicksUntil": clicks_until,
-                                "focus": focus,
-                            })
-                        }),
+                        // The queue and whether a plain Allow needs the passphrase. Not the request
+                        // chosen in the tray: it is taken once, and a reply that came after the
+                        // wait would lose it; the page asks for it as it always did.
+                        false => first_paint(&link, APPROVALS, &["approvals", "clicks_until"])
+                            .await
+                            .map(|replies| {
+                                let [approvals, clicks_until] =
+                                    <[Value; 2]>::try_from(replies).unwrap_or_default();
+                                serde_json::json!({
+                                    "approvals": approvals,
+                                    "clicksUntil": clicks_until,
+                                })
+                            }),
                     };
                     window::open_approvals(app, focus, initial.as_ref());
                 }
@@ -252,9 +258,7 @@ async fn carry_out<R: Runtime>(app: &AppHandle<R>, order: ToWindows) {
             // it, and the resident, which sent it, does not release this process then.
             link.seen.fetch_max(seq, Ordering::Relaxed);
         }
-        ToWindows::CloseApprovals => window::close_approvals(app),
-        ToWindows::Reply { .. } | ToWindows::Emit { .. } | ToWindows::Release | ToWindows::Quit => {
-        }
+        Order::CloseApprovals => window::close_approvals(app),
     }
 }
 

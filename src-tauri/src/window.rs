@@ -17,8 +17,8 @@ use tauri::{AppHandle, Manager, Runtime, WebviewUrl, WebviewWindowBuilder};
 pub const INITIAL_STATUS: &str = "__POSTERN_STATUS__";
 
 /// The global a new approval window finds the queue in, with whether a plain Allow needs a
-/// passphrase and the request a person chose in the tray (`approvals`, `clicksUntil`, `focus`),
-/// taken when the window was asked for (ui/src/ipc.ts reads it).
+/// passphrase (`approvals`, `clicksUntil`), taken when the window was asked for (ui/src/ipc.ts
+/// reads it).
 pub const INITIAL_APPROVALS: &str = "__POSTERN_APPROVALS__";
 
 /// A script that sets `window.<global>` to `value`. Parsed as JSON, not read as a JavaScript

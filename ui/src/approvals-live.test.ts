@@ -79,17 +79,18 @@ describe("the approval window", () => {
     stop = approvalsWindow(root, source, { armMs: 600, now: () => Date.now() });
   };
 
-  it("paints the card it was opened with at once, the one chosen in the tray first, then follows the queue", async () => {
+  it("paints the card it was opened with at once, then shows the one chosen in the tray and follows the queue", async () => {
     vi.setSystemTime(ASKED);
     const fake = fakeSource([request("A"), request("B"), request("C")]);
     fake.source.systemAuth = vi.fn(async () => "polkit");
-    fake.source.focus = vi.fn(async () => null);
-    fake.source.initial = vi.fn(() => ({ approvals: [request("A"), request("B")], clicksUntil: null, focus: { id: "B", review: false } }));
+    fake.source.focus = vi.fn(async () => ({ id: "B", review: false }));
+    fake.source.initial = vi.fn(() => ({ approvals: [request("A"), request("B")], clicksUntil: null }));
     open(fake.source);
-    // Before any call returns: the card chosen in the tray is there.
-    expect(shownId(root)).toBe("B");
+    // Before any call returns: a card is there.
+    expect(shownId(root)).toBe("A");
     expect(fake.source.initial).toHaveBeenCalledTimes(1);
-    // The window still asks: the system authentication and a request that arrived since come in.
+    // The window still asks: the tray's choice, the system authentication and a request that
+    // arrived since come in.
     await vi.advanceTimersByTimeAsync(0);
     expect(fake.source.fetch).toHaveBeenCalled();
     expect(shownId(root)).toBe("B");

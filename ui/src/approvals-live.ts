@@ -46,11 +46,10 @@ export interface ApprovalSource {
   initial?(): InitialApprovals | null;
 }
 
-/** The queue, the plain-click window and the request chosen in the tray, as the app hands them to a new window. */
+/** The queue and the plain-click window, as the app hands them to a new window. */
 export interface InitialApprovals {
   approvals: Approval[];
   clicksUntil: number | null;
-  focus: Chosen | null;
 }
 
 export interface ApprovalsOptions {
@@ -294,8 +293,6 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
   if (initial !== null) {
     clicksUntil = initial.clicksUntil;
     update(initial.approvals);
-    // The tray's choice was taken for this window with the queue: shown first, at once.
-    focusOn(initial.focus);
   } else render();
   source
     .subscribe(update)

@@ -43,17 +43,22 @@ export function windowLabel(): string {
   return getCurrentWebviewWindow().label;
 }
 
+/**
+ * What the app gave this window for its first paint (src-tauri/src/window.rs: INITIAL_STATUS,
+ * INITIAL_APPROVALS), read once: `null` when it gave nothing.
+ */
+function takeGlobal<T>(name: string): T | null {
+  const globals = window as unknown as Record<string, T | undefined>;
+  const value = globals[name] ?? null;
+  delete globals[name];
+  return value;
+}
+
 /** Status from the app's `status` command, and pushes of the `status-changed` event. */
 export const tauriStatus: StatusSource = {
   fetch: () => invoke<EngineView>("status"),
   subscribe: (onView) => listen<EngineView>(STATUS_CHANGED, (event) => onView(event.payload)),
-  initial: () => {
-    // Set when the app opened this window (src-tauri/src/window.rs, INITIAL_STATUS); read once.
-    const global = window as { __POSTERN_STATUS__?: EngineView };
-    const view = global.__POSTERN_STATUS__ ?? null;
-    delete global.__POSTERN_STATUS__;
-    return view;
-  },
+  initial: () => takeGlobal<EngineView>("__POSTERN_STATUS__"),
 };
 
 /** What the status window asks of the engine. */
@@ -103,13 +108,7 @@ export const tauriApis: Apis = {
 
 /** The approval queue, pushes of it, and the human's answers. */
 export const tauriApprovals: ApprovalSource = {
-  initial: () => {
-    // Set when the app opened this window (src-tauri/src/window.rs, INITIAL_APPROVALS); read once.
-    const global = window as { __POSTERN_APPROVALS__?: InitialApprovals };
-    const initial = global.__POSTERN_APPROVALS__ ?? null;
-    delete global.__POSTERN_APPROVALS__;
-    return initial;
-  },
+  initial: () => takeGlobal<InitialApprovals>("__POSTERN_APPROVALS__"),
   fetch: () => invoke<Approval[]>("approvals"),
   subscribe: (onList) => listen<Approval[]>(APPROVALS_CHANGED, (event) => onList(event.payload)),
   focus: () => call<Chosen | null>("approval_focus"),

@@ -315,7 +315,7 @@ impl Windows {
     fn release(&self, tx: &mpsc::UnboundedSender<ToWindows>, seen: u64) -> bool {
         let mut link = self.lock();
         match link.as_ref() {
-            Some(current) if current.tx.same_channel(tx) && current.shows == seen && seen > 0 => {
+            Some(current) if current.tx.same_channel(tx) && current.shows == seen => {
                 let _ = tx.send(ToWindows::Release);
                 *link = None;
                 true
