@@ -780,8 +780,14 @@ const scenarios = {
         const [launch] = await s.texts(".server-card .session .facts .launch");
         if (!launch.startsWith("2 · started ")) throw new Error(`the restarted launch: expected launch 2, got ${JSON.stringify(launch)}`);
 
-        // Adding a server is on this view too, not only in the first-run guide.
-        await s.click(".add-servers summary");
+        // Adding a server is on this view too, not only in the first-run guide. (A repaint
+        // landing on the click can leave the form folded: it is opened until it stays open.)
+        await until(async () => {
+          const [open] = await s.attributes(".add-servers", "open");
+          if (open !== null && open !== undefined) return true;
+          await s.click(".add-servers summary");
+          return false;
+        }, 10_000, "the add-server form to open");
         await type(s, '.add-servers input[name="label"]', "clock-two");
         await type(s, '.add-servers input[name="command"]', "python3");
         await type(s, '.add-servers input[name="args"]', "clock.py");
