@@ -33,6 +33,8 @@ pub struct RawAgent {
     child: Child,
     stdin: ChildStdin,
     stdout: Lines<BufReader<ChildStdout>>,
+    /// The agent's end of the shim's stdout, by number.
+    stdout_fd: i32,
     /// The id [`RawAgent::next_id`] hands out next.
     next_id: i64,
     /// How long [`RawAgent::wait_for`] waits.
@@ -77,11 +79,14 @@ impl RawAgent {
             .spawn()
             .context("launching postern mcp")?;
         let stdin = child.stdin.take().context("stdin")?;
-        let stdout = BufReader::new(child.stdout.take().context("stdout")?).lines();
+        let stdout = child.stdout.take().context("stdout")?;
+        let stdout_fd = std::os::fd::AsRawFd::as_raw_fd(&stdout);
+        let stdout = BufReader::new(stdout).lines();
         Ok(RawAgent {
             child,
             stdin,
             stdout,
+            stdout_fd,
             next_id: 1,
             answer: DEFAULT_ANSWER,
             backlog: Vec::new(),
@@ -267,6 +272,17 @@ impl RawAgent {
     /// The shim's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// The kernel's names of the agent's ends of the shim's stdin and stdout (`pipe:[N]`): a
+    /// process holding either pipe has a descriptor by the same name.
+    pub fn pipes(&self) -> Result<[String; 2]> {
+        use std::os::fd::AsRawFd;
+        let name = |fd: i32| -> Result<String> {
+            let link = std::fs::read_link(format!("/proc/self/fd/{fd}"))?;
+            Ok(link.to_string_lossy().into_owned())
+        };
+        Ok([name(self.stdin.as_raw_fd())?, name(self.stdout_fd)?])
     }
 
     /// Kills the shim (SIGKILL) and reaps it: the agent disconnects mid-whatever.

@@ -11,7 +11,9 @@ use std::fmt;
 use bytes::{Bytes, BytesMut};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
+};
 use tokio::sync::mpsc;
 
 /// The largest message Postern accepts on any hop: 8 MiB.
@@ -65,6 +67,11 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
     /// A reader with an explicit cap (tests use small caps).
     pub fn with_cap(inner: R, cap: usize) -> Self {
         Self { inner, cap }
+    }
+
+    /// The reader it reads from.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
     }
 
     /// The next line; `None` at end of stream. A final line without a newline counts.
@@ -308,6 +315,58 @@ pub async fn read_lines<R, T>(
     }
     if let Some(closed) = closed {
         let _ = tx.send(closed).await;
+    }
+}
+
+/// [`read_lines`] for a peer's reader that may be told to stop (an agent's, when the engine
+/// stops): once `stop` resolves it reads no further from the peer than the end of a line it is
+/// in the middle of, passes on every whole line it already holds, and ends; so each line the
+/// peer wrote is either passed on or still unread where it was (a shim takes the rest). Ends
+/// too at the end of the stream, or once the receiver is gone.
+pub async fn read_lines_until<X: AsyncRead + Unpin>(
+    mut reader: LineReader<BufReader<X>>,
+    tx: mpsc::Sender<Line>,
+    gates: Vec<Pressure>,
+    stop: impl Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    loop {
+        let more = tokio::select! {
+            biased;
+            () = &mut stop => break,
+            more = async {
+                for gate in &gates {
+                    gate.drained().await;
+                }
+                // Waits for bytes without taking any: a stop here leaves them where they are.
+                reader.inner.fill_buf().await.map(|held| !held.is_empty())
+            } => more,
+        };
+        if !matches!(more, Ok(true)) {
+            return;
+        }
+        match reader.next().await {
+            Ok(Some(line)) => {
+                if tx.send(line).await.is_err() {
+                    return;
+                }
+            }
+            Ok(None) | Err(_) => return,
+        }
+    }
+    let held = reader.inner.buffer();
+    let Some(end) = memchr::memrchr(b'\n', held) else {
+        return;
+    };
+    let whole = Bytes::copy_from_slice(&held[..end]);
+    for line in whole.split(|b| *b == b'\n') {
+        let line = line.trim_ascii_end();
+        if line.is_empty() {
+            continue;
+        }
+        if tx.send(Line::Frame(whole.slice_ref(line))).await.is_err() {
+            return;
+        }
     }
 }
 

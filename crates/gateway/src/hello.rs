@@ -21,6 +21,10 @@ pub struct Hello {
     /// reconnect): the engine then treats the session as initialized.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Value>,
+    /// The shim will hand the agent's stdin and stdout to the engine once accepted
+    /// (`crate::handoff`), rather than carry each line itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handoff: bool,
 }
 
 /// The engine's answer to [`Hello`].
@@ -37,6 +41,30 @@ pub enum Welcome {
         /// Why, for the agent's user.
         error: String,
     },
+}
+
+/// What the engine tells a shim that handed it the agent's stdio, one per line after the
+/// [`Welcome`]: whether it took them, then what the shim needs should the engine go away.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "handoff", rename_all = "lowercase")]
+pub enum HandoffNote {
+    /// The engine reads the agent's stdin and writes its stdout from now on.
+    Taken,
+    /// The engine did not take them; the shim carries the lines itself.
+    Refused {
+        /// Why, for the shim's log.
+        error: String,
+    },
+    /// The agent's `initialize` params: the shim resumes with them if the engine goes away.
+    Initialize {
+        /// The params, as the agent sent them.
+        params: Value,
+    },
+    /// The agent closed its stdin: the session is over and the shim may exit.
+    Ended,
+    /// The engine stopped while the agent was not reading, perhaps in the middle of a line:
+    /// the shim ends that line before writing its own.
+    Cut,
 }
 
 /// A management request on the engine's socket (the CLI's `server status`, `server

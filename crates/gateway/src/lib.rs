@@ -8,6 +8,8 @@ pub mod audit;
 pub mod authorize;
 pub mod control;
 pub mod framing;
+#[cfg(target_os = "linux")]
+mod handoff;
 mod handshake;
 pub mod hello;
 mod listener;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use postern_domain::ServerLabel;
+use postern_domain::{AgentIdentity, ServerLabel};
 use postern_supervisor::{DigestCache, LiveProcess};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
@@ -18,7 +18,7 @@ use crate::audit::{AuditSink, NoAudit};
 use crate::authorize::{AllowAll, Authorizer};
 use crate::control::ControlHandler;
 use crate::framing::{self, Line, LineReader, write_lines};
-use crate::hello::{Opening, SOCKET_PROTOCOL, Welcome};
+use crate::hello::{HandoffNote, Opening, SOCKET_PROTOCOL, Welcome};
 use crate::registry::Sessions;
 use crate::session::{self, Command, Context};
 use crate::upstream::ServerDirectory;
@@ -105,6 +105,7 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
     };
     let next_id = Arc::new(AtomicU64::new(1));
     let active = Arc::new(AtomicUsize::new(0));
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -112,7 +113,7 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
                     let ctx = ctx.clone();
                     let active = Arc::clone(&active);
                     let id = next_id.fetch_add(1, Ordering::Relaxed);
-                    tokio::spawn(async move {
+                    connections.spawn(async move {
                         let peer = stream.peer_cred();
                         let (read, mut write) = stream.into_split();
                         let peer = match check_peer(peer) {
@@ -131,10 +132,29 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
             _ = shutdown.changed() => break,
         }
     }
+    // No new connection waits in the backlog for an engine that will not serve it (a shim
+    // whose stdio the engine served connects again at once).
+    drop(listener);
+    // Every session ends now (each saw the shutdown): wait for their last lines to reach
+    // their agents, within reason, and leave the rest to end on their own.
+    let ended = tokio::time::timeout(SESSIONS_END, async {
+        while connections.join_next().await.is_some() {}
+    });
+    if ended.await.is_err() {
+        tracing::warn!(
+            left = connections.len(),
+            "sessions still closing at shutdown"
+        );
+        connections.detach_all();
+    }
 }
+
+/// How long a stopping engine waits for its sessions to end.
+const SESSIONS_END: Duration = Duration::from_secs(5);
 
 /// Only processes of the engine's own user may connect; anyone else is refused.
 fn check_peer(peer: std::io::Result<tokio::net::unix::UCred>) -> Result<Option<u32>, String> {
@@ -158,7 +178,12 @@ async fn connection(
     mut write: OwnedWriteHalf,
     active: Arc<AtomicUsize>,
 ) {
-    let opening = match tokio::time::timeout(HELLO_TIMEOUT, reader.next()).await {
+    let Some(hello) =
+        unless_stopping(&ctx, tokio::time::timeout(HELLO_TIMEOUT, reader.next())).await
+    else {
+        return;
+    };
+    let opening = match hello {
         Ok(Ok(Some(Line::Frame(line)))) => {
             serde_json::from_slice::<Opening>(&line).map_err(|e| format!("bad hello: {e}"))
         }
@@ -207,7 +232,7 @@ async fn connection(
             ));
         }
         let label: ServerLabel = h.server.parse().map_err(|e| format!("{e}"))?;
-        Ok((label, h.resume))
+        Ok((label, h.resume, h.handoff))
     });
     let welcome = match &accepted {
         Ok(_) => Welcome::Accepted { session: id },
@@ -218,16 +243,129 @@ async fn connection(
     if write_json(&mut write, &welcome).await.is_err() {
         return;
     }
-    let Ok((label, resume)) = accepted else {
+    let Ok((label, resume, handoff)) = accepted else {
         tracing::warn!(connection = id, ?welcome, "connection refused");
         return;
     };
-    tracing::info!(session = id, server = %label, resumed = resume.is_some(), "agent session started");
+    tracing::info!(session = id, server = %label, resumed = resume.is_some(), handoff, "agent session started");
+    if handoff {
+        return served_directly(ctx, id, peer_pid, label, reader, write).await;
+    }
     let (to_agent, rx) = framing::outbound(framing::Pressure::default());
     tokio::spawn(write_lines(write, rx));
-    // The agent is whoever launched the shim, as the process table says; it is held from
-    // here on, to ask before each call whether it still runs.
-    let agent = match peer_pid {
+    let agent = identify(&ctx, peer_pid).await;
+    let side = session::AgentSide {
+        from: reader,
+        to: to_agent,
+        shim: None,
+    };
+    session::run(ctx, id, label, resume, agent, side).await;
+}
+
+/// How long a session's last lines may take to reach an agent whose stdio the engine serves,
+/// before the shim takes the stdio back.
+const LAST_LINES: Duration = Duration::from_secs(2);
+
+/// A session whose agent stdio the shim handed over (`crate::handoff`): the engine reads and
+/// writes the agent's pipes itself, and the connection carries only notes to the shim.
+async fn served_directly(
+    ctx: Context,
+    id: u64,
+    peer_pid: Option<u32>,
+    label: ServerLabel,
+    mut reader: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    mut write: OwnedWriteHalf,
+) {
+    #[cfg(target_os = "linux")]
+    let taken = if reader.get_ref().buffer().is_empty() {
+        let socket = reader.get_ref().get_ref().as_ref();
+        unless_stopping(&ctx, crate::handoff::take(socket))
+            .await
+            .unwrap_or_else(|| Err("the engine is stopping".to_owned()))
+    } else {
+        Err("the shim wrote before handing over the agent's stdio".to_owned())
+    };
+    #[cfg(not(target_os = "linux"))]
+    let taken: Result<(crate::shim::stdio::Input, crate::shim::stdio::Output), String> =
+        Err("this engine serves no agent's stdio itself".to_owned());
+    let (input, output) = match taken {
+        Ok(stdio) => stdio,
+        Err(error) => {
+            tracing::warn!(session = id, "{error}");
+            let _ = write_json(&mut write, &HandoffNote::Refused { error }).await;
+            return;
+        }
+    };
+    if write_json(&mut write, &HandoffNote::Taken).await.is_err() {
+        return;
+    }
+    let (to_agent, rx) = framing::outbound(framing::Pressure::default());
+    let agent_writer = tokio::spawn(write_lines(output, rx));
+    // The shim's socket stays open until the agent's last lines are out: its closing tells
+    // the shim it may write to the agent's stdout itself.
+    let (notes, mut notes_rx) = framing::outbound(framing::Pressure::default());
+    let shim_writer = tokio::spawn(async move {
+        while let Some(line) = notes_rx.recv().await {
+            let written =
+                write.write_all(&line).await.is_ok() && write.write_all(b"\n").await.is_ok();
+            notes_rx.done(&line);
+            if !written {
+                break;
+            }
+        }
+        write
+    });
+    let (gone_tx, gone) = tokio::sync::oneshot::channel();
+    let watcher = tokio::spawn(async move {
+        // The shim writes nothing more: the socket ends when the shim does.
+        while let Ok(Some(_)) = reader.next().await {}
+        let _ = gone_tx.send(());
+    });
+    let agent = identify(&ctx, peer_pid).await;
+    let side = session::AgentSide {
+        from: LineReader::new(BufReader::new(input)),
+        to: to_agent,
+        shim: Some(session::ShimLink { notes, gone }),
+    };
+    session::run(ctx, id, label, None, agent, side).await;
+    // The agent's last lines go out before the shim may write to the same stdout. An agent
+    // that does not read them in time may have its last line cut: the shim is told, and ends
+    // it before its own.
+    let mut agent_writer = agent_writer;
+    let cut = tokio::time::timeout(LAST_LINES, &mut agent_writer)
+        .await
+        .is_err();
+    if cut {
+        agent_writer.abort();
+        let _ = agent_writer.await;
+    }
+    watcher.abort();
+    let mut shim_writer = shim_writer;
+    let write = match tokio::time::timeout(LAST_LINES, &mut shim_writer).await {
+        Ok(Ok(write)) => Some(write),
+        _ => {
+            shim_writer.abort();
+            None
+        }
+    };
+    if let (true, Some(mut write)) = (cut, write) {
+        let _ = tokio::time::timeout(LAST_LINES, write_json(&mut write, &HandoffNote::Cut)).await;
+    }
+}
+
+/// `work`, or `None` once the engine is stopping.
+async fn unless_stopping<T>(ctx: &Context, work: impl Future<Output = T>) -> Option<T> {
+    let mut shutdown = ctx.shutdown.clone();
+    tokio::select! {
+        done = work => Some(done),
+        _ = shutdown.wait_for(|stopping| *stopping) => None,
+    }
+}
+
+/// The agent is whoever launched the shim, as the process table says; it is held from here
+/// on, to ask before each call whether it still runs.
+async fn identify(ctx: &Context, peer_pid: Option<u32>) -> Option<(AgentIdentity, LiveProcess)> {
+    match peer_pid {
         Some(pid) => {
             let cache = Arc::clone(&ctx.cache);
             tokio::task::spawn_blocking(move || {
@@ -240,8 +378,7 @@ async fn connection(
             .flatten()
         }
         None => None,
-    };
-    session::run(ctx, id, label, resume, agent, reader, to_agent).await;
+    }
 }
 
 /// One of the engine's [`MAX_SESSIONS`] places, held while a session runs.

@@ -21,11 +21,12 @@ use bytes::Bytes;
 use postern_domain::{AgentIdentity, AuditEvent, CallOutcome, ServerLabel};
 use postern_supervisor::{DigestCache, ExitReport, LiveProcess};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufRead;
+use tokio::io::{AsyncRead, BufReader};
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::framing::{Line, LineReader, Outbound, Pressure, READ_AHEAD, read_lines};
+use crate::framing::{Line, LineReader, Outbound, Pressure, READ_AHEAD, read_lines_until};
 use crate::handshake::client_name;
+use crate::hello::HandoffNote;
 use crate::message::{self, Id, Kind, Message, Rejected, code};
 use crate::method;
 use crate::registry::{Phase, SessionInfo, Sessions};
@@ -63,19 +64,62 @@ pub(crate) struct Context {
     pub shutdown: watch::Receiver<bool>,
 }
 
+/// The shim of a session whose stdio the engine serves itself (`crate::handoff`).
+pub(crate) struct ShimLink {
+    /// Lines to the shim ([`HandoffNote`]s).
+    pub notes: Outbound,
+    /// Fires when the shim's socket closes: the agent killed it, and the session is over.
+    pub gone: tokio::sync::oneshot::Receiver<()>,
+}
+
+/// Resolves when the shim is gone; never without one.
+async fn gone(shim: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
+    match shim {
+        Some(gone) => {
+            let _ = gone.await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// The agent closed its stdin (or its shim's connection).
+    AgentClosed,
+    /// The shim that handed over the agent's stdio went away.
+    ShimGone,
+    /// The engine is stopping.
+    Shutdown,
+}
+
+/// The agent's side of a session.
+pub(crate) struct AgentSide<X> {
+    /// The agent's lines: from its shim's connection, or from its own stdin.
+    pub from: LineReader<BufReader<X>>,
+    /// The queue of lines to the agent.
+    pub to: Outbound,
+    /// The shim, when it handed the agent's stdio to the engine.
+    pub shim: Option<ShimLink>,
+}
+
 /// Runs a session until the agent disconnects or the engine shuts down, then stops
 /// its server.
-pub(crate) async fn run<R>(
+pub(crate) async fn run<X>(
     ctx: Context,
     id: u64,
     label: ServerLabel,
     resume: Option<Value>,
     agent: Option<(AgentIdentity, LiveProcess)>,
-    from_agent: LineReader<R>,
-    to_agent: Outbound,
+    side: AgentSide<X>,
 ) where
-    R: AsyncBufRead + Unpin + Send + 'static,
+    X: AsyncRead + Unpin + Send + 'static,
 {
+    let AgentSide {
+        from: from_agent,
+        to: to_agent,
+        shim,
+    } = side;
     let (events, mut rx) = mpsc::unbounded_channel();
     // Lines from the agent and from the server come through bounded queues whose readers wait
     // while the queues they feed are congested: a peer that writes without end, or one that
@@ -83,16 +127,19 @@ pub(crate) async fn run<R>(
     let (agent_tx, mut agent_rx) = mpsc::channel(READ_AHEAD);
     let (server_lines, mut server_rx) = mpsc::channel(READ_AHEAD);
     let upstream_pressure = Pressure::default();
-    tokio::spawn(read_lines(
+    let (stop_reading, stop) = tokio::sync::oneshot::channel::<()>();
+    let reading = tokio::spawn(read_lines_until(
         from_agent,
         agent_tx,
-        |line| line,
-        None,
         vec![to_agent.pressure().clone(), upstream_pressure.clone()],
+        async {
+            let _ = stop.await;
+        },
     ));
     let mut shutdown = ctx.shutdown.clone();
     let mut commands = ctx.commands.subscribe();
     let (agent, agent_process) = agent.unzip();
+    let (notes, mut shim_gone) = shim.map(|s| (s.notes, s.gone)).unzip();
     let mut session = Session {
         info: SessionInfo {
             id,
@@ -118,6 +165,7 @@ pub(crate) async fn run<R>(
         client_init: resume,
         ctx,
         to_agent,
+        notes,
         events,
         server_lines,
         upstream_pressure,
@@ -134,27 +182,52 @@ pub(crate) async fn run<R>(
     if session.client_init.is_some() {
         session.record_started();
     }
-    loop {
+    let ending = loop {
         tokio::select! {
             Some(event) = rx.recv() => session.on_event(event),
             line = agent_rx.recv() => match line {
                 Some(line) => session.on_agent_line(line),
-                None => break, // the agent disconnected
+                None => break Ending::AgentClosed,
             },
             Some(event) = server_rx.recv() => session.on_event(event),
             command = commands.recv() => if let Ok(command) = command {
                 session.on_command(command);
             },
-            _ = shutdown.changed() => break,
+            () = gone(&mut shim_gone) => break Ending::ShimGone,
+            _ = shutdown.changed() => break Ending::Shutdown,
         }
+    };
+    // The agent's reader ends with the session: it must not take a line after it (a shim
+    // may carry the agent's stdio on).
+    drop(stop_reading);
+    if ending == Ending::Shutdown {
+        // Every request still owed gets its answer now, and so does each one in the lines the
+        // reader holds (it stops at a line's end): the agent's last answers come from here.
+        for (id, owed) in session.requests.owed() {
+            for _ in 0..owed {
+                session.reply(crate::shim::engine_stopped(&id));
+            }
+        }
+        let unread = async {
+            while let Some(line) = agent_rx.recv().await {
+                session.answer_unread(line);
+            }
+        };
+        let _ = tokio::time::timeout(STOP_READING, unread).await;
     }
-    session.close().await;
+    reading.abort();
+    session.close(ending).await;
 }
+
+/// How long a stopping session waits for the agent's reader to reach a line's end.
+const STOP_READING: std::time::Duration = std::time::Duration::from_secs(1);
 
 struct Session {
     ctx: Context,
     info: SessionInfo,
     to_agent: Outbound,
+    /// Lines to the shim, when the engine serves the agent's stdio itself.
+    notes: Option<Outbound>,
     events: mpsc::UnboundedSender<Event>,
     /// Where each launch's stdout reader sends the server's lines (bounded: see [`run`]).
     server_lines: mpsc::Sender<Event>,
@@ -409,6 +482,9 @@ impl Session {
             "initialize" => {
                 let params = msg.params().cloned().unwrap_or_else(|| json!({}));
                 self.info.client = client_name(&params);
+                self.note(&HandoffNote::Initialize {
+                    params: params.clone(),
+                });
                 self.client_init = Some(params);
                 self.record_started();
                 self.requests.initialize(id);
@@ -540,6 +616,13 @@ impl Session {
         let _ = self.to_agent.send(line);
     }
 
+    /// Tells the shim, when it handed over the agent's stdio.
+    fn note(&self, note: &HandoffNote) {
+        if let Some(notes) = &self.notes {
+            let _ = notes.send(crate::framing::encode(note));
+        }
+    }
+
     /// Shows the session's state in status: its phase derived from the upstream's state.
     fn publish(&mut self) {
         self.info.phase = self.upstream.phase();
@@ -550,7 +633,27 @@ impl Session {
         self.ctx.audit.record(event);
     }
 
-    async fn close(mut self) {
+    /// A line the agent sent as the engine stopped: a request in it is told so.
+    fn answer_unread(&self, line: Line) {
+        let id = match line {
+            Line::Frame(raw) => match Message::parse(raw) {
+                Ok(Message {
+                    kind: Kind::Request { id, .. },
+                    ..
+                }) => Some(id),
+                _ => None,
+            },
+            Line::Oversize { id, .. } => id.and_then(|id| Id::from_value(&id)),
+        };
+        if let Some(id) = id {
+            self.reply(crate::shim::engine_stopped(&id));
+        }
+    }
+
+    async fn close(mut self, ending: Ending) {
+        if ending == Ending::AgentClosed {
+            self.note(&HandoffNote::Ended);
+        }
         self.ctx.sessions.remove(self.info.id);
         for waiting in self.requests.all_deciding() {
             self.ctx.authorizer.withdraw(

@@ -29,15 +29,58 @@ const RECONNECT_EVERY: Duration = Duration::from_millis(500);
 /// The error every call gets while no engine is reachable.
 pub const NOT_RUNNING: &str = "Postern is not running: start the app or `postern daemon`";
 
+/// The answer to a request the engine stopped before answering (`engine_unavailable`).
+pub(crate) fn engine_stopped(id: &Id) -> Bytes {
+    message::error(
+        Some(id),
+        code::INTERNAL_ERROR,
+        "the Postern engine stopped before answering",
+        Some(json!({"error": "engine_unavailable"})),
+    )
+}
+
 /// Runs the shim on the process's stdin and stdout until the agent closes its stdin.
 pub async fn run_on_stdio(socket: PathBuf, label: String) {
+    // The engine serves the agent's pipes itself when it can (`crate::handoff`); the shim
+    // carries the lines only without an engine at the start, or once it went away.
+    #[cfg(target_os = "linux")]
+    let (init, cut) = match stdio::handoff() {
+        Some(fds) => match crate::handoff::hand_over(&socket, &label, fds).await {
+            crate::handoff::Handed::Ended => return,
+            crate::handoff::Handed::Lost { init, cut } => {
+                tracing::warn!("lost the Postern engine; answering calls locally until it is back");
+                (init, cut)
+            }
+            crate::handoff::Handed::NotTaken => (None, false),
+        },
+        None => (None, false),
+    };
+    #[cfg(not(target_os = "linux"))]
+    let (init, cut) = (None, false);
     let (input, output) = stdio::take();
-    run(socket, label, input, output).await;
+    relay(socket, label, input, output, init, cut).await;
 }
 
 /// Runs the shim until the agent closes its stdin.
 pub async fn run<I, O>(socket: PathBuf, label: String, stdin: I, stdout: O)
 where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
+    relay(socket, label, stdin, stdout, None, false).await;
+}
+
+/// Carries the agent's lines to the engine and back; `init`: the agent already initialized
+/// (its params), with an engine that went away; `cut`: that engine's last line to the agent
+/// may have been cut short (the shim ends it first).
+async fn relay<I, O>(
+    socket: PathBuf,
+    label: String,
+    stdin: I,
+    stdout: O,
+    init: Option<Value>,
+    cut: bool,
+) where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
@@ -64,11 +107,19 @@ where
         to_engine,
         engine: None,
         generation: 0,
-        init: None,
+        init,
         in_flight: HashMap::new(),
         offline_reason: NOT_RUNNING.to_owned(),
     };
-    shim.connect().await;
+    if cut {
+        shim.reply(Bytes::new());
+    }
+    if shim.connect().await && shim.init.is_some() {
+        shim.reply(message::notification(
+            "notifications/tools/list_changed",
+            None,
+        ));
+    }
     let mut retry = tokio::time::interval(RECONNECT_EVERY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -124,6 +175,7 @@ impl Shim {
             postern: SOCKET_PROTOCOL,
             server: self.label.clone(),
             resume: self.init.clone(),
+            handoff: false,
         };
         let Ok(mut line) = serde_json::to_vec(&hello) else {
             return false;
@@ -185,13 +237,7 @@ impl Shim {
                 self.engine = None;
                 for (id, open) in std::mem::take(&mut self.in_flight) {
                     for _ in 0..open {
-                        let reason = "the Postern engine stopped before answering";
-                        self.reply(message::error(
-                            Some(&id),
-                            code::INTERNAL_ERROR,
-                            reason,
-                            Some(json!({"error": "engine_unavailable"})),
-                        ));
+                        self.reply(engine_stopped(&id));
                     }
                 }
             }

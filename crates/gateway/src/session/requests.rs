@@ -73,6 +73,19 @@ impl Requests {
             .sum()
     }
 
+    /// Every request still owed an answer, with how many answers (a waiting `initialize`'s
+    /// repeats are each owed their own).
+    pub(super) fn owed(&self) -> Vec<(Id, u32)> {
+        self.open
+            .iter()
+            .filter_map(|(id, o)| match o {
+                Open::Initialize { repeats } => Some((id.clone(), 1 + repeats)),
+                Open::Abandoned => None,
+                _ => Some((id.clone(), 1)),
+            })
+            .collect()
+    }
+
     // ---- initialize ----
 
     /// The agent's `initialize` now waits for the server.

@@ -235,15 +235,12 @@ impl Agent {
         let (sessions, commands) = (ctx.sessions.clone(), ctx.commands.clone());
         let (to_session, agent_lines) = tokio::io::duplex(1 << 16);
         let (to_agent, from_session) = framing::outbound(Pressure::default());
-        tokio::spawn(run(
-            ctx,
-            1,
-            label,
-            None,
-            None,
-            LineReader::new(BufReader::new(agent_lines)),
-            to_agent,
-        ));
+        let side = super::AgentSide {
+            from: LineReader::new(BufReader::new(agent_lines)),
+            to: to_agent,
+            shim: None,
+        };
+        tokio::spawn(run(ctx, 1, label, None, None, side));
         Agent {
             to_session,
             from_session,

@@ -34,6 +34,36 @@ pub fn take() -> (Input, Output) {
     }
 }
 
+/// The agent's stdin and stdout as descriptors of the shim's own, for handing to the engine
+/// (`crate::handoff`): an anonymous pipe opened anew (non-blocking), a socket copied. `None`
+/// when either is something else (a terminal, a file): the shim carries the lines itself then.
+#[cfg(target_os = "linux")]
+pub fn handoff() -> Option<[std::os::fd::OwnedFd; 2]> {
+    use std::os::fd::AsFd;
+    handoff_of(std::io::stdin().as_fd(), std::io::stdout().as_fd())
+}
+
+/// [`handoff`] for the given stdin and stdout.
+#[cfg(target_os = "linux")]
+pub(crate) fn handoff_of(
+    input: std::os::fd::BorrowedFd<'_>,
+    output: std::os::fd::BorrowedFd<'_>,
+) -> Option<[std::os::fd::OwnedFd; 2]> {
+    let input = polled::own(input, nix::fcntl::OFlag::O_RDONLY)?;
+    let output = polled::own(output, nix::fcntl::OFlag::O_WRONLY)?;
+    Some([input, output])
+}
+
+/// An agent's stdin and stdout as a shim handed them over, polled by the engine's reactor.
+/// Each must be a pipe or a socket open the right way; anything else is refused.
+#[cfg(target_os = "linux")]
+pub fn adopt(
+    input: std::os::fd::OwnedFd,
+    output: std::os::fd::OwnedFd,
+) -> std::io::Result<(Input, Output)> {
+    Ok((polled::adopt_reader(input)?, polled::adopt_writer(output)?))
+}
+
 #[cfg(target_os = "linux")]
 mod polled {
     use std::io;
@@ -52,24 +82,74 @@ mod polled {
 
     /// `fd` as a polled reader, when it is a pipe or a socket open for reading.
     pub(super) fn reader(fd: BorrowedFd<'_>) -> Option<Input> {
-        match kind(fd, OFlag::O_RDONLY)? {
-            Kind::Pipe(path) => pipe::OpenOptions::new()
-                .open_receiver(path)
-                .ok()
-                .map(|r| Box::new(r) as Input),
-            Kind::Socket(fd) => Socket::new(fd).map(|s| Box::new(s) as Input),
-        }
+        adopt_reader(own(fd, OFlag::O_RDONLY)?).ok()
     }
 
     /// `fd` as a polled writer, when it is a pipe or a socket open for writing.
     pub(super) fn writer(fd: BorrowedFd<'_>) -> Option<Output> {
-        match kind(fd, OFlag::O_WRONLY)? {
-            Kind::Pipe(path) => pipe::OpenOptions::new()
-                .open_sender(path)
-                .ok()
-                .map(|w| Box::new(w) as Output),
-            Kind::Socket(fd) => Socket::new(fd).map(|s| Box::new(s) as Output),
+        adopt_writer(own(fd, OFlag::O_WRONLY)?).ok()
+    }
+
+    /// A descriptor of the shim's own for `fd`, a pipe or a socket open for `access`: an
+    /// anonymous pipe opened anew, non-blocking (the description `fd` shares keeps its mode); a
+    /// socket copied (it is only ever read and written with `MSG_DONTWAIT`).
+    pub(super) fn own(fd: BorrowedFd<'_>, access: OFlag) -> Option<OwnedFd> {
+        match kind(fd, access)? {
+            Kind::Pipe(path) => {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .read(access == OFlag::O_RDONLY)
+                    .write(access == OFlag::O_WRONLY)
+                    .custom_flags((OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
+                    .open(path)
+                    .ok()
+                    .map(OwnedFd::from)
+            }
+            Kind::Socket(fd) => Some(fd),
         }
+    }
+
+    /// An anonymous pipe open for reading (set non-blocking) or a local stream socket, polled.
+    pub(super) fn adopt_reader(fd: OwnedFd) -> io::Result<Input> {
+        Ok(match stream_kind(&fd)? {
+            Stream::Socket => Box::new(Socket::new(fd)?),
+            Stream::Pipe => Box::new(pipe::Receiver::from_owned_fd(fd)?),
+        })
+    }
+
+    /// An anonymous pipe open for writing (set non-blocking) or a local stream socket, polled.
+    pub(super) fn adopt_writer(fd: OwnedFd) -> io::Result<Output> {
+        Ok(match stream_kind(&fd)? {
+            Stream::Socket => Box::new(Socket::new(fd)?),
+            Stream::Pipe => Box::new(pipe::Sender::from_owned_fd(fd)?),
+        })
+    }
+
+    enum Stream {
+        Pipe,
+        Socket,
+    }
+
+    /// Whether `fd` is an anonymous pipe or a Unix stream socket, asked of the descriptor's
+    /// name (`/proc/self/fd`) before anything touches the file itself: a descriptor from
+    /// another process may be a file on a FUSE mount whose server never answers a `stat`, or
+    /// a TCP socket set to linger on close; those, and everything else, are refused.
+    fn stream_kind(fd: &OwnedFd) -> io::Result<Stream> {
+        let name = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+        let name = name.as_os_str().as_encoded_bytes();
+        if name.starts_with(b"pipe:[") {
+            return Ok(Stream::Pipe);
+        }
+        if name.starts_with(b"socket:[")
+            && rustix::net::sockopt::socket_domain(fd)? == rustix::net::AddressFamily::UNIX
+            && rustix::net::sockopt::socket_type(fd)? == rustix::net::SocketType::STREAM
+        {
+            return Ok(Stream::Socket);
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "neither an anonymous pipe nor a Unix stream socket",
+        ))
     }
 
     enum Kind {
@@ -113,8 +193,8 @@ mod polled {
                       under it (tokio#8587); this one is an OwnedFd that the AsyncFd owns until \
                       it drops, the case that is sound (the replacement, register, is unsafe)"
         )]
-        fn new(fd: OwnedFd) -> Option<Socket> {
-            AsyncFd::new(fd).ok().map(Socket)
+        fn new(fd: OwnedFd) -> io::Result<Socket> {
+            AsyncFd::new(fd).map(Socket)
         }
     }
 

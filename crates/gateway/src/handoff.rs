@@ -1,0 +1,291 @@
+//! The shim hands the agent's stdio to the engine (Linux).
+//!
+//! A shim that carries each line itself is a third process on every message's way: the agent
+//! writes, the shim wakes, reads, writes to the socket, the engine wakes, and again for the
+//! answer. When the agent gave the shim pipes or a socket (every MCP client does), the shim
+//! instead sends them to the engine over its socket (`SCM_RIGHTS`), and the engine reads the
+//! agent's requests and writes its answers directly. The shim stays, holding the session:
+//!
+//! 1. shim: a [`Hello`] with `handoff: true`; engine: a [`Welcome`];
+//! 2. shim: one byte with the two descriptors (stdin, stdout: a pipe opened anew, a socket
+//!    copied; see `shim::stdio::handoff`); engine: [`HandoffNote::Taken`], or `Refused` and
+//!    the socket closes (the shim then connects again and carries the lines itself);
+//! 3. engine: [`HandoffNote::Initialize`] when the agent initializes, [`HandoffNote::Ended`]
+//!    when the agent closed its stdin (the shim exits).
+//!
+//! Either side's end ends the session: the shim's socket closing (the agent killed it) ends
+//! the engine's session; the socket closing without `Ended` (the engine stopped: it first
+//! answered every request it owed, and wrote its last line whole) has the shim take the stdio
+//! back, answering as it does while no engine runs and resuming with the agent's `initialize`
+//! when the engine returns. Lines the engine had read but not decided when it stopped get no
+//! answer (a crash loses them; a stop reads no further).
+
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::time::Duration;
+
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, recvmsg, sendmsg,
+};
+use serde_json::Value;
+use tokio::io::{AsyncWriteExt, BufReader, Interest};
+use tokio::net::UnixStream;
+
+use crate::framing::{Line, LineReader};
+use crate::hello::{HandoffNote, Hello, SOCKET_PROTOCOL, Welcome};
+use crate::shim::stdio::{Input, Output, adopt};
+
+/// How long either side waits for the other's next step of the hand-over.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a hand-over ended, for the shim.
+#[derive(Debug)]
+pub(crate) enum Handed {
+    /// The agent closed its stdin and the engine ended the session: the shim is done.
+    Ended,
+    /// The engine went away mid-session: the shim carries the stdio itself from now on,
+    /// resuming with the agent's `initialize` params if it sent them.
+    Lost {
+        /// The agent's `initialize` params, as the engine passed them on.
+        init: Option<Value>,
+        /// The engine's last line to the agent may have been cut short.
+        cut: bool,
+    },
+    /// No engine took them (none running, a refusal): the shim carries the stdio itself.
+    NotTaken,
+}
+
+/// The shim's side: offers `stdio` (the agent's stdin and stdout) to the engine at `socket`
+/// and holds the session while the engine serves it.
+pub(crate) async fn hand_over(socket: &Path, label: &str, stdio: [OwnedFd; 2]) -> Handed {
+    let Ok(mut stream) = UnixStream::connect(socket).await else {
+        return Handed::NotTaken;
+    };
+    let hello = Hello {
+        postern: SOCKET_PROTOCOL,
+        server: label.to_owned(),
+        resume: None,
+        handoff: true,
+    };
+    let Ok(mut line) = serde_json::to_vec(&hello) else {
+        return Handed::NotTaken;
+    };
+    line.push(b'\n');
+    if stream.write_all(&line).await.is_err() {
+        return Handed::NotTaken;
+    }
+    // The engine writes nothing past its welcome until the descriptors come, so a reader
+    // dropped after one line loses nothing.
+    let welcome = next_line::<Welcome>(&mut stream).await;
+    if !matches!(welcome, Some(Welcome::Accepted { .. })) {
+        return Handed::NotTaken;
+    }
+    if send_fds(&stream, &stdio).await.is_err() {
+        return Handed::NotTaken;
+    }
+    // The engine holds its own copies now; the shim keeps only the descriptors it was given.
+    drop(stdio);
+    let (read, _write) = stream.split();
+    let mut notes = LineReader::new(BufReader::new(read));
+    match tokio::time::timeout(STEP_TIMEOUT, notes.next()).await {
+        Ok(Ok(Some(Line::Frame(line)))) => match serde_json::from_slice(&line) {
+            Ok(HandoffNote::Taken) => {}
+            Ok(HandoffNote::Refused { error }) => {
+                tracing::warn!("the Postern engine did not take the agent's stdio: {error}");
+                return Handed::NotTaken;
+            }
+            _ => return Handed::NotTaken,
+        },
+        _ => return Handed::NotTaken,
+    }
+    tracing::info!(server = %label, "the Postern engine serves the agent's stdio");
+    let (mut init, mut cut) = (None, false);
+    loop {
+        match notes.next().await {
+            Ok(Some(Line::Frame(line))) => match serde_json::from_slice(&line) {
+                Ok(HandoffNote::Initialize { params }) => init = Some(params),
+                Ok(HandoffNote::Ended) => return Handed::Ended,
+                Ok(HandoffNote::Cut) => cut = true,
+                _ => {}
+            },
+            Ok(Some(Line::Oversize { .. })) => {}
+            Ok(None) | Err(_) => return Handed::Lost { init, cut },
+        }
+    }
+}
+
+/// Reads one line as `T`, within [`STEP_TIMEOUT`].
+async fn next_line<T: serde::de::DeserializeOwned>(stream: &mut UnixStream) -> Option<T> {
+    let (read, _write) = stream.split();
+    let mut reader = LineReader::new(BufReader::new(read));
+    match tokio::time::timeout(STEP_TIMEOUT, reader.next()).await {
+        Ok(Ok(Some(Line::Frame(line)))) => serde_json::from_slice(&line).ok(),
+        _ => None,
+    }
+}
+
+async fn send_fds(stream: &UnixStream, fds: &[OwnedFd; 2]) -> std::io::Result<()> {
+    let borrowed = [fds[0].as_fd(), fds[1].as_fd()];
+    loop {
+        stream.writable().await?;
+        let sent = stream.try_io(Interest::WRITABLE, || {
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+            let mut control = SendAncillaryBuffer::new(&mut space);
+            control.push(SendAncillaryMessage::ScmRights(&borrowed));
+            sendmsg(
+                stream,
+                &[IoSlice::new(b"\n")],
+                &mut control,
+                SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+            )
+            .map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The engine's side, after its [`Welcome`]: receives the agent's stdin and stdout from the
+/// shim and polls them, or says why not.
+pub(crate) async fn take(stream: &UnixStream) -> Result<(Input, Output), String> {
+    let (fds, truncated) = tokio::time::timeout(STEP_TIMEOUT, recv_fds(stream))
+        .await
+        .map_err(|_| "no descriptors within 10s".to_owned())?
+        .map_err(|e| format!("cannot receive the agent's stdio: {e}"))?;
+    // Checked, and any refused closed, off the async threads: closing what another process
+    // sent may wait (a socket set to linger), and so may looking at it.
+    tokio::task::spawn_blocking(move || {
+        if truncated {
+            return Err("more descriptors than stdin and stdout".to_owned());
+        }
+        let Ok([input, output]) = <[OwnedFd; 2]>::try_from(fds) else {
+            return Err("expected 2 descriptors (stdin, stdout)".to_owned());
+        };
+        adopt(input, output).map_err(|e| format!("the agent's stdio cannot be served: {e}"))
+    })
+    .await
+    .map_err(|_| "the engine failed".to_owned())?
+}
+
+/// The descriptors that came with the shim's one byte, and whether more came than fit.
+async fn recv_fds(stream: &UnixStream) -> std::io::Result<(Vec<OwnedFd>, bool)> {
+    loop {
+        stream.readable().await?;
+        let received = stream.try_io(Interest::READABLE, || {
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+            let mut control = RecvAncillaryBuffer::new(&mut space);
+            let mut byte = [0u8; 1];
+            // Close-on-exec from the start: a server the engine launches must never inherit
+            // an agent's stdio.
+            let msg = recvmsg(
+                stream,
+                &mut [IoSliceMut::new(&mut byte)],
+                &mut control,
+                RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+            )
+            .map_err(std::io::Error::from)?;
+            let fds: Vec<OwnedFd> = control
+                .drain()
+                .filter_map(|m| match m {
+                    RecvAncillaryMessage::ScmRights(fds) => Some(fds),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            if msg.bytes == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            Ok((fds, msg.flags.contains(ReturnFlags::CTRUNC)))
+        });
+        match received {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, Write};
+    use std::sync::Arc;
+
+    use postern_domain::{ServerConfig, ServerLabel};
+    use tokio::sync::watch;
+
+    use super::*;
+    use crate::shim::stdio::handoff_of;
+    use crate::upstream::ServerDirectory;
+
+    struct NoServers;
+
+    impl ServerDirectory for NoServers {
+        fn lookup(&self, _: &ServerLabel) -> Result<Option<ServerConfig>, String> {
+            Ok(None)
+        }
+    }
+
+    /// One line from `from`, read on a blocking thread (at most 20 s).
+    async fn line_from(from: std::io::PipeReader) -> (String, std::io::PipeReader) {
+        let reading = tokio::task::spawn_blocking(move || {
+            let mut lines = std::io::BufReader::new(from);
+            let mut line = String::new();
+            lines.read_line(&mut line).unwrap();
+            assert!(lines.buffer().is_empty(), "one line at a time");
+            (line, lines.into_inner())
+        });
+        tokio::time::timeout(Duration::from_secs(20), reading)
+            .await
+            .expect("a line within 20 s")
+            .unwrap()
+    }
+
+    /// An engine that stops inside a process that goes on (the app's) leaves the agent's
+    /// stdin to the shim: the agent's next line is the shim's to read, not taken by a reader
+    /// the stopped session left behind.
+    #[tokio::test]
+    async fn a_stopping_engine_gives_the_agents_next_line_to_the_shim() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/engine.sock");
+        let listener = crate::bind(&socket).unwrap();
+        let (stop, stopping) = watch::channel(false);
+        let gateway = crate::Gateway::new(Arc::new(NoServers));
+        let serving = tokio::spawn(crate::serve(listener, gateway, stopping));
+
+        // The agent's pipes, as an MCP client gives them to the shim.
+        let (shim_in, mut agent_out) = std::io::pipe().unwrap();
+        let (agent_in, shim_out) = std::io::pipe().unwrap();
+        let fds = handoff_of(shim_in.as_fd(), shim_out.as_fd()).expect("pipes are handed over");
+        let shim = tokio::spawn(async move { hand_over(&socket, "nothing", fds).await });
+
+        // Served by the engine: the shim reads none of it.
+        agent_out
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+            .unwrap();
+        let (answer, _agent_in) = line_from(agent_in).await;
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["id"], 1, "{answer}");
+
+        stop.send(true).unwrap();
+        let handed = tokio::time::timeout(Duration::from_secs(20), shim)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(handed, Handed::Lost { cut: false, .. }),
+            "{handed:?}"
+        );
+        serving.await.unwrap();
+
+        agent_out
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n")
+            .unwrap();
+        let (line, _) = line_from(shim_in).await;
+        assert!(line.contains("\"id\":2"), "{line}");
+    }
+}

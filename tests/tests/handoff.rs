@@ -1,0 +1,270 @@
+//! The shim hands the agent's stdio to the engine (crates/gateway/src/handoff.rs): the engine
+//! reads the agent's requests from its pipe and writes the answers to its pipe, with no third
+//! process on the way; the shim holds the session and takes the pipes back if the engine goes.
+//! Played against the real binary, with an agent's pipes as every MCP client gives them, and
+//! against a same-user process that hands the engine what is not an agent's stdio.
+
+use std::io::{BufRead, BufReader, IoSlice, Write};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+use nix::unistd::Pid;
+use postern_e2e::raw::{RawAgent, initialize_params};
+use postern_e2e::{Gate, servers, within};
+use serde_json::{Value, json};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+async fn connect(gate: &Gate) -> Result<RawAgent> {
+    let mut agent = RawAgent::launch(gate.bin(), gate.home(), "fixture")?;
+    agent
+        .initialize(json!(0), initialize_params("raw-agent", json!({})))
+        .await?;
+    Ok(agent)
+}
+
+fn echoed(answer: &Value) -> Option<&str> {
+    answer["result"]["content"][0]["text"].as_str()
+}
+
+fn signal(pid: Option<u32>, signal: Signal) -> Result<()> {
+    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
+        bail!("the process is gone");
+    };
+    kill(Pid::from_raw(pid), signal)?;
+    Ok(())
+}
+
+/// Every process with a descriptor named `name` (`pipe:[N]`).
+fn holders_of(name: &str) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .filter_map(|p| p.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.filter_map(Result::ok).any(|fd| {
+                    std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == name)
+                })
+            })
+        })
+        .collect()
+}
+
+/// How many agent sessions the engine serves now.
+async fn sessions(gate: &Gate) -> Result<usize> {
+    Ok(gate.status().await?["sessions"]
+        .as_array()
+        .map_or(0, Vec::len))
+}
+
+#[tokio::test]
+async fn calls_go_on_while_the_shim_is_stopped_and_its_end_ends_the_session() -> Result<()> {
+    within(LIMIT, async {
+        let gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+        let mut agent = connect(&gate).await?;
+        let first = agent.call(1, "echo", json!({"text": "one"})).await?;
+        assert_eq!(echoed(&first), Some("one"), "{first}");
+
+        // The shim is on no message's way: stopped, it cannot carry a line, and calls go on.
+        signal(agent.pid(), Signal::SIGSTOP)?;
+        for n in 2..12 {
+            let answer = agent
+                .call(n, "echo", json!({"text": n.to_string()}))
+                .await?;
+            assert_eq!(echoed(&answer), Some(n.to_string().as_str()), "{answer}");
+        }
+        signal(agent.pid(), Signal::SIGCONT)?;
+        assert_eq!(sessions(&gate).await?, 1);
+
+        // The agent's pipes are held by the agent, its shim and the engine, and by no other
+        // process: the server (and its sandbox) inherited nothing of them.
+        let engine = gate.daemon_pid().unwrap_or_default();
+        let mut allowed = vec![std::process::id(), engine];
+        allowed.extend(agent.pid());
+        for pipe in agent.pipes()? {
+            let holders = holders_of(&pipe);
+            let others: Vec<&u32> = holders.iter().filter(|p| !allowed.contains(p)).collect();
+            assert!(others.is_empty(), "{pipe} is held by {others:?} too");
+            assert!(
+                holders.contains(&engine),
+                "the engine serves {pipe}: {holders:?}"
+            );
+        }
+
+        // The agent ends its shim: the engine ends the session (and stops its server), though
+        // the agent's pipes are still open.
+        agent.kill().await?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while sessions(&gate).await? != 0 {
+            if tokio::time::Instant::now() > deadline {
+                bail!("the session outlived its shim: {}", gate.status().await?);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn when_the_engine_dies_the_shim_takes_the_pipes_back_and_resumes_with_the_next() -> Result<()>
+{
+    within(LIMIT, async {
+        let mut gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+        let mut agent = connect(&gate).await?;
+        let answer = agent.call(1, "echo", json!({"text": "before"})).await?;
+        assert_eq!(echoed(&answer), Some("before"), "{answer}");
+
+        // Killed: nothing of the engine answers any more; the shim does, clearly.
+        signal(gate.daemon_pid(), Signal::SIGKILL)?;
+        gate.stop_daemon();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut id = 2;
+        loop {
+            let answer = agent.call(id, "echo", json!({"text": "x"})).await?;
+            id += 1;
+            if answer["error"]["data"]["error"] == "engine_unavailable" {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("still answered by a dead engine: {answer}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let pong = agent.request(json!("p"), "ping", json!({})).await?;
+        assert_eq!(pong["result"], json!({}), "{pong}");
+
+        // A new engine: the shim connects with the agent's own `initialize` (which only the
+        // engine saw) and tells the agent to list tools again; the agent does not initialize
+        // again, and its calls reach the new engine (locked after a start, so it says so).
+        gate.restart_daemon().await?;
+        agent.wait_list_changed().await?;
+        let answer = agent.call(id, "echo", json!({"text": "after"})).await?;
+        let text = answer.to_string();
+        assert!(
+            !text.contains("engine_unavailable") && !text.contains("send initialize"),
+            "{answer}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_engine_that_stops_answers_the_calls_it_owes_before_the_shim_takes_over() -> Result<()> {
+    within(LIMIT, async {
+        let mut gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+        let mut agent = connect(&gate).await?;
+        agent
+            .send(
+                &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                          "params": {"name": "sleep", "arguments": {"ms": 30000}}}),
+            )
+            .await?;
+        // The engine has read the call once it answers what came after it.
+        let pong = agent.request(json!("p"), "ping", json!({})).await?;
+        assert_eq!(pong["result"], json!({}), "{pong}");
+        gate.stop_daemon();
+        let owed = agent.response(&json!("slow")).await?;
+        assert_eq!(
+            owed["error"]["data"]["error"], "engine_unavailable",
+            "{owed}"
+        );
+        // The next line is whole and the shim's: the engine's last write ended where its line
+        // did.
+        let answer = agent.call(7, "echo", json!({"text": "x"})).await?;
+        assert_eq!(
+            answer["error"]["message"], "Postern is not running: start the app or `postern daemon`",
+            "{answer}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// A same-user process (an agent, a server) connects to the engine's socket and hands it what
+/// is not an agent's stdio: a file, a named FIFO, a UDP or datagram socket, a pipe the wrong
+/// way, three descriptors, none. Each is refused in words and closed; the engine launches
+/// nothing for it and serves a real agent as before.
+#[tokio::test]
+async fn the_engine_refuses_to_serve_what_is_not_an_agents_stdio() -> Result<()> {
+    within(LIMIT, async {
+        let gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+        let file = tempfile::tempfile()?;
+        let (pipe_read, pipe_write) = std::io::pipe()?;
+        let dir = tempfile::tempdir()?;
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU)?;
+        let fifo = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)?;
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        let datagram = std::os::unix::net::UnixDatagram::unbound()?;
+        let out = pipe_write.as_raw_fd();
+        let attempts: Vec<(&str, Vec<i32>)> = vec![
+            ("a file for stdin", vec![file.as_raw_fd(), out]),
+            ("a named FIFO", vec![fifo.as_raw_fd(), out]),
+            ("a UDP socket", vec![udp.as_raw_fd(), out]),
+            ("a datagram socket", vec![datagram.as_raw_fd(), out]),
+            ("a pipe the wrong way", vec![out, pipe_read.as_raw_fd()]),
+            (
+                "three descriptors",
+                vec![pipe_read.as_raw_fd(), out, file.as_raw_fd()],
+            ),
+            ("no descriptor", vec![]),
+        ];
+        for (what, fds) in attempts {
+            let socket = gate.socket();
+            let note = tokio::task::spawn_blocking(move || hand_over(&socket, &fds)).await??;
+            assert_eq!(note["handoff"], "refused", "{what}: {note}");
+            assert!(
+                note["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{what}: {note}"
+            );
+        }
+        assert_eq!(sessions(&gate).await?, 0, "{}", gate.status().await?);
+        // The engine kept nothing it was sent: with the test's own end closed, the pipe ends.
+        drop(pipe_write);
+        let ended = tokio::task::spawn_blocking(move || {
+            let mut rest = Vec::new();
+            std::io::Read::read_to_end(&mut &pipe_read, &mut rest).map(|_| rest.len())
+        });
+        assert_eq!(ended.await??, 0, "the pipe ended with nothing in it");
+        let mut agent = connect(&gate).await?;
+        let answer = agent.call(1, "echo", json!({"text": "still"})).await?;
+        assert_eq!(echoed(&answer), Some("still"), "{answer}");
+        Ok(())
+    })
+    .await
+}
+
+/// Speaks the shim's side of the hand-over by hand with `fds`; returns the engine's note.
+fn hand_over(socket: &std::path::Path, fds: &[i32]) -> Result<Value> {
+    let stream = UnixStream::connect(socket)?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    (&stream).write_all(b"{\"postern\":1,\"server\":\"fixture\",\"handoff\":true}\n")?;
+    let mut lines = BufReader::new(stream.try_clone()?);
+    let mut welcome = String::new();
+    lines.read_line(&mut welcome)?;
+    let welcome: Value = serde_json::from_str(&welcome)?;
+    assert_eq!(welcome["status"], "accepted", "{welcome}");
+    let rights = [ControlMessage::ScmRights(fds)];
+    let control: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
+    sendmsg::<()>(
+        stream.as_fd().as_raw_fd(),
+        &[IoSlice::new(b"\n")],
+        control,
+        MsgFlags::empty(),
+        None,
+    )?;
+    let mut note = String::new();
+    lines.read_line(&mut note)?;
+    Ok(serde_json::from_str(&note)?)
+}
