@@ -1,6 +1,14 @@
 //! The OS keychain through the `keyring` crate (v3): macOS Keychain (`apple-native`), Windows
 //! Credential Manager (`windows-native`), the Linux Secret Service over libdbus
-//! (`sync-secret-service`, session encryption in pure Rust with `crypto-rust`).
+//! (`sync-secret-service`).
+//!
+//! The Secret Service is spoken over its plain transport, without the optional session
+//! encryption (keyring's `crypto-*` features: a 1024-bit Diffie-Hellman exchange in every
+//! keychain operation, two per write, which took a tenth of the engine's CPU under load for the
+//! audit anchor alone). That encryption hides values from an eavesdropper on the session bus;
+//! the only processes that can watch that bus are the user's own, and those can ask the Secret
+//! Service for the items themselves. And Postern writes nothing there in the clear: credential
+//! values and the audit log's key are sealed under the vault key, and the anchor is a hash.
 
 use std::path::Path;
 
