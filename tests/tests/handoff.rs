@@ -245,8 +245,63 @@ async fn the_engine_refuses_to_serve_what_is_not_an_agents_stdio() -> Result<()>
     .await
 }
 
+/// A same-user process hands the engine sockets whose last close waits (TCP, unsent data,
+/// `SO_LINGER` of ten minutes), more of them than the engine has async threads, and closes its
+/// own copies: the engine refuses each and closes it where waiting harms nothing, and a real
+/// agent's calls are answered at once.
+#[tokio::test]
+async fn descriptors_whose_close_waits_never_stall_the_engine() -> Result<()> {
+    within(LIMIT, async {
+        let gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+        let mut agent = connect(&gate).await?;
+        // Accepts nothing: connections complete in its backlog and their data is never read.
+        let sink = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let (_pipe_read, pipe_write) = std::io::pipe()?;
+        for _ in 0..4 {
+            let lingering = lingering_socket(&sink)?;
+            let fds = [lingering.as_raw_fd(), pipe_write.as_raw_fd()];
+            let socket = gate.socket();
+            // Closed as soon as it is sent: the engine holds the last reference.
+            let note =
+                tokio::task::spawn_blocking(move || hand_over_closing(&socket, &fds, lingering))
+                    .await??;
+            assert_eq!(note["handoff"], "refused", "{note}");
+        }
+        for n in 1..4 {
+            let answer = tokio::time::timeout(
+                Duration::from_secs(10),
+                agent.call(n, "echo", json!({"text": "prompt"})),
+            )
+            .await??;
+            assert_eq!(echoed(&answer), Some("prompt"), "{answer}");
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// A TCP connection to `sink` with data it can never send and a ten-minute linger: its last
+/// close waits.
+fn lingering_socket(sink: &std::net::TcpListener) -> Result<std::net::TcpStream> {
+    let stream = std::net::TcpStream::connect(sink.local_addr()?)?;
+    stream.set_nonblocking(true)?;
+    let chunk = [0u8; 65536];
+    while (&stream).write(&chunk).is_ok() {}
+    let linger = nix::libc::linger {
+        l_onoff: 1,
+        l_linger: 600,
+    };
+    nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::Linger, &linger)?;
+    Ok(stream)
+}
+
 /// Speaks the shim's side of the hand-over by hand with `fds`; returns the engine's note.
 fn hand_over(socket: &std::path::Path, fds: &[i32]) -> Result<Value> {
+    hand_over_closing(socket, fds, ())
+}
+
+/// [`hand_over`], dropping `sent` (what holds the descriptors) once they are sent.
+fn hand_over_closing<T>(socket: &std::path::Path, fds: &[i32], sent: T) -> Result<Value> {
     let stream = UnixStream::connect(socket)?;
     stream.set_read_timeout(Some(Duration::from_secs(20)))?;
     (&stream).write_all(b"{\"postern\":1,\"server\":\"fixture\",\"handoff\":true}\n")?;
@@ -264,6 +319,7 @@ fn hand_over(socket: &std::path::Path, fds: &[i32]) -> Result<Value> {
         MsgFlags::empty(),
         None,
     )?;
+    drop(sent);
     let mut note = String::new();
     lines.read_line(&mut note)?;
     Ok(serde_json::from_str(&note)?)

@@ -51,11 +51,23 @@ pub enum Line {
     },
 }
 
-/// Reads newline-delimited lines with a size cap. Blank lines are skipped.
+/// Reads newline-delimited lines with a size cap. Blank lines are skipped. [`LineReader::next`]
+/// is cancel-safe: the part of a line read so far stays with the reader.
 #[derive(Debug)]
 pub struct LineReader<R> {
     inner: R,
     cap: usize,
+    partial: Partial,
+}
+
+/// The line being read.
+#[derive(Debug, Default)]
+struct Partial {
+    buf: BytesMut,
+    len: usize,
+    saw_any: bool,
+    /// Once the line is over the cap, its bytes go through this instead of the buffer.
+    scanner: Option<IdScanner>,
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
@@ -66,7 +78,11 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
 
     /// A reader with an explicit cap (tests use small caps).
     pub fn with_cap(inner: R, cap: usize) -> Self {
-        Self { inner, cap }
+        Self {
+            inner,
+            cap,
+            partial: Partial::default(),
+        }
     }
 
     /// The reader it reads from.
@@ -77,39 +93,41 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
     /// The next line; `None` at end of stream. A final line without a newline counts.
     pub async fn next(&mut self) -> std::io::Result<Option<Line>> {
         loop {
-            let mut buf = BytesMut::new();
-            let mut len = 0usize;
-            let mut saw_any = false;
-            // Once the line is over the cap, its bytes go through this instead of the buffer.
-            let mut scanner: Option<IdScanner> = None;
             let terminated = loop {
                 let available = self.inner.fill_buf().await?;
                 if available.is_empty() {
                     break false;
                 }
-                saw_any = true;
+                let line = &mut self.partial;
+                line.saw_any = true;
                 let (chunk, done) = match memchr(available) {
                     Some(i) => (&available[..i], Some(i + 1)),
                     None => (available, None),
                 };
-                match &mut scanner {
+                match &mut line.scanner {
                     Some(scanner) => scanner.feed(chunk),
-                    None if len + chunk.len() <= self.cap => buf.extend_from_slice(chunk),
+                    None if line.len + chunk.len() <= self.cap => line.buf.extend_from_slice(chunk),
                     None => {
                         let mut fresh = IdScanner::default();
-                        fresh.feed(&buf);
+                        fresh.feed(&line.buf);
                         fresh.feed(chunk);
-                        buf = BytesMut::new();
-                        scanner = Some(fresh);
+                        line.buf = BytesMut::new();
+                        line.scanner = Some(fresh);
                     }
                 }
-                len += chunk.len();
+                line.len += chunk.len();
                 let consumed = done.unwrap_or(available.len());
                 self.inner.consume(consumed);
                 if done.is_some() {
                     break true;
                 }
             };
+            let Partial {
+                mut buf,
+                len,
+                saw_any,
+                scanner,
+            } = std::mem::take(&mut self.partial);
             if !saw_any && !terminated {
                 return Ok(None);
             }
@@ -132,6 +150,25 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             }
             return Ok(Some(Line::Frame(buf.freeze())));
         }
+    }
+}
+
+impl<X: AsyncRead + Unpin> LineReader<BufReader<X>> {
+    /// Takes every byte read from the peer and not yet returned as a line: the line being read
+    /// and what the buffer holds after it. A line over the cap has no bytes to give back; what
+    /// follows it does.
+    pub fn take_unread(&mut self) -> Vec<u8> {
+        let line = std::mem::take(&mut self.partial);
+        let held = self.inner.buffer();
+        let held = match line.scanner {
+            Some(_) => memchr(held).map_or(&[][..], |end| &held[end + 1..]),
+            None => held,
+        };
+        let mut unread = line.buf.to_vec();
+        unread.extend_from_slice(held);
+        let taken = self.inner.buffer().len();
+        self.inner.consume(taken);
+        unread
     }
 }
 
@@ -319,55 +356,51 @@ pub async fn read_lines<R, T>(
 }
 
 /// [`read_lines`] for a peer's reader that may be told to stop (an agent's, when the engine
-/// stops): once `stop` resolves it reads no further from the peer than the end of a line it is
-/// in the middle of, passes on every whole line it already holds, and ends; so each line the
-/// peer wrote is either passed on or still unread where it was (a shim takes the rest). Ends
-/// too at the end of the stream, or once the receiver is gone.
+/// stops): once `stop` resolves it reads no further from the peer, passes on every whole line
+/// it already holds, and returns the bytes it holds of the next line (a shim takes those and
+/// the rest of the pipe). Ends too, returning nothing, at the end of the stream or once the
+/// receiver is gone.
 pub async fn read_lines_until<X: AsyncRead + Unpin>(
     mut reader: LineReader<BufReader<X>>,
     tx: mpsc::Sender<Line>,
     gates: Vec<Pressure>,
     stop: impl Future<Output = ()>,
-) {
+) -> Vec<u8> {
     tokio::pin!(stop);
     loop {
-        let more = tokio::select! {
+        let line = tokio::select! {
             biased;
             () = &mut stop => break,
-            more = async {
+            // Cancel-safe: a stop in the middle of a line leaves its bytes with the reader.
+            line = async {
                 for gate in &gates {
                     gate.drained().await;
                 }
-                // Waits for bytes without taking any: a stop here leaves them where they are.
-                reader.inner.fill_buf().await.map(|held| !held.is_empty())
-            } => more,
+                reader.next().await
+            } => line,
         };
-        if !matches!(more, Ok(true)) {
-            return;
-        }
-        match reader.next().await {
+        match line {
             Ok(Some(line)) => {
                 if tx.send(line).await.is_err() {
-                    return;
+                    return Vec::new();
                 }
             }
-            Ok(None) | Err(_) => return,
+            Ok(None) | Err(_) => return Vec::new(),
         }
     }
-    let held = reader.inner.buffer();
-    let Some(end) = memchr::memrchr(b'\n', held) else {
-        return;
-    };
-    let whole = Bytes::copy_from_slice(&held[..end]);
+    let unread = reader.take_unread();
+    let end = memchr::memrchr(b'\n', &unread).map_or(0, |end| end + 1);
+    let whole = Bytes::copy_from_slice(&unread[..end]);
     for line in whole.split(|b| *b == b'\n') {
         let line = line.trim_ascii_end();
         if line.is_empty() {
             continue;
         }
         if tx.send(Line::Frame(whole.slice_ref(line))).await.is_err() {
-            return;
+            break;
         }
     }
+    unread[end..].to_vec()
 }
 
 /// The top-level `id` of a line Postern cannot otherwise read (not JSON, a duplicate key, a
@@ -796,6 +829,25 @@ impl<'de> Visitor<'de> for StrictValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_line_read_in_part_when_the_wait_is_cancelled_is_read_whole_later() {
+        use tokio::io::AsyncWriteExt;
+        let (mut peer, ours) = tokio::io::duplex(64);
+        let mut reader = LineReader::new(BufReader::new(ours));
+        peer.write_all(b"{\"id\":1,").await.unwrap();
+        let waited = tokio::time::timeout(std::time::Duration::from_millis(50), reader.next());
+        assert!(waited.await.is_err(), "no whole line yet");
+        peer.write_all(b"\"method\":\"ping\"}\n{\"id\"")
+            .await
+            .unwrap();
+        let line = reader.next().await.unwrap();
+        assert_eq!(line, Some(frame(r#"{"id":1,"method":"ping"}"#)));
+        // Cancelled again in the middle of the next line: what was read of it is given back.
+        let waited = tokio::time::timeout(std::time::Duration::from_millis(50), reader.next());
+        assert!(waited.await.is_err());
+        assert_eq!(reader.take_unread(), br#"{"id""#);
+    }
 
     async fn read_all(input: &[u8], cap: usize) -> Vec<Line> {
         let mut reader = LineReader::with_cap(input, cap);

@@ -27,8 +27,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use rustix::net::{
-    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags, recvmsg, sendmsg,
+    RecvAncillaryBuffer, RecvFlags, ReturnFlags, SendAncillaryBuffer, SendAncillaryMessage,
+    SendFlags, recvmsg, sendmsg,
 };
 use serde_json::Value;
 use tokio::io::{AsyncWriteExt, BufReader, Interest};
@@ -36,7 +36,7 @@ use tokio::net::UnixStream;
 
 use crate::framing::{Line, LineReader};
 use crate::hello::{HandoffNote, Hello, SOCKET_PROTOCOL, Welcome};
-use crate::shim::stdio::{Input, Output, adopt};
+use crate::shim::stdio::{Input, Output, adopt, servable};
 
 /// How long either side waits for the other's next step of the hand-over.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,6 +53,8 @@ pub(crate) enum Handed {
         init: Option<Value>,
         /// The engine's last line to the agent may have been cut short.
         cut: bool,
+        /// The start of the agent's next line, which the engine had read: read it first.
+        unread: Vec<u8>,
     },
     /// No engine took them (none running, a refusal): the shim carries the stdio itself.
     NotTaken,
@@ -102,17 +104,18 @@ pub(crate) async fn hand_over(socket: &Path, label: &str, stdio: [OwnedFd; 2]) -
         _ => return Handed::NotTaken,
     }
     tracing::info!(server = %label, "the Postern engine serves the agent's stdio");
-    let (mut init, mut cut) = (None, false);
+    let (mut init, mut cut, mut unread) = (None, false, Vec::new());
     loop {
         match notes.next().await {
             Ok(Some(Line::Frame(line))) => match serde_json::from_slice(&line) {
                 Ok(HandoffNote::Initialize { params }) => init = Some(params),
                 Ok(HandoffNote::Ended) => return Handed::Ended,
                 Ok(HandoffNote::Cut) => cut = true,
+                Ok(HandoffNote::Unread { bytes }) => unread = bytes,
                 _ => {}
             },
             Ok(Some(Line::Oversize { .. })) => {}
-            Ok(None) | Err(_) => return Handed::Lost { init, cut },
+            Ok(None) | Err(_) => return Handed::Lost { init, cut, unread },
         }
     }
 }
@@ -161,16 +164,46 @@ pub(crate) async fn take(stream: &UnixStream) -> Result<(Input, Output), String>
     // Checked, and any refused closed, off the async threads: closing what another process
     // sent may wait (a socket set to linger), and so may looking at it.
     tokio::task::spawn_blocking(move || {
-        if truncated {
-            return Err("more descriptors than stdin and stdout".to_owned());
-        }
-        let Ok([input, output]) = <[OwnedFd; 2]>::try_from(fds) else {
-            return Err("expected 2 descriptors (stdin, stdout)".to_owned());
+        // Refused descriptors are closed on a thread of their own: the refusal does not wait.
+        let refuse = |error: String, fds: Vec<OwnedFd>| {
+            tokio::task::spawn_blocking(move || drop(fds));
+            Err(error)
         };
+        if truncated {
+            return refuse("more descriptors than stdin and stdout".to_owned(), fds);
+        }
+        let [input, output] = match <[OwnedFd; 2]>::try_from(fds) {
+            Ok(two) => two,
+            Err(fds) => return refuse("expected 2 descriptors (stdin, stdout)".to_owned(), fds),
+        };
+        if let Err(e) = servable(&input, &output) {
+            let error = format!("the agent's stdio cannot be served: {e}");
+            return refuse(error, vec![input, output]);
+        }
         adopt(input, output).map_err(|e| format!("the agent's stdio cannot be served: {e}"))
     })
     .await
     .map_err(|_| "the engine failed".to_owned())?
+}
+
+/// Reads what a shim sends after its hand-over (nothing, from an honest one) until its socket
+/// closes: the shim is gone. Descriptors sent along are closed off the async threads.
+pub(crate) async fn until_closed(stream: &UnixStream) {
+    let mut buf = [0u8; 1024];
+    loop {
+        if stream.readable().await.is_err() {
+            return;
+        }
+        let read = stream.try_io(Interest::READABLE, || {
+            crate::shim::stdio::recv_closing_fds(stream.as_fd(), &mut buf)
+        });
+        match read {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// The descriptors that came with the shim's one byte, and whether more came than fit.
@@ -178,7 +211,9 @@ async fn recv_fds(stream: &UnixStream) -> std::io::Result<(Vec<OwnedFd>, bool)> 
     loop {
         stream.readable().await?;
         let received = stream.try_io(Interest::READABLE, || {
-            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+            // Room for as many as one message may carry (SCM_MAX_FD): descriptors that do not
+            // fit would be closed by the kernel here, on an async thread.
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(253))];
             let mut control = RecvAncillaryBuffer::new(&mut space);
             let mut byte = [0u8; 1];
             // Close-on-exec from the start: a server the engine launches must never inherit
@@ -190,14 +225,7 @@ async fn recv_fds(stream: &UnixStream) -> std::io::Result<(Vec<OwnedFd>, bool)> 
                 RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
             )
             .map_err(std::io::Error::from)?;
-            let fds: Vec<OwnedFd> = control
-                .drain()
-                .filter_map(|m| match m {
-                    RecvAncillaryMessage::ScmRights(fds) => Some(fds),
-                    _ => None,
-                })
-                .flatten()
-                .collect();
+            let fds = crate::shim::stdio::received_fds(&mut control);
             if msg.bytes == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
@@ -230,6 +258,41 @@ mod tests {
         }
     }
 
+    /// An engine serving agents on a socket in a fresh directory: the directory, the socket,
+    /// the switch that stops it, and its task.
+    fn engine() -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/engine.sock");
+        let listener = crate::bind(&socket).unwrap();
+        let (stop, stopping) = watch::channel(false);
+        let gateway = crate::Gateway::new(Arc::new(NoServers));
+        let serving = tokio::spawn(crate::serve(listener, gateway, stopping));
+        (dir, socket, stop, serving)
+    }
+
+    /// An agent's pipes as an MCP client gives them to its shim, and the shim handing them to
+    /// the engine at `socket`: the shim's stdin, the agent's writing end of it, the agent's
+    /// reading end of the shim's stdout, and the shim's hand-over.
+    fn agent(
+        socket: std::path::PathBuf,
+    ) -> (
+        std::io::PipeReader,
+        std::io::PipeWriter,
+        std::io::PipeReader,
+        tokio::task::JoinHandle<Handed>,
+    ) {
+        let (shim_in, agent_out) = std::io::pipe().unwrap();
+        let (agent_in, shim_out) = std::io::pipe().unwrap();
+        let fds = handoff_of(shim_in.as_fd(), shim_out.as_fd()).expect("pipes are handed over");
+        let shim = tokio::spawn(async move { hand_over(&socket, "nothing", fds).await });
+        (shim_in, agent_out, agent_in, shim)
+    }
+
     /// One line from `from`, read on a blocking thread (at most 20 s).
     async fn line_from(from: std::io::PipeReader) -> (String, std::io::PipeReader) {
         let reading = tokio::task::spawn_blocking(move || {
@@ -250,18 +313,9 @@ mod tests {
     /// the stopped session left behind.
     #[tokio::test]
     async fn a_stopping_engine_gives_the_agents_next_line_to_the_shim() {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("run/engine.sock");
-        let listener = crate::bind(&socket).unwrap();
-        let (stop, stopping) = watch::channel(false);
-        let gateway = crate::Gateway::new(Arc::new(NoServers));
-        let serving = tokio::spawn(crate::serve(listener, gateway, stopping));
+        let (_dir, socket, stop, serving) = engine();
 
-        // The agent's pipes, as an MCP client gives them to the shim.
-        let (shim_in, mut agent_out) = std::io::pipe().unwrap();
-        let (agent_in, shim_out) = std::io::pipe().unwrap();
-        let fds = handoff_of(shim_in.as_fd(), shim_out.as_fd()).expect("pipes are handed over");
-        let shim = tokio::spawn(async move { hand_over(&socket, "nothing", fds).await });
+        let (shim_in, mut agent_out, agent_in, shim) = agent(socket);
 
         // Served by the engine: the shim reads none of it.
         agent_out
@@ -277,7 +331,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(
-            matches!(handed, Handed::Lost { cut: false, .. }),
+            matches!(&handed, Handed::Lost { cut: false, unread, .. } if unread.is_empty()),
             "{handed:?}"
         );
         serving.await.unwrap();
@@ -287,5 +341,37 @@ mod tests {
             .unwrap();
         let (line, _) = line_from(shim_in).await;
         assert!(line.contains("\"id\":2"), "{line}");
+    }
+
+    /// The engine stops while it holds the start of the agent's next line (one read took a
+    /// whole line and part of the next): the shim gets those bytes back, and with the rest
+    /// from the pipe the line is whole again.
+    #[tokio::test]
+    async fn a_line_the_engine_held_in_part_when_it_stopped_goes_back_to_the_shim_whole() {
+        let (_dir, socket, stop, serving) = engine();
+        let (shim_in, mut agent_out, agent_in, shim) = agent(socket);
+
+        let second = b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n";
+        let mut written = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n".to_vec();
+        written.extend_from_slice(&second[..20]);
+        agent_out.write_all(&written).unwrap();
+        let (answer, _agent_in) = line_from(agent_in).await;
+        assert!(answer.contains("\"id\":1"), "{answer}");
+
+        stop.send(true).unwrap();
+        let handed = tokio::time::timeout(Duration::from_secs(20), shim)
+            .await
+            .unwrap()
+            .unwrap();
+        serving.await.unwrap();
+        let Handed::Lost { unread, .. } = handed else {
+            panic!("{handed:?}");
+        };
+        assert_eq!(unread, &second[..20]);
+        agent_out.write_all(&second[20..]).unwrap();
+        let (rest, _) = line_from(shim_in).await;
+        let mut line = unread;
+        line.extend_from_slice(rest.as_bytes());
+        assert_eq!(line, second);
     }
 }

@@ -65,6 +65,12 @@ pub enum HandoffNote {
     /// The engine stopped while the agent was not reading, perhaps in the middle of a line:
     /// the shim ends that line before writing its own.
     Cut,
+    /// The engine stopped holding the start of the agent's next line, read from its stdin: the
+    /// shim reads these bytes first.
+    Unread {
+        /// The bytes, as read.
+        bytes: Vec<u8>,
+    },
 }
 
 /// A management request on the engine's socket (the CLI's `server status`, `server

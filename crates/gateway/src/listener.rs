@@ -153,8 +153,9 @@ pub async fn serve(listener: UnixListener, gateway: Gateway, mut shutdown: watch
     }
 }
 
-/// How long a stopping engine waits for its sessions to end.
-const SESSIONS_END: Duration = Duration::from_secs(5);
+/// How long a stopping engine waits for its sessions to end: longer than the longest a session
+/// takes to end on its own (its reader 1 s, its server 2.5 s, its last lines 3 x 2 s).
+const SESSIONS_END: Duration = Duration::from_secs(10);
 
 /// Only processes of the engine's own user may connect; anyone else is refused.
 fn check_peer(peer: std::io::Result<tokio::net::unix::UCred>) -> Result<Option<u32>, String> {
@@ -273,7 +274,7 @@ async fn served_directly(
     id: u64,
     peer_pid: Option<u32>,
     label: ServerLabel,
-    mut reader: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    reader: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
     mut write: OwnedWriteHalf,
 ) {
     #[cfg(target_os = "linux")]
@@ -318,7 +319,13 @@ async fn served_directly(
     let (gone_tx, gone) = tokio::sync::oneshot::channel();
     let watcher = tokio::spawn(async move {
         // The shim writes nothing more: the socket ends when the shim does.
-        while let Ok(Some(_)) = reader.next().await {}
+        #[cfg(target_os = "linux")]
+        crate::handoff::until_closed(reader.get_ref().get_ref().as_ref()).await;
+        #[cfg(not(target_os = "linux"))]
+        {
+            let mut reader = reader;
+            while let Ok(Some(_)) = reader.next().await {}
+        }
         let _ = gone_tx.send(());
     });
     let agent = identify(&ctx, peer_pid).await;

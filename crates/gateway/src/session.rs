@@ -128,7 +128,7 @@ pub(crate) async fn run<X>(
     let (server_lines, mut server_rx) = mpsc::channel(READ_AHEAD);
     let upstream_pressure = Pressure::default();
     let (stop_reading, stop) = tokio::sync::oneshot::channel::<()>();
-    let reading = tokio::spawn(read_lines_until(
+    let mut reading = tokio::spawn(read_lines_until(
         from_agent,
         agent_tx,
         vec![to_agent.pressure().clone(), upstream_pressure.clone()],
@@ -212,8 +212,14 @@ pub(crate) async fn run<X>(
             while let Some(line) = agent_rx.recv().await {
                 session.answer_unread(line);
             }
+            (&mut reading).await.unwrap_or_default()
         };
-        let _ = tokio::time::timeout(STOP_READING, unread).await;
+        // What the reader held of the next line is the shim's, with the rest of the pipe.
+        if let Ok(rest) = tokio::time::timeout(STOP_READING, unread).await
+            && !rest.is_empty()
+        {
+            session.note(&HandoffNote::Unread { bytes: rest });
+        }
     }
     reading.abort();
     session.close(ending).await;

@@ -44,20 +44,22 @@ pub async fn run_on_stdio(socket: PathBuf, label: String) {
     // The engine serves the agent's pipes itself when it can (`crate::handoff`); the shim
     // carries the lines only without an engine at the start, or once it went away.
     #[cfg(target_os = "linux")]
-    let (init, cut) = match stdio::handoff() {
+    let (init, cut, unread) = match stdio::handoff() {
         Some(fds) => match crate::handoff::hand_over(&socket, &label, fds).await {
             crate::handoff::Handed::Ended => return,
-            crate::handoff::Handed::Lost { init, cut } => {
+            crate::handoff::Handed::Lost { init, cut, unread } => {
                 tracing::warn!("lost the Postern engine; answering calls locally until it is back");
-                (init, cut)
+                (init, cut, unread)
             }
-            crate::handoff::Handed::NotTaken => (None, false),
+            crate::handoff::Handed::NotTaken => (None, false, Vec::new()),
         },
-        None => (None, false),
+        None => (None, false, Vec::new()),
     };
     #[cfg(not(target_os = "linux"))]
-    let (init, cut) = (None, false);
+    let (init, cut, unread) = (None, false, Vec::new());
     let (input, output) = stdio::take();
+    // What the engine had read of the agent's next line comes first.
+    let input = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(unread), input);
     relay(socket, label, input, output, init, cut).await;
 }
 

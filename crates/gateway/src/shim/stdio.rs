@@ -54,6 +54,18 @@ pub(crate) fn handoff_of(
     Some([input, output])
 }
 
+/// Whether `input` and `output` are what [`adopt`] takes (an anonymous pipe, a Unix stream
+/// socket), asked of their names: nothing touches the files themselves.
+#[cfg(target_os = "linux")]
+pub fn servable(
+    input: &std::os::fd::OwnedFd,
+    output: &std::os::fd::OwnedFd,
+) -> std::io::Result<()> {
+    polled::stream_kind(input)?;
+    polled::stream_kind(output)?;
+    Ok(())
+}
+
 /// An agent's stdin and stdout as a shim handed them over, polled by the engine's reactor.
 /// Each must be a pipe or a socket open the right way; anything else is refused.
 #[cfg(target_os = "linux")]
@@ -64,21 +76,64 @@ pub fn adopt(
     Ok((polled::adopt_reader(input)?, polled::adopt_writer(output)?))
 }
 
+/// Reads from a stream socket without waiting (`MSG_DONTWAIT`). Descriptors a peer attached
+/// to the bytes are received rather than left to the kernel, which would close them in this
+/// thread when the bytes are read (a socket set to linger can make that close wait for
+/// minutes), and closed on a blocking thread. Must be called inside a runtime.
+#[cfg(target_os = "linux")]
+pub(crate) fn recv_closing_fds(
+    socket: std::os::fd::BorrowedFd<'_>,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
+    use std::mem::MaybeUninit;
+
+    use rustix::net::{RecvAncillaryBuffer, RecvFlags, recvmsg};
+    // As many as one message may carry (SCM_MAX_FD).
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(253))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received = recvmsg(
+        socket,
+        &mut [std::io::IoSliceMut::new(buf)],
+        &mut control,
+        RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+    );
+    let fds = received_fds(&mut control);
+    if !fds.is_empty() {
+        tokio::task::spawn_blocking(move || drop(fds));
+    }
+    Ok(received?.bytes)
+}
+
+/// The descriptors a `recvmsg` received, now the caller's.
+#[cfg(target_os = "linux")]
+pub(crate) fn received_fds(
+    control: &mut rustix::net::RecvAncillaryBuffer<'_>,
+) -> Vec<std::os::fd::OwnedFd> {
+    control
+        .drain()
+        .filter_map(|m| match m {
+            rustix::net::RecvAncillaryMessage::ScmRights(fds) => Some(fds),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 #[cfg(target_os = "linux")]
 mod polled {
     use std::io;
-    use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+    use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
     use std::pin::Pin;
     use std::task::{Context, Poll, ready};
 
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     use nix::sys::stat::{SFlag, fstat};
-    use rustix::net::{RecvFlags, SendFlags, recv, send};
+    use rustix::net::{SendFlags, send};
     use tokio::io::unix::AsyncFd;
     use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
     use tokio::net::unix::pipe;
 
-    use super::{Input, Output};
+    use super::{Input, Output, recv_closing_fds};
 
     /// `fd` as a polled reader, when it is a pipe or a socket open for reading.
     pub(super) fn reader(fd: BorrowedFd<'_>) -> Option<Input> {
@@ -125,7 +180,7 @@ mod polled {
         })
     }
 
-    enum Stream {
+    pub(super) enum Stream {
         Pipe,
         Socket,
     }
@@ -134,7 +189,7 @@ mod polled {
     /// name (`/proc/self/fd`) before anything touches the file itself: a descriptor from
     /// another process may be a file on a FUSE mount whose server never answers a `stat`, or
     /// a TCP socket set to linger on close; those, and everything else, are refused.
-    fn stream_kind(fd: &OwnedFd) -> io::Result<Stream> {
+    pub(super) fn stream_kind(fd: &OwnedFd) -> io::Result<Stream> {
         let name = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
         let name = name.as_os_str().as_encoded_bytes();
         if name.starts_with(b"pipe:[") {
@@ -207,11 +262,7 @@ mod polled {
             loop {
                 let mut ready = ready!(self.0.poll_read_ready(cx))?;
                 let unfilled = buf.initialize_unfilled();
-                let read = ready.try_io(|fd| {
-                    recv(fd.get_ref(), &mut *unfilled, RecvFlags::DONTWAIT)
-                        .map(|(n, _)| n)
-                        .map_err(io::Error::from)
-                });
+                let read = ready.try_io(|fd| recv_closing_fds(fd.get_ref().as_fd(), unfilled));
                 if let Ok(read) = read {
                     buf.advance(read?);
                     return Poll::Ready(Ok(()));
