@@ -112,6 +112,85 @@ async fn calls_go_on_while_the_shim_is_stopped_and_its_end_ends_the_session() ->
     .await
 }
 
+/// Node's agents (Claude Code) give their servers a Unix socket for stdio, not pipes: it is
+/// handed over the same way, and served with the shim stopped.
+#[tokio::test]
+async fn a_socket_for_stdio_is_handed_over_too() -> Result<()> {
+    within(LIMIT, async {
+        let gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+        let (ours, theirs) = UnixStream::pair()?;
+        let theirs = std::os::fd::OwnedFd::from(theirs);
+        let mut shim = tokio::process::Command::new(gate.bin())
+            .arg("--home")
+            .arg(gate.home())
+            .args(["mcp", "fixture"])
+            .stdin(std::process::Stdio::from(theirs.try_clone()?))
+            .stdout(std::process::Stdio::from(theirs))
+            .kill_on_drop(true)
+            .spawn()?;
+        ours.set_nonblocking(true)?;
+        let mut agent = SocketAgent::new(tokio::net::UnixStream::from_std(ours)?);
+        let params = initialize_params("socket-agent", json!({}));
+        agent
+            .ask(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}))
+            .await?;
+        agent
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await?;
+        let call = |id: i64, text: &str| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "echo", "arguments": {"text": text}}})
+        };
+        assert_eq!(echoed(&agent.ask(call(1, "a")).await?), Some("a"));
+        signal(shim.id(), Signal::SIGSTOP)?;
+        let second =
+            tokio::time::timeout(Duration::from_secs(20), agent.ask(call(2, "b"))).await??;
+        assert_eq!(echoed(&second), Some("b"), "{second}");
+        signal(shim.id(), Signal::SIGCONT)?;
+        shim.kill().await?;
+        Ok(())
+    })
+    .await
+}
+
+/// An agent on a Unix socket, line by line.
+struct SocketAgent {
+    write: tokio::net::unix::OwnedWriteHalf,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>>,
+}
+
+impl SocketAgent {
+    fn new(stream: tokio::net::UnixStream) -> SocketAgent {
+        use tokio::io::AsyncBufReadExt;
+        let (read, write) = stream.into_split();
+        let lines = tokio::io::BufReader::new(read).lines();
+        SocketAgent { write, lines }
+    }
+
+    async fn send(&mut self, message: Value) -> Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.write
+            .write_all(format!("{message}\n").as_bytes())
+            .await?;
+        Ok(())
+    }
+
+    /// Sends a request and returns its answer.
+    async fn ask(&mut self, request: Value) -> Result<Value> {
+        let id = request["id"].clone();
+        self.send(request).await?;
+        loop {
+            let Some(line) = self.lines.next_line().await? else {
+                bail!("the shim's stdout ended");
+            };
+            let answer: Value = serde_json::from_str(&line)?;
+            if answer["id"] == id {
+                return Ok(answer);
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn when_the_engine_dies_the_shim_takes_the_pipes_back_and_resumes_with_the_next() -> Result<()>
 {
