@@ -13,6 +13,7 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use postern_desk::bridge::{self, SHOW_ARG, Show, ToWindows, WINDOW_PROGRAM};
 use postern_desk::tray::{Entry, MenuCommand, Rgba, Shown, TEMPLATE, TRAY_ID, image};
@@ -43,19 +44,37 @@ fn main() -> ExitCode {
     postern_desk::init_tracing();
 
     // A resident already serving this home shows its window, and this process is not needed
-    // (asked before GTK or the engine start).
+    // (asked before GTK or the engine start). The resident is whoever holds the home's
+    // resident lock, kept until this process ends.
     let home = postern_engine::Home::resolve(None);
     let show_socket = home
         .as_ref()
         .ok()
         .map(|home| home.run_dir().join(instance::SOCKET));
-    if let Some(path) = &show_socket {
-        match instance::ask_to_show(path) {
-            Ok(true) => {
-                tracing::info!("Postern already runs for this home: its window was asked to open");
-                return ExitCode::SUCCESS;
+    let mut _resident = None;
+    if let (Ok(home), Some(path)) = (&home, &show_socket) {
+        match instance::claim(&home.run_dir()) {
+            Ok(Some(lock)) => _resident = Some(lock),
+            Ok(None) => {
+                return match instance::ask_to_show_within(path, Duration::from_secs(10)) {
+                    Ok(true) => {
+                        tracing::info!(
+                            "Postern already runs for this home: its window was asked to open"
+                        );
+                        ExitCode::SUCCESS
+                    }
+                    Ok(false) => {
+                        tracing::error!(
+                            "another Postern holds this home but does not answer; is it stopped?"
+                        );
+                        ExitCode::FAILURE
+                    }
+                    Err(err) => {
+                        tracing::error!("another Postern holds this home; cannot reach it: {err}");
+                        ExitCode::FAILURE
+                    }
+                };
             }
-            Ok(false) => {}
             Err(err) => {
                 tracing::warn!("cannot tell whether Postern already runs for this home: {err}")
             }
