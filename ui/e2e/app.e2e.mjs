@@ -954,13 +954,14 @@ const scenarios = {
         await s.waitForTexts(".activity-row .col-agent", (t) => t.length === 3);
 
         // Quick filter: the calls you were asked about. (A repaint landing on the click can
-        // lose it, as it did once: the chip is pressed until it stays pressed.)
+        // lose it, as it did once: the chip is clicked until its click reached the filter form,
+        // which it sets at once; the chip shows pressed only once the rows are in.)
+        const asked = `return document.querySelector("form.activity-filter").elements.namedItem("decision").value;`;
         await until(async () => {
-          const [pressed] = await s.attributes(".quick-asked", "aria-pressed");
-          if (pressed === "true") return true;
+          if ((await s.execute(asked)) === "asked") return true;
           await s.click(".quick-asked");
           return false;
-        }, 10_000, "the Asked-you chip to be pressed");
+        }, 10_000, "the Asked-you chip's click to reach the filter");
         await s.waitForTexts(".activity-row .col-how", (t) => t.length === 2 && t[0] === "you denied it in the approval window");
         expectEqual(await s.attributes(".quick-asked", "aria-pressed"), ["true"], "the chip is pressed");
         // A row's record leads with a sentence, even before it is unfolded.
