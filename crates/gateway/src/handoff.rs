@@ -11,14 +11,15 @@
 //!    copied; see `shim::stdio::handoff`); engine: [`HandoffNote::Taken`], or `Refused` and
 //!    the socket closes (the shim then connects again and carries the lines itself);
 //! 3. engine: [`HandoffNote::Initialize`] when the agent initializes, [`HandoffNote::Ended`]
-//!    when the agent closed its stdin (the shim exits).
+//!    when the agent closed its stdin (the shim exits); as it stops, [`HandoffNote::Unread`]
+//!    (the start of the agent's next line, which it had read) and [`HandoffNote::Cut`] (its
+//!    last line to the agent may be cut short).
 //!
 //! Either side's end ends the session: the shim's socket closing (the agent killed it) ends
-//! the engine's session; the socket closing without `Ended` (the engine stopped: it first
-//! answered every request it owed, and wrote its last line whole) has the shim take the stdio
-//! back, answering as it does while no engine runs and resuming with the agent's `initialize`
-//! when the engine returns. Lines the engine had read but not decided when it stopped get no
-//! answer (a crash loses them; a stop reads no further).
+//! the engine's session; the socket closing without `Ended` has the shim take the stdio back,
+//! answering as it does while no engine runs and resuming with the agent's `initialize` when
+//! the engine returns. An engine that stops first answers every request it owes or had read,
+//! and lets its last lines out; one that is killed leaves the requests it had read unanswered.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
