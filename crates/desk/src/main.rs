@@ -51,10 +51,9 @@ fn main() -> ExitCode {
         .as_ref()
         .ok()
         .map(|home| home.run_dir().join(instance::SOCKET));
-    let mut _resident = None;
-    if let (Ok(home), Some(path)) = (&home, &show_socket) {
-        match instance::claim(&home.run_dir()) {
-            Ok(Some(lock)) => _resident = Some(lock),
+    let _resident = match (&home, &show_socket) {
+        (Ok(home), Some(path)) => match instance::claim(&home.run_dir()) {
+            Ok(Some(lock)) => Some(lock),
             Ok(None) => {
                 return match instance::ask_to_show_within(path, Duration::from_secs(10)) {
                     Ok(true) => {
@@ -76,10 +75,12 @@ fn main() -> ExitCode {
                 };
             }
             Err(err) => {
-                tracing::warn!("cannot tell whether Postern already runs for this home: {err}")
+                tracing::warn!("cannot tell whether Postern already runs for this home: {err}");
+                None
             }
-        }
-    }
+        },
+        _ => None,
+    };
 
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

@@ -250,7 +250,14 @@ async fn connection(
     };
     tracing::info!(session = id, server = %label, resumed = resume.is_some(), handoff, "agent session started");
     if handoff {
+        #[cfg(target_os = "linux")]
         return served_directly(ctx, id, peer_pid, label, reader, write).await;
+        #[cfg(not(target_os = "linux"))]
+        {
+            let error = "this engine serves no agent's stdio itself".to_owned();
+            let _ = write_json(&mut write, &HandoffNote::Refused { error }).await;
+            return;
+        }
     }
     let (to_agent, rx) = framing::outbound(framing::Pressure::default());
     tokio::spawn(write_lines(write, rx));
@@ -265,10 +272,12 @@ async fn connection(
 
 /// How long a session's last lines may take to reach an agent whose stdio the engine serves,
 /// before the shim takes the stdio back.
+#[cfg(target_os = "linux")]
 const LAST_LINES: Duration = Duration::from_secs(2);
 
 /// A session whose agent stdio the shim handed over (`crate::handoff`): the engine reads and
 /// writes the agent's pipes itself, and the connection carries only notes to the shim.
+#[cfg(target_os = "linux")]
 async fn served_directly(
     ctx: Context,
     id: u64,
@@ -277,7 +286,6 @@ async fn served_directly(
     reader: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
     mut write: OwnedWriteHalf,
 ) {
-    #[cfg(target_os = "linux")]
     let taken = if reader.get_ref().buffer().is_empty() {
         let socket = reader.get_ref().get_ref().as_ref();
         unless_stopping(&ctx, crate::handoff::take(socket))
@@ -286,9 +294,6 @@ async fn served_directly(
     } else {
         Err("the shim wrote before handing over the agent's stdio".to_owned())
     };
-    #[cfg(not(target_os = "linux"))]
-    let taken: Result<(crate::shim::stdio::Input, crate::shim::stdio::Output), String> =
-        Err("this engine serves no agent's stdio itself".to_owned());
     let (input, output) = match taken {
         Ok(stdio) => stdio,
         Err(error) => {
@@ -319,13 +324,7 @@ async fn served_directly(
     let (gone_tx, gone) = tokio::sync::oneshot::channel();
     let watcher = tokio::spawn(async move {
         // The shim writes nothing more: the socket ends when the shim does.
-        #[cfg(target_os = "linux")]
         crate::handoff::until_closed(reader.get_ref().get_ref().as_ref()).await;
-        #[cfg(not(target_os = "linux"))]
-        {
-            let mut reader = reader;
-            while let Ok(Some(_)) = reader.next().await {}
-        }
         let _ = gone_tx.send(());
     });
     let agent = identify(&ctx, peer_pid).await;
