@@ -792,7 +792,10 @@ const scenarios = {
         await type(s, '.add-servers input[name="command"]', "python3");
         await type(s, '.add-servers input[name="args"]', "clock.py");
         await s.click(".add-servers .add-server");
-        await s.waitForAttributes(".server-card", "data-label", (l) => same(l, ["clock", "clock-two"]), 15_000);
+        await s.waitForAttributes(".server-card", "data-label", (l) => same(l, ["clock", "clock-two"]), 15_000).catch(async (err) => {
+          // What the form said (a refusal, a field it found empty) is the first thing to read.
+          throw new Error(`${err.message}; the form said ${JSON.stringify(await s.texts(".add-servers .form-status"))}`);
+        });
         expectIncludes(postern(home, "server", "list"), "clock-two\tpython3 clock.py", "added from the Servers view");
       });
     } finally {

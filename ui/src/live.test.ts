@@ -534,6 +534,32 @@ describe("the main window's views", () => {
     expect(root.querySelector(".restart-note")?.textContent).toBe("Restarting 1 process of time: each gets a new execution epoch.");
   });
 
+  it("keeps the field the user clicked in the add-server form, and what they type, when a push lands first", async () => {
+    const root = document.createElement("div");
+    document.body.appendChild(root);
+    const fake = fakeSource(running(["time"]));
+    live(root, fake.source, { apis: fakeApis() });
+    await vi.advanceTimersByTimeAsync(0);
+    root.querySelector<HTMLButtonElement>(".tab-servers")!.click();
+    const label = () => root.querySelector<HTMLInputElement>('.add-servers input[name="label"]')!;
+    label().focus();
+    const clicked = label();
+
+    // The engine's push lands after the click, before the first keystroke.
+    fake.push(running(["time", "clock"]));
+    const cards = () => [...root.querySelectorAll<HTMLElement>(".server-card")].map((c) => c.dataset.label);
+    expect(cards()).toEqual(["time", "clock"]);
+    expect(label()).toBe(clicked);
+    expect(document.activeElement).toBe(clicked);
+    // The keystrokes reach the field, and the next push keeps them (the form is edited now).
+    clicked.value = "notes";
+    clicked.dispatchEvent(new Event("input", { bubbles: true }));
+    clicked.blur();
+    fake.push(running(["time", "clock", "more"]));
+    expect(label().value).toBe("notes");
+    root.remove();
+  });
+
   it("runs the first-run guide: looks for agent configurations, adds a server, asks for its snippet", async () => {
     const root = document.createElement("div");
     const apis = fakeApis();

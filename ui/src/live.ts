@@ -409,7 +409,7 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     // An execution record the user opened stays open across the refresh, and so do forms
     // the user is editing (and the field they are typing in).
     reopenDetails(next, openDetails(root));
-    keepEditedForms(next, root);
+    keepEditedForms(next, root, focused);
     root.replaceChildren(next);
     performance.mark(PAINT_MARK, { detail: shown.kind === "view" ? shown.view.state : shown.kind });
     if (focused instanceof HTMLElement && focused !== root.ownerDocument.body && root.contains(focused)) focused.focus();
@@ -479,11 +479,16 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
 }
 
 /**
- * Puts each form the user has edited (`data-dirty`) from `old` into `next` in place of its
- * fresh copy (the same `data-form` key; the settings form by its class).
+ * Puts each form the user has edited (`data-dirty`), and the form holding the focus (a field
+ * clicked but not yet typed in), from `old` into `next` in place of its fresh copy (the same
+ * `data-form` key; the settings form by its class). A push landing between the click and the
+ * first keystroke would otherwise take the field away and the keystrokes with it.
  */
-function keepEditedForms(next: HTMLElement, old: HTMLElement): void {
-  for (const edited of old.querySelectorAll<HTMLFormElement>("form[data-dirty]")) {
+function keepEditedForms(next: HTMLElement, old: HTMLElement, focused: Element | null): void {
+  const kept = new Set(old.querySelectorAll<HTMLFormElement>("form[data-dirty]"));
+  const holding = focused?.closest("form");
+  if (holding instanceof HTMLFormElement && old.contains(holding)) kept.add(holding);
+  for (const edited of kept) {
     const key = edited.dataset.form;
     const fresh =
       key !== undefined
