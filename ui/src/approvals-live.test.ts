@@ -374,6 +374,24 @@ describe("the approval window", () => {
     expect((document.activeElement as HTMLElement).dataset.choice).toBe("forMinutes:15");
   });
 
+  it("holds the redraw while Deny is pressed when another request arrives, so the click denies the card pressed", async () => {
+    const fake = fakeSource([request("A")]);
+    open(fake.source);
+    await vi.advanceTimersByTimeAsync(600);
+    const deny = root.querySelector<HTMLButtonElement>(".deny")!;
+
+    deny.dispatchEvent(new Event("pointerdown", { bubbles: true }));
+    fake.push([request("A"), request("B")]);
+    expect(root.contains(deny)).toBe(true);
+    deny.dispatchEvent(new Event("pointerup", { bubbles: true }));
+    deny.click();
+    await vi.advanceTimersByTimeAsync(0);
+
+    expect(fake.source.answer).toHaveBeenCalledExactlyOnceWith("A", { reply: "deny" }, null);
+    // Then the window shows what came meanwhile: B, which the answer left alone.
+    expect(shownId(root)).toBe("B");
+  });
+
   it("shows why an answer was not taken", async () => {
     const fake = fakeSource([request("A")]);
     open(fake.source);

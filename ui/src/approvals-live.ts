@@ -22,7 +22,7 @@
 import type { Reply } from "./approval-card";
 import { allowWith, renderApprovals, tick, type ApprovalsState } from "./approval";
 import type { Approval, Chosen, Proof } from "./bindings";
-import { PAINT_MARK } from "./dom";
+import { PAINT_MARK, pressHold } from "./dom";
 import { isProofRefusal, passphraseField, SYSTEM_PROOF, takeProof } from "./proof";
 
 /** Where the queue comes from and where answers go (src/ipc.ts in the app; a fake in tests). */
@@ -93,8 +93,10 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
 
   const index = (): number => Math.max(0, queue.findIndex((a) => a.card.id === currentId));
 
+  // A repaint waits for a pressed pointer's release, so the click lands on the card pressed.
+  const hold = pressHold(doc, () => render());
   const render = (): void => {
-    if (stopped) return;
+    if (stopped || hold.pressed()) return;
     const state: ApprovalsState = { queue, index: index(), armed: armedId !== null && armedId === currentId, busy, error, choice, details, clicksUntil, systemAuth };
     const key = JSON.stringify([queue.map((a) => a.card.id), state.index, state.armed, busy, error, choice, details, clicks() ? clicksUntil : null, systemAuth]);
     if (key === shownKey) return;
@@ -315,6 +317,7 @@ export function approvalsWindow(root: HTMLElement, source: ApprovalSource, optio
 
   return () => {
     stopped = true;
+    hold.stop();
     clearInterval(poll);
     clearInterval(ticker);
     clearTimeout(armTimer);

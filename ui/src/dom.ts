@@ -64,6 +64,46 @@ export function icon(name: IconName): SVGElement {
   return svg;
 }
 
+/**
+ * Holds a window's repaints while a pointer is pressed in it. A repaint between a press and its
+ * release replaces the element pressed, and the browser then fires no click (the press and the
+ * release landed on different elements): a busy agent's pushes would swallow a person's clicks,
+ * and a drag to select text would lose its selection. `pressed()` says whether to wait; once
+ * the pointer is released (or the window loses it), `release` runs after the click it made.
+ */
+export function pressHold(doc: Document, release: () => void): { pressed: () => boolean; stop: () => void } {
+  let down = false;
+  const press = (): void => {
+    down = true;
+  };
+  const up = (): void => {
+    if (!down) return;
+    down = false;
+    // After this task: the click that follows the release goes to the element pressed first.
+    setTimeout(release, 0);
+  };
+  // A release the window never heard of (outside it, say): the next move says no button is down.
+  const move = (event: Event): void => {
+    if ((event as PointerEvent).buttons === 0) up();
+  };
+  const view = doc.defaultView;
+  doc.addEventListener("pointerdown", press, true);
+  doc.addEventListener("pointerup", up, true);
+  doc.addEventListener("pointercancel", up, true);
+  doc.addEventListener("pointermove", move, true);
+  view?.addEventListener("blur", up);
+  return {
+    pressed: () => down,
+    stop: () => {
+      doc.removeEventListener("pointerdown", press, true);
+      doc.removeEventListener("pointerup", up, true);
+      doc.removeEventListener("pointercancel", up, true);
+      doc.removeEventListener("pointermove", move, true);
+      view?.removeEventListener("blur", up);
+    },
+  };
+}
+
 /** The `data-keep` keys of the `<details>` under `root` that are open. */
 export function openDetails(root: ParentNode): Set<string> {
   const keys = new Set<string>();

@@ -560,6 +560,35 @@ describe("the main window's views", () => {
     root.remove();
   });
 
+  it("holds a repaint while a button is pressed, so the click lands, then paints what came", async () => {
+    const root = document.createElement("div");
+    document.body.appendChild(root);
+    const apis = fakeApis();
+    apis.servers.restart.mockResolvedValue(1);
+    const fake = fakeSource(running(["time"]));
+    const stop = live(root, fake.source, { apis });
+    await vi.advanceTimersByTimeAsync(0);
+    root.querySelector<HTMLButtonElement>(".tab-servers")!.click();
+    const cards = () => [...root.querySelectorAll<HTMLElement>(".server-card")].map((c) => c.dataset.label);
+    const restart = root.querySelector<HTMLButtonElement>('.server-card[data-label="time"] .restart-button')!;
+
+    restart.dispatchEvent(new Event("pointerdown", { bubbles: true }));
+    fake.set(running(["time", "clock"]));
+    fake.push(running(["time", "clock"]));
+    // Pressed: the button stays the one under the pointer, and its release clicks it.
+    expect(cards()).toEqual(["time"]);
+    expect(root.contains(restart)).toBe(true);
+    restart.dispatchEvent(new Event("pointerup", { bubbles: true }));
+    restart.click();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(apis.servers.restart).toHaveBeenCalledWith("time");
+    // Released: what the engine said meanwhile is painted.
+    expect(cards()).toEqual(["time", "clock"]);
+    expect(root.querySelector(".restart-note")?.textContent).toBe("Restarting 1 process of time: each gets a new execution epoch.");
+    stop();
+    root.remove();
+  });
+
   it("runs the first-run guide: looks for agent configurations, adds a server, asks for its snippet", async () => {
     const root = document.createElement("div");
     const apis = fakeApis();

@@ -11,7 +11,7 @@ import { message, type Apis } from "./api";
 import { activityView, type ActivityView } from "./activity";
 import type { CredentialItem, EngineView, Permissions, Proof, Settings, SettingsChange, Status } from "./bindings";
 import type { CredentialControls } from "./credentials";
-import { openDetails, PAINT_MARK, reopenDetails } from "./dom";
+import { openDetails, PAINT_MARK, pressHold, reopenDetails } from "./dom";
 import { entryPanel } from "./entry";
 import { NEW_GUIDE, snippetLabels, type Guide, type GuideControls } from "./firstrun";
 import type { VerifyState } from "./integrity";
@@ -396,8 +396,10 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
     guide: guideControls,
   };
 
+  // A repaint waits for a pressed pointer's release (and its click), then paints what is new.
+  const hold = pressHold(root.ownerDocument, () => paint());
   const paint = (): void => {
-    if (stopped) return;
+    if (stopped || hold.pressed()) return;
     const at = now();
     // Re-render only when something visible changed (times are shown to the minute), so a
     // selection the user is about to copy survives the refresh.
@@ -472,6 +474,7 @@ export function live(root: HTMLElement, source: StatusSource, options: LiveOptio
 
   return () => {
     stopped = true;
+    hold.stop();
     clearInterval(timer);
     root.ownerDocument.defaultView?.removeEventListener("focus", onWindowFocus);
     unsubscribe?.();
