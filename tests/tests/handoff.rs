@@ -191,6 +191,20 @@ impl SocketAgent {
     }
 }
 
+/// Sends a call (id "slow") the server works on for 30 s, and returns once the engine has
+/// read it (it answered a ping sent after it).
+async fn slow_call(agent: &mut RawAgent) -> Result<()> {
+    agent
+        .send(
+            &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                      "params": {"name": "sleep", "arguments": {"ms": 30000}}}),
+        )
+        .await?;
+    let pong = agent.request(json!("p"), "ping", json!({})).await?;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn when_the_engine_dies_the_shim_takes_the_pipes_back_and_resumes_with_the_next() -> Result<()>
 {
@@ -199,10 +213,18 @@ async fn when_the_engine_dies_the_shim_takes_the_pipes_back_and_resumes_with_the
         let mut agent = connect(&gate).await?;
         let answer = agent.call(1, "echo", json!({"text": "before"})).await?;
         assert_eq!(echoed(&answer), Some("before"), "{answer}");
+        // A call the server works on when the engine is killed: only the engine read it.
+        slow_call(&mut agent).await?;
 
-        // Killed: nothing of the engine answers any more; the shim does, clearly.
+        // Killed: nothing of the engine answers any more; the shim does, clearly, and first
+        // what the engine owed (from the ledger the engine kept for it).
         signal(gate.daemon_pid(), Signal::SIGKILL)?;
         gate.stop_daemon();
+        let owed = agent.response(&json!("slow")).await?;
+        assert_eq!(
+            owed["error"]["data"]["error"], "engine_unavailable",
+            "{owed}"
+        );
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         let mut id = 2;
         loop {
@@ -240,15 +262,7 @@ async fn an_engine_that_stops_answers_the_calls_it_owes_before_the_shim_takes_ov
     within(LIMIT, async {
         let mut gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
         let mut agent = connect(&gate).await?;
-        agent
-            .send(
-                &json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-                          "params": {"name": "sleep", "arguments": {"ms": 30000}}}),
-            )
-            .await?;
-        // The engine has read the call once it answers what came after it.
-        let pong = agent.request(json!("p"), "ping", json!({})).await?;
-        assert_eq!(pong["result"], json!({}), "{pong}");
+        slow_call(&mut agent).await?;
         gate.stop_daemon();
         let owed = agent.response(&json!("slow")).await?;
         assert_eq!(
@@ -262,6 +276,13 @@ async fn an_engine_that_stops_answers_the_calls_it_owes_before_the_shim_takes_ov
             answer["error"]["message"], "Postern is not running: start the app or `postern daemon`",
             "{answer}"
         );
+        // Answered once: the engine cleared its ledger, so the shim did not answer it again.
+        let mut later = agent.take_backlog();
+        later.extend(agent.read_until_quiet(Duration::from_millis(500)).await);
+        assert!(
+            !later.iter().any(|m| m["id"] == "slow"),
+            "a second answer: {later:?}"
+        );
         Ok(())
     })
     .await
@@ -269,7 +290,7 @@ async fn an_engine_that_stops_answers_the_calls_it_owes_before_the_shim_takes_ov
 
 /// A same-user process (an agent, a server) connects to the engine's socket and hands it what
 /// is not an agent's stdio: a file, a named FIFO, a UDP or datagram socket, a pipe the wrong
-/// way, three descriptors, none. Each is refused in words and closed; the engine launches
+/// way, a file for the ledger, four descriptors, none. Each is refused in words and closed; the engine launches
 /// nothing for it and serves a real agent as before.
 #[tokio::test]
 async fn the_engine_refuses_to_serve_what_is_not_an_agents_stdio() -> Result<()> {
@@ -294,8 +315,17 @@ async fn the_engine_refuses_to_serve_what_is_not_an_agents_stdio() -> Result<()>
             ("a datagram socket", vec![datagram.as_raw_fd(), out]),
             ("a pipe the wrong way", vec![out, pipe_read.as_raw_fd()]),
             (
-                "three descriptors",
+                "a file for the ledger",
                 vec![pipe_read.as_raw_fd(), out, file.as_raw_fd()],
+            ),
+            (
+                "four descriptors",
+                vec![
+                    pipe_read.as_raw_fd(),
+                    out,
+                    file.as_raw_fd(),
+                    file.as_raw_fd(),
+                ],
             ),
             ("no descriptor", vec![]),
         ];

@@ -7,9 +7,10 @@
 //! agent's requests and writes its answers directly. The shim stays, holding the session:
 //!
 //! 1. shim: a [`Hello`] with `handoff: true`; engine: a [`Welcome`];
-//! 2. shim: one byte with the two descriptors (stdin, stdout: a pipe opened anew, a socket
-//!    copied; see `shim::stdio::handoff`); engine: [`HandoffNote::Taken`], or `Refused` and
-//!    the socket closes (the shim then connects again and carries the lines itself);
+//! 2. shim: one byte with three descriptors (stdin, stdout: a pipe opened anew, a socket
+//!    copied, see `shim::stdio::handoff`; and its ledger, a sealed memfd, see
+//!    `crate::ledger`); engine: [`HandoffNote::Taken`], or `Refused` and the socket closes
+//!    (the shim then connects again and carries the lines itself);
 //! 3. engine: [`HandoffNote::Initialize`] when the agent initializes, [`HandoffNote::Ended`]
 //!    when the agent closed its stdin (the shim exits); as it stops, [`HandoffNote::Unread`]
 //!    (the start of the agent's next line, which it had read) and [`HandoffNote::Cut`] (its
@@ -19,11 +20,12 @@
 //! the engine's session; the socket closing without `Ended` has the shim take the stdio back,
 //! answering as it does while no engine runs and resuming with the agent's `initialize` when
 //! the engine returns. An engine that stops first answers every request it owes or had read,
-//! and lets its last lines out; one that is killed leaves the requests it had read unanswered.
+//! and lets its last lines out; one that is killed leaves in the ledger the requests it held
+//! open, and the shim answers them (`engine_unavailable`).
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
@@ -37,6 +39,7 @@ use tokio::net::UnixStream;
 
 use crate::framing::{Line, LineReader};
 use crate::hello::{HandoffNote, Hello, SOCKET_PROTOCOL, Welcome};
+use crate::ledger::{Ledger, Owed};
 use crate::shim::stdio::{Input, Output, adopt, servable};
 
 /// How long either side waits for the other's next step of the hand-over.
@@ -56,6 +59,8 @@ pub(crate) enum Handed {
         cut: bool,
         /// The start of the agent's next line, which the engine had read: read it first.
         unread: Vec<u8>,
+        /// The requests the engine left unanswered (it was killed): the shim answers them.
+        owed: Vec<Owed>,
     },
     /// No engine took them (none running, a refusal): the shim carries the stdio itself.
     NotTaken,
@@ -86,11 +91,16 @@ pub(crate) async fn hand_over(socket: &Path, label: &str, stdio: [OwnedFd; 2]) -
     if !matches!(welcome, Some(Welcome::Accepted { .. })) {
         return Handed::NotTaken;
     }
-    if send_fds(&stream, &stdio).await.is_err() {
+    // The page where the engine writes what it owes, read if it is killed.
+    let ledger = crate::ledger::create();
+    let mut fds = vec![stdio[0].as_fd(), stdio[1].as_fd()];
+    fds.extend(ledger.as_ref().map(AsFd::as_fd));
+    if send_fds(&stream, &fds).await.is_err() {
         return Handed::NotTaken;
     }
     // The engine holds its own copies now; the shim keeps only the descriptors it was given.
     drop(stdio);
+    let owed = || ledger.as_ref().map(crate::ledger::read).unwrap_or_default();
     let (read, _write) = stream.split();
     let mut notes = LineReader::new(BufReader::new(read));
     match tokio::time::timeout(STEP_TIMEOUT, notes.next()).await {
@@ -116,7 +126,14 @@ pub(crate) async fn hand_over(socket: &Path, label: &str, stdio: [OwnedFd; 2]) -
                 _ => {}
             },
             Ok(Some(Line::Oversize { .. })) => {}
-            Ok(None) | Err(_) => return Handed::Lost { init, cut, unread },
+            Ok(None) | Err(_) => {
+                return Handed::Lost {
+                    init,
+                    cut,
+                    unread,
+                    owed: owed(),
+                };
+            }
         }
     }
 }
@@ -131,14 +148,13 @@ async fn next_line<T: serde::de::DeserializeOwned>(stream: &mut UnixStream) -> O
     }
 }
 
-async fn send_fds(stream: &UnixStream, fds: &[OwnedFd; 2]) -> std::io::Result<()> {
-    let borrowed = [fds[0].as_fd(), fds[1].as_fd()];
+async fn send_fds(stream: &UnixStream, fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
     loop {
         stream.writable().await?;
         let sent = stream.try_io(Interest::WRITABLE, || {
-            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
             let mut control = SendAncillaryBuffer::new(&mut space);
-            control.push(SendAncillaryMessage::ScmRights(&borrowed));
+            control.push(SendAncillaryMessage::ScmRights(fds));
             sendmsg(
                 stream,
                 &[IoSlice::new(b"\n")],
@@ -155,9 +171,17 @@ async fn send_fds(stream: &UnixStream, fds: &[OwnedFd; 2]) -> std::io::Result<()
     }
 }
 
-/// The engine's side, after its [`Welcome`]: receives the agent's stdin and stdout from the
-/// shim and polls them, or says why not.
-pub(crate) async fn take(stream: &UnixStream) -> Result<(Input, Output), String> {
+/// What the engine takes from a shim: the agent's stdin and stdout, polled, and the page where
+/// it writes what it owes (`crate::ledger`; an older shim sends none).
+pub(crate) struct Taken {
+    pub input: Input,
+    pub output: Output,
+    pub ledger: Option<Ledger>,
+}
+
+/// The engine's side, after its [`Welcome`]: receives the agent's stdin and stdout (and the
+/// shim's ledger) from the shim, or says why not.
+pub(crate) async fn take(stream: &UnixStream) -> Result<Taken, String> {
     let (fds, truncated) = tokio::time::timeout(STEP_TIMEOUT, recv_fds(stream))
         .await
         .map_err(|_| "no descriptors within 10s".to_owned())?
@@ -171,17 +195,40 @@ pub(crate) async fn take(stream: &UnixStream) -> Result<(Input, Output), String>
             Err(error)
         };
         if truncated {
-            return refuse("more descriptors than stdin and stdout".to_owned(), fds);
+            return refuse(
+                "more descriptors than stdin, stdout and a ledger".to_owned(),
+                fds,
+            );
         }
-        let [input, output] = match <[OwnedFd; 2]>::try_from(fds) {
-            Ok(two) => two,
-            Err(fds) => return refuse("expected 2 descriptors (stdin, stdout)".to_owned(), fds),
+        let (stdio, ledger) = match <[OwnedFd; 3]>::try_from(fds) {
+            Ok([input, output, ledger]) => ([input, output], Some(ledger)),
+            Err(fds) => match <[OwnedFd; 2]>::try_from(fds) {
+                Ok(stdio) => (stdio, None),
+                Err(fds) => {
+                    let error = "expected 2 or 3 descriptors (stdin, stdout, a ledger)";
+                    return refuse(error.to_owned(), fds);
+                }
+            },
         };
+        let [input, output] = stdio;
         if let Err(e) = servable(&input, &output) {
             let error = format!("the agent's stdio cannot be served: {e}");
-            return refuse(error, vec![input, output]);
+            return refuse(error, [input, output].into_iter().chain(ledger).collect());
         }
-        adopt(input, output).map_err(|e| format!("the agent's stdio cannot be served: {e}"))
+        let ledger = match ledger.as_ref().map(Ledger::open).transpose() {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                let error = format!("the shim's ledger cannot be used: {e}");
+                return refuse(error, [input, output].into_iter().chain(ledger).collect());
+            }
+        };
+        let (input, output) =
+            adopt(input, output).map_err(|e| format!("the agent's stdio cannot be served: {e}"))?;
+        Ok(Taken {
+            input,
+            output,
+            ledger,
+        })
     })
     .await
     .map_err(|_| "the engine failed".to_owned())?

@@ -12,6 +12,8 @@ pub mod framing;
 mod handoff;
 mod handshake;
 pub mod hello;
+#[cfg(target_os = "linux")]
+mod ledger;
 mod listener;
 pub mod message;
 pub mod method;

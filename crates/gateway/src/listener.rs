@@ -294,8 +294,12 @@ async fn served_directly(
     } else {
         Err("the shim wrote before handing over the agent's stdio".to_owned())
     };
-    let (input, output) = match taken {
-        Ok(stdio) => stdio,
+    let crate::handoff::Taken {
+        input,
+        output,
+        ledger,
+    } = match taken {
+        Ok(taken) => taken,
         Err(error) => {
             tracing::warn!(session = id, "{error}");
             let _ = write_json(&mut write, &HandoffNote::Refused { error }).await;
@@ -331,7 +335,11 @@ async fn served_directly(
     let side = session::AgentSide {
         from: LineReader::new(BufReader::new(input)),
         to: to_agent,
-        shim: Some(session::ShimLink { notes, gone }),
+        shim: Some(session::ShimLink {
+            notes,
+            gone,
+            ledger,
+        }),
     };
     session::run(ctx, id, label, None, agent, side).await;
     // The agent's last lines go out before the shim may write to the same stdout. An agent

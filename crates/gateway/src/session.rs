@@ -70,6 +70,10 @@ pub(crate) struct ShimLink {
     pub notes: Outbound,
     /// Fires when the shim's socket closes: the agent killed it, and the session is over.
     pub gone: tokio::sync::oneshot::Receiver<()>,
+    /// Where the shim reads the requests owed if the engine is killed (an older shim sends
+    /// none).
+    #[cfg(target_os = "linux")]
+    pub ledger: Option<crate::ledger::Ledger>,
 }
 
 /// Resolves when the shim is gone; never without one.
@@ -139,7 +143,18 @@ pub(crate) async fn run<X>(
     let mut shutdown = ctx.shutdown.clone();
     let mut commands = ctx.commands.subscribe();
     let (agent, agent_process) = agent.unzip();
-    let (notes, mut shim_gone) = shim.map(|s| (s.notes, s.gone)).unzip();
+    #[cfg(target_os = "linux")]
+    let (shim, requests) = match shim {
+        Some(ShimLink {
+            notes,
+            gone,
+            ledger,
+        }) => (Some((notes, gone)), Requests::with_ledger(ledger)),
+        None => (None, Requests::default()),
+    };
+    #[cfg(not(target_os = "linux"))]
+    let (shim, requests) = (shim.map(|s| (s.notes, s.gone)), Requests::default());
+    let (notes, mut shim_gone) = shim.unzip();
     let mut session = Session {
         info: SessionInfo {
             id,
@@ -171,7 +186,7 @@ pub(crate) async fn run<X>(
         upstream_pressure,
         upstream: Upstream::Down,
         generation: 0,
-        requests: Requests::default(),
+        requests,
         server_requests: HashMap::new(),
         server_request_times: Default::default(),
         tasks: HashMap::new(),
@@ -208,6 +223,7 @@ pub(crate) async fn run<X>(
                 session.reply(crate::shim::engine_stopped(&id));
             }
         }
+        session.requests.paid_all();
         let unread = async {
             while let Some(line) = agent_rx.recv().await {
                 session.answer_unread(line);

@@ -44,23 +44,40 @@ pub async fn run_on_stdio(socket: PathBuf, label: String) {
     // The engine serves the agent's pipes itself when it can (`crate::handoff`); the shim
     // carries the lines only without an engine at the start, or once it went away.
     #[cfg(target_os = "linux")]
-    let (init, cut, unread) = match stdio::handoff() {
+    let (lost, unread) = match stdio::handoff() {
         Some(fds) => match crate::handoff::hand_over(&socket, &label, fds).await {
             crate::handoff::Handed::Ended => return,
-            crate::handoff::Handed::Lost { init, cut, unread } => {
+            crate::handoff::Handed::Lost {
+                init,
+                cut,
+                unread,
+                owed,
+            } => {
                 tracing::warn!("lost the Postern engine; answering calls locally until it is back");
-                (init, cut, unread)
+                let owed = owed.into_iter().map(|o| (o.id, o.initialize)).collect();
+                (Lost { init, cut, owed }, unread)
             }
-            crate::handoff::Handed::NotTaken => (None, false, Vec::new()),
+            crate::handoff::Handed::NotTaken => (Lost::default(), Vec::new()),
         },
-        None => (None, false, Vec::new()),
+        None => (Lost::default(), Vec::new()),
     };
     #[cfg(not(target_os = "linux"))]
-    let (init, cut, unread) = (None, false, Vec::new());
+    let (lost, unread) = (Lost::default(), Vec::new());
     let (input, output) = stdio::take();
     // What the engine had read of the agent's next line comes first.
     let input = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(unread), input);
-    relay(socket, label, input, output, init, cut).await;
+    relay(socket, label, input, output, lost).await;
+}
+
+/// What an engine that went away while it served the agent's stdio left the shim.
+#[derive(Default)]
+struct Lost {
+    /// The agent's `initialize` params, if it initialized.
+    init: Option<Value>,
+    /// The engine's last line to the agent may have been cut short (the shim ends it first).
+    cut: bool,
+    /// The requests it left unanswered, each with whether it is the agent's `initialize`.
+    owed: Vec<(Id, bool)>,
 }
 
 /// Runs the shim until the agent closes its stdin.
@@ -69,20 +86,13 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    relay(socket, label, stdin, stdout, None, false).await;
+    relay(socket, label, stdin, stdout, Lost::default()).await;
 }
 
-/// Carries the agent's lines to the engine and back; `init`: the agent already initialized
-/// (its params), with an engine that went away; `cut`: that engine's last line to the agent
-/// may have been cut short (the shim ends it first).
-async fn relay<I, O>(
-    socket: PathBuf,
-    label: String,
-    stdin: I,
-    stdout: O,
-    init: Option<Value>,
-    cut: bool,
-) where
+/// Carries the agent's lines to the engine and back, first answering what an engine that
+/// went away left (`lost`).
+async fn relay<I, O>(socket: PathBuf, label: String, stdin: I, stdout: O, lost: Lost)
+where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
@@ -109,12 +119,19 @@ async fn relay<I, O>(
         to_engine,
         engine: None,
         generation: 0,
-        init,
+        init: lost.init,
         in_flight: HashMap::new(),
         offline_reason: NOT_RUNNING.to_owned(),
     };
-    if cut {
+    if lost.cut {
         shim.reply(Bytes::new());
+    }
+    for (id, initialize) in lost.owed {
+        if initialize {
+            shim.answer_offline(&id, "initialize");
+        } else {
+            shim.reply(engine_stopped(&id));
+        }
     }
     if shim.connect().await && shim.init.is_some() {
         shim.reply(message::notification(

@@ -49,12 +49,58 @@ pub(super) struct Requests {
     /// Abandoned ids, oldest first: at most [`MAX_ABANDONED`] are remembered (servers need not
     /// answer a cancelled request at all).
     abandoned: VecDeque<Id>,
+    /// Where the shim that handed over the agent's stdio reads what is owed if the engine is
+    /// killed: every id in the table but the abandoned ones (`crate::ledger`).
+    #[cfg(target_os = "linux")]
+    ledger: Option<crate::ledger::Ledger>,
 }
 
 /// How many abandoned request ids a session keeps in use.
 const MAX_ABANDONED: usize = 1024;
 
 impl Requests {
+    /// A table mirrored into the shim's ledger.
+    #[cfg(target_os = "linux")]
+    pub(super) fn with_ledger(ledger: Option<crate::ledger::Ledger>) -> Self {
+        Self {
+            ledger,
+            ..Self::default()
+        }
+    }
+
+    /// Puts `id` in the table (the ledger follows).
+    fn insert(&mut self, id: Id, open: Open) {
+        #[cfg(target_os = "linux")]
+        if let Some(ledger) = &mut self.ledger {
+            match open {
+                Open::Abandoned => ledger.paid(&id),
+                Open::Initialize { .. } => ledger.owe(&id, true),
+                _ => ledger.owe(&id, false),
+            }
+        }
+        self.open.insert(id, open);
+    }
+
+    /// Takes `id` out of the table (the ledger follows), with the id as the agent sent it.
+    fn remove(&mut self, id: &Id) -> Option<(Id, Open)> {
+        let removed = self.open.remove_entry(id);
+        #[cfg(target_os = "linux")]
+        if let (Some(ledger), Some(_)) = (&mut self.ledger, &removed) {
+            ledger.paid(id);
+        }
+        removed
+    }
+
+    /// The engine answers every request it owes as it stops: none is left for the shim.
+    pub(super) fn paid_all(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(ledger) = &mut self.ledger {
+            for id in self.open.keys() {
+                ledger.paid(id);
+            }
+        }
+    }
+
     /// Whether a request with this id is open.
     pub(super) fn contains(&self, id: &Id) -> bool {
         self.open.contains_key(id)
@@ -90,7 +136,7 @@ impl Requests {
 
     /// The agent's `initialize` now waits for the server.
     pub(super) fn initialize(&mut self, id: Id) {
-        self.open.insert(id, Open::Initialize { repeats: 0 });
+        self.insert(id, Open::Initialize { repeats: 0 });
     }
 
     /// Another `initialize` with the id of the one waiting: counted, to be refused after it.
@@ -112,8 +158,8 @@ impl Requests {
             .iter()
             .find(|(_, o)| matches!(o, Open::Initialize { .. }))
             .map(|(id, _)| id.clone())?;
-        match self.open.remove(&id) {
-            Some(Open::Initialize { repeats }) => Some((id, repeats)),
+        match self.remove(&id) {
+            Some((id, Open::Initialize { repeats })) => Some((id, repeats)),
             _ => None,
         }
     }
@@ -129,7 +175,7 @@ impl Requests {
         }
         let id = match msg.kind {
             Kind::Request { id, .. } => {
-                self.open.insert(id.clone(), Open::Held);
+                self.insert(id.clone(), Open::Held);
                 Some(id)
             }
             _ => None,
@@ -149,7 +195,7 @@ impl Requests {
                 if let Some(id) = &id
                     && matches!(self.open.get(id), Some(Open::Held))
                 {
-                    self.open.remove(id);
+                    self.remove(id);
                 }
                 // Postern's own serialization of a message it parsed: it parses again.
                 Message::parse(line).ok()
@@ -162,7 +208,7 @@ impl Requests {
         if !matches!(self.open.get(id), Some(Open::Held)) {
             return false;
         }
-        self.open.remove(id);
+        self.remove(id);
         let mut freed = 0;
         self.held.retain(|(line, held)| {
             let keep = held.as_ref() != Some(id);
@@ -179,7 +225,7 @@ impl Requests {
 
     /// The call `id` goes to the gate (or back to it, to read its credentials).
     pub(super) fn decide(&mut self, id: Id, waiting: Authorizing) {
-        self.open.insert(id, Open::Deciding(waiting));
+        self.insert(id, Open::Deciding(waiting));
     }
 
     /// The call `id` if it is with the gate.
@@ -222,7 +268,7 @@ impl Requests {
 
     /// The call `id` was withdrawn after its verdict was given.
     pub(super) fn settle(&mut self, id: Id, settling: Settling) {
-        self.open.insert(id, Open::Settling(settling));
+        self.insert(id, Open::Settling(settling));
     }
 
     /// The withdrawn call `id`, if it waits for its verdict.
@@ -246,7 +292,7 @@ impl Requests {
 
     /// The request `id` went to the server.
     pub(super) fn forward(&mut self, id: Id, request: InFlight) {
-        self.open.insert(id, Open::Forwarded(request));
+        self.insert(id, Open::Forwarded(request));
     }
 
     /// The forwarded request `id`.
@@ -263,7 +309,7 @@ impl Requests {
         if !matches!(self.open.get(id), Some(Open::Forwarded(_))) {
             return None;
         }
-        match self.open.remove_entry(id) {
+        match self.remove(id) {
             Some((sent, Open::Forwarded(request))) => Some((sent, request)),
             _ => None,
         }
@@ -271,7 +317,7 @@ impl Requests {
 
     /// The forwarded request `id` was answered by the gate while the server may still answer.
     pub(super) fn abandon(&mut self, id: Id) {
-        self.open.insert(id.clone(), Open::Abandoned);
+        self.insert(id.clone(), Open::Abandoned);
         self.abandoned.push_back(id);
         while self.abandoned.len() > MAX_ABANDONED {
             if let Some(oldest) = self.abandoned.pop_front() {
@@ -312,7 +358,7 @@ impl Requests {
 
     fn take(&mut self, id: &Id, kind: impl Fn(&Open) -> bool) -> Option<Open> {
         if self.open.get(id).is_some_and(kind) {
-            self.open.remove(id)
+            self.remove(id).map(|(_, open)| open)
         } else {
             None
         }
@@ -325,9 +371,7 @@ impl Requests {
             .filter(|(_, o)| kind(o))
             .map(|(id, _)| id.clone())
             .collect();
-        ids.into_iter()
-            .filter_map(|id| self.open.remove(&id).map(|o| (id, o)))
-            .collect()
+        ids.into_iter().filter_map(|id| self.remove(&id)).collect()
     }
 }
 

@@ -1,0 +1,221 @@
+//! The requests an engine owes a shim's agent, where the shim can read them after the engine
+//! is gone.
+//!
+//! Once the shim handed the agent's stdio over (`crate::handoff`), it no longer sees the
+//! agent's requests. An engine that stops answers what it owes; one that is killed cannot. So
+//! the shim gives the engine a small page (a memfd sealed against growing, sent with the
+//! stdio) and the engine writes there the id of every request it holds open, clearing it when
+//! the request leaves its table (answered, or about to be). A shim whose engine went away
+//! without ending the session reads the page and answers each id left in it with
+//! `engine_unavailable`, as it answers every request while no engine runs. The engine only
+//! writes the page, never reads it: what a shim puts there cannot reach the engine.
+//!
+//! Each slot: a state byte (free, a request, the agent's `initialize`), the id's length, and
+//! the id as JSON, written with one `pwrite` (a kill lands between system calls: a slot holds
+//! a whole id or counts as free). An id too long for a slot, or a request beyond the slots,
+//! is not written, and one taken out of the table to be answered is cleared before its answer
+//! is out: a kill in either moment loses that one answer, as it would without a ledger.
+//! (Linux, as the hand-over.)
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+
+use crate::message::Id;
+
+/// Bytes per slot: the state, the id's length, the id.
+const SLOT: usize = 128;
+/// Slots in the page (one per request open at once, up to this many).
+const SLOTS: usize = 512;
+/// The page's size.
+pub(crate) const SIZE: usize = SLOT * SLOTS;
+/// The longest id a slot holds, as JSON.
+const MAX_ID: usize = SLOT - 2;
+
+const FREE: u8 = 0;
+const REQUEST: u8 = 1;
+const INITIALIZE: u8 = 2;
+
+/// The engine's side: the shim's page, and which slot holds which id.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    page: OwnedFd,
+    slots: HashMap<Id, usize>,
+    free: Vec<usize>,
+}
+
+impl Ledger {
+    /// Takes `fd`, a page the shim made, for writing. Only a memfd sealed against growing
+    /// and of [`SIZE`] is taken: the engine's writes stay inside its bytes.
+    pub(crate) fn open(fd: &OwnedFd) -> Result<Self, String> {
+        use rustix::fs::{SealFlags, fcntl_get_seals, fstat};
+        let seals = fcntl_get_seals(fd).map_err(|e| format!("not a sealed memfd: {e}"))?;
+        if !seals.contains(SealFlags::GROW) {
+            return Err("the ledger is not sealed against growing".to_owned());
+        }
+        let size = fstat(fd).map_err(|e| e.to_string())?.st_size;
+        if usize::try_from(size).ok() != Some(SIZE) {
+            return Err(format!("the ledger has {size} bytes, not {SIZE}"));
+        }
+        Ok(Self {
+            page: fd.try_clone().map_err(|e| e.to_string())?,
+            slots: HashMap::new(),
+            free: (0..SLOTS).rev().collect(),
+        })
+    }
+
+    /// The request `id` is open (again): written to a slot unless it has one. One write, the
+    /// state byte first in the slot: a kill mid-write leaves a whole slot or none (the kernel
+    /// copies a small write to a memfd's page at once).
+    pub(crate) fn owe(&mut self, id: &Id, initialize: bool) {
+        if self.slots.contains_key(id) {
+            return;
+        }
+        let json = id.to_string();
+        if json.len() > MAX_ID {
+            return;
+        }
+        let Some(slot) = self.free.pop() else {
+            return;
+        };
+        let mut bytes = Vec::with_capacity(2 + json.len());
+        bytes.push(if initialize { INITIALIZE } else { REQUEST });
+        bytes.push(json.len() as u8);
+        bytes.extend_from_slice(json.as_bytes());
+        if self.write(slot, &bytes) {
+            self.slots.insert(id.clone(), slot);
+        } else {
+            self.free.push(slot);
+        }
+    }
+
+    /// The request `id` is no longer the engine's to answer.
+    pub(crate) fn paid(&mut self, id: &Id) {
+        // A slot that cannot be cleared is never used again.
+        if let Some(slot) = self.slots.remove(id)
+            && self.write(slot, &[FREE])
+        {
+            self.free.push(slot);
+        }
+    }
+
+    fn write(&self, slot: usize, bytes: &[u8]) -> bool {
+        let at = (slot * SLOT) as u64;
+        rustix::io::pwrite(&self.page, bytes, at).is_ok_and(|n| n == bytes.len())
+    }
+}
+
+/// One request the engine left owed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owed {
+    pub id: Id,
+    /// The agent's `initialize`: the shim answers it itself rather than refusing it.
+    pub initialize: bool,
+}
+
+/// The shim's side: a fresh page for the engine, sealed so that it can neither shrink nor
+/// grow, or `None` where memfds cannot be made.
+pub(crate) fn create() -> Option<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, ftruncate, memfd_create};
+    let fd = memfd_create(
+        "postern-ledger",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )
+    .ok()?;
+    ftruncate(&fd, SIZE as u64).ok()?;
+    fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL).ok()?;
+    Some(fd)
+}
+
+/// The shim's side, once the engine is gone: every request written in the page, in slot order.
+pub(crate) fn read(fd: &OwnedFd) -> Vec<Owed> {
+    let mut page = vec![0u8; SIZE];
+    let mut done = 0;
+    while done < SIZE {
+        match rustix::io::pread(fd, &mut page[done..], done as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => done += n,
+        }
+    }
+    page[..done]
+        .chunks_exact(SLOT)
+        .filter_map(|slot| {
+            let initialize = match slot[0] {
+                REQUEST => false,
+                INITIALIZE => true,
+                _ => return None,
+            };
+            let len = usize::from(slot[1]);
+            let json = slot.get(2..2 + len).filter(|_| len <= MAX_ID)?;
+            let value = serde_json::from_slice(json).ok()?;
+            Some(Owed {
+                id: Id::from_value(&value)?,
+                initialize,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn id(v: serde_json::Value) -> Id {
+        Id::from_value(&v).unwrap()
+    }
+
+    /// What the engine writes is what the shim reads; paid ids are gone; an id too long for
+    /// a slot is not written; slots are reused.
+    #[test]
+    fn the_shim_reads_what_the_engine_still_owes() {
+        let fd = create().expect("a memfd");
+        let mut ledger = Ledger::open(&fd).unwrap();
+        ledger.owe(&id(json!(1)), true);
+        ledger.owe(&id(json!("two")), false);
+        ledger.owe(&id(json!(3)), false);
+        ledger.owe(&id(json!(3)), false);
+        ledger.owe(&id(json!("x".repeat(200))), false);
+        ledger.paid(&id(json!(1)));
+        let owed = read(&fd);
+        assert_eq!(
+            owed,
+            vec![
+                Owed {
+                    id: id(json!("two")),
+                    initialize: false
+                },
+                Owed {
+                    id: id(json!(3)),
+                    initialize: false
+                },
+            ]
+        );
+        // The freed slot takes the next id; the engine gone, the page stays readable.
+        ledger.owe(&id(json!(4)), false);
+        drop(ledger);
+        let mut ids: Vec<String> = read(&fd).into_iter().map(|o| o.id.to_string()).collect();
+        ids.sort();
+        assert_eq!(ids, ["\"two\"", "3", "4"]);
+    }
+
+    /// A page the engine's writes could grow (a same-user sender's memory, without end), or of
+    /// another size, is refused.
+    #[test]
+    fn an_unsealed_or_misshapen_page_is_refused() {
+        use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, ftruncate, memfd_create};
+        let open = memfd_create("open", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+        ftruncate(&open, SIZE as u64).unwrap();
+        let err = Ledger::open(&open).unwrap_err();
+        assert!(err.contains("growing"), "{err}");
+
+        let small = memfd_create("small", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+        ftruncate(&small, 4096).unwrap();
+        fcntl_add_seals(&small, SealFlags::GROW).unwrap();
+        let err = Ledger::open(&small).unwrap_err();
+        assert!(err.contains("not 65536"), "{err}");
+
+        let file = tempfile::tempfile().unwrap();
+        assert!(Ledger::open(&OwnedFd::from(file)).is_err());
+    }
+}
