@@ -4,8 +4,9 @@
 //! Once the shim handed the agent's stdio over (`crate::handoff`), it no longer sees the
 //! agent's requests. An engine that stops answers what it owes; one that is killed cannot. So
 //! the shim gives the engine a small page (a memfd sealed against growing, sent with the
-//! stdio) and the engine writes there the id of every request it holds open, clearing it when
-//! the request leaves its table (answered, or about to be). A shim whose engine went away
+//! stdio) and the engine writes there the id of every request it holds open, clearing it once
+//! the event that took the request out of its table is handled (a move from the gate's hands
+//! to the server's writes nothing). A shim whose engine went away
 //! without ending the session reads the page and answers each id left in it with
 //! `engine_unavailable`, as it answers every request while no engine runs. The engine only
 //! writes the page, never reads it: what a shim puts there cannot reach the engine.
@@ -13,8 +14,9 @@
 //! Each slot: a state byte (free, a request, the agent's `initialize`), the id's length, and
 //! the id as JSON, written with one `pwrite` (a kill lands between system calls: a slot holds
 //! a whole id or counts as free). An id too long for a slot, or a request beyond the slots,
-//! is not written, and one taken out of the table to be answered is cleared before its answer
-//! is out: a kill in either moment loses that one answer, as it would without a ledger.
+//! is not written; a request answered in the microseconds between its answer's queueing and
+//! its slot's clearing may get a second answer from the shim if the engine is killed then, or
+//! none (clients drop an answer to an id they no longer wait for).
 //! (Linux, as the hand-over.)
 
 use std::collections::HashMap;
@@ -41,6 +43,8 @@ pub(crate) struct Ledger {
     page: OwnedFd,
     slots: HashMap<Id, usize>,
     free: Vec<usize>,
+    /// Ids that left the table, cleared at the next [`Ledger::settle`] unless back by then.
+    leaving: Vec<Id>,
 }
 
 impl Ledger {
@@ -60,6 +64,7 @@ impl Ledger {
             page: fd.try_clone().map_err(|e| e.to_string())?,
             slots: HashMap::new(),
             free: (0..SLOTS).rev().collect(),
+            leaving: Vec::new(),
         })
     }
 
@@ -88,6 +93,26 @@ impl Ledger {
         }
     }
 
+    /// The request `id` left the table: cleared at the next [`Ledger::settle`] unless it is
+    /// owed again by then.
+    pub(crate) fn left(&mut self, id: &Id) {
+        if self.slots.contains_key(id) {
+            self.leaving.push(id.clone());
+        }
+    }
+
+    /// Clears each id that left since the last call and is not `owed` now.
+    pub(crate) fn settle(&mut self, owed: impl Fn(&Id) -> bool) {
+        if self.leaving.is_empty() {
+            return;
+        }
+        for id in std::mem::take(&mut self.leaving) {
+            if !owed(&id) {
+                self.paid(&id);
+            }
+        }
+    }
+
     /// The request `id` is no longer the engine's to answer.
     pub(crate) fn paid(&mut self, id: &Id) {
         // A slot that cannot be cleared is never used again.
@@ -96,6 +121,15 @@ impl Ledger {
         {
             self.free.push(slot);
         }
+    }
+
+    /// Nothing is owed any more (the engine answered everything as it stopped).
+    pub(crate) fn clear(&mut self) {
+        let ids: Vec<Id> = self.slots.keys().cloned().collect();
+        for id in ids {
+            self.paid(&id);
+        }
+        self.leaving.clear();
     }
 
     fn write(&self, slot: usize, bytes: &[u8]) -> bool {
@@ -165,8 +199,8 @@ mod tests {
         Id::from_value(&v).unwrap()
     }
 
-    /// What the engine writes is what the shim reads; paid ids are gone; an id too long for
-    /// a slot is not written; slots are reused.
+    /// What the engine writes is what the shim reads; paid and settled ids are gone; an id
+    /// too long for a slot is not written; slots are reused.
     #[test]
     fn the_shim_reads_what_the_engine_still_owes() {
         let fd = create().expect("a memfd");
@@ -191,12 +225,32 @@ mod tests {
                 },
             ]
         );
+        // A request that moves on stays owed; one that left is cleared once settled.
+        ledger.left(&id(json!(3)));
+        ledger.owe(&id(json!(3)), false);
+        ledger.left(&id(json!(5)));
+        ledger.settle(|_| true);
+        assert_eq!(read(&fd).len(), 2);
+        ledger.left(&id(json!("two")));
+        assert_eq!(read(&fd).len(), 2, "cleared only when settled");
+        ledger.settle(|i| *i != id(json!("two")));
+        assert_eq!(read(&fd).len(), 1);
         // The freed slot takes the next id; the engine gone, the page stays readable.
+        ledger.owe(&id(json!("two")), false);
         ledger.owe(&id(json!(4)), false);
         drop(ledger);
         let mut ids: Vec<String> = read(&fd).into_iter().map(|o| o.id.to_string()).collect();
         ids.sort();
         assert_eq!(ids, ["\"two\"", "3", "4"]);
+
+        // An engine that stops answers all it owes itself: nothing is left for the shim.
+        let fd = create().expect("a memfd");
+        let mut ledger = Ledger::open(&fd).unwrap();
+        ledger.owe(&id(json!(1)), false);
+        ledger.owe(&id(json!(2)), false);
+        ledger.left(&id(json!(2)));
+        ledger.clear();
+        assert_eq!(read(&fd), []);
     }
 
     /// A page the engine's writes could grow (a same-user sender's memory, without end), or of

@@ -211,6 +211,7 @@ pub(crate) async fn run<X>(
             () = gone(&mut shim_gone) => break Ending::ShimGone,
             _ = shutdown.changed() => break Ending::Shutdown,
         }
+        session.requests.settle_ledger();
     };
     // The agent's reader ends with the session: it must not take a line after it (a shim
     // may carry the agent's stdio on).

@@ -81,23 +81,34 @@ impl Requests {
         self.open.insert(id, open);
     }
 
-    /// Takes `id` out of the table (the ledger follows), with the id as the agent sent it.
+    /// Takes `id` out of the table, with the id as the agent sent it. The ledger follows once
+    /// the event that took it out is handled ([`Requests::settle_ledger`]): most requests only move
+    /// from one state to the next (the gate's hands to the server's), and then stay owed.
     fn remove(&mut self, id: &Id) -> Option<(Id, Open)> {
         let removed = self.open.remove_entry(id);
         #[cfg(target_os = "linux")]
         if let (Some(ledger), Some(_)) = (&mut self.ledger, &removed) {
-            ledger.paid(id);
+            ledger.left(id);
         }
         removed
+    }
+
+    /// Clears from the ledger the requests the last event took out of the table for good.
+    pub(super) fn settle_ledger(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(ledger) = &mut self.ledger {
+            let open = &self.open;
+            ledger.settle(
+                |id| matches!(open.get(id), Some(open) if !matches!(open, Open::Abandoned)),
+            );
+        }
     }
 
     /// The engine answers every request it owes as it stops: none is left for the shim.
     pub(super) fn paid_all(&mut self) {
         #[cfg(target_os = "linux")]
         if let Some(ledger) = &mut self.ledger {
-            for id in self.open.keys() {
-                ledger.paid(id);
-            }
+            ledger.clear();
         }
     }
 
