@@ -64,6 +64,9 @@ export function icon(name: IconName): SVGElement {
   return svg;
 }
 
+/** The longest a press holds a window's repaints. */
+export const HOLD_MAX_MS = 2000;
+
 /**
  * Holds a window's repaints while a pointer is pressed in it. A repaint between a press and its
  * release replaces the element pressed, and the browser then fires no click (the press and the
@@ -73,10 +76,16 @@ export function icon(name: IconName): SVGElement {
  */
 export function pressHold(doc: Document, release: () => void): { pressed: () => boolean; stop: () => void } {
   let down = false;
+  let cap: ReturnType<typeof setTimeout> | undefined;
   const press = (): void => {
     down = true;
+    // A release the page never hears of (a native popup, a select's menu, took it): the hold
+    // ends anyway. No click takes this long; a slow drag to select text may lose its selection.
+    clearTimeout(cap);
+    cap = setTimeout(up, HOLD_MAX_MS);
   };
   const up = (): void => {
+    clearTimeout(cap);
     if (!down) return;
     down = false;
     // After this task: the click that follows the release goes to the element pressed first.
@@ -95,6 +104,7 @@ export function pressHold(doc: Document, release: () => void): { pressed: () => 
   return {
     pressed: () => down,
     stop: () => {
+      clearTimeout(cap);
       doc.removeEventListener("pointerdown", press, true);
       doc.removeEventListener("pointerup", up, true);
       doc.removeEventListener("pointercancel", up, true);

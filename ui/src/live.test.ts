@@ -585,6 +585,17 @@ describe("the main window's views", () => {
     // Released: what the engine said meanwhile is painted.
     expect(cards()).toEqual(["time", "clock"]);
     expect(root.querySelector(".restart-note")?.textContent).toBe("Restarting 1 process of time: each gets a new execution epoch.");
+
+    // A press whose release the page never hears of (a select's menu took it) holds the
+    // window for two seconds at most.
+    root.querySelector(".server-card")!.dispatchEvent(new Event("pointerdown", { bubbles: true }));
+    fake.set(running(["time", "clock", "late"]));
+    fake.push(running(["time", "clock", "late"]));
+    expect(cards()).toEqual(["time", "clock"]);
+    await vi.advanceTimersByTimeAsync(1900);
+    expect(cards()).toEqual(["time", "clock"]);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(cards()).toEqual(["time", "clock", "late"]);
     stop();
     root.remove();
   });
