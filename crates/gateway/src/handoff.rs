@@ -34,12 +34,13 @@ use rustix::net::{
     SendFlags, recvmsg, sendmsg,
 };
 use serde_json::Value;
-use tokio::io::{AsyncWriteExt, BufReader, Interest};
+use tokio::io::{BufReader, Interest};
 use tokio::net::UnixStream;
 
 use crate::framing::{Line, LineReader};
 use crate::hello::{HandoffNote, Hello, SOCKET_PROTOCOL, Welcome};
 use crate::ledger::{Ledger, Owed};
+use crate::shim::greet;
 use crate::shim::stdio::{Input, Output, adopt, servable};
 
 /// How long either side waits for the other's next step of the hand-over.
@@ -69,28 +70,15 @@ pub(crate) enum Handed {
 /// The shim's side: offers `stdio` (the agent's stdin and stdout) to the engine at `socket`
 /// and holds the session while the engine serves it.
 pub(crate) async fn hand_over(socket: &Path, label: &str, stdio: [OwnedFd; 2]) -> Handed {
-    let Ok(mut stream) = UnixStream::connect(socket).await else {
-        return Handed::NotTaken;
-    };
     let hello = Hello {
         postern: SOCKET_PROTOCOL,
         server: label.to_owned(),
         resume: None,
         handoff: true,
     };
-    let Ok(mut line) = serde_json::to_vec(&hello) else {
+    let Some((mut stream, Welcome::Accepted { .. })) = greet(socket, &hello).await else {
         return Handed::NotTaken;
     };
-    line.push(b'\n');
-    if stream.write_all(&line).await.is_err() {
-        return Handed::NotTaken;
-    }
-    // The engine writes nothing past its welcome until the descriptors come, so a reader
-    // dropped after one line loses nothing.
-    let welcome = next_line::<Welcome>(&mut stream).await;
-    if !matches!(welcome, Some(Welcome::Accepted { .. })) {
-        return Handed::NotTaken;
-    }
     // The page where the engine writes what it owes, read if it is killed.
     let ledger = crate::ledger::create();
     let mut fds = vec![stdio[0].as_fd(), stdio[1].as_fd()];
@@ -135,16 +123,6 @@ pub(crate) async fn hand_over(socket: &Path, label: &str, stdio: [OwnedFd; 2]) -
                 };
             }
         }
-    }
-}
-
-/// Reads one line as `T`, within [`STEP_TIMEOUT`].
-async fn next_line<T: serde::de::DeserializeOwned>(stream: &mut UnixStream) -> Option<T> {
-    let (read, _write) = stream.split();
-    let mut reader = LineReader::new(BufReader::new(read));
-    match tokio::time::timeout(STEP_TIMEOUT, reader.next()).await {
-        Ok(Ok(Some(Line::Frame(line)))) => serde_json::from_slice(&line).ok(),
-        _ => None,
     }
 }
 

@@ -5,12 +5,12 @@
 //! appears (then tells the agent to list tools again).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
@@ -65,7 +65,7 @@ pub async fn run_on_stdio(socket: PathBuf, label: String) {
     let (lost, unread) = (Lost::default(), Vec::new());
     let (input, output) = stdio::take();
     // What the engine had read of the agent's next line comes first.
-    let input = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(unread), input);
+    let input = std::io::Cursor::new(unread).chain(input);
     relay(socket, label, input, output, lost).await;
 }
 
@@ -183,40 +183,59 @@ enum Event {
     EngineClosed(u64),
 }
 
+/// How long the shim waits for the engine's welcome.
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest welcome the shim reads.
+const MAX_WELCOME: usize = 64 * 1024;
+
+/// Connects to the engine at `socket`, says `hello` and reads the engine's welcome, byte by
+/// byte: whatever follows it (the engine may speak at once) stays in the socket for the caller.
+/// `None` when no engine answers as one.
+pub(crate) async fn greet(socket: &Path, hello: &Hello) -> Option<(UnixStream, Welcome)> {
+    let mut stream = UnixStream::connect(socket).await.ok()?;
+    let mut line = serde_json::to_vec(hello).ok()?;
+    line.push(b'\n');
+    stream.write_all(&line).await.ok()?;
+    let read = async {
+        let mut welcome = Vec::new();
+        loop {
+            let byte = stream.read_u8().await.ok()?;
+            if byte == b'\n' {
+                return serde_json::from_slice::<Welcome>(&welcome).ok();
+            }
+            if welcome.len() == MAX_WELCOME {
+                return None;
+            }
+            welcome.push(byte);
+        }
+    };
+    let welcome = tokio::time::timeout(WELCOME_TIMEOUT, read).await.ok()??;
+    Some((stream, welcome))
+}
+
 impl Shim {
     /// Tries to reach the engine; true when connected.
     async fn connect(&mut self) -> bool {
-        let Ok(stream) = UnixStream::connect(&self.socket).await else {
-            return false;
-        };
-        let (read, mut write) = stream.into_split();
         let hello = Hello {
             postern: SOCKET_PROTOCOL,
             server: self.label.clone(),
             resume: self.init.clone(),
             handoff: false,
         };
-        let Ok(mut line) = serde_json::to_vec(&hello) else {
+        let Some((stream, welcome)) = greet(&self.socket, &hello).await else {
             return false;
-        };
-        line.push(b'\n');
-        if write.write_all(&line).await.is_err() {
-            return false;
-        }
-        let mut reader = LineReader::new(BufReader::new(read));
-        let welcome = match tokio::time::timeout(Duration::from_secs(10), reader.next()).await {
-            Ok(Ok(Some(Line::Frame(line)))) => serde_json::from_slice::<Welcome>(&line).ok(),
-            _ => None,
         };
         match welcome {
-            Some(Welcome::Accepted { .. }) => {}
-            Some(Welcome::Refused { error }) => {
+            Welcome::Accepted { .. } => {}
+            Welcome::Refused { error } => {
                 tracing::error!("the Postern engine refused this session: {error}");
                 self.offline_reason = format!("Postern refused this session: {error}");
                 return false;
             }
-            None => return false,
         }
+        let (read, write) = stream.into_split();
+        let reader = LineReader::new(BufReader::new(read));
         self.generation += 1;
         let generation = self.generation;
         let (tx, rx) = framing::outbound(self.to_engine.clone());
