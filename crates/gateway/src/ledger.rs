@@ -13,8 +13,9 @@
 //!
 //! Each slot: a state byte (free, a request, the agent's `initialize`), the id's length, and
 //! the id as JSON, written with one `pwrite` (a kill lands between system calls: a slot holds
-//! a whole id or counts as free). An id too long for a slot, or a request beyond the slots,
-//! is not written; a request answered in the microseconds between its answer's queueing and
+//! a whole id or counts as free). An id too long for a slot (over 126 bytes of JSON) is not
+//! written, nor are the requests the engine had read and not yet taken up, nor the repeats of
+//! a waiting `initialize` (its id is answered once); a request answered in the microseconds between its answer's queueing and
 //! its slot's clearing may get a second answer from the shim if the engine is killed then, or
 //! none (clients drop an answer to an id they no longer wait for).
 //! (Linux, as the hand-over.)
@@ -26,8 +27,8 @@ use crate::message::Id;
 
 /// Bytes per slot: the state, the id's length, the id.
 const SLOT: usize = 128;
-/// Slots in the page (one per request open at once, up to this many).
-const SLOTS: usize = 512;
+/// Slots in the page: one for each request a session may hold open at once.
+const SLOTS: usize = crate::session::MAX_OPEN_REQUESTS;
 /// The page's size.
 pub(crate) const SIZE: usize = SLOT * SLOTS;
 /// The longest id a slot holds, as JSON.
@@ -199,49 +200,47 @@ mod tests {
         Id::from_value(&v).unwrap()
     }
 
-    /// What the engine writes is what the shim reads; paid and settled ids are gone; an id
-    /// too long for a slot is not written; slots are reused.
+    /// What the engine writes is what the shim reads, in slot order; a paid id is gone at
+    /// once, one that left the table when the event is settled, unless it is owed again by
+    /// then; an id too long for a slot is not written; freed slots are taken again.
     #[test]
     fn the_shim_reads_what_the_engine_still_owes() {
         let fd = create().expect("a memfd");
         let mut ledger = Ledger::open(&fd).unwrap();
+        let owed = |fd: &OwnedFd| -> Vec<(String, bool)> {
+            read(fd)
+                .into_iter()
+                .map(|o| (o.id.to_string(), o.initialize))
+                .collect()
+        };
         ledger.owe(&id(json!(1)), true);
         ledger.owe(&id(json!("two")), false);
         ledger.owe(&id(json!(3)), false);
         ledger.owe(&id(json!(3)), false);
         ledger.owe(&id(json!("x".repeat(200))), false);
-        ledger.paid(&id(json!(1)));
-        let owed = read(&fd);
         assert_eq!(
-            owed,
-            vec![
-                Owed {
-                    id: id(json!("two")),
-                    initialize: false
-                },
-                Owed {
-                    id: id(json!(3)),
-                    initialize: false
-                },
+            owed(&fd),
+            [
+                ("1".to_owned(), true),
+                ("\"two\"".to_owned(), false),
+                ("3".to_owned(), false)
             ]
         );
-        // A request that moves on stays owed; one that left is cleared once settled.
+        ledger.paid(&id(json!(1)));
+        // 3 moves from the gate's hands to the server's; "two" is answered.
         ledger.left(&id(json!(3)));
         ledger.owe(&id(json!(3)), false);
-        ledger.left(&id(json!(5)));
-        ledger.settle(|_| true);
-        assert_eq!(read(&fd).len(), 2);
         ledger.left(&id(json!("two")));
-        assert_eq!(read(&fd).len(), 2, "cleared only when settled");
-        ledger.settle(|i| *i != id(json!("two")));
-        assert_eq!(read(&fd).len(), 1);
-        // The freed slot takes the next id; the engine gone, the page stays readable.
-        ledger.owe(&id(json!("two")), false);
+        assert_eq!(owed(&fd).len(), 2, "cleared only when settled");
+        ledger.settle(|i| *i == id(json!(3)));
+        assert_eq!(owed(&fd), [("3".to_owned(), false)]);
+        // The slot freed last ("two"'s) takes the next id; the engine gone, the page stays.
         ledger.owe(&id(json!(4)), false);
         drop(ledger);
-        let mut ids: Vec<String> = read(&fd).into_iter().map(|o| o.id.to_string()).collect();
-        ids.sort();
-        assert_eq!(ids, ["\"two\"", "3", "4"]);
+        assert_eq!(
+            owed(&fd),
+            [("4".to_owned(), false), ("3".to_owned(), false)]
+        );
 
         // An engine that stops answers all it owes itself: nothing is left for the shim.
         let fd = create().expect("a memfd");
@@ -267,7 +266,7 @@ mod tests {
         ftruncate(&small, 4096).unwrap();
         fcntl_add_seals(&small, SealFlags::GROW).unwrap();
         let err = Ledger::open(&small).unwrap_err();
-        assert!(err.contains("not 65536"), "{err}");
+        assert!(err.contains(&format!("not {SIZE}")), "{err}");
 
         let file = tempfile::tempfile().unwrap();
         assert!(Ledger::open(&OwnedFd::from(file)).is_err());

@@ -123,11 +123,17 @@ where
         in_flight: HashMap::new(),
         offline_reason: NOT_RUNNING.to_owned(),
     };
+    // A line a stopping engine may have left cut short is ended first. (A killed engine cannot
+    // say; it leaves a line cut only if killed inside a write of a line too long for one pipe
+    // write, or into a full pipe: a blank line after every kill would cost strict clients more.)
     if lost.cut {
         shim.reply(Bytes::new());
     }
     for (id, initialize) in lost.owed {
         if initialize {
+            // Answered here, so the agent counts as initialized: the next engine resumes it
+            // (with the params the engine passed on, if they came before it died).
+            shim.init.get_or_insert_with(|| json!({}));
             shim.answer_offline(&id, "initialize");
         } else {
             shim.reply(engine_stopped(&id));
