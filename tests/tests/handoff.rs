@@ -252,7 +252,50 @@ async fn when_the_engine_dies_the_shim_takes_the_pipes_back_and_resumes_with_the
             !text.contains("engine_unavailable") && !text.contains("send initialize"),
             "{answer}"
         );
-        Ok(())
+        // And the new engine serves the agent's pipes itself: the shim handed them over again.
+        answered_with_the_shim_stopped(&mut agent, id + 1).await
+    })
+    .await
+}
+
+/// A call is answered, by the engine, while the agent's shim is stopped (so the engine serves
+/// the agent's pipes itself).
+async fn answered_with_the_shim_stopped(agent: &mut RawAgent, id: i64) -> Result<()> {
+    signal(agent.pid(), Signal::SIGSTOP)?;
+    let answer = tokio::time::timeout(
+        Duration::from_secs(10),
+        agent.call(id, "echo", json!({"text": "direct"})),
+    )
+    .await;
+    signal(agent.pid(), Signal::SIGCONT)?;
+    let answer = answer.map_err(|_| anyhow::anyhow!("no answer with the shim stopped"))??;
+    assert!(
+        !answer.to_string().contains("engine_unavailable"),
+        "{answer}"
+    );
+    Ok(())
+}
+
+/// A shim started while no engine runs answers the agent itself (`initialize` too), and hands
+/// the agent's pipes to the engine once it runs, resuming the agent's session there.
+#[tokio::test]
+async fn a_shim_started_before_the_engine_hands_over_once_it_runs() -> Result<()> {
+    within(LIMIT, async {
+        let mut gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+        gate.stop_daemon();
+        let mut agent = connect(&gate).await?;
+        let answer = agent.call(1, "echo", json!({"text": "x"})).await?;
+        assert_eq!(
+            answer["error"]["data"]["error"], "engine_unavailable",
+            "{answer}"
+        );
+
+        gate.restart_daemon().await?;
+        agent.wait_list_changed().await?;
+        let answer = agent.call(2, "echo", json!({"text": "after"})).await?;
+        assert!(!answer.to_string().contains("send initialize"), "{answer}");
+        assert_eq!(sessions(&gate).await?, 1);
+        answered_with_the_shim_stopped(&mut agent, 3).await
     })
     .await
 }

@@ -18,15 +18,14 @@
 //!
 //! Either side's end ends the session: the shim's socket closing (the agent killed it) ends
 //! the engine's session; the socket closing without `Ended` has the shim take the stdio back,
-//! answering as it does while no engine runs and resuming with the agent's `initialize` when
-//! the engine returns. An engine that stops first answers every request it owes or had read,
+//! answering as it does while no engine runs, and hand it over again once an engine is back
+//! (the [`Hello`] then resumes the agent's session with its `initialize` params). An engine that stops first answers every request it owes or had read,
 //! and lets its last lines out; one that is killed leaves in the ledger the requests it held
 //! open, and the shim answers them (`engine_unavailable`).
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
 use std::time::Duration;
 
 use rustix::net::{
@@ -40,7 +39,7 @@ use tokio::net::UnixStream;
 use crate::framing::{Line, LineReader};
 use crate::hello::{HandoffNote, Hello, SOCKET_PROTOCOL, Welcome};
 use crate::ledger::{Ledger, Owed};
-use crate::shim::greet;
+use crate::shim::greet_on;
 use crate::shim::stdio::{Input, Output, adopt, servable};
 
 /// How long either side waits for the other's next step of the hand-over.
@@ -63,20 +62,27 @@ pub(crate) enum Handed {
         /// The requests the engine left unanswered (it was killed): the shim answers them.
         owed: Vec<Owed>,
     },
-    /// No engine took them (none running, a refusal): the shim carries the stdio itself.
+    /// The engine did not take them (it refused, or did not answer as one): the shim carries
+    /// the stdio itself.
     NotTaken,
 }
 
-/// The shim's side: offers `stdio` (the agent's stdin and stdout) to the engine at `socket`
-/// and holds the session while the engine serves it.
-pub(crate) async fn hand_over(socket: &Path, label: &str, stdio: [OwnedFd; 2]) -> Handed {
+/// The shim's side: offers `stdio` (the agent's stdin and stdout) to the engine on `stream`
+/// (resuming the agent's session with its `initialize` params, if it initialized before) and
+/// holds the session while the engine serves it.
+pub(crate) async fn hand_over(
+    stream: UnixStream,
+    label: &str,
+    stdio: [OwnedFd; 2],
+    resume: Option<Value>,
+) -> Handed {
     let hello = Hello {
         postern: SOCKET_PROTOCOL,
         server: label.to_owned(),
-        resume: None,
+        resume,
         handoff: true,
     };
-    let Some((mut stream, Welcome::Accepted { .. })) = greet(socket, &hello).await else {
+    let Some((mut stream, Welcome::Accepted { .. })) = greet_on(stream, &hello).await else {
         return Handed::NotTaken;
     };
     // The page where the engine writes what it owes, read if it is killed.
@@ -315,7 +321,10 @@ mod tests {
         let (shim_in, agent_out) = std::io::pipe().unwrap();
         let (agent_in, shim_out) = std::io::pipe().unwrap();
         let fds = handoff_of(shim_in.as_fd(), shim_out.as_fd()).expect("pipes are handed over");
-        let shim = tokio::spawn(async move { hand_over(&socket, "nothing", fds).await });
+        let shim = tokio::spawn(async move {
+            let stream = UnixStream::connect(&socket).await.unwrap();
+            hand_over(stream, "nothing", fds, None).await
+        });
         (shim_in, agent_out, agent_in, shim)
     }
 

@@ -251,7 +251,7 @@ async fn connection(
     tracing::info!(session = id, server = %label, resumed = resume.is_some(), handoff, "agent session started");
     if handoff {
         #[cfg(target_os = "linux")]
-        return served_directly(ctx, id, peer_pid, label, reader, write).await;
+        return served_directly(ctx, id, peer_pid, label, resume, reader, write).await;
         #[cfg(not(target_os = "linux"))]
         {
             let error = "this engine serves no agent's stdio itself".to_owned();
@@ -283,6 +283,7 @@ async fn served_directly(
     id: u64,
     peer_pid: Option<u32>,
     label: ServerLabel,
+    resume: Option<serde_json::Value>,
     reader: LineReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
     mut write: OwnedWriteHalf,
 ) {
@@ -341,7 +342,7 @@ async fn served_directly(
             ledger,
         }),
     };
-    session::run(ctx, id, label, None, agent, side).await;
+    session::run(ctx, id, label, resume, agent, side).await;
     // The agent's last lines go out before the shim may write to the same stdout. An agent
     // that does not read them in time may have its last line cut: the shim is told, and ends
     // it before its own.

@@ -15,7 +15,8 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use crate::framing::{
-    self, Line, LineReader, Outbound, Pressure, READ_AHEAD, read_lines, write_lines,
+    self, Line, LineReader, Outbound, Pressure, READ_AHEAD, read_lines, read_lines_until,
+    write_lines,
 };
 use crate::handshake::initialize_result;
 use crate::hello::{Hello, SOCKET_PROTOCOL, Welcome};
@@ -41,32 +42,81 @@ pub(crate) fn engine_stopped(id: &Id) -> Bytes {
 
 /// Runs the shim on the process's stdin and stdout until the agent closes its stdin.
 pub async fn run_on_stdio(socket: PathBuf, label: String) {
-    // The engine serves the agent's pipes itself when it can (`crate::handoff`); the shim
-    // carries the lines only without an engine at the start, or once it went away.
     #[cfg(target_os = "linux")]
-    let (lost, unread) = match stdio::handoff() {
-        Some(fds) => match crate::handoff::hand_over(&socket, &label, fds).await {
-            crate::handoff::Handed::Ended => return,
-            crate::handoff::Handed::Lost {
-                init,
-                cut,
-                unread,
-                owed,
-            } => {
-                tracing::warn!("lost the Postern engine; answering calls locally until it is back");
-                let owed = owed.into_iter().map(|o| (o.id, o.initialize)).collect();
-                (Lost { init, cut, owed }, unread)
-            }
-            crate::handoff::Handed::NotTaken => (Lost::default(), Vec::new()),
-        },
-        None => (Lost::default(), Vec::new()),
+    let (lost, unread) = match serve_by_hand_over(&socket, &label).await {
+        Some(left) => left,
+        None => return,
     };
     #[cfg(not(target_os = "linux"))]
     let (lost, unread) = (Lost::default(), Vec::new());
     let (input, output) = stdio::take();
     // What the engine had read of the agent's next line comes first.
     let input = std::io::Cursor::new(unread).chain(input);
-    relay(socket, label, input, output, lost).await;
+    relay(socket, label, input, output, lost, false).await;
+}
+
+/// The engine serves the agent's pipes itself whenever it can (`crate::handoff`): the shim
+/// hands them over, carries the lines itself only while no engine runs, and hands them over
+/// again once one is back (after a restart, or when the shim started first). `None` once the
+/// agent is gone; otherwise the stdio cannot be handed over (a terminal, a file) or the engine
+/// would not take it, and the shim carries the lines from here, starting with what is left.
+#[cfg(target_os = "linux")]
+async fn serve_by_hand_over(socket: &Path, label: &str) -> Option<(Lost, Vec<u8>)> {
+    use crate::handoff::{Handed, hand_over};
+    let mut lost = Lost::default();
+    let mut unread = Vec::new();
+    let mut engine = UnixStream::connect(socket).await.ok();
+    loop {
+        // Only with an engine there and no line half read (the engine reads from the pipe).
+        if let (Some(stream), true) = (engine.take(), unread.is_empty()) {
+            let Some(fds) = stdio::handoff() else {
+                return Some((lost, unread));
+            };
+            match hand_over(stream, label, fds, lost.init.clone()).await {
+                Handed::Ended => return None,
+                Handed::Lost {
+                    init,
+                    cut,
+                    unread: rest,
+                    owed,
+                } => {
+                    tracing::warn!(
+                        "lost the Postern engine; answering calls locally until it is back"
+                    );
+                    let owed = owed.into_iter().map(|o| (o.id, o.initialize)).collect();
+                    let init = init.or(lost.init.take());
+                    lost = Lost { init, cut, owed };
+                    unread = rest;
+                }
+                Handed::NotTaken => return Some((lost, unread)),
+            }
+        } else if stdio::handoff().is_none() {
+            return Some((lost, unread));
+        }
+        let (input, output) = stdio::take();
+        let input = std::io::Cursor::new(std::mem::take(&mut unread)).chain(input);
+        let relayed = relay(
+            socket.to_owned(),
+            label.to_owned(),
+            input,
+            output,
+            std::mem::take(&mut lost),
+            true,
+        )
+        .await;
+        match relayed {
+            Relayed::AgentClosed => return None,
+            Relayed::EngineBack {
+                stream,
+                init,
+                unread: rest,
+            } => {
+                engine = Some(stream);
+                lost.init = init;
+                unread = rest;
+            }
+        }
+    }
 }
 
 /// What an engine that went away while it served the agent's stdio left the shim.
@@ -80,18 +130,44 @@ struct Lost {
     owed: Vec<(Id, bool)>,
 }
 
+/// How a relay ended.
+enum Relayed {
+    /// The agent closed its stdin.
+    AgentClosed,
+    /// An engine is back (with `hand_back`): the shim stopped reading at a line's end, answered
+    /// every line it had read and wrote out every answer; `stream` is connected to the engine.
+    #[cfg_attr(
+        not(target_os = "linux"),
+        allow(dead_code, reason = "hand_back is Linux's")
+    )]
+    EngineBack {
+        stream: UnixStream,
+        init: Option<Value>,
+        /// The start of the agent's next line, read before the shim stopped.
+        unread: Vec<u8>,
+    },
+}
+
 /// Runs the shim until the agent closes its stdin.
 pub async fn run<I, O>(socket: PathBuf, label: String, stdin: I, stdout: O)
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    relay(socket, label, stdin, stdout, Lost::default()).await;
+    relay(socket, label, stdin, stdout, Lost::default(), false).await;
 }
 
 /// Carries the agent's lines to the engine and back, first answering what an engine that
-/// went away left (`lost`).
-async fn relay<I, O>(socket: PathBuf, label: String, stdin: I, stdout: O, lost: Lost)
+/// went away left (`lost`). With `hand_back`, it connects to no engine: once one is there it
+/// stops, for the caller to hand the stdio over.
+async fn relay<I, O>(
+    socket: PathBuf,
+    label: String,
+    stdin: I,
+    stdout: O,
+    lost: Lost,
+    hand_back: bool,
+) -> Relayed
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
@@ -103,12 +179,15 @@ where
     let (to_agent, agent_rx) = framing::outbound(Pressure::default());
     let to_engine = Pressure::default();
     let writer = tokio::spawn(write_lines(stdout, agent_rx));
-    tokio::spawn(read_lines(
+    let (lines_tx, mut lines) = mpsc::channel(READ_AHEAD);
+    let (stop_reading, stop) = tokio::sync::oneshot::channel::<()>();
+    let reading = tokio::spawn(read_lines_until(
         LineReader::new(BufReader::new(stdin)),
-        events.clone(),
-        Event::Agent,
-        Some(Event::AgentClosed),
+        lines_tx,
         vec![to_agent.pressure().clone(), to_engine.clone()],
+        async {
+            let _ = stop.await;
+        },
     ));
 
     let mut shim = Shim {
@@ -139,29 +218,52 @@ where
             shim.reply(engine_stopped(&id));
         }
     }
-    if shim.connect().await && shim.init.is_some() {
-        shim.reply(message::notification(
-            "notifications/tools/list_changed",
-            None,
-        ));
+    if !hand_back && shim.connect().await && shim.init.is_some() {
+        shim.list_changed();
     }
     let mut retry = tokio::time::interval(RECONNECT_EVERY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    let engine_back = loop {
         tokio::select! {
-            event = rx.recv() => match event {
-                Some(Event::AgentClosed) | None => break,
-                Some(event) => shim.on_event(event),
+            line = lines.recv() => match line {
+                Some(line) => shim.on_agent(line),
+                None => break None,
             },
+            Some(event) = rx.recv() => shim.on_event(event),
             _ = retry.tick(), if shim.engine.is_none() => {
-                if shim.connect().await && shim.init.is_some() {
-                    shim.reply(message::notification("notifications/tools/list_changed", None));
+                if hand_back {
+                    if let Ok(stream) = UnixStream::connect(&shim.socket).await {
+                        break Some(stream);
+                    }
+                } else if shim.connect().await && shim.init.is_some() {
+                    shim.list_changed();
                 }
             }
         }
+    };
+    let Some(stream) = engine_back else {
+        drop(shim);
+        let _ = writer.await;
+        return Relayed::AgentClosed;
+    };
+    // The reader stops at a line's end; the lines it held are answered here (no engine is
+    // connected), and everything the shim wrote reaches the agent before the engine writes.
+    drop(stop_reading);
+    while let Some(line) = lines.recv().await {
+        shim.on_agent(line);
     }
+    let unread = reading.await.unwrap_or_default();
+    if unread.is_empty() && shim.init.is_some() {
+        shim.list_changed();
+    }
+    let init = shim.init.clone();
     drop(shim);
     let _ = writer.await;
+    Relayed::EngineBack {
+        stream,
+        init,
+        unread,
+    }
 }
 
 struct Shim {
@@ -183,8 +285,6 @@ struct Shim {
 }
 
 enum Event {
-    Agent(Line),
-    AgentClosed,
     Engine(u64, Line),
     EngineClosed(u64),
 }
@@ -199,7 +299,15 @@ const MAX_WELCOME: usize = 64 * 1024;
 /// byte: whatever follows it (the engine may speak at once) stays in the socket for the caller.
 /// `None` when no engine answers as one.
 pub(crate) async fn greet(socket: &Path, hello: &Hello) -> Option<(UnixStream, Welcome)> {
-    let mut stream = UnixStream::connect(socket).await.ok()?;
+    let stream = UnixStream::connect(socket).await.ok()?;
+    greet_on(stream, hello).await
+}
+
+/// [`greet`] on a connection already made.
+pub(crate) async fn greet_on(
+    mut stream: UnixStream,
+    hello: &Hello,
+) -> Option<(UnixStream, Welcome)> {
     let mut line = serde_json::to_vec(hello).ok()?;
     line.push(b'\n');
     stream.write_all(&line).await.ok()?;
@@ -261,7 +369,6 @@ impl Shim {
 
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::Agent(line) => self.on_agent(line),
             Event::Engine(generation, Line::Frame(raw)) if generation == self.generation => {
                 if let Ok(Message {
                     kind: Kind::Response { id },
@@ -285,7 +392,7 @@ impl Shim {
                     }
                 }
             }
-            Event::Engine(..) | Event::EngineClosed(_) | Event::AgentClosed => {}
+            Event::Engine(..) | Event::EngineClosed(_) => {}
         }
     }
 
@@ -341,5 +448,13 @@ impl Shim {
 
     fn reply(&self, line: Bytes) {
         let _ = self.to_agent.send(line);
+    }
+
+    /// Tells the agent to list tools again (an engine is back, perhaps with another catalog).
+    fn list_changed(&self) {
+        self.reply(message::notification(
+            "notifications/tools/list_changed",
+            None,
+        ));
     }
 }
