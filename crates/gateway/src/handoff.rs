@@ -19,9 +19,10 @@
 //! Either side's end ends the session: the shim's socket closing (the agent killed it) ends
 //! the engine's session; the socket closing without `Ended` has the shim take the stdio back,
 //! answering as it does while no engine runs, and hand it over again once an engine is back
-//! (the [`Hello`] then resumes the agent's session with its `initialize` params). An engine that stops first answers every request it owes or had read,
-//! and lets its last lines out; one that is killed leaves in the ledger the requests it held
-//! open, and the shim answers them (`engine_unavailable`).
+//! (the [`Hello`] then resumes the agent's session with its `initialize` params). An engine
+//! that stops first answers every request it owes or had read, and lets its last lines out;
+//! one that is killed leaves in the ledger the requests it held open, and the shim answers
+//! them (`engine_unavailable`).
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
