@@ -221,7 +221,15 @@ where
     if !hand_back && shim.connect().await && shim.init.is_some() {
         shim.list_changed();
     }
-    let mut retry = tokio::time::interval(RECONNECT_EVERY);
+    // Handing back waits a period before its first look: it follows an engine that just went
+    // away, or a look that found the agent in the middle of a line.
+    let first = tokio::time::Instant::now()
+        + if hand_back {
+            RECONNECT_EVERY
+        } else {
+            Duration::ZERO
+        };
+    let mut retry = tokio::time::interval_at(first, RECONNECT_EVERY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let engine_back = loop {
         tokio::select! {
