@@ -70,10 +70,40 @@ struct Partial {
     scanner: Option<IdScanner>,
 }
 
+impl Partial {
+    /// Adds `chunk` (no line end in it) to the line.
+    fn feed(&mut self, chunk: &[u8], cap: usize) {
+        self.saw_any = true;
+        match &mut self.scanner {
+            Some(scanner) => scanner.feed(chunk),
+            None if self.len + chunk.len() <= cap => self.buf.extend_from_slice(chunk),
+            None => {
+                let mut fresh = IdScanner::default();
+                fresh.feed(&self.buf);
+                fresh.feed(chunk);
+                self.buf = BytesMut::new();
+                self.scanner = Some(fresh);
+            }
+        }
+        self.len += chunk.len();
+    }
+}
+
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
     /// A reader with the standard cap, [`MAX_FRAME`].
     pub fn new(inner: R) -> Self {
         Self::with_cap(inner, MAX_FRAME)
+    }
+
+    /// A reader whose first line starts with `start` (read from the same peer before, by a
+    /// reader that stopped inside a line): held as the reader holds a line it read in part, so
+    /// a reader that stops at once gives it back ([`LineReader::take_unread`]).
+    pub fn resuming(inner: R, start: &[u8]) -> Self {
+        let mut reader = Self::new(inner);
+        if !start.is_empty() {
+            reader.partial.feed(start, reader.cap);
+        }
+        reader
     }
 
     /// A reader with an explicit cap (tests use small caps).
@@ -98,24 +128,11 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                 if available.is_empty() {
                     break false;
                 }
-                let line = &mut self.partial;
-                line.saw_any = true;
                 let (chunk, done) = match memchr(available) {
                     Some(i) => (&available[..i], Some(i + 1)),
                     None => (available, None),
                 };
-                match &mut line.scanner {
-                    Some(scanner) => scanner.feed(chunk),
-                    None if line.len + chunk.len() <= self.cap => line.buf.extend_from_slice(chunk),
-                    None => {
-                        let mut fresh = IdScanner::default();
-                        fresh.feed(&line.buf);
-                        fresh.feed(chunk);
-                        line.buf = BytesMut::new();
-                        line.scanner = Some(fresh);
-                    }
-                }
-                line.len += chunk.len();
+                self.partial.feed(chunk, self.cap);
                 let consumed = done.unwrap_or(available.len());
                 self.inner.consume(consumed);
                 if done.is_some() {
@@ -847,6 +864,21 @@ mod tests {
         let waited = tokio::time::timeout(std::time::Duration::from_millis(50), reader.next());
         assert!(waited.await.is_err());
         assert_eq!(reader.take_unread(), br#"{"id""#);
+    }
+
+    /// A reader resuming a line another reader stopped inside: the line reads whole, and a
+    /// reader stopped before it read anything gives the start back (nothing is lost however
+    /// soon a stop comes).
+    #[tokio::test]
+    async fn a_resumed_line_reads_whole_or_is_given_back_whole() {
+        let rest: &[u8] = b"\"method\":\"ping\"}\n";
+        let mut reader = LineReader::resuming(BufReader::new(rest), b"{\"id\":1,");
+        let line = reader.next().await.unwrap();
+        assert_eq!(line, Some(frame(r#"{"id":1,"method":"ping"}"#)));
+
+        let (_peer, ours) = tokio::io::duplex(64);
+        let mut reader = LineReader::resuming(BufReader::new(ours), b"{\"id\":1,");
+        assert_eq!(reader.take_unread(), br#"{"id":1,"#);
     }
 
     async fn read_all(input: &[u8], cap: usize) -> Vec<Line> {

@@ -311,6 +311,14 @@ async fn served_directly(
         return;
     }
     let (to_agent, rx) = framing::outbound(framing::Pressure::default());
+    // A session the shim carried while no engine ran: the agent lists tools again, from here
+    // (the shim may no longer write, and the agent's request must reach this engine).
+    if resume.is_some() {
+        let _ = to_agent.send(crate::message::notification(
+            "notifications/tools/list_changed",
+            None,
+        ));
+    }
     let agent_writer = tokio::spawn(write_lines(output, rx));
     // The shim's socket stays open until the agent's last lines are out: its closing tells
     // the shim it may write to the agent's stdout itself.

@@ -43,15 +43,12 @@ pub(crate) fn engine_stopped(id: &Id) -> Bytes {
 /// Runs the shim on the process's stdin and stdout until the agent closes its stdin.
 pub async fn run_on_stdio(socket: PathBuf, label: String) {
     #[cfg(target_os = "linux")]
-    let (lost, unread) = match serve_by_hand_over(&socket, &label).await {
-        Some(left) => left,
-        None => return,
+    let Some(lost) = serve_by_hand_over(&socket, &label).await else {
+        return;
     };
     #[cfg(not(target_os = "linux"))]
-    let (lost, unread) = (Lost::default(), Vec::new());
+    let lost = Lost::default();
     let (input, output) = stdio::take();
-    // What the engine had read of the agent's next line comes first.
-    let input = std::io::Cursor::new(unread).chain(input);
     relay(socket, label, input, output, lost, false).await;
 }
 
@@ -61,23 +58,25 @@ pub async fn run_on_stdio(socket: PathBuf, label: String) {
 /// agent is gone; otherwise the stdio cannot be handed over (a terminal, a file) or the engine
 /// would not take it, and the shim carries the lines from here, starting with what is left.
 #[cfg(target_os = "linux")]
-async fn serve_by_hand_over(socket: &Path, label: &str) -> Option<(Lost, Vec<u8>)> {
+async fn serve_by_hand_over(socket: &Path, label: &str) -> Option<Lost> {
     use crate::handoff::{Handed, hand_over};
     let mut lost = Lost::default();
-    let mut unread = Vec::new();
-    let mut engine = UnixStream::connect(socket).await.ok();
     loop {
         // Only with an engine there and no line half read (the engine reads from the pipe).
-        if let (Some(stream), true) = (engine.take(), unread.is_empty()) {
+        let engine = match lost.unread.is_empty() {
+            true => UnixStream::connect(socket).await.ok(),
+            false => None,
+        };
+        if let Some(stream) = engine {
             let Some(fds) = stdio::handoff() else {
-                return Some((lost, unread));
+                return Some(lost);
             };
             match hand_over(stream, label, fds, lost.init.clone()).await {
                 Handed::Ended => return None,
                 Handed::Lost {
                     init,
                     cut,
-                    unread: rest,
+                    unread,
                     owed,
                 } => {
                     tracing::warn!(
@@ -85,16 +84,19 @@ async fn serve_by_hand_over(socket: &Path, label: &str) -> Option<(Lost, Vec<u8>
                     );
                     let owed = owed.into_iter().map(|o| (o.id, o.initialize)).collect();
                     let init = init.or(lost.init.take());
-                    lost = Lost { init, cut, owed };
-                    unread = rest;
+                    lost = Lost {
+                        init,
+                        cut,
+                        owed,
+                        unread,
+                    };
                 }
-                Handed::NotTaken => return Some((lost, unread)),
+                Handed::NotTaken => return Some(lost),
             }
         } else if stdio::handoff().is_none() {
-            return Some((lost, unread));
+            return Some(lost);
         }
         let (input, output) = stdio::take();
-        let input = std::io::Cursor::new(std::mem::take(&mut unread)).chain(input);
         let relayed = relay(
             socket.to_owned(),
             label.to_owned(),
@@ -106,14 +108,9 @@ async fn serve_by_hand_over(socket: &Path, label: &str) -> Option<(Lost, Vec<u8>
         .await;
         match relayed {
             Relayed::AgentClosed => return None,
-            Relayed::EngineBack {
-                stream,
-                init,
-                unread: rest,
-            } => {
-                engine = Some(stream);
+            Relayed::EngineBack { init, unread } => {
                 lost.init = init;
-                unread = rest;
+                lost.unread = unread;
             }
         }
     }
@@ -128,20 +125,23 @@ struct Lost {
     cut: bool,
     /// The requests it left unanswered, each with whether it is the agent's `initialize`.
     owed: Vec<(Id, bool)>,
+    /// The start of the agent's next line, read by the engine (or by the shim before it
+    /// stopped to hand over): the shim's reader starts with it.
+    unread: Vec<u8>,
 }
 
 /// How a relay ended.
 enum Relayed {
     /// The agent closed its stdin.
     AgentClosed,
-    /// An engine is back (with `hand_back`): the shim stopped reading at a line's end, answered
-    /// every line it had read and wrote out every answer; `stream` is connected to the engine.
+    /// An engine is back (with `hand_back`): the shim stopped reading, answered every line it
+    /// had read and wrote out every answer. (The engine that takes the stdio tells the agent to
+    /// list tools again.)
     #[cfg_attr(
         not(target_os = "linux"),
         allow(dead_code, reason = "hand_back is Linux's")
     )]
     EngineBack {
-        stream: UnixStream,
         init: Option<Value>,
         /// The start of the agent's next line, read before the shim stopped.
         unread: Vec<u8>,
@@ -182,7 +182,7 @@ where
     let (lines_tx, mut lines) = mpsc::channel(READ_AHEAD);
     let (stop_reading, stop) = tokio::sync::oneshot::channel::<()>();
     let reading = tokio::spawn(read_lines_until(
-        LineReader::new(BufReader::new(stdin)),
+        LineReader::resuming(BufReader::new(stdin), &lost.unread),
         lines_tx,
         vec![to_agent.pressure().clone(), to_engine.clone()],
         async {
@@ -235,13 +235,16 @@ where
         tokio::select! {
             line = lines.recv() => match line {
                 Some(line) => shim.on_agent(line),
-                None => break None,
+                None => break false,
             },
             Some(event) = rx.recv() => shim.on_event(event),
             _ = retry.tick(), if shim.engine.is_none() => {
+                // The look is only a look: the hand-over connects anew once the shim is done
+                // (an agent slow to read its last answers must not outlast the engine's wait
+                // for a hello).
                 if hand_back {
-                    if let Ok(stream) = UnixStream::connect(&shim.socket).await {
-                        break Some(stream);
+                    if UnixStream::connect(&shim.socket).await.is_ok() {
+                        break true;
                     }
                 } else if shim.connect().await && shim.init.is_some() {
                     shim.list_changed();
@@ -249,11 +252,11 @@ where
             }
         }
     };
-    let Some(stream) = engine_back else {
+    if !engine_back {
         drop(shim);
         let _ = writer.await;
         return Relayed::AgentClosed;
-    };
+    }
     // The reader stops at a line's end; the lines it held are answered here (no engine is
     // connected), and everything the shim wrote reaches the agent before the engine writes.
     drop(stop_reading);
@@ -261,17 +264,10 @@ where
         shim.on_agent(line);
     }
     let unread = reading.await.unwrap_or_default();
-    if unread.is_empty() && shim.init.is_some() {
-        shim.list_changed();
-    }
     let init = shim.init.clone();
     drop(shim);
     let _ = writer.await;
-    Relayed::EngineBack {
-        stream,
-        init,
-        unread,
-    }
+    Relayed::EngineBack { init, unread }
 }
 
 struct Shim {
