@@ -200,7 +200,10 @@ mod tests {
         let pid = leader.id();
         let mut sample = ProcessGroupSample::default();
         let mut replaced = None;
-        for _ in 0..40 {
+        // Sampled as a session samples its server (every 500 ms there; faster here), for up to
+        // 10 s: a loaded machine may start the shell's workers late.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
             if let Some(what) = sample.next(pid) {
                 replaced = Some(what);
                 break;
