@@ -83,9 +83,15 @@ pub(crate) async fn hand_over(
         resume,
         handoff: true,
     };
-    let Some((mut stream, Welcome::Accepted { .. })) = greet_on(stream, &hello).await else {
+    let resuming = hello.resume.is_some();
+    let Some((mut stream, Welcome::Accepted { resumes, .. })) = greet_on(stream, &hello).await
+    else {
         return Handed::NotTaken;
     };
+    if resuming && !resumes {
+        // An older engine would serve the stdio as a session never initialized.
+        return Handed::NotTaken;
+    }
     // The page where the engine writes what it owes, read if it is killed.
     let ledger = crate::ledger::create();
     let mut fds = vec![stdio[0].as_fd(), stdio[1].as_fd()];

@@ -35,6 +35,10 @@ pub enum Welcome {
     Accepted {
         /// The session's id, for logs.
         session: u64,
+        /// The engine resumes a session whose stdio is handed over with `resume` (an engine
+        /// from before it did not say so, and would not: a shim then carries the lines itself).
+        #[serde(default)]
+        resumes: bool,
     },
     /// The engine will not serve this connection.
     Refused {
@@ -391,6 +395,26 @@ mod tests {
     use postern_domain::decision::{EveryUse, GrantChoice, SettingTarget};
 
     use super::*;
+
+    /// An engine from before `resumes` welcomes without it: a shim reads that it does not
+    /// resume a handed-over session (and carries the lines itself).
+    #[test]
+    fn a_welcome_without_resumes_does_not_resume() {
+        let old: Welcome = serde_json::from_str(r#"{"status":"accepted","session":3}"#).unwrap();
+        assert_eq!(
+            old,
+            Welcome::Accepted {
+                session: 3,
+                resumes: false
+            }
+        );
+        let now = serde_json::to_value(Welcome::Accepted {
+            session: 3,
+            resumes: true,
+        })
+        .unwrap();
+        assert_eq!(now["resumes"], true);
+    }
 
     /// The authority every management request needs: read and narrow go without a proof,
     /// widen and destroy need the person's (issue 13).

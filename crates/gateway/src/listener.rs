@@ -236,7 +236,10 @@ async fn connection(
         Ok((label, h.resume, h.handoff))
     });
     let welcome = match &accepted {
-        Ok(_) => Welcome::Accepted { session: id },
+        Ok(_) => Welcome::Accepted {
+            session: id,
+            resumes: true,
+        },
         Err(error) => Welcome::Refused {
             error: error.clone(),
         },
