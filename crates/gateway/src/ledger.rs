@@ -6,19 +6,19 @@
 //! the shim gives the engine a small page (a memfd sealed against growing, sent with the
 //! stdio) and the engine writes there the id of every request it holds open, clearing it once
 //! the event that took the request out of its table is handled (a move from the gate's hands
-//! to the server's writes nothing). A shim whose engine went away
-//! without ending the session reads the page and answers each id left in it with
-//! `engine_unavailable`, as it answers every request while no engine runs. The engine only
-//! writes the page, never reads it: what a shim puts there cannot reach the engine.
+//! to the server's writes nothing). A shim whose engine went away without ending the session
+//! reads the page and answers each id left in it with `engine_unavailable`, as it answers
+//! every request while no engine runs. The engine only writes the page, never reads it: what
+//! a shim puts there cannot reach the engine.
 //!
 //! Each slot: a state byte (free, a request, the agent's `initialize`), the id's length, and
 //! the id as JSON, written with one `pwrite` (a kill lands between system calls: a slot holds
 //! a whole id or counts as free). An id too long for a slot (over 126 bytes of JSON) is not
 //! written, nor are the requests the engine had read and not yet taken up, nor the repeats of
-//! a waiting `initialize` (its id is answered once); a request answered in the microseconds between its answer's queueing and
-//! its slot's clearing may get a second answer from the shim if the engine is killed then, or
-//! none (clients drop an answer to an id they no longer wait for).
-//! (Linux, as the hand-over.)
+//! a waiting `initialize` (its id is answered once). A request answered in the microseconds
+//! between its answer's queueing and its slot's clearing may get a second answer from the shim
+//! if the engine is killed then, or none (clients drop an answer to an id they no longer wait
+//! for). Linux only, as the hand-over.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;

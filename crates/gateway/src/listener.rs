@@ -317,10 +317,7 @@ async fn served_directly(
     // A session the shim carried while no engine ran: the agent lists tools again, from here
     // (the shim may no longer write, and the agent's request must reach this engine).
     if resume.is_some() {
-        let _ = to_agent.send(crate::message::notification(
-            "notifications/tools/list_changed",
-            None,
-        ));
+        let _ = to_agent.send(crate::message::tools_list_changed());
     }
     let agent_writer = tokio::spawn(write_lines(output, rx));
     // The shim's socket stays open until the agent's last lines are out: its closing tells

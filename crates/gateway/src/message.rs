@@ -351,6 +351,12 @@ pub fn notification(method: &str, params: Option<Value>) -> Bytes {
     encode(&msg)
 }
 
+/// `notifications/tools/list_changed`: the agent lists tools again (a new catalog, a new
+/// epoch, an engine back).
+pub fn tools_list_changed() -> Bytes {
+    notification("notifications/tools/list_changed", None)
+}
+
 fn encode(value: &Value) -> Bytes {
     framing::encode(value)
 }

@@ -1,8 +1,8 @@
-//! The agent's end: `postern mcp <label>` carries the agent's stdio to the engine's
-//! socket. It forwards bytes untouched while the engine is there. While it is not, the
-//! shim keeps the agent's session alive: it answers `initialize` and `ping` itself,
-//! answers every other request with a clear error, and reconnects when the engine
-//! appears (then tells the agent to list tools again).
+//! The agent's end: `postern mcp <label>` hands the agent's stdio to the engine (Linux,
+//! `crate::handoff`) or carries it to the engine's socket, forwarding bytes untouched. While
+//! no engine is there, the shim keeps the agent's session alive: it answers `initialize` and
+//! `ping` itself, answers every other request with a clear error, and hands over or
+//! reconnects when the engine appears (then the agent is told to list tools again).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -63,14 +63,16 @@ async fn serve_by_hand_over(socket: &Path, label: &str) -> Option<Lost> {
     let mut lost = Lost::default();
     loop {
         // Only with an engine there and no line half read (the engine reads from the pipe).
-        let engine = match lost.unread.is_empty() {
-            true => UnixStream::connect(socket).await.ok(),
-            false => None,
+        let engine = if lost.unread.is_empty() {
+            UnixStream::connect(socket).await.ok()
+        } else {
+            None
+        };
+        // None for a terminal or a file: the shim carries those lines itself, always.
+        let Some(fds) = stdio::handoff() else {
+            return Some(lost);
         };
         if let Some(stream) = engine {
-            let Some(fds) = stdio::handoff() else {
-                return Some(lost);
-            };
             match hand_over(stream, label, fds, lost.init.clone()).await {
                 Handed::Ended => return None,
                 Handed::Lost {
@@ -93,8 +95,6 @@ async fn serve_by_hand_over(socket: &Path, label: &str) -> Option<Lost> {
                 }
                 Handed::NotTaken => return Some(lost),
             }
-        } else if stdio::handoff().is_none() {
-            return Some(lost);
         }
         let (input, output) = stdio::take();
         let relayed = relay(
@@ -219,7 +219,7 @@ where
         }
     }
     if !hand_back && shim.connect().await && shim.init.is_some() {
-        shim.list_changed();
+        shim.reply(message::tools_list_changed());
     }
     // Handing back waits a period before its first look: it follows an engine that just went
     // away, or a look that found the agent in the middle of a line.
@@ -247,7 +247,7 @@ where
                         break true;
                     }
                 } else if shim.connect().await && shim.init.is_some() {
-                    shim.list_changed();
+                    shim.reply(message::tools_list_changed());
                 }
             }
         }
@@ -452,13 +452,5 @@ impl Shim {
 
     fn reply(&self, line: Bytes) {
         let _ = self.to_agent.send(line);
-    }
-
-    /// Tells the agent to list tools again (an engine is back, perhaps with another catalog).
-    fn list_changed(&self) {
-        self.reply(message::notification(
-            "notifications/tools/list_changed",
-            None,
-        ));
     }
 }

@@ -82,8 +82,8 @@ impl Requests {
     }
 
     /// Takes `id` out of the table, with the id as the agent sent it. The ledger follows once
-    /// the event that took it out is handled ([`Requests::settle_ledger`]): most requests only move
-    /// from one state to the next (the gate's hands to the server's), and then stay owed.
+    /// the event that took it out is handled ([`Requests::settle_ledger`]): most requests only
+    /// move from one state to the next (the gate's hands to the server's), and stay owed.
     fn remove(&mut self, id: &Id) -> Option<(Id, Open)> {
         let removed = self.open.remove_entry(id);
         #[cfg(target_os = "linux")]

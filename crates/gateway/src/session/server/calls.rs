@@ -388,10 +388,7 @@ impl Session {
             // The agent now knows the epoch changed: its next call is decided against the new
             // code, and a client that re-lists on list_changed gets the new catalog.
             self.stale_told = Some(running.record.epoch);
-            self.reply(message::notification(
-                "notifications/tools/list_changed",
-                None,
-            ));
+            self.reply(message::tools_list_changed());
         }
     }
 

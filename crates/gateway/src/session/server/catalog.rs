@@ -152,10 +152,7 @@ impl Session {
         }
         self.publish();
         if announce && differs_from_shown {
-            self.reply(message::notification(
-                "notifications/tools/list_changed",
-                None,
-            ));
+            self.reply(message::tools_list_changed());
         }
         for msg in self.requests.take_held() {
             self.toward_server(msg);
