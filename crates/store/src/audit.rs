@@ -138,7 +138,7 @@ impl AuditWriter {
         if !self.projecting || batch.is_empty() {
             return Ok(());
         }
-        let saved = self.projector.clone();
+        let saved = self.projector.checkpoint();
         self.store
             .conn
             .pragma_update(None, "synchronous", Sync::Normal.pragma())?;
@@ -148,7 +148,7 @@ impl AuditWriter {
             .conn
             .pragma_update(None, "synchronous", Sync::Full.pragma());
         if result.is_err() {
-            self.projector = saved;
+            self.projector.restore(saved);
         }
         result.and(restored.map_err(StoreError::from))
     }
@@ -162,10 +162,10 @@ impl AuditWriter {
         clear: bool,
         events: impl IntoIterator<Item = Result<Opened, E>>,
     ) -> Result<u64, E> {
-        let saved = self.projector.clone();
+        let saved = self.projector.checkpoint();
         let result = self.project_tx(clear, events);
         if result.is_err() {
-            self.projector = saved;
+            self.projector.restore(saved);
         }
         result
     }

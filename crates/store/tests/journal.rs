@@ -4,7 +4,9 @@
 //!   fail, are refused or never answered;
 //! - authorization: a session a human admits with a grant that is later revoked, approval
 //!   requests granted, denied and expired, a vault locked and unlocked, and an observed
-//!   session whose calls go without a grant.
+//!   session whose calls go without a grant;
+//! - results in later batches than their calls: ids in flight twice, a session ended before
+//!   its last result, a session number and call id used again in the next run.
 
 mod common;
 
@@ -69,6 +71,21 @@ fn result_on(
     }
 }
 
+fn engine_started(pid: u32) -> AuditEvent {
+    AuditEvent::EngineStarted {
+        version: "t".into(),
+        pid,
+    }
+}
+
+fn session_ended(session: u64, server: &str, reason: &str) -> AuditEvent {
+    AuditEvent::SessionEnded {
+        session,
+        server: label(server),
+        reason: reason.into(),
+    }
+}
+
 fn session(session: u64, server: &str, client: &str) -> AuditEvent {
     AuditEvent::SessionStarted {
         session,
@@ -81,11 +98,7 @@ fn session(session: u64, server: &str, client: &str) -> AuditEvent {
 /// The scenario; record `i` (1-based) is written at time `i * 1000`.
 fn scenario() -> Vec<AuditEvent> {
     vec![
-        /* 1 */
-        AuditEvent::EngineStarted {
-            version: "t".into(),
-            pid: 1,
-        },
+        /* 1 */ engine_started(1),
         /* 2 */ session(1, "fixture", "agent-a"),
         /* 3 */ intent(1, "fixture", 1, 1, "echo"),
         /* 4 */ result(1, 1, 1, CallOutcome::Ok, 5),
@@ -111,18 +124,10 @@ fn scenario() -> Vec<AuditEvent> {
         },
         /* 9 */ intent(1, "fixture", 3, 3, "echo"),
         /* 10 */ result(1, 3, 3, CallOutcome::ToolError, 7),
-        /* 11 */
-        AuditEvent::SessionEnded {
-            session: 1,
-            server: label("fixture"),
-            reason: "agent left".into(),
-        },
+        /* 11 */ session_ended(1, "fixture", "agent left"),
         // The engine crashed; a new run: session 2 of run 1 was interrupted.
         /* 12 */
-        AuditEvent::EngineStarted {
-            version: "t".into(),
-            pid: 2,
-        },
+        engine_started(2),
         /* 13 */ session(1, "fixture", "agent-c"),
         /* 14 */ intent(1, "fixture", 4, 1, "echo"),
         /* 15 */ AuditEvent::EngineStopped {
@@ -171,11 +176,7 @@ fn asked(n: u128, session: u64, server: &str, e: u128, tool: &str) -> AuditEvent
 fn authorization() -> Vec<AuditEvent> {
     let grant = revoked_grant();
     vec![
-        /* 1 */
-        AuditEvent::EngineStarted {
-            version: "t".into(),
-            pid: 1,
-        },
+        /* 1 */ engine_started(1),
         /* 2 */
         AuditEvent::SessionStarted {
             session: 1,
@@ -785,4 +786,76 @@ fn check(store: &Store) {
         [5, 3]
     );
     assert_eq!(seqs(store, ActivityFilter { limit: 2, ..f() }), [14, 9]);
+}
+
+/// Results completing their calls in later batches than their intents: two calls in flight
+/// under the same id (the newest is completed first), a result after its session ended, and
+/// the same session number and call id in the next engine run, which completes that run's
+/// call and not the earlier one.
+fn results_across_batches() -> Vec<AuditEvent> {
+    vec![
+        /* 1 */ engine_started(1),
+        /* 2 */ session(1, "fixture", "agent-a"),
+        /* 3 */ intent(1, "fixture", 1, 7, "echo"),
+        /* 4 */ intent(1, "fixture", 1, 7, "echo"),
+        /* 5 */ intent(1, "fixture", 1, 8, "echo"),
+        /* 6 */ result(1, 1, 7, CallOutcome::Ok, 1),
+        /* 7 */ result(1, 1, 7, CallOutcome::ToolError, 2),
+        /* 8 */ session_ended(1, "fixture", "agent left"),
+        /* 9 */ result(1, 1, 8, CallOutcome::Cancelled, 3),
+        /* 10 */ engine_started(2),
+        /* 11 */ session(1, "fixture", "agent-b"),
+        /* 12 */ intent(1, "fixture", 2, 7, "echo"),
+        /* 13 */ intent(1, "fixture", 2, 9, "echo"),
+        /* 14 */ result(1, 2, 7, CallOutcome::Ok, 4),
+    ]
+}
+
+#[test]
+fn results_complete_their_own_calls_across_batches_sessions_and_runs() {
+    for batches in [
+        &[0..3, 3..5, 5..6, 6..8, 8..9, 9..12, 12..14][..],
+        &[0..1, 1..14][..],
+        &[0..4, 4..10, 10..13, 13..14][..],
+    ] {
+        let mut log = Log::write(results_across_batches(), batches);
+        let check = |store: &Store| {
+            let rows: Vec<_> = store
+                .activity(&ActivityFilter::default())
+                .expect("activity")
+                .iter()
+                .map(|r| (r.seq, r.session, r.outcome.clone(), r.duration_ms))
+                .collect();
+            let done = |o: &str| Some(o.to_owned());
+            assert_eq!(
+                rows,
+                vec![
+                    (13, 11, None, None),
+                    (12, 11, done("ok"), Some(4)),
+                    (5, 2, done("cancelled"), Some(3)),
+                    (4, 2, done("ok"), Some(1)),
+                    (3, 2, done("tool_error"), Some(2)),
+                ],
+                "batches {batches:?}"
+            );
+            let sessions: Vec<_> = store
+                .sessions(&SessionFilter::default())
+                .expect("sessions")
+                .iter()
+                .map(|s| (s.id, s.calls, s.failed, s.status.clone(), s.ended))
+                .collect();
+            // The cancelled call and the tool error count as failed.
+            assert_eq!(
+                sessions,
+                vec![
+                    (11, 2, 0, "running".to_owned(), None),
+                    (2, 3, 2, "ended".to_owned(), Some(8_000)),
+                ],
+                "batches {batches:?}"
+            );
+        };
+        check(&log.store);
+        log.rebuild_identically();
+        check(&log.store);
+    }
 }

@@ -4,9 +4,11 @@
 //! What changes with nearly every event (when a session and an epoch were last seen, the
 //! per-span call counts) is gathered in memory and written once per transaction, in
 //! [`Projector::save`]: a batch of many calls costs one row update per session, epoch and
-//! bucket it touched, not one per call.
+//! bucket it touched, not one per call. What it looks up again and again (a session's journal
+//! id, the epochs it already named, the Activity row a result completes) it keeps in memory
+//! ([`Known`]) while the row is in use, and asks the database only when that has forgotten.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use postern_domain::decision::Authority;
 use postern_domain::{AnswerChannel, ApprovalId, AuditEvent, ExecutionEpoch, Grant};
@@ -16,22 +18,68 @@ use super::{SPANS, meta_int};
 use crate::StoreError;
 
 /// Writes journal rows for events, tracking how far it got and the current engine run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Projector {
     seq: i64,
     run: i64,
     pending: Pending,
+    known: Known,
 }
 
 /// Updates gathered during a transaction, written by [`Projector::save`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Pending {
-    /// Journal session id -> the latest record time naming it.
-    sessions: BTreeMap<i64, i64>,
+    /// Journal session id -> the latest record time naming it, and counts to add.
+    sessions: BTreeMap<i64, SessionTally>,
     /// (journal session id, epoch) -> the latest record time naming the epoch in it.
     epochs: BTreeMap<(i64, String), i64>,
     /// (journal session id, span, start) -> counts to add.
     buckets: BTreeMap<(i64, i64, i64), Counts>,
+}
+
+/// What a transaction adds to a session's row.
+#[derive(Debug, Clone, Copy, Default)]
+struct SessionTally {
+    /// The latest record time naming it.
+    last_time: i64,
+    /// Intents (forwarded calls).
+    calls: i64,
+    /// Calls refused before forwarding.
+    denied: i64,
+    /// Results other than `ok`.
+    failed: i64,
+    /// Approval requests raised.
+    approvals: i64,
+}
+
+/// A session's count [`SessionTally`] gathers.
+#[derive(Debug, Clone, Copy)]
+enum Tally {
+    Calls,
+    Denied,
+    Failed,
+    Approvals,
+}
+
+/// Rows the projector looked up or wrote, kept so that the next event naming them does not
+/// ask the database again. A hint only: whatever it has forgotten (after a failed
+/// transaction, a restart, a session that ended) is read from the tables, which stay the
+/// truth. It forgets a session when the session ends, and everything at an engine start.
+#[derive(Debug, Default)]
+struct Known {
+    /// (engine run, the engine's session number) -> journal session id.
+    ids: HashMap<(i64, u64), i64>,
+    /// Journal session id -> what is known of it.
+    sessions: HashMap<i64, KnownSession>,
+}
+
+#[derive(Debug, Default)]
+struct KnownSession {
+    /// Epochs it has a `journal_session_epochs` row for.
+    epochs: HashSet<String>,
+    /// Call id (its JSON text) -> the seq of the newest Activity row of that id waiting for
+    /// its result.
+    open: HashMap<String, i64>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -47,6 +95,7 @@ impl Projector {
             seq: meta_int(conn, "journal.seq")?,
             run: meta_int(conn, "journal.run")?,
             pending: Pending::default(),
+            known: Known::default(),
         })
     }
 
@@ -65,7 +114,22 @@ impl Projector {
             seq: 0,
             run: 0,
             pending: Pending::default(),
+            known: Known::default(),
         })
+    }
+
+    /// Where it stands before a transaction, for [`Projector::restore`] should it fail.
+    pub(crate) fn checkpoint(&self) -> (i64, i64) {
+        (self.seq, self.run)
+    }
+
+    /// Back to `checkpoint` after a failed transaction: what it gathered and learned in it
+    /// is dropped (the rows it learned of were rolled back), the rest forgotten too.
+    pub(crate) fn restore(&mut self, (seq, run): (i64, i64)) {
+        self.seq = seq;
+        self.run = run;
+        self.pending = Pending::default();
+        self.known = Known::default();
     }
 
     pub(crate) fn seq(&self) -> i64 {
@@ -101,6 +165,7 @@ impl Projector {
                     [],
                 )?;
                 self.run = seq;
+                self.known = Known::default();
             }
             AuditEvent::EngineStopped { reason } => {
                 tx.execute(
@@ -153,6 +218,7 @@ impl Projector {
                      WHERE id = ?1",
                 )?
                 .execute(params![id, time, reason])?;
+                self.known.forget(self.run, *session, id);
             }
             AuditEvent::ServerStarted { session, record } => {
                 let id = self.session(tx, at, *session, record.server_label.as_str())?;
@@ -249,7 +315,8 @@ impl Projector {
                         approval: approval.as_deref(),
                     },
                 )?;
-                bump(tx, id, "calls")?;
+                self.known.session(id).open.insert(call.to_string(), seq);
+                self.tally(id, time, Tally::Calls);
             }
             AuditEvent::ToolCallResult {
                 session,
@@ -263,14 +330,22 @@ impl Projector {
                 let id = self.session(tx, at, *session, server.as_str())?;
                 self.epoch_seen(id, epoch, time);
                 let call_text = call.to_string();
-                let pending: Option<i64> = tx
-                    .prepare_cached(
-                        "SELECT seq FROM journal_activity
-                         WHERE session = ?1 AND call = ?2 AND result_seq IS NULL
-                         ORDER BY seq DESC LIMIT 1",
-                    )?
-                    .query_row(params![id, call_text], |r| r.get(0))
-                    .optional()?;
+                let known = self
+                    .known
+                    .sessions
+                    .get_mut(&id)
+                    .and_then(|s| s.open.remove(&call_text));
+                let pending: Option<i64> = match known {
+                    Some(row) => Some(row),
+                    None => tx
+                        .prepare_cached(
+                            "SELECT seq FROM journal_activity
+                             WHERE session = ?1 AND call = ?2 AND result_seq IS NULL
+                             ORDER BY seq DESC LIMIT 1",
+                        )?
+                        .query_row(params![id, call_text], |r| r.get(0))
+                        .optional()?,
+                };
                 let row = match pending {
                     Some(row) => row,
                     None => {
@@ -305,7 +380,7 @@ impl Projector {
                 )?
                 .execute(params![row, outcome, *duration_ms as i64, seq])?;
                 if outcome != "ok" {
-                    bump(tx, id, "failed")?;
+                    self.tally(id, time, Tally::Failed);
                 }
             }
             AuditEvent::AuthorizationDenied {
@@ -346,7 +421,7 @@ impl Projector {
                         approval: approval.as_deref(),
                     },
                 )?;
-                bump(tx, id, "denied")?;
+                self.tally(id, time, Tally::Denied);
             }
             AuditEvent::SessionApproved {
                 session,
@@ -368,7 +443,7 @@ impl Projector {
             } => {
                 let id = self.session(tx, at, *session, server.as_str())?;
                 self.epoch_seen(id, epoch, time);
-                bump(tx, id, "approvals")?;
+                self.tally(id, time, Tally::Approvals);
                 tx.prepare_cached(
                     "INSERT INTO journal_approvals (approval, session, tool, requested, seq)
                      VALUES (?1, ?2, ?3, ?4, ?5)
@@ -454,10 +529,13 @@ impl Projector {
         session: u64,
         server: &str,
     ) -> Result<i64, StoreError> {
-        let found: Option<i64> = tx
-            .prepare_cached("SELECT id FROM journal_sessions WHERE run = ?1 AND session = ?2")?
-            .query_row(params![self.run, session as i64], |r| r.get(0))
-            .optional()?;
+        let found: Option<i64> = match self.known.ids.get(&(self.run, session)) {
+            Some(id) => Some(*id),
+            None => tx
+                .prepare_cached("SELECT id FROM journal_sessions WHERE run = ?1 AND session = ?2")?
+                .query_row(params![self.run, session as i64], |r| r.get(0))
+                .optional()?,
+        };
         let id = match found {
             Some(id) => id,
             None => {
@@ -469,8 +547,35 @@ impl Projector {
                 at.seq
             }
         };
-        latest(&mut self.pending.sessions, id, at.time);
+        self.known.ids.insert((self.run, session), id);
+        self.seen(id, at.time);
         Ok(id)
+    }
+
+    /// Session `session` (a journal id) is named by a record at `time`: what this transaction
+    /// adds to its row.
+    fn seen(&mut self, session: i64, time: i64) -> &mut SessionTally {
+        let tally = self
+            .pending
+            .sessions
+            .entry(session)
+            .or_insert(SessionTally {
+                last_time: time,
+                ..SessionTally::default()
+            });
+        tally.last_time = tally.last_time.max(time);
+        tally
+    }
+
+    /// Counts one more of `what` in session `session`'s row, named at `time`.
+    fn tally(&mut self, session: i64, time: i64, what: Tally) {
+        let tally = self.seen(session, time);
+        match what {
+            Tally::Calls => tally.calls += 1,
+            Tally::Denied => tally.denied += 1,
+            Tally::Failed => tally.failed += 1,
+            Tally::Approvals => tally.approvals += 1,
+        }
     }
 
     /// Session `session` uses `epoch` (first named by record `at` unless it already did).
@@ -482,11 +587,15 @@ impl Projector {
         at: At,
     ) -> Result<(), StoreError> {
         let epoch = epoch.to_string();
-        tx.prepare_cached(
-            "INSERT OR IGNORE INTO journal_session_epochs (session, epoch, seq, first_time, last_time)
-             VALUES (?1, ?2, ?3, ?4, ?4)",
-        )?
-        .execute(params![session, epoch, at.seq, at.time])?;
+        if !self.known.session(session).epochs.contains(&epoch) {
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO journal_session_epochs
+                    (session, epoch, seq, first_time, last_time)
+                 VALUES (?1, ?2, ?3, ?4, ?4)",
+            )?
+            .execute(params![session, epoch, at.seq, at.time])?;
+            self.known.session(session).epochs.insert(epoch.clone());
+        }
         latest(&mut self.pending.epochs, (session, epoch), at.time);
         Ok(())
     }
@@ -561,11 +670,20 @@ impl Projector {
     fn flush(&mut self, tx: &Transaction<'_>) -> Result<(), StoreError> {
         let pending = std::mem::take(&mut self.pending);
         let mut sessions = tx.prepare_cached(
-            "UPDATE journal_sessions SET last_time = max(coalesce(last_time, ?2), ?2)
+            "UPDATE journal_sessions SET last_time = max(coalesce(last_time, ?2), ?2),
+                calls = calls + ?3, denied = denied + ?4, failed = failed + ?5,
+                approvals = approvals + ?6
              WHERE id = ?1",
         )?;
-        for (id, time) in pending.sessions {
-            sessions.execute(params![id, time])?;
+        for (id, t) in pending.sessions {
+            sessions.execute(params![
+                id,
+                t.last_time,
+                t.calls,
+                t.denied,
+                t.failed,
+                t.approvals
+            ])?;
         }
         let mut epochs = tx.prepare_cached(
             "UPDATE journal_session_epochs SET last_time = max(coalesce(last_time, ?3), ?3)
@@ -585,6 +703,18 @@ impl Projector {
             buckets.execute(params![session, span, start, c.calls, c.refused, c.grants])?;
         }
         Ok(())
+    }
+}
+
+impl Known {
+    fn session(&mut self, id: i64) -> &mut KnownSession {
+        self.sessions.entry(id).or_default()
+    }
+
+    /// Forgets session `session` of run `run` (journal id `id`), which ended.
+    fn forget(&mut self, run: i64, session: u64, id: i64) {
+        self.ids.remove(&(run, session));
+        self.sessions.remove(&id);
     }
 }
 
@@ -721,14 +851,6 @@ fn open_approval(
         ))?
         .query_row(params![session, tool, value], |r| r.get(0))
         .optional()?)
-}
-
-fn bump(tx: &Transaction<'_>, session: i64, column: &'static str) -> Result<(), StoreError> {
-    tx.prepare_cached(&format!(
-        "UPDATE journal_sessions SET {column} = {column} + 1 WHERE id = ?1"
-    ))?
-    .execute([session])?;
-    Ok(())
 }
 
 /// What the broker did with a request carrying a credential's placeholder.
