@@ -7,6 +7,7 @@ use std::io::Write;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use postern_engine::Home;
+use postern_engine::answer::ControlCommand;
 use postern_engine::audit::{self, AnchorCheck, AuditError};
 use postern_store::{ActivityFilter, SessionFilter, Store};
 use postern_vault::{Keychain, VaultKey};
@@ -188,9 +189,20 @@ fn sealed_vault(keychain: &Keychain, why: &str) -> Result<Option<VaultKey>> {
     crate::proof::vault_key(keychain, why).map(Some)
 }
 
+/// Asks a running engine to bring the journals up to date with its audit log (they trail it
+/// by a few milliseconds): what an agent just did shows. Without an engine they are (the
+/// engine writes them before it stops), and an engine that cannot be asked leaves them as
+/// they are: reading goes on either way.
+fn journals_up_to_date(home: &Home) {
+    if let Err(e) = crate::gate::ask(home, ControlCommand::Journals) {
+        tracing::debug!("the journals were read as they are: {e:#}");
+    }
+}
+
 /// Runs `postern sessions`.
 pub fn sessions(home: &Home, args: SessionsArgs) -> Result<()> {
     home.prepare()?;
+    journals_up_to_date(home);
     let store = Store::open(home.path())?;
     let rows = store.sessions(&SessionFilter {
         server: args.server,
@@ -255,6 +267,7 @@ pub fn sessions(home: &Home, args: SessionsArgs) -> Result<()> {
 /// Runs `postern activity`.
 pub fn activity(home: &Home, args: ActivityArgs) -> Result<()> {
     home.prepare()?;
+    journals_up_to_date(home);
     let store = Store::open(home.path())?;
     let session = match args.session {
         None => None,

@@ -35,6 +35,8 @@ pub enum ControlAnswer {
         /// Changes recorded.
         recorded: usize,
     },
+    /// The journals hold everything the audit log committed before the request.
+    Journals,
     /// The open approval requests.
     Approvals(Vec<ApprovalCard>),
     /// The request was answered.
@@ -120,6 +122,7 @@ impl ControlAnswer {
             ControlAnswer::Status(_) => "status",
             ControlAnswer::Restart { .. } => "restart",
             ControlAnswer::ConfigChanged { .. } => "configChanged",
+            ControlAnswer::Journals => "journals",
             ControlAnswer::Approvals(_) => "approvals",
             ControlAnswer::Answer { .. } => "answer",
             ControlAnswer::Grants(_) => "grants",
@@ -218,6 +221,7 @@ mod tests {
         let answers = [
             ControlAnswer::Restart { restarted: 2 },
             ControlAnswer::ConfigChanged { recorded: 1 },
+            ControlAnswer::Journals,
             ControlAnswer::Approvals(vec![]),
             ControlAnswer::Answer {
                 approval: "a".into(),

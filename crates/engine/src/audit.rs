@@ -14,10 +14,14 @@
 //!   reanchor`). A keychain that cannot be reached makes the log UNAVAILABLE, with the same
 //!   effect. The engine itself still starts and says so loudly; auditing is never skipped
 //!   silently.
-//! - **Group commit.** One writer thread with its own connection (`synchronous=FULL`) drains
-//!   every queued event, seals them onto the chain, and stores them with their journal rows in
-//!   ONE transaction (one fsync), then calls each `done`. If the transaction fails, every
-//!   `done` of the batch gets the error and the chain is rolled back.
+//! - **Group commit.** One connection (`synchronous=FULL`) appends: whoever commits takes every
+//!   queued event, seals them onto the chain and stores them in ONE transaction (one fsync),
+//!   then calls each `done`. That is the writer thread, or, when the log is idle, the caller of
+//!   a durable append that waits on nothing else (`record_durable_alone`, a session's lone
+//!   call), on its own thread (`writer::Queue`). If the transaction fails, every `done` of
+//!   the batch gets the error and the chain is rolled back. The journal rows of the batches
+//!   committed within 5 ms are written together after them, by the writer thread (at once
+//!   for a [`AuditLog::flush`]).
 //!
 //! Errors handed to `done` start with a stable code (`audit_unavailable: ...`).
 
@@ -204,20 +208,20 @@ impl AuditLog {
                 let head = ready.chain.head();
                 let recipient = *ready.chain.recipient();
                 shared.update(|s| s.head = head.map(|h| h.to_string()));
-                let (tx, rx) = mpsc::channel();
                 // The first record of every engine run.
-                let _ = tx.send(writer::Msg::Event(Box::new(writer::Queued {
+                let first = writer::Msg::Event(Box::new(writer::Queued {
                     event: AuditEvent::EngineStarted {
                         version: env!("CARGO_PKG_VERSION").into(),
                         pid: std::process::id(),
                     },
                     time: writer::now(),
                     done: None,
-                })));
-                let handle = writer::spawn(ready, rx, Arc::clone(&secrets), Arc::clone(&shared));
+                }));
+                let (queue, handle) =
+                    writer::spawn(ready, first, Arc::clone(&secrets), Arc::clone(&shared));
                 tracing::info!(head = ?head.map(|h| h.to_string()), "audit log verified and open");
                 AuditLog {
-                    mode: Mode::Running(Mutex::new(Some(tx)), recipient),
+                    mode: Mode::Running(queue, recipient),
                     shared,
                     secrets,
                     writer: Mutex::new(handle),
@@ -265,7 +269,7 @@ impl AuditLog {
     /// Waits until every event queued before this call is committed (or failed).
     pub fn flush(&self) {
         let (done_tx, done_rx) = mpsc::sync_channel(1);
-        if self.send(writer::Msg::Flush(done_tx)).is_ok() {
+        if self.send(writer::Msg::Flush(done_tx), false).is_ok() {
             let _ = done_rx.recv();
         }
     }
@@ -273,13 +277,8 @@ impl AuditLog {
     /// Commits what is queued, records `engine_stopped`, anchors the final head and stops the
     /// writer. Later events are refused with `audit_closed`. Blocking.
     pub fn close(&self, reason: &str) {
-        if let Mode::Running(sender, _) = &self.mode {
-            // Taking the sender under its lock: nothing can be queued after `Close`.
-            let mut sender = sender.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(tx) = sender.take() {
-                let _ = tx.send(writer::Msg::Close(reason.to_owned()));
-            }
-        }
+        // Nothing is taken after `Close`.
+        let _ = self.send(writer::Msg::Close(reason.to_owned()), false);
         let handle = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(handle) = handle
             && handle.join().is_err()
@@ -304,22 +303,26 @@ impl AuditLog {
 
 impl AuditSink for AuditLog {
     fn record(&self, event: AuditEvent) {
-        self.enqueue(event, None);
+        self.enqueue(event, None, false);
     }
 
     fn record_durable(&self, event: AuditEvent, done: Durable) {
-        self.enqueue(event, Some(done));
+        self.enqueue(event, Some(done), false);
+    }
+
+    fn record_durable_alone(&self, event: AuditEvent, done: Durable) {
+        self.enqueue(event, Some(done), true);
     }
 }
 
 impl AuditLog {
-    fn enqueue(&self, event: AuditEvent, done: Option<Durable>) {
+    fn enqueue(&self, event: AuditEvent, done: Option<Durable>, alone: bool) {
         let msg = writer::Msg::Event(Box::new(writer::Queued {
             event,
             time: writer::now(),
             done,
         }));
-        let (refusal, msg) = match self.send(msg) {
+        let (refusal, msg) = match self.send(msg, alone) {
             Ok(()) => return,
             Err(msg) => (self.refusal(), msg),
         };
@@ -331,15 +334,12 @@ impl AuditLog {
         }
     }
 
-    /// Queues `msg` for the writer, or gives it back if there is no writer.
-    fn send(&self, msg: writer::Msg) -> Result<(), writer::Msg> {
-        let Mode::Running(sender, _) = &self.mode else {
-            return Err(msg);
-        };
-        let sender = sender.lock().unwrap_or_else(|e| e.into_inner());
-        match sender.as_ref() {
-            Some(tx) => tx.send(msg).map_err(|mpsc::SendError(msg)| msg),
-            None => Err(msg),
+    /// Queues `msg` for the writer (or, `alone`, commits it at once: [`writer::Queue`]), or
+    /// gives it back if the log takes nothing more.
+    fn send(&self, msg: writer::Msg, alone: bool) -> Result<(), writer::Msg> {
+        match &self.mode {
+            Mode::Running(queue, _) => queue.submit(msg, alone),
+            Mode::Refusing(_) => Err(msg),
         }
     }
 
@@ -353,8 +353,8 @@ impl AuditLog {
 
 #[derive(Debug)]
 enum Mode {
-    /// The writer's queue (`None` once closed), and the key records are sealed to.
-    Running(Mutex<Option<mpsc::Sender<writer::Msg>>>, RecipientKey),
+    /// The writer's queue, and the key records are sealed to.
+    Running(Arc<writer::Queue>, RecipientKey),
     Refusing(AuditError),
 }
 

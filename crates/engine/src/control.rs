@@ -157,6 +157,10 @@ impl Control {
             ControlCommand::ConfigChanged => Ok(ControlAnswer::ConfigChanged {
                 recorded: record_config_changes(&self.store, &self.audit),
             }),
+            ControlCommand::Journals => {
+                self.audit.flush();
+                Ok(ControlAnswer::Journals)
+            }
             ControlCommand::Restart { server } => {
                 let label = server_label(&server)?;
                 Ok(ControlAnswer::Restart {

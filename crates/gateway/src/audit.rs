@@ -15,6 +15,15 @@ pub trait AuditSink: Send + Sync + 'static {
     /// forwarded only after its intent is durable; if it cannot be written, the call is
     /// refused.
     fn record_durable(&self, event: AuditEvent, done: Durable);
+
+    /// As [`AuditSink::record_durable`], from a caller with nothing else to do until the event
+    /// is durable (its session holds no other request open): the sink may write it on the
+    /// caller's thread when nothing else is being written, sparing the hand-offs to a writer
+    /// and back. A caller with more requests open must not use it: it would wait for each
+    /// one's write alone, where a writer would have written them together.
+    fn record_durable_alone(&self, event: AuditEvent, done: Durable) {
+        self.record_durable(event, done);
+    }
 }
 
 /// A sink that keeps nothing (tests of the data path alone).

@@ -141,6 +141,9 @@ pub enum ControlCommand {
     /// The configuration changed (the CLI wrote it): record the queued changes in the
     /// audit log now rather than at the next start.
     ConfigChanged,
+    /// Bring the journals up to date with the audit log (they trail it by a few
+    /// milliseconds), before reading them.
+    Journals,
     /// Open approval requests (their cards).
     Approvals,
     /// A human's answer to an approval request. Refused from inside an agent's process tree.
@@ -274,6 +277,7 @@ impl ControlCommand {
             ControlCommand::Status => "read the status".into(),
             ControlCommand::Restart { server } => format!("restart '{server}'"),
             ControlCommand::ConfigChanged => "record configuration changes".into(),
+            ControlCommand::Journals => "bring the journals up to date".into(),
             ControlCommand::Approvals => "list approval requests".into(),
             ControlCommand::Grants => "list grants".into(),
             ControlCommand::Revoke { grant } => format!("revoke grant {grant}"),
@@ -294,6 +298,7 @@ impl ControlCommand {
             ControlCommand::Status => "status",
             ControlCommand::Restart { .. } => "restart",
             ControlCommand::ConfigChanged => "configChanged",
+            ControlCommand::Journals => "journals",
             ControlCommand::Approvals => "approvals",
             ControlCommand::Answer { .. } => "answer",
             ControlCommand::Grants => "grants",
@@ -325,7 +330,8 @@ impl ControlCommand {
             ControlCommand::Status
             | ControlCommand::Approvals
             | ControlCommand::Grants
-            | ControlCommand::ConfigChanged => Need::Read,
+            | ControlCommand::ConfigChanged
+            | ControlCommand::Journals => Need::Read,
             ControlCommand::Restart { .. }
             | ControlCommand::Revoke { .. }
             | ControlCommand::RevokeRun { .. }
@@ -447,6 +453,7 @@ mod tests {
             (ControlCommand::Approvals, Need::Read),
             (ControlCommand::Grants, Need::Read),
             (ControlCommand::ConfigChanged, Need::Read),
+            (ControlCommand::Journals, Need::Read),
             (ControlCommand::EveryUse { set: None }, Need::Read),
             (settings(None, None, None), Need::Read),
             (ControlCommand::Restart { server: s() }, Need::Narrow),

@@ -143,6 +143,6 @@ impl AuditLog {
                 return;
             }
         };
-        let _ = self.send(writer::Msg::CatchUp(Box::new(key)));
+        let _ = self.send(writer::Msg::CatchUp(Box::new(key)), false);
     }
 }

@@ -167,6 +167,93 @@ fn concurrent_durable_appends_are_committed_chained_anchored_and_projected() {
     assert!(page.iter().all(|r| r.outcome.as_deref() == Some("ok")));
 }
 
+/// Appends durably from a caller with nothing else open, and waits for the outcome.
+fn durable_alone(log: &AuditLog, event: AuditEvent) -> Result<(), String> {
+    let (tx, rx) = mpsc::channel();
+    log.record_durable_alone(
+        event,
+        Box::new(move |outcome| {
+            let _ = tx.send(outcome);
+        }),
+    );
+    rx.recv().expect("done is always called")
+}
+
+#[test]
+fn lone_callers_commit_on_their_threads_in_queue_order_beside_the_writer() {
+    let fx = Fixture::new();
+    let log = Arc::new(fx.open());
+    // Sessions whose calls come one at a time (each commits on its own thread when the log
+    // is idle) beside one with many open (queued for the writer), each after its start.
+    let threads: Vec<_> = (1..=6u64)
+        .map(|session| {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                log.record(started(session));
+                for call in 0..30 {
+                    let event = intent(session, call);
+                    match session {
+                        6 => durable(&log, event),
+                        _ => durable_alone(&log, event),
+                    }
+                    .expect("intent is durable");
+                    log.record(result(session, call));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    log.close("test");
+
+    // The log's order is the order the events were queued in: each session's start before
+    // its first call, each call's intent before its result; no gap, the chain verifies.
+    let mut export = Vec::new();
+    assert_eq!(
+        super::export(&fx.home, &*fx.secrets, None, false, &mut export).expect("export"),
+        2 + 6 * 61
+    );
+    let mut seen: std::collections::HashMap<u64, Vec<&str>> = Default::default();
+    let lines: Vec<serde_json::Value> = export
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("json"))
+        .collect();
+    for line in &lines {
+        if let Some(session) = line["event"]["session"].as_u64() {
+            seen.entry(session)
+                .or_default()
+                .push(line["kind"].as_str().expect("kind"));
+        }
+    }
+    for session in 1..=6u64 {
+        let kinds = &seen[&session];
+        assert_eq!(kinds[0], "session_started", "session {session}");
+        assert_eq!(kinds.len(), 61, "session {session}");
+        assert!(
+            kinds[1..]
+                .chunks(2)
+                .all(|pair| pair == ["tool_call_intent", "tool_call_result"]),
+            "session {session}: {kinds:?}"
+        );
+    }
+
+    // The journals were projected (at the close), every call completed by its result.
+    let store = Store::open(fx.home.path()).expect("store");
+    let sessions = store.sessions(&SessionFilter::default()).expect("sessions");
+    assert_eq!(sessions.len(), 6);
+    assert!(sessions.iter().all(|s| s.calls == 30 && s.failed == 0));
+    let page = store
+        .activity(&ActivityFilter {
+            limit: 500,
+            ..ActivityFilter::default()
+        })
+        .expect("activity");
+    assert_eq!(page.len(), 180);
+    assert!(page.iter().all(|r| r.outcome.as_deref() == Some("ok")));
+}
+
 #[test]
 fn a_failed_transaction_refuses_its_batch_and_the_chain_continues_without_a_gap() {
     let fx = Fixture::new();

@@ -1,8 +1,9 @@
 //! Opening the log at start-up, the group-committing writer thread, and the anchor thread.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -10,6 +11,8 @@ use postern_audit::{
     Chain, ChainHash, EventKind, Head, OpeningKey, PreparedSeal, SealedRecord, Seq, UnixMillis,
 };
 use postern_domain::AuditEvent;
+#[cfg(doc)]
+use postern_gateway::audit::AuditSink;
 use postern_gateway::audit::Durable;
 use postern_store::audit::META_RECIPIENT;
 use postern_store::{Append, AuditWriter};
@@ -22,7 +25,8 @@ use super::{
     read_key, read_recipient,
 };
 
-/// Most events committed in one transaction.
+/// How many queued events the writer thread waits for, at most, before it commits them
+/// (whoever commits takes the whole queue, in one transaction).
 const MAX_BATCH: usize = 4096;
 
 /// How long a batch that nobody waits for (a call's result, a session's start) waits for an
@@ -33,6 +37,18 @@ const MAX_BATCH: usize = 4096;
 ///
 /// [`AuditSink::record`]: postern_gateway::audit::AuditSink::record
 const LINGER: Duration = Duration::from_millis(5);
+
+/// How long committed events wait for their journal rows: the journals of every batch
+/// committed meanwhile are written in one transaction. Each transaction rewrites the pages it
+/// touches (an Activity row's table and index pages) in the write-ahead log, and the next
+/// durable commit's fsync waits for them: projected after every commit, they were most of the
+/// bytes that fsync carried. As long as a call's result waits for company ([`LINGER`]), so
+/// that the journals trail a call by about as much as they did (a flush projects at once; if
+/// the engine dies first, they are rebuilt from the log).
+const PROJECT_AFTER: Duration = LINGER;
+
+/// How many committed events are projected at once, without waiting for [`PROJECT_AFTER`].
+const PROJECT_MAX: usize = 4096;
 
 /// How long one prepared seal (one ephemeral key) serves the commits that follow one
 /// another: under load a commit every millisecond or so took an X25519 agreement each (7% of
@@ -51,7 +67,7 @@ const SEAL_SPAN: Duration = Duration::from_millis(100);
 /// head is always written at a clean stop.
 const ANCHOR_INTERVAL: Duration = Duration::from_millis(100);
 
-/// What the sink sends the writer.
+/// What the sink hands whoever commits.
 pub(super) enum Msg {
     /// An event to append.
     Event(Box<Queued>),
@@ -61,6 +77,124 @@ pub(super) enum Msg {
     Close(String),
     /// The opening key, at an unlock: journals behind the log catch up with it.
     CatchUp(Box<OpeningKey>),
+}
+
+impl Msg {
+    /// Whether only the writer thread handles it (anything but an event).
+    fn is_control(&self) -> bool {
+        !matches!(self, Msg::Event(_))
+    }
+
+    /// Whether somebody waits for it to be committed.
+    fn is_awaited(&self) -> bool {
+        match self {
+            Msg::Event(queued) => queued.done.is_some(),
+            _ => true,
+        }
+    }
+}
+
+/// Between the sinks and the log: what waits to be committed, and the state that commits it.
+///
+/// The writer thread commits what queues up, in groups. A durable append from a caller with
+/// nothing else to do ([`AuditSink::record_durable_alone`]) that finds the log idle (nothing
+/// else awaited in the queue, nothing being committed, and nothing else came while the last
+/// commit was written) commits on its caller's thread instead, taking what queued before it
+/// along: a lone call's intent then reaches the disk without two thread hand-offs (to the
+/// writer and back), each a wake-up on the way to the forward. Under load, callers queue and
+/// the writer groups them, as before. Whoever commits holds [`Queue::core`] and takes the whole queue under it, so
+/// the log's order is the order events were queued in, whichever thread writes them. The
+/// journals of a batch committed that way are projected by the writer thread, after the
+/// caller's own call went on.
+pub(super) struct Queue {
+    inbox: Mutex<Inbox>,
+    /// Wakes the writer thread: something was queued, or a batch waits for its journals.
+    wake: Condvar,
+    core: Mutex<Core>,
+}
+
+#[derive(Default)]
+struct Inbox {
+    msgs: VecDeque<Msg>,
+    /// How many of `msgs` somebody waits for.
+    awaited: usize,
+    /// How many of `msgs` are not events.
+    controls: usize,
+    /// `Close` was queued: nothing more is taken.
+    closed: bool,
+    /// When the writer thread is to project the committed batches into the journals.
+    project_at: Option<Instant>,
+    /// Until when the commits' kept seal serves (the writer thread drops it then).
+    seal_until: Option<Instant>,
+    /// Something awaited was queued while the last commit was written: the log is busy, and
+    /// a caller queues rather than commits.
+    busy: bool,
+}
+
+impl Inbox {
+    fn push(&mut self, msg: Msg) {
+        self.awaited += usize::from(msg.is_awaited());
+        self.controls += usize::from(msg.is_control());
+        self.closed |= matches!(msg, Msg::Close(_));
+        self.msgs.push_back(msg);
+    }
+
+    fn take(&mut self) -> VecDeque<Msg> {
+        self.awaited = 0;
+        self.controls = 0;
+        std::mem::take(&mut self.msgs)
+    }
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue").finish_non_exhaustive()
+    }
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Inbox> {
+        self.inbox.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `msg`, or with `alone` commits it at once if the log is idle (see [`Queue`]);
+    /// gives it back once `Close` was queued.
+    pub(super) fn submit(&self, msg: Msg, alone: bool) -> Result<(), Msg> {
+        let mut inbox = self.lock();
+        if inbox.closed {
+            return Err(msg);
+        }
+        let lead = alone && !msg.is_control() && inbox.awaited == 0 && !inbox.busy;
+        if lead && let Ok(mut core) = self.core.try_lock() {
+            let mut events: Vec<Queued> = inbox
+                .take()
+                .into_iter()
+                .filter_map(|m| match m {
+                    Msg::Event(queued) => Some(*queued),
+                    _ => None,
+                })
+                .collect();
+            drop(inbox);
+            if let Msg::Event(queued) = msg {
+                events.push(*queued);
+            }
+            let done = core.commit(events);
+            let (project_at, seal_until) = (core.project_at(), core.seal_until());
+            drop(core);
+            done.tell();
+            let mut inbox = self.lock();
+            inbox.project_at = project_at;
+            inbox.seal_until = seal_until;
+            inbox.busy = inbox.awaited > 0;
+            drop(inbox);
+            self.wake.notify_one();
+            return Ok(());
+        }
+        inbox.push(msg);
+        drop(inbox);
+        self.wake.notify_one();
+        Ok(())
+    }
 }
 
 /// A log that passed the start-up checks, ready to append to.
@@ -227,35 +361,42 @@ fn create_key(db: &AuditWriter, secrets: &dyn SecretStore) -> Result<OpeningKey,
     Ok(key)
 }
 
-/// Starts the writer thread (and, from it, the anchor thread).
+/// Starts the writer thread (and, from it, the anchor and seal threads); returns the queue
+/// it commits from. `first` is queued before anything else.
 pub(super) fn spawn(
     ready: Ready,
-    rx: Receiver<Msg>,
+    first: Msg,
     secrets: Arc<dyn SecretStore>,
     shared: Arc<Shared>,
-) -> Option<JoinHandle<()>> {
+) -> (Arc<Queue>, Option<JoinHandle<()>>) {
+    let mut inbox = Inbox::default();
+    inbox.push(first);
+    let queue = Arc::new(Queue {
+        inbox: Mutex::new(inbox),
+        wake: Condvar::new(),
+        core: Mutex::new(Core {
+            seals: SealStock::start(*ready.chain.recipient()),
+            seal: None,
+            db: ready.db,
+            chain: ready.chain,
+            home: ready.home,
+            behind: ready.behind,
+            anchor: Anchorer::start(secrets, Arc::clone(&shared)),
+            shared,
+            unprojected: Vec::new(),
+            unprojected_since: None,
+            unprojected_events: 0,
+        }),
+    });
+    let writer = Arc::clone(&queue);
     let spawned = std::thread::Builder::new()
         .name("postern-audit".into())
-        .spawn(move || {
-            let anchor = Anchorer::start(secrets, Arc::clone(&shared));
-            let seals = SealStock::start(*ready.chain.recipient());
-            Writer {
-                seals,
-                seal: None,
-                db: ready.db,
-                chain: ready.chain,
-                home: ready.home,
-                behind: ready.behind,
-                shared,
-            }
-            .run(rx, &anchor);
-            anchor.finish();
-        });
+        .spawn(move || writer.run());
     match spawned {
-        Ok(handle) => Some(handle),
+        Ok(handle) => (queue, Some(handle)),
         Err(e) => {
             tracing::error!("cannot start the audit writer thread: {e}");
-            None
+            (queue, None)
         }
     }
 }
@@ -277,7 +418,8 @@ pub(super) struct Queued {
     pub done: Option<Durable>,
 }
 
-struct Writer {
+/// The state that commits: whoever holds it appends.
+struct Core {
     /// Prepared seals, made ahead by a thread of its own.
     seals: SealStock,
     /// The seal of the last commits, and when it was taken: it serves the next ones for
@@ -287,77 +429,162 @@ struct Writer {
     chain: Chain,
     home: PathBuf,
     behind: Option<bool>,
+    anchor: Anchorer,
     shared: Arc<Shared>,
+    /// Committed batches waiting for their journals, oldest first ([`Core::project_at`]).
+    unprojected: Vec<Committed>,
+    /// When the oldest of them was committed.
+    unprojected_since: Option<Instant>,
+    /// How many events they hold.
+    unprojected_events: usize,
 }
 
-impl Writer {
-    fn run(mut self, rx: Receiver<Msg>, anchor: &Anchorer) {
-        let mut closing = None;
-        while closing.is_none() {
-            let Some(first) = self.next(&rx) else { break };
-            let mut events: Vec<Queued> = Vec::new();
+/// A committed batch, for the journals.
+struct Committed {
+    records: Vec<SealedRecord>,
+    events: Vec<AuditEvent>,
+}
+
+/// Who waits for a batch, and what each gets: told once the committing thread let go of the
+/// log (a waiter's callback may wake a task, or take long).
+#[must_use]
+struct Outcomes(Vec<(Durable, Result<(), String>)>);
+
+impl Outcomes {
+    fn tell(self) {
+        for (done, outcome) in self.0 {
+            done(outcome);
+        }
+    }
+}
+
+impl Queue {
+    fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The writer thread: commits what queues up, projects the journals of every batch, and
+    /// handles flushes, the catch-up and the close.
+    fn run(&self) {
+        loop {
+            if !self.ready() {
+                continue;
+            }
+            // The queue is taken while holding the log: what a caller commits meanwhile was
+            // queued after all of it (see [`Queue`]).
+            let mut core = self.core();
+            let mut events = Vec::new();
             let mut flushes = Vec::new();
             let mut key = None;
-            let mut next = Some(first);
-            let mut linger_until: Option<Instant> = None;
-            loop {
-                while let Some(msg) = next.take() {
-                    match msg {
-                        Msg::Event(queued) => events.push(*queued),
-                        Msg::Flush(reply) => flushes.push(reply),
-                        Msg::Close(reason) => closing = Some(reason),
-                        Msg::CatchUp(opening) => key = Some(opening),
-                    }
-                    if events.len() < MAX_BATCH {
-                        next = rx.try_recv().ok();
-                    }
-                }
-                let awaited = events.iter().any(|e| e.done.is_some())
-                    || !flushes.is_empty()
-                    || closing.is_some()
-                    || key.is_some();
-                if awaited || events.len() >= MAX_BATCH {
-                    break;
-                }
-                let until = *linger_until.get_or_insert_with(|| Instant::now() + LINGER);
-                match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                    Ok(msg) => next = Some(msg),
-                    // Time's up, or every sender is gone (the next recv says so).
-                    Err(_) => break,
+            let mut closing = None;
+            for msg in self.lock().take() {
+                match msg {
+                    Msg::Event(queued) => events.push(*queued),
+                    Msg::Flush(reply) => flushes.push(reply),
+                    Msg::Close(reason) => closing = Some(reason),
+                    Msg::CatchUp(opening) => key = Some(opening),
                 }
             }
             if let Some(reason) = &closing {
-                let stopped = AuditEvent::EngineStopped {
-                    reason: reason.clone(),
-                };
                 events.push(Queued {
-                    event: stopped,
+                    event: AuditEvent::EngineStopped {
+                        reason: reason.clone(),
+                    },
                     time: now(),
                     done: None,
                 });
             }
-            self.commit(events, anchor);
+            let done = core.commit(events);
+            // The waiters first (a call's intent is durable: it goes out now), then the
+            // journals: now when somebody waits for them, else once they are due.
+            done.tell();
+            // Under load (more awaited meanwhile), projecting now also lets the next group
+            // grow while the journals are written.
+            let busy = self.lock().awaited > 0;
+            let due = core.project_at().is_some_and(|at| at <= Instant::now());
+            if busy || due || closing.is_some() || key.is_some() || !flushes.is_empty() {
+                core.project();
+            }
+            let (project_at, seal_until) = (core.project_at(), core.seal_until());
             if let Some(key) = key {
-                self.catch_up(&key);
+                core.catch_up(&key);
             }
             for reply in flushes {
                 let _ = reply.send(());
             }
+            if closing.is_some() {
+                core.shared.update(|s| s.state = AuditState::Closed);
+                core.anchor.finish();
+                return;
+            }
+            drop(core);
+            let mut inbox = self.lock();
+            inbox.project_at = project_at;
+            inbox.seal_until = seal_until;
+            inbox.busy = inbox.awaited > 0;
         }
-        self.shared.update(|s| s.state = AuditState::Closed);
     }
 
-    /// The next message; while waiting, the kept seal is dropped once its span is over (an
-    /// idle engine holds no key that opens records already written).
-    fn next(&mut self, rx: &Receiver<Msg>) -> Option<Msg> {
-        if let Some((_, taken)) = &self.seal {
-            match rx.recv_timeout(SEAL_SPAN.saturating_sub(taken.elapsed())) {
-                Ok(msg) => return Some(msg),
-                Err(mpsc::RecvTimeoutError::Timeout) => self.seal = None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+    /// Waits until what is queued is to be committed: somebody waits for some of it, or it
+    /// lingered [`LINGER`], or it is [`MAX_BATCH`] long. `false`: nothing to commit yet, but
+    /// something was done meanwhile (the journals projected, the kept seal dropped).
+    fn ready(&self) -> bool {
+        let mut inbox = self.lock();
+        let mut linger_until: Option<Instant> = None;
+        loop {
+            let queued = inbox.msgs.len();
+            if inbox.awaited > 0 || queued >= MAX_BATCH {
+                return true;
             }
+            let now = Instant::now();
+            if inbox.project_at.is_some_and(|at| at <= now) {
+                inbox.project_at = None;
+                drop(inbox);
+                self.core().project();
+                return false;
+            }
+            if inbox.seal_until.is_some_and(|until| until <= now) {
+                inbox.seal_until = None;
+                drop(inbox);
+                self.core().drop_expired_seal();
+                return false;
+            }
+            if queued == 0 {
+                linger_until = None;
+            } else if *linger_until.get_or_insert(now + LINGER) <= now {
+                return true;
+            }
+            let deadline = [linger_until, inbox.project_at, inbox.seal_until]
+                .into_iter()
+                .flatten()
+                .min();
+            inbox = match deadline {
+                Some(at) => match self.wake.wait_timeout(inbox, at - now) {
+                    Ok((inbox, _)) => inbox,
+                    Err(e) => e.into_inner().0,
+                },
+                None => self.wake.wait(inbox).unwrap_or_else(|e| e.into_inner()),
+            };
         }
-        rx.recv().ok()
+    }
+}
+
+impl Core {
+    /// Until when the kept seal serves.
+    fn seal_until(&self) -> Option<Instant> {
+        self.seal.as_ref().map(|(_, taken)| *taken + SEAL_SPAN)
+    }
+
+    /// Drops the kept seal once its span is over (an idle engine holds no key that opens
+    /// records already written).
+    fn drop_expired_seal(&mut self) {
+        if self
+            .seal
+            .as_ref()
+            .is_some_and(|(_, taken)| taken.elapsed() >= SEAL_SPAN)
+        {
+            self.seal = None;
+        }
     }
 
     /// Brings journals that were behind the log at start up to date, now that the opening
@@ -377,16 +604,17 @@ impl Writer {
         }
     }
 
-    /// Seals `events` onto the chain and commits them in one transaction; then tells each
-    /// waiter. On failure the chain is put back as it was. The batch's records are sealed with
-    /// the ephemeral key of the commits before it, if taken less than [`SEAL_SPAN`] ago, else a
+    /// Seals `events` onto the chain and commits them in one transaction, and keeps the batch
+    /// for the journals ([`Core::project`]); returns what each waiter is to be told. On
+    /// failure the chain is put back as it was. The batch's records are sealed with the
+    /// ephemeral key of the commits before it, if taken less than [`SEAL_SPAN`] ago, else a
     /// fresh one (format version 2: each record's own key is derived from it and its sequence
     /// number); a failed commit drops it, so a retry takes a fresh one.
-    fn commit(&mut self, mut events: Vec<Queued>, anchor: &Anchorer) {
+    fn commit(&mut self, events: Vec<Queued>) -> Outcomes {
         let before = self.chain.clone();
-        let dones: Vec<Option<Durable>> = events.iter_mut().map(|q| q.done.take()).collect();
-        let mut sealed: Vec<(SealedRecord, usize)> = Vec::with_capacity(events.len());
-        let mut outcomes: Vec<Result<(), String>> = Vec::with_capacity(events.len());
+        let mut waiters = Vec::new();
+        let mut records: Vec<SealedRecord> = Vec::with_capacity(events.len());
+        let mut sealed_events: Vec<AuditEvent> = Vec::with_capacity(events.len());
         let mut prepared = if events.is_empty() {
             None
         } else {
@@ -395,39 +623,41 @@ impl Writer {
                 .filter(|(_, taken)| taken.elapsed() < SEAL_SPAN)
                 .or_else(|| Some((self.seals.take()?, Instant::now())))
         };
-        for (i, queued) in events.iter().enumerate() {
-            let event = &queued.event;
-            match self.seal(event, queued.time, prepared.as_mut().map(|(p, _)| &mut **p)) {
+        for queued in events {
+            let Queued { event, time, done } = queued;
+            match self.seal(&event, time, prepared.as_mut().map(|(p, _)| &mut **p)) {
                 Ok(record) => {
-                    sealed.push((record, i));
-                    outcomes.push(Ok(()));
+                    records.push(record);
+                    sealed_events.push(event);
+                    waiters.extend(done.map(|done| (done, Ok(()))));
                 }
                 Err(e) => {
                     tracing::error!(kind = event.kind(), "cannot seal an audit event: {e}");
-                    outcomes.push(Err(e.to_durable()));
+                    waiters.extend(done.map(|done| (done, Err(e.to_durable()))));
                 }
             }
         }
-        let batch: Vec<Append<'_>> = sealed
+        if records.is_empty() {
+            return Outcomes(waiters);
+        }
+        let batch: Vec<Append<'_>> = records
             .iter()
-            .map(|(record, i)| Append {
-                record,
-                event: &events[*i].event,
-            })
+            .zip(&sealed_events)
+            .map(|(record, event)| Append { record, event })
             .collect();
-        let stored = if batch.is_empty() {
-            Ok(())
-        } else {
-            self.db.append(&batch)
-        };
-        let committed = stored.is_ok();
-        match stored {
+        match self.db.append(&batch) {
             Ok(()) => {
                 self.seal = prepared;
                 if let Some(head) = self.chain.head() {
                     self.shared.update(|s| s.head = Some(head.to_string()));
-                    anchor.post(head);
+                    self.anchor.post(head);
                 }
+                self.unprojected_since.get_or_insert_with(Instant::now);
+                self.unprojected_events += records.len();
+                self.unprojected.push(Committed {
+                    records,
+                    events: sealed_events,
+                });
             }
             Err(e) => {
                 self.chain = before;
@@ -436,16 +666,36 @@ impl Writer {
                 };
                 tracing::error!(records = batch.len(), "audit batch not committed: {e}");
                 self.shared.update(|s| s.failed_batches += 1);
-                outcomes = vec![Err(error.to_durable()); events.len()];
+                for (_, outcome) in &mut waiters {
+                    *outcome = Err(error.to_durable());
+                }
             }
         }
-        // The waiters first (a call's intent is durable: it goes out now), then the journals.
-        for (done, outcome) in dones.into_iter().zip(outcomes) {
-            if let Some(done) = done {
-                done(outcome);
-            }
-        }
-        if committed && let Err(e) = self.db.project_appended(&batch) {
+        Outcomes(waiters)
+    }
+
+    /// When the committed batches are to be projected: [`PROJECT_AFTER`] after the oldest
+    /// was committed, at once when they hold [`PROJECT_MAX`] events.
+    fn project_at(&self) -> Option<Instant> {
+        let since = self.unprojected_since?;
+        Some(match self.unprojected_events >= PROJECT_MAX {
+            true => since,
+            false => since + PROJECT_AFTER,
+        })
+    }
+
+    /// Projects the committed batches into the journals, in the order they were committed,
+    /// in one transaction.
+    fn project(&mut self) {
+        let unprojected = std::mem::take(&mut self.unprojected);
+        self.unprojected_since = None;
+        self.unprojected_events = 0;
+        let batch: Vec<Append<'_>> = unprojected
+            .iter()
+            .flat_map(|c| c.records.iter().zip(&c.events))
+            .map(|(record, event)| Append { record, event })
+            .collect();
+        if let Err(e) = self.db.project_appended(&batch) {
             // The log has the events; the journals catch up from it at the next unlock or
             // start.
             tracing::error!(
@@ -521,8 +771,8 @@ impl Anchorer {
         }
     }
 
-    /// Writes the last posted head, then stops the thread.
-    fn finish(mut self) {
+    /// Writes the last posted head, then stops the thread (later posts are written inline).
+    fn finish(&mut self) {
         self.inner.lock().closing = true;
         self.inner.wake.notify_one();
         if let Some(handle) = self.handle.take() {
@@ -532,7 +782,7 @@ impl Anchorer {
 }
 
 impl AnchorInner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+    fn lock(&self) -> MutexGuard<'_, Slot> {
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -117,6 +117,11 @@ impl Requests {
         self.open.contains_key(id)
     }
 
+    /// Whether at most one request is open (the one being handled, if any).
+    pub(super) fn at_most_one(&self) -> bool {
+        self.open.len() <= 1
+    }
+
     /// How many requests are open (each repeat of a waiting `initialize` counts: each is owed
     /// its refusal).
     pub(super) fn len(&self) -> usize {

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::Upstream;
 use super::catalog::unreachable_empty;
 use super::operations::not_made;
+use crate::audit::Durable;
 use crate::authorize::{
     CallToAuthorize, Hold, INJECT_META, InjectError, InjectedHeader, Verdict, Withdrawal,
     Withdrawn, credential_host, http_request_scope,
@@ -453,16 +454,17 @@ impl Session {
         );
         running.send_after_intent(line, id.clone());
         let events = self.events.clone();
-        self.ctx.audit.record_durable(
-            intent,
-            Box::new(move |result| {
-                let _ = events.send(Event::IntentDurable {
-                    generation,
-                    id,
-                    result,
-                });
-            }),
-        );
+        let done: Durable = Box::new(move |result| {
+            let _ = events.send(Event::IntentDurable {
+                generation,
+                id,
+                result,
+            });
+        });
+        match self.requests.at_most_one() {
+            true => self.ctx.audit.record_durable_alone(intent, done),
+            false => self.ctx.audit.record_durable(intent, done),
+        }
     }
 
     pub(super) fn on_intent_durable(&mut self, id: Id, result: Result<(), String>) {
