@@ -126,6 +126,8 @@ struct Inbox {
     project_at: Option<Instant>,
     /// Until when the commits' kept seal serves (the writer thread drops it then).
     seal_until: Option<Instant>,
+    /// Until when what is queued (nothing of it awaited) waits for company ([`LINGER`]).
+    linger_until: Option<Instant>,
     /// Something awaited was queued while the last commit was written: the log is busy, and
     /// a caller queues rather than commits.
     busy: bool,
@@ -142,7 +144,29 @@ impl Inbox {
     fn take(&mut self) -> VecDeque<Msg> {
         self.awaited = 0;
         self.controls = 0;
+        self.linger_until = None;
         std::mem::take(&mut self.msgs)
+    }
+
+    /// After a commit or a projection: the deadlines the log's state sets, and whether more
+    /// came meanwhile. Called with the log held, so that no later committer's are overwritten.
+    fn settle(&mut self, core: &Core) {
+        self.project_at = core.project_at();
+        self.seal_until = core.seal_until();
+        self.busy = self.awaited > 0;
+    }
+
+    /// The log takes nothing more; whatever waits in the queue is refused (its waiters told,
+    /// its flushes let go).
+    fn shut(&mut self) {
+        self.closed = true;
+        for msg in self.take() {
+            if let Msg::Event(queued) = msg
+                && let Some(done) = queued.done
+            {
+                done(Err(AuditError::Closed.to_durable()));
+            }
+        }
     }
 }
 
@@ -175,18 +199,15 @@ impl Queue {
                 })
                 .collect();
             drop(inbox);
+            // A panic while committing here closes the log, as one on the writer thread does.
+            let _shut = ShutOnPanic(self);
             if let Msg::Event(queued) = msg {
                 events.push(*queued);
             }
             let done = core.commit(events);
-            let (project_at, seal_until) = (core.project_at(), core.seal_until());
+            self.lock().settle(&core);
             drop(core);
             done.tell();
-            let mut inbox = self.lock();
-            inbox.project_at = project_at;
-            inbox.seal_until = seal_until;
-            inbox.busy = inbox.awaited > 0;
-            drop(inbox);
             self.wake.notify_one();
             return Ok(());
         }
@@ -391,11 +412,16 @@ pub(super) fn spawn(
     let writer = Arc::clone(&queue);
     let spawned = std::thread::Builder::new()
         .name("postern-audit".into())
-        .spawn(move || writer.run());
+        .spawn(move || {
+            let _shut = ShutOnPanic(&writer);
+            writer.run();
+        });
     match spawned {
         Ok(handle) => (queue, Some(handle)),
         Err(e) => {
-            tracing::error!("cannot start the audit writer thread: {e}");
+            // Nothing would commit what is queued: every append is refused.
+            tracing::error!("cannot start the audit writer thread: {e}; tool calls are refused");
+            queue.lock().shut();
             (queue, None)
         }
     }
@@ -495,17 +521,18 @@ impl Queue {
                 });
             }
             let done = core.commit(events);
-            // The waiters first (a call's intent is durable: it goes out now), then the
-            // journals: now when somebody waits for them, else once they are due.
+            // The waiters first, with the log let go (a call's intent is durable: it goes out
+            // now), then the journals: now when somebody waits for them, else once they are
+            // due. Under load (more awaited meanwhile), projecting now also lets the next
+            // group grow while the journals are written.
+            drop(core);
             done.tell();
-            // Under load (more awaited meanwhile), projecting now also lets the next group
-            // grow while the journals are written.
+            let mut core = self.core();
             let busy = self.lock().awaited > 0;
             let due = core.project_at().is_some_and(|at| at <= Instant::now());
             if busy || due || closing.is_some() || key.is_some() || !flushes.is_empty() {
                 core.project();
             }
-            let (project_at, seal_until) = (core.project_at(), core.seal_until());
             if let Some(key) = key {
                 core.catch_up(&key);
             }
@@ -514,14 +541,11 @@ impl Queue {
             }
             if closing.is_some() {
                 core.shared.update(|s| s.state = AuditState::Closed);
+                core.seal = None;
                 core.anchor.finish();
                 return;
             }
-            drop(core);
-            let mut inbox = self.lock();
-            inbox.project_at = project_at;
-            inbox.seal_until = seal_until;
-            inbox.busy = inbox.awaited > 0;
+            self.lock().settle(&core);
         }
     }
 
@@ -530,31 +554,27 @@ impl Queue {
     /// something was done meanwhile (the journals projected, the kept seal dropped).
     fn ready(&self) -> bool {
         let mut inbox = self.lock();
-        let mut linger_until: Option<Instant> = None;
         loop {
             let queued = inbox.msgs.len();
             if inbox.awaited > 0 || queued >= MAX_BATCH {
                 return true;
             }
             let now = Instant::now();
-            if inbox.project_at.is_some_and(|at| at <= now) {
-                inbox.project_at = None;
+            let project = inbox.project_at.is_some_and(|at| at <= now);
+            if project || inbox.seal_until.is_some_and(|until| until <= now) {
                 drop(inbox);
-                self.core().project();
+                let mut core = self.core();
+                match project {
+                    true => core.project(),
+                    false => core.drop_expired_seal(),
+                }
+                self.lock().settle(&core);
                 return false;
             }
-            if inbox.seal_until.is_some_and(|until| until <= now) {
-                inbox.seal_until = None;
-                drop(inbox);
-                self.core().drop_expired_seal();
-                return false;
-            }
-            if queued == 0 {
-                linger_until = None;
-            } else if *linger_until.get_or_insert(now + LINGER) <= now {
+            if queued > 0 && *inbox.linger_until.get_or_insert(now + LINGER) <= now {
                 return true;
             }
-            let deadline = [linger_until, inbox.project_at, inbox.seal_until]
+            let deadline = [inbox.linger_until, inbox.project_at, inbox.seal_until]
                 .into_iter()
                 .flatten()
                 .min();
@@ -565,6 +585,19 @@ impl Queue {
                 },
                 None => self.wake.wait(inbox).unwrap_or_else(|e| e.into_inner()),
             };
+        }
+    }
+}
+
+/// Closes the log if its thread panics while committing (drops while unwinding): nothing else
+/// would commit what is queued, nor can the chain be trusted to continue without a gap.
+struct ShutOnPanic<'a>(&'a Queue);
+
+impl Drop for ShutOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!("the audit log's writer panicked; tool calls are refused");
+            self.0.lock().shut();
         }
     }
 }
