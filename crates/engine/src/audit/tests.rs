@@ -255,6 +255,28 @@ fn lone_callers_commit_on_their_threads_in_queue_order_beside_the_writer() {
 }
 
 #[test]
+fn a_flush_brings_the_journals_up_to_date_at_once() {
+    let fx = Fixture::new();
+    let log = fx.open();
+    let store = Store::open(fx.home.path()).expect("store");
+    let calls = |store: &Store| {
+        store
+            .activity(&ActivityFilter::default())
+            .expect("activity")
+            .len()
+    };
+    log.record(started(1));
+    for call in 1..=3 {
+        durable_alone(&log, intent(1, call)).expect("intent is durable");
+        // The journals trail the log by a few milliseconds; `postern activity` asks for a
+        // flush first, and sees every call.
+        log.flush();
+        assert_eq!(calls(&store), call as usize);
+    }
+    log.close("test");
+}
+
+#[test]
 fn a_failed_transaction_refuses_its_batch_and_the_chain_continues_without_a_gap() {
     let fx = Fixture::new();
     let log = fx.open();
