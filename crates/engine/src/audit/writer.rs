@@ -102,10 +102,9 @@ impl Msg {
 /// commit was written) commits on its caller's thread instead, taking what queued before it
 /// along: a lone call's intent then reaches the disk without two thread hand-offs (to the
 /// writer and back), each a wake-up on the way to the forward. Under load, callers queue and
-/// the writer groups them, as before. Whoever commits holds [`Queue::core`] and takes the whole queue under it, so
-/// the log's order is the order events were queued in, whichever thread writes them. The
-/// journals of a batch committed that way are projected by the writer thread, after the
-/// caller's own call went on.
+/// the writer groups them. Whoever commits holds [`Queue::core`] and takes the whole queue
+/// under it, so the log's order is the order events were queued in, whichever thread writes
+/// them. The writer thread projects every batch into the journals ([`PROJECT_AFTER`]).
 pub(super) struct Queue {
     inbox: Mutex<Inbox>,
     /// Wakes the writer thread: something was queued, or a batch waits for its journals.
@@ -116,10 +115,8 @@ pub(super) struct Queue {
 #[derive(Default)]
 struct Inbox {
     msgs: VecDeque<Msg>,
-    /// How many of `msgs` somebody waits for.
+    /// How many of `msgs` somebody waits for (every flush, close and catch-up included).
     awaited: usize,
-    /// How many of `msgs` are not events.
-    controls: usize,
     /// `Close` was queued: nothing more is taken.
     closed: bool,
     /// When the writer thread is to project the committed batches into the journals.
@@ -136,14 +133,12 @@ struct Inbox {
 impl Inbox {
     fn push(&mut self, msg: Msg) {
         self.awaited += usize::from(msg.is_awaited());
-        self.controls += usize::from(msg.is_control());
         self.closed |= matches!(msg, Msg::Close(_));
         self.msgs.push_back(msg);
     }
 
     fn take(&mut self) -> VecDeque<Msg> {
         self.awaited = 0;
-        self.controls = 0;
         self.linger_until = None;
         std::mem::take(&mut self.msgs)
     }
