@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use postern_domain::{AuditEvent, CallOutcome, ExecutionEpoch, ServerLabel};
-use postern_gateway::audit::AuditSink;
+use postern_gateway::audit::{AuditSink, Durable};
 use postern_store::{ActivityFilter, SessionFilter, Store};
 use postern_vault::{MemoryStore, SecretStore};
 use serde_json::json;
@@ -55,13 +55,20 @@ fn started(session: u64) -> AuditEvent {
 
 /// Appends durably and waits for the outcome.
 fn durable(log: &AuditLog, event: AuditEvent) -> Result<(), String> {
+    awaited(|done| log.record_durable(event, done))
+}
+
+/// Appends durably from a caller with nothing else open, and waits for the outcome.
+fn durable_alone(log: &AuditLog, event: AuditEvent) -> Result<(), String> {
+    awaited(|done| log.record_durable_alone(event, done))
+}
+
+/// Hands `append` a `done` and waits for what it is told.
+fn awaited(append: impl FnOnce(Durable)) -> Result<(), String> {
     let (tx, rx) = mpsc::channel();
-    log.record_durable(
-        event,
-        Box::new(move |outcome| {
-            let _ = tx.send(outcome);
-        }),
-    );
+    append(Box::new(move |outcome| {
+        let _ = tx.send(outcome);
+    }));
     rx.recv().expect("done is always called")
 }
 
@@ -165,18 +172,6 @@ fn concurrent_durable_appends_are_committed_chained_anchored_and_projected() {
         .expect("activity");
     assert_eq!(page.len(), 200);
     assert!(page.iter().all(|r| r.outcome.as_deref() == Some("ok")));
-}
-
-/// Appends durably from a caller with nothing else open, and waits for the outcome.
-fn durable_alone(log: &AuditLog, event: AuditEvent) -> Result<(), String> {
-    let (tx, rx) = mpsc::channel();
-    log.record_durable_alone(
-        event,
-        Box::new(move |outcome| {
-            let _ = tx.send(outcome);
-        }),
-    );
-    rx.recv().expect("done is always called")
 }
 
 #[test]

@@ -400,8 +400,6 @@ pub(super) fn spawn(
             anchor: Anchorer::start(secrets, Arc::clone(&shared)),
             shared,
             unprojected: Vec::new(),
-            unprojected_since: None,
-            unprojected_events: 0,
         }),
     });
     let writer = Arc::clone(&queue);
@@ -454,14 +452,12 @@ struct Core {
     shared: Arc<Shared>,
     /// Committed batches waiting for their journals, oldest first ([`Core::project_at`]).
     unprojected: Vec<Committed>,
-    /// When the oldest of them was committed.
-    unprojected_since: Option<Instant>,
-    /// How many events they hold.
-    unprojected_events: usize,
 }
 
 /// A committed batch, for the journals.
 struct Committed {
+    /// When it was committed.
+    at: Instant,
     records: Vec<SealedRecord>,
     events: Vec<AuditEvent>,
 }
@@ -680,9 +676,8 @@ impl Core {
                     self.shared.update(|s| s.head = Some(head.to_string()));
                     self.anchor.post(head);
                 }
-                self.unprojected_since.get_or_insert_with(Instant::now);
-                self.unprojected_events += records.len();
                 self.unprojected.push(Committed {
+                    at: Instant::now(),
                     records,
                     events: sealed_events,
                 });
@@ -705,8 +700,9 @@ impl Core {
     /// When the committed batches are to be projected: [`PROJECT_AFTER`] after the oldest
     /// was committed, at once when they hold [`PROJECT_MAX`] events.
     fn project_at(&self) -> Option<Instant> {
-        let since = self.unprojected_since?;
-        Some(match self.unprojected_events >= PROJECT_MAX {
+        let since = self.unprojected.first()?.at;
+        let events: usize = self.unprojected.iter().map(|c| c.records.len()).sum();
+        Some(match events >= PROJECT_MAX {
             true => since,
             false => since + PROJECT_AFTER,
         })
@@ -716,8 +712,6 @@ impl Core {
     /// in one transaction.
     fn project(&mut self) {
         let unprojected = std::mem::take(&mut self.unprojected);
-        self.unprojected_since = None;
-        self.unprojected_events = 0;
         let batch: Vec<Append<'_>> = unprojected
             .iter()
             .flat_map(|c| c.records.iter().zip(&c.events))
