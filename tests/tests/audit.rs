@@ -428,8 +428,15 @@ impl TestHome {
         })
     }
 
+    /// The home's database, with the journals' file attached as Postern attaches it.
     fn db(&self) -> Result<rusqlite::Connection> {
-        Ok(rusqlite::Connection::open(self.home().join("postern.db"))?)
+        let db = rusqlite::Connection::open(self.home().join("postern.db"))?;
+        let journals = self.home().join("postern-journals.db");
+        db.execute(
+            "ATTACH DATABASE ?1 AS journal",
+            [journals.to_string_lossy()],
+        )?;
+        Ok(db)
     }
 
     fn sql(&self, sql: &str) -> Result<()> {

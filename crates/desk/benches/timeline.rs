@@ -46,7 +46,8 @@ fn main() {
         "(projected {events} events in {:.1} s)\n",
         fill.elapsed().as_secs_f64()
     );
-    let conn = rusqlite::Connection::open(dir.path().join(postern_store::DB_FILE)).expect("sqlite");
+    let conn =
+        rusqlite::Connection::open(dir.path().join(postern_store::JOURNAL_FILE)).expect("sqlite");
 
     let window = |since: i64, until: i64| TimelineQuery {
         since: Some(since),

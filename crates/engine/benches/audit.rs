@@ -206,7 +206,8 @@ fn activity_pages(home: &Path) {
     std::fs::create_dir_all(home).expect("dir");
     drop(Store::open(home).expect("schema"));
     let start = Instant::now();
-    let mut conn = rusqlite::Connection::open(home.join(postern_store::DB_FILE)).expect("sqlite");
+    let mut conn =
+        rusqlite::Connection::open(home.join(postern_store::JOURNAL_FILE)).expect("sqlite");
     let t0: i64 = 1_790_000_000_000;
     let span: i64 = 30 * 86_400_000;
     {
@@ -256,7 +257,8 @@ fn activity_pages(home: &Path) {
     println!(
         "(filled in {:.1} s; file {} MB)\n",
         start.elapsed().as_secs_f64(),
-        std::fs::metadata(home.join(postern_store::DB_FILE)).map_or(0, |m| m.len() / 1_000_000)
+        std::fs::metadata(home.join(postern_store::JOURNAL_FILE))
+            .map_or(0, |m| m.len() / 1_000_000)
     );
 
     let store = Store::open(home).expect("store");
@@ -340,7 +342,7 @@ fn activity_pages(home: &Path) {
         ),
     ];
     // Baseline: the same 50 rows fetched by primary key.
-    let conn = rusqlite::Connection::open(home.join(postern_store::DB_FILE)).expect("sqlite");
+    let conn = rusqlite::Connection::open(home.join(postern_store::JOURNAL_FILE)).expect("sqlite");
     let keys: Vec<String> = (0..50).map(|i| ((ROWS - i) * 2).to_string()).collect();
     let baseline_sql = format!(
         "SELECT seq, time, session, server, epoch, tool, call, decision, outcome, duration_ms \

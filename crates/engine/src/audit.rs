@@ -25,6 +25,7 @@
 //!
 //! Errors handed to `done` start with a stable code (`audit_unavailable: ...`).
 
+mod journals;
 mod offline;
 mod opening;
 mod stock;

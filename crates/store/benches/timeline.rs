@@ -50,11 +50,13 @@ fn main() {
     println!(
         "(projected {events} events in {:.1} s; file {} MB)",
         fill.elapsed().as_secs_f64(),
-        std::fs::metadata(dir.path().join(postern_store::DB_FILE)).map_or(0, |m| m.len() >> 20)
+        std::fs::metadata(dir.path().join(postern_store::JOURNAL_FILE))
+            .map_or(0, |m| m.len() >> 20)
     );
 
     let store = Store::open_read_only(dir.path()).expect("reader");
-    let conn = rusqlite::Connection::open(dir.path().join(postern_store::DB_FILE)).expect("sqlite");
+    let conn =
+        rusqlite::Connection::open(dir.path().join(postern_store::JOURNAL_FILE)).expect("sqlite");
     timeline(&store, &conn);
     activity(&store);
     reader_open(dir.path(), &store);

@@ -6,10 +6,11 @@
 //!
 //! [`AuditWriter`] is the one connection that appends: each batch of records is ONE transaction
 //! committed with `synchronous=FULL` (group commit: it returns once the batch is on disk, one
-//! fsync for the batch). The batch's journal rows follow in a transaction of their own with
-//! `synchronous=NORMAL` ([`AuditWriter::project_appended`]): nobody waits for them, they are
-//! on disk with the next batch's fsync, and the journals are rebuilt from the log whenever they
-//! are found behind it (at start, or at the next unlock). Reads ([`Store::audit_records`],
+//! fsync for the batch). The batches' journal rows follow in transactions of their own, in the
+//! journals' file ([`AuditWriter::project_appended`], on a second `AuditWriter` the engine
+//! keeps for them): nobody waits for them, nothing fsyncs them (`synchronous=NORMAL`), and the
+//! journals are rebuilt from the log whenever they are found behind it (at start, or at the
+//! next unlock). Reads ([`Store::audit_records`],
 //! [`Store::audit_head`], [`Store::meta`]) work on any connection, while the engine writes
 //! (WAL).
 
@@ -130,27 +131,21 @@ impl AuditWriter {
     }
 
     /// Projects a batch [`AuditWriter::append`] stored into the journals, in one transaction
-    /// not waited on by an fsync (`synchronous=NORMAL` for it: the next durable append, or a
-    /// checkpoint, puts it on disk; a crash before that leaves the journals behind the log,
-    /// which the next start rebuilds). Does nothing while projection is paused. On error the
-    /// journals are as they were.
+    /// of the journals' file alone, which nothing fsyncs (`synchronous=NORMAL`: its
+    /// checkpoints put it on disk; a crash before that leaves the journals behind the log,
+    /// which the next start rebuilds). Another `AuditWriter` may append meanwhile: the two
+    /// files' writes do not wait for each other. Does nothing while projection is paused. On
+    /// error the journals are as they were.
     pub fn project_appended(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
         if !self.projecting || batch.is_empty() {
             return Ok(());
         }
         let saved = self.projector.checkpoint();
-        self.store
-            .conn
-            .pragma_update(None, "synchronous", Sync::Normal.pragma())?;
         let result = self.project_appended_tx(batch);
-        let restored = self
-            .store
-            .conn
-            .pragma_update(None, "synchronous", Sync::Full.pragma());
         if result.is_err() {
             self.projector.restore(saved);
         }
-        result.and(restored.map_err(StoreError::from))
+        result
     }
 
     /// Projects already-stored events (opened with the key) into the journals, in one
@@ -198,6 +193,10 @@ impl AuditWriter {
         for item in batch {
             let header = item.record.header();
             let seq = to_i64(header.seq().get())?;
+            // Already in: a catch-up read it from the log.
+            if seq <= self.projector.seq() {
+                continue;
+            }
             self.projector
                 .apply(&tx, seq, header.time().as_millis(), item.event)?;
         }
@@ -353,15 +352,13 @@ mod tests {
         }
     }
 
-    #[test]
-    fn batches_append_in_one_transaction_and_read_back_in_order() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut writer = AuditWriter::open(dir.path()).expect("open");
+    /// `n` events sealed onto a new chain, and the key that opens them.
+    fn sealed(n: u64) -> (OpeningKey, Vec<AuditEvent>, Vec<SealedRecord>) {
         let key = OpeningKey::from_bytes([3; 32]);
         let mut chain = Chain::genesis(key.recipient());
         let mut rng = Counter(0);
-        let events: Vec<AuditEvent> = (1..=5).map(event).collect();
-        let records: Vec<SealedRecord> = events
+        let events: Vec<AuditEvent> = (1..=n).map(event).collect();
+        let records = events
             .iter()
             .map(|e| {
                 let kind = EventKind::parse(e.kind()).expect("kind");
@@ -371,11 +368,23 @@ mod tests {
                     .expect("append")
             })
             .collect();
-        let batch: Vec<Append<'_>> = records
+        (key, events, records)
+    }
+
+    fn appends<'a>(events: &'a [AuditEvent], records: &'a [SealedRecord]) -> Vec<Append<'a>> {
+        records
             .iter()
-            .zip(&events)
+            .zip(events)
             .map(|(record, event)| Append { record, event })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn batches_append_in_one_transaction_and_read_back_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut writer = AuditWriter::open(dir.path()).expect("open");
+        let (key, events, records) = sealed(5);
+        let batch = appends(&events, &records);
         writer.append(&batch[..3]).expect("first batch");
         writer
             .project_appended(&batch[..3])
@@ -407,5 +416,34 @@ mod tests {
         .expect("verifies");
         assert_eq!(verified.records, 5);
         assert_eq!(reader.journal_seq().expect("journal seq"), 5);
+    }
+
+    #[test]
+    fn an_append_goes_on_while_the_journals_are_being_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut writer = AuditWriter::open(dir.path()).expect("open");
+        let (_, events, records) = sealed(2);
+        let batch = appends(&events, &records);
+        // The journals' connection in the middle of a transaction (their thread projecting).
+        let journals = Store::open(dir.path()).expect("journals' connection");
+        journals
+            .conn
+            .execute_batch("BEGIN; INSERT INTO journal_meta (key, value) VALUES ('busy', 1);")
+            .expect("a journal transaction");
+        // With the journals in the log's file this waited out the busy timeout and failed.
+        let started = std::time::Instant::now();
+        writer
+            .append(&batch)
+            .expect("the append does not wait for the journals");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(4),
+            "the append waited {:?} for the journals' transaction",
+            started.elapsed()
+        );
+        journals.conn.execute_batch("ROLLBACK").expect("rollback");
+        assert_eq!(
+            writer.store().audit_head().expect("head").map(|h| h.0),
+            Some(2)
+        );
     }
 }

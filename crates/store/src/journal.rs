@@ -2,9 +2,10 @@
 //! the audit log.
 //!
 //! The log is the truth. Its bodies open only with the key, so the journals are written at
-//! append time, from the plaintext event, in the same transaction as the record
-//! ([`crate::AuditWriter::append`]); `meta` keeps how far they go (`journal.seq`) and the
-//! current engine run (`journal.run`). When they are behind the log (dropped, or a log from
+//! append time, from the plaintext event, right after the record is durable
+//! ([`crate::AuditWriter::project_appended`]), in a file of their own (`postern-journals.db`,
+//! attached as `journal`); `journal_meta` keeps how far they go (`seq`) and the current engine
+//! run (`run`). When they are behind the log (dropped, or a log from
 //! before they existed), the engine rebuilds them from opened records
 //! ([`crate::AuditWriter::project`]), which needs the key.
 //!
@@ -138,7 +139,7 @@ pub struct GrantRow {
 impl Store {
     /// The last audit seq the journals include (0: none).
     pub fn journal_seq(&self) -> Result<i64, StoreError> {
-        meta_int(&self.conn, "journal.seq")
+        journal_meta(&self.conn, "seq")
     }
 
     /// Opens the database in `home` for reading the journals only: no migration, no
@@ -150,22 +151,31 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(Duration::from_secs(5))?;
-        let found: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
-        if found > migrations::LATEST {
-            return Err(StoreError::TooNew {
-                found,
-                known: migrations::LATEST,
-            });
-        }
-        if found < migrations::LATEST {
-            return Err(StoreError::Corrupt {
-                what: "the database schema".into(),
-                why: format!(
-                    "it is at version {found}, this Postern reads {}: open it with the engine \
-                     first, which migrates it",
-                    migrations::LATEST
-                ),
-            });
+        conn.execute(
+            "ATTACH DATABASE ?1 AS journal",
+            [home.join(crate::JOURNAL_FILE).to_string_lossy()],
+        )?;
+        for (schema, latest) in [
+            ("main", migrations::LATEST),
+            ("journal", migrations::JOURNAL_LATEST),
+        ] {
+            let found: i64 =
+                conn.pragma_query_value(Some(schema), "user_version", |row| row.get(0))?;
+            if found > latest {
+                return Err(StoreError::TooNew {
+                    found,
+                    known: latest,
+                });
+            }
+            if found < latest {
+                return Err(StoreError::Corrupt {
+                    what: format!("the database schema ({schema})"),
+                    why: format!(
+                        "it is at version {found}, this Postern reads {latest}: open it with \
+                         the engine first, which migrates it"
+                    ),
+                });
+            }
         }
         Ok(Store { conn })
     }
@@ -284,17 +294,16 @@ impl StoredGrant {
     }
 }
 
-fn meta_int(conn: &Connection, key: &str) -> Result<i64, StoreError> {
-    let value: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-        .optional()?;
-    match value {
-        None => Ok(0),
-        Some(text) => text.parse().map_err(|_| StoreError::Corrupt {
-            what: format!("meta {key}"),
-            why: format!("{text:?} is not an integer"),
-        }),
-    }
+/// A value of `journal_meta` (0 when not set).
+fn journal_meta(conn: &Connection, key: &str) -> Result<i64, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT value FROM journal_meta WHERE key = ?1",
+            [key],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0))
 }
 
 fn page(limit: u32) -> u32 {

@@ -1,6 +1,13 @@
-//! The one SQLite file in a Postern home (`postern.db`): WAL mode, versioned migrations,
-//! and typed access to what the engine keeps (servers, settings, the audit log and the
-//! journals projected from it). Only this crate touches SQLite.
+//! The SQLite files in a Postern home: `postern.db` (servers, settings, credentials' names,
+//! the audit log) and beside it `postern-journals.db` (the journals projected from the log,
+//! attached to every connection as the schema `journal`): WAL mode, versioned migrations,
+//! and typed access to what the engine keeps. Only this crate touches SQLite.
+//!
+//! The journals have a file of their own so that writing them never adds to what an audit
+//! commit has to carry to the disk: each file has its write-ahead log, and a commit's fsync
+//! takes only its own file's pages. They are projected on their own connection, beside the
+//! appends, at `synchronous=NORMAL` (they are rebuilt from the log whenever they are found
+//! behind it).
 
 pub mod audit;
 mod baselines;
@@ -24,6 +31,19 @@ pub use servers::AddOutcome;
 
 /// The file name of the database inside a Postern home.
 pub const DB_FILE: &str = "postern.db";
+
+/// The file name of the journals' database beside it (for [`DB_FILE`]; a database opened at
+/// another path has its journals at [`journal_path`] of it).
+pub const JOURNAL_FILE: &str = "postern-journals.db";
+
+/// Where the journals of the database at `db` are kept: beside it, `<stem>-journals.db`.
+pub fn journal_path(db: &Path) -> std::path::PathBuf {
+    let stem = db.file_stem().map_or_else(
+        || std::borrow::Cow::Borrowed("postern"),
+        |s| s.to_string_lossy(),
+    );
+    db.with_file_name(format!("{stem}-journals.db"))
+}
 
 /// An open Postern database.
 #[derive(Debug)]
@@ -93,6 +113,15 @@ impl Store {
         // anyway; freed pages are written as zeros.
         conn.pragma_update(None, "secure_delete", "ON")?;
         migrations::apply(&mut conn)?;
+        // Attached after the migrations, so that theirs never name the journals' tables.
+        conn.execute(
+            "ATTACH DATABASE ?1 AS journal",
+            [journal_path(path).to_string_lossy()],
+        )?;
+        conn.pragma_update(Some("journal"), "journal_mode", "WAL")?;
+        conn.pragma_update(Some("journal"), "synchronous", Sync::Normal.pragma())?;
+        conn.pragma_update(Some("journal"), "secure_delete", "ON")?;
+        migrations::apply_journals(&mut conn)?;
         Ok(Self { conn })
     }
 
@@ -134,6 +163,47 @@ mod tests {
         drop(store);
         // Reopening an up-to-date database is a no-op, not an error.
         Store::open(dir.path()).expect("reopen");
+    }
+
+    #[test]
+    fn journals_kept_in_the_database_move_to_their_own_file_to_be_rebuilt_from_the_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let mut conn = Connection::open(dir.path().join(DB_FILE)).expect("raw open");
+            migrations::apply_until(&mut conn, migrations::JOURNALS_MOVED - 1).expect("old");
+            conn.execute_batch(
+                "INSERT INTO journal_sessions (id, run, session, server, started, status)
+                     VALUES (2, 1, 1, 'time', 2000, 'running');
+                 INSERT INTO meta (key, value) VALUES ('journal.seq', '7'), ('journal.run', '1');",
+            )
+            .expect("an older Postern's journals");
+        }
+        let store = Store::open(dir.path()).expect("open");
+        let left: i64 = store
+            .conn
+            .query_row(
+                "SELECT count(*) FROM main.sqlite_master WHERE name LIKE 'journal%'
+                 UNION ALL SELECT count(*) FROM main.meta WHERE key LIKE 'journal.%'
+                 ORDER BY 1 DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(left, 0, "postern.db keeps no journal table or key");
+        // Behind the log: the engine rebuilds them from it (with the opening key).
+        assert_eq!(store.journal_seq().expect("seq"), 0);
+        assert!(
+            store
+                .sessions(&SessionFilter::default())
+                .expect("sessions")
+                .is_empty()
+        );
+        let version: i64 = store
+            .conn
+            .pragma_query_value(Some("journal"), "user_version", |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, migrations::JOURNAL_LATEST);
+        assert!(dir.path().join(JOURNAL_FILE).exists());
     }
 
     #[test]

@@ -281,31 +281,198 @@ const MIGRATIONS: &[&str] = &[
     "DROP INDEX audit_log_time;
      DROP INDEX audit_log_kind;
      CREATE INDEX audit_log_engine_started ON audit_log(seq) WHERE kind = 'engine_started';",
+    // 15: the journals move to a file of their own (issue 17; `JOURNAL_MIGRATIONS`): their
+    // pages no longer ride an audit commit's fsync, and they are written beside the appends.
+    // They are rebuilt there from the log (with the opening key: at start, or at the next
+    // unlock), as any journals found behind it are.
+    "DROP TABLE journal_activity;
+     DROP TABLE journal_activity_buckets;
+     DROP TABLE journal_session_epochs;
+     DROP TABLE journal_grants;
+     DROP TABLE journal_approvals;
+     DROP TABLE journal_credential_uses;
+     DROP TABLE journal_sessions;
+     DELETE FROM meta WHERE key LIKE 'journal.%';",
 ];
 
 /// The schema version this build writes.
 pub(crate) const LATEST: i64 = MIGRATIONS.len() as i64;
 
+/// The journals' file (attached as `journal`), versioned in its own `user_version`. Its
+/// first version is where migrations 3 to 14 had brought the journal tables in
+/// `postern.db`, and `journal_meta` holds how far they go (`seq`) and the current engine
+/// run (`run`).
+const JOURNAL_MIGRATIONS: &[&str] = &[
+    // 1
+    "CREATE TABLE journal.journal_meta (
+        key   TEXT PRIMARY KEY NOT NULL,
+        value INTEGER NOT NULL
+     ) STRICT;
+     CREATE TABLE journal.journal_sessions (
+        id        INTEGER PRIMARY KEY NOT NULL, -- seq of the record that opened it
+        run       INTEGER NOT NULL,             -- seq of its engine run's engine_started record
+        session   INTEGER NOT NULL,             -- the engine's session number within the run
+        server    TEXT NOT NULL,
+        client    TEXT,
+        started   INTEGER NOT NULL,             -- unix ms
+        ended     INTEGER,                      -- unix ms; NULL while running or interrupted
+        status    TEXT NOT NULL,                -- running | ended | interrupted
+        reason    TEXT,
+        calls     INTEGER NOT NULL DEFAULT 0,   -- intents (forwarded calls)
+        denied    INTEGER NOT NULL DEFAULT 0,   -- calls refused before forwarding
+        failed    INTEGER NOT NULL DEFAULT 0,   -- results other than ok
+        approved  TEXT,                         -- who admitted the session
+        agent     TEXT,                         -- the agent process behind it
+        approvals INTEGER NOT NULL DEFAULT 0,   -- approval requests it raised
+        last_time INTEGER,                      -- unix ms of the last record naming it
+        cwd       TEXT,
+        UNIQUE (run, session)
+     ) STRICT;
+     CREATE INDEX journal.journal_sessions_server ON journal_sessions(server);
+     CREATE INDEX journal.journal_sessions_status ON journal_sessions(status);
+     CREATE TABLE journal.journal_session_epochs (
+        session    INTEGER NOT NULL,            -- journal_sessions.id
+        epoch      TEXT NOT NULL,
+        seq        INTEGER NOT NULL,            -- first record naming it
+        first_time INTEGER,
+        last_time  INTEGER,
+        PRIMARY KEY (session, epoch)
+     ) STRICT, WITHOUT ROWID;
+     CREATE TABLE journal.journal_activity (
+        seq         INTEGER PRIMARY KEY NOT NULL, -- seq of the intent or refusal record
+        time        INTEGER NOT NULL,
+        session     INTEGER NOT NULL,             -- journal_sessions.id
+        server      TEXT NOT NULL,
+        epoch       TEXT,
+        tool        TEXT NOT NULL,
+        call        TEXT NOT NULL,                -- the JSON-RPC id, as JSON
+        decision    TEXT NOT NULL,                -- allowed, or the refusal code
+        outcome     TEXT,                         -- NULL until the result is recorded
+        duration_ms INTEGER,
+        result_seq  INTEGER,
+        authority   TEXT,
+        grant       TEXT,
+        approval    TEXT
+     ) STRICT;
+     CREATE INDEX journal.journal_activity_time ON journal_activity(time);
+     CREATE INDEX journal.journal_activity_pending ON journal_activity(session, call)
+        WHERE result_seq IS NULL;
+     CREATE INDEX journal.journal_activity_session_time ON journal_activity(session, time);
+     CREATE INDEX journal.journal_activity_server_time ON journal_activity(server, time);
+     CREATE INDEX journal.journal_activity_epoch_time ON journal_activity(epoch, time);
+     CREATE INDEX journal.journal_activity_tool_time ON journal_activity(tool, time);
+     CREATE INDEX journal.journal_activity_decision_time ON journal_activity(decision, time);
+     CREATE INDEX journal.journal_activity_refused ON journal_activity(time)
+        WHERE outcome = 'refused';
+     CREATE INDEX journal.journal_activity_refused_session ON journal_activity(session, time)
+        WHERE outcome = 'refused';
+     CREATE INDEX journal.journal_activity_asked ON journal_activity(time)
+        WHERE approval IS NOT NULL;
+     CREATE INDEX journal.journal_activity_result ON journal_activity(result_seq);
+     CREATE TABLE journal.journal_activity_buckets (
+        session INTEGER NOT NULL,              -- journal_sessions.id
+        span    INTEGER NOT NULL,              -- bucket width, ms (one of a fixed set)
+        start   INTEGER NOT NULL,              -- unix ms, a multiple of span
+        calls   INTEGER NOT NULL,              -- Activity rows (refusals included)
+        refused INTEGER NOT NULL,              -- of which refused before forwarding
+        grants  INTEGER NOT NULL,              -- grants issued
+        PRIMARY KEY (session, span, start)
+     ) STRICT, WITHOUT ROWID;
+     CREATE TABLE journal.journal_grants (
+        grant       TEXT PRIMARY KEY NOT NULL, -- the grant id (a ULID)
+        session     INTEGER NOT NULL,          -- journal_sessions.id
+        server      TEXT NOT NULL,
+        epoch       TEXT NOT NULL,
+        tools       TEXT NOT NULL,             -- JSON of the ToolScope
+        credentials TEXT NOT NULL,             -- JSON array of credential scope names
+        end_kind    TEXT NOT NULL,             -- JSON of the GrantEnd
+        issued      INTEGER NOT NULL,          -- unix ms
+        ended       INTEGER,                   -- unix ms of the grant_ended record
+        reason      TEXT,                      -- why it ended
+        seq         INTEGER NOT NULL,          -- seq of the approval_granted record
+        ended_seq   INTEGER
+     ) STRICT;
+     CREATE INDEX journal.journal_grants_session_issued ON journal_grants(session, issued);
+     CREATE INDEX journal.journal_grants_session_ended ON journal_grants(session, ended);
+     CREATE TABLE journal.journal_approvals (
+        approval   TEXT PRIMARY KEY NOT NULL,  -- the approval id (a ULID)
+        session    INTEGER NOT NULL,           -- journal_sessions.id
+        tool       TEXT NOT NULL,
+        requested  INTEGER NOT NULL,           -- unix ms of the approval_requested record
+        seq        INTEGER NOT NULL,           -- its seq
+        answered   INTEGER,                    -- unix ms of the answer; NULL while open
+        answer     TEXT,                       -- granted | denied | expired
+        code       TEXT,                       -- what the call got when not granted
+        grant      TEXT,                       -- the grant it gave, if any
+        answer_seq INTEGER,                    -- seq of the answer's record
+        activity   INTEGER,                    -- journal_activity.seq of the call that raised it
+        channel    TEXT                        -- where the person answered
+     ) STRICT;
+     CREATE INDEX journal.journal_approvals_session_requested
+        ON journal_approvals(session, requested);
+     CREATE INDEX journal.journal_approvals_open ON journal_approvals(session, tool)
+        WHERE activity IS NULL;
+     CREATE TABLE journal.journal_credential_uses (
+        credential TEXT NOT NULL,
+        server     TEXT NOT NULL,
+        host       TEXT NOT NULL,
+        uses       INTEGER NOT NULL DEFAULT 0,  -- requests the broker put the value in
+        leaks      INTEGER NOT NULL DEFAULT 0,  -- requests refused: not a host of the credential
+        first      INTEGER NOT NULL,            -- unix ms of the first record
+        last       INTEGER NOT NULL,            -- unix ms of the last record
+        last_epoch TEXT,                        -- the execution epoch of the last record
+        PRIMARY KEY (credential, server, host)
+     ) STRICT;",
+];
+
+/// The journals' schema version this build writes.
+pub(crate) const JOURNAL_LATEST: i64 = JOURNAL_MIGRATIONS.len() as i64;
+
 pub(crate) fn apply(conn: &mut Connection) -> Result<(), StoreError> {
+    apply_from(conn, "main", MIGRATIONS)
+}
+
+/// Brings the attached journals' file (schema `journal`) up to date.
+pub(crate) fn apply_journals(conn: &mut Connection) -> Result<(), StoreError> {
+    apply_from(conn, "journal", JOURNAL_MIGRATIONS)
+}
+
+fn apply_from(conn: &mut Connection, schema: &str, migrations: &[&str]) -> Result<(), StoreError> {
+    let latest = migrations.len() as i64;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
-    if found > LATEST {
+    let found: i64 = tx.pragma_query_value(Some(schema), "user_version", |row| row.get(0))?;
+    if found > latest {
         return Err(StoreError::TooNew {
             found,
-            known: LATEST,
+            known: latest,
         });
     }
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+    for (index, sql) in migrations.iter().enumerate().skip(found as usize) {
         tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        tx.pragma_update(Some(schema), "user_version", index as i64 + 1)?;
     }
     tx.commit()?;
     Ok(())
 }
 
+/// The version whose migration moved the journals to their own file (tests follow journal rows
+/// through the migrations before it; after it they are rebuilt from the log).
+#[cfg(test)]
+pub(crate) const JOURNALS_MOVED: i64 = 15;
+
+/// Migrates `conn` up to `version` only, as an older Postern left it.
+#[cfg(test)]
+pub(crate) fn apply_until(conn: &mut Connection, version: i64) -> Result<(), StoreError> {
+    apply_from(conn, "main", &MIGRATIONS[..version as usize])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn apply_before_the_journals_moved(conn: &mut Connection) -> Result<(), StoreError> {
+        apply_until(conn, JOURNALS_MOVED - 1)
+    }
 
     #[test]
     fn a_database_from_the_previous_version_keeps_its_journal_rows() {
@@ -322,7 +489,7 @@ mod tests {
         )
         .expect("old row");
 
-        apply(&mut conn).expect("migrate");
+        apply_before_the_journals_moved(&mut conn).expect("migrate");
         let row: (i64, Option<String>, Option<String>, i64) = conn
             .query_row(
                 "SELECT calls, approved, agent, approvals FROM journal_sessions WHERE id = 2",
@@ -334,7 +501,7 @@ mod tests {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .expect("version");
-        assert_eq!(version, LATEST);
+        assert_eq!(version, JOURNALS_MOVED - 1);
     }
 
     #[test]
@@ -354,7 +521,7 @@ mod tests {
         )
         .expect("old rows");
 
-        apply(&mut conn).expect("migrate");
+        apply_before_the_journals_moved(&mut conn).expect("migrate");
         let row: (String, Option<String>, Option<String>, Option<String>) = conn
             .query_row(
                 "SELECT decision, authority, grant, approval FROM journal_activity WHERE seq = 4",
@@ -389,7 +556,7 @@ mod tests {
         )
         .expect("old rows");
 
-        apply(&mut conn).expect("migrate");
+        apply_before_the_journals_moved(&mut conn).expect("migrate");
         let row: (Option<String>, Option<String>) = conn
             .query_row(
                 "SELECT answer, channel FROM journal_approvals WHERE approval = 'A'",
@@ -430,7 +597,7 @@ mod tests {
         )
         .expect("old rows");
 
-        apply(&mut conn).expect("migrate");
+        apply_before_the_journals_moved(&mut conn).expect("migrate");
         let times: (i64, i64, i64) = conn
             .query_row(
                 "SELECT e.first_time, e.last_time, s.last_time

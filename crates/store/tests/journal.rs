@@ -20,7 +20,8 @@ use postern_domain::{
     GrantId, ToolScope,
 };
 use postern_store::{
-    ActivityFilter, Agent, Asked, GrantLife, GrantRow, Opened, SessionFilter, Store, StoreError,
+    ActivityFilter, Agent, Append, Asked, GrantLife, GrantRow, Opened, SessionFilter, Store,
+    StoreError,
 };
 use serde_json::json;
 
@@ -858,4 +859,24 @@ fn results_complete_their_own_calls_across_batches_sessions_and_runs() {
         log.rebuild_identically();
         check(&log.store);
     }
+}
+
+/// What a catch-up read from the log is not projected again when its batch comes by (the
+/// journals' thread catches up while the log goes on; the batches committed meanwhile reach it
+/// afterwards).
+#[test]
+fn a_batch_already_in_the_journals_is_not_projected_again() {
+    let mut log = Log::write(results_across_batches(), &[0..6, 6..14]);
+    let before = common::dump(log.home());
+    let batch: Vec<Append<'_>> = log
+        .records
+        .iter()
+        .zip(&log.events)
+        .map(|(record, event)| Append { record, event })
+        .collect();
+    log.writer
+        .project_appended(&batch[3..])
+        .expect("projected again");
+    assert_eq!(common::dump(log.home()), before);
+    assert_eq!(log.store.journal_seq().expect("seq"), 14);
 }

@@ -99,6 +99,12 @@ impl Fixture {
     fn sql(&self, sql: &str) {
         let conn = rusqlite::Connection::open(self.home.path().join(postern_store::DB_FILE))
             .expect("sqlite");
+        let journals = self.home.path().join(postern_store::JOURNAL_FILE);
+        conn.execute(
+            "ATTACH DATABASE ?1 AS journal",
+            [journals.to_string_lossy()],
+        )
+        .expect("attach");
         conn.execute_batch(sql).expect("sql");
     }
 
@@ -441,7 +447,7 @@ fn the_journals_are_rebuilt_from_the_log_when_missing() {
     assert_eq!(before.len(), 4);
     fx.sql(
         "DELETE FROM journal_activity; DELETE FROM journal_sessions;
-         DELETE FROM journal_session_epochs; DELETE FROM meta WHERE key LIKE 'journal.%';",
+         DELETE FROM journal_session_epochs; DELETE FROM journal_meta;",
     );
     assert!(
         store
@@ -518,7 +524,7 @@ fn the_opening_key_is_sealed_at_unlock_and_journals_left_behind_catch_up_with_it
     // in order and with what came meanwhile, at the unlock.
     fx.sql(
         "DELETE FROM journal_activity; DELETE FROM journal_sessions;
-         DELETE FROM journal_session_epochs; DELETE FROM meta WHERE key LIKE 'journal.%';",
+         DELETE FROM journal_session_epochs; DELETE FROM journal_meta;",
     );
     let log = fx.open();
     assert_eq!(log.status().state, AuditState::Ready);

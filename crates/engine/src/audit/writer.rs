@@ -1,7 +1,8 @@
-//! Opening the log at start-up, the group-committing writer thread, and the anchor thread.
+//! Opening the log at start-up, the group-committing writer thread, and the anchor thread
+//! (the journals' thread is [`super::journals`]).
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -16,6 +17,8 @@ use postern_gateway::audit::AuditSink;
 use postern_gateway::audit::Durable;
 use postern_store::audit::META_RECIPIENT;
 use postern_store::{Append, AuditWriter};
+
+use super::journals::{Committed, Journals};
 use postern_vault::SecretStore;
 
 use super::opening::Stored;
@@ -37,18 +40,6 @@ const MAX_BATCH: usize = 4096;
 ///
 /// [`AuditSink::record`]: postern_gateway::audit::AuditSink::record
 const LINGER: Duration = Duration::from_millis(5);
-
-/// How long committed events wait for their journal rows: the journals of every batch
-/// committed meanwhile are written in one transaction. Each transaction rewrites the pages it
-/// touches (an Activity row's table and index pages) in the write-ahead log, and the next
-/// durable commit's fsync waits for them: projected after every commit, they were most of the
-/// bytes that fsync carried. As long as a call's result waits for company ([`LINGER`]), so
-/// that the journals trail a call by about as much as they did (a flush projects at once; if
-/// the engine dies first, they are rebuilt from the log).
-const PROJECT_AFTER: Duration = LINGER;
-
-/// How many committed events are projected at once, without waiting for [`PROJECT_AFTER`].
-const PROJECT_MAX: usize = 4096;
 
 /// How long one prepared seal (one ephemeral key) serves the commits that follow one
 /// another: under load a commit every millisecond or so took an X25519 agreement each (7% of
@@ -104,7 +95,8 @@ impl Msg {
 /// writer and back), each a wake-up on the way to the forward. Under load, callers queue and
 /// the writer groups them. Whoever commits holds [`Queue::core`] and takes the whole queue
 /// under it, so the log's order is the order events were queued in, whichever thread writes
-/// them. The writer thread projects every batch into the journals ([`PROJECT_AFTER`]).
+/// them, and hands each committed batch to the journals' thread ([`Journals`]) before it lets
+/// go of the log, so the journals see the batches in the log's order too.
 pub(super) struct Queue {
     inbox: Mutex<Inbox>,
     /// Wakes the writer thread: something was queued, or a batch waits for its journals.
@@ -119,8 +111,6 @@ struct Inbox {
     awaited: usize,
     /// `Close` was queued: nothing more is taken.
     closed: bool,
-    /// When the writer thread is to project the committed batches into the journals.
-    project_at: Option<Instant>,
     /// Until when the commits' kept seal serves (the writer thread drops it then).
     seal_until: Option<Instant>,
     /// Until when what is queued (nothing of it awaited) waits for company ([`LINGER`]).
@@ -143,10 +133,9 @@ impl Inbox {
         std::mem::take(&mut self.msgs)
     }
 
-    /// After a commit or a projection: the deadlines the log's state sets, and whether more
-    /// came meanwhile. Called with the log held, so that no later committer's are overwritten.
+    /// After a commit: the kept seal's deadline, and whether more came meanwhile. Called with
+    /// the log held, so that no later committer's is overwritten.
     fn settle(&mut self, core: &Core) {
-        self.project_at = core.project_at();
         self.seal_until = core.seal_until();
         self.busy = self.awaited > 0;
     }
@@ -216,9 +205,11 @@ impl Queue {
 /// A log that passed the start-up checks, ready to append to.
 pub(super) struct Ready {
     pub db: AuditWriter,
+    /// The journals' own connection (their thread projects on it, beside the appends).
+    pub journals: AuditWriter,
     pub chain: Chain,
     /// The home (the catch-up reads the log on a connection of its own).
-    pub home: PathBuf,
+    pub home: std::path::PathBuf,
     /// Journals behind the log that wait for the opening key to catch up (`Some(clear)`:
     /// with `clear`, they were ahead of it and are rebuilt from the start).
     pub behind: Option<bool>,
@@ -233,7 +224,7 @@ pub(super) fn empty_anchor() -> Head {
 
 /// Keys, anchor, start-up verification, journal catch-up.
 pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, AuditError> {
-    let mut db = open_writer(home)?;
+    let db = open_writer(home)?;
     let unavailable = |e: AuditError| match e {
         AuditError::Keychain(v) => AuditError::Unavailable {
             reason: format!("{} ({})", v, v.code()),
@@ -302,7 +293,8 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
         )));
     }
 
-    let journal = db.store().journal_seq()?;
+    let mut journals = open_writer(home)?;
+    let journal = journals.store().journal_seq()?;
     let head_seq = checked.head.map_or(0, |h| h.seq().get() as i64);
     let mut behind = None;
     if journal != head_seq {
@@ -315,7 +307,7 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
                     "the journals are behind the log: rebuilding them from it"
                 );
                 let reader = postern_store::Store::open(home)?;
-                let projected = super::offline::catch_up(&mut db, &reader, key, clear)?;
+                let projected = super::offline::catch_up(&mut journals, &reader, key, clear)?;
                 tracing::info!(projected, "journals rebuilt");
             }
             None => {
@@ -325,7 +317,7 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
                     "the journals are behind the log; they catch up when the vault is unlocked \
                      (the opening key is sealed under the vault key)"
                 );
-                db.pause_projection();
+                journals.pause_projection();
                 behind = Some(clear);
             }
         }
@@ -341,6 +333,7 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
     };
     Ok(Ready {
         db,
+        journals,
         chain,
         home: home.to_owned(),
         behind,
@@ -395,11 +388,9 @@ pub(super) fn spawn(
             seal: None,
             db: ready.db,
             chain: ready.chain,
-            home: ready.home,
-            behind: ready.behind,
+            journals: Journals::start(ready.journals, ready.home, ready.behind),
             anchor: Anchorer::start(secrets, Arc::clone(&shared)),
             shared,
-            unprojected: Vec::new(),
         }),
     });
     let writer = Arc::clone(&queue);
@@ -446,20 +437,10 @@ struct Core {
     seal: Option<(Box<PreparedSeal>, Instant)>,
     db: AuditWriter,
     chain: Chain,
-    home: PathBuf,
-    behind: Option<bool>,
+    /// Where committed batches go for their journal rows.
+    journals: Journals,
     anchor: Anchorer,
     shared: Arc<Shared>,
-    /// Committed batches waiting for their journals, oldest first ([`Core::project_at`]).
-    unprojected: Vec<Committed>,
-}
-
-/// A committed batch, for the journals.
-struct Committed {
-    /// When it was committed.
-    at: Instant,
-    records: Vec<SealedRecord>,
-    events: Vec<AuditEvent>,
 }
 
 /// Who waits for a batch, and what each gets: told once the committing thread let go of the
@@ -512,37 +493,31 @@ impl Queue {
                 });
             }
             let done = core.commit(events);
-            // The waiters first, with the log let go (a call's intent is durable: it goes out
-            // now), then the journals: now when somebody waits for them, else once they are
-            // due. Under load (more awaited meanwhile), projecting now also lets the next
-            // group grow while the journals are written.
-            drop(core);
-            done.tell();
-            let mut core = self.core();
-            let busy = self.lock().awaited > 0;
-            let due = core.project_at().is_some_and(|at| at <= Instant::now());
-            if busy || due || closing.is_some() || key.is_some() || !flushes.is_empty() {
-                core.project();
-            }
+            // The journals' thread answers flushes once it has projected what came before.
             if let Some(key) = key {
-                core.catch_up(&key);
+                core.journals.catch_up(key);
             }
             for reply in flushes {
-                let _ = reply.send(());
+                core.journals.flush(reply);
             }
+            self.lock().settle(&core);
+            // The waiters with the log let go (a call's intent is durable: it goes out now).
+            drop(core);
+            done.tell();
             if closing.is_some() {
+                let mut core = self.core();
                 core.shared.update(|s| s.state = AuditState::Closed);
                 core.seal = None;
+                core.journals.finish();
                 core.anchor.finish();
                 return;
             }
-            self.lock().settle(&core);
         }
     }
 
     /// Waits until what is queued is to be committed: somebody waits for some of it, or it
     /// lingered [`LINGER`], or it is [`MAX_BATCH`] long. `false`: nothing to commit yet, but
-    /// something was done meanwhile (the journals projected, the kept seal dropped).
+    /// the kept seal was dropped meanwhile.
     fn ready(&self) -> bool {
         let mut inbox = self.lock();
         loop {
@@ -551,21 +526,17 @@ impl Queue {
                 return true;
             }
             let now = Instant::now();
-            let project = inbox.project_at.is_some_and(|at| at <= now);
-            if project || inbox.seal_until.is_some_and(|until| until <= now) {
+            if inbox.seal_until.is_some_and(|until| until <= now) {
                 drop(inbox);
                 let mut core = self.core();
-                match project {
-                    true => core.project(),
-                    false => core.drop_expired_seal(),
-                }
+                core.drop_expired_seal();
                 self.lock().settle(&core);
                 return false;
             }
             if queued > 0 && *inbox.linger_until.get_or_insert(now + LINGER) <= now {
                 return true;
             }
-            let deadline = [inbox.linger_until, inbox.project_at, inbox.seal_until]
+            let deadline = [inbox.linger_until, inbox.seal_until]
                 .into_iter()
                 .flatten()
                 .min();
@@ -608,23 +579,6 @@ impl Core {
             .is_some_and(|(_, taken)| taken.elapsed() >= SEAL_SPAN)
         {
             self.seal = None;
-        }
-    }
-
-    /// Brings journals that were behind the log at start up to date, now that the opening
-    /// key is at hand (every event appended meanwhile included: they were not projected).
-    fn catch_up(&mut self, key: &OpeningKey) {
-        let Some(clear) = self.behind else { return };
-        let caught = postern_store::Store::open(&self.home)
-            .map_err(AuditError::from)
-            .and_then(|reader| super::offline::catch_up(&mut self.db, &reader, key, clear));
-        match caught {
-            Ok(projected) => {
-                self.db.resume_projection();
-                self.behind = None;
-                tracing::info!(projected, "the journals caught up with the log");
-            }
-            Err(e) => tracing::error!("the journals could not catch up with the log: {e}"),
         }
     }
 
@@ -676,7 +630,7 @@ impl Core {
                     self.shared.update(|s| s.head = Some(head.to_string()));
                     self.anchor.post(head);
                 }
-                self.unprojected.push(Committed {
+                self.journals.committed(Committed {
                     at: Instant::now(),
                     records,
                     events: sealed_events,
@@ -695,38 +649,6 @@ impl Core {
             }
         }
         Outcomes(waiters)
-    }
-
-    /// When the committed batches are to be projected: [`PROJECT_AFTER`] after the oldest
-    /// was committed, at once when they hold [`PROJECT_MAX`] events.
-    fn project_at(&self) -> Option<Instant> {
-        let since = self.unprojected.first()?.at;
-        let events: usize = self.unprojected.iter().map(|c| c.records.len()).sum();
-        Some(match events >= PROJECT_MAX {
-            true => since,
-            false => since + PROJECT_AFTER,
-        })
-    }
-
-    /// Projects the committed batches into the journals, in the order they were committed,
-    /// in one transaction.
-    fn project(&mut self) {
-        let unprojected = std::mem::take(&mut self.unprojected);
-        let batch: Vec<Append<'_>> = unprojected
-            .iter()
-            .flat_map(|c| c.records.iter().zip(&c.events))
-            .map(|(record, event)| Append { record, event })
-            .collect();
-        if let Err(e) = self.db.project_appended(&batch) {
-            // The log has the events; the journals catch up from it at the next unlock or
-            // start.
-            tracing::error!(
-                records = batch.len(),
-                "the journals could not take an audit batch: {e}; they catch up from the log at the next unlock"
-            );
-            self.db.pause_projection();
-            self.behind.get_or_insert(false);
-        }
     }
 
     fn seal(

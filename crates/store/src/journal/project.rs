@@ -14,7 +14,7 @@ use postern_domain::decision::Authority;
 use postern_domain::{AnswerChannel, ApprovalId, AuditEvent, ExecutionEpoch, Grant};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::{SPANS, meta_int};
+use super::{SPANS, journal_meta};
 use crate::StoreError;
 
 /// Writes journal rows for events, tracking how far it got and the current engine run.
@@ -92,8 +92,8 @@ struct Counts {
 impl Projector {
     pub(crate) fn load(conn: &rusqlite::Connection) -> Result<Self, StoreError> {
         Ok(Projector {
-            seq: meta_int(conn, "journal.seq")?,
-            run: meta_int(conn, "journal.run")?,
+            seq: journal_meta(conn, "seq")?,
+            run: journal_meta(conn, "run")?,
             pending: Pending::default(),
             known: Known::default(),
         })
@@ -141,11 +141,11 @@ impl Projector {
     pub(crate) fn save(&mut self, tx: &Transaction<'_>) -> Result<(), StoreError> {
         self.flush(tx)?;
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+            "INSERT INTO journal_meta (key, value) VALUES (?1, ?2)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         )?;
-        stmt.execute(params!["journal.seq", self.seq.to_string()])?;
-        stmt.execute(params!["journal.run", self.run.to_string()])?;
+        stmt.execute(params!["seq", self.seq])?;
+        stmt.execute(params!["run", self.run])?;
         Ok(())
     }
 

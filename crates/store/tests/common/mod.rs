@@ -169,7 +169,7 @@ impl Log {
 
 /// Every row of every journal table, as text, in primary-key order.
 pub fn dump(home: &std::path::Path) -> Vec<(String, Vec<String>)> {
-    let conn = rusqlite::Connection::open(home.join(postern_store::DB_FILE)).expect("sqlite");
+    let conn = rusqlite::Connection::open(home.join(postern_store::JOURNAL_FILE)).expect("sqlite");
     [
         ("journal_sessions", "id"),
         ("journal_session_epochs", "session, epoch"),

@@ -1,0 +1,203 @@
+//! The journals' thread: projects what the log committed into the journals, on a connection
+//! of its own, beside the commits.
+//!
+//! The journals live in a file of their own (`postern-journals.db`): writing them never holds
+//! up an append, and an append's fsync never carries their pages. Whoever commits a batch hands
+//! it here in commit order ([`Journals::committed`]); this thread writes the batches received
+//! within [`PROJECT_AFTER`] of the oldest in one transaction (more rows per page written), at
+//! once for a flush ([`Journals::flush`], what `postern activity` asks for) and before it stops.
+//! Journals found behind the log wait here for the opening key ([`Journals::catch_up`]).
+
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use postern_audit::{OpeningKey, SealedRecord};
+use postern_domain::AuditEvent;
+use postern_store::{Append, AuditWriter};
+
+/// How long committed batches wait to be projected together (the oldest's wait).
+const PROJECT_AFTER: Duration = Duration::from_millis(5);
+
+/// How many committed events are projected at once, without waiting for [`PROJECT_AFTER`].
+const PROJECT_MAX: usize = 4096;
+
+/// A committed batch, for the journals.
+pub(super) struct Committed {
+    /// When it was committed.
+    pub at: Instant,
+    pub records: Vec<SealedRecord>,
+    pub events: Vec<AuditEvent>,
+}
+
+enum Job {
+    Project(Committed),
+    /// Reply once everything handed over before is projected.
+    Flush(SyncSender<()>),
+    CatchUp(Box<OpeningKey>),
+}
+
+/// The handle the committers hold: hands batches to the journals' thread.
+pub(super) struct Journals {
+    jobs: Option<Sender<Job>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Journals {
+    /// Starts the thread, projecting with `db` (a connection of its own). `behind`: the
+    /// journals are behind the log and wait for the opening key (`Some(clear)`: with `clear`,
+    /// rebuilt from the start).
+    pub(super) fn start(db: AuditWriter, home: PathBuf, behind: Option<bool>) -> Journals {
+        let (jobs, rx) = mpsc::channel();
+        let mut projector = Projector {
+            db,
+            home,
+            behind,
+            pending: Vec::new(),
+        };
+        let spawned = std::thread::Builder::new()
+            .name("postern-journals".into())
+            .spawn(move || projector.run(&rx));
+        match spawned {
+            Ok(handle) => Journals {
+                jobs: Some(jobs),
+                handle: Some(handle),
+            },
+            Err(e) => {
+                // The log goes on; the journals catch up from it at the next start.
+                tracing::error!("cannot start the journals' thread: {e}; they stay behind the log");
+                Journals {
+                    jobs: None,
+                    handle: None,
+                }
+            }
+        }
+    }
+
+    /// Hands over a committed batch (in commit order: the caller holds the log).
+    pub(super) fn committed(&self, batch: Committed) {
+        self.send(Job::Project(batch));
+    }
+
+    /// Replies on `reply` once every batch handed over before is projected (at once if the
+    /// thread is gone).
+    pub(super) fn flush(&self, reply: SyncSender<()>) {
+        if let Some(jobs) = &self.jobs
+            && let Err(mpsc::SendError(Job::Flush(reply))) = jobs.send(Job::Flush(reply))
+        {
+            let _ = reply.send(());
+        }
+    }
+
+    /// The opening key, at an unlock: journals behind the log catch up with it.
+    pub(super) fn catch_up(&self, key: Box<OpeningKey>) {
+        self.send(Job::CatchUp(key));
+    }
+
+    /// Projects what was handed over and stops the thread.
+    pub(super) fn finish(&mut self) {
+        self.jobs = None;
+        if let Some(handle) = self.handle.take()
+            && handle.join().is_err()
+        {
+            tracing::error!("the journals' thread panicked; they catch up at the next start");
+        }
+    }
+
+    fn send(&self, job: Job) {
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.send(job);
+        }
+    }
+}
+
+impl Drop for Journals {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+struct Projector {
+    db: AuditWriter,
+    home: PathBuf,
+    behind: Option<bool>,
+    /// Committed batches not projected yet, oldest first.
+    pending: Vec<Committed>,
+}
+
+impl Projector {
+    fn run(&mut self, jobs: &Receiver<Job>) {
+        loop {
+            let job = match self.due() {
+                None => jobs.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(at) => jobs.recv_timeout(at.saturating_duration_since(Instant::now())),
+            };
+            match job {
+                Ok(Job::Project(batch)) => {
+                    self.pending.push(batch);
+                    let events: usize = self.pending.iter().map(|c| c.records.len()).sum();
+                    if events >= PROJECT_MAX {
+                        self.project();
+                    }
+                }
+                Ok(Job::Flush(reply)) => {
+                    self.project();
+                    let _ = reply.send(());
+                }
+                Ok(Job::CatchUp(key)) => {
+                    self.project();
+                    self.catch_up(&key);
+                }
+                Err(RecvTimeoutError::Timeout) => self.project(),
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.project();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// When the pending batches are to be projected.
+    fn due(&self) -> Option<Instant> {
+        Some(self.pending.first()?.at + PROJECT_AFTER)
+    }
+
+    /// Projects the pending batches, in the order they were committed, in one transaction.
+    fn project(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let batch: Vec<Append<'_>> = pending
+            .iter()
+            .flat_map(|c| c.records.iter().zip(&c.events))
+            .map(|(record, event)| Append { record, event })
+            .collect();
+        if let Err(e) = self.db.project_appended(&batch) {
+            // The log has the events; the journals catch up from it at the next unlock or
+            // start.
+            tracing::error!(
+                records = batch.len(),
+                "the journals could not take an audit batch: {e}; they catch up from the log at the next unlock"
+            );
+            self.db.pause_projection();
+            self.behind.get_or_insert(false);
+        }
+    }
+
+    /// Brings journals that were behind the log up to date, now that the opening key is at
+    /// hand (every event committed meanwhile included: they were not projected, and those
+    /// handed over after it are skipped by their sequence numbers).
+    fn catch_up(&mut self, key: &OpeningKey) {
+        let Some(clear) = self.behind else { return };
+        let caught = postern_store::Store::open(&self.home)
+            .map_err(super::AuditError::from)
+            .and_then(|reader| super::offline::catch_up(&mut self.db, &reader, key, clear));
+        match caught {
+            Ok(projected) => {
+                self.db.resume_projection();
+                self.behind = None;
+                tracing::info!(projected, "the journals caught up with the log");
+            }
+            Err(e) => tracing::error!("the journals could not catch up with the log: {e}"),
+        }
+    }
+}
