@@ -20,8 +20,9 @@
 //!   a durable append that waits on nothing else (`record_durable_alone`, a session's lone
 //!   call), on its own thread (`writer::Queue`). If the transaction fails, every `done` of
 //!   the batch gets the error and the chain is rolled back. The journal rows of the batches
-//!   committed within 5 ms are written together after them, by the writer thread (at once
-//!   for a [`AuditLog::flush`]).
+//!   committed within 5 ms are written together after them, in a file of their own, by the
+//!   journals' thread (`journals`), beside the next commits (at once for a
+//!   [`AuditLog::flush`]).
 //!
 //! Errors handed to `done` start with a stable code (`audit_unavailable: ...`).
 

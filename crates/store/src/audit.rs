@@ -431,15 +431,9 @@ mod tests {
             .execute_batch("BEGIN; INSERT INTO journal_meta (key, value) VALUES ('busy', 1);")
             .expect("a journal transaction");
         // With the journals in the log's file this waited out the busy timeout and failed.
-        let started = std::time::Instant::now();
         writer
             .append(&batch)
             .expect("the append does not wait for the journals");
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(4),
-            "the append waited {:?} for the journals' transaction",
-            started.elapsed()
-        );
         journals.conn.execute_batch("ROLLBACK").expect("rollback");
         assert_eq!(
             writer.store().audit_head().expect("head").map(|h| h.0),

@@ -146,14 +146,15 @@ impl Store {
     /// writes, so it never waits for (or holds up) the audit writer. The schema must be
     /// the one this build writes (the engine migrates it when it opens the home).
     pub fn open_read_only(home: &Path) -> Result<Self, StoreError> {
+        let db = home.join(DB_FILE);
         let conn = Connection::open_with_flags(
-            home.join(DB_FILE),
+            &db,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(Duration::from_secs(5))?;
         conn.execute(
             "ATTACH DATABASE ?1 AS journal",
-            [home.join(crate::JOURNAL_FILE).to_string_lossy()],
+            [crate::journal_path(&db).to_string_lossy()],
         )?;
         for (schema, latest) in [
             ("main", migrations::LATEST),

@@ -182,9 +182,8 @@ mod tests {
         let left: i64 = store
             .conn
             .query_row(
-                "SELECT count(*) FROM main.sqlite_master WHERE name LIKE 'journal%'
-                 UNION ALL SELECT count(*) FROM main.meta WHERE key LIKE 'journal.%'
-                 ORDER BY 1 DESC LIMIT 1",
+                "SELECT (SELECT count(*) FROM main.sqlite_master WHERE name LIKE 'journal%')
+                      + (SELECT count(*) FROM main.meta WHERE key LIKE 'journal.%')",
                 [],
                 |r| r.get(0),
             )

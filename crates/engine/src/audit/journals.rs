@@ -80,14 +80,10 @@ impl Journals {
         self.send(Job::Project(batch));
     }
 
-    /// Replies on `reply` once every batch handed over before is projected (at once if the
-    /// thread is gone).
+    /// Replies on `reply` once every batch handed over before is projected (if the thread is
+    /// gone, `reply` is dropped, which lets its receiver go as well).
     pub(super) fn flush(&self, reply: SyncSender<()>) {
-        if let Some(jobs) = &self.jobs
-            && let Err(mpsc::SendError(Job::Flush(reply))) = jobs.send(Job::Flush(reply))
-        {
-            let _ = reply.send(());
-        }
+        self.send(Job::Flush(reply));
     }
 
     /// The opening key, at an unlock: journals behind the log catch up with it.

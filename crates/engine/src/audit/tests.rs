@@ -170,14 +170,19 @@ fn concurrent_durable_appends_are_committed_chained_anchored_and_projected() {
     assert_eq!(sessions[0].calls, 200);
     assert_eq!(sessions[0].status, "ended");
     assert_eq!(sessions[0].epochs, vec![epoch().to_string()]);
+    assert_eq!(calls_completed_ok(&store), 200);
+}
+
+/// How many calls Activity shows (up to 500), each asserted completed `ok` by its result.
+fn calls_completed_ok(store: &Store) -> usize {
     let page = store
         .activity(&ActivityFilter {
             limit: 500,
             ..ActivityFilter::default()
         })
         .expect("activity");
-    assert_eq!(page.len(), 200);
     assert!(page.iter().all(|r| r.outcome.as_deref() == Some("ok")));
+    page.len()
 }
 
 #[test]
@@ -245,14 +250,7 @@ fn lone_callers_commit_on_their_threads_in_queue_order_beside_the_writer() {
     let sessions = store.sessions(&SessionFilter::default()).expect("sessions");
     assert_eq!(sessions.len(), 6);
     assert!(sessions.iter().all(|s| s.calls == 30 && s.failed == 0));
-    let page = store
-        .activity(&ActivityFilter {
-            limit: 500,
-            ..ActivityFilter::default()
-        })
-        .expect("activity");
-    assert_eq!(page.len(), 180);
-    assert!(page.iter().all(|r| r.outcome.as_deref() == Some("ok")));
+    assert_eq!(calls_completed_ok(&store), 180);
 }
 
 #[test]

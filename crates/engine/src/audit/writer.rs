@@ -2,7 +2,7 @@
 //! (the journals' thread is [`super::journals`]).
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -17,10 +17,9 @@ use postern_gateway::audit::AuditSink;
 use postern_gateway::audit::Durable;
 use postern_store::audit::META_RECIPIENT;
 use postern_store::{Append, AuditWriter};
-
-use super::journals::{Committed, Journals};
 use postern_vault::SecretStore;
 
+use super::journals::{Committed, Journals};
 use super::opening::Stored;
 use super::stock::SealStock;
 use super::{
@@ -99,7 +98,8 @@ impl Msg {
 /// go of the log, so the journals see the batches in the log's order too.
 pub(super) struct Queue {
     inbox: Mutex<Inbox>,
-    /// Wakes the writer thread: something was queued, or a batch waits for its journals.
+    /// Wakes the writer thread: something was queued, or a caller's commit set the kept
+    /// seal's deadline.
     wake: Condvar,
     core: Mutex<Core>,
 }
@@ -192,6 +192,8 @@ impl Queue {
             self.lock().settle(&core);
             drop(core);
             done.tell();
+            // The writer thread drops the kept seal when its span is over: it waits for the
+            // deadline this commit may have set.
             self.wake.notify_one();
             return Ok(());
         }
@@ -209,7 +211,7 @@ pub(super) struct Ready {
     pub journals: AuditWriter,
     pub chain: Chain,
     /// The home (the catch-up reads the log on a connection of its own).
-    pub home: std::path::PathBuf,
+    pub home: PathBuf,
     /// Journals behind the log that wait for the opening key to catch up (`Some(clear)`:
     /// with `clear`, they were ahead of it and are rebuilt from the start).
     pub behind: Option<bool>,
@@ -461,8 +463,8 @@ impl Queue {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The writer thread: commits what queues up, projects the journals of every batch, and
-    /// handles flushes, the catch-up and the close.
+    /// The writer thread: commits what queues up, and hands flushes and the catch-up to the
+    /// journals' thread (in order with the batches it committed); at the close, stops it.
     fn run(&self) {
         loop {
             if !self.ready() {
@@ -582,8 +584,9 @@ impl Core {
         }
     }
 
-    /// Seals `events` onto the chain and commits them in one transaction, and keeps the batch
-    /// for the journals ([`Core::project`]); returns what each waiter is to be told. On
+    /// Seals `events` onto the chain and commits them in one transaction, and hands the batch
+    /// to the journals' thread ([`Journals::committed`]); returns what each waiter is to be
+    /// told. On
     /// failure the chain is put back as it was. The batch's records are sealed with the
     /// ephemeral key of the commits before it, if taken less than [`SEAL_SPAN`] ago, else a
     /// fresh one (format version 2: each record's own key is derived from it and its sequence
