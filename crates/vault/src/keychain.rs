@@ -9,12 +9,22 @@
 //! the only processes that can watch that bus are the user's own, and those can ask the Secret
 //! Service for the items themselves. And Postern writes nothing there in the clear: credential
 //! values and the audit log's key are sealed under the vault key, and the anchor is a hash.
+//!
+//! keyring's Secret Service client gives each D-Bus call 2 seconds; a busy gnome-keyring (one
+//! rewriting its file for another process's write) can take longer, and the call fails with
+//! D-Bus's `NoReply` although the service is there. Such a call is made again, up to
+//! [`ATTEMPTS`] times in all ([`patiently`]): a read, a replacing write and a delete each come
+//! out the same when made twice (a delete whose first attempt went through reports the entry
+//! as already gone).
 
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
 use crate::{Secret, SecretStore, VaultError, check_name};
+
+/// How many times a keychain call is made, at most, while the service does not answer in time.
+const ATTEMPTS: usize = 3;
 
 /// The keychain entries of one Postern home: service [`Keychain::SERVICE`], user
 /// `<name>@<namespace>`, the namespace being the first 12 hex digits of the SHA-256 of the
@@ -55,7 +65,8 @@ impl Keychain {
 
 impl SecretStore for Keychain {
     fn get(&self, name: &str) -> Result<Option<Secret<Vec<u8>>>, VaultError> {
-        match self.entry(name)?.get_secret() {
+        let entry = self.entry(name)?;
+        match patiently(|| entry.get_secret()) {
             Ok(bytes) => Ok(Some(Secret::new(bytes))),
             Err(keyring::Error::NoEntry) => Ok(None),
             Err(e) => Err(map_error(name, e)),
@@ -63,18 +74,47 @@ impl SecretStore for Keychain {
     }
 
     fn set(&self, name: &str, value: &[u8]) -> Result<(), VaultError> {
-        self.entry(name)?
-            .set_secret(value)
-            .map_err(|e| map_error(name, e))
+        let entry = self.entry(name)?;
+        patiently(|| entry.set_secret(value)).map_err(|e| map_error(name, e))
     }
 
     fn delete(&self, name: &str) -> Result<bool, VaultError> {
-        match self.entry(name)?.delete_credential() {
+        let entry = self.entry(name)?;
+        match patiently(|| entry.delete_credential()) {
             Ok(()) => Ok(true),
             Err(keyring::Error::NoEntry) => Ok(false),
             Err(e) => Err(map_error(name, e)),
         }
     }
+}
+
+/// Makes a keychain call, again while it fails for want of an answer in time (see the module
+/// docs), [`ATTEMPTS`] times at most.
+fn patiently<T>(mut call: impl FnMut() -> keyring::Result<T>) -> keyring::Result<T> {
+    let mut attempt = 1;
+    loop {
+        match call() {
+            Err(e) if attempt < ATTEMPTS && unanswered(&e) => attempt += 1,
+            done => return done,
+        }
+    }
+}
+
+/// Whether the keychain service did not answer in time (D-Bus `NoReply`).
+#[cfg(target_os = "linux")]
+fn unanswered(error: &keyring::Error) -> bool {
+    let keyring::Error::PlatformFailure(e) = error else {
+        return false;
+    };
+    let e: &(dyn std::error::Error + 'static) = &**e;
+    std::iter::successors(Some(e), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<dbus::Error>())
+        .any(|e| e.name() == Some("org.freedesktop.DBus.Error.NoReply"))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unanswered(_: &keyring::Error) -> bool {
+    false
 }
 
 /// Maps keyring's error without ever formatting one that could carry a value
@@ -100,6 +140,62 @@ fn map_error(name: &str, error: keyring::Error) -> VaultError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Secret Service failure as keyring reports it: D-Bus error `name` under the client's own.
+    #[cfg(target_os = "linux")]
+    fn dbus_failure(name: &str) -> keyring::Error {
+        #[derive(Debug)]
+        struct Client(dbus::Error);
+        impl std::fmt::Display for Client {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "DBus error: {}", self.0)
+            }
+        }
+        impl std::error::Error for Client {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let error = dbus::Error::new_custom(name, "the service did not answer");
+        keyring::Error::PlatformFailure(Box::new(Client(error)))
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_call_the_service_did_not_answer_in_time_is_made_again_and_others_are_not() {
+        let no_reply = "org.freedesktop.DBus.Error.NoReply";
+        // Unanswered twice, then answered: the caller gets the answer.
+        let mut calls = 0;
+        let answer = patiently(|| {
+            calls += 1;
+            match calls {
+                1 | 2 => Err(dbus_failure(no_reply)),
+                _ => Ok(calls),
+            }
+        });
+        assert_eq!(answer.expect("answered"), 3);
+        // Never answered: the last failure, after ATTEMPTS calls.
+        let mut calls = 0;
+        let failed = patiently(|| -> keyring::Result<()> {
+            calls += 1;
+            Err(dbus_failure(no_reply))
+        });
+        assert!(failed.is_err());
+        assert_eq!(calls, ATTEMPTS);
+        // Any other failure, or no entry, is the answer at once.
+        for other in [
+            dbus_failure("org.freedesktop.DBus.Error.ServiceUnknown"),
+            keyring::Error::NoEntry,
+        ] {
+            let mut other = Some(other);
+            let mut calls = 0;
+            let _ = patiently(|| -> keyring::Result<()> {
+                calls += 1;
+                Err(other.take().unwrap_or(keyring::Error::NoEntry))
+            });
+            assert_eq!(calls, 1);
+        }
+    }
 
     #[test]
     fn entries_are_namespaced_per_home() {
