@@ -188,11 +188,12 @@ impl Gate {
         let out = self.at_terminal(&args, None, tty::PASSPHRASE)?.output;
         if !out.status.success() {
             bail!(
-                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}",
+                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}{}",
                 show(&args),
                 out.status,
                 String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&out.stderr),
+                self.keychain_logs_for(&out.stderr)
             );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -203,11 +204,12 @@ impl Gate {
         let out = self.cli_output(args, input)?;
         if !out.status.success() {
             bail!(
-                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}",
+                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}{}",
                 args.join(" "),
                 out.status,
                 String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&out.stderr),
+                self.keychain_logs_for(&out.stderr)
             );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -407,6 +409,16 @@ impl Gate {
             user.apply(&mut cmd);
         }
         cmd
+    }
+
+    /// When a command's `stderr` blames the keychain: what this gate's bus and keyring logged.
+    fn keychain_logs_for(&self, stderr: &[u8]) -> String {
+        match &self.keychain {
+            Some(keychain) if String::from_utf8_lossy(stderr).contains("keychain") => {
+                format!("\n{}", keychain.logs())
+            }
+            _ => String::new(),
+        }
     }
 
     /// The environment a process needs to reach this gate's keychain.

@@ -25,6 +25,8 @@ const READY: Duration = Duration::from_secs(15);
 #[derive(Debug)]
 pub struct PrivateKeychain {
     env: Vec<(OsString, OsString)>,
+    /// Where its state and its processes' logs are.
+    dir: std::path::PathBuf,
     // The keyring first, then the bus it lives on.
     children: Vec<Child>,
     /// The user the bus and keyring run as (the test's own when `None`).
@@ -64,6 +66,7 @@ impl PrivateKeychain {
         ];
         let mut keychain = PrivateKeychain {
             env,
+            dir: dir.to_owned(),
             children: Vec::new(),
             user: user.cloned(),
         };
@@ -115,6 +118,18 @@ impl PrivateKeychain {
             user.apply(&mut cmd);
         }
         cmd
+    }
+
+    /// What the bus and the keyring logged so far (for a failure's message).
+    pub fn logs(&self) -> String {
+        ["gnome-keyring.log", "dbus.log"]
+            .iter()
+            .map(|name| {
+                let text = std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
+                format!("--- {name} ---\n{}", text.trim_end())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The environment a process needs to use this keychain.

@@ -12,19 +12,24 @@
 //!
 //! keyring's Secret Service client gives each D-Bus call 2 seconds; a busy gnome-keyring (one
 //! rewriting its file for another process's write) can take longer, and the call fails with
-//! D-Bus's `NoReply` although the service is there. Such a call is made again, up to
-//! [`ATTEMPTS`] times in all ([`patiently`]): a read, a replacing write and a delete each come
-//! out the same when made twice (a delete whose first attempt went through reports the entry
-//! as already gone).
+//! D-Bus's `NoReply` although the service is there. Such a call is made again until it is
+//! answered or [`PATIENCE`] has passed ([`patiently`]): a read, a replacing write and a delete
+//! each come out the same when made twice (a delete whose first attempt went through reports
+//! the entry as already gone).
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
 use crate::{Secret, SecretStore, VaultError, check_name};
 
-/// How many times a keychain call is made, at most, while the service does not answer in time.
-const ATTEMPTS: usize = 3;
+/// How long a keychain call is made again while the service does not answer in time (each
+/// attempt waits 2 s for its answer).
+const PATIENCE: Duration = Duration::from_secs(15);
+
+/// The pause between an unanswered attempt and the next.
+const PAUSE: Duration = Duration::from_millis(100);
 
 /// The keychain entries of one Postern home: service [`Keychain::SERVICE`], user
 /// `<name>@<namespace>`, the namespace being the first 12 hex digits of the SHA-256 of the
@@ -89,12 +94,25 @@ impl SecretStore for Keychain {
 }
 
 /// Makes a keychain call, again while it fails for want of an answer in time (see the module
-/// docs), [`ATTEMPTS`] times at most.
-fn patiently<T>(mut call: impl FnMut() -> keyring::Result<T>) -> keyring::Result<T> {
-    let mut attempt = 1;
+/// docs) and [`PATIENCE`] has not passed.
+fn patiently<T>(call: impl FnMut() -> keyring::Result<T>) -> keyring::Result<T> {
+    patiently_for(PATIENCE, call)
+}
+
+fn patiently_for<T>(
+    patience: Duration,
+    mut call: impl FnMut() -> keyring::Result<T>,
+) -> keyring::Result<T> {
+    let start = Instant::now();
     loop {
         match call() {
-            Err(e) if attempt < ATTEMPTS && unanswered(&e) => attempt += 1,
+            Err(e) if unanswered(&e) && start.elapsed() < patience => {
+                tracing::warn!(
+                    "the OS keychain did not answer in time; asking again ({:.0?} so far)",
+                    start.elapsed()
+                );
+                std::thread::sleep(PAUSE);
+            }
             done => return done,
         }
     }
@@ -174,14 +192,17 @@ mod tests {
             }
         });
         assert_eq!(answer.expect("answered"), 3);
-        // Never answered: the last failure, after ATTEMPTS calls.
+        // Never answered: asked again until the patience is spent, then the last failure.
         let mut calls = 0;
-        let failed = patiently(|| -> keyring::Result<()> {
+        let patience = PAUSE * 3;
+        let start = Instant::now();
+        let failed = patiently_for(patience, || -> keyring::Result<()> {
             calls += 1;
             Err(dbus_failure(no_reply))
         });
         assert!(failed.is_err());
-        assert_eq!(calls, ATTEMPTS);
+        assert!(calls > 1, "asked {calls} times");
+        assert!(start.elapsed() >= patience);
         // Any other failure, or no entry, is the answer at once.
         for other in [
             dbus_failure("org.freedesktop.DBus.Error.ServiceUnknown"),
