@@ -421,6 +421,15 @@ impl Gate {
         }
     }
 
+    /// Stops this gate's gnome-keyring and starts it again, unlocked, on the same bus and files
+    /// (Linux; see [`PrivateKeychain::restart_keyring`]).
+    pub fn restart_keychain(&mut self) -> Result<()> {
+        self.keychain
+            .as_mut()
+            .context("this gate has no private keychain (Linux only)")?
+            .restart_keyring()
+    }
+
     /// The environment a process needs to reach this gate's keychain.
     pub fn env(&self) -> Vec<(OsString, OsString)> {
         self.keychain

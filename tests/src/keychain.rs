@@ -89,26 +89,52 @@ impl PrivateKeychain {
             std::os::unix::net::UnixStream::connect(&socket).is_ok()
         })?;
 
-        let log = std::fs::File::create(dir.join("gnome-keyring.log"))?;
-        let mut keyring = keychain
+        keychain.start_keyring()?;
+        Ok(keychain)
+    }
+
+    /// Starts gnome-keyring with the login keyring's password on its stdin (it creates the
+    /// keyring, or unlocks the one in its directory), and waits until it answers on the bus.
+    fn start_keyring(&mut self) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("gnome-keyring.log"))?;
+        let mut keyring = self
             .command("gnome-keyring-daemon")
             .args(["--foreground", "--unlock", "--components=secrets"])
-            .envs(keychain.env.iter().map(|(k, v)| (k, v)))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
             .context("starting gnome-keyring-daemon")?;
-        // The password of the new login keyring; closing stdin ends it.
+        // The password of the login keyring; closing stdin ends it.
         if let Some(mut stdin) = keyring.stdin.take() {
             stdin.write_all(b"postern-e2e")?;
         }
-        keychain.children.insert(0, keyring);
-        let (env, user) = (keychain.env.clone(), keychain.user.clone());
-        keychain.wait_until("gnome-keyring's Secret Service on the private bus", || {
+        self.children.insert(0, keyring);
+        let (env, user) = (self.env.clone(), self.user.clone());
+        self.wait_until("gnome-keyring's Secret Service on the private bus", || {
             secret_service_is_up(&env, user.as_ref())
+        })
+    }
+
+    /// Stops gnome-keyring and starts it again on the same bus and files, unlocked (as after
+    /// it crashed, or the person logged in again): every client's session is gone.
+    pub fn restart_keyring(&mut self) -> Result<()> {
+        let mut keyring = self.children.remove(0);
+        if let Ok(pid) = i32::try_from(keyring.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        keyring
+            .wait()
+            .context("waiting for gnome-keyring to stop")?;
+        let (env, user) = (self.env.clone(), self.user.clone());
+        self.wait_until("gnome-keyring to leave the bus", || {
+            !secret_service_is_up(&env, user.as_ref())
         })?;
-        Ok(keychain)
+        self.start_keyring()
     }
 
     /// `program`, as the keychain's user when it has one.

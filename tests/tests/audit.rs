@@ -11,6 +11,7 @@
 //!   Each launch of the fixture server runs behind `tee` into a trace file of its own, so the
 //!   traces hold exactly the lines the engine forwarded, even those whose answers the kill
 //!   lost; and after the last kill the journals catch up with every intent in the log.
+//! - the engine goes on anchoring after the keyring restarts under it (Linux).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -508,6 +509,54 @@ impl Drop for Daemon {
 }
 
 /// An agent speaking raw lines to `postern mcp <label>` in `home`, handshake done.
+/// The engine keeps one connection to the Secret Service; gnome-keyring restarted under it
+/// (as after a crash, or a new login) ends every session it had. The engine's next anchor goes
+/// through a new connection, and its status never reports the keychain failing.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_anchor_is_written_again_after_the_keyring_restarts() -> Result<()> {
+    use postern_e2e::{Gate, servers};
+    within(LIMIT, async {
+        let mut gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+        let mut agent = RawAgent::launch(gate.bin(), gate.home(), "fixture")?;
+        agent
+            .initialize(json!(0), initialize_params("raw-agent", json!({})))
+            .await?;
+        let echo = |n: i64| json!({"text": format!("before and after {n}")});
+        agent.call(1, "echo", echo(1)).await?;
+        let before = anchored_head(&gate).await?;
+
+        gate.restart_keychain()?;
+        let answer = agent.call(2, "echo", echo(2)).await?;
+        ensure!(answer.get("result").is_some(), "{answer}");
+        let after = anchored_head(&gate).await?;
+        ensure!(after != before, "the anchor did not move: {after}");
+        Ok(())
+    })
+    .await
+}
+
+/// Waits until the engine has anchored its head (and reports no anchor failure); the head.
+#[cfg(target_os = "linux")]
+async fn anchored_head(gate: &postern_e2e::Gate) -> Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let audit = gate.status().await?["audit"].clone();
+        ensure!(
+            audit["anchorError"].is_null(),
+            "the engine could not write the anchor: {audit}"
+        );
+        if audit["head"].is_string() && audit["anchored"] == audit["head"] {
+            return Ok(audit["head"].as_str().unwrap_or_default().to_owned());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the head was not anchored within 30 s: {audit}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn connect(home: &TestHome, label: &str) -> Result<RawAgent> {
     let cmd = tokio::process::Command::from(home.command(&["mcp", label]));
     let mut agent = RawAgent::spawn(cmd, Stdio::null())?;

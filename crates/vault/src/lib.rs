@@ -2,7 +2,8 @@
 //! the Linux Secret Service), behind a small port, [`SecretStore`]. Only this crate touches the
 //! keychain.
 //!
-//! - [`Keychain`]: the real store, through the `keyring` crate. Its entries are namespaced per
+//! - [`Keychain`]: the real store (the `keyring` crate on macOS and Windows, the Secret Service
+//!   over one D-Bus connection per process on Linux). Its entries are namespaced per
 //!   Postern home: service `postern`, user `<name>@<short hash of the home path>`, so a test
 //!   home never reads or overwrites the entries of a user's real one.
 //! - `MemoryStore` (feature `memory`, or this crate's own tests): an in-memory store for unit
