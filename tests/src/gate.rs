@@ -430,6 +430,15 @@ impl Gate {
             .restart_keyring()
     }
 
+    /// Leaves this gate's gnome-keyring unable to answer for `pause` (Linux; see
+    /// [`PrivateKeychain::stall_keyring`]).
+    pub fn stall_keychain(&self, pause: Duration) -> Result<()> {
+        self.keychain
+            .as_ref()
+            .context("this gate has no private keychain (Linux only)")?
+            .stall_keyring(pause)
+    }
+
     /// The environment a process needs to reach this gate's keychain.
     pub fn env(&self) -> Vec<(OsString, OsString)> {
         self.keychain

@@ -137,6 +137,18 @@ impl PrivateKeychain {
         self.start_keyring()
     }
 
+    /// Stops gnome-keyring (SIGSTOP) for `pause`, then lets it go on: a keyring too busy to
+    /// answer. Returns at once; the keyring is resumed from another thread.
+    pub fn stall_keyring(&self, pause: Duration) -> Result<()> {
+        let pid = Pid::from_raw(i32::try_from(self.children[0].id())?);
+        kill(pid, Signal::SIGSTOP).context("stopping gnome-keyring")?;
+        std::thread::spawn(move || {
+            std::thread::sleep(pause);
+            let _ = kill(pid, Signal::SIGCONT);
+        });
+        Ok(())
+    }
+
     /// `program`, as the keychain's user when it has one.
     fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);

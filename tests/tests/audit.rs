@@ -11,7 +11,8 @@
 //!   Each launch of the fixture server runs behind `tee` into a trace file of its own, so the
 //!   traces hold exactly the lines the engine forwarded, even those whose answers the kill
 //!   lost; and after the last kill the journals catch up with every intent in the log.
-//! - the engine goes on anchoring after the keyring restarts under it (Linux).
+//! - the engine goes on anchoring after the keyring restarts under it, and a command waits for
+//!   a keyring too busy to answer in time (Linux).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -508,7 +509,6 @@ impl Drop for Daemon {
     }
 }
 
-/// An agent speaking raw lines to `postern mcp <label>` in `home`, handshake done.
 /// The engine keeps one connection to the Secret Service; gnome-keyring restarted under it
 /// (as after a crash, or a new login) ends every session it had. The engine's next anchor goes
 /// through a new connection, and its status never reports the keychain failing.
@@ -536,6 +536,28 @@ async fn the_anchor_is_written_again_after_the_keyring_restarts() -> Result<()> 
     .await
 }
 
+/// A keyring too busy to answer within the Secret Service client's 2 s (here: stopped for
+/// 7 s, longer than a call and the one made again on a new connection) delays a command that
+/// needs the keychain (the engine reads the vault key for the proof); it does not fail it.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_keyring_that_answers_late_delays_a_command_without_failing_it() -> Result<()> {
+    use postern_e2e::{Gate, servers};
+    within(LIMIT, async {
+        let gate = Gate::start(&[("fixture", &servers::fixture()?)]).await?;
+        gate.stall_keychain(Duration::from_secs(7))?;
+        let started = Instant::now();
+        gate.cli(["settings", "--session-mode", "observe"])?;
+        ensure!(
+            started.elapsed() >= Duration::from_secs(4),
+            "the command did not wait for the keyring (took {:?})",
+            started.elapsed()
+        );
+        Ok(())
+    })
+    .await
+}
+
 /// Waits until the engine has anchored its head (and reports no anchor failure); the head.
 #[cfg(target_os = "linux")]
 async fn anchored_head(gate: &postern_e2e::Gate) -> Result<String> {
@@ -557,6 +579,7 @@ async fn anchored_head(gate: &postern_e2e::Gate) -> Result<String> {
     }
 }
 
+/// An agent speaking raw lines to `postern mcp <label>` in `home`, handshake done.
 async fn connect(home: &TestHome, label: &str) -> Result<RawAgent> {
     let cmd = tokio::process::Command::from(home.command(&["mcp", label]));
     let mut agent = RawAgent::spawn(cmd, Stdio::null())?;

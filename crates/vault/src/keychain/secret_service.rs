@@ -124,9 +124,10 @@ fn the_item<'a>(
 }
 
 /// Runs `op` on the process's connection (connecting first when there is none), one operation
-/// at a time. A connection whose call failed on D-Bus is dropped; the call is made again on a
-/// new one once when it failed on an old one (the service may have been restarted since), and
-/// again while the service does not answer in time, for [`PATIENCE`] at most.
+/// at a time. A call the service did not answer in time is made again on the same connection,
+/// for [`PATIENCE`] at most. A connection whose call failed otherwise on D-Bus is dropped, and
+/// the call made once more on a new one when it failed on an old one (the service may have
+/// been restarted since: it no longer knows the session).
 fn with_service<T>(
     name: &str,
     op: impl Fn(&SecretService) -> Result<T, Failure>,
@@ -153,15 +154,17 @@ fn with_service<T>(
         let Error::Dbus(dbus) = &error else {
             return Err(vault_error(error));
         };
-        *connection = None;
-        let unanswered = dbus.name() == Some("org.freedesktop.DBus.Error.NoReply");
-        if unanswered && start.elapsed() < PATIENCE {
+        if dbus.name() == Some("org.freedesktop.DBus.Error.NoReply") && start.elapsed() < PATIENCE {
+            // The service is busy, the connection (if made) sound: ask again.
             tracing::warn!(
                 "the OS keychain did not answer in time; asking again ({:.0?} so far)",
                 start.elapsed()
             );
             std::thread::sleep(PAUSE);
-        } else if fresh {
+            continue;
+        }
+        *connection = None;
+        if fresh {
             return Err(vault_error(error));
         }
     }
