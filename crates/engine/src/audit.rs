@@ -20,7 +20,7 @@
 //!   a durable append that waits on nothing else (`record_durable_alone`, a session's lone
 //!   call), on its own thread (`writer::Queue`). If the transaction fails, every `done` of
 //!   the batch gets the error and the chain is rolled back. The journal rows of the batches
-//!   committed within 5 ms are written together after them, in a file of their own, by the
+//!   committed within 50 ms are written together after them, in a file of their own, by the
 //!   journals' thread (`journals`), beside the next commits (at once for a
 //!   [`AuditLog::flush`]).
 //!

@@ -4,7 +4,8 @@
 //! What changes with nearly every event (when a session and an epoch were last seen, the
 //! per-span call counts) is gathered in memory and written once per transaction, in
 //! [`Projector::save`]: a batch of many calls costs one row update per session, epoch and
-//! bucket it touched, not one per call. What it looks up again and again (a session's journal
+//! bucket it touched, not one per call; an Activity row is written there too, once, with its
+//! result when that came in the same transaction (no update of a row just inserted). What it looks up again and again (a session's journal
 //! id, the epochs it already named, the Activity row a result completes) it keeps in memory
 //! ([`Known`]) while the row is in use, and asks the database only when that has forgotten.
 
@@ -35,6 +36,26 @@ struct Pending {
     epochs: BTreeMap<(i64, String), i64>,
     /// (journal session id, span, start) -> counts to add.
     buckets: BTreeMap<(i64, i64, i64), Counts>,
+    /// Activity rows not written yet, by seq (their results filled in as they come).
+    activity: BTreeMap<i64, ActivityRow>,
+}
+
+/// An Activity row as it will be inserted.
+#[derive(Debug)]
+struct ActivityRow {
+    time: i64,
+    session: i64,
+    server: String,
+    epoch: Option<String>,
+    tool: String,
+    call: String,
+    decision: String,
+    outcome: Option<String>,
+    duration_ms: Option<i64>,
+    result_seq: Option<i64>,
+    authority: Option<String>,
+    grant: Option<String>,
+    approval: Option<String>,
 }
 
 /// What a transaction adds to a session's row.
@@ -335,7 +356,13 @@ impl Projector {
                     .sessions
                     .get_mut(&id)
                     .and_then(|s| s.open.remove(&call_text));
-                let pending: Option<i64> = match known {
+                let unwritten = || {
+                    self.pending.activity.iter().rev().find_map(|(seq, row)| {
+                        (row.session == id && row.call == call_text && row.result_seq.is_none())
+                            .then_some(*seq)
+                    })
+                };
+                let pending: Option<i64> = match known.or_else(unwritten) {
                     Some(row) => Some(row),
                     None => tx
                         .prepare_cached(
@@ -374,12 +401,25 @@ impl Projector {
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_else(|| "unknown".into());
-                tx.prepare_cached(
-                    "UPDATE journal_activity SET outcome = ?2, duration_ms = ?3, result_seq = ?4
-                     WHERE seq = ?1",
-                )?
-                .execute(params![row, outcome, *duration_ms as i64, seq])?;
-                if outcome != "ok" {
+                let failed = outcome != "ok";
+                if let Some(unwritten) = self.pending.activity.get_mut(&row) {
+                    unwritten.outcome = Some(outcome);
+                    unwritten.duration_ms = Some(*duration_ms as i64);
+                    unwritten.result_seq = Some(seq);
+                } else {
+                    tx.prepare_cached(
+                        "UPDATE journal_activity SET outcome = ?2, duration_ms = ?3,
+                            result_seq = ?4
+                         WHERE seq = ?1",
+                    )?
+                    .execute(params![
+                        row,
+                        outcome,
+                        *duration_ms as i64,
+                        seq
+                    ])?;
+                }
+                if failed {
                     self.tally(id, time, Tally::Failed);
                 }
             }
@@ -620,8 +660,8 @@ impl Projector {
         }
     }
 
-    /// One Activity row, counted in its session's buckets. A refusal is recorded complete
-    /// (`refused`, its own result).
+    /// One Activity row (written at [`Projector::save`]), counted in its session's buckets. A
+    /// refusal is recorded complete (`refused`, its own result).
     fn insert_activity(
         &mut self,
         tx: &Transaction<'_>,
@@ -629,27 +669,24 @@ impl Projector {
         call: Call<'_>,
     ) -> Result<(), StoreError> {
         let refused = call.refused;
-        tx.prepare_cached(
-            "INSERT INTO journal_activity
-                (seq, time, session, server, epoch, tool, call, decision, outcome, result_seq,
-                 authority, grant, approval)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-                     CASE WHEN ?9 THEN 'refused' END, CASE WHEN ?9 THEN ?1 END, ?10, ?11, ?12)",
-        )?
-        .execute(params![
+        self.pending.activity.insert(
             at.seq,
-            at.time,
-            call.session,
-            call.server,
-            call.epoch,
-            call.tool,
-            call.call.to_string(),
-            call.decision,
-            refused,
-            call.authority,
-            call.grant,
-            call.approval,
-        ])?;
+            ActivityRow {
+                time: at.time,
+                session: call.session,
+                server: call.server.to_owned(),
+                epoch: call.epoch.map(str::to_owned),
+                tool: call.tool.to_owned(),
+                call: call.call.to_string(),
+                decision: call.decision.to_owned(),
+                outcome: refused.then(|| "refused".to_owned()),
+                duration_ms: None,
+                result_seq: refused.then_some(at.seq),
+                authority: call.authority.map(str::to_owned),
+                grant: call.grant.map(str::to_owned),
+                approval: call.approval.map(str::to_owned),
+            },
+        );
         if let Some(approval) = call.approval {
             tx.prepare_cached("UPDATE journal_approvals SET activity = ?2 WHERE approval = ?1")?
                 .execute(params![approval, at.seq])?;
@@ -666,9 +703,33 @@ impl Projector {
         Ok(())
     }
 
-    /// Writes the gathered times and counts.
+    /// Writes the gathered Activity rows, times and counts.
     fn flush(&mut self, tx: &Transaction<'_>) -> Result<(), StoreError> {
         let pending = std::mem::take(&mut self.pending);
+        let mut activity = tx.prepare_cached(
+            "INSERT INTO journal_activity
+                (seq, time, session, server, epoch, tool, call, decision, outcome, duration_ms,
+                 result_seq, authority, grant, approval)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        )?;
+        for (seq, row) in pending.activity {
+            activity.execute(params![
+                seq,
+                row.time,
+                row.session,
+                row.server,
+                row.epoch,
+                row.tool,
+                row.call,
+                row.decision,
+                row.outcome,
+                row.duration_ms,
+                row.result_seq,
+                row.authority,
+                row.grant,
+                row.approval,
+            ])?;
+        }
         let mut sessions = tx.prepare_cached(
             "UPDATE journal_sessions SET last_time = max(coalesce(last_time, ?2), ?2),
                 calls = calls + ?3, denied = denied + ?4, failed = failed + ?5,
