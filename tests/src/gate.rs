@@ -186,33 +186,13 @@ impl Gate {
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
         let out = self.at_terminal(&args, None, tty::PASSPHRASE)?.output;
-        if !out.status.success() {
-            bail!(
-                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}{}",
-                show(&args),
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr),
-                self.keychain_logs_for(&out.stderr)
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        self.stdout_of(&show(&args), out)
     }
 
     /// [`Gate::cli`] with `input` on stdin (a credential's value).
     pub fn cli_with_stdin(&self, args: &[&str], input: &str) -> Result<String> {
         let out = self.cli_output(args, input)?;
-        if !out.status.success() {
-            bail!(
-                "`postern {}` failed ({}):\nstdout: {}\nstderr: {}{}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr),
-                self.keychain_logs_for(&out.stderr)
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        self.stdout_of(&args.join(" "), out)
     }
 
     /// Runs `postern --home H <args>` with `input` on stdin and returns what it did, whether
@@ -411,14 +391,22 @@ impl Gate {
         cmd
     }
 
-    /// When a command's `stderr` blames the keychain: what this gate's bus and keyring logged.
-    fn keychain_logs_for(&self, stderr: &[u8]) -> String {
-        match &self.keychain {
-            Some(keychain) if String::from_utf8_lossy(stderr).contains("keychain") => {
-                format!("\n{}", keychain.logs())
-            }
-            _ => String::new(),
+    /// What `postern <shown>` printed, if it exited 0; else a failure with its output (and,
+    /// when it blames the keychain, what this gate's bus and keyring logged).
+    fn stdout_of(&self, shown: &str, out: std::process::Output) -> Result<String> {
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let logs = match &self.keychain {
+            Some(keychain) if stderr.contains("keychain") => format!("\n{}", keychain.logs()),
+            _ => String::new(),
+        };
+        bail!(
+            "`postern {shown}` failed ({}):\nstdout: {}\nstderr: {stderr}{logs}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+        )
     }
 
     /// Stops this gate's gnome-keyring and starts it again, unlocked, on the same bus and files

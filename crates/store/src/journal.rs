@@ -152,22 +152,12 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(Duration::from_secs(5))?;
-        conn.execute(
-            "ATTACH DATABASE ?1 AS journal",
-            [crate::journal_path(&db).to_string_lossy()],
-        )?;
+        crate::attach_journals(&conn, &db)?;
         for (schema, latest) in [
             ("main", migrations::LATEST),
             ("journal", migrations::JOURNAL_LATEST),
         ] {
-            let found: i64 =
-                conn.pragma_query_value(Some(schema), "user_version", |row| row.get(0))?;
-            if found > latest {
-                return Err(StoreError::TooNew {
-                    found,
-                    known: latest,
-                });
-            }
+            let found = migrations::version(&conn, schema, latest)?;
             if found < latest {
                 return Err(StoreError::Corrupt {
                     what: format!("the database schema ({schema})"),

@@ -45,6 +45,16 @@ pub fn journal_path(db: &Path) -> std::path::PathBuf {
     db.with_file_name(format!("{stem}-journals.db"))
 }
 
+/// Attaches the journals' file of the database at `db` to `conn` as the schema `journal`, as
+/// every connection Postern opens has it (for tests and tools that open `db` themselves).
+pub fn attach_journals(conn: &Connection, db: &Path) -> rusqlite::Result<()> {
+    conn.execute(
+        "ATTACH DATABASE ?1 AS journal",
+        [journal_path(db).to_string_lossy()],
+    )
+    .map(drop)
+}
+
 /// An open Postern database.
 #[derive(Debug)]
 pub struct Store {
@@ -114,10 +124,7 @@ impl Store {
         conn.pragma_update(None, "secure_delete", "ON")?;
         migrations::apply(&mut conn)?;
         // Attached after the migrations, so that theirs never name the journals' tables.
-        conn.execute(
-            "ATTACH DATABASE ?1 AS journal",
-            [journal_path(path).to_string_lossy()],
-        )?;
+        attach_journals(&conn, path)?;
         conn.pragma_update(Some("journal"), "journal_mode", "WAL")?;
         conn.pragma_update(Some("journal"), "synchronous", Sync::Normal.pragma())?;
         conn.pragma_update(Some("journal"), "secure_delete", "ON")?;

@@ -438,21 +438,27 @@ pub(crate) fn apply_journals(conn: &mut Connection) -> Result<(), StoreError> {
 }
 
 fn apply_from(conn: &mut Connection, schema: &str, migrations: &[&str]) -> Result<(), StoreError> {
-    let latest = migrations.len() as i64;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let found: i64 = tx.pragma_query_value(Some(schema), "user_version", |row| row.get(0))?;
-    if found > latest {
-        return Err(StoreError::TooNew {
-            found,
-            known: latest,
-        });
-    }
+    let found = version(&tx, schema, migrations.len() as i64)?;
     for (index, sql) in migrations.iter().enumerate().skip(found as usize) {
         tx.execute_batch(sql)?;
         tx.pragma_update(Some(schema), "user_version", index as i64 + 1)?;
     }
     tx.commit()?;
     Ok(())
+}
+
+/// The schema version of `schema` in `conn`; refused when newer than `latest` (a newer
+/// Postern wrote it).
+pub(crate) fn version(conn: &Connection, schema: &str, latest: i64) -> Result<i64, StoreError> {
+    let found: i64 = conn.pragma_query_value(Some(schema), "user_version", |row| row.get(0))?;
+    if found > latest {
+        return Err(StoreError::TooNew {
+            found,
+            known: latest,
+        });
+    }
+    Ok(found)
 }
 
 /// The version whose migration moved the journals to their own file (tests follow journal rows

@@ -88,7 +88,9 @@ impl SecretStore for Keychain {
     }
 
     fn set(&self, name: &str, value: &[u8]) -> Result<(), VaultError> {
-        (self.entry(name)?.set_secret(value)).map_err(|e| map_error(name, e))
+        self.entry(name)?
+            .set_secret(value)
+            .map_err(|e| map_error(name, e))
     }
 
     fn delete(&self, name: &str) -> Result<bool, VaultError> {

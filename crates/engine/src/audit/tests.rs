@@ -97,14 +97,9 @@ impl Fixture {
     }
 
     fn sql(&self, sql: &str) {
-        let conn = rusqlite::Connection::open(self.home.path().join(postern_store::DB_FILE))
-            .expect("sqlite");
-        let journals = self.home.path().join(postern_store::JOURNAL_FILE);
-        conn.execute(
-            "ATTACH DATABASE ?1 AS journal",
-            [journals.to_string_lossy()],
-        )
-        .expect("attach");
+        let db = self.home.path().join(postern_store::DB_FILE);
+        let conn = rusqlite::Connection::open(&db).expect("sqlite");
+        postern_store::attach_journals(&conn, &db).expect("attach");
         conn.execute_batch(sql).expect("sql");
     }
 

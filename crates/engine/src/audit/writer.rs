@@ -586,8 +586,7 @@ impl Core {
 
     /// Seals `events` onto the chain and commits them in one transaction, and hands the batch
     /// to the journals' thread ([`Journals::committed`]); returns what each waiter is to be
-    /// told. On
-    /// failure the chain is put back as it was. The batch's records are sealed with the
+    /// told. On failure the chain is put back as it was. The batch's records are sealed with the
     /// ephemeral key of the commits before it, if taken less than [`SEAL_SPAN`] ago, else a
     /// fresh one (format version 2: each record's own key is derived from it and its sequence
     /// number); a failed commit drops it, so a retry takes a fresh one.

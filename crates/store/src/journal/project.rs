@@ -5,9 +5,10 @@
 //! per-span call counts) is gathered in memory and written once per transaction, in
 //! [`Projector::save`]: a batch of many calls costs one row update per session, epoch and
 //! bucket it touched, not one per call; an Activity row is written there too, once, with its
-//! result when that came in the same transaction (no update of a row just inserted). What it looks up again and again (a session's journal
-//! id, the epochs it already named, the Activity row a result completes) it keeps in memory
-//! ([`Known`]) while the row is in use, and asks the database only when that has forgotten.
+//! result when that came in the same transaction (no update of a row just inserted). What it
+//! looks up again and again (a session's journal id, the epochs it already named, the Activity
+//! row a result completes) it keeps in memory ([`Known`]) while the row is in use, and asks the
+//! database only when that has forgotten.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
