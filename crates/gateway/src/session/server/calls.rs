@@ -3,6 +3,7 @@
 //! audit record of how it ended.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -122,13 +123,21 @@ impl Session {
             },
         );
         let events = self.events.clone();
-        self.remind_while_deciding(id.clone(), call, 1);
+        // Most calls are decided before `authorize` returns (a grant, a rule, a locked
+        // vault): only a call left waiting for a person gets reminders, so a busy session
+        // does not keep a sleeping task per call it made in the last ten seconds.
+        let decided = Arc::new(AtomicBool::new(false));
+        let (told, waiting_id) = (Arc::clone(&decided), id.clone());
         self.ctx.authorizer.authorize(
             pending,
             Box::new(move |verdict| {
+                told.store(true, Ordering::Release);
                 let _ = events.send(Event::Authorized { id, call, verdict });
             }),
         );
+        if !decided.load(Ordering::Acquire) {
+            self.remind_while_deciding(waiting_id, call, 1);
+        }
     }
 
     /// While a call waits for a human, the agent hears so every [`WAITING_PROGRESS`] when the
