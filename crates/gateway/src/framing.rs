@@ -5,11 +5,11 @@
 //! buffered whole: the reader reports it and continues with the next line, so one bad
 //! peer message costs one message, not the session.
 
-use std::collections::HashSet;
 use std::fmt;
 
 use bytes::{Bytes, BytesMut};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 use tokio::io::{
     AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
@@ -831,13 +831,17 @@ impl<'de> Visitor<'de> for StrictValue {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
-        let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
-                return Err(de::Error::custom(format_args!("{DUPLICATE_PREFIX}{key}")));
+            // The object's own map tells a key seen before: one lookup, no second set.
+            match out.entry(key) {
+                Entry::Occupied(seen) => {
+                    let key = seen.key();
+                    return Err(de::Error::custom(format_args!("{DUPLICATE_PREFIX}{key}")));
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(map.next_value_seed(StrictValue)?);
+                }
             }
-            let value = map.next_value_seed(StrictValue)?;
-            out.insert(key, value);
         }
         Ok(Value::Object(out))
     }
