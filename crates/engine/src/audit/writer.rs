@@ -118,6 +118,9 @@ struct Inbox {
     /// Something awaited was queued while the last commit was written: the log is busy, and
     /// a caller queues rather than commits.
     busy: bool,
+    /// The writer thread waits on [`Queue::wake`]: only then does a caller wake it (a busy
+    /// writer looks at the queue again before it waits, and a wake-up is a system call).
+    sleeping: bool,
 }
 
 impl Inbox {
@@ -194,13 +197,21 @@ impl Queue {
             done.tell();
             // The writer thread drops the kept seal when its span is over: it waits for the
             // deadline this commit may have set.
-            self.wake.notify_one();
+            self.wake_writer(self.lock());
             return Ok(());
         }
         inbox.push(msg);
-        drop(inbox);
-        self.wake.notify_one();
+        self.wake_writer(inbox);
         Ok(())
+    }
+
+    /// Wakes the writer thread if it waits (`inbox` is the queue, held).
+    fn wake_writer(&self, inbox: MutexGuard<'_, Inbox>) {
+        let sleeping = inbox.sleeping;
+        drop(inbox);
+        if sleeping {
+            self.wake.notify_one();
+        }
     }
 }
 
@@ -542,6 +553,7 @@ impl Queue {
                 .into_iter()
                 .flatten()
                 .min();
+            inbox.sleeping = true;
             inbox = match deadline {
                 Some(at) => match self.wake.wait_timeout(inbox, at - now) {
                     Ok((inbox, _)) => inbox,
@@ -549,6 +561,7 @@ impl Queue {
                 },
                 None => self.wake.wait(inbox).unwrap_or_else(|e| e.into_inner()),
             };
+            inbox.sleeping = false;
         }
     }
 }
