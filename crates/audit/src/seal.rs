@@ -30,7 +30,9 @@
 //! the associated data, so a body cannot be moved to another record or given another kind,
 //! time or sequence number without the tag failing. Opening computes `ss = X25519(r, E)` and
 //! refuses an `E` of small order (an all-zero shared secret); a verifier remembers the last
-//! `E`'s agreement, so opening a version-2 run costs one multiplication too.
+//! `E`'s agreement, so opening a version-2 run costs one multiplication too. HKDF's extract
+//! step (salt `E || R`, ikm `ss`) is the same for a whole run, so it is done once per run; each
+//! record pays for the expand step only.
 //!
 //! Records of one run share `E`, which says they were sealed together; that is no more than
 //! their adjacent sequence numbers and times say already. Whoever learns `e` or `ss` (the
@@ -94,7 +96,8 @@ impl SealedBody {
 /// secret, and it is zeroed when dropped.
 pub struct PreparedSeal {
     ephemeral_public: [u8; 32],
-    shared: Zeroizing<[u8; 32]>,
+    /// HKDF's pseudorandom key for the run: extracted from the agreement once.
+    prk: Zeroizing<[u8; 32]>,
     recipient: RecipientKey,
     last: Option<Seq>,
 }
@@ -113,10 +116,11 @@ impl PreparedSeal {
         let ephemeral = StaticSecret::from(*ephemeral);
         let ephemeral_public = PublicKey::from(&ephemeral);
         // `recipient` is never of small order, so the shared secret is never all zero.
-        let shared = ephemeral.diffie_hellman(recipient.point());
+        let shared = Zeroizing::new(ephemeral.diffie_hellman(recipient.point()).to_bytes());
+        let ephemeral_public = ephemeral_public.to_bytes();
         Ok(PreparedSeal {
-            ephemeral_public: ephemeral_public.to_bytes(),
-            shared: Zeroizing::new(shared.to_bytes()),
+            prk: extract(&shared, &ephemeral_public, recipient),
+            ephemeral_public,
             recipient: *recipient,
             last: None,
         })
@@ -140,13 +144,7 @@ impl PreparedSeal {
         // Always version 2's derivation, which binds the key to the record: under version 1's, a
         // run would share one key and nonce. (`Header::new` makes no other version.)
         debug_assert_eq!(header.version(), FORMAT_VERSION);
-        let (cipher, nonce) = body_cipher(
-            &self.shared,
-            &self.ephemeral_public,
-            &self.recipient,
-            FORMAT_VERSION,
-            header.seq(),
-        );
+        let (cipher, nonce) = body_cipher(&self.prk, FORMAT_VERSION, header.seq());
         let mut out = Vec::with_capacity(SEAL_OVERHEAD + body.len());
         out.extend_from_slice(&self.ephemeral_public);
         out.extend_from_slice(body);
@@ -176,7 +174,8 @@ pub struct Opener {
     last: Option<Agreed>,
 }
 
-/// An agreement an [`Opener`] remembers: the ephemeral key, the recipient key, the secret.
+/// An agreement an [`Opener`] remembers: the ephemeral key, the recipient key, the
+/// pseudorandom key extracted from their secret.
 type Agreed = ([u8; 32], [u8; 32], Zeroizing<[u8; 32]>);
 
 impl std::fmt::Debug for Opener {
@@ -201,23 +200,23 @@ impl Opener {
         let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
         let ephemeral: [u8; 32] = ephemeral.try_into().expect("split at 32");
         let recipient = key.recipient();
-        let shared = match &self.last {
-            Some((known, for_key, shared))
+        let prk = match &self.last {
+            Some((known, for_key, prk))
                 if *known == ephemeral && for_key == recipient.as_bytes() =>
             {
-                shared.clone()
+                prk.clone()
             }
             _ => {
                 let shared = key.secret().diffie_hellman(&PublicKey::from(ephemeral));
                 if !shared.was_contributory() {
                     return Err(OpenError::Unreadable);
                 }
-                let shared = Zeroizing::new(shared.to_bytes());
-                self.last = Some((ephemeral, *recipient.as_bytes(), shared.clone()));
-                shared
+                let prk = extract(&Zeroizing::new(shared.to_bytes()), &ephemeral, &recipient);
+                self.last = Some((ephemeral, *recipient.as_bytes(), prk.clone()));
+                prk
             }
         };
-        let (cipher, nonce) = body_cipher(&shared, &ephemeral, &recipient, version, seq);
+        let (cipher, nonce) = body_cipher(&prk, version, seq);
         let mut body = ciphertext.to_vec();
         let tag = Tag::try_from(tag).expect("split at 16 from the end");
         cipher
@@ -232,18 +231,23 @@ const TAG_LEN: usize = 16;
 const HKDF_INFO_V1: &[u8] = b"postern-audit v1 body";
 const HKDF_INFO_V2: &[u8] = b"postern-audit v2 body";
 
-/// The record's AEAD key and nonce, from the shared secret, both public keys and (version 2)
-/// the record's sequence number.
-fn body_cipher(
+/// HKDF's extract step over the agreement: salt `E || R`, ikm the shared secret. The same for
+/// every record sealed with one ephemeral key, whatever their versions.
+fn extract(
     shared: &[u8; 32],
     ephemeral_public: &[u8; 32],
     recipient: &RecipientKey,
-    version: u8,
-    seq: Seq,
-) -> (ChaCha20Poly1305, Nonce) {
+) -> Zeroizing<[u8; 32]> {
     let mut salt = [0u8; 64];
     salt[..32].copy_from_slice(ephemeral_public);
     salt[32..].copy_from_slice(recipient.as_bytes());
+    let (prk, _) = Hkdf::<Sha256>::extract(Some(&salt), shared);
+    Zeroizing::new(prk.into())
+}
+
+/// The record's AEAD key and nonce, HKDF's expand step from the run's pseudorandom key
+/// ([`extract`]) with the version's info (version 2's ends with the record's sequence number).
+fn body_cipher(prk: &[u8; 32], version: u8, seq: Seq) -> (ChaCha20Poly1305, Nonce) {
     let mut info = [0u8; HKDF_INFO_V2.len() + 8];
     // Versions are checked when a header is decoded: 1 and 2 only.
     let info: &[u8] = match version {
@@ -255,7 +259,8 @@ fn body_cipher(
         }
     };
     let mut okm = Zeroizing::new([0u8; 44]);
-    Hkdf::<Sha256>::new(Some(&salt), shared)
+    Hkdf::<Sha256>::from_prk(prk)
+        .expect("a SHA-256 output is a valid pseudorandom key")
         .expand(info, okm.as_mut())
         .expect("44 bytes is within HKDF-SHA256's 8160-byte limit");
     let key: Zeroizing<[u8; 32]> = Zeroizing::new(okm[..32].try_into().expect("32 bytes"));
