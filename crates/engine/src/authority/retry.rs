@@ -87,6 +87,9 @@ impl Authority {
         now: u64,
     ) -> Option<LaterDecision> {
         state.later.retain(|l| l.until_ms > now);
+        if state.later.is_empty() {
+            return None; // the common case: no copy of the call's key to look for
+        }
         let key = RetryKey::of(call)?;
         let at = state.later.iter().position(|l| l.key == key)?;
         let later = state.later.remove(at);

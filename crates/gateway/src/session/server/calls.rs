@@ -414,13 +414,18 @@ impl Session {
         line: Option<Bytes>,
         holds: Vec<Hold>,
     ) {
-        let arguments = msg
-            .params()
-            .and_then(|p| p.get("arguments"))
-            .cloned()
-            .unwrap_or(Value::Null);
+        // The call is forwarded as its line: the intent takes its parsed arguments as they are.
+        let Message {
+            line: sent,
+            mut body,
+            ..
+        } = msg;
+        let arguments = match body.remove("params") {
+            Some(Value::Object(mut params)) => params.remove("arguments").unwrap_or(Value::Null),
+            _ => Value::Null,
+        };
         let out = Outgoing {
-            line: line.unwrap_or(msg.line),
+            line: line.unwrap_or(sent),
             holds,
         };
         self.send_after_intent(id, "tools/call", tool, arguments, authority, out);
