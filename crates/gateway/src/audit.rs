@@ -13,7 +13,7 @@ pub trait AuditSink: Send + Sync + 'static {
 
     /// Appends an event and calls `done` once it is durable (fsynced). A tool call is
     /// forwarded only after its intent is durable; if it cannot be written, the call is
-    /// refused.
+    /// refused (as it is if `done` is dropped uncalled).
     fn record_durable(&self, event: AuditEvent, done: Durable);
 
     /// As [`AuditSink::record_durable`], from a caller with nothing else to do until the event

@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postern_domain::decision::{Authority, Denial};
-use postern_domain::{AgentIdentity, CallId, Digest, ServerConfig, ServerLabel};
+use postern_domain::{AgentIdentity, AuditEvent, CallId, Digest, ServerConfig, ServerLabel};
 use postern_supervisor::DigestCache;
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::{broadcast, watch};
 
 use super::{Command, Context, run};
-use crate::audit::NoAudit;
+use crate::audit::{AuditSink, Durable, NoAudit};
 use crate::authorize::{
     Authorizer, CallToAuthorize, Decided, OperationToAuthorize, Release, Verdict, Withdrawal,
     Withdrawn,
@@ -204,6 +204,16 @@ impl Agent {
     /// A session for the server started with `mode` (`mute-list`, `mute-relist`), whose
     /// configuration passes the methods `pass`.
     fn start(gate: HandGate, mode: Option<&str>, pass: &[&str]) -> Agent {
+        Agent::start_with(gate, mode, pass, Arc::new(NoAudit))
+    }
+
+    /// [`Agent::start`] with `audit` as the session's audit sink.
+    fn start_with(
+        gate: HandGate,
+        mode: Option<&str>,
+        pass: &[&str],
+        audit: Arc<dyn AuditSink>,
+    ) -> Agent {
         let dir = tempfile::tempdir().expect("tempdir");
         let script = dir.path().join("server.py");
         std::fs::write(&script, SERVER).expect("write the server");
@@ -228,7 +238,7 @@ impl Agent {
             cache: Arc::new(DigestCache::new()),
             commands: broadcast::channel(8).0,
             control: None,
-            audit: Arc::new(NoAudit),
+            audit,
             authorizer: Arc::clone(&gate) as Arc<dyn Authorizer>,
             shutdown,
         };
@@ -385,6 +395,41 @@ fn tool_error(answer: &Value) -> &Value {
 }
 
 mod fidelity;
+
+/// A sink that loses what it is to make durable, untold (as a writer that panicked with it).
+struct LosingAudit;
+
+impl AuditSink for LosingAudit {
+    fn record(&self, _event: AuditEvent) {}
+
+    fn record_durable(&self, _event: AuditEvent, done: Durable) {
+        drop(done);
+    }
+}
+
+#[tokio::test]
+async fn a_call_whose_intent_the_log_loses_is_refused_and_never_forwarded() {
+    let mut agent = Agent::start_with(HandGate::default(), None, &[], Arc::new(LosingAudit));
+    agent.handshake().await;
+    let listed = agent.request(json!("list"), "tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"][0]["name"], "echo", "{listed}");
+
+    agent.start_call(json!(7)).await;
+    let (_, done) = agent.gate.decided().await;
+    done(Verdict::Allow(Authority::Observed));
+    let answer = agent.next().await;
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(
+        tool_error(&answer)["error"],
+        "audit_unavailable",
+        "{answer}"
+    );
+    assert!(
+        !agent.server_received().iter().any(|m| m == "tools/call"),
+        "the server got the call: {:?}",
+        agent.server_received()
+    );
+}
 
 #[tokio::test]
 async fn a_request_reusing_the_id_of_a_call_waiting_for_the_gate_is_refused_whatever_its_method() {

@@ -14,6 +14,7 @@ use postern_domain::{
 };
 use postern_supervisor::LiveProcess;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::Upstream;
 use super::catalog::unreachable_empty;
@@ -467,14 +468,12 @@ impl Session {
             },
         );
         running.send_after_intent(line, id.clone());
-        let events = self.events.clone();
-        let done: Durable = Box::new(move |result| {
-            let _ = events.send(Event::IntentDurable {
-                generation,
-                id,
-                result,
-            });
-        });
+        let waiter = IntentWaiter {
+            events: self.events.clone(),
+            generation,
+            id: Some(id),
+        };
+        let done: Durable = Box::new(move |result| waiter.tell(result));
         match self.requests.at_most_one() {
             true => self.ctx.audit.record_durable_alone(intent, done),
             false => self.ctx.audit.record_durable(intent, done),
@@ -514,6 +513,40 @@ impl Session {
             outcome,
             duration_ms: call.sent.elapsed().as_millis() as u64,
         });
+    }
+}
+
+/// Tells the session whether a call's intent is durable. A sink that drops it untold (its
+/// writer panicked with the intent in hand) does not leave the call waiting for ever: the call
+/// is refused as one whose intent could not be recorded.
+struct IntentWaiter {
+    events: mpsc::UnboundedSender<Event>,
+    generation: u64,
+    /// Until told.
+    id: Option<Id>,
+}
+
+impl IntentWaiter {
+    fn tell(mut self, result: Result<(), String>) {
+        self.send(result);
+    }
+
+    fn send(&mut self, result: Result<(), String>) {
+        if let Some(id) = self.id.take() {
+            let _ = self.events.send(Event::IntentDurable {
+                generation: self.generation,
+                id,
+                result,
+            });
+        }
+    }
+}
+
+impl Drop for IntentWaiter {
+    fn drop(&mut self) {
+        self.send(Err(
+            "the audit log's writer stopped before the call's intent was recorded".into(),
+        ));
     }
 }
 
