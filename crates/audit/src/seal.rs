@@ -39,16 +39,16 @@
 //! engine's memory while it seals, or the few seals kept ready ahead) opens that run, as
 //! whoever learned a version-1 record's `e` opened that record. A seal's secret is zeroed when
 //! it is dropped, after its run (moves may leave copies in freed memory, as for
-//! any value; the engine keeps seals boxed so they move by pointer).
+//! any value; the engine keeps seals boxed so they move by pointer). The AEAD is ring's; it
+//! does not zero a record's own key when done with it, which opens that record alone.
 //!
 //! Anyone holding `R` can seal, which is the point (the engine appends while the vault is
 //! locked); it also means sealing proves nothing about who wrote a body. Integrity against a
 //! writer comes from the chain and the trusted anchor, not from the AEAD.
 
-use chacha20poly1305::aead::{AeadInOut, KeyInit};
-use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
 use hkdf::Hkdf;
 use rand_core::TryCryptoRng;
+use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use sha2::Sha256;
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroizing;
@@ -149,9 +149,9 @@ impl PreparedSeal {
         out.extend_from_slice(&self.ephemeral_public);
         out.extend_from_slice(body);
         let tag = cipher
-            .encrypt_inout_detached(&nonce, header_bytes, (&mut out[EPHEMERAL_LEN..]).into())
+            .seal_in_place_separate_tag(nonce, Aad::from(header_bytes), &mut out[EPHEMERAL_LEN..])
             .expect("ChaCha20-Poly1305 seals any body shorter than 256 GiB");
-        out.extend_from_slice(&tag);
+        out.extend_from_slice(tag.as_ref());
         self.last = Some(header.seq());
         Ok(SealedBody(out))
     }
@@ -197,7 +197,6 @@ impl Opener {
     ) -> Result<Vec<u8>, OpenError> {
         check_len(sealed)?;
         let (ephemeral, rest) = sealed.split_at(EPHEMERAL_LEN);
-        let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
         let ephemeral: [u8; 32] = ephemeral.try_into().expect("split at 32");
         let recipient = key.recipient();
         let prk = match &self.last {
@@ -217,11 +216,13 @@ impl Opener {
             }
         };
         let (cipher, nonce) = body_cipher(&prk, version, seq);
-        let mut body = ciphertext.to_vec();
-        let tag = Tag::try_from(tag).expect("split at 16 from the end");
-        cipher
-            .decrypt_inout_detached(&nonce, header_bytes, body.as_mut_slice().into(), &tag)
-            .map_err(|_| OpenError::Unreadable)?;
+        // The ciphertext and its tag, opened in place: the plaintext is what precedes the tag.
+        let mut body = rest.to_vec();
+        let len = cipher
+            .open_in_place(nonce, Aad::from(header_bytes), &mut body)
+            .map_err(|_| OpenError::Unreadable)?
+            .len();
+        body.truncate(len);
         Ok(body)
     }
 }
@@ -247,7 +248,7 @@ fn extract(
 
 /// The record's AEAD key and nonce, HKDF's expand step from the run's pseudorandom key
 /// ([`extract`]) with the version's info (version 2's ends with the record's sequence number).
-fn body_cipher(prk: &[u8; 32], version: u8, seq: Seq) -> (ChaCha20Poly1305, Nonce) {
+fn body_cipher(prk: &[u8; 32], version: u8, seq: Seq) -> (LessSafeKey, Nonce) {
     let mut info = [0u8; HKDF_INFO_V2.len() + 8];
     // Versions are checked when a header is decoded: 1 and 2 only.
     let info: &[u8] = match version {
@@ -263,9 +264,10 @@ fn body_cipher(prk: &[u8; 32], version: u8, seq: Seq) -> (ChaCha20Poly1305, Nonc
         .expect("a SHA-256 output is a valid pseudorandom key")
         .expand(info, okm.as_mut())
         .expect("44 bytes is within HKDF-SHA256's 8160-byte limit");
-    let key: Zeroizing<[u8; 32]> = Zeroizing::new(okm[..32].try_into().expect("32 bytes"));
+    let key = UnboundKey::new(&CHACHA20_POLY1305, &okm[..32]).expect("a 32-byte key");
     let nonce: [u8; 12] = okm[32..].try_into().expect("12 bytes");
-    (ChaCha20Poly1305::new(&Key::from(*key)), Nonce::from(nonce))
+    // Each (key, nonce) pair seals one record: see the module docs.
+    (LessSafeKey::new(key), Nonce::assume_unique_for_key(nonce))
 }
 
 fn check_len(sealed: &[u8]) -> Result<(), FormatError> {
