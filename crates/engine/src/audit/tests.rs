@@ -121,6 +121,33 @@ impl Fixture {
     }
 }
 
+/// A panic while a caller commits (here, in the waiter it tells on its own thread) shuts the
+/// log: what comes after is refused at once, and closing it still returns (the writer thread
+/// is woken to stop, not left asleep for the close to wait on for ever).
+#[test]
+fn a_panic_while_a_caller_commits_shuts_the_log_and_its_close_returns() {
+    let fx = Fixture::new();
+    let log = Arc::new(fx.open());
+    durable(&log, started(1)).expect("session");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        log.record_durable_alone(intent(1, 1), Box::new(|_| panic!("a waiter that panics")));
+    }));
+    // Committed on this thread (the log was idle), or, rarely, by the writer thread.
+    drop(panicked);
+    // Let the writer thread fall asleep with nothing to wait for (the kept seal, 100 ms, expires).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(durable(&log, intent(1, 2)).is_err(), "refused once shut");
+
+    let (tx, rx) = mpsc::channel();
+    let closing = Arc::clone(&log);
+    std::thread::spawn(move || {
+        closing.close("test");
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the log closes after a panic while a caller committed");
+}
+
 #[test]
 fn concurrent_durable_appends_are_committed_chained_anchored_and_projected() {
     let fx = Fixture::new();

@@ -484,11 +484,25 @@ impl Queue {
             // The queue is taken while holding the log: what a caller commits meanwhile was
             // queued after all of it (see [`Queue`]).
             let mut core = self.core();
+            let (msgs, shut) = {
+                let mut inbox = self.lock();
+                let msgs = inbox.take();
+                let shut = msgs.is_empty() && inbox.closed;
+                (msgs, shut)
+            };
+            if shut {
+                // A caller's commit panicked and shut the log: nothing more comes, and the
+                // journals' and the anchor's threads are let go as at a close.
+                core.seal = None;
+                core.journals.finish();
+                core.anchor.finish();
+                return;
+            }
             let mut events = Vec::new();
             let mut flushes = Vec::new();
             let mut key = None;
             let mut closing = None;
-            for msg in self.lock().take() {
+            for msg in msgs {
                 match msg {
                     Msg::Event(queued) => events.push(*queued),
                     Msg::Flush(reply) => flushes.push(reply),
@@ -535,7 +549,8 @@ impl Queue {
         let mut inbox = self.lock();
         loop {
             let queued = inbox.msgs.len();
-            if inbox.awaited > 0 || queued >= MAX_BATCH {
+            // Shut under the writer (a caller's commit panicked): it stops.
+            if inbox.awaited > 0 || queued >= MAX_BATCH || inbox.closed {
                 return true;
             }
             let now = Instant::now();
@@ -575,6 +590,8 @@ impl Drop for ShutOnPanic<'_> {
         if std::thread::panicking() {
             tracing::error!("the audit log's writer panicked; tool calls are refused");
             self.0.lock().shut();
+            // A writer thread asleep would otherwise sleep on, and a close wait for it.
+            self.0.wake.notify_all();
         }
     }
 }

@@ -545,7 +545,8 @@ impl IntentWaiter {
 impl Drop for IntentWaiter {
     fn drop(&mut self) {
         self.send(Err(
-            "the audit log's writer stopped before the call's intent was recorded".into(),
+            "the audit log's writer stopped before it told whether the call's intent was recorded"
+                .into(),
         ));
     }
 }
