@@ -137,6 +137,11 @@ fn a_panic_while_a_caller_commits_shuts_the_log_and_its_close_returns() {
     // Let the writer thread fall asleep with nothing to wait for (the kept seal, 100 ms, expires).
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(durable(&log, intent(1, 2)).is_err(), "refused once shut");
+    assert!(
+        matches!(log.status().state, AuditState::Unavailable { .. }),
+        "the status says the log takes nothing: {:?}",
+        log.status().state
+    );
 
     let (tx, rx) = mpsc::channel();
     let closing = Arc::clone(&log);

@@ -102,6 +102,9 @@ pub(super) struct Queue {
     /// seal's deadline.
     wake: Condvar,
     core: Mutex<Core>,
+    /// The log's status (also in [`Core`]): a panic while committing says so there without
+    /// the log, which the panicking thread may hold.
+    shared: Arc<Shared>,
 }
 
 #[derive(Default)]
@@ -403,8 +406,9 @@ pub(super) fn spawn(
             chain: ready.chain,
             journals: Journals::start(ready.journals, ready.home, ready.behind),
             anchor: Anchorer::start(secrets, Arc::clone(&shared)),
-            shared,
+            shared: Arc::clone(&shared),
         }),
+        shared,
     });
     let writer = Arc::clone(&queue);
     let spawned = std::thread::Builder::new()
@@ -589,6 +593,11 @@ impl Drop for ShutOnPanic<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             tracing::error!("the audit log's writer panicked; tool calls are refused");
+            self.0.shared.update(|s| {
+                s.state = AuditState::Unavailable {
+                    reason: "its writer stopped on an internal error, which the engine logged; restart Postern to record calls again".into(),
+                }
+            });
             self.0.lock().shut();
             // A writer thread asleep would otherwise sleep on, and a close wait for it.
             self.0.wake.notify_all();
