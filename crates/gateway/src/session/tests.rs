@@ -266,7 +266,12 @@ impl Agent {
     /// [`Agent::connect`] to a server that lists its catalog, the handshake, and a
     /// `tools/list` once the catalog is in.
     async fn ready(gate: HandGate) -> Agent {
-        let mut agent = Agent::connect(gate, false);
+        Agent::ready_with(gate, Arc::new(NoAudit)).await
+    }
+
+    /// [`Agent::ready`] with `audit` as the session's audit sink.
+    async fn ready_with(gate: HandGate, audit: Arc<dyn AuditSink>) -> Agent {
+        let mut agent = Agent::start_with(gate, None, &[], audit);
         agent.handshake().await;
         let listed = agent.request(json!("list"), "tools/list", json!({})).await;
         assert_eq!(listed["result"]["tools"][0]["name"], "echo", "{listed}");
@@ -409,11 +414,7 @@ impl AuditSink for LosingAudit {
 
 #[tokio::test]
 async fn a_call_whose_intent_the_log_loses_is_refused_and_never_forwarded() {
-    let mut agent = Agent::start_with(HandGate::default(), None, &[], Arc::new(LosingAudit));
-    agent.handshake().await;
-    let listed = agent.request(json!("list"), "tools/list", json!({})).await;
-    assert_eq!(listed["result"]["tools"][0]["name"], "echo", "{listed}");
-
+    let mut agent = Agent::ready_with(HandGate::default(), Arc::new(LosingAudit)).await;
     agent.start_call(json!(7)).await;
     let (_, done) = agent.gate.decided().await;
     done(Verdict::Allow(Authority::Observed));
