@@ -84,12 +84,19 @@ impl ArtifactWatch {
     }
 }
 
+/// How many samples after a worker went a child of its name still counts as its replacement.
+const GONE_FOR: u32 = 2;
+
 /// The direct children of a server's process-group leader, with how long each has
 /// been seen: the "workers" of a self-reloading server (nodemon, `tsx watch`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProcessGroupSample {
     /// (pid, start time in the process table's unit) -> (command name, samples seen in a row).
     workers: BTreeMap<(i32, u64), (String, u32)>,
+    /// Workers (seen in two samples or more) that went, with how many samples ago: a child of
+    /// the same name that comes within [`GONE_FOR`] samples replaced one (a loaded machine, or
+    /// a watcher that waits before it restarts its worker, leaves samples between the two).
+    gone: Vec<((i32, u64), String, u32)>,
     /// The leader sampled, and the server's own process under it (a confined launch's
     /// sandbox layers descended once).
     innermost: Option<(u32, u32)>,
@@ -98,7 +105,8 @@ pub struct ProcessGroupSample {
 impl ProcessGroupSample {
     /// Takes the next sample of `leader`'s group and tells whether a worker was
     /// replaced: a child seen in at least two samples in a row has gone, and a new child
-    /// with the same command name has appeared. A short-lived helper (a `git` run per
+    /// with the same command name has appeared (in the same sample or up to [`GONE_FOR`]
+    /// later). A short-lived helper (a `git` run per
     /// call) is never seen twice, so it never counts.
     pub fn next(&mut self, leader: u32) -> Option<String> {
         // The server's own process under a sandbox's layers: found once, it stays.
@@ -119,23 +127,33 @@ impl ProcessGroupSample {
             let seen = self.workers.get(&key).map_or(1, |(_, n)| n + 1);
             next.insert(key, (name, seen));
         }
-        let gone: Vec<(&(i32, u64), &String)> = self
-            .workers
+        for (_, _, ago) in &mut self.gone {
+            *ago += 1;
+        }
+        self.gone.retain(|(_, _, ago)| *ago <= GONE_FOR);
+        for (key, (name, seen)) in &self.workers {
+            if *seen >= 2 && !next.contains_key(key) {
+                self.gone.push((*key, name.clone(), 0));
+            }
+        }
+        let replaced = self
+            .gone
             .iter()
-            .filter(|(key, (_, seen))| *seen >= 2 && !next.contains_key(key))
-            .map(|(key, (name, _))| (key, name))
-            .collect();
-        let replaced = gone.iter().find_map(|((old_pid, _), name)| {
-            next.iter()
-                .find(|(key, (new_name, seen))| {
-                    *seen == 1 && new_name == *name && !self.workers.contains_key(key)
-                })
-                .map(|((new_pid, _), _)| {
-                    format!("worker {name} replaced: pid {old_pid} -> {new_pid}")
-                })
-        });
+            .enumerate()
+            .find_map(|(at, ((old_pid, _), name, _))| {
+                next.iter()
+                    .find(|(_, (new_name, seen))| *seen == 1 && new_name == name)
+                    .map(|((new_pid, _), _)| {
+                        (
+                            at,
+                            format!("worker {name} replaced: pid {old_pid} -> {new_pid}"),
+                        )
+                    })
+            });
         self.workers = next;
-        replaced
+        let (at, what) = replaced?;
+        self.gone.remove(at);
+        Some(what)
     }
 }
 
@@ -170,10 +188,14 @@ mod tests {
             .expect("change reported");
     }
 
+    /// A child as the process table gives it: (pid, start time) and name.
+    fn child(pid: i32, name: &str) -> ((i32, u64), String) {
+        ((pid, pid as u64 * 10), name.to_owned())
+    }
+
     #[test]
     fn only_a_worker_seen_twice_and_replaced_by_its_like_counts() {
         let mut s = ProcessGroupSample::default();
-        let child = |pid: i32, name: &str| ((pid, pid as u64 * 10), name.to_owned());
         assert_eq!(s.observe(vec![child(10, "node")]), None);
         assert_eq!(s.observe(vec![child(10, "node"), child(11, "git")]), None);
         // The helper `git` was seen once and went: not a replacement.
@@ -189,6 +211,26 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_replaced_a_sample_or_two_after_it_went_counts_and_later_does_not() {
+        let mut s = ProcessGroupSample::default();
+        assert_eq!(s.observe(vec![child(10, "node")]), None);
+        assert_eq!(s.observe(vec![child(10, "node")]), None);
+        // Gone, and its replacement not started yet at this sample.
+        assert_eq!(s.observe(vec![]), None);
+        assert_eq!(
+            s.observe(vec![child(11, "node")]).as_deref(),
+            Some("worker node replaced: pid 10 -> 11")
+        );
+        // One replacement per worker that went.
+        assert_eq!(s.observe(vec![child(11, "node"), child(12, "node")]), None);
+        // Gone for longer than the window: a new one is a new worker, not a replacement.
+        for _ in 0..=GONE_FOR {
+            assert_eq!(s.observe(vec![]), None);
+        }
+        assert_eq!(s.observe(vec![child(14, "node")]), None);
+    }
+
+    #[test]
     fn a_replaced_worker_is_noticed_in_a_real_process_group() {
         use std::process::{Command, Stdio};
         // sh (the leader) runs a long-lived worker, kills it, and starts another.
@@ -201,14 +243,15 @@ mod tests {
         let mut sample = ProcessGroupSample::default();
         let mut replaced = None;
         // Sampled as a session samples its server (every 500 ms there; faster here), for up to
-        // 10 s: a loaded machine may start the shell's workers late.
+        // 10 s: a loaded machine may start the shell's workers late, and the new worker may
+        // come a sample or two after the old one went.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < deadline {
             if let Some(what) = sample.next(pid) {
                 replaced = Some(what);
                 break;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(250));
         }
         let _ = leader.kill();
         let _ = leader.wait();
