@@ -243,7 +243,7 @@ else
 fi
 [ "$test_status" -ne 0 ] && record "the test session (dbus-run-session)" "$test_status"
 
-say "summary ($(((SECONDS - started) / 60))m$(((SECONDS - started) % 60))s)"
+say "summary ($(((SECONDS - started) / 60))m$(((SECONDS - started) % 60))s; disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free)"
 printf '  %s\n' "${results[@]}"
 if [ "$failed" -ne 0 ]; then
     echo "test.sh: FAILED"
