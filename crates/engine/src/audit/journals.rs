@@ -9,7 +9,8 @@
 //! Journals found behind the log wait here for the opening key ([`Journals::catch_up`]).
 
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -43,8 +44,47 @@ enum Job {
 
 /// The handle the committers hold: hands batches to the journals' thread.
 pub(super) struct Journals {
-    jobs: Option<Sender<Job>>,
+    inbox: Arc<Inbox>,
     handle: Option<JoinHandle<()>>,
+}
+
+/// What is handed to the journals' thread. A committed batch wakes it only when it waits with
+/// nothing pending (to start the [`PROJECT_AFTER`] window) or once [`PROJECT_MAX`] events are
+/// behind; within a window, batches only queue (a wake-up per commit was a context switch per
+/// call at one call at a time).
+#[derive(Default)]
+struct Inbox {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<Job>,
+    /// Events handed over and not projected yet (queued here or pending in the thread).
+    behind: usize,
+    /// Nothing more is taken; the thread projects what it has and stops.
+    closed: bool,
+    /// The thread waits: until a wake-up (`Some(None)`) or until a deadline (`Some(Some(_))`).
+    waiting: Option<Option<Instant>>,
+}
+
+impl Inbox {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Takes nothing more once the thread stopped, a panic included: what was queued is dropped
+/// (a flush's receiver is let go) instead of piling up for nobody.
+struct CloseOnExit<'a>(&'a Inbox);
+
+impl Drop for CloseOnExit<'_> {
+    fn drop(&mut self) {
+        let mut queue = self.0.lock();
+        queue.closed = true;
+        queue.jobs.clear();
+    }
 }
 
 impl Journals {
@@ -52,35 +92,49 @@ impl Journals {
     /// journals are behind the log and wait for the opening key (`Some(clear)`: with `clear`,
     /// rebuilt from the start).
     pub(super) fn start(db: AuditWriter, home: PathBuf, behind: Option<bool>) -> Journals {
-        let (jobs, rx) = mpsc::channel();
+        let inbox = Arc::new(Inbox::default());
         let mut projector = Projector {
             db,
             home,
             behind,
             pending: Vec::new(),
         };
+        let jobs = Arc::clone(&inbox);
         let spawned = std::thread::Builder::new()
             .name("postern-journals".into())
-            .spawn(move || projector.run(&rx));
-        match spawned {
-            Ok(handle) => Journals {
-                jobs: Some(jobs),
-                handle: Some(handle),
-            },
-            Err(e) => {
+            .spawn(move || {
+                let _closed = CloseOnExit(&jobs);
+                projector.run(&jobs);
+            });
+        let handle = spawned
+            .map_err(|e| {
                 // The log goes on; the journals catch up from it at the next start.
                 tracing::error!("cannot start the journals' thread: {e}; they stay behind the log");
-                Journals {
-                    jobs: None,
-                    handle: None,
-                }
-            }
-        }
+                // What would be handed over is dropped (a flush's receiver is let go).
+                inbox.lock().closed = true;
+            })
+            .ok();
+        Journals { inbox, handle }
     }
 
     /// Hands over a committed batch (in commit order: the caller holds the log).
     pub(super) fn committed(&self, batch: Committed) {
-        self.send(Job::Project(batch));
+        let events = batch.records.len();
+        let mut queue = self.inbox.lock();
+        if queue.closed {
+            return;
+        }
+        queue.behind += events;
+        queue.jobs.push(Job::Project(batch));
+        let wake = match queue.waiting {
+            Some(None) => true,
+            Some(Some(_)) => queue.behind >= PROJECT_MAX,
+            None => false,
+        };
+        drop(queue);
+        if wake {
+            self.inbox.wake.notify_one();
+        }
     }
 
     /// Replies on `reply` once every batch handed over before is projected (if the thread is
@@ -96,7 +150,8 @@ impl Journals {
 
     /// Projects what was handed over and stops the thread.
     pub(super) fn finish(&mut self) {
-        self.jobs = None;
+        self.inbox.lock().closed = true;
+        self.inbox.wake.notify_one();
         if let Some(handle) = self.handle.take()
             && handle.join().is_err()
         {
@@ -104,9 +159,17 @@ impl Journals {
         }
     }
 
+    /// Queues a job the thread takes at once.
     fn send(&self, job: Job) {
-        if let Some(jobs) = &self.jobs {
-            let _ = jobs.send(job);
+        let mut queue = self.inbox.lock();
+        if queue.closed {
+            return;
+        }
+        queue.jobs.push(job);
+        let wake = queue.waiting.is_some();
+        drop(queue);
+        if wake {
+            self.inbox.wake.notify_one();
         }
     }
 }
@@ -126,33 +189,50 @@ struct Projector {
 }
 
 impl Projector {
-    fn run(&mut self, jobs: &Receiver<Job>) {
+    fn run(&mut self, inbox: &Inbox) {
         loop {
-            let job = match self.due() {
-                None => jobs.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                Some(at) => jobs.recv_timeout(at.saturating_duration_since(Instant::now())),
+            let (jobs, closed, behind) = {
+                let mut queue = inbox.lock();
+                while queue.jobs.is_empty()
+                    && !queue.closed
+                    && queue.behind < PROJECT_MAX
+                    && self.due().is_none_or(|at| at > Instant::now())
+                {
+                    let due = self.due();
+                    queue.waiting = Some(due);
+                    queue = match due {
+                        None => inbox.wake.wait(queue).unwrap_or_else(|e| e.into_inner()),
+                        Some(at) => {
+                            let left = at.saturating_duration_since(Instant::now());
+                            match inbox.wake.wait_timeout(queue, left) {
+                                Ok((queue, _)) => queue,
+                                Err(e) => e.into_inner().0,
+                            }
+                        }
+                    };
+                    queue.waiting = None;
+                }
+                (std::mem::take(&mut queue.jobs), queue.closed, queue.behind)
             };
-            match job {
-                Ok(Job::Project(batch)) => {
-                    self.pending.push(batch);
-                    let events: usize = self.pending.iter().map(|c| c.records.len()).sum();
-                    if events >= PROJECT_MAX {
-                        self.project();
+            for job in jobs {
+                match job {
+                    Job::Project(batch) => self.pending.push(batch),
+                    Job::Flush(reply) => {
+                        self.project(inbox);
+                        let _ = reply.send(());
+                    }
+                    Job::CatchUp(key) => {
+                        self.project(inbox);
+                        self.catch_up(&key);
                     }
                 }
-                Ok(Job::Flush(reply)) => {
-                    self.project();
-                    let _ = reply.send(());
-                }
-                Ok(Job::CatchUp(key)) => {
-                    self.project();
-                    self.catch_up(&key);
-                }
-                Err(RecvTimeoutError::Timeout) => self.project(),
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.project();
-                    return;
-                }
+            }
+            if closed {
+                self.project(inbox);
+                return;
+            }
+            if behind >= PROJECT_MAX || self.due().is_some_and(|at| at <= Instant::now()) {
+                self.project(inbox);
             }
         }
     }
@@ -163,8 +243,12 @@ impl Projector {
     }
 
     /// Projects the pending batches, in the order they were committed, in one transaction.
-    fn project(&mut self) {
+    fn project(&mut self, inbox: &Inbox) {
         let pending = std::mem::take(&mut self.pending);
+        let events: usize = pending.iter().map(|c| c.records.len()).sum();
+        let mut queue = inbox.lock();
+        queue.behind = queue.behind.saturating_sub(events);
+        drop(queue);
         let batch: Vec<Append<'_>> = pending
             .iter()
             .flat_map(|c| c.records.iter().zip(&c.events))

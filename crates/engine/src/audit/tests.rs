@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use postern_domain::{AuditEvent, CallOutcome, ExecutionEpoch, ServerLabel};
 use postern_gateway::audit::{AuditSink, Durable};
@@ -146,7 +147,7 @@ fn a_panic_while_a_caller_commits_shuts_the_log_and_its_close_returns() {
         closing.close("test");
         let _ = tx.send(());
     });
-    rx.recv_timeout(std::time::Duration::from_secs(10))
+    rx.recv_timeout(Duration::from_secs(10))
         .expect("the log closes after a panic while a caller committed");
 }
 
@@ -275,6 +276,48 @@ fn lone_callers_commit_on_their_threads_in_queue_order_beside_the_writer() {
     assert_eq!(sessions.len(), 6);
     assert!(sessions.iter().all(|s| s.calls == 30 && s.failed == 0));
     assert_eq!(calls_completed_ok(&store), 180);
+}
+
+/// What nobody waits for still gets there of itself, within moments and with no flush or
+/// close: a call's result into the log (the writer thread's linger), its row into Activity (the
+/// journals' window) and the head into the keychain (the anchor's interval). Each of those
+/// threads is woken only when something is due before it would look again of itself.
+#[test]
+fn results_nobody_waits_for_reach_the_log_activity_and_the_anchor_of_themselves() {
+    let fx = Fixture::new();
+    let log = fx.open();
+    durable(&log, started(1)).expect("session");
+    for call in 1..=3 {
+        durable_alone(&log, intent(1, call)).expect("intent is durable");
+        log.record(result(1, call));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // And after a pause (the writer thread then waits with no deadline), a session's start.
+    std::thread::sleep(Duration::from_millis(300));
+    log.record(started(2));
+    // engine_started, the sessions, three intents and three results.
+    let store = Store::open(fx.home.path()).expect("store");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let head = log.status().head.unwrap_or_default();
+        let anchored = log.status().anchored.unwrap_or_default();
+        let completed = store
+            .activity(&ActivityFilter::default())
+            .expect("activity")
+            .iter()
+            .filter(|row| row.outcome.as_deref() == Some("ok"))
+            .count();
+        if head.starts_with("9:") && anchored == head && completed == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "head {head:?}, anchored {anchored:?}, completed calls {completed}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(fx.anchor(), log.status().head.expect("head"));
+    log.close("test");
 }
 
 #[test]

@@ -124,13 +124,30 @@ struct Inbox {
     /// The writer thread waits on [`Queue::wake`]: only then does a caller wake it (a busy
     /// writer looks at the queue again before it waits, and a wake-up is a system call).
     sleeping: bool,
+    /// When the waiting writer thread looks again of itself (`None`: not before it is woken).
+    /// A caller wakes it only for what is due before that: something awaited, or a linger
+    /// that ends earlier.
+    wakes_at: Option<Instant>,
+    /// When the last commit ended: while commits follow one another, the writer looks again
+    /// [`LINGER`] after the last one, so that what a caller queues unawaited right after its
+    /// commit (a call's result) never needs to wake it.
+    last_commit: Option<Instant>,
 }
 
 impl Inbox {
-    fn push(&mut self, msg: Msg) {
-        self.awaited += usize::from(msg.is_awaited());
+    /// Queues `msg`; whether the writer thread is to be woken for it.
+    fn push(&mut self, msg: Msg) -> bool {
+        let awaited = msg.is_awaited();
+        self.awaited += usize::from(awaited);
         self.closed |= matches!(msg, Msg::Close(_));
         self.msgs.push_back(msg);
+        let linger = *self
+            .linger_until
+            .get_or_insert_with(|| Instant::now() + LINGER);
+        self.sleeping
+            && (awaited
+                || self.msgs.len() >= MAX_BATCH
+                || self.wakes_at.is_none_or(|at| at > linger))
     }
 
     fn take(&mut self) -> VecDeque<Msg> {
@@ -144,6 +161,7 @@ impl Inbox {
     fn settle(&mut self, core: &Core) {
         self.seal_until = core.seal_until();
         self.busy = self.awaited > 0;
+        self.last_commit = Some(Instant::now());
     }
 
     /// The log takes nothing more; whatever waits in the queue is refused (its waiters told,
@@ -195,26 +213,26 @@ impl Queue {
                 events.push(*queued);
             }
             let done = core.commit(events);
-            self.lock().settle(&core);
+            let mut inbox = self.lock();
+            inbox.settle(&core);
+            // The writer thread drops the kept seal when its span is over: one that waits
+            // with no deadline is to learn of the seal this commit may have taken (one with a
+            // deadline looks again by then anyway).
+            let wake = inbox.sleeping && inbox.wakes_at.is_none();
+            drop(inbox);
             drop(core);
             done.tell();
-            // The writer thread drops the kept seal when its span is over: it waits for the
-            // deadline this commit may have set.
-            self.wake_writer(self.lock());
+            if wake {
+                self.wake.notify_one();
+            }
             return Ok(());
         }
-        inbox.push(msg);
-        self.wake_writer(inbox);
-        Ok(())
-    }
-
-    /// Wakes the writer thread if it waits (`inbox` is the queue, held).
-    fn wake_writer(&self, inbox: MutexGuard<'_, Inbox>) {
-        let sleeping = inbox.sleeping;
+        let wake = inbox.push(msg);
         drop(inbox);
-        if sleeping {
+        if wake {
             self.wake.notify_one();
         }
+        Ok(())
     }
 }
 
@@ -568,11 +586,16 @@ impl Queue {
             if queued > 0 && *inbox.linger_until.get_or_insert(now + LINGER) <= now {
                 return true;
             }
-            let deadline = [inbox.linger_until, inbox.seal_until]
+            let after_last = inbox
+                .last_commit
+                .map(|at| at + LINGER)
+                .filter(|at| *at > now);
+            let deadline = [inbox.linger_until, inbox.seal_until, after_last]
                 .into_iter()
                 .flatten()
                 .min();
             inbox.sleeping = true;
+            inbox.wakes_at = deadline;
             inbox = match deadline {
                 Some(at) => match self.wake.wait_timeout(inbox, at - now) {
                     Ok((inbox, _)) => inbox,
@@ -746,8 +769,12 @@ impl Anchorer {
     }
 
     fn post(&self, head: Head) {
-        self.inner.lock().pending = Some(head);
-        self.inner.wake.notify_one();
+        // With a head pending the thread is writing or waits for its time, and takes the
+        // newest then: only one that waits for a head is woken (once per write, not per batch).
+        let waits = self.inner.lock().pending.replace(head).is_none();
+        if waits {
+            self.inner.wake.notify_one();
+        }
         if self.handle.is_none() {
             // No thread: anchor inline.
             if let Some(head) = self.inner.lock().pending.take() {
