@@ -156,12 +156,21 @@ impl Inbox {
         std::mem::take(&mut self.msgs)
     }
 
-    /// After a commit: the kept seal's deadline, and whether more came meanwhile. Called with
-    /// the log held, so that no later committer's is overwritten.
-    fn settle(&mut self, core: &Core) {
+    /// After a commit (`wrote`: one that appended records) or a seal dropped: the kept seal's
+    /// deadline, and whether more came meanwhile. Called with the log held, so that no later
+    /// committer's is overwritten. What queued unawaited while records were written waits
+    /// [`LINGER`] from now for an intent to share the next commit (a slow fsync must not
+    /// have used up its linger).
+    fn settle(&mut self, core: &Core, wrote: bool) {
         self.seal_until = core.seal_until();
         self.busy = self.awaited > 0;
-        self.last_commit = Some(Instant::now());
+        if wrote {
+            let now = Instant::now();
+            self.last_commit = Some(now);
+            if !self.msgs.is_empty() {
+                self.linger_until = Some(now + LINGER);
+            }
+        }
     }
 
     /// The log takes nothing more; whatever waits in the queue is refused (its waiters told,
@@ -214,7 +223,7 @@ impl Queue {
             }
             let done = core.commit(events);
             let mut inbox = self.lock();
-            inbox.settle(&core);
+            inbox.settle(&core, true);
             // The writer thread drops the kept seal when its span is over: one that waits
             // with no deadline is to learn of the seal this commit may have taken (one with a
             // deadline looks again by then anyway).
@@ -541,6 +550,7 @@ impl Queue {
                     done: None,
                 });
             }
+            let wrote = !events.is_empty();
             let done = core.commit(events);
             // The journals' thread answers flushes once it has projected what came before.
             if let Some(key) = key {
@@ -549,7 +559,7 @@ impl Queue {
             for reply in flushes {
                 core.journals.flush(reply);
             }
-            self.lock().settle(&core);
+            self.lock().settle(&core, wrote);
             // The waiters with the log let go (a call's intent is durable: it goes out now).
             drop(core);
             done.tell();
@@ -580,7 +590,7 @@ impl Queue {
                 drop(inbox);
                 let mut core = self.core();
                 core.drop_expired_seal();
-                self.lock().settle(&core);
+                self.lock().settle(&core, false);
                 return false;
             }
             if queued > 0 && *inbox.linger_until.get_or_insert(now + LINGER) <= now {
