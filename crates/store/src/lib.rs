@@ -115,6 +115,13 @@ impl Store {
         conn.busy_timeout(Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", sync.pragma())?;
+        if let Sync::Full = sync {
+            // On Apple's systems fsync() leaves the write in the drive's cache, where a power
+            // cut can still lose it; F_FULLFSYNC flushes the cache (Rust's own `sync_data`
+            // does the same there). An audited call's intent must outlive a power cut before
+            // the call goes out, as it does on Linux, where SQLite ignores this setting.
+            conn.pragma_update(None, "fullfsync", "ON")?;
+        }
         conn.pragma_update(None, "foreign_keys", "ON")?;
         // What is deleted or overwritten is zeroed in the file, not left in free space: a
         // server's plain environment value moved into the keychain must not stay readable
