@@ -34,8 +34,9 @@ const MAX_BATCH: usize = 4096;
 /// How long a batch that nobody waits for (a call's result, a session's start) waits for an
 /// event somebody does (the next call's intent, a flush) before it is committed on its own:
 /// the two then share one commit, and a call's intent does not queue behind the previous
-/// call's result being fsynced. Those events are "durable soon after" ([`AuditSink::record`]),
-/// now at most this much later.
+/// call's result being fsynced. Those events are "durable soon after" ([`AuditSink::record`]):
+/// at most this much after they were queued, or, if a commit was being written then, after
+/// that commit ends.
 ///
 /// [`AuditSink::record`]: postern_gateway::audit::AuditSink::record
 const LINGER: Duration = Duration::from_millis(5);
