@@ -39,6 +39,7 @@ fi
 status=0
 cargo clippy --workspace --all-targets --locked --target "$target" -- -D warnings || status=$?
 # A one-shot CI machine never reuses the check's output (about 250 MB); its disk is not fixed.
+# (test.sh on CI points both clippy runs at a directory it removes after them.)
 if [ "${CI:-}" = true ]; then
     rm -rf "${CARGO_TARGET_DIR:-$root/target}/$target"
 fi
