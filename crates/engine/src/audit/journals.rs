@@ -119,22 +119,7 @@ impl Journals {
 
     /// Hands over a committed batch (in commit order: the caller holds the log).
     pub(super) fn committed(&self, batch: Committed) {
-        let events = batch.records.len();
-        let mut queue = self.inbox.lock();
-        if queue.closed {
-            return;
-        }
-        queue.behind += events;
-        queue.jobs.push(Job::Project(batch));
-        let wake = match queue.waiting {
-            Some(None) => true,
-            Some(Some(_)) => queue.behind >= PROJECT_MAX,
-            None => false,
-        };
-        drop(queue);
-        if wake {
-            self.inbox.wake.notify_one();
-        }
+        self.send(Job::Project(batch));
     }
 
     /// Replies on `reply` once every batch handed over before is projected (if the thread is
@@ -159,14 +144,26 @@ impl Journals {
         }
     }
 
-    /// Queues a job the thread takes at once.
+    /// Queues `job`, waking the thread if it waits and the job is due before it would look
+    /// again: a flush or a catch-up always, a batch when nothing was pending or once
+    /// [`PROJECT_MAX`] events are behind.
     fn send(&self, job: Job) {
         let mut queue = self.inbox.lock();
         if queue.closed {
             return;
         }
+        let wake = match &job {
+            Job::Project(batch) => {
+                queue.behind += batch.records.len();
+                match queue.waiting {
+                    Some(None) => true,
+                    Some(Some(_)) => queue.behind >= PROJECT_MAX,
+                    None => false,
+                }
+            }
+            Job::Flush(_) | Job::CatchUp(_) => queue.waiting.is_some(),
+        };
         queue.jobs.push(job);
-        let wake = queue.waiting.is_some();
         drop(queue);
         if wake {
             self.inbox.wake.notify_one();
@@ -244,6 +241,9 @@ impl Projector {
 
     /// Projects the pending batches, in the order they were committed, in one transaction.
     fn project(&mut self, inbox: &Inbox) {
+        if self.pending.is_empty() {
+            return;
+        }
         let pending = std::mem::take(&mut self.pending);
         let events: usize = pending.iter().map(|c| c.records.len()).sum();
         let mut queue = inbox.lock();
