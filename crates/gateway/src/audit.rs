@@ -13,7 +13,8 @@ pub trait AuditSink: Send + Sync + 'static {
 
     /// Appends an event and calls `done` once it is durable (fsynced). A tool call is
     /// forwarded only after its intent is durable; if it cannot be written, the call is
-    /// refused (as it is if `done` is dropped uncalled).
+    /// refused (as it is if `done` is dropped uncalled). While the log is busy, the sink may
+    /// hold it a moment so that the caller's next events share its write.
     fn record_durable(&self, event: AuditEvent, done: Durable);
 
     /// As [`AuditSink::record_durable`], from a caller with nothing else to do until the event
