@@ -44,11 +44,12 @@ const LINGER: Duration = Duration::from_millis(5);
 /// While commits follow one another, the writer thread waits this many times as long as the
 /// last commit took (at most [`GATHER_MAX`]) after its end before it commits intents whose
 /// callers have more in flight (a session with several calls open, [`Queue::submit`] without
-/// `alone`): more of theirs come meanwhile and share the commit, one write and one fsync for
-/// several calls. Under one session with 32 calls in flight this cut the engine's CPU per call
-/// by about a quarter (docs/benchmarks.md, "Issue 17, tenth change"). A caller with nothing
-/// else in flight (one call at a time, the way agents call tools), a flush, and an intent
-/// that finds the log idle are committed at once: this costs a lone call nothing.
+/// `alone`), when the last batch held several of theirs: more of theirs come meanwhile and
+/// share the commit, one write and one fsync for several calls. Under one session with 32
+/// calls in flight this cut the engine's CPU per call by about a third (docs/benchmarks.md,
+/// "Issue 17, tenth change"). A caller with nothing else in flight (one call at a time, the
+/// way agents call tools), a flush, an intent that finds the log idle, and the few calls of
+/// one burst (an agent's parallel tool calls) are committed at once.
 const GATHER_SPANS: u32 = 2;
 
 /// The longest the writer thread gathers ([`GATHER_SPANS`]): a slow disk's commit must not
@@ -150,8 +151,11 @@ struct Inbox {
     last_commit: Option<Instant>,
     /// How long the last commit that wrote records took.
     last_span: Duration,
-    /// When the first awaited message of what is queued came.
-    awaited_since: Option<Instant>,
+    /// How many of `msgs` are awaited by callers with more in flight.
+    pipelined: usize,
+    /// How many the last batch taken held: only after one that held several does the writer
+    /// gather ([`Inbox::gather_until`]).
+    last_pipelined: usize,
     /// The writer thread waits for company for what is awaited ([`Inbox::gather_until`]):
     /// a caller with more in flight does not wake it.
     gathering: bool,
@@ -164,10 +168,9 @@ impl Inbox {
     /// Queues `msg`; whether the writer thread is to be woken for it.
     fn push(&mut self, msg: Msg, alone: bool) -> bool {
         let awaited = msg.is_awaited();
-        self.alone_awaited |= awaited && (alone || msg.is_control());
-        if awaited && self.awaited == 0 {
-            self.awaited_since = Some(Instant::now());
-        }
+        let lone = alone || msg.is_control();
+        self.alone_awaited |= awaited && lone;
+        self.pipelined += usize::from(awaited && !lone);
         self.awaited += usize::from(awaited);
         self.closed |= matches!(msg, Msg::Close(_));
         self.msgs.push_back(msg);
@@ -182,7 +185,7 @@ impl Inbox {
 
     fn take(&mut self) -> VecDeque<Msg> {
         self.awaited = 0;
-        self.awaited_since = None;
+        self.last_pipelined = std::mem::take(&mut self.pipelined);
         self.alone_awaited = false;
         self.linger_until = None;
         std::mem::take(&mut self.msgs)
@@ -207,16 +210,16 @@ impl Inbox {
     }
 
     /// Until when the writer thread waits for company before it commits what is awaited
-    /// ([`GATHER_SPANS`]): while commits follow one another (the first awaited came while
-    /// the last commit was written, or within the gathering time after it) and only callers
-    /// with more in flight wait; `None`: at once.
+    /// ([`GATHER_SPANS`]): only callers with more in flight wait, the last batch held several
+    /// of theirs, and the gathering time after the last commit is not over (the log was not
+    /// idle); `None`: at once.
     fn gather_until(&self, now: Instant) -> Option<Instant> {
-        if self.alone_awaited {
+        if self.alone_awaited || self.last_pipelined < 2 {
             return None;
         }
         let gather = (self.last_span * GATHER_SPANS).min(GATHER_MAX);
         let until = self.last_commit? + gather;
-        (self.awaited_since? <= until && until > now).then_some(until)
+        (until > now).then_some(until)
     }
 
     /// The log takes nothing more; whatever waits in the queue is refused (its waiters told,
@@ -947,16 +950,17 @@ mod tests {
         }))
     }
 
-    /// An inbox whose last commit ended at `end` after taking `span`, with an intent from a
-    /// caller with more in flight (`alone`: with nothing else) that came at `came`.
-    fn after_commit(end: Instant, span: Duration, came: Instant, alone: bool) -> Inbox {
+    /// An inbox whose last commit ended at `end` after taking `span` and held `pipelined`
+    /// intents of callers with more in flight, with one more intent queued since (`alone`:
+    /// from a caller with nothing else in flight).
+    fn after_commit(end: Instant, span: Duration, pipelined: usize, alone: bool) -> Inbox {
         let mut inbox = Inbox {
             last_commit: Some(end),
             last_span: span,
+            last_pipelined: pipelined,
             ..Inbox::default()
         };
         inbox.push(intent(), alone);
-        inbox.awaited_since = Some(came);
         inbox
     }
 
@@ -964,40 +968,50 @@ mod tests {
     fn intents_of_a_caller_with_more_in_flight_wait_for_company_while_commits_follow_one_another() {
         let end = Instant::now();
         let span = Duration::from_micros(300);
-        let came = end + Duration::from_micros(50);
-        let inbox = after_commit(end, span, came, false);
-        assert_eq!(inbox.gather_until(came), Some(end + span * 2));
+        let inbox = after_commit(end, span, 5, false);
+        assert_eq!(inbox.gather_until(end), Some(end + span * 2));
+        let later = end + Duration::from_micros(50);
+        assert_eq!(inbox.gather_until(later), Some(end + span * 2));
         // Once that time has come, it is committed.
         assert_eq!(inbox.gather_until(end + span * 2), None);
         // A slow disk's commit does not hold it longer than GATHER_MAX.
-        let slow = after_commit(end, Duration::from_millis(40), came, false);
-        assert_eq!(slow.gather_until(came), Some(end + GATHER_MAX));
-        // One that came while the commit was being written waits as long.
-        let during = after_commit(end, span, end - span / 2, false);
-        assert_eq!(during.gather_until(end), Some(end + span * 2));
+        let slow = after_commit(end, Duration::from_millis(40), 5, false);
+        assert_eq!(slow.gather_until(later), Some(end + GATHER_MAX));
+        // A batch taken resets the count the next gathering is decided by.
+        let mut taken = after_commit(end, span, 0, false);
+        taken.push(intent(), false);
+        let _ = taken.take();
+        taken.push(intent(), false);
+        assert_eq!(taken.gather_until(end), Some(end + span * 2));
     }
 
     #[test]
-    fn a_lone_callers_intent_and_one_after_an_idle_log_are_committed_at_once() {
+    fn lone_callers_bursts_flushes_and_an_idle_log_are_committed_at_once() {
         let end = Instant::now();
         let span = Duration::from_micros(300);
-        let lone = after_commit(end, span, end, true);
+        let lone = after_commit(end, span, 5, true);
         assert_eq!(lone.gather_until(end), None);
-        // The log was idle: the last commit ended longer ago than the gathering time.
-        let came = end + span * 3;
-        let idle = after_commit(end, span, came, false);
-        assert_eq!(idle.gather_until(came), None);
+        // The last batch held one pipelined intent (or none): a burst of an agent's parallel
+        // calls, not a stream.
+        for few in [0, 1] {
+            assert_eq!(after_commit(end, span, few, false).gather_until(end), None);
+        }
+        // The log was idle: the gathering time after the last commit is over.
+        let idle = after_commit(end, span, 5, false);
+        assert_eq!(idle.gather_until(end + span * 3), None);
         // Nothing committed yet since the start.
-        let mut first = Inbox::default();
-        first.push(intent(), false);
+        let first = Inbox {
+            last_pipelined: 5,
+            ..Inbox::default()
+        };
         assert_eq!(first.gather_until(Instant::now()), None);
         // A caller with more in flight joined by a lone one: all of it goes at once.
-        let mut joined = after_commit(end, span, end, false);
+        let mut joined = after_commit(end, span, 5, false);
         assert!(joined.gather_until(end).is_some());
         joined.push(intent(), true);
         assert_eq!(joined.gather_until(end), None);
         // So does a flush.
-        let mut flushed = after_commit(end, span, end, false);
+        let mut flushed = after_commit(end, span, 5, false);
         let (reply, _wait) = mpsc::sync_channel(1);
         flushed.push(Msg::Flush(reply), false);
         assert_eq!(flushed.gather_until(end), None);
@@ -1005,17 +1019,19 @@ mod tests {
 
     #[test]
     fn a_gathering_writer_is_woken_only_for_what_cannot_wait() {
+        let looks_again = Some(Instant::now() + Duration::from_micros(500));
         let mut inbox = Inbox {
             sleeping: true,
             gathering: true,
-            wakes_at: Some(Instant::now() + Duration::from_micros(500)),
+            wakes_at: looks_again,
             ..Inbox::default()
         };
         assert!(!inbox.push(intent(), false), "more company: no wake-up");
         assert!(inbox.push(intent(), true), "a lone caller waits: woken");
-        // Not gathering (waiting with nothing awaited): any intent wakes it.
+        // Asleep without gathering (nothing was awaited): any intent wakes it.
         let mut idle = Inbox {
             sleeping: true,
+            wakes_at: looks_again,
             ..Inbox::default()
         };
         assert!(idle.push(intent(), false));
