@@ -151,17 +151,12 @@ struct Inbox {
     last_commit: Option<Instant>,
     /// How long the last commit that wrote records took.
     last_span: Duration,
-    /// How many of `msgs` are awaited by callers with more in flight.
+    /// How many of `msgs` are awaited by callers with more in flight (the rest of `awaited` are
+    /// lone callers', flushes, a close, a catch-up: those are committed at once).
     pipelined: usize,
     /// How many the last batch taken held: only after one that held several does the writer
     /// gather ([`Inbox::gather_until`]).
     last_pipelined: usize,
-    /// The writer thread waits for company for what is awaited ([`Inbox::gather_until`]):
-    /// a caller with more in flight does not wake it.
-    gathering: bool,
-    /// Something awaited came from a caller with nothing else in flight, or is a flush, a
-    /// close or a catch-up: what is queued is committed at once.
-    alone_awaited: bool,
 }
 
 impl Inbox {
@@ -169,7 +164,9 @@ impl Inbox {
     fn push(&mut self, msg: Msg, alone: bool) -> bool {
         let awaited = msg.is_awaited();
         let lone = alone || msg.is_control();
-        self.alone_awaited |= awaited && lone;
+        // A sleeping writer with something awaited queued gathers company for it
+        // ([`Inbox::gather_until`]), or was woken already: more of it does not wake it.
+        let gathering = self.awaited > 0;
         self.pipelined += usize::from(awaited && !lone);
         self.awaited += usize::from(awaited);
         self.closed |= matches!(msg, Msg::Close(_));
@@ -178,7 +175,7 @@ impl Inbox {
             .linger_until
             .get_or_insert_with(|| Instant::now() + LINGER);
         self.sleeping
-            && ((awaited && (!self.gathering || self.alone_awaited))
+            && ((awaited && (!gathering || lone))
                 || self.msgs.len() >= MAX_BATCH
                 || self.wakes_at.is_none_or(|at| at > linger))
     }
@@ -186,7 +183,6 @@ impl Inbox {
     fn take(&mut self) -> VecDeque<Msg> {
         self.awaited = 0;
         self.last_pipelined = std::mem::take(&mut self.pipelined);
-        self.alone_awaited = false;
         self.linger_until = None;
         std::mem::take(&mut self.msgs)
     }
@@ -214,7 +210,7 @@ impl Inbox {
     /// of theirs, and the gathering time after the last commit is not over (the log was not
     /// idle); `None`: at once.
     fn gather_until(&self, now: Instant) -> Option<Instant> {
-        if self.alone_awaited || self.last_pipelined < 2 {
+        if self.awaited > self.pipelined || self.last_pipelined < 2 {
             return None;
         }
         let gather = (self.last_span * GATHER_SPANS).min(GATHER_MAX);
@@ -662,7 +658,6 @@ impl Queue {
                 .into_iter()
                 .flatten()
                 .min();
-            inbox.gathering = gather.is_some();
             inbox.sleeping = true;
             inbox.wakes_at = deadline;
             inbox = match deadline {
@@ -673,7 +668,6 @@ impl Queue {
                 None => self.wake.wait(inbox).unwrap_or_else(|e| e.into_inner()),
             };
             inbox.sleeping = false;
-            inbox.gathering = false;
         }
     }
 }
@@ -1019,21 +1013,17 @@ mod tests {
 
     #[test]
     fn a_gathering_writer_is_woken_only_for_what_cannot_wait() {
-        let looks_again = Some(Instant::now() + Duration::from_micros(500));
         let mut inbox = Inbox {
             sleeping: true,
-            gathering: true,
-            wakes_at: looks_again,
+            wakes_at: Some(Instant::now() + Duration::from_micros(500)),
             ..Inbox::default()
         };
+        // Asleep with nothing awaited: the first intent wakes it.
+        assert!(inbox.push(intent(), false));
+        // Asleep with it queued (gathering company for it): more company does not.
         assert!(!inbox.push(intent(), false), "more company: no wake-up");
         assert!(inbox.push(intent(), true), "a lone caller waits: woken");
-        // Asleep without gathering (nothing was awaited): any intent wakes it.
-        let mut idle = Inbox {
-            sleeping: true,
-            wakes_at: looks_again,
-            ..Inbox::default()
-        };
-        assert!(idle.push(intent(), false));
+        let (reply, _wait) = mpsc::sync_channel(1);
+        assert!(inbox.push(Msg::Flush(reply), false), "a flush: woken");
     }
 }
