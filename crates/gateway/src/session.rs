@@ -7,6 +7,7 @@
 //! `session/server.rs` and its submodules and follows docs/refresh-contract.md; this
 //! file is the agent side.
 
+mod inline;
 mod requests;
 mod server;
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! audit record of how it ended.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -25,6 +24,7 @@ use crate::authorize::{
     Withdrawn, credential_host, http_request_scope,
 };
 use crate::message::{self, Id, Message, code};
+use crate::session::inline;
 use crate::session::{Authorizing, Event, InFlight, Session, Settling, Stage, Unsent, now_ms};
 
 /// How often a call waiting for a human tells the agent so (`notifications/progress`); the
@@ -125,19 +125,22 @@ impl Session {
         );
         let events = self.events.clone();
         // Most calls are decided before `authorize` returns (a grant, a rule, a locked
-        // vault): only a call left waiting for a person gets reminders, so a busy session
-        // does not keep a sleeping task per call it made in the last ten seconds.
-        let decided = Arc::new(AtomicBool::new(false));
-        let (told, waiting_id) = (Arc::clone(&decided), id.clone());
+        // vault), and go on at once ([`inline`]): only a call left waiting for a person gets
+        // reminders, so a busy session does not keep a sleeping task per call it made in the
+        // last ten seconds.
+        let (asking, answer) = inline::ask();
+        let waiting_id = id.clone();
         self.ctx.authorizer.authorize(
             pending,
             Box::new(move |verdict| {
-                told.store(true, Ordering::Release);
-                let _ = events.send(Event::Authorized { id, call, verdict });
+                if let Err(verdict) = answer.give(verdict) {
+                    let _ = events.send(Event::Authorized { id, call, verdict });
+                }
             }),
         );
-        if !decided.load(Ordering::Acquire) {
-            self.remind_while_deciding(waiting_id, call, 1);
+        match asking.returned() {
+            Some(verdict) => self.on_authorized(waiting_id, call, verdict),
+            None => self.remind_while_deciding(waiting_id, call, 1),
         }
     }
 
@@ -468,15 +471,20 @@ impl Session {
             },
         );
         running.send_after_intent(line, id.clone());
+        let (asking, answer) = inline::ask();
         let waiter = IntentWaiter {
             events: self.events.clone(),
             generation,
-            id: Some(id),
+            id: Some(id.clone()),
+            answer: Some(answer),
         };
         let done: Durable = Box::new(move |result| waiter.tell(result));
         match self.requests.at_most_one() {
             true => self.ctx.audit.record_durable_alone(intent, done),
             false => self.ctx.audit.record_durable(intent, done),
+        }
+        if let Some(result) = asking.returned() {
+            self.on_intent_durable(id, result);
         }
     }
 
@@ -516,7 +524,8 @@ impl Session {
     }
 }
 
-/// Tells the session whether a call's intent is durable. A sink that drops it untold (its
+/// Tells the session whether a call's intent is durable: at once when the sink committed it on
+/// the session's thread ([`inline`]), else through its queue. A sink that drops it untold (its
 /// writer panicked with the intent in hand) does not leave the call waiting for ever: the call
 /// is refused as one whose intent could not be recorded.
 struct IntentWaiter {
@@ -524,6 +533,7 @@ struct IntentWaiter {
     generation: u64,
     /// Until told.
     id: Option<Id>,
+    answer: Option<inline::Answer<Result<(), String>>>,
 }
 
 impl IntentWaiter {
@@ -532,7 +542,10 @@ impl IntentWaiter {
     }
 
     fn send(&mut self, result: Result<(), String>) {
-        if let Some(id) = self.id.take() {
+        let (Some(id), Some(answer)) = (self.id.take(), self.answer.take()) else {
+            return;
+        };
+        if let Err(result) = answer.give(result) {
             let _ = self.events.send(Event::IntentDurable {
                 generation: self.generation,
                 id,
