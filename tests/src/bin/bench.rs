@@ -9,8 +9,10 @@
 //! 3. many sessions: `--sessions N` agents at once (each its own session and server process),
 //!    each with one call at a time, directly and through Postern: audited calls/s in all;
 //! 4. the disk: one 512-byte write and `fdatasync` in the gate's home, the floor under an
-//!    audited call (each intent is durable before its call is forwarded), and the added median
-//!    per gated call against that floor plus 0.15 ms (issue 17's target).
+//!    audited call (each intent is durable before its call is forwarded), sampled between the
+//!    latency blocks (a disk's fsync time drifts from minute to minute, as the machine's
+//!    round trips do), and the added median per gated call against that floor plus 0.15 ms
+//!    (issue 17's target).
 //!
 //! Beside each throughput figure, the CPU time the engine (all its threads) and the gated
 //! session's shim spent per call in that phase (Linux: `/proc/<pid>/stat`): steadier from run
@@ -115,6 +117,7 @@ async fn main() -> Result<()> {
     }
     let mut d = Vec::with_capacity(o.calls);
     let mut g = Vec::with_capacity(o.calls);
+    let mut disk = SyncProbe::new(gate.home())?;
     while d.len() < o.calls {
         let n = o.block.min(o.calls - d.len());
         for _ in 0..n {
@@ -123,6 +126,7 @@ async fn main() -> Result<()> {
         for _ in 0..n {
             g.push(echo(&gated).await?);
         }
+        disk.sample(n.div_ceil(4))?;
     }
     let (dm, gm) = (percentile(&mut d, 50.0), percentile(&mut g, 50.0));
     println!();
@@ -200,12 +204,12 @@ async fn main() -> Result<()> {
     }
 
     // 4. The disk under the audit log.
-    let sync = fdatasync_median(gate.home(), 500)?;
+    let sync = disk.median();
     let added = gm.saturating_sub(dm);
     let target = sync + Duration::from_micros(150);
     println!();
     println!(
-        "one 512-byte write + fdatasync in the home: median {}; added per gated call {} against fdatasync + 0.15 ms = {} ({:.2}x of it)",
+        "one 512-byte write + fdatasync in the home, between the latency blocks: median {}; added per gated call {} against fdatasync + 0.15 ms = {} ({:.2}x of it)",
         us(sync),
         us(added),
         us(target),
@@ -219,25 +223,49 @@ async fn sessions(clients: &[Client], calls: usize) -> Result<f64> {
     calls_per_second(clients.iter().map(|c| c.peer().clone()).collect(), calls).await
 }
 
-/// The median of `n` 512-byte appends, each followed by `fdatasync`, to a file in `dir`.
-fn fdatasync_median(dir: &std::path::Path, n: usize) -> Result<Duration> {
-    use std::io::Write;
-    let path = dir.join("bench-fdatasync");
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)?;
-    let block = [0x5au8; 512];
-    let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
-        let start = Instant::now();
-        file.write_all(&block)?;
-        file.sync_data()?;
-        samples.push(start.elapsed());
+/// 512-byte appends, each followed by `fdatasync`, to a file in the gate's home: the disk's
+/// floor under an audited call, sampled as the latency blocks go.
+struct SyncProbe {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    samples: Vec<Duration>,
+}
+
+impl SyncProbe {
+    fn new(dir: &std::path::Path) -> Result<Self> {
+        let path = dir.join("bench-fdatasync");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
+        Ok(Self {
+            path,
+            file,
+            samples: Vec::new(),
+        })
     }
-    drop(file);
-    std::fs::remove_file(&path)?;
-    Ok(percentile(&mut samples, 50.0))
+
+    fn sample(&mut self, n: usize) -> Result<()> {
+        use std::io::Write;
+        let block = [0x5au8; 512];
+        for _ in 0..n {
+            let start = Instant::now();
+            self.file.write_all(&block)?;
+            self.file.sync_data()?;
+            self.samples.push(start.elapsed());
+        }
+        Ok(())
+    }
+
+    fn median(&mut self) -> Duration {
+        percentile(&mut self.samples, 50.0)
+    }
+}
+
+impl Drop for SyncProbe {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 fn pick_server(choice: &str) -> Result<(&'static str, ServerCommand)> {
