@@ -446,7 +446,7 @@ const scenarios = {
 
         const drew = windowProcesses(s.driver);
         expectEqual(drew.length, 1, "window processes drawing the window");
-        closeWindow("Postern");
+        await closeWindow("Postern");
         await until(() => webProcesses().length === 0 && !alive(drew[0]), 10_000, "the closed window's processes to end");
         expectEqual(await s.windowHandles(), [], "window handles after closing");
         expectEqual(residents().length, 1, "resident processes, no window open");
@@ -477,7 +477,7 @@ const scenarios = {
 
         // With no window open, Quit in the tray (its last item) still ends the app.
         await until(async () => (await s.windowHandles()).length === 1, 10_000, "the approval window to close");
-        closeWindow("Postern");
+        await closeWindow("Postern");
         await until(() => webProcesses().length === 0 && !alive(standby[0]), 10_000, "the window's processes to end again");
 
         // Started again (its icon clicked), the app asks the running one for its window: no
@@ -490,7 +490,7 @@ const scenarios = {
         expectEqual(residents().length, 1, "resident processes after starting the app again");
         const drawing = windowProcesses(s.driver);
         expectEqual(drawing.length, 1, "window processes drawing the window after the second start");
-        closeWindow("Postern");
+        await closeWindow("Postern");
         await until(() => !alive(drawing[0]), 10_000, "the window process to end once more");
         await until(() => onStandby(s.driver).length === 1, 10_000, "a window process on standby before Quit");
         const waiting = onStandby(s.driver);

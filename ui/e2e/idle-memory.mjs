@@ -90,7 +90,7 @@ async function measureApp() {
     // new one waits on standby: counted with the app's processes, as it is one of them.
     const closeMain = async () => {
       const drew = sampleApp(driver).ours.filter((r) => r.comm === "postern-app").map((r) => r.pid);
-      closeWindow("Postern");
+      await closeWindow("Postern");
       await until(() => {
         const ours = sampleApp(driver).ours;
         return !ours.some((r) => drew.includes(r.pid) || r.comm.startsWith("WebKit")) && ours.some((r) => r.comm === "postern-app");

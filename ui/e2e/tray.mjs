@@ -85,14 +85,21 @@ export async function startTray() {
 
 /**
  * Closes the shown top-level window titled `title` as a window manager's close button does
- * (close-window.py: WM_DELETE_WINDOW), so the app gets a close request.
+ * (close-window.py: WM_DELETE_WINDOW), so the app gets a close request. Waits up to 5 s for
+ * it to be shown: right after another of the app's windows closed, X may not list it as
+ * viewable for a moment.
  */
-export function closeWindow(title) {
-  let ids = [];
-  try {
-    ids = xdotool("search", "--onlyvisible", "--name", `^${title}$`).split("\n").filter(Boolean);
-  } catch {
-    // None shown.
+export async function closeWindow(title) {
+  const shown = () => {
+    try {
+      return xdotool("search", "--onlyvisible", "--name", `^${title}$`).split("\n").filter(Boolean);
+    } catch {
+      return []; // None shown.
+    }
+  };
+  let ids = shown();
+  for (const until = Date.now() + 5000; ids.length === 0 && Date.now() < until; ids = shown()) {
+    await new Promise((r) => setTimeout(r, 100));
   }
   if (ids.length === 0) throw new Error(`no window titled ${JSON.stringify(title)} is shown`);
   for (const id of ids) execFileSync("python3", [fileURLToPath(new URL("close-window.py", import.meta.url)), id]);
