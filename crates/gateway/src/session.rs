@@ -311,7 +311,8 @@ struct Authorizing {
 /// How far the gate got with a call it is deciding ([`requests::Open::Deciding`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
-    /// Deciding (perhaps asking a human); the verdict comes as [`Event::Authorized`].
+    /// Deciding (perhaps asking a human); a verdict not given at once comes as
+    /// [`Event::Authorized`].
     Deciding,
     /// Allowed; the engine is reading the credentials it carries ([`Event::Injected`]).
     Injecting,

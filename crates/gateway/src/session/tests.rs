@@ -103,6 +103,9 @@ struct HandGate {
     operations: Mutex<Vec<OperationToAuthorize>>,
     /// The refusal it answers them with; `None` allows them (observed).
     refuse_operations: Mutex<Option<Denial>>,
+    /// A verdict it gives every call before `authorize` returns (a grant, a rule, a locked
+    /// vault), instead of leaving the call waiting.
+    at_once: Option<Verdict>,
 }
 
 impl HandGate {
@@ -141,7 +144,10 @@ impl HandGate {
 impl Authorizer for HandGate {
     fn authorize(&self, call: CallToAuthorize, done: Decided) {
         lock(&self.asked).push(call.clone());
-        lock(&self.waiting).push((call, done));
+        match &self.at_once {
+            Some(verdict) => done(verdict.clone()),
+            None => lock(&self.waiting).push((call, done)),
+        }
     }
 
     fn authorize_operation(&self, operation: &OperationToAuthorize) -> Verdict {
@@ -430,6 +436,51 @@ async fn a_call_whose_intent_the_log_loses_is_refused_and_never_forwarded() {
         "the server got the call: {:?}",
         agent.server_received()
     );
+}
+
+/// The gate allows the call inside `authorize`, and the log makes its intent durable inside the
+/// append (`NoAudit`): the session goes on with it there (`session/inline.rs`), and the call
+/// reaches the server and its answer the agent.
+#[tokio::test]
+async fn a_call_the_gate_allows_before_authorize_returns_reaches_the_server() {
+    let gate = HandGate {
+        at_once: Some(Verdict::Allow(Authority::Observed)),
+        ..HandGate::default()
+    };
+    let mut agent = Agent::ready(gate).await;
+    for id in [7, 8] {
+        agent.start_call(json!(id)).await;
+        let answer = agent.next().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["result"]["isError"], Value::Null, "{answer}");
+        let text = answer["result"]["content"][0]["text"].as_str();
+        assert!(text.is_some_and(|t| t.contains("hi")), "{answer}");
+    }
+    let forwarded = agent.server_received();
+    assert_eq!(
+        forwarded.iter().filter(|m| *m == "tools/call").count(),
+        2,
+        "{forwarded:?}"
+    );
+}
+
+/// The gate refuses the call inside `authorize`: it is answered once, with the refusal, and
+/// never forwarded.
+#[tokio::test]
+async fn a_call_the_gate_refuses_before_authorize_returns_is_answered_once_and_never_forwarded() {
+    let gate = HandGate {
+        at_once: Some(Verdict::Deny(Denial::vault_locked())),
+        ..HandGate::default()
+    };
+    let mut agent = Agent::ready(gate).await;
+    agent.start_call(json!(9)).await;
+    let answer = agent.next().await;
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(tool_error(&answer)["error"], "vault_locked", "{answer}");
+    // The next answer is the ping's: the call got no second one.
+    let pong = agent.request(json!("ping"), "ping", json!({})).await;
+    assert_eq!(pong["id"], "ping", "{pong}");
+    assert!(!agent.server_received().contains(&"tools/call".to_owned()));
 }
 
 #[tokio::test]

@@ -36,7 +36,8 @@ const WAITING_PROGRESS: Duration = if cfg!(test) {
 };
 
 impl Session {
-    /// Asks the gate about a `tools/call`; the verdict comes back as [`Event::Authorized`].
+    /// Asks the gate about a `tools/call`; the verdict is taken at once when the gate gives it
+    /// before `authorize` returns, else it comes back as [`Event::Authorized`].
     /// Nothing of the call reaches the server before it is allowed and its intent durable.
     pub(super) fn authorize_call(&mut self, msg: Message, id: Id) {
         let (tool, arguments) = match msg.tool_call() {
