@@ -476,8 +476,7 @@ impl Session {
         let waiter = IntentWaiter {
             events: self.events.clone(),
             generation,
-            id: Some(id.clone()),
-            answer: Some(answer),
+            told: Some((id.clone(), answer)),
         };
         let done: Durable = Box::new(move |result| waiter.tell(result));
         match self.requests.at_most_one() {
@@ -532,9 +531,8 @@ impl Session {
 struct IntentWaiter {
     events: mpsc::UnboundedSender<Event>,
     generation: u64,
-    /// Until told.
-    id: Option<Id>,
-    answer: Option<inline::Answer<Result<(), String>>>,
+    /// The call, and where its answer goes, until told.
+    told: Option<(Id, inline::Answer<Result<(), String>>)>,
 }
 
 impl IntentWaiter {
@@ -543,7 +541,7 @@ impl IntentWaiter {
     }
 
     fn send(&mut self, result: Result<(), String>) {
-        let (Some(id), Some(answer)) = (self.id.take(), self.answer.take()) else {
+        let Some((id, answer)) = self.told.take() else {
             return;
         };
         if let Err(result) = answer.give(result) {
