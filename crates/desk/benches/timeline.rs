@@ -11,7 +11,7 @@
 //! ```
 //!
 //! The journals are filled the way a rebuild from the log fills them (the store's projection,
-//! `AuditWriter::project`) from synthetic events, the same model as the store's own bench
+//! `JournalWriter::project`) from synthetic events, the same model as the store's own bench
 //! (crates/store/benches/timeline.rs): 200 agent sessions over 30 days, 5,000 calls each, 10
 //! servers, 20 tools, a rebuild every 1,000 calls, 2% refused, a grant per epoch. Prints figures
 //! only; asserts nothing.

@@ -4,9 +4,10 @@
 //! - **Keys.** At start the log's X25519 opening key is read from the OS keychain, or created
 //!   (from the OS RNG) for a new log; its public half is kept in SQLite (`meta`). The engine
 //!   keeps only the public key while it runs: sealing needs nothing else.
-//! - **Anchor.** The head (`SEQ:HASH`) is written to the keychain after each committed batch
-//!   (by a separate thread, coalescing: the anchor trails the log by at most the batches in
-//!   flight, and is never ahead of what is on disk).
+//! - **Anchor.** The head (`SEQ:HASH`) is written to the keychain by a thread of its own
+//!   (`anchor`), at most every 100 ms while batches are committed, and at a clean stop: the
+//!   anchor trails the log by at most that (plus one keychain write), and is never ahead of
+//!   what is on disk.
 //! - **Start-up check.** The whole chain is verified (structure and hashes, without opening)
 //!   against the anchor. A failure QUARANTINES the log: nothing more is appended, and every
 //!   durable append (a tool call's intent) fails with "audit log failed verification at seq N",
@@ -26,9 +27,11 @@
 //!
 //! Errors handed to `done` start with a stable code (`audit_unavailable: ...`).
 
+mod anchor;
 mod journals;
 mod offline;
 mod opening;
+mod start;
 mod stock;
 mod writer;
 
@@ -40,7 +43,7 @@ use std::thread::JoinHandle;
 use postern_audit::{Head, OpeningKey, RecipientKey, Seq, UnixMillis};
 use postern_domain::AuditEvent;
 use postern_gateway::audit::{AuditSink, Durable};
-use postern_store::{AuditWriter, Store, StoreError, StoredRecord};
+use postern_store::{Store, StoreError, StoredRecord};
 use postern_vault::{SecretStore, VaultError};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
@@ -205,7 +208,7 @@ impl AuditLog {
     /// Blocking (keychain and disk): call from a blocking context.
     pub fn open(home: &Path, secrets: Arc<dyn SecretStore>) -> AuditLog {
         let shared = Arc::new(Shared::default());
-        match writer::prepare(home, &*secrets) {
+        match start::prepare(home, &*secrets) {
             Ok(ready) => {
                 let head = ready.chain.head();
                 let recipient = *ready.chain.recipient();
@@ -509,13 +512,6 @@ fn read_recipient(store: &Store) -> Result<Option<RecipientKey>, AuditError> {
             })
         })
         .transpose()
-}
-
-/// The writer's connection (its own, `synchronous=FULL`).
-fn open_writer(home: &Path) -> Result<AuditWriter, AuditError> {
-    AuditWriter::open(home).map_err(|e| AuditError::Unavailable {
-        reason: format!("cannot open the audit database: {e}"),
-    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! cargo bench -p postern-store --bench timeline
 //! ```
 //!
-//! The journals are filled through the store's own projection (`AuditWriter::project`, what
+//! The journals are filled through the store's own projection (`JournalWriter::project`, what
 //! a rebuild from the log runs) from synthetic audit events: 200 agent sessions over 30 days,
 //! each 1 to 4 days long with 5,000 calls spread over it, 10 servers, 20 tools, a rebuild
 //! (a new epoch) every 1,000 calls (5 epochs per session), 2% of calls refused, a grant at

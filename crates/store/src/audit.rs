@@ -1,18 +1,18 @@
-//! The audit log table and its writer.
+//! The audit log table, the connection that appends to it, and the one that projects it into
+//! the journals.
 //!
 //! Rows hold what `postern-audit` produces (frozen header bytes, sealed body, chain hash) plus
 //! copies of the header's sequence number, time and kind as plain columns for indexes. The
 //! copies are a convenience: verification reads the header bytes, and checks the copies agree.
 //!
-//! [`AuditWriter`] is the one connection that appends: each batch of records is ONE transaction
+//! [`LogWriter`] is the one connection that appends: each batch of records is ONE transaction
 //! committed with `synchronous=FULL` (group commit: it returns once the batch is on disk, one
 //! fsync for the batch). The batches' journal rows follow in transactions of their own, in the
-//! journals' file ([`AuditWriter::project_appended`], on a second `AuditWriter` the engine
-//! keeps for them): nobody waits for them, nothing fsyncs them (`synchronous=NORMAL`), and the
-//! journals are rebuilt from the log whenever they are found behind it (at start, or at the
-//! next unlock). Reads ([`Store::audit_records`],
-//! [`Store::audit_head`], [`Store::meta`]) work on any connection, while the engine writes
-//! (WAL).
+//! journals' file, on a [`JournalWriter`] (a second connection): nobody waits for them, nothing
+//! fsyncs their commits (`synchronous=NORMAL`), and the journals are rebuilt from the log
+//! whenever they are found behind it (at start, or at the next unlock). Reads
+//! ([`Store::audit_records`], [`Store::audit_head`], [`Store::meta`]) work on any connection,
+//! while the engine writes (WAL).
 
 use std::path::Path;
 
@@ -28,12 +28,16 @@ pub const META_RECIPIENT: &str = "audit.recipient";
 
 /// The connection that appends to the audit log (see the module docs).
 #[derive(Debug)]
-pub struct AuditWriter {
+pub struct LogWriter {
+    store: Store,
+}
+
+/// The connection that writes the journals: projects what [`LogWriter`] appended, or a
+/// rebuild's opened records (see the module docs).
+#[derive(Debug)]
+pub struct JournalWriter {
     store: Store,
     projector: Projector,
-    /// Whether appends project their events into the journals (`false` while the journals
-    /// are behind the log and wait to catch up, [`AuditWriter::pause_projection`]).
-    projecting: bool,
 }
 
 /// One record to append and the plaintext event it seals (for the journals).
@@ -41,7 +45,8 @@ pub struct AuditWriter {
 pub struct Append<'a> {
     /// The sealed record, as `postern_audit::Chain::append` made it.
     pub record: &'a SealedRecord,
-    /// The event in the clear, projected into the journals after the record is stored.
+    /// The event in the clear, projected into the journals after the record is stored
+    /// ([`JournalWriter::project_appended`]).
     pub event: &'a AuditEvent,
 }
 
@@ -62,7 +67,7 @@ pub struct StoredRecord<'a> {
     pub hash: &'a [u8],
 }
 
-/// An opened event, fed to [`AuditWriter::project`] when the journals are rebuilt.
+/// An opened event, fed to [`JournalWriter::project`] when the journals are rebuilt.
 #[derive(Debug, Clone)]
 pub struct Opened {
     /// Its record's sequence number.
@@ -73,7 +78,7 @@ pub struct Opened {
     pub event: AuditEvent,
 }
 
-impl AuditWriter {
+impl LogWriter {
     /// Opens the database in `home` for appending (creating it and migrating as needed).
     pub fn open(home: &Path) -> Result<Self, StoreError> {
         Self::open_file(&home.join(DB_FILE))
@@ -81,21 +86,8 @@ impl AuditWriter {
 
     /// Opens a database file for appending.
     pub fn open_file(path: &Path) -> Result<Self, StoreError> {
-        let store = Store::open_with(path, Sync::Full)?;
-        // One plan per statement, whatever its parameters: without this, a cached projection
-        // statement on a table with partial indexes is recompiled whenever its bound values
-        // change (the planner re-checks which partial indexes they imply), which was a sixth of
-        // the writer's time under load. This connection's statements name their partial
-        // indexes' conditions literally, so their plans do not need the values.
-        store.conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-            true,
-        )?;
-        let projector = Projector::load(&store.conn)?;
-        Ok(AuditWriter {
-            store,
-            projector,
-            projecting: true,
+        Ok(LogWriter {
+            store: Store::open_with(path, Sync::Full)?,
         })
     }
 
@@ -106,7 +98,7 @@ impl AuditWriter {
 
     /// Appends `batch` (consecutive records, continuing the stored chain) in one durable
     /// transaction: on `Ok` it is on disk; on error nothing is stored. The journals are left
-    /// to [`AuditWriter::project_appended`].
+    /// to [`JournalWriter::project_appended`].
     pub fn append(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
         let tx = self.store.conn.transaction()?;
         {
@@ -130,14 +122,53 @@ impl AuditWriter {
         Ok(())
     }
 
-    /// Projects a batch [`AuditWriter::append`] stored into the journals, in one transaction
+    /// Sets a meta value (its own transaction, durable).
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.store.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+}
+
+impl JournalWriter {
+    /// Opens the database in `home` for writing the journals (creating it and migrating as
+    /// needed).
+    pub fn open(home: &Path) -> Result<Self, StoreError> {
+        Self::open_file(&home.join(DB_FILE))
+    }
+
+    /// Opens a database file for writing the journals.
+    pub fn open_file(path: &Path) -> Result<Self, StoreError> {
+        let store = Store::open_with(path, Sync::Normal)?;
+        // One plan per statement, whatever its parameters: without this, a cached projection
+        // statement on a table with partial indexes is recompiled whenever its bound values
+        // change (the planner re-checks which partial indexes they imply), which was a sixth of
+        // the writer's time under load. This connection's statements name their partial
+        // indexes' conditions literally, so their plans do not need the values.
+        store.conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        )?;
+        let projector = Projector::load(&store.conn)?;
+        Ok(JournalWriter { store, projector })
+    }
+
+    /// Read access on this same connection.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Projects a batch [`LogWriter::append`] stored into the journals, in one transaction
     /// of the journals' file alone, which nothing fsyncs (`synchronous=NORMAL`: its
     /// checkpoints put it on disk; a crash before that leaves the journals behind the log,
-    /// which the next start rebuilds). Another `AuditWriter` may append meanwhile: the two
-    /// files' writes do not wait for each other. Does nothing while projection is paused. On
-    /// error the journals are as they were.
+    /// which the next start rebuilds). A [`LogWriter`] may append meanwhile: the two files'
+    /// writes do not wait for each other. Events the journals already hold (a catch-up read
+    /// them from the log) are skipped. On error the journals are as they were.
     pub fn project_appended(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
-        if !self.projecting || batch.is_empty() {
+        if batch.is_empty() {
             return Ok(());
         }
         let saved = self.projector.checkpoint();
@@ -149,43 +180,35 @@ impl AuditWriter {
     }
 
     /// Projects already-stored events (opened with the key) into the journals, in one
-    /// transaction. With `clear`, the journals are emptied first and `events` must start at
-    /// the first record; without, `events` must continue after [`Store::journal_seq`].
-    /// Returns how many events were projected.
+    /// transaction; they must continue after [`Store::journal_seq`] (those before are
+    /// skipped). Returns how many events were projected.
     pub fn project<E: From<StoreError>>(
         &mut self,
-        clear: bool,
         events: impl IntoIterator<Item = Result<Opened, E>>,
     ) -> Result<u64, E> {
         let saved = self.projector.checkpoint();
-        let result = self.project_tx(clear, events);
+        let result = self.project_tx(events);
         if result.is_err() {
             self.projector.restore(saved);
         }
         result
     }
 
-    /// Appends leave the journals alone until [`AuditWriter::resume_projection`]: for journals
-    /// behind the log that cannot catch up yet (the events that would fill the gap cannot be
-    /// opened until the vault is unlocked). A later [`AuditWriter::project`] from
-    /// [`Store::journal_seq`] then projects the appended events too, in order.
-    pub fn pause_projection(&mut self) {
-        self.projecting = false;
-    }
-
-    /// Appends project their events again (after the journals caught up).
-    pub fn resume_projection(&mut self) {
-        self.projecting = true;
-    }
-
-    /// Sets a meta value (its own transaction, durable).
-    pub fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        self.store.conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            params![key, value],
-        )?;
-        Ok(())
+    /// Empties the journals (one transaction): a rebuild projects every event from the
+    /// first record after this.
+    pub fn clear(&mut self) -> Result<(), StoreError> {
+        let saved = self.projector.checkpoint();
+        let result = (|| {
+            let tx = self.store.conn.transaction()?;
+            self.projector = Projector::cleared(&tx)?;
+            self.projector.save(&tx)?;
+            tx.commit()?;
+            Ok(())
+        })();
+        if result.is_err() {
+            self.projector.restore(saved);
+        }
+        result
     }
 
     fn project_appended_tx(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
@@ -207,13 +230,9 @@ impl AuditWriter {
 
     fn project_tx<E: From<StoreError>>(
         &mut self,
-        clear: bool,
         events: impl IntoIterator<Item = Result<Opened, E>>,
     ) -> Result<u64, E> {
         let tx = self.store.conn.transaction().map_err(StoreError::from)?;
-        if clear {
-            self.projector = Projector::cleared(&tx)?;
-        }
         let mut count = 0;
         for opened in events {
             let opened = opened?;
@@ -353,20 +372,27 @@ mod tests {
     }
 
     /// The log's commits wait for the disk itself, not its cache (macOS's F_FULLFSYNC, which
-    /// SQLite ignores elsewhere); the other connections keep the cheaper syncs.
+    /// SQLite ignores elsewhere); the journals' connection and the others keep the cheaper
+    /// syncs.
     #[test]
     fn the_audit_writer_syncs_through_the_drive_cache() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let pragma = |conn: &rusqlite::Connection, name: &str| -> i64 {
-            conn.pragma_query_value(None, name, |row| row.get(0))
+        let pragma = |conn: &rusqlite::Connection, schema: &str, name: &str| -> i64 {
+            conn.pragma_query_value(Some(schema), name, |row| row.get(0))
                 .expect("pragma")
         };
-        let writer = AuditWriter::open(dir.path()).expect("writer");
-        assert_eq!(pragma(&writer.store.conn, "synchronous"), 2, "FULL");
-        assert_eq!(pragma(&writer.store.conn, "fullfsync"), 1);
+        let writer = LogWriter::open(dir.path()).expect("writer");
+        assert_eq!(pragma(&writer.store.conn, "main", "synchronous"), 2, "FULL");
+        assert_eq!(pragma(&writer.store.conn, "main", "fullfsync"), 1);
+        let journals = JournalWriter::open(dir.path()).expect("journals");
+        for schema in ["main", "journal"] {
+            let sync = pragma(&journals.store.conn, schema, "synchronous");
+            assert_eq!(sync, 1, "NORMAL ({schema})");
+        }
+        assert_eq!(pragma(&journals.store.conn, "main", "fullfsync"), 0);
         let store = Store::open(dir.path()).expect("store");
-        assert_eq!(pragma(&store.conn, "synchronous"), 1, "NORMAL");
-        assert_eq!(pragma(&store.conn, "fullfsync"), 0);
+        assert_eq!(pragma(&store.conn, "main", "synchronous"), 1, "NORMAL");
+        assert_eq!(pragma(&store.conn, "main", "fullfsync"), 0);
     }
 
     /// `n` events sealed onto a new chain, and the key that opens them.
@@ -399,15 +425,16 @@ mod tests {
     #[test]
     fn batches_append_in_one_transaction_and_read_back_in_order() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut writer = AuditWriter::open(dir.path()).expect("open");
+        let mut writer = LogWriter::open(dir.path()).expect("open");
+        let mut journals = JournalWriter::open(dir.path()).expect("journals");
         let (key, events, records) = sealed(5);
         let batch = appends(&events, &records);
         writer.append(&batch[..3]).expect("first batch");
-        writer
+        journals
             .project_appended(&batch[..3])
             .expect("first journals");
         writer.append(&batch[3..]).expect("second batch");
-        writer
+        journals
             .project_appended(&batch[3..])
             .expect("second journals");
         // A batch that does not continue the chain (a repeated seq) stores nothing.
@@ -438,7 +465,7 @@ mod tests {
     #[test]
     fn an_append_goes_on_while_the_journals_are_being_written() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut writer = AuditWriter::open(dir.path()).expect("open");
+        let mut writer = LogWriter::open(dir.path()).expect("open");
         let (_, events, records) = sealed(2);
         let batch = appends(&events, &records);
         // The journals' connection in the middle of a transaction (their thread projecting).

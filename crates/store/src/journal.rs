@@ -1,13 +1,14 @@
 //! The Sessions and Activity journals (and the grants given in sessions): projections of
 //! the audit log.
 //!
-//! The log is the truth. Its bodies open only with the key, so the journals are written at
-//! append time, from the plaintext event, right after the record is durable
-//! ([`crate::AuditWriter::project_appended`]), in a file of their own (`postern-journals.db`,
+//! The log is the truth. Its bodies open only with the key, so the journals are written from
+//! the plaintext events the log committed, shortly after they are durable (the engine's
+//! journals' thread gathers the batches of up to 50 ms into one transaction,
+//! [`crate::JournalWriter::project_appended`]), in a file of their own (`postern-journals.db`,
 //! attached as `journal`); `journal_meta` keeps how far they go (`seq`) and the current engine
-//! run (`run`). When they are behind the log (dropped, or a log from
-//! before they existed), the engine rebuilds them from opened records
-//! ([`crate::AuditWriter::project`]), which needs the key.
+//! run (`run`). When they are behind the log (dropped, or a log from before they existed), the
+//! engine rebuilds them from opened records ([`crate::JournalWriter::project`]), which needs
+//! the key.
 //!
 //! - `journal_sessions`: one row per agent session. Its id is the sequence number of the record
 //!   that opened it (stable across rebuilds). Session numbers restart with each engine run, so
@@ -26,6 +27,8 @@
 //! - `journal_activity_buckets`: per session, how many calls, refusals and grants fell in
 //!   each minute, ten minutes, hour, six hours and day ([`SPANS`]): what the timeline draws a
 //!   wide window from ([`timeline`]).
+//! - `journal_credential_uses`: per credential, server and host, the requests the egress
+//!   broker put the credential in and those it refused ([`credential_uses`]).
 //!
 //! Each session and each epoch of a session also keep when they were last seen (the time
 //! of the last record naming them), so that the timeline can draw lanes and epoch bands

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub use audit::{Append, AuditWriter, Opened, StoredRecord};
+pub use audit::{Append, JournalWriter, LogWriter, Opened, StoredRecord};
 pub use journal::{
     ActivityFilter, ActivityRow, Agent, Asked, Band, Bucket, Complete, GrantLife, GrantRow, Lane,
     Mark, MarkKind, SessionFilter, SessionName, SessionRow, Timeline, TimelineQuery, Wait,

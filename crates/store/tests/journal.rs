@@ -618,7 +618,7 @@ fn the_journals_follow_a_scripted_scenario_and_rebuild_identically() {
             event: log.events[0].clone(),
         })
     });
-    assert_eq!(log.writer.project(false, again).expect("project"), 0);
+    assert_eq!(log.journals.project(again).expect("project"), 0);
     assert_eq!(log.store.journal_seq().expect("seq"), 15);
     assert_eq!(log.records[14].header().seq(), Seq::new(15));
 }
@@ -874,7 +874,7 @@ fn a_batch_already_in_the_journals_is_not_projected_again() {
         .zip(&log.events)
         .map(|(record, event)| Append { record, event })
         .collect();
-    log.writer
+    log.journals
         .project_appended(&batch[3..])
         .expect("projected again");
     assert_eq!(common::dump(log.home()), before);

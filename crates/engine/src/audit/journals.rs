@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use postern_audit::{OpeningKey, SealedRecord};
 use postern_domain::AuditEvent;
-use postern_store::{Append, AuditWriter};
+use postern_store::{Append, JournalWriter};
+
+use super::offline::CatchUp;
 
 /// How long committed batches wait to be projected together (the oldest's wait): the more
 /// rows a transaction writes, the fewer pages per row, and the more calls whose intent and
@@ -89,9 +91,8 @@ impl Drop for CloseOnExit<'_> {
 
 impl Journals {
     /// Starts the thread, projecting with `db` (a connection of its own). `behind`: the
-    /// journals are behind the log and wait for the opening key (`Some(clear)`: with `clear`,
-    /// rebuilt from the start).
-    pub(super) fn start(db: AuditWriter, home: PathBuf, behind: Option<bool>) -> Journals {
+    /// journals are not at the log's end and wait for the opening key to catch up so.
+    pub(super) fn start(db: JournalWriter, home: PathBuf, behind: Option<CatchUp>) -> Journals {
         let inbox = Arc::new(Inbox::default());
         let mut projector = Projector {
             db,
@@ -178,9 +179,12 @@ impl Drop for Journals {
 }
 
 struct Projector {
-    db: AuditWriter,
+    db: JournalWriter,
     home: PathBuf,
-    behind: Option<bool>,
+    /// The journals are not at the log's end and wait for the opening key to catch up so
+    /// ([`Journals::catch_up`]); meanwhile committed batches are not projected (the catch-up
+    /// projects them from the log, after the journals' end).
+    behind: Option<CatchUp>,
     /// Committed batches not projected yet, oldest first.
     pending: Vec<Committed>,
 }
@@ -249,6 +253,9 @@ impl Projector {
         let mut queue = inbox.lock();
         queue.behind = queue.behind.saturating_sub(events);
         drop(queue);
+        if self.behind.is_some() {
+            return;
+        }
         let batch: Vec<Append<'_>> = pending
             .iter()
             .flat_map(|c| c.records.iter().zip(&c.events))
@@ -261,8 +268,7 @@ impl Projector {
                 records = batch.len(),
                 "the journals could not take an audit batch: {e}; they catch up from the log at the next unlock"
             );
-            self.db.pause_projection();
-            self.behind.get_or_insert(false);
+            self.behind = Some(CatchUp::FromTheirEnd);
         }
     }
 
@@ -270,13 +276,12 @@ impl Projector {
     /// hand (every event committed meanwhile included: they were not projected, and those
     /// handed over after it are skipped by their sequence numbers).
     fn catch_up(&mut self, key: &OpeningKey) {
-        let Some(clear) = self.behind else { return };
+        let Some(how) = self.behind else { return };
         let caught = postern_store::Store::open(&self.home)
             .map_err(super::AuditError::from)
-            .and_then(|reader| super::offline::catch_up(&mut self.db, &reader, key, clear));
+            .and_then(|reader| super::offline::catch_up(&mut self.db, &reader, key, how));
         match caught {
             Ok(projected) => {
-                self.db.resume_projection();
                 self.behind = None;
                 tracing::info!(projected, "the journals caught up with the log");
             }

@@ -8,11 +8,11 @@ use std::io::Write;
 
 use postern_audit::{Head, Opener, OpeningKey, RawRecord, SealedRecord, Seq};
 use postern_domain::{AuditEvent, shape};
-use postern_store::{AuditWriter, Opened, Store};
+use postern_store::{JournalWriter, Opened, Store};
 use postern_vault::{SecretStore, VaultKey};
 use serde_json::json;
 
-use super::writer::empty_anchor;
+use super::start::empty_anchor;
 use super::{ANCHOR, AuditError, check_log, read_anchor, read_key, read_recipient};
 use crate::Home;
 
@@ -197,23 +197,34 @@ pub fn rebuild_journals(
     let anchor = read_anchor(secrets)?.filter(|a| *a != empty_anchor());
     let reader = Store::open(home.path())?;
     check_log(&reader, anchor, None, |_, _, _| Ok(()))?;
-    let mut writer = AuditWriter::open(home.path())?;
-    catch_up(&mut writer, &reader, &key, true)
+    let mut writer = JournalWriter::open(home.path())?;
+    catch_up(&mut writer, &reader, &key, CatchUp::FromStart)
 }
 
-/// Projects the log's events after the journals' end (or, with `clear`, all of them) into the
-/// journals, `CHUNK` events per transaction. The chain must have been verified already.
+/// How journals that are not at the log's end catch up with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CatchUp {
+    /// They end before the log does: the events after their end are projected.
+    FromTheirEnd,
+    /// They go past the log's end (another log's, or one rolled back), or are rebuilt on
+    /// request: emptied, then every event is projected.
+    FromStart,
+}
+
+/// Projects the log's events after the journals' end (or, from the start, all of them) into
+/// the journals, `CHUNK` events per transaction. The chain must have been verified already.
 pub(super) fn catch_up(
-    writer: &mut AuditWriter,
+    writer: &mut JournalWriter,
     reader: &Store,
     key: &OpeningKey,
-    clear: bool,
+    how: CatchUp,
 ) -> Result<u64, AuditError> {
-    let mut after = if clear {
-        writer.project(true, std::iter::empty::<Result<Opened, AuditError>>())?;
-        0
-    } else {
-        writer.store().journal_seq()?
+    let mut after = match how {
+        CatchUp::FromStart => {
+            writer.clear()?;
+            0
+        }
+        CatchUp::FromTheirEnd => writer.store().journal_seq()?,
     };
     let mut total = 0;
     let mut opener = Opener::default();
@@ -230,7 +241,7 @@ pub(super) fn catch_up(
             return Ok(total);
         };
         after = last.seq.get() as i64;
-        total += writer.project(false, chunk)?;
+        total += writer.project(chunk)?;
     }
 }
 

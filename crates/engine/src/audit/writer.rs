@@ -1,31 +1,26 @@
-//! Opening the log at start-up, the group-committing writer thread, and the anchor thread
-//! (the journals' thread is [`super::journals`]).
+//! The group-committing writer: the queue between the sinks and the log, and the thread that
+//! commits what queues up (start-up is [`super::start`], the anchor's thread
+//! [`super::anchor`], the journals' thread [`super::journals`]).
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use postern_audit::{
-    Chain, ChainHash, EventKind, Head, OpeningKey, PreparedSeal, SealedRecord, Seq, UnixMillis,
-};
+use postern_audit::{Chain, EventKind, OpeningKey, PreparedSeal, SealedRecord, UnixMillis};
 use postern_domain::AuditEvent;
 #[cfg(doc)]
 use postern_gateway::audit::AuditSink;
 use postern_gateway::audit::Durable;
-use postern_store::audit::META_RECIPIENT;
-use postern_store::{Append, AuditWriter};
+use postern_store::{Append, LogWriter};
 use postern_vault::SecretStore;
 
+use super::anchor::Anchorer;
 use super::journals::{Committed, Journals};
-use super::opening::Stored;
+use super::start::Ready;
 use super::stock::SealStock;
-use super::{
-    ANCHOR, AuditError, AuditState, OPENING_KEY, Shared, check_log, open_writer, read_anchor,
-    read_key, read_recipient,
-};
+use super::{AuditError, AuditState, Shared};
 
 /// How many queued events the writer thread waits for, at most, before it commits them
 /// (whoever commits takes the whole queue, in one transaction).
@@ -65,13 +60,6 @@ const GATHER_MAX: Duration = Duration::from_millis(1);
 /// commit that fails drops it (its sequence numbers are sealed again, under a fresh one). The
 /// few seals kept ready ahead ([`SealStock`]) open only records not yet written.
 const SEAL_SPAN: Duration = Duration::from_millis(100);
-
-/// The shortest time between two anchor writes. A keychain write is a D-Bus round trip and, for
-/// gnome-keyring, a rewrite of the keyring file: writing after every batch halved the durable
-/// append rate in the benchmark. The anchor trails the log by at most this (plus one write);
-/// the records after it are protected by the chain alone until the next write, and the last
-/// head is always written at a clean stop.
-const ANCHOR_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What the sink hands whoever commits.
 pub(super) enum Msg {
@@ -291,174 +279,6 @@ impl Queue {
     }
 }
 
-/// A log that passed the start-up checks, ready to append to.
-pub(super) struct Ready {
-    pub db: AuditWriter,
-    /// The journals' own connection (their thread projects on it, beside the appends).
-    pub journals: AuditWriter,
-    pub chain: Chain,
-    /// The home (the catch-up reads the log on a connection of its own).
-    pub home: PathBuf,
-    /// Journals behind the log that wait for the opening key to catch up (`Some(clear)`:
-    /// with `clear`, they were ahead of it and are rebuilt from the start).
-    pub behind: Option<bool>,
-}
-
-/// The anchor value of a log that has no records yet: written when the key is created, so
-/// that a log whose first records were committed just before a crash (before the first
-/// anchor write) is not mistaken for one whose anchor was deleted.
-pub(super) fn empty_anchor() -> Head {
-    Head::new(Seq::new(0), ChainHash::GENESIS)
-}
-
-/// Keys, anchor, start-up verification, journal catch-up.
-pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, AuditError> {
-    let db = open_writer(home)?;
-    let unavailable = |e: AuditError| match e {
-        AuditError::Keychain(v) => AuditError::Unavailable {
-            reason: format!("{} ({})", v, v.code()),
-        },
-        other => other,
-    };
-    let stored = Stored::read(secrets).map_err(unavailable)?;
-    let anchor = read_anchor(secrets).map_err(unavailable)?;
-    let recipient = read_recipient(db.store())?;
-    // The last sequence number (the chain starts at 1 without a gap, which the check below
-    // verifies): a count would read every page of the table.
-    let records = db.store().audit_head()?.map_or(0, |(seq, _)| seq);
-    let quarantine = |reason: String| AuditError::Quarantined { seq: 1, reason };
-
-    // The opening key, when it is at hand (plain: a new log, or one not sealed yet); a sealed
-    // one opens only at the next unlock, and appending needs only the public half.
-    let (key, recipient) = match (stored, recipient) {
-        (Stored::Plain(key), Some(recipient)) if key.recipient() == recipient => {
-            (Some(key), recipient)
-        }
-        (Stored::Plain(_), Some(_)) => {
-            return Err(quarantine(
-                "the opening key in the keychain does not match this log's public key (another \
-                 home's key, or a replaced database)"
-                    .into(),
-            ));
-        }
-        (Stored::Plain(key), None) => {
-            tracing::warn!("the log's public key was missing from the database; restored it");
-            db.set_meta(META_RECIPIENT, &key.recipient().to_base64())?;
-            let recipient = key.recipient();
-            (Some(key), recipient)
-        }
-        (Stored::Sealed(_), Some(recipient)) => (None, recipient),
-        (Stored::Sealed(_), None) => {
-            return Err(quarantine(
-                "the log's public key is missing from the database, and its opening key is \
-                 sealed: a replaced database cannot be told from this home's"
-                    .into(),
-            ));
-        }
-        (Stored::Missing, _) if records > 0 => {
-            return Err(quarantine(format!(
-                "the log has {records} records but its opening key is not in the keychain \
-                 (was the keychain reset, or the database copied from elsewhere?)"
-            )));
-        }
-        (Stored::Missing, _) => {
-            let key = create_key(&db, secrets)?;
-            let recipient = key.recipient();
-            (Some(key), recipient)
-        }
-    };
-
-    let verifier_anchor = anchor.filter(|a| *a != empty_anchor());
-    let checked =
-        check_log(db.store(), verifier_anchor, None, |_, _, _| Ok(())).map_err(|e| match e {
-            AuditError::Verification { seq, reason, .. } => AuditError::Quarantined { seq, reason },
-            other => other,
-        })?;
-    if anchor.is_none() && checked.records > 0 {
-        return Err(quarantine(format!(
-            "the log has {} records but no anchor in the keychain: truncation or rollback \
-             cannot be ruled out",
-            checked.records
-        )));
-    }
-
-    let mut journals = open_writer(home)?;
-    let journal = journals.store().journal_seq()?;
-    let head_seq = checked.head.map_or(0, |h| h.seq().get() as i64);
-    let mut behind = None;
-    if journal != head_seq {
-        let clear = journal > head_seq;
-        match &key {
-            Some(key) => {
-                tracing::info!(
-                    journal,
-                    log = head_seq,
-                    "the journals are behind the log: rebuilding them from it"
-                );
-                let reader = postern_store::Store::open(home)?;
-                let projected = super::offline::catch_up(&mut journals, &reader, key, clear)?;
-                tracing::info!(projected, "journals rebuilt");
-            }
-            None => {
-                tracing::warn!(
-                    journal,
-                    log = head_seq,
-                    "the journals are behind the log; they catch up when the vault is unlocked \
-                     (the opening key is sealed under the vault key)"
-                );
-                journals.pause_projection();
-                behind = Some(clear);
-            }
-        }
-    }
-
-    // The opening key is not needed to append: drop it now.
-    drop(key);
-    let chain = match checked.head {
-        Some(head) => Chain::resume(recipient, head).map_err(|e| AuditError::Unavailable {
-            reason: e.to_string(),
-        })?,
-        None => Chain::genesis(recipient),
-    };
-    Ok(Ready {
-        db,
-        journals,
-        chain,
-        home: home.to_owned(),
-        behind,
-    })
-}
-
-/// A new log's key pair: the secret to the keychain (read back to be sure it stuck), the
-/// public half to the database, and the empty anchor.
-fn create_key(db: &AuditWriter, secrets: &dyn SecretStore) -> Result<OpeningKey, AuditError> {
-    let key =
-        OpeningKey::generate(&mut getrandom::SysRng).map_err(|e| AuditError::Unavailable {
-            reason: e.to_string(),
-        })?;
-    let keychain = |e: postern_vault::VaultError| AuditError::Unavailable {
-        reason: format!(
-            "cannot store the audit key in the keychain: {e} ({})",
-            e.code()
-        ),
-    };
-    secrets
-        .set(OPENING_KEY, key.expose_base64().as_bytes())
-        .map_err(keychain)?;
-    let stored = read_key(secrets, None)?;
-    if stored.as_ref().map(OpeningKey::recipient) != Some(key.recipient()) {
-        return Err(AuditError::Unavailable {
-            reason: "the keychain did not keep the audit key".into(),
-        });
-    }
-    secrets
-        .set(ANCHOR, empty_anchor().to_string().as_bytes())
-        .map_err(keychain)?;
-    db.set_meta(META_RECIPIENT, &key.recipient().to_base64())?;
-    tracing::info!(recipient = %key.recipient(), "created a new audit log key");
-    Ok(key)
-}
-
 /// Starts the writer thread (and, from it, the anchor and seal threads); returns the queue
 /// it commits from. `first` is queued before anything else.
 pub(super) fn spawn(
@@ -525,7 +345,7 @@ struct Core {
     /// The seal of the last commits, and when it was taken: it serves the next ones for
     /// [`SEAL_SPAN`].
     seal: Option<(Box<PreparedSeal>, Instant)>,
-    db: AuditWriter,
+    db: LogWriter,
     chain: Chain,
     /// Where committed batches go for their journal rows.
     journals: Journals,
@@ -570,9 +390,7 @@ impl Queue {
             if shut {
                 // A caller's commit panicked and shut the log: nothing more comes, and the
                 // journals' and the anchor's threads are let go as at a close.
-                core.seal = None;
-                core.journals.finish();
-                core.anchor.finish();
+                core.finish();
                 return;
             }
             let mut events = Vec::new();
@@ -612,9 +430,7 @@ impl Queue {
             if closing.is_some() {
                 let mut core = self.core();
                 core.shared.update(|s| s.state = AuditState::Closed);
-                core.seal = None;
-                core.journals.finish();
-                core.anchor.finish();
+                core.finish();
                 return;
             }
         }
@@ -693,6 +509,14 @@ impl Drop for ShutOnPanic<'_> {
 }
 
 impl Core {
+    /// At a close (or once a panic shut the log): drops the kept seal, and lets the journals'
+    /// and the anchor's threads finish their last work and stop.
+    fn finish(&mut self) {
+        self.seal = None;
+        self.journals.finish();
+        self.anchor.finish();
+    }
+
     /// Until when the kept seal serves.
     fn seal_until(&self) -> Option<Instant> {
         self.seal.as_ref().map(|(_, taken)| *taken + SEAL_SPAN)
@@ -793,139 +617,6 @@ impl Core {
             None => self.chain.append(time, kind, &body, &mut getrandom::SysRng),
         };
         sealed.map_err(|e| write_failed(e.to_string()))
-    }
-}
-
-/// Writes the newest committed head to the keychain, on its own thread, coalescing.
-struct Anchorer {
-    inner: Arc<AnchorInner>,
-    handle: Option<JoinHandle<()>>,
-}
-
-struct AnchorInner {
-    slot: Mutex<Slot>,
-    wake: Condvar,
-    secrets: Arc<dyn SecretStore>,
-    shared: Arc<Shared>,
-}
-
-#[derive(Default)]
-struct Slot {
-    pending: Option<Head>,
-    closing: bool,
-}
-
-impl Anchorer {
-    fn start(secrets: Arc<dyn SecretStore>, shared: Arc<Shared>) -> Anchorer {
-        let inner = Arc::new(AnchorInner {
-            slot: Mutex::default(),
-            wake: Condvar::new(),
-            secrets,
-            shared,
-        });
-        let worker = Arc::clone(&inner);
-        let handle = std::thread::Builder::new()
-            .name("postern-anchor".into())
-            .spawn(move || worker.run())
-            .map_err(|e| tracing::error!("cannot start the audit anchor thread: {e}"))
-            .ok();
-        Anchorer { inner, handle }
-    }
-
-    fn post(&self, head: Head) {
-        // With a head pending the thread is writing or waits for its time, and takes the
-        // newest then: only one that waits for a head is woken (once per write, not per batch).
-        let waits = self.inner.lock().pending.replace(head).is_none();
-        if waits {
-            self.inner.wake.notify_one();
-        }
-        if self.handle.is_none() {
-            // No thread: anchor inline.
-            if let Some(head) = self.inner.lock().pending.take() {
-                self.inner.write(head);
-            }
-        }
-    }
-
-    /// Writes the last posted head, then stops the thread (later posts are written inline).
-    fn finish(&mut self) {
-        self.inner.lock().closing = true;
-        self.inner.wake.notify_one();
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
-    }
-}
-
-impl AnchorInner {
-    fn lock(&self) -> MutexGuard<'_, Slot> {
-        self.slot.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Writes the newest posted head, at most once per [`ANCHOR_INTERVAL`] (at once when
-    /// closing), until closed.
-    fn run(&self) {
-        let mut last: Option<Instant> = None;
-        loop {
-            let head = {
-                let mut slot = self.lock();
-                loop {
-                    let due = last.map_or(Duration::ZERO, |t| {
-                        (t + ANCHOR_INTERVAL).saturating_duration_since(Instant::now())
-                    });
-                    if slot.pending.is_some() && (slot.closing || due.is_zero()) {
-                        break slot.pending.take();
-                    }
-                    if slot.closing {
-                        return;
-                    }
-                    slot = if slot.pending.is_some() {
-                        match self.wake.wait_timeout(slot, due) {
-                            Ok((slot, _)) => slot,
-                            Err(e) => e.into_inner().0,
-                        }
-                    } else {
-                        self.wake.wait(slot).unwrap_or_else(|e| e.into_inner())
-                    };
-                }
-            };
-            if let Some(head) = head {
-                self.write(head);
-                last = Some(Instant::now());
-            }
-        }
-    }
-
-    fn write(&self, head: Head) {
-        match self.secrets.set(ANCHOR, head.to_string().as_bytes()) {
-            Ok(()) => {
-                let recovered = self.shared.update(|s| {
-                    s.anchored = Some(head.to_string());
-                    s.anchor_error.take().is_some()
-                });
-                if recovered {
-                    tracing::info!(%head, "audit anchor written again");
-                }
-            }
-            Err(e) => {
-                let first = self.shared.update(|s| {
-                    let first = s.anchor_error.is_none();
-                    s.anchor_error = Some(e.to_string());
-                    first
-                });
-                if first {
-                    tracing::error!(
-                        code = e.code(),
-                        "cannot write the audit anchor to the keychain: {e}; records after {} \
-                         are protected by the chain alone until it works again",
-                        self.shared
-                            .snapshot()
-                            .anchored
-                            .unwrap_or_else(|| "the start".into())
-                    );
-                }
-            }
-        }
     }
 }
 

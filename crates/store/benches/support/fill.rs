@@ -2,7 +2,7 @@
 //! crates/desk/benches/timeline.rs include this file): 200 agent sessions over 30 days, each 1 to
 //! 4 days long, 10 servers, 20 tools, a rebuild (a new epoch) every 1,000 calls, 2% of calls
 //! refused, a grant at the start of each epoch that ends at its rebuild, projected through the
-//! store's own projection (`AuditWriter::project`, what a rebuild from the log runs).
+//! store's own projection (`JournalWriter::project`, what a rebuild from the log runs).
 
 use std::collections::{BTreeSet, BinaryHeap};
 use std::path::Path;
@@ -13,7 +13,7 @@ use postern_domain::{
     AgentRun, ApprovalId, Artifact, AuditEvent, Digest, ExecutionEpoch, ExecutionRecord, Grant,
     GrantEnd, GrantId, Pinning, ServerLabel, ToolScope,
 };
-use postern_store::{AuditWriter, Opened, StoreError};
+use postern_store::{JournalWriter, Opened, StoreError};
 use serde_json::json;
 
 /// Sessions in the synthetic log.
@@ -31,7 +31,7 @@ pub const CHUNK: usize = 50_000;
 
 /// Projects the synthetic events into fresh journals; returns how many.
 pub fn fill_journals(home: &Path, calls_per_session: u64) -> u64 {
-    let mut writer = AuditWriter::open(home).expect("writer");
+    let mut writer = JournalWriter::open(home).expect("writer");
     let mut sessions: BinaryHeap<Session> = (1..=SESSIONS)
         .map(|n| Session::new(n, calls_per_session))
         .collect();
@@ -67,7 +67,7 @@ pub fn fill_journals(home: &Path, calls_per_session: u64) -> u64 {
         if chunk.is_empty() {
             return seq;
         }
-        writer.project(false, chunk).expect("project");
+        writer.project(chunk).expect("project");
     }
 }
 

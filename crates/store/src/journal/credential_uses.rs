@@ -61,12 +61,12 @@ mod tests {
     use postern_domain::{AuditEvent, ExecutionEpoch};
 
     use super::CredentialUse;
-    use crate::{AuditWriter, Opened, StoreError};
+    use crate::{JournalWriter, Opened, StoreError};
 
     #[test]
     fn each_request_through_the_broker_counts_toward_its_credential_server_and_host() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut writer = AuditWriter::open(dir.path()).expect("open");
+        let mut writer = JournalWriter::open(dir.path()).expect("open");
         let (early, late) = (ExecutionEpoch::new(1_000, 1), ExecutionEpoch::new(2_000, 2));
         let event = |epoch, host: &str, leak: bool| {
             let (server, credentials, host) = (
@@ -104,7 +104,7 @@ mod tests {
                 event,
             })
         });
-        writer.project(true, opened).expect("projected");
+        writer.project(opened).expect("projected");
 
         let uses = writer
             .store()

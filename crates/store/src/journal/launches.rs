@@ -4,7 +4,7 @@
 //! The number is derived from the journal (`journal_session_epochs` joined with
 //! `journal_sessions.server`), not kept in a table of its own written at launch, because the
 //! journal is a projection of the audit log: it survives an engine restart (it is in
-//! `postern.db`), and a journal rebuilt from the log holds the same epochs, so every launch
+//! `postern-journals.db`), and a journal rebuilt from the log holds the same epochs, so every launch
 //! keeps its number; a table of its own would be a second record of launches that the log
 //! does not vouch for and that a rebuild could not restore. Epochs are ULIDs made at launch
 //! from the launch time, so their text order is launch order: a launch's number is one more

@@ -9,7 +9,8 @@ use postern_domain::{
     Artifact, AuditEvent, Digest, ExecutionEpoch, ExecutionRecord, Pinning, ServerLabel,
 };
 use postern_store::{
-    ActivityFilter, Append, AuditWriter, Opened, SessionFilter, Store, StoreError, TimelineQuery,
+    ActivityFilter, Append, JournalWriter, LogWriter, Opened, SessionFilter, Store, StoreError,
+    TimelineQuery,
 };
 
 /// A deterministic "random" source, so that sealed records are reproducible.
@@ -69,7 +70,8 @@ pub fn record(server: &str, epoch: ExecutionEpoch) -> Box<ExecutionRecord> {
 /// A log written through the audit writer, record `i` (1-based) at time `i * 1000`.
 pub struct Log {
     dir: tempfile::TempDir,
-    pub writer: AuditWriter,
+    /// The journals' connection that projected the batches.
+    pub journals: JournalWriter,
     pub store: Store,
     pub key: OpeningKey,
     pub events: Vec<AuditEvent>,
@@ -81,7 +83,8 @@ impl Log {
     /// as the writer would commit them.
     pub fn write(events: Vec<AuditEvent>, batches: &[std::ops::Range<usize>]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut writer = AuditWriter::open(dir.path()).expect("writer");
+        let mut writer = LogWriter::open(dir.path()).expect("writer");
+        let mut journals = JournalWriter::open(dir.path()).expect("journals");
         let key = OpeningKey::from_bytes([5; 32]);
         let mut chain = Chain::genesis(key.recipient());
         let mut rng = Counter(0);
@@ -105,12 +108,12 @@ impl Log {
                 })
                 .collect();
             writer.append(&batch).expect("append");
-            writer.project_appended(&batch).expect("journals");
+            journals.project_appended(&batch).expect("journals");
         }
         let store = Store::open(dir.path()).expect("store");
         Log {
             dir,
-            writer,
+            journals,
             store,
             key,
             events,
@@ -146,8 +149,9 @@ impl Log {
                 event: serde_json::from_slice(o.body()).expect("event"),
             })
         });
+        self.journals.clear().expect("cleared");
         assert_eq!(
-            self.writer.project(true, opened).expect("rebuild"),
+            self.journals.project(opened).expect("rebuild"),
             self.records.len() as u64
         );
         assert_eq!(dump(self.home()), tables);
