@@ -53,6 +53,10 @@ pub trait EgressSink: Send + Sync {
     /// A request of `launch` carried `credentials`' placeholders toward `host`, where they may
     /// not go (or the launch was frozen): it was refused, and the launch is frozen.
     fn leak(&self, launch: &LaunchInfo, credentials: &[String], host: &str);
+    /// Whether credential values may go out in `launch`'s requests now: `false` while the
+    /// vault is locked. Asked before each request a value would be put in; a launch whose
+    /// server should have stopped at the lock still gets no value from the broker.
+    fn may_substitute(&self, launch: &LaunchInfo) -> bool;
 }
 
 /// Which launch a request came from.
@@ -499,9 +503,16 @@ async fn forward(
             ));
         }
         Outcome::Forward { substituted, .. } if !substituted.is_empty() => {
-            shared
-                .sink
-                .substituted(&shared.info(), &substituted, &dest.host);
+            let info = shared.info();
+            if !shared.sink.may_substitute(&info) {
+                // The request (with the values already in its headers) is dropped here.
+                tracing::warn!(server = %info.server, host = %dest.host, "egress broker: a request for a credential while the vault is locked; refused");
+                return Ok(said(
+                    StatusCode::FORBIDDEN,
+                    "Postern's egress broker refused this request: Postern's vault is locked, and no credential value goes out until a person unlocks it.",
+                ));
+            }
+            shared.sink.substituted(&info, &substituted, &dest.host);
         }
         Outcome::Forward { .. } => {}
     }

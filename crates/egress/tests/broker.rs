@@ -4,6 +4,7 @@
 //! the launch, and an absolute-URL request in the clear is decided the same way.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use postern_egress::{Broker, Brokered, EgressSink, LaunchInfo};
@@ -27,6 +28,8 @@ const PLACEHOLDER: &str = "ghp_PLACEHOLDERxxxxxxxx";
 struct Seen {
     substituted: Mutex<Vec<(String, String)>>,
     leaks: Mutex<Vec<(String, String)>>,
+    /// The vault is locked: no value may go out.
+    locked: AtomicBool,
 }
 
 impl EgressSink for Seen {
@@ -37,6 +40,9 @@ impl EgressSink for Seen {
     fn leak(&self, _: &LaunchInfo, credentials: &[String], host: &str) {
         let mut seen = self.leaks.lock().unwrap();
         seen.extend(credentials.iter().map(|c| (c.clone(), host.to_owned())));
+    }
+    fn may_substitute(&self, _: &LaunchInfo) -> bool {
+        !self.locked.load(Ordering::SeqCst)
     }
 }
 
@@ -153,8 +159,18 @@ fn launch() -> Vec<Brokered> {
     }]
 }
 
-#[tokio::test]
-async fn the_value_reaches_its_host_and_a_placeholder_anywhere_else_is_refused_and_freezes() {
+/// A broker reporting to a fresh [`Seen`], its way out for [`launch`], and the upstream host.
+struct Setup {
+    _dir: tempfile::TempDir,
+    /// The upstream host's port, and the `authorization` headers it received.
+    port: u16,
+    received: Arc<Mutex<Vec<String>>>,
+    seen: Arc<Seen>,
+    broker: Broker,
+    way_out: postern_egress::Launch,
+}
+
+async fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let (port, received) = upstream(dir.path()).await;
     let seen = Arc::new(Seen::default());
@@ -165,6 +181,26 @@ async fn the_value_reaches_its_host_and_a_placeholder_anywhere_else_is_refused_a
     )
     .unwrap();
     let way_out = broker.open("fixture", launch(), None).unwrap();
+    Setup {
+        _dir: dir,
+        port,
+        received,
+        seen,
+        broker,
+        way_out,
+    }
+}
+
+#[tokio::test]
+async fn the_value_reaches_its_host_and_a_placeholder_anywhere_else_is_refused_and_freezes() {
+    let Setup {
+        _dir,
+        port,
+        received,
+        seen,
+        broker,
+        way_out,
+    } = setup().await;
     let proxy = way_out.port();
     let ca = broker.files().ca.clone();
     assert!(
@@ -207,6 +243,32 @@ async fn the_value_reaches_its_host_and_a_placeholder_anywhere_else_is_refused_a
     // A request without a placeholder still goes out.
     let answer = get_through(proxy, &ca, "127.0.0.1", port, "Basic eDp5").await;
     assert!(answer.ends_with("auth=Basic eDp5"), "{answer}");
+}
+
+/// While the vault is locked the broker puts no value in a request, even for a launch whose
+/// server should have stopped at the lock and did not; unlocked again, the value goes out.
+#[tokio::test]
+async fn no_value_goes_out_while_the_vault_is_locked() {
+    let t = setup().await;
+    let ca = t.broker.files().ca.clone();
+    let bearer = format!("Bearer {PLACEHOLDER}");
+
+    t.seen.locked.store(true, Ordering::SeqCst);
+    let answer = get_through(t.way_out.port(), &ca, "localhost", t.port, &bearer).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("vault is locked"), "{answer}");
+    assert!(
+        t.received.lock().unwrap().is_empty(),
+        "the host saw a request"
+    );
+    assert!(t.seen.substituted.lock().unwrap().is_empty());
+    assert!(t.seen.leaks.lock().unwrap().is_empty(), "not a leak");
+    assert!(!t.way_out.frozen(), "a lock does not freeze the launch");
+
+    t.seen.locked.store(false, Ordering::SeqCst);
+    let answer = get_through(t.way_out.port(), &ca, "localhost", t.port, &bearer).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(*t.received.lock().unwrap(), [format!("Bearer {VALUE}")]);
 }
 
 #[tokio::test]

@@ -466,7 +466,11 @@ pub(crate) fn restart(
         .iter()
         .filter(|s| &s.server == label && s.phase != postern_gateway::Phase::Stopped)
         .count();
-    let _ = commands.send(Command::Restart(label.clone()));
+    // Nothing to restart is nothing to send: a flood of restarts for servers that do not
+    // run would only push other commands out of the sessions' channel.
+    if running > 0 {
+        let _ = commands.send(Command::Restart(label.clone()));
+    }
     running
 }
 

@@ -192,6 +192,7 @@ pub(crate) async fn run<X>(
         server_request_times: Default::default(),
         tasks: HashMap::new(),
         stale_told: None,
+        commands_while_starting: Vec::new(),
         crashes: 0,
     };
     session.publish();
@@ -206,8 +207,11 @@ pub(crate) async fn run<X>(
                 None => break Ending::AgentClosed,
             },
             Some(event) = server_rx.recv() => session.on_event(event),
-            command = commands.recv() => if let Ok(command) = command {
-                session.on_command(command);
+            command = commands.recv() => match command {
+                Ok(command) => session.on_command(command),
+                Err(broadcast::error::RecvError::Lagged(missed)) => session.on_commands_missed(missed),
+                // The listener (the commands' sender) outlives every session.
+                Err(broadcast::error::RecvError::Closed) => {}
             },
             () = gone(&mut shim_gone) => break Ending::ShimGone,
             _ = shutdown.changed() => break Ending::Shutdown,
@@ -282,6 +286,9 @@ struct Session {
     /// The epoch for which this session was already refused a call as stale
     /// (`authorization_stale`, `catalog_stale`): later calls are decided against it.
     stale_told: Option<postern_domain::ExecutionEpoch>,
+    /// A lock's or a credential change's commands that came while a launch was under way:
+    /// carried out once it runs (see `Session::on_command`).
+    commands_while_starting: Vec<Command>,
     /// Launches in a row that ended in a crash soon after starting.
     crashes: u32,
 }
@@ -414,7 +421,37 @@ impl Session {
         }
     }
 
+    /// The session fell `missed` commands behind (a flood of restarts while its loop was busy)
+    /// and cannot tell which: one of them may have been the vault's lock or a credential's
+    /// rotation or removal, so a server holding credentials stops as at a lock (the next
+    /// request starts it again, with what the authority releases then).
+    fn on_commands_missed(&mut self, missed: u64) {
+        tracing::warn!(
+            session = self.info.id,
+            missed,
+            "the session missed engine commands"
+        );
+        if matches!(self.upstream, Upstream::Starting) {
+            self.commands_while_starting.push(Command::DropCredentials);
+        } else if !self.info.credentials.released.is_empty() {
+            self.stop_upstream(
+                "the session missed engine commands, perhaps a lock or a credential change: servers holding credentials stop",
+            );
+        }
+    }
+
     fn on_command(&mut self, command: Command) {
+        if matches!(self.upstream, Upstream::Starting)
+            && matches!(
+                command,
+                Command::DropCredentials | Command::RestartHolding(_)
+            )
+        {
+            // The launch under way may be releasing what this takes back: carried out once
+            // the server runs (`on_started`).
+            self.commands_while_starting.push(command);
+            return;
+        }
         match command {
             Command::Restart(label) if label == self.info.server => {
                 self.restart("restart requested")

@@ -214,6 +214,12 @@ struct Report {
 }
 
 impl EgressSink for Report {
+    fn may_substitute(&self, _: &LaunchInfo) -> bool {
+        self.gate.upgrade().is_some_and(|inner| {
+            Authority { inner }.vault() == postern_domain::decision::VaultState::Ready
+        })
+    }
+
     fn substituted(&self, launch: &LaunchInfo, credentials: &[String], host: &str) {
         let Some(inner) = self.gate.upgrade() else {
             return;

@@ -30,7 +30,8 @@ const STEP: Duration = Duration::from_secs(20);
 /// The server's label.
 const LABEL: &str = "echo";
 
-/// A minimal MCP server: `initialize`, `tools/list` (one tool, `echo`; never answered when
+/// A minimal MCP server: `initialize` (answered after half a second when started with
+/// `slow-init`), `tools/list` (one tool, `echo`; never answered when
 /// started with `mute-list`, only the first time with `mute-relist`; one more page every time
 /// with `endless-pages`), and `tools/call`
 /// (answers with the call's arguments, or with a task when the call asks for one; says its
@@ -41,6 +42,7 @@ const SERVER: &str = r#"
 import json, sys
 log = open(sys.argv[1], "a", buffering=1)
 mute_list = sys.argv[2:] == ["mute-list"]
+slow_init = sys.argv[2:] == ["slow-init"]
 mute_relist = sys.argv[2:] == ["mute-relist"]
 endless_pages = sys.argv[2:] == ["endless-pages"]
 lists = 0
@@ -51,6 +53,9 @@ for line in sys.stdin:
         continue
     method = msg["method"]
     if method == "initialize":
+        if slow_init:
+            import time
+            time.sleep(0.5)
         result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                   "serverInfo": {"name": "echo", "version": "1"}}
     elif method == "tools/list":
@@ -607,6 +612,56 @@ async fn a_call_waiting_for_the_gate_when_the_vault_locks_gets_vault_locked() {
     assert_eq!(answer["id"], 20, "{answer}");
     assert_eq!(tool_error(&answer)["error"], "vault_locked", "{answer}");
     assert!(!agent.server_received().contains(&"tools/call".to_owned()));
+}
+
+/// Commands flood in while the session's loop is busy (here: before it runs at all), more
+/// than the channel holds, and the lock among them is lost to it: not knowing which ones it
+/// missed, the session stops its server holding credentials as at a lock. (It used to skip the
+/// loss, and the server kept its credentials after the vault locked.)
+#[tokio::test]
+async fn a_session_that_misses_commands_stops_its_server_holding_credentials() {
+    let gate = HandGate {
+        released: vec!["token".into()],
+        ..HandGate::default()
+    };
+    let agent = Agent::ready(gate).await;
+    agent
+        .commands
+        .send(Command::DropCredentials)
+        .expect("the session listens");
+    let other: ServerLabel = "other".parse().expect("label");
+    for _ in 0..32 {
+        agent
+            .commands
+            .send(Command::Restart(other.clone()))
+            .expect("the session listens");
+    }
+    agent.wait_phase(Phase::Stopped).await;
+}
+
+/// The vault locks while the server is being launched, with credentials the launch was given
+/// before the lock: once the server runs it is stopped, as at a lock (it used to keep them:
+/// the lock's command found nothing running yet, and was dropped).
+#[tokio::test]
+async fn a_lock_during_a_launch_stops_the_server_once_it_runs() {
+    let gate = HandGate {
+        released: vec!["token".into()],
+        ..HandGate::default()
+    };
+    let mut agent = Agent::start(gate, Some("slow-init"), &[]);
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                     "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                "clientInfo": {"name": "session-test", "version": "1"}}}))
+        .await;
+    agent.wait_phase(Phase::Starting).await;
+    agent
+        .commands
+        .send(Command::DropCredentials)
+        .expect("the session listens");
+    let init = agent.next().await;
+    assert_eq!(init["id"], 0, "{init}");
+    agent.wait_phase(Phase::Stopped).await;
 }
 
 /// The epoch ends while a call waits for a human: the request is withdrawn, and the call is

@@ -153,6 +153,12 @@ impl Session {
         }));
         self.publish();
         self.answer_init();
+        // A lock or a credential's change that came while the launch was under way (it may
+        // have released what they take back) is carried out now that the server runs; the
+        // requests held for it then start the next launch, which asks the authority anew.
+        for command in std::mem::take(&mut self.commands_while_starting) {
+            self.on_command(command);
+        }
 
         let held = self.requests.take_held();
         let agent_sends_initialized = held
@@ -169,6 +175,8 @@ impl Session {
     }
 
     fn on_start_failed(&mut self, error: StartError) {
+        // Nothing runs that they could concern.
+        self.commands_while_starting.clear();
         let reason = error.reason().to_owned();
         tracing::warn!(session = self.info.id, server = %self.info.server, "{reason}");
         self.upstream = Upstream::Down;
