@@ -289,3 +289,57 @@ async fn a_restarted_engine_is_locked_and_settings_edited_in_sqlite_are_not_used
     assert!(gate.cli(["every-use", "list"])?.contains(LABEL));
     Ok(())
 }
+
+/// threats.md M7: the agent renames the engine's socket and listens at its path itself, a
+/// relay to the engine that reads what passes. The person's `postern unlock` refuses to send
+/// it anything (the listener does not hold the engine's lock on the home), says so, and the
+/// relay read not one byte; with the engine's socket back, the same command unlocks.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_relay_put_at_the_engines_socket_gets_nothing_the_person_types() -> Result<()> {
+    use std::io::Read;
+    use std::os::unix::net::{UnixListener, UnixStream};
+
+    let fixture = Fixture::new()?;
+    let gate = gate(&fixture).await?;
+    gate.scenario(async {
+        gate.cli(["lock"])?;
+        let socket = gate.socket();
+        let moved = socket.with_file_name("engine.real.sock");
+        std::fs::rename(&socket, &moved)?;
+        let relay = UnixListener::bind(&socket)?;
+        let read = std::thread::spawn(move || -> Vec<u8> {
+            let mut got = Vec::new();
+            if let Ok((mut client, _)) = relay.accept() {
+                // A relay would pass this on to the engine; whatever comes is the capture.
+                let _ = UnixStream::connect(&moved).map(drop);
+                let _ = client.read_to_end(&mut got);
+            }
+            got
+        });
+
+        let typed = gate.at_terminal(&[OsString::from("unlock")], None, PASSPHRASE)?;
+        // Lets the relay's accept go should the command never have connected.
+        drop(UnixStream::connect(&socket));
+        let captured = read.join().expect("the relay's thread");
+        assert!(!typed.output.status.success(), "{typed:?}");
+        let said = String::from_utf8_lossy(&typed.output.stderr);
+        assert!(
+            said.contains("is not the Postern engine that owns"),
+            "{typed:?}"
+        );
+        assert!(
+            captured.is_empty(),
+            "the relay read: {}",
+            String::from_utf8_lossy(&captured)
+        );
+
+        std::fs::remove_file(&socket)?;
+        std::fs::rename(socket.with_file_name("engine.real.sock"), &socket)?;
+        let typed = gate.at_terminal(&[OsString::from("unlock")], None, PASSPHRASE)?;
+        assert!(typed.output.status.success(), "{typed:?}");
+        assert_eq!(vault(&gate).await?, "ready");
+        Ok(())
+    })
+    .await
+}

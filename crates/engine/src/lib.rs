@@ -19,7 +19,7 @@ pub mod rewire;
 pub mod servers;
 
 use std::fs::{File, TryLockError};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ pub struct Engine {
     shutdown: watch::Sender<bool>,
     serving: tokio::task::JoinHandle<()>,
     /// Held for the engine's life: the home's single-owner lock.
-    _lock: File,
+    _lock: Claim,
 }
 
 /// Why the engine could not start or answer.
@@ -348,28 +348,47 @@ impl Engine {
     }
 }
 
-/// Takes the home's single-owner lock (held while the returned file lives), or says another
-/// engine holds it.
-fn claim(home: &Home) -> Result<File, EngineError> {
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(home.lock_path())
-        .map_err(|source| EngineError::Io {
-            what: format!("cannot open {}", home.lock_path().display()),
+/// The home's single-owner lock, held while it lives: on `engine.lock`, which an offline
+/// repair takes too, and on the home directory itself, which a CLI asks the kernel about
+/// before it sends anything over the socket (`postern_gateway::control`): only the process
+/// holding it is this home's engine. A relay put at the socket's path cannot hold it while
+/// the engine does; to hold one it would have to replace the whole home.
+#[derive(Debug)]
+struct Claim {
+    _file: File,
+    _home: File,
+}
+
+/// Takes the home's single-owner lock, or says another engine holds it.
+fn claim(home: &Home) -> Result<Claim, EngineError> {
+    let take = |path: &Path, file: std::io::Result<File>| {
+        let io = |what: &str, source| EngineError::Io {
+            what: format!("cannot {what} {}", path.display()),
             source,
-        })?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(TryLockError::WouldBlock) => Err(EngineError::AlreadyRunning {
-            home: home.path().to_owned(),
-        }),
-        Err(TryLockError::Error(source)) => Err(EngineError::Io {
-            what: format!("cannot lock {}", home.lock_path().display()),
-            source,
-        }),
-    }
+        };
+        let file = file.map_err(|e| io("open", e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(TryLockError::WouldBlock) => Err(EngineError::AlreadyRunning {
+                home: home.path().to_owned(),
+            }),
+            Err(TryLockError::Error(source)) => Err(io("lock", source)),
+        }
+    };
+    let lock = home.lock_path();
+    let file = take(
+        &lock,
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock),
+    )?;
+    let dir = take(home.path(), File::open(home.path()))?;
+    Ok(Claim {
+        _file: file,
+        _home: dir,
+    })
 }
 
 /// Deletes the home's entries from `secrets` (the OS keychain): the audit log's opening key
@@ -492,7 +511,7 @@ impl ServerDirectory for StoreDirectory {
 /// The built-in server: the `postern` CLI's hidden `builtin http` subcommand, launched,
 /// identified (the `postern` executable is its identity), supervised, audited and gated
 /// like any configured server. Its bound credentials are filled in by the caller.
-fn builtin_config(program: &std::path::Path) -> Result<ServerConfig, String> {
+fn builtin_config(program: &Path) -> Result<ServerConfig, String> {
     let program = program
         .to_str()
         .ok_or_else(|| format!("the path {} is not UTF-8", program.display()))?;
@@ -556,7 +575,7 @@ mod tests {
 
     use super::*;
 
-    fn mode(path: &std::path::Path) -> u32 {
+    fn mode(path: &Path) -> u32 {
         std::fs::metadata(path)
             .expect("metadata")
             .permissions()
