@@ -26,7 +26,14 @@ async fn agent(gate: &Gate, label: &str) -> Result<RawAgent> {
 /// Adds the env credential `fixture-token` (`FIXTURE_TOKEN`), its value `value` typed on stdin,
 /// and binds it to the fixture; returns what `credential add` printed.
 fn add_fixture_token(gate: &Gate, value: &str) -> Result<String> {
-    let added = gate.cli_with_stdin(
+    let added = add_unbound_fixture_token(gate, value)?;
+    gate.cli(["server", "bind", LABEL, "fixture-token"])?;
+    Ok(added)
+}
+
+/// [`add_fixture_token`] without the binding.
+fn add_unbound_fixture_token(gate: &Gate, value: &str) -> Result<String> {
+    gate.cli_with_stdin(
         &[
             "credential",
             "add",
@@ -37,9 +44,45 @@ fn add_fixture_token(gate: &Gate, value: &str) -> Result<String> {
             "FIXTURE_TOKEN",
         ],
         value,
+    )
+}
+
+/// The red team's recipe: with the vault unlocked, the agent binds a credential to a server
+/// straight in SQLite, to have its next approved call act with it. The launch is not told of
+/// the binding (nothing held, nothing withheld, no card can name it), the row is removed, and
+/// status says so at once, not at the next unlock.
+#[tokio::test]
+async fn a_binding_written_into_sqlite_while_unlocked_is_not_used() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = fixture.gate(LABEL, "on-change").await?;
+    add_unbound_fixture_token(&gate, &format!("{CANARY}\n"))?;
+    let db = rusqlite::Connection::open(gate.home().join("postern.db"))?;
+    db.execute(
+        "INSERT INTO server_credentials (server, credential) VALUES (?1, 'fixture-token')",
+        [LABEL],
     )?;
-    gate.cli(["server", "bind", LABEL, "fixture-token"])?;
-    Ok(added)
+    drop(db);
+
+    gate.scenario(async {
+        let mut agent = agent(&gate, LABEL).await?;
+        agent.list_tools().await?;
+        let first = wait_session(&gate, LABEL, "the first launch", ready).await?;
+        assert_eq!(first["credentials"]["withheld"], json!([]), "{first}");
+        assert_eq!(first["credentials"]["released"], json!([]), "{first}");
+        let status = gate.status().await?;
+        let warning = status["gate"]["configWarning"].as_str().unwrap_or_default();
+        assert!(
+            warning
+                .contains("credential 'fixture-token' was bound to 'rebuildable' and is unbound"),
+            "{status}"
+        );
+        let db = rusqlite::Connection::open(gate.home().join("postern.db"))?;
+        let rows: i64 =
+            db.query_row("SELECT count(*) FROM server_credentials", [], |r| r.get(0))?;
+        assert_eq!(rows, 0, "the row is removed");
+        Ok(())
+    })
+    .await
 }
 
 /// A rebuilt server is not given the credential until a human approves its identity for it;

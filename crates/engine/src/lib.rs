@@ -153,6 +153,10 @@ impl Engine {
         let mut sandbox = postern_supervisor::SandboxHost::new(home.path(), postern_program().ok());
         sandbox.exposed = authority.egress_files();
         gateway.cache = Arc::new(postern_supervisor::DigestCache::with_sandbox(sandbox));
+        gateway.directory = Arc::new(Vouched {
+            store: StoreDirectory(Arc::clone(&store)),
+            authority: authority.clone(),
+        });
         gateway.audit = Arc::clone(&audit) as Arc<dyn AuditSink>;
         gateway.authorizer = Arc::new(authority.clone());
         let control = Control {
@@ -505,6 +509,26 @@ impl ServerDirectory for StoreDirectory {
             return Ok(Some(config));
         }
         store.server(label).map_err(|e| e.to_string())
+    }
+}
+
+/// [`StoreDirectory`] with the credential bindings the vault's seal vouches for only
+/// ([`Authority::vouched`]): what a launch is given and a card names is what a person bound.
+struct Vouched {
+    store: StoreDirectory,
+    authority: Authority,
+}
+
+impl ServerDirectory for Vouched {
+    fn lookup(&self, label: &ServerLabel) -> Result<Option<ServerConfig>, String> {
+        // The store's lock is let go before the authority's is taken (it takes the store's
+        // after its own).
+        let config = self.store.lookup(label)?;
+        Ok(config.map(|mut config| {
+            let bound = std::mem::take(&mut config.credentials);
+            config.credentials = self.authority.vouched(&config.label, bound);
+            config
+        }))
     }
 }
 

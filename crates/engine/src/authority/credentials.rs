@@ -241,6 +241,9 @@ impl Authority {
         server: &ServerLabel,
         name: &CredentialName,
     ) -> Result<bool, CredentialError> {
+        // Held until the binding is sealed: a launch looking its server up meanwhile would
+        // find a binding the seal does not vouch for yet, and drop it (`Authority::vouched`).
+        let state = self.state();
         let store = self.store()?;
         let builtin = server.as_str() == BUILTIN_LABEL;
         let config = store.server(server).map_err(fail)?;
@@ -268,7 +271,10 @@ impl Authority {
         }
         let bound = store.bind(server, name).map_err(fail)?;
         drop(store);
-        self.config_changed();
+        self.reseal(&state);
+        drop(state);
+        crate::record_config_changes(&self.inner.store, &self.inner.audit);
+        self.changed();
         if bound {
             // Running processes were launched without the binding: their next launch knows
             // it (and withholds the value until a human approves that launch's identity).

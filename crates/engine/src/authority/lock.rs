@@ -5,7 +5,7 @@
 use postern_domain::decision::{
     APPROVAL_TIMEOUT_MS, Denial, EveryUse, EveryUseSetting, SettingTarget, SettingsUpdate,
 };
-use postern_domain::{AuditEvent, BUILTIN_LABEL, CredentialName, Grant};
+use postern_domain::{AuditEvent, BUILTIN_LABEL, Credential, CredentialName, Grant, ServerLabel};
 use postern_gateway::Command;
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::Verdict;
@@ -547,6 +547,72 @@ impl Authority {
         }
     }
 
+    /// The seal as stored (`None`: there is none), and what it vouches for if it verifies
+    /// under `key`.
+    fn read_seal(&self, key: &VaultKey) -> (Option<SealedConfig>, Option<Authentic>) {
+        let stored: Option<SealedConfig> = self
+            .inner
+            .store
+            .lock()
+            .ok()
+            .and_then(|store| store.setting(SEAL_KEY).ok().flatten());
+        let authentic = stored.as_ref().and_then(|sealed| {
+            let mac = BASE64.decode(&sealed.mac).ok()?;
+            key.verify_mac(SEAL_PURPOSE, sealed.config.as_bytes(), &mac)
+                .then(|| serde_json::from_str::<Authentic>(&sealed.config).ok())
+                .flatten()
+        });
+        (stored, authentic)
+    }
+
+    /// `bound` (`server`'s credential bindings as the store holds them, read for a launch or
+    /// a call) less those the seal does not vouch for, while the vault key is held: a binding
+    /// written into `postern.db` behind the engine's back is removed and reported as at an
+    /// unlock (`config_tampered`), never used. Locked, `bound` as it is: nothing is released
+    /// while locked, and the next unlock checks them.
+    pub(crate) fn vouched(&self, server: &ServerLabel, bound: Vec<Credential>) -> Vec<Credential> {
+        let mut state = self.state();
+        let vouched = match &state.key {
+            None => return bound,
+            Some(key) => self
+                .read_seal(key)
+                .1
+                .map(|a| a.bindings)
+                .unwrap_or_default(),
+        };
+        let (kept, unvouched): (Vec<Credential>, Vec<Credential>) =
+            bound.into_iter().partition(|c| {
+                vouched.contains(&(server.as_str().to_owned(), c.name.as_str().to_owned()))
+            });
+        if unvouched.is_empty() {
+            return kept;
+        }
+        let mut found = Vec::new();
+        if let Ok(store) = self.inner.store.lock() {
+            for credential in &unvouched {
+                let name = credential.name.as_str();
+                if let Err(e) = store.remove_binding_row(server.as_str(), name) {
+                    tracing::error!("a binding could not be removed: {e}");
+                }
+                found.push(format!(
+                    "credential '{name}' was bound to '{server}' and is unbound"
+                ));
+            }
+        }
+        let what = format!(
+            "Postern's settings were edited behind its back: {}",
+            found.join("; ")
+        );
+        tracing::warn!("{what}");
+        self.inner
+            .audit
+            .record(AuditEvent::ConfigTampered { what: what.clone() });
+        state.config_warning = Some(what);
+        drop(state);
+        self.changed();
+        kept
+    }
+
     /// [`Authority::seal_config`] with the key held while unlocked. A narrowing change made
     /// while locked is sealed at the next unlock (a stricter value than sealed is taken as
     /// it is).
@@ -560,18 +626,7 @@ impl Authority {
     /// the seal: anything wider than sealed is replaced by the sealed value, written back,
     /// and reported. A seal that is missing or does not verify counts as the defaults.
     fn check_config_seal(&self, state: &mut State, key: &VaultKey) {
-        let stored: Option<SealedConfig> = self
-            .inner
-            .store
-            .lock()
-            .ok()
-            .and_then(|store| store.setting(SEAL_KEY).ok().flatten());
-        let authentic = stored.as_ref().and_then(|sealed| {
-            let mac = BASE64.decode(&sealed.mac).ok()?;
-            key.verify_mac(SEAL_PURPOSE, sealed.config.as_bytes(), &mac)
-                .then(|| serde_json::from_str::<Authentic>(&sealed.config).ok())
-                .flatten()
-        });
+        let (stored, authentic) = self.read_seal(key);
         let seal_broken = authentic.is_none();
         // A broken seal vouches for nothing: the defaults, no binding, no baseline.
         let authentic = authentic.unwrap_or(Authentic {

@@ -331,10 +331,23 @@ async fn a_vault_key_replaced_in_the_keychain_proves_nothing() {
     assert_eq!(again, PresenceError::AlreadySet);
 }
 
-#[tokio::test]
-async fn a_binding_or_an_approved_launch_edited_in_the_store_is_not_used() {
-    let gate = Gate::new();
-    gate.configure(&label(), &[]);
+/// The warning status shows, which must say that `deploy-token`'s binding to `other` was
+/// dropped.
+fn unbound_warning(gate: &Gate) -> String {
+    let warning = gate
+        .authority
+        .gate_status()
+        .config_warning
+        .expect("status says so");
+    assert!(
+        warning.contains("credential 'deploy-token' was bound to 'other' and is unbound"),
+        "{warning}"
+    );
+    warning
+}
+
+/// Adds the env credential `deploy-token` (`TOKEN`), as a person does; its name.
+fn add_deploy_token(gate: &Gate) -> CredentialName {
     let name: CredentialName = "deploy-token".parse().expect("name");
     let spec = CredentialSpec::new(
         Injection::Env {
@@ -346,6 +359,14 @@ async fn a_binding_or_an_approved_launch_edited_in_the_store_is_not_used() {
     gate.authority
         .add_credential(&gate.proven, &name, spec, false, Secret::new("v".into()))
         .expect("add");
+    name
+}
+
+#[tokio::test]
+async fn a_binding_or_an_approved_launch_edited_in_the_store_is_not_used() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let name = add_deploy_token(&gate);
     let other: ServerLabel = "other".parse().expect("label");
     gate.configure(&other, &[]);
     // A person's approval makes `deployer`'s launch the baseline; a binding made by them.
@@ -375,15 +396,7 @@ async fn a_binding_or_an_approved_launch_edited_in_the_store_is_not_used() {
     drop(db);
 
     let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
-    let warning = restarted
-        .authority
-        .gate_status()
-        .config_warning
-        .expect("status says so");
-    assert!(
-        warning.contains("credential 'deploy-token' was bound to 'other' and is unbound"),
-        "{warning}"
-    );
+    let warning = unbound_warning(&restarted);
     assert!(
         warning.contains("the launch last approved for 'deployer' was edited"),
         "{warning}"
@@ -395,6 +408,39 @@ async fn a_binding_or_an_approved_launch_edited_in_the_store_is_not_used() {
         "the person's binding stays"
     );
     assert!(store.approved_baseline(&label()).expect("read").is_none());
+}
+
+/// While the vault is unlocked, a binding written into SQLite behind the engine's back (to a
+/// server whose calls the agent then gets approved) is not used either: what a launch or a
+/// call is given comes from the bindings the seal vouches for, the row is removed and status
+/// says so at once, not at the next unlock. A binding the person made stays.
+#[tokio::test]
+async fn a_binding_edited_into_the_store_while_unlocked_is_not_used() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let other: ServerLabel = "other".parse().expect("label");
+    gate.configure(&other, &[]);
+    let name = add_deploy_token(&gate);
+    gate.authority
+        .bind(&gate.proven, &label(), &name)
+        .expect("bind");
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute(
+        "INSERT INTO server_credentials (server, credential) VALUES ('other', 'deploy-token')",
+        [],
+    )
+    .expect("bind behind Postern's back");
+    drop(db);
+
+    let store = Store::open(gate.home.path()).expect("store");
+    let bound = |server: &ServerLabel| store.bindings(server).expect("bindings");
+    assert_eq!(bound(&other).len(), 1, "the row is there");
+    let vouched = gate.authority.vouched(&other, bound(&other));
+    assert!(vouched.is_empty(), "{vouched:?}");
+    assert!(bound(&other).is_empty(), "the row is removed");
+    unbound_warning(&gate);
+    let mine = gate.authority.vouched(&label(), bound(&label()));
+    assert_eq!(mine.len(), 1, "the person's binding stays: {mine:?}");
 }
 
 /// The OS holds no secret: while the vault is locked an OS proof is refused before the OS is
