@@ -108,6 +108,7 @@ const REFUSALS: Record<string, string> = {
   audit_unavailable: "the audit log could not record it",
   session_unidentifiable: "the agent could not be identified",
   session_not_admitted: "the run was not admitted yet",
+  every_use_tools_only: "per-call approval covers tool calls only",
   credential_unavailable: "its credential could not be read",
 };
 

@@ -371,6 +371,31 @@ pub fn decide_operation(
     }
 }
 
+/// The per-call approval settings (any level but off) that cover a request other than a tool
+/// call to `server` from a launch holding `credentials`: those set on the server or on one of
+/// those credentials (a setting on one tool covers that tool only). A person is asked about
+/// tool calls only, so such a request is refused while any applies
+/// ([`Denial::every_use_tools_only`]).
+pub fn every_use_on_operation(
+    settings: &[EveryUseSetting],
+    server: &ServerLabel,
+    credentials: &[String],
+) -> Vec<SettingTarget> {
+    let mut set: Vec<SettingTarget> = settings
+        .iter()
+        .filter(|s| s.level != EveryUse::Off)
+        .filter(|s| match &s.target {
+            SettingTarget::Tool { .. } => false,
+            SettingTarget::Server { server: on } => on == server,
+            SettingTarget::Credential { name } => credentials.contains(name),
+        })
+        .map(|s| s.target.clone())
+        .collect();
+    set.sort();
+    set.dedup();
+    set
+}
+
 /// The strictest every-use level among the settings that apply to `request` (set on its
 /// tool, its server, or a credential scope it would use), and where each setting at that
 /// level is set (sorted). No applicable setting: [`EveryUse::Off`] and no sources.

@@ -59,6 +59,9 @@ pub struct OperationToAuthorize {
     pub method: String,
     /// Which way it goes.
     pub direction: Direction,
+    /// The credentials the server's running launch holds (per-call approval set on one of
+    /// them covers the request).
+    pub credentials: Vec<String>,
 }
 
 /// Which way a request goes.

@@ -51,6 +51,9 @@ pub enum DenyCode {
     SessionNotAdmitted,
     /// The session already has as many approval requests waiting for a human as it may.
     ApprovalQueueFull,
+    /// A request other than a tool call to a server that per-call approval covers (set on the
+    /// server, or on a credential its launch holds): a person is asked about tool calls only.
+    EveryUseToolsOnly,
 }
 
 /// The structured content of an `authorization_stale` refusal, exactly as the issue and
@@ -81,6 +84,7 @@ impl DenyCode {
             Self::ApprovalExpired => "approval_expired",
             Self::SessionNotAdmitted => "session_not_admitted",
             Self::ApprovalQueueFull => "approval_queue_full",
+            Self::EveryUseToolsOnly => "every_use_tools_only",
         }
     }
 }
@@ -203,6 +207,31 @@ impl Denial {
                 "server": server.as_str(),
                 "method": method,
                 "retry": "call a tool of this server first; retry once a human approved it",
+            }),
+        }
+    }
+
+    /// `every_use_tools_only`: per-call approval covers `server` (the settings `set`, on it or
+    /// on a credential its launch holds), and Postern asks a person about tool calls only, so
+    /// `method` is not passed.
+    pub fn every_use_tools_only(
+        server: &ServerLabel,
+        method: &str,
+        set: &[super::SettingTarget],
+    ) -> Self {
+        let set: Vec<String> = set.iter().map(ToString::to_string).collect();
+        Self {
+            code: DenyCode::EveryUseToolsOnly,
+            message: format!(
+                "per-call approval is on for {} and Postern asks a person about tool calls only, so it does not pass {method} to server '{server}'",
+                set.join(", ")
+            ),
+            detail: json!({
+                "error": "every_use_tools_only",
+                "server": server.as_str(),
+                "method": method,
+                "everyUse": set,
+                "retry": "use this server's tools; a person can turn per-call approval off for it (`postern every-use`) to let such requests through",
             }),
         }
     }

@@ -97,6 +97,22 @@ impl Authority {
                     &operation.server,
                     &operation.method,
                 )
+                .and_then(|authority| {
+                    let set = postern_domain::decision::every_use_on_operation(
+                        &state.every_use,
+                        &operation.server,
+                        &operation.credentials,
+                    );
+                    if set.is_empty() {
+                        Ok(authority)
+                    } else {
+                        Err(Denial::every_use_tools_only(
+                            &operation.server,
+                            &operation.method,
+                            &set,
+                        ))
+                    }
+                })
             }
         };
         match decided {

@@ -136,6 +136,29 @@ fn call_to(tool: &str, now: &Launch, shown: &Launch) -> CallToAuthorize {
     }
 }
 
+/// Adds the env credential `name` (`TOKEN`) with the value `value`, as a person does; its name.
+fn add_env_credential(gate: &Gate, name: &str, value: &str) -> postern_domain::CredentialName {
+    use postern_domain::credential::{CredentialSpec, Injection};
+    let name: postern_domain::CredentialName = name.parse().expect("name");
+    let spec = CredentialSpec::new(
+        Injection::Env {
+            var: "TOKEN".into(),
+        },
+        &[],
+    )
+    .expect("spec");
+    gate.authority
+        .add_credential(
+            &gate.proven,
+            &name,
+            spec,
+            false,
+            postern_vault::Secret::new(value.into()),
+        )
+        .expect("add");
+    name
+}
+
 fn deploy(at: &Launch) -> CallToAuthorize {
     call_to("deploy", at, at)
 }

@@ -14,6 +14,7 @@ fn operation(at: &Launch, method: &str, direction: Direction) -> OperationToAuth
         caller: call.request.caller,
         method: method.into(),
         direction,
+        credentials: Vec::new(),
     }
 }
 
@@ -22,6 +23,62 @@ fn refusal(verdict: Verdict) -> String {
         Verdict::Deny(denial) => denial.code.as_str().to_owned(),
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+/// Per-call approval set on a server, or on a credential its launch holds, covers a read too:
+/// no person is asked about reads, so an admitted run's read is refused while it is on (it used
+/// to pass on admission alone, and a credentialed server acted for it without the per-call
+/// approval the person turned on). A setting on one tool, or on a credential the launch does
+/// not hold, leaves reads alone.
+#[tokio::test]
+async fn per_call_approval_on_a_server_or_its_launchs_credential_refuses_its_reads() {
+    use postern_domain::decision::{EveryUse, EveryUseSetting, SettingTarget};
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    add_env_credential(&gate, "deploy-token", "v");
+    add_env_credential(&gate, "another", "v");
+    let a = launch(1, b"v1");
+    gate.approve(deploy(&a), GrantChoice::UntilRunEnds);
+    let mut read = operation(&a, "resources/read", Direction::ToServer);
+    read.credentials = vec!["deploy-token".into()];
+    let set = |target: SettingTarget, level: EveryUse| {
+        gate.authority
+            .set_every_use(EveryUseSetting { target, level }, Some(&gate.proven))
+            .expect("set");
+    };
+    let server = SettingTarget::Server { server: label() };
+    let credential = SettingTarget::Credential {
+        name: "deploy-token".into(),
+    };
+    let tool = SettingTarget::Tool {
+        server: label(),
+        tool: "deploy".into(),
+    };
+    set(tool, EveryUse::Confirm);
+    set(
+        SettingTarget::Credential {
+            name: "another".into(),
+        },
+        EveryUse::Confirm,
+    );
+    assert_eq!(
+        gate.authority.authorize_operation(&read),
+        Verdict::Allow(decision::Authority::Admitted)
+    );
+    for target in [server, credential] {
+        set(target.clone(), EveryUse::Confirm);
+        let Verdict::Deny(denial) = gate.authority.authorize_operation(&read) else {
+            panic!("{target} lets the read through");
+        };
+        assert_eq!(denial.code.as_str(), "every_use_tools_only");
+        assert_eq!(denial.detail["everyUse"], json!([target.to_string()]));
+        assert!(gate.authority.approvals().is_empty(), "no card for a read");
+        set(target, EveryUse::Off);
+    }
+    assert_eq!(
+        gate.authority.authorize_operation(&read),
+        Verdict::Allow(decision::Authority::Admitted)
+    );
 }
 
 #[tokio::test]

@@ -4,7 +4,6 @@
 //! keychain holds credential values only sealed under the vault key.
 
 use postern_domain::credential::Injection;
-use postern_domain::{CredentialName, CredentialSpec};
 use postern_vault::{Secret, VaultKey};
 
 use super::super::{PresenceError, VAULT_KEY_ITEM, check_offline};
@@ -242,23 +241,7 @@ async fn settings_edited_in_the_store_are_detected_and_the_stricter_ones_used() 
 async fn the_keychain_holds_credential_values_sealed_and_old_ones_are_sealed_on_the_first_passphrase()
  {
     let gate = Gate::new();
-    let name: CredentialName = "deploy-token".parse().expect("name");
-    let spec = CredentialSpec::new(
-        Injection::Env {
-            var: "TOKEN".into(),
-        },
-        &[],
-    )
-    .expect("spec");
-    gate.authority
-        .add_credential(
-            &gate.proven,
-            &name,
-            spec,
-            false,
-            Secret::new("s3cret-value".into()),
-        )
-        .expect("add");
+    let name = add_env_credential(&gate, "deploy-token", "s3cret-value");
     let stored = gate
         .secrets
         .get("credential.deploy-token.v1")
@@ -346,27 +329,11 @@ fn unbound_warning(gate: &Gate) -> String {
     warning
 }
 
-/// Adds the env credential `deploy-token` (`TOKEN`), as a person does; its name.
-fn add_deploy_token(gate: &Gate) -> CredentialName {
-    let name: CredentialName = "deploy-token".parse().expect("name");
-    let spec = CredentialSpec::new(
-        Injection::Env {
-            var: "TOKEN".into(),
-        },
-        &[],
-    )
-    .expect("spec");
-    gate.authority
-        .add_credential(&gate.proven, &name, spec, false, Secret::new("v".into()))
-        .expect("add");
-    name
-}
-
 #[tokio::test]
 async fn a_binding_or_an_approved_launch_edited_in_the_store_is_not_used() {
     let gate = Gate::new();
     gate.configure(&label(), &[]);
-    let name = add_deploy_token(&gate);
+    let name = add_env_credential(&gate, "deploy-token", "v");
     let other: ServerLabel = "other".parse().expect("label");
     gate.configure(&other, &[]);
     // A person's approval makes `deployer`'s launch the baseline; a binding made by them.
@@ -420,7 +387,7 @@ async fn a_binding_edited_into_the_store_while_unlocked_is_not_used() {
     gate.configure(&label(), &[]);
     let other: ServerLabel = "other".parse().expect("label");
     gate.configure(&other, &[]);
-    let name = add_deploy_token(&gate);
+    let name = add_env_credential(&gate, "deploy-token", "v");
     gate.authority
         .bind(&gate.proven, &label(), &name)
         .expect("bind");

@@ -175,6 +175,7 @@ impl Session {
             caller: self.caller(),
             method: method.to_owned(),
             direction,
+            credentials: self.info.credentials.released.clone(),
         };
         self.ctx.authorizer.authorize_operation(&operation)
     }
