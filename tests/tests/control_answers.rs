@@ -19,6 +19,10 @@ use serde_json::{Value, json};
 fn against(answer: &Value, args: &[&str]) -> Result<(Value, bool, String, String)> {
     let home = tempfile::tempdir()?;
     std::fs::create_dir_all(home.path().join("run"))?;
+    // The fake engine holds the home's lock, as the engine does: the CLI sends nothing to a
+    // listener that does not.
+    let claim = std::fs::File::open(home.path())?;
+    claim.try_lock()?;
     let listener = UnixListener::bind(home.path().join("run/engine.sock"))?;
     let line = answer.to_string();
     let engine = std::thread::spawn(move || -> Result<Value> {
@@ -31,6 +35,7 @@ fn against(answer: &Value, args: &[&str]) -> Result<(Value, bool, String, String
         Ok(serde_json::from_str(&request)?)
     });
     let output = postern(home.path(), args)?;
+    drop(claim);
     let request = engine
         .join()
         .map_err(|_| anyhow::anyhow!("the fake engine panicked"))??;

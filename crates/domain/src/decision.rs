@@ -371,16 +371,30 @@ pub fn decide_operation(
     }
 }
 
-/// The per-call approval settings (any level but off) that cover a request other than a tool
-/// call to `server` from a launch holding `credentials`: those set on the server or on one of
-/// those credentials (a setting on one tool covers that tool only). A person is asked about
-/// tool calls only, so such a request is refused while any applies
-/// ([`Denial::every_use_tools_only`]).
+/// The per-call approval settings (any level but off) that cover `method`, a request other
+/// than a tool call, to `server` from a launch holding `credentials`: those set on the server
+/// or on one of those credentials (a setting on one tool covers that tool only). A person is
+/// asked about tool calls only, so such a request is refused while any applies
+/// ([`Denial::every_use_tools_only`]). None covers a request that only follows or stops what
+/// was decided before: a task's status, result or cancellation (the task came from a call a
+/// person was asked about), an unsubscription, a log level.
 pub fn every_use_on_operation(
     settings: &[EveryUseSetting],
     server: &ServerLabel,
+    method: &str,
     credentials: &[String],
 ) -> Vec<SettingTarget> {
+    let follows = matches!(
+        method,
+        "tasks/get"
+            | "tasks/result"
+            | "tasks/cancel"
+            | "resources/unsubscribe"
+            | "logging/setLevel"
+    );
+    if follows {
+        return Vec::new();
+    }
     let mut set: Vec<SettingTarget> = settings
         .iter()
         .filter(|s| s.level != EveryUse::Off)

@@ -113,6 +113,11 @@ struct State {
     last_proof_ms: Option<u64>,
     /// Settings found wider in the store than the engine last wrote them, said in status.
     config_warning: Option<String>,
+    /// The credential bindings (server, credential) the seal vouches for, while unlocked:
+    /// known at unlock (or at the first passphrase), changed only by a person's `bind` and
+    /// `unbind`, narrowed to what the store still holds. What the seal is written from, so
+    /// a row written into the store behind the engine's back never becomes vouched for.
+    bindings: Option<Vec<(String, String)>>,
     settings: Settings,
     every_use: Vec<EveryUseSetting>,
     grants: Vec<Grant>,
@@ -187,6 +192,7 @@ impl Authority {
                 attempts,
                 last_proof_ms: None,
                 config_warning: None,
+                bindings: None,
                 settings,
                 every_use,
                 grants: Vec::new(),

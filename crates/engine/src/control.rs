@@ -154,9 +154,12 @@ impl Control {
             )
             .map(|s| ControlAnswer::Status(Box::new(s)))
             .map_err(|e| Refusal::Failed(e.to_string())),
-            ControlCommand::ConfigChanged => Ok(ControlAnswer::ConfigChanged {
-                recorded: record_config_changes(&self.store, &self.audit),
-            }),
+            ControlCommand::ConfigChanged => {
+                authority.forget_removed_bindings();
+                Ok(ControlAnswer::ConfigChanged {
+                    recorded: record_config_changes(&self.store, &self.audit),
+                })
+            }
             ControlCommand::Journals => {
                 self.audit.flush();
                 Ok(ControlAnswer::Journals)

@@ -93,10 +93,11 @@ pub async fn request_with(
 /// takes on `HOME` itself, as the kernel says (`SO_PEERCRED`, `/proc/locks`), before anything
 /// is sent: a process put at the socket's path (the engine's socket renamed, a relay bound in
 /// its place) cannot hold it while the engine runs, and would read what the person sends (a
-/// passphrase, a credential's value) and could change the request.
+/// passphrase, a credential's value) and could change the request. Exactly one process may
+/// hold a lock on the home (a second one on a file of the same number is refused too: inode
+/// numbers repeat across a btrfs filesystem's subvolumes).
 #[cfg(target_os = "linux")]
 fn check_listener(stream: &UnixStream, socket: &Path) -> Result<(), ControlError> {
-    use std::os::unix::fs::MetadataExt;
     let home = socket.parent().and_then(Path::parent).unwrap_or(socket);
     let refused = |pid: String| ControlError::NotTheEngine {
         socket: socket.display().to_string(),
@@ -104,54 +105,107 @@ fn check_listener(stream: &UnixStream, socket: &Path) -> Result<(), ControlError
         pid,
     };
     let pid = match stream.peer_cred().map(|cred| cred.pid()) {
-        Ok(Some(pid)) => pid,
-        Ok(None) => return Err(refused("the kernel names no process".into())),
+        Ok(Some(pid)) if pid > 0 => pid,
+        Ok(_) => {
+            return Err(refused(
+                "no process this postern can see: is it running in another PID namespace, a \
+                 container or a sandbox?"
+                    .into(),
+            ));
+        }
         Err(e) => return Err(refused(format!("its credentials cannot be read: {e}"))),
     };
-    let dir = std::fs::metadata(home).map_err(|e| refused(format!("pid {pid}; {e}")))?;
+    let file = lock_file(home).map_err(|e| refused(format!("pid {pid}; {e}")))?;
     let locks = std::fs::read_to_string("/proc/locks")
         .map_err(|e| refused(format!("pid {pid}; /proc/locks cannot be read: {e}")))?;
-    let (major, minor) = (rustix::fs::major(dir.dev()), rustix::fs::minor(dir.dev()));
-    if holds_flock(&locks, pid, major, minor, dir.ino()) {
-        Ok(())
-    } else {
-        Err(refused(format!("pid {pid}")))
+    match flock_holders(&locks, &file)[..] {
+        [holder] if holder == pid => Ok(()),
+        _ => Err(refused(format!("pid {pid}"))),
     }
 }
 
-/// Whether `locks` (the text of `/proc/locks`) shows `pid` holding a `flock` on the file with
-/// inode `ino` on device `major:minor` (`ID: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF`, the
-/// device in hex; a waiter's line has `->` after its id).
+/// The home directory as `/proc/locks` names the file a lock is on: `MAJOR:MINOR:INODE`, the
+/// device being the filesystem's (`/proc/self/mountinfo`, by the mount `statx` names: on btrfs a
+/// subvolume's `st_dev` is not its filesystem's), in hex as `/proc/locks` prints it.
+#[cfg(target_os = "linux")]
+fn lock_file(home: &Path) -> std::io::Result<String> {
+    use rustix::fs::{AtFlags, CWD, StatxFlags, statx};
+    let stx = statx(
+        CWD,
+        home,
+        AtFlags::empty(),
+        StatxFlags::INO | StatxFlags::MNT_ID,
+    )?;
+    let mut dev = (stx.stx_dev_major, stx.stx_dev_minor);
+    if stx.stx_mask & StatxFlags::MNT_ID.bits() != 0 {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+        if let Some(found) = mount_device(&mountinfo, stx.stx_mnt_id) {
+            dev = found;
+        }
+    }
+    Ok(format!("{:02x}:{:02x}:{}", dev.0, dev.1, stx.stx_ino))
+}
+
+/// The device (`major:minor`, decimal) of the mount `id` in `/proc/self/mountinfo`'s text.
 #[cfg(any(target_os = "linux", test))]
-fn holds_flock(locks: &str, pid: i32, major: u32, minor: u32, ino: u64) -> bool {
-    let file = format!("{major:02x}:{minor:02x}:{ino}");
-    let pid = pid.to_string();
-    locks.lines().any(|line| {
-        let mut fields = line.split_whitespace().skip(1);
-        fields.next() == Some("FLOCK")
-            && fields.next().is_some()
-            && fields.next().is_some()
-            && fields.next() == Some(pid.as_str())
-            && fields.next() == Some(file.as_str())
+fn mount_device(mountinfo: &str, id: u64) -> Option<(u32, u32)> {
+    mountinfo.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        if fields.next()?.parse::<u64>().ok()? != id {
+            return None;
+        }
+        let (major, minor) = fields.nth(1)?.split_once(':')?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
     })
+}
+
+/// The pids holding an exclusive `flock` on `file` (`MAJ:MIN:INODE` as [`lock_file`] gives
+/// it) in `locks`, the text of `/proc/locks` (`ID: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0
+/// EOF`; a waiter's line has `->` after its id, and an old kernel's `LOCK_MAND` lock, which
+/// conflicts with nothing, reads `FLOCK MSNFS`: neither counts).
+#[cfg(any(target_os = "linux", test))]
+fn flock_holders(locks: &str, file: &str) -> Vec<i32> {
+    locks
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().skip(1).take(5).collect();
+            match fields[..] {
+                ["FLOCK", "ADVISORY", "WRITE", pid, on] if on == file => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::holds_flock;
+    use super::{flock_holders, mount_device};
 
     #[test]
-    fn a_flock_is_found_by_its_holder_and_file_and_a_waiter_or_another_lock_is_not() {
+    fn the_holders_of_a_flock_are_found_by_file_and_waiters_and_other_locks_are_not() {
         let locks = "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF\n\
                      1: -> FLOCK  ADVISORY  WRITE 777 fd:01:1234 0 EOF\n\
                      2: POSIX  ADVISORY  WRITE 999 fd:01:5678 0 EOF\n\
-                     3: FLOCK  ADVISORY  WRITE 4242 00:2a:99 0 EOF\n";
-        assert!(holds_flock(locks, 4242, 0xfd, 1, 1234));
-        assert!(holds_flock(locks, 4242, 0, 0x2a, 99));
-        // Another process on the same file, a waiter, a POSIX lock, another file.
-        assert!(!holds_flock(locks, 5000, 0xfd, 1, 1234));
-        assert!(!holds_flock(locks, 777, 0xfd, 1, 1234));
-        assert!(!holds_flock(locks, 999, 0xfd, 1, 5678));
-        assert!(!holds_flock(locks, 4242, 0xfd, 1, 5678));
+                     3: FLOCK  MSNFS  READ 666 fd:01:1234 0 EOF\n\
+                     4: FLOCK  ADVISORY  READ 555 fd:01:1234 0 EOF\n\
+                     5: FLOCK  ADVISORY  WRITE 4242 00:2a:99 0 EOF\n";
+        assert_eq!(flock_holders(locks, "fd:01:1234"), [4242]);
+        assert_eq!(flock_holders(locks, "00:2a:99"), [4242]);
+        assert!(
+            flock_holders(locks, "fd:01:5678").is_empty(),
+            "a POSIX lock"
+        );
+        // A second holder on a file of the same number (another subvolume) is seen.
+        let twice = format!("{locks}6: FLOCK  ADVISORY  WRITE 31337 fd:01:1234 0 EOF\n");
+        assert_eq!(flock_holders(&twice, "fd:01:1234"), [4242, 31337]);
+    }
+
+    #[test]
+    fn a_mount_is_found_by_its_id() {
+        let mountinfo = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+                         41 22 0:40 / /home rw,relatime shared:20 - btrfs /dev/vdb rw,subvol=/home\n";
+        assert_eq!(mount_device(mountinfo, 41), Some((0, 40)));
+        assert_eq!(mount_device(mountinfo, 22), Some((254, 0)));
+        assert_eq!(mount_device(mountinfo, 7), None);
     }
 }

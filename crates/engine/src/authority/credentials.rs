@@ -243,7 +243,7 @@ impl Authority {
     ) -> Result<bool, CredentialError> {
         // Held until the binding is sealed: a launch looking its server up meanwhile would
         // find a binding the seal does not vouch for yet, and drop it (`Authority::vouched`).
-        let state = self.state();
+        let mut state = self.state();
         let store = self.store()?;
         let builtin = server.as_str() == BUILTIN_LABEL;
         let config = store.server(server).map_err(fail)?;
@@ -271,6 +271,7 @@ impl Authority {
         }
         let bound = store.bind(server, name).map_err(fail)?;
         drop(store);
+        Self::vouch(&mut state, server.as_str(), name.as_str(), true);
         self.reseal(&state);
         drop(state);
         crate::record_config_changes(&self.inner.store, &self.inner.audit);
@@ -290,6 +291,7 @@ impl Authority {
         name: &CredentialName,
     ) -> Result<bool, CredentialError> {
         let unbound = self.store()?.unbind(server, name).map_err(fail)?;
+        Self::vouch(&mut self.state(), server.as_str(), name.as_str(), false);
         self.config_changed();
         if unbound {
             // Bound again later, it is released only on a new approval.

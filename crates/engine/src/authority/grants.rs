@@ -101,6 +101,7 @@ impl Authority {
                     let set = postern_domain::decision::every_use_on_operation(
                         &state.every_use,
                         &operation.server,
+                        &operation.method,
                         &operation.credentials,
                     );
                     if set.is_empty() {

@@ -525,7 +525,14 @@ impl Authority {
             .lock()
             .map_err(|_| "store unavailable".to_owned())
             .and_then(|store| {
-                let (bindings, baselines) = stored_rows(&store);
+                let (stored, baselines) = stored_rows(&store);
+                // What a person bound (as the store still holds it), never a row as found:
+                // one written behind the engine's back would be vouched for from now on.
+                // Without a vouched set yet (the first passphrase), the store's rows.
+                let bindings = match &state.bindings {
+                    Some(vouched) => stored.into_iter().filter(|b| vouched.contains(b)).collect(),
+                    None => stored,
+                };
                 let authentic = Authentic {
                     settings: state.settings,
                     every_use: state.every_use.clone(),
@@ -572,18 +579,16 @@ impl Authority {
     /// while locked, and the next unlock checks them.
     pub(crate) fn vouched(&self, server: &ServerLabel, bound: Vec<Credential>) -> Vec<Credential> {
         let mut state = self.state();
-        let vouched = match &state.key {
-            None => return bound,
-            Some(key) => self
-                .read_seal(key)
-                .1
-                .map(|a| a.bindings)
-                .unwrap_or_default(),
-        };
+        if state.key.is_none() {
+            return bound;
+        }
+        let pair = |c: &Credential| (server.as_str().to_owned(), c.name.as_str().to_owned());
+        let vouched = state.bindings.get_or_insert_with(Vec::new);
+        // A binding the store no longer holds (a server removed, a row deleted) is no longer
+        // vouched for: the same row written again later is not the person's.
+        vouched.retain(|b| b.0 != server.as_str() || bound.iter().any(|c| pair(c) == *b));
         let (kept, unvouched): (Vec<Credential>, Vec<Credential>) =
-            bound.into_iter().partition(|c| {
-                vouched.contains(&(server.as_str().to_owned(), c.name.as_str().to_owned()))
-            });
+            bound.into_iter().partition(|c| vouched.contains(&pair(c)));
         if unvouched.is_empty() {
             return kept;
         }
@@ -611,6 +616,41 @@ impl Authority {
         drop(state);
         self.changed();
         kept
+    }
+
+    /// The bindings the seal vouches for, read and verified under `key` (none if it does not
+    /// verify).
+    pub(super) fn sealed_bindings(&self, key: &VaultKey) -> Vec<(String, String)> {
+        self.read_seal(key)
+            .1
+            .map(|a| a.bindings)
+            .unwrap_or_default()
+    }
+
+    /// The vouched bindings the store no longer holds are no longer vouched for (a server's
+    /// removal, told by the CLI): the same row written again later is not the person's.
+    pub fn forget_removed_bindings(&self) {
+        let mut state = self.state();
+        let Some(vouched) = &mut state.bindings else {
+            return;
+        };
+        let Ok(store) = self.inner.store.lock() else {
+            return;
+        };
+        let (stored, _) = stored_rows(&store);
+        vouched.retain(|b| stored.contains(b));
+    }
+
+    /// A person bound (`true`) or unbound `server` and `credential`: the vouched set follows
+    /// (call with the state held, before resealing).
+    pub(super) fn vouch(state: &mut State, server: &str, credential: &str, bound: bool) {
+        let pair = (server.to_owned(), credential.to_owned());
+        if let Some(vouched) = &mut state.bindings {
+            vouched.retain(|b| *b != pair);
+            if bound {
+                vouched.push(pair);
+            }
+        }
     }
 
     /// [`Authority::seal_config`] with the key held while unlocked. A narrowing change made
@@ -727,6 +767,7 @@ impl Authority {
         }
         state.settings = settings;
         state.every_use = every_use;
+        state.bindings = Some(authentic.bindings);
         self.seal_config(state, key);
     }
 }

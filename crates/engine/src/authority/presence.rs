@@ -450,7 +450,11 @@ impl Authority {
         {
             let mut state = self.state();
             state.passphrase_set = true;
+            // What the store holds now is what the person set up before there was a
+            // passphrase: vouched for from here on.
+            state.bindings = None;
             self.seal_config(&state, &key);
+            state.bindings = Some(self.sealed_bindings(&key));
         }
         self.inner.audit.record(AuditEvent::ConfigChanged {
             what: if sealed == 0 {

@@ -73,6 +73,13 @@ async fn per_call_approval_on_a_server_or_its_launchs_credential_refuses_its_rea
         assert_eq!(denial.code.as_str(), "every_use_tools_only");
         assert_eq!(denial.detail["everyUse"], json!([target.to_string()]));
         assert!(gate.authority.approvals().is_empty(), "no card for a read");
+        // What follows a call a person was asked about is not refused.
+        let mut result = read.clone();
+        result.method = "tasks/result".into();
+        assert!(matches!(
+            gate.authority.authorize_operation(&result),
+            Verdict::Allow(_)
+        ));
         set(target, EveryUse::Off);
     }
     assert_eq!(

@@ -377,12 +377,11 @@ async fn a_binding_or_an_approved_launch_edited_in_the_store_is_not_used() {
     assert!(store.approved_baseline(&label()).expect("read").is_none());
 }
 
-/// While the vault is unlocked, a binding written into SQLite behind the engine's back (to a
-/// server whose calls the agent then gets approved) is not used either: what a launch or a
-/// call is given comes from the bindings the seal vouches for, the row is removed and status
-/// says so at once, not at the next unlock. A binding the person made stays.
-#[tokio::test]
-async fn a_binding_edited_into_the_store_while_unlocked_is_not_used() {
+/// A gate with `deploy-token` bound to `deployer` by the person, and bound to `other` by a
+/// row written into SQLite behind the engine's back, then the settings sealed again (per-call
+/// approval turned on needs no proof; an unbind of nothing reseals too): the seal must not
+/// take the planted row with them.
+fn planted_binding() -> (Gate, ServerLabel) {
     let gate = Gate::new();
     gate.configure(&label(), &[]);
     let other: ServerLabel = "other".parse().expect("label");
@@ -398,7 +397,25 @@ async fn a_binding_edited_into_the_store_while_unlocked_is_not_used() {
     )
     .expect("bind behind Postern's back");
     drop(db);
+    gate.authority
+        .set_every_use(
+            EveryUseSetting {
+                target: SettingTarget::Server { server: label() },
+                level: EveryUse::Confirm,
+            },
+            None,
+        )
+        .expect("narrowing");
+    (gate, other)
+}
 
+/// While the vault is unlocked, a binding written into SQLite behind the engine's back (to a
+/// server whose calls the agent then gets approved) is not used either: what a launch or a
+/// call is given comes from the bindings the person made, the row is removed and status says
+/// so at once, not at the next unlock. A binding the person made stays.
+#[tokio::test]
+async fn a_binding_edited_into_the_store_while_unlocked_is_not_used() {
+    let (gate, other) = planted_binding();
     let store = Store::open(gate.home.path()).expect("store");
     let bound = |server: &ServerLabel| store.bindings(server).expect("bindings");
     assert_eq!(bound(&other).len(), 1, "the row is there");
@@ -408,6 +425,16 @@ async fn a_binding_edited_into_the_store_while_unlocked_is_not_used() {
     unbound_warning(&gate);
     let mine = gate.authority.vouched(&label(), bound(&label()));
     assert_eq!(mine.len(), 1, "the person's binding stays: {mine:?}");
+}
+
+/// The seal written while the planted row was in the store does not vouch for it: after a
+/// restart the first unlock finds it and drops it.
+#[tokio::test]
+async fn a_binding_planted_while_unlocked_is_not_sealed_by_a_later_change() {
+    let (gate, _) = planted_binding();
+    gate.audit.close("restart");
+    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    unbound_warning(&restarted);
 }
 
 /// The OS holds no secret: while the vault is locked an OS proof is refused before the OS is
