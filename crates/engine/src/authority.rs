@@ -118,6 +118,10 @@ struct State {
     /// `unbind`, narrowed to what the store still holds. What the seal is written from, so
     /// a row written into the store behind the engine's back never becomes vouched for.
     bindings: Option<Vec<(String, String)>>,
+    /// Each credential's spec (its injection and hosts, `lock::spec_of`) as a person added
+    /// it, while unlocked, kept like `bindings`: a spec edited in the store (hosts widened, a
+    /// brokered credential made a plain env value) is put back, never used.
+    specs: Option<Vec<(String, String)>>,
     settings: Settings,
     every_use: Vec<EveryUseSetting>,
     grants: Vec<Grant>,
@@ -193,6 +197,7 @@ impl Authority {
                 last_proof_ms: None,
                 config_warning: None,
                 bindings: None,
+                specs: None,
                 settings,
                 every_use,
                 grants: Vec::new(),
@@ -231,6 +236,22 @@ impl Authority {
     pub fn vault(&self) -> VaultState {
         let vault = self.state().vault;
         self.effective(vault)
+    }
+
+    /// The vault's state now, locking it first if the machine slept or the idle time passed,
+    /// as a decision does (the sweeper's next round may be seconds away).
+    pub(crate) fn vault_now(&self) -> VaultState {
+        let now = self.now();
+        let mut state = self.state();
+        let locked = self
+            .stepped_away(&mut state, now)
+            .is_some_and(|reason| self.lock_in(&mut state, &reason));
+        let vault = self.effective(state.vault);
+        drop(state);
+        if locked {
+            self.changed();
+        }
+        vault
     }
 
     /// The gate at a glance.

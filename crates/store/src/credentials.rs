@@ -74,6 +74,24 @@ impl Store {
         self.credential(name)
     }
 
+    /// Puts back a credential's injection and hosts as they were sealed (after they were found
+    /// edited behind the engine's back); `false` when unknown.
+    pub fn restore_credential_spec(
+        &self,
+        name: &CredentialName,
+        injection: &Injection,
+        hosts: &[String],
+    ) -> Result<bool, StoreError> {
+        Ok(self.conn.execute(
+            "UPDATE credentials SET injection = ?2, hosts = ?3 WHERE name = ?1",
+            params![
+                name.as_str(),
+                encode(injection, name)?,
+                encode(&hosts, name)?
+            ],
+        )? > 0)
+    }
+
     /// Removes a credential and its bindings; `false` when unknown.
     pub fn remove_credential(&self, name: &CredentialName) -> Result<bool, StoreError> {
         let removed = self

@@ -84,6 +84,15 @@ impl Authority {
             return Err(fail(e));
         }
         drop(store);
+        // Read with the store's lock let go: the authority's is taken first, then the store's.
+        let added = self.store()?.credential(name).map_err(fail)?;
+        if let Some(added) = added {
+            Self::vouch_spec(
+                &mut self.state(),
+                name.as_str(),
+                Some(super::lock::spec_of(&added)),
+            );
+        }
         if every_use {
             self.set_every_use(
                 EveryUseSetting {
@@ -149,6 +158,7 @@ impl Authority {
     ) -> Result<(), CredentialError> {
         let old = self.credential(name)?;
         self.store()?.remove_credential(name).map_err(fail)?;
+        Self::vouch_spec(&mut self.state(), name.as_str(), None);
         let _ = self.inner.secrets.delete(&old.keychain_item());
         // A credential added again under this name is another secret: approved anew.
         self.state()

@@ -216,7 +216,7 @@ struct Report {
 impl EgressSink for Report {
     fn may_substitute(&self, _: &LaunchInfo) -> bool {
         self.gate.upgrade().is_some_and(|inner| {
-            Authority { inner }.vault() == postern_domain::decision::VaultState::Ready
+            Authority { inner }.vault_now() == postern_domain::decision::VaultState::Ready
         })
     }
 

@@ -2,6 +2,7 @@
 //! round (grants whose time or agent run is over, the idle lock, a sleep seen on the clocks),
 //! the persisted settings and the every-use settings.
 
+use postern_domain::credential::Injection;
 use postern_domain::decision::{
     APPROVAL_TIMEOUT_MS, Denial, EveryUse, EveryUseSetting, SettingTarget, SettingsUpdate,
 };
@@ -495,6 +496,10 @@ struct Authentic {
     every_use: Vec<EveryUseSetting>,
     bindings: Pairs,
     baselines: Pairs,
+    /// Each credential's name and spec ([`spec_of`]) as a person added it; absent from a seal
+    /// written before specs were sealed (the store's are taken then, once).
+    #[serde(default)]
+    credentials: Option<Pairs>,
 }
 
 /// Pairs of labels as stored: (server, credential) bindings, (server, digest) baselines.
@@ -511,6 +516,24 @@ fn stored_rows(store: &Store) -> (Pairs, Pairs) {
         Vec::new()
     });
     (bindings, baselines)
+}
+
+/// A credential's spec as sealed: its injection and hosts, as JSON.
+pub(super) fn spec_of(credential: &Credential) -> String {
+    serde_json::to_string(&(&credential.injection, &credential.hosts)).unwrap_or_default()
+}
+
+/// Each stored credential's name and spec.
+fn stored_specs(store: &Store) -> Pairs {
+    store
+        .credentials()
+        .unwrap_or_else(|e| {
+            tracing::error!("cannot read the credentials to seal them: {e}");
+            Vec::new()
+        })
+        .iter()
+        .map(|c| (c.name.to_string(), spec_of(c)))
+        .collect()
 }
 
 const SEAL_PURPOSE: &str = "postern settings seal v1";
@@ -533,11 +556,16 @@ impl Authority {
                     Some(vouched) => stored.into_iter().filter(|b| vouched.contains(b)).collect(),
                     None => stored,
                 };
+                let credentials = match &state.specs {
+                    Some(specs) => specs.clone(),
+                    None => stored_specs(&store),
+                };
                 let authentic = Authentic {
                     settings: state.settings,
                     every_use: state.every_use.clone(),
                     bindings,
                     baselines,
+                    credentials: Some(credentials),
                 };
                 let config = serde_json::to_string(&authentic).unwrap_or_default();
                 let mac = key.mac(SEAL_PURPOSE, config.as_bytes());
@@ -587,9 +615,19 @@ impl Authority {
         // A binding the store no longer holds (a server removed, a row deleted) is no longer
         // vouched for: the same row written again later is not the person's.
         vouched.retain(|b| b.0 != server.as_str() || bound.iter().any(|c| pair(c) == *b));
-        let (kept, unvouched): (Vec<Credential>, Vec<Credential>) =
+        let (mut kept, unvouched): (Vec<Credential>, Vec<Credential>) =
             bound.into_iter().partition(|c| vouched.contains(&pair(c)));
-        if unvouched.is_empty() {
+        // A kept credential's spec is the one sealed: one edited in the store is put back.
+        let specs = state.specs.clone().unwrap_or_default();
+        let edited: Vec<(usize, String)> = kept
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let (_, was) = specs.iter().find(|(n, _)| n == c.name.as_str())?;
+                (*was != spec_of(c)).then(|| (i, was.clone()))
+            })
+            .collect();
+        if unvouched.is_empty() && edited.is_empty() {
             return kept;
         }
         let mut found = Vec::new();
@@ -601,6 +639,16 @@ impl Authority {
                 }
                 found.push(format!(
                     "credential '{name}' was bound to '{server}' and is unbound"
+                ));
+            }
+            for (i, was) in &edited {
+                let name = kept[*i].name.to_string();
+                if let Some((injection, hosts)) = restore_spec(&store, &name, was) {
+                    kept[*i].injection = injection;
+                    kept[*i].hosts = hosts;
+                }
+                found.push(format!(
+                    "credential '{name}' had its hosts or injection edited; they are as you set them again"
                 ));
             }
         }
@@ -618,12 +666,12 @@ impl Authority {
         kept
     }
 
-    /// The bindings the seal vouches for, read and verified under `key` (none if it does not
-    /// verify).
-    pub(super) fn sealed_bindings(&self, key: &VaultKey) -> Vec<(String, String)> {
+    /// The bindings and credential specs the seal vouches for, read and verified under `key`
+    /// (none if it does not verify).
+    pub(super) fn sealed_bindings(&self, key: &VaultKey) -> (Pairs, Pairs) {
         self.read_seal(key)
             .1
-            .map(|a| a.bindings)
+            .map(|a| (a.bindings, a.credentials.unwrap_or_default()))
             .unwrap_or_default()
     }
 
@@ -639,6 +687,15 @@ impl Authority {
         };
         let (stored, _) = stored_rows(&store);
         vouched.retain(|b| stored.contains(b));
+    }
+
+    /// A person added (`Some(spec)`) or removed credential `name`: the sealed specs follow
+    /// (call with the state held, before resealing).
+    pub(super) fn vouch_spec(state: &mut State, name: &str, spec: Option<String>) {
+        if let Some(specs) = &mut state.specs {
+            specs.retain(|(n, _)| n != name);
+            specs.extend(spec.map(|spec| (name.to_owned(), spec)));
+        }
     }
 
     /// A person bound (`true`) or unbound `server` and `credential`: the vouched set follows
@@ -674,6 +731,7 @@ impl Authority {
             every_use: state.every_use.clone(),
             bindings: Vec::new(),
             baselines: Vec::new(),
+            credentials: None,
         });
         let settings = strictest(state.settings, authentic.settings);
         let mut every_use = state.every_use.clone();
@@ -741,6 +799,23 @@ impl Authority {
                     "the launch last approved for '{server}' was edited and is forgotten (its next card shows everything as new)"
                 ));
             }
+            let specs = match &authentic.credentials {
+                Some(sealed) => {
+                    for (name, spec) in stored_specs(&store) {
+                        if let Some((_, was)) = sealed.iter().find(|(n, _)| *n == name)
+                            && *was != spec
+                        {
+                            restore_spec(&store, &name, was);
+                            found.push(format!(
+                                "credential '{name}' had its hosts or injection edited; they are as you set them again"
+                            ));
+                        }
+                    }
+                    sealed.clone()
+                }
+                None => stored_specs(&store),
+            };
+            state.specs = Some(specs);
         }
         if !found.is_empty() {
             let what = format!(
@@ -770,6 +845,17 @@ impl Authority {
         state.bindings = Some(authentic.bindings);
         self.seal_config(state, key);
     }
+}
+
+/// Writes credential `name`'s sealed spec `was` back into the store; the spec, or `None` if
+/// it cannot be read back (the credential then keeps the store's, and the warning stands).
+fn restore_spec(store: &Store, name: &str, was: &str) -> Option<(Injection, Vec<String>)> {
+    let (injection, hosts): (Injection, Vec<String>) = serde_json::from_str(was).ok()?;
+    let name: CredentialName = name.parse().ok()?;
+    if let Err(e) = store.restore_credential_spec(&name, &injection, &hosts) {
+        tracing::error!("a credential's spec could not be put back: {e}");
+    }
+    Some((injection, hosts))
 }
 
 /// `prompt` or `observe`.

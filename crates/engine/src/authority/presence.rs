@@ -453,8 +453,11 @@ impl Authority {
             // What the store holds now is what the person set up before there was a
             // passphrase: vouched for from here on.
             state.bindings = None;
+            state.specs = None;
             self.seal_config(&state, &key);
-            state.bindings = Some(self.sealed_bindings(&key));
+            let (bindings, specs) = self.sealed_bindings(&key);
+            state.bindings = Some(bindings);
+            state.specs = Some(specs);
         }
         self.inner.audit.record(AuditEvent::ConfigChanged {
             what: if sealed == 0 {

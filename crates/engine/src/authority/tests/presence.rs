@@ -4,6 +4,7 @@
 //! keychain holds credential values only sealed under the vault key.
 
 use postern_domain::credential::Injection;
+use postern_domain::{CredentialName, CredentialSpec};
 use postern_vault::{Secret, VaultKey};
 
 use super::super::{PresenceError, VAULT_KEY_ITEM, check_offline};
@@ -435,6 +436,61 @@ async fn a_binding_planted_while_unlocked_is_not_sealed_by_a_later_change() {
     gate.audit.close("restart");
     let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
     unbound_warning(&restarted);
+}
+
+/// A credential's hosts widened in SQLite (to have the broker put its value in requests to
+/// another host, with the release approvals as they are) are put back as the person set them:
+/// at the next lookup while unlocked, and at the next unlock after a restart.
+#[tokio::test]
+async fn a_credentials_hosts_edited_in_the_store_are_put_back() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let name: CredentialName = "gh".parse().expect("name");
+    let spec = CredentialSpec::new(
+        Injection::Env {
+            var: "GH_TOKEN".into(),
+        },
+        &["api.github.com".to_owned()],
+    )
+    .expect("spec");
+    gate.authority
+        .add_credential(&gate.proven, &name, spec, false, Secret::new("v".into()))
+        .expect("add");
+    gate.authority
+        .bind(&gate.proven, &label(), &name)
+        .expect("bind");
+    let widen = || {
+        let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+        db.execute(
+            "UPDATE credentials SET hosts = '[\"api.github.com\",\"evil.example\"]'",
+            [],
+        )
+        .expect("widen behind Postern's back");
+    };
+    let hosts = |store: &Store| store.credential(&name).expect("read").expect("one").hosts;
+    let edited = "credential 'gh' had its hosts or injection edited";
+    let store = Store::open(gate.home.path()).expect("store");
+
+    widen();
+    let looked_up = gate
+        .authority
+        .vouched(&label(), store.bindings(&label()).expect("bindings"));
+    assert_eq!(looked_up.len(), 1, "{looked_up:?}");
+    assert_eq!(looked_up[0].hosts, ["api.github.com"]);
+    assert_eq!(hosts(&store), ["api.github.com"], "put back in the store");
+    let warning = gate.authority.gate_status().config_warning.expect("said");
+    assert!(warning.contains(edited), "{warning}");
+
+    widen();
+    gate.audit.close("restart");
+    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    let warning = restarted
+        .authority
+        .gate_status()
+        .config_warning
+        .expect("said");
+    assert!(warning.contains(edited), "{warning}");
+    assert_eq!(hosts(&store), ["api.github.com"], "put back at the unlock");
 }
 
 /// The OS holds no secret: while the vault is locked an OS proof is refused before the OS is
