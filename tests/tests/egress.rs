@@ -219,9 +219,24 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
             status.contains("REFUSED: a launch sent the placeholder of api-token toward 127.0.0.1"),
             "{status}"
         );
+        // Any process may not clear it (the server that tried, the agent): a request
+        // without the person's proof is refused and the notice stays.
+        let bare = postern_gateway::control::request(
+            &gate.socket(),
+            postern_gateway::hello::ControlCommand::DismissLeaks,
+        )
+        .await?;
+        ensure!(bare["refused"]["code"] == "proof_required", "{bare}");
+        let status = gate.cli(["server", "status", label])?;
+        ensure!(status.contains("REFUSED"), "{status}");
+        let typed = gate.at_terminal(
+            &[std::ffi::OsString::from("dismiss-leaks")],
+            None,
+            postern_e2e::tty::PASSPHRASE,
+        )?;
         ensure!(
-            gate.cli(["dismiss-leaks"])?.starts_with("dismissed "),
-            "dismissed"
+            String::from_utf8_lossy(&typed.output.stdout).starts_with("dismissed "),
+            "{typed:?}"
         );
         let status = gate.cli(["server", "status", label])?;
         ensure!(!status.contains("REFUSED"), "{status}");

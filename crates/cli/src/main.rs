@@ -89,7 +89,8 @@ enum Command {
     /// Unlock the vault: asks for the Postern passphrase on this terminal.
     Unlock,
     /// Dismiss the notices of requests the egress broker refused (`postern server status`
-    /// shows them), once you have looked; the approvals they withdrew stay withdrawn.
+    /// shows them), once you have looked: asks for the Postern passphrase on this terminal;
+    /// the approvals they withdrew stay withdrawn.
     DismissLeaks,
     /// Set the Postern passphrase (the first one unlocks the vault), or change it: asked on
     /// this terminal, never read from standard input, arguments or the environment.

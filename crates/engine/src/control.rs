@@ -139,6 +139,11 @@ impl Control {
                 reply: Reply::Approve { .. },
                 ..
             } => Some(authority.prove_approval(proof.as_ref())?),
+            // The person's own window clears the leak notices with a click; any other process
+            // (one of the agent's, the server's that tried the leak) needs the proof.
+            ControlCommand::DismissLeaks if matches!(origin, Origin::App(_)) && proof.is_none() => {
+                None
+            }
             command if command.need().needs_proof() => {
                 Some(authority.prove(proof.as_ref(), &what)?)
             }

@@ -648,6 +648,49 @@ mod tests {
         again.shutdown().await;
     }
 
+    /// The leak notices are the person's live warning: the app's own window clears them with
+    /// a click, any process on the socket only with the person's proof.
+    #[tokio::test]
+    async fn only_the_apps_window_dismisses_the_leak_notices_without_a_proof() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Engine::start_with_secrets(Home::at(dir.path()), memory())
+            .await
+            .expect("engine");
+        let control = engine.control();
+        use postern_gateway::hello::ControlCommand;
+        let refused = control
+            .request(
+                ControlCommand::DismissLeaks,
+                None,
+                Origin::Socket {
+                    peer: Some(std::process::id()),
+                },
+            )
+            .expect_err("no proof from the socket");
+        assert!(
+            matches!(
+                refused,
+                Refusal::Presence(authority::PresenceError::Required { .. })
+            ),
+            "{refused:?}"
+        );
+        let dismissed = control
+            .request(
+                ControlCommand::DismissLeaks,
+                None,
+                Origin::App(postern_domain::AnswerChannel::Window),
+            )
+            .expect("the window's click");
+        assert!(
+            matches!(
+                dismissed,
+                answer::ControlAnswer::DismissLeaks { dismissed: 0 }
+            ),
+            "{dismissed:?}"
+        );
+        engine.shutdown().await;
+    }
+
     #[tokio::test]
     async fn forgetting_a_home_deletes_its_keychain_entries_once_no_engine_owns_it() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -336,7 +336,6 @@ impl ControlCommand {
             | ControlCommand::Revoke { .. }
             | ControlCommand::RevokeRun { .. }
             | ControlCommand::Lock
-            | ControlCommand::DismissLeaks
             | ControlCommand::Unbind { .. } => Need::Narrow,
             ControlCommand::Answer { reply, .. } => match reply {
                 Reply::Approve { .. } => Need::Widen,
@@ -365,7 +364,12 @@ impl ControlCommand {
             | ControlCommand::Bind { .. }
             | ControlCommand::MoveToKeychain { .. }
             | ControlCommand::SetPassphrase { .. } => Need::Widen,
-            ControlCommand::CredentialRemove { .. } | ControlCommand::Prove { .. } => Need::Destroy,
+            // A leak notice is the person's live warning that a server tried to send a
+            // credential where it may not go: clearing it destroys evidence (the app's own
+            // window clears it with a click, `engine::control`).
+            ControlCommand::CredentialRemove { .. }
+            | ControlCommand::Prove { .. }
+            | ControlCommand::DismissLeaks => Need::Destroy,
         }
     }
 }
@@ -468,7 +472,7 @@ mod tests {
                 Need::Narrow,
             ),
             (ControlCommand::Lock, Need::Narrow),
-            (ControlCommand::DismissLeaks, Need::Narrow),
+            (ControlCommand::DismissLeaks, Need::Destroy),
             (
                 ControlCommand::Unbind {
                     server: s(),

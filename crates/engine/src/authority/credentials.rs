@@ -372,8 +372,17 @@ impl Authority {
                             credential: name.clone(),
                         })
                     });
+                    // Checked again where it is used: the server may have been looked up
+                    // while the vault was locked (`Authority::vouched` vouches only unlocked).
+                    let pair = (config.label.to_string(), name.clone());
+                    let unvouched = state.bindings.as_ref().is_some_and(|b| !b.contains(&pair))
+                        || state.specs.as_ref().is_some_and(|specs| {
+                            !specs.contains(&(name.clone(), super::lock::spec_of(credential)))
+                        });
                     let why = if state.vault != VaultState::Ready {
                         Some("the vault is locked")
+                    } else if unvouched {
+                        Some("its binding or its hosts were not set by a person")
                     } else if run.is_none() {
                         Some("the agent could not be identified")
                     } else if approved {

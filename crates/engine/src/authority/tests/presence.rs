@@ -428,6 +428,29 @@ async fn a_binding_edited_into_the_store_while_unlocked_is_not_used() {
     assert_eq!(mine.len(), 1, "the person's binding stays: {mine:?}");
 }
 
+/// A server looked up while the vault was locked (its planted binding not checked then) and
+/// launched after the unlock: the release checks the binding again and withholds the value.
+#[tokio::test]
+async fn a_planted_binding_that_reaches_a_release_is_withheld_there() {
+    let (gate, other) = planted_binding();
+    let store = Store::open(gate.home.path()).expect("store");
+    let mut config = store.server(&other).expect("read").expect("configured");
+    config.credentials = store.bindings(&other).expect("bindings");
+    assert_eq!(
+        config.credentials.len(),
+        1,
+        "as a lookup while locked gives it"
+    );
+    let release = gate
+        .authority
+        .release(1, Some(&me()), &config, &Digest::of(b"v1"));
+    assert_eq!(release.withheld, ["deploy-token"]);
+    assert_eq!(
+        release.reason.as_deref(),
+        Some("its binding or its hosts were not set by a person")
+    );
+}
+
 /// The seal written while the planted row was in the store does not vouch for it: after a
 /// restart the first unlock finds it and drops it.
 #[tokio::test]
