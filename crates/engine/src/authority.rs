@@ -122,6 +122,10 @@ struct State {
     /// it, while unlocked, kept like `bindings`: a spec edited in the store (hosts widened, a
     /// brokered credential made a plain env value) is put back, never used.
     specs: Option<Vec<(String, String)>>,
+    /// The approved baselines (server, digest of the stored row) the seal vouches for, kept
+    /// like `bindings`: a person's approval changes them; a row edited in the store is not
+    /// compared with, and never sealed.
+    baselines: Option<Vec<(String, String)>>,
     settings: Settings,
     every_use: Vec<EveryUseSetting>,
     grants: Vec<Grant>,
@@ -198,6 +202,7 @@ impl Authority {
                 config_warning: None,
                 bindings: None,
                 specs: None,
+                baselines: None,
                 settings,
                 every_use,
                 grants: Vec::new(),

@@ -256,7 +256,18 @@ impl Authority {
         if let Err(e) = stored {
             tracing::warn!(%server, "cannot keep the approved launch for later cards: {e}");
         }
-        // The baseline is under the seal.
+        // The baseline is under the seal: the row the person's approval wrote is vouched for.
+        if let Some(vouched) = &mut state.baselines {
+            vouched.retain(|(s, _)| s != server.as_str());
+            let row = self.inner.store.lock().ok().and_then(|store| {
+                store
+                    .baseline_digests()
+                    .ok()?
+                    .into_iter()
+                    .find(|(s, _)| s == server.as_str())
+            });
+            vouched.extend(row);
+        }
         self.reseal(state);
         state.last_approved.insert(
             server.clone(),
@@ -271,6 +282,9 @@ impl Authority {
     fn baseline(&self, state: &mut State, server: &ServerLabel) -> Option<Baseline> {
         if let Some(baseline) = state.last_approved.get(server) {
             return Some(baseline.clone());
+        }
+        if !self.baseline_vouched(state, server) {
+            return None;
         }
         let loaded = match self.inner.store.lock() {
             Ok(store) => store.approved_baseline(server),

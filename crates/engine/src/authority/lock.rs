@@ -548,7 +548,15 @@ impl Authority {
             .lock()
             .map_err(|_| "store unavailable".to_owned())
             .and_then(|store| {
-                let (stored, baselines) = stored_rows(&store);
+                let (stored, stored_baselines) = stored_rows(&store);
+                // Likewise the approved baselines: those a person's approval wrote.
+                let baselines = match &state.baselines {
+                    Some(vouched) => stored_baselines
+                        .into_iter()
+                        .filter(|b| vouched.contains(b))
+                        .collect(),
+                    None => stored_baselines,
+                };
                 // What a person bound (as the store still holds it), never a row as found:
                 // one written behind the engine's back would be vouched for from now on.
                 // Without a vouched set yet (the first passphrase), the store's rows.
@@ -668,11 +676,41 @@ impl Authority {
 
     /// The bindings and credential specs the seal vouches for, read and verified under `key`
     /// (none if it does not verify).
-    pub(super) fn sealed_bindings(&self, key: &VaultKey) -> (Pairs, Pairs) {
+    pub(super) fn sealed_bindings(&self, key: &VaultKey) -> (Pairs, Pairs, Pairs) {
         self.read_seal(key)
             .1
-            .map(|a| (a.bindings, a.credentials.unwrap_or_default()))
+            .map(|a| (a.bindings, a.credentials.unwrap_or_default(), a.baselines))
             .unwrap_or_default()
+    }
+
+    /// Whether `server`'s approved baseline as the store holds it now is one the seal vouches
+    /// for (while unlocked; locked, no card is shown anyway). One that is not is forgotten and
+    /// reported, as at an unlock: its cards show everything as new.
+    pub(super) fn baseline_vouched(&self, state: &mut State, server: &ServerLabel) -> bool {
+        let Some(vouched) = &state.baselines else {
+            return true;
+        };
+        let Ok(store) = self.inner.store.lock() else {
+            return false;
+        };
+        let stored = store.baseline_digests().unwrap_or_default();
+        let row = stored.iter().find(|(s, _)| s == server.as_str());
+        if row.is_none_or(|row| vouched.contains(row)) {
+            return true;
+        }
+        if let Err(e) = store.remove_approved_baseline(server.as_str()) {
+            tracing::error!("an approved baseline could not be removed: {e}");
+        }
+        drop(store);
+        let what = format!(
+            "Postern's settings were edited behind its back: the launch last approved for '{server}' was edited and is forgotten (its next card shows everything as new)"
+        );
+        tracing::warn!("{what}");
+        self.inner
+            .audit
+            .record(AuditEvent::ConfigTampered { what: what.clone() });
+        state.config_warning = Some(what);
+        false
     }
 
     /// The vouched bindings the store no longer holds are no longer vouched for (a server's
@@ -843,6 +881,7 @@ impl Authority {
         state.settings = settings;
         state.every_use = every_use;
         state.bindings = Some(authentic.bindings);
+        state.baselines = Some(authentic.baselines);
         self.seal_config(state, key);
     }
 }

@@ -454,10 +454,12 @@ impl Authority {
             // passphrase: vouched for from here on.
             state.bindings = None;
             state.specs = None;
+            state.baselines = None;
             self.seal_config(&state, &key);
-            let (bindings, specs) = self.sealed_bindings(&key);
+            let (bindings, specs, baselines) = self.sealed_bindings(&key);
             state.bindings = Some(bindings);
             state.specs = Some(specs);
+            state.baselines = Some(baselines);
         }
         self.inner.audit.record(AuditEvent::ConfigChanged {
             what: if sealed == 0 {

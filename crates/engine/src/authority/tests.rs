@@ -320,6 +320,12 @@ impl Gate {
     }
 
     /// Asks about `call`, which must wait on a new card; returns the card and the receiver.
+    /// The engine stopped and started again on the same home and keychain, and unlocked.
+    fn restarted(&self) -> Gate {
+        self.audit.close("restart");
+        Gate::on(&self.home, Arc::clone(&self.secrets))
+    }
+
     fn carded(&self, call: CallToAuthorize) -> (ApprovalCard, oneshot::Receiver<Verdict>) {
         let before = self.authority.approvals();
         let mut rx = self.ask(call);

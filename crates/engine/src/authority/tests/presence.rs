@@ -315,19 +315,65 @@ async fn a_vault_key_replaced_in_the_keychain_proves_nothing() {
     assert_eq!(again, PresenceError::AlreadySet);
 }
 
-/// The warning status shows, which must say that `deploy-token`'s binding to `other` was
-/// dropped.
-fn unbound_warning(gate: &Gate) -> String {
+/// Seals the settings again by something that needs no proof (per-call approval turned on;
+/// an unbind of nothing does too).
+fn seal_again(gate: &Gate) {
+    gate.authority
+        .set_every_use(
+            EveryUseSetting {
+                target: SettingTarget::Server { server: label() },
+                level: EveryUse::Confirm,
+            },
+            None,
+        )
+        .expect("narrowing");
+}
+
+/// A gate where a person approved `deployer`'s first launch (`v1`): its baseline.
+fn approved_once() -> Gate {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    gate.approve(deploy(&launch(1, b"v1")), GrantChoice::UntilRunEnds);
+    gate
+}
+
+/// Makes `deployer`'s approved launch in SQLite say the `evil` code was approved, as an agent
+/// would to have a changed server's card read "same code as approved".
+fn edit_approved_launch(gate: &Gate) {
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute(
+        "UPDATE approved_baselines SET record = replace(record, ?1, ?2)",
+        [
+            Digest::of(b"v1").to_string(),
+            Digest::of(b"evil").to_string(),
+        ],
+    )
+    .expect("edit the baseline");
+}
+
+/// The warning status shows, which must say `what`.
+fn warns(gate: &Gate, what: &str) -> String {
     let warning = gate
         .authority
         .gate_status()
         .config_warning
         .expect("status says so");
-    assert!(
-        warning.contains("credential 'deploy-token' was bound to 'other' and is unbound"),
-        "{warning}"
-    );
+    assert!(warning.contains(what), "{warning}");
     warning
+}
+
+/// Status says `deployer`'s approved launch was found edited and forgotten.
+fn says_the_approved_launch_was_edited(gate: &Gate) {
+    warns(gate, "the launch last approved for 'deployer' was edited");
+}
+
+/// The warning status shows, which must say that `deploy-token`'s binding to `other` was
+/// dropped.
+fn unbound_warning(gate: &Gate) -> String {
+    warns(
+        gate,
+        "credential 'deploy-token' was bound to 'other' and is unbound",
+    )
 }
 
 #[tokio::test]
@@ -398,15 +444,7 @@ fn planted_binding() -> (Gate, ServerLabel) {
     )
     .expect("bind behind Postern's back");
     drop(db);
-    gate.authority
-        .set_every_use(
-            EveryUseSetting {
-                target: SettingTarget::Server { server: label() },
-                level: EveryUse::Confirm,
-            },
-            None,
-        )
-        .expect("narrowing");
+    seal_again(&gate);
     (gate, other)
 }
 
@@ -426,6 +464,32 @@ async fn a_binding_edited_into_the_store_while_unlocked_is_not_used() {
     unbound_warning(&gate);
     let mine = gate.authority.vouched(&label(), bound(&label()));
     assert_eq!(mine.len(), 1, "the person's binding stays: {mine:?}");
+}
+
+/// The launch last approved, edited in SQLite while the vault is unlocked (to make a changed
+/// server's card say "same code as approved"), then the settings sealed again: the seal does
+/// not take the edit, so after a restart the unlock forgets it; and while unlocked a card
+/// would not compare with it either (`Authority::baseline_vouched`).
+#[tokio::test]
+async fn an_approved_launch_edited_while_unlocked_is_not_sealed_by_a_later_change() {
+    let gate = approved_once();
+    edit_approved_launch(&gate);
+    seal_again(&gate);
+    let restarted = gate.restarted();
+    says_the_approved_launch_was_edited(&restarted);
+}
+
+/// Edited while unlocked, before any card of this run compared with it: a card of the edited
+/// code is compared with nothing (not told "same code as approved"), and status says so.
+#[tokio::test]
+async fn an_approved_launch_edited_while_unlocked_is_not_compared_with() {
+    let gate = approved_once();
+    let restarted = gate.restarted();
+    assert_eq!(restarted.authority.gate_status().config_warning, None);
+    edit_approved_launch(&restarted);
+    let (card, _answer) = restarted.carded(deploy(&launch(2, b"evil")));
+    assert_eq!(card.epoch.since, IdentitySince::FirstApproval);
+    says_the_approved_launch_was_edited(&restarted);
 }
 
 /// A server looked up while the vault was locked (its planted binding not checked then) and
@@ -456,8 +520,7 @@ async fn a_planted_binding_that_reaches_a_release_is_withheld_there() {
 #[tokio::test]
 async fn a_binding_planted_while_unlocked_is_not_sealed_by_a_later_change() {
     let (gate, _) = planted_binding();
-    gate.audit.close("restart");
-    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    let restarted = gate.restarted();
     unbound_warning(&restarted);
 }
 
@@ -505,8 +568,7 @@ async fn a_credentials_hosts_edited_in_the_store_are_put_back() {
     assert!(warning.contains(edited), "{warning}");
 
     widen();
-    gate.audit.close("restart");
-    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    let restarted = gate.restarted();
     let warning = restarted
         .authority
         .gate_status()
