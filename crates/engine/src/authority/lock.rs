@@ -660,6 +660,15 @@ impl Authority {
                 ));
             }
         }
+        self.report_tampered(&mut state, &found);
+        drop(state);
+        self.changed();
+        kept
+    }
+
+    /// Says what was found edited behind the engine's back: the log, the audit log
+    /// (`config_tampered`) and status (`configWarning`).
+    fn report_tampered(&self, state: &mut State, found: &[String]) {
         let what = format!(
             "Postern's settings were edited behind its back: {}",
             found.join("; ")
@@ -669,9 +678,6 @@ impl Authority {
             .audit
             .record(AuditEvent::ConfigTampered { what: what.clone() });
         state.config_warning = Some(what);
-        drop(state);
-        self.changed();
-        kept
     }
 
     /// The bindings and credential specs the seal vouches for, read and verified under `key`
@@ -702,14 +708,12 @@ impl Authority {
             tracing::error!("an approved baseline could not be removed: {e}");
         }
         drop(store);
-        let what = format!(
-            "Postern's settings were edited behind its back: the launch last approved for '{server}' was edited and is forgotten (its next card shows everything as new)"
+        self.report_tampered(
+            state,
+            &[format!(
+                "the launch last approved for '{server}' was edited and is forgotten (its next card shows everything as new)"
+            )],
         );
-        tracing::warn!("{what}");
-        self.inner
-            .audit
-            .record(AuditEvent::ConfigTampered { what: what.clone() });
-        state.config_warning = Some(what);
         false
     }
 
@@ -856,11 +860,6 @@ impl Authority {
             state.specs = Some(specs);
         }
         if !found.is_empty() {
-            let what = format!(
-                "Postern's settings were edited behind its back: {}",
-                found.join("; ")
-            );
-            tracing::warn!("{what}");
             if let Ok(store) = self.inner.store.lock() {
                 if settings != state.settings
                     && let Err(e) = store.set_setting(SETTINGS_KEY, &settings)
@@ -873,10 +872,7 @@ impl Authority {
                     }
                 }
             }
-            self.inner
-                .audit
-                .record(AuditEvent::ConfigTampered { what: what.clone() });
-            state.config_warning = Some(what);
+            self.report_tampered(state, &found);
         }
         state.settings = settings;
         state.every_use = every_use;
