@@ -116,12 +116,20 @@ fn check_listener(stream: &UnixStream, socket: &Path) -> Result<(), ControlError
         Err(e) => return Err(refused(format!("its credentials cannot be read: {e}"))),
     };
     let file = lock_file(home).map_err(|e| refused(format!("pid {pid}; {e}")))?;
-    let locks = std::fs::read_to_string("/proc/locks")
-        .map_err(|e| refused(format!("pid {pid}; /proc/locks cannot be read: {e}")))?;
-    match flock_holders(&locks, &file)[..] {
-        [holder] if holder == pid => Ok(()),
-        _ => Err(refused(format!("pid {pid}"))),
+    // `/proc/locks` is read in pages while other processes take and drop locks (SQLite's, by
+    // the hundred under load), which can skip a line or show one twice: a few reads, and the
+    // holders as a set.
+    for _ in 0..5 {
+        let locks = std::fs::read_to_string("/proc/locks")
+            .map_err(|e| refused(format!("pid {pid}; /proc/locks cannot be read: {e}")))?;
+        let mut holders = flock_holders(&locks, &file);
+        holders.sort_unstable();
+        holders.dedup();
+        if holders == [pid] {
+            return Ok(());
+        }
     }
+    Err(refused(format!("pid {pid}")))
 }
 
 /// The home directory as `/proc/locks` names the file a lock is on: `MAJOR:MINOR:INODE`, the
