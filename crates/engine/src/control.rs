@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::answer::{ControlAnswer, ControlOutcome, ControlRefusal};
-use crate::authority::{AnswerError, PresenceError, Proof, SettingsUpdate};
+use crate::authority::{AnswerError, PresenceError, Proof, Proven, SettingsUpdate};
 use crate::{AuditLog, Authority, Home, record_config_changes, restart, status};
 
 /// Answers management requests: the CLI's on the socket, the app's in-process
@@ -108,7 +108,6 @@ impl Control {
         proof: Option<Proof>,
         origin: Origin,
     ) -> Result<ControlAnswer, Refusal> {
-        let authority = &self.authority;
         let what = command.act();
         // A malformed request is refused before anyone is asked for a proof.
         check_shape(&command)?;
@@ -117,38 +116,58 @@ impl Control {
         {
             self.human_only(peer, &what)?;
         }
-        if let ControlCommand::SetPassphrase { passphrase } = &command {
-            let passphrase = Secret::new(passphrase.0.clone());
-            authority.set_passphrase(&passphrase, proof.as_ref())?;
-            return Ok(ControlAnswer::SetPassphrase {
-                vault: authority.vault(),
-            });
-        }
-        let mut proven = match &command {
+        let presence = self.presence(&command, proof, origin, &what)?;
+        self.carry_out(command, presence, origin, &what)
+    }
+
+    /// What the person showed for `command`: checked here, before anything is done, for every
+    /// request that needs it.
+    fn presence(
+        &self,
+        command: &ControlCommand,
+        proof: Option<Proof>,
+        origin: Origin,
+        what: &str,
+    ) -> Result<Presence, Refusal> {
+        let authority = &self.authority;
+        Ok(match command {
+            // The first passphrase needs no proof, a new one the old: the act checks which.
+            ControlCommand::SetPassphrase { .. } => Presence::Offered(proof),
             // Whether a settings change widens is decided against the settings in force (a
             // shorter auto-lock narrows); `update_settings` checks it again under its lock.
             ControlCommand::Settings { change } => match &proof {
-                Some(proof) => Some(authority.prove(Some(proof), &what)?),
+                Some(proof) => Presence::Proven(authority.prove(Some(proof), what)?),
                 None if authority.settings_widen(change) => {
-                    return Err(PresenceError::Required { what }.into());
+                    return Err(proof_missing(what));
                 }
-                None => None,
+                None => Presence::NotNeeded,
             },
             // An approval also takes a plain click inside the window the settings may open.
             ControlCommand::Answer {
                 reply: Reply::Approve { .. },
                 ..
-            } => Some(authority.prove_approval(proof.as_ref())?),
+            } => Presence::Proven(authority.prove_approval(proof.as_ref())?),
             // The person's own window clears the leak notices with a click; any other process
             // (one of the agent's, the server's that tried the leak) needs the proof.
             ControlCommand::DismissLeaks if matches!(origin, Origin::App(_)) && proof.is_none() => {
-                None
+                Presence::NotNeeded
             }
             command if command.need().needs_proof() => {
-                Some(authority.prove(proof.as_ref(), &what)?)
+                Presence::Proven(authority.prove(proof.as_ref(), what)?)
             }
-            _ => None,
-        };
+            _ => Presence::NotNeeded,
+        })
+    }
+
+    /// Does what `command` asks, with what [`Control::presence`] found.
+    fn carry_out(
+        &self,
+        command: ControlCommand,
+        presence: Presence,
+        origin: Origin,
+        what: &str,
+    ) -> Result<ControlAnswer, Refusal> {
+        let authority = &self.authority;
         match command {
             ControlCommand::Status => status(
                 &self.home,
@@ -178,7 +197,7 @@ impl Control {
             ControlCommand::Approvals => Ok(ControlAnswer::Approvals(authority.approvals())),
             ControlCommand::Answer { approval, reply } => {
                 let id = approval_id(&approval)?;
-                authority.answer(id, reply, proven.as_ref(), origin.channel())?;
+                authority.answer(id, reply, presence.proven(), origin.channel())?;
                 Ok(ControlAnswer::Answer { approval })
             }
             ControlCommand::Grants => Ok(ControlAnswer::Grants(authority.grants())),
@@ -204,17 +223,14 @@ impl Control {
                     AnswerChannel::Tray => "locked from the tray",
                 }),
             }),
-            ControlCommand::Unlock => {
-                let proven = proven.take().ok_or_else(|| proof_missing(&what))?;
-                Ok(ControlAnswer::Unlock {
-                    changed: authority.unlock(proven),
-                })
-            }
+            ControlCommand::Unlock => Ok(ControlAnswer::Unlock {
+                changed: authority.unlock(presence.required(what)?),
+            }),
             ControlCommand::Settings { change } => {
                 if change == SettingsUpdate::default() {
                     return Ok(ControlAnswer::Settings(authority.settings()));
                 }
-                let settings = authority.update_settings(change, proven.as_ref())?;
+                let settings = authority.update_settings(change, presence.proven())?;
                 Ok(ControlAnswer::Settings(settings))
             }
             ControlCommand::CredentialAdd {
@@ -224,40 +240,40 @@ impl Control {
                 every_use,
                 value,
             } => {
-                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
+                let proven = presence.required(what)?;
                 let name = credential_name(&name)?;
                 let spec = credential_spec(injection, &hosts)?;
                 let value = Secret::new(value.0.clone());
-                let added = authority.add_credential(proven, &name, spec, every_use, value)?;
+                let added = authority.add_credential(&proven, &name, spec, every_use, value)?;
                 Ok(ControlAnswer::CredentialAdd(added))
             }
             ControlCommand::CredentialRotate { name, value } => {
-                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
+                let proven = presence.required(what)?;
                 let name = credential_name(&name)?;
                 let rotated =
-                    authority.rotate_credential(proven, &name, Secret::new(value.0.clone()))?;
+                    authority.rotate_credential(&proven, &name, Secret::new(value.0.clone()))?;
                 Ok(ControlAnswer::CredentialRotate(rotated))
             }
             ControlCommand::CredentialRemove { name } => {
                 // Its value is deleted from the keychain: nothing brings it back.
-                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
+                let proven = presence.required(what)?;
                 let name = credential_name(&name)?;
-                authority.remove_credential(proven, &name)?;
+                authority.remove_credential(&proven, &name)?;
                 Ok(ControlAnswer::CredentialRemove {
                     name: name.to_string(),
                 })
             }
             ControlCommand::Bind { server, credential } => {
-                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
+                let proven = presence.required(what)?;
                 let label = server_label(&server)?;
                 let name = credential_name(&credential)?;
-                let bound = authority.bind(proven, &label, &name)?;
+                let bound = authority.bind(&proven, &label, &name)?;
                 Ok(ControlAnswer::Bind { changed: bound })
             }
             ControlCommand::MoveToKeychain { server, var } => {
-                let proven = proven.as_ref().ok_or_else(|| proof_missing(&what))?;
+                let proven = presence.required(what)?;
                 let label = server_label(&server)?;
-                let name = authority.move_env_to_keychain(proven, &label, var.trim())?;
+                let name = authority.move_env_to_keychain(&proven, &label, var.trim())?;
                 Ok(ControlAnswer::MoveToKeychain {
                     name: name.to_string(),
                 })
@@ -272,12 +288,21 @@ impl Control {
             ControlCommand::DismissLeaks => Ok(ControlAnswer::DismissLeaks {
                 dismissed: authority.dismiss_leaks(),
             }),
-            ControlCommand::SetPassphrase { .. } => unreachable!("answered above"),
+            ControlCommand::SetPassphrase { passphrase } => {
+                let Presence::Offered(proof) = presence else {
+                    return Err(proof_missing(what));
+                };
+                let passphrase = Secret::new(passphrase.0.clone());
+                authority.set_passphrase(&passphrase, proof.as_ref())?;
+                Ok(ControlAnswer::SetPassphrase {
+                    vault: authority.vault(),
+                })
+            }
             ControlCommand::EveryUse { set } => {
                 let mut warning = None;
                 if let Some(setting) = set {
                     warning = unknown_tool_warning(&self.sessions, authority, &setting);
-                    authority.set_every_use(setting, proven.as_ref())?;
+                    authority.set_every_use(setting, presence.proven())?;
                 }
                 Ok(ControlAnswer::EveryUse {
                     settings: authority.every_use(),
@@ -377,8 +402,35 @@ fn unknown_tool(
     ))
 }
 
-/// The refusal when a request that needs a proof reaches its act without one (cannot happen:
-/// `need` says which requests are proven first).
+/// What a request's proof came to, before its act.
+enum Presence {
+    /// The person proved presence for this act.
+    Proven(Proven),
+    /// The act needs no proof (it reads or narrows), or takes a click from the app's window.
+    NotNeeded,
+    /// The act checks the proof itself (a passphrase being set: the first needs none).
+    Offered(Option<Proof>),
+}
+
+impl Presence {
+    /// The proof, where the act takes one when given (a settings change, an answer).
+    fn proven(&self) -> Option<&Proven> {
+        match self {
+            Presence::Proven(proven) => Some(proven),
+            Presence::NotNeeded | Presence::Offered(_) => None,
+        }
+    }
+
+    /// The proof an act cannot go without.
+    fn required(self, what: &str) -> Result<Proven, Refusal> {
+        match self {
+            Presence::Proven(proven) => Ok(proven),
+            Presence::NotNeeded | Presence::Offered(_) => Err(proof_missing(what)),
+        }
+    }
+}
+
+/// The refusal of an act that needs the person's proof and has none.
 fn proof_missing(what: &str) -> Refusal {
     Refusal::Presence(PresenceError::Required { what: what.into() })
 }

@@ -648,6 +648,166 @@ mod tests {
         again.shutdown().await;
     }
 
+    /// Every request that widens authority or destroys is refused without a proof, from the
+    /// app's window as from the socket, and nothing else asks for one: the table is the
+    /// requests' own `need()`, the one exception the window's click on the leak notices.
+    #[tokio::test]
+    async fn every_request_that_needs_a_proof_is_refused_without_one_and_no_other_is() {
+        use postern_domain::decision::{
+            EveryUse, EveryUseSetting, GrantChoice, Reply, SessionMode, SettingTarget,
+            SettingsUpdate,
+        };
+        use postern_domain::{AgentRun, ApprovalId, GrantId, Injection};
+        use postern_gateway::hello::{ControlCommand, SecretText};
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Engine::start_with_secrets(Home::at(dir.path()), memory())
+            .await
+            .expect("engine");
+        engine
+            .authority()
+            .set_passphrase(&postern_vault::Secret::new("a passphrase".into()), None)
+            .expect("passphrase");
+        let control = engine.control();
+        let server = || "fixture".to_owned();
+        let every_use = |level| ControlCommand::EveryUse {
+            set: Some(EveryUseSetting {
+                target: SettingTarget::Server {
+                    server: server().parse().expect("label"),
+                },
+                level,
+            }),
+        };
+        let settings = |change| ControlCommand::Settings { change };
+        let approval = ApprovalId::new(1_700_000_000_000, 7).to_string();
+        let commands = [
+            ControlCommand::Status,
+            ControlCommand::Restart { server: server() },
+            ControlCommand::ConfigChanged,
+            ControlCommand::Journals,
+            ControlCommand::Approvals,
+            ControlCommand::Answer {
+                approval: approval.clone(),
+                reply: Reply::Approve {
+                    choice: Some(GrantChoice::ThisCall),
+                },
+            },
+            ControlCommand::Answer {
+                approval,
+                reply: Reply::Deny,
+            },
+            ControlCommand::Grants,
+            ControlCommand::Revoke {
+                grant: GrantId::new(1_700_000_000_000, 1).to_string(),
+            },
+            ControlCommand::RevokeRun {
+                run: AgentRun {
+                    pid: 1,
+                    start_time: 1,
+                },
+            },
+            ControlCommand::Lock,
+            ControlCommand::Unlock,
+            settings(SettingsUpdate::default()),
+            settings(SettingsUpdate {
+                session_mode: Some(SessionMode::Observe),
+                ..SettingsUpdate::default()
+            }),
+            settings(SettingsUpdate {
+                approval_timeout_ms: Some(30_000),
+                ..SettingsUpdate::default()
+            }),
+            ControlCommand::CredentialAdd {
+                name: "api".into(),
+                injection: Injection::Bearer,
+                hosts: vec!["api.example.com".into()],
+                every_use: false,
+                value: SecretText("value".into()),
+            },
+            ControlCommand::CredentialRotate {
+                name: "api".into(),
+                value: SecretText("value".into()),
+            },
+            ControlCommand::CredentialRemove { name: "api".into() },
+            ControlCommand::Bind {
+                server: server(),
+                credential: "api".into(),
+            },
+            ControlCommand::MoveToKeychain {
+                server: server(),
+                var: "TOKEN".into(),
+            },
+            ControlCommand::Unbind {
+                server: server(),
+                credential: "api".into(),
+            },
+            ControlCommand::Prove {
+                what: "remove server 'fixture'".into(),
+            },
+            ControlCommand::SetPassphrase {
+                passphrase: SecretText("another passphrase".into()),
+            },
+            ControlCommand::DismissLeaks,
+            ControlCommand::EveryUse { set: None },
+            every_use(EveryUse::Confirm),
+            every_use(EveryUse::Off),
+        ];
+        // Each kind of request is in the table (a new one is a compile error here until it is).
+        let kinds: std::collections::BTreeSet<&str> = commands
+            .iter()
+            .map(|command| match command {
+                ControlCommand::Status
+                | ControlCommand::Restart { .. }
+                | ControlCommand::ConfigChanged
+                | ControlCommand::Journals
+                | ControlCommand::Approvals
+                | ControlCommand::Answer { .. }
+                | ControlCommand::Grants
+                | ControlCommand::Revoke { .. }
+                | ControlCommand::RevokeRun { .. }
+                | ControlCommand::Lock
+                | ControlCommand::Unlock
+                | ControlCommand::Settings { .. }
+                | ControlCommand::CredentialAdd { .. }
+                | ControlCommand::CredentialRotate { .. }
+                | ControlCommand::CredentialRemove { .. }
+                | ControlCommand::Bind { .. }
+                | ControlCommand::MoveToKeychain { .. }
+                | ControlCommand::Unbind { .. }
+                | ControlCommand::Prove { .. }
+                | ControlCommand::SetPassphrase { .. }
+                | ControlCommand::DismissLeaks
+                | ControlCommand::EveryUse { .. } => command.name(),
+            })
+            .collect();
+        assert_eq!(kinds.len(), 22, "{kinds:?}");
+
+        let window = Origin::App(postern_domain::AnswerChannel::Window);
+        let socket = Origin::Socket {
+            peer: Some(std::process::id()),
+        };
+        for command in commands {
+            let needs = command.need().needs_proof();
+            for origin in [window, socket] {
+                let clicked = origin == window && command == ControlCommand::DismissLeaks;
+                let result = control.request(command.clone(), None, origin);
+                let asked = matches!(result, Err(Refusal::Presence(_)));
+                assert_eq!(
+                    asked,
+                    needs && !clicked,
+                    "{} from {origin:?}: {result:?}",
+                    command.act()
+                );
+            }
+        }
+        assert_eq!(
+            engine.authority().vault(),
+            postern_domain::decision::VaultState::Locked,
+            "the lock in the table took effect, the unlock without a proof did not"
+        );
+        engine.shutdown().await;
+    }
+
     /// The leak notices are the person's live warning: the app's own window clears them with
     /// a click, any process on the socket only with the person's proof.
     #[tokio::test]
