@@ -13,7 +13,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use postern_domain::decision::Authority;
-use postern_domain::{AnswerChannel, ApprovalId, AuditEvent, ExecutionEpoch, Grant};
+use postern_domain::{
+    AgentIdentity, AnswerChannel, ApprovalId, AuditEvent, CallOutcome, ExecutionEpoch, Grant,
+};
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{SPANS, journal_meta};
@@ -202,33 +204,14 @@ impl Projector {
                 server,
                 client,
                 agent,
-            } => {
-                let cwd = agent
-                    .as_ref()
-                    .and_then(|a| a.cwd.as_ref())
-                    .map(|c| c.display().to_string());
-                let agent = agent
-                    .as_ref()
-                    .map(|a| format!("{} (pid {})", a.chain_text(), a.pid));
-                tx.prepare_cached(
-                    "INSERT INTO journal_sessions
-                        (id, run, session, server, client, agent, cwd, started, status, last_time)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?8)
-                     ON CONFLICT (run, session) DO UPDATE SET client = excluded.client,
-                        agent = excluded.agent, cwd = excluded.cwd,
-                        last_time = max(coalesce(last_time, excluded.last_time), excluded.last_time)",
-                )?
-                .execute(params![
-                    seq,
-                    self.run,
-                    *session as i64,
-                    server.as_str(),
-                    client,
-                    agent,
-                    cwd,
-                    time
-                ])?;
-            }
+            } => self.on_session_started(
+                tx,
+                at,
+                *session,
+                server.as_str(),
+                client.as_deref(),
+                agent.as_ref(),
+            )?,
             AuditEvent::SessionEnded {
                 session,
                 server,
@@ -302,43 +285,8 @@ impl Projector {
                 authority,
                 ..
             } => {
-                let id = self.session(tx, at, *session, server.as_str())?;
-                self.epoch_used(tx, id, epoch, at)?;
-                let decision = match authority {
-                    Some(Authority::Observed) => "observed",
-                    Some(Authority::Grant(_) | Authority::Admitted) | None => "allowed",
-                };
-                let (authority, grant) = match authority {
-                    Some(Authority::Grant(grant)) => (Some("grant"), Some(grant.to_string())),
-                    Some(Authority::Observed) => (Some("observed"), None),
-                    Some(Authority::Admitted) => (Some("admitted"), None),
-                    None => (None, None),
-                };
-                // The call that raised the approval which gave this grant is its first use
-                // in the session.
-                let approval = match &grant {
-                    Some(grant) => open_approval(tx, id, tool, "grant = ?3", grant)?,
-                    None => None,
-                };
-                let epoch = epoch.to_string();
-                self.insert_activity(
-                    tx,
-                    at,
-                    Call {
-                        session: id,
-                        server: server.as_str(),
-                        epoch: Some(&epoch),
-                        tool,
-                        call,
-                        decision,
-                        refused: false,
-                        authority,
-                        grant: grant.as_deref(),
-                        approval: approval.as_deref(),
-                    },
-                )?;
-                self.known.session(id).open.insert(call.to_string(), seq);
-                self.tally(id, time, Tally::Calls);
+                let named = self.named(tx, at, *session, server.as_str(), tool, call)?;
+                self.on_intent(tx, at, named, epoch, authority.as_ref())?;
             }
             AuditEvent::ToolCallResult {
                 session,
@@ -349,80 +297,8 @@ impl Projector {
                 outcome,
                 duration_ms,
             } => {
-                let id = self.session(tx, at, *session, server.as_str())?;
-                self.epoch_seen(id, epoch, time);
-                let call_text = call.to_string();
-                let known = self
-                    .known
-                    .sessions
-                    .get_mut(&id)
-                    .and_then(|s| s.open.remove(&call_text));
-                let unwritten = || {
-                    self.pending.activity.iter().rev().find_map(|(seq, row)| {
-                        (row.session == id && row.call == call_text && row.result_seq.is_none())
-                            .then_some(*seq)
-                    })
-                };
-                let pending: Option<i64> = match known.or_else(unwritten) {
-                    Some(row) => Some(row),
-                    None => tx
-                        .prepare_cached(
-                            "SELECT seq FROM journal_activity
-                             WHERE session = ?1 AND call = ?2 AND result_seq IS NULL
-                             ORDER BY seq DESC LIMIT 1",
-                        )?
-                        .query_row(params![id, call_text], |r| r.get(0))
-                        .optional()?,
-                };
-                let row = match pending {
-                    Some(row) => row,
-                    None => {
-                        // A result with no intent on record: shown, never hidden.
-                        let epoch = epoch.to_string();
-                        self.insert_activity(
-                            tx,
-                            at,
-                            Call {
-                                session: id,
-                                server: server.as_str(),
-                                epoch: Some(&epoch),
-                                tool,
-                                call,
-                                decision: "no_intent",
-                                refused: false,
-                                authority: None,
-                                grant: None,
-                                approval: None,
-                            },
-                        )?;
-                        seq
-                    }
-                };
-                let outcome = serde_json::to_value(outcome)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "unknown".into());
-                let failed = outcome != "ok";
-                if let Some(unwritten) = self.pending.activity.get_mut(&row) {
-                    unwritten.outcome = Some(outcome);
-                    unwritten.duration_ms = Some(*duration_ms as i64);
-                    unwritten.result_seq = Some(seq);
-                } else {
-                    tx.prepare_cached(
-                        "UPDATE journal_activity SET outcome = ?2, duration_ms = ?3,
-                            result_seq = ?4
-                         WHERE seq = ?1",
-                    )?
-                    .execute(params![
-                        row,
-                        outcome,
-                        *duration_ms as i64,
-                        seq
-                    ])?;
-                }
-                if failed {
-                    self.tally(id, time, Tally::Failed);
-                }
+                let named = self.named(tx, at, *session, server.as_str(), tool, call)?;
+                self.on_result(tx, at, named, epoch, outcome, *duration_ms)?;
             }
             AuditEvent::AuthorizationDenied {
                 session,
@@ -433,36 +309,8 @@ impl Projector {
                 code,
                 ..
             } => {
-                let id = self.session(tx, at, *session, server.as_str())?;
-                if let Some(epoch) = epoch {
-                    self.epoch_seen(id, epoch, time);
-                }
-                let epoch = epoch.map(|e| e.to_string());
-                // A refusal a person's answer (or its absence) decided: the oldest request of
-                // this tool in the session that ended with this code and no call yet.
-                let approval = match code.as_str() {
-                    "approval_denied" | "approval_timeout" | "approval_expired" => {
-                        open_approval(tx, id, tool, "code = ?3", code)?
-                    }
-                    _ => None,
-                };
-                self.insert_activity(
-                    tx,
-                    at,
-                    Call {
-                        session: id,
-                        server: server.as_str(),
-                        epoch: epoch.as_deref(),
-                        tool,
-                        call,
-                        decision: code,
-                        refused: true,
-                        authority: None,
-                        grant: None,
-                        approval: approval.as_deref(),
-                    },
-                )?;
-                self.tally(id, time, Tally::Denied);
+                let named = self.named(tx, at, *session, server.as_str(), tool, call)?;
+                self.on_denied(tx, at, named, epoch.as_ref(), code)?;
             }
             AuditEvent::SessionApproved {
                 session,
@@ -510,25 +358,7 @@ impl Projector {
                 grant: Some(grant),
                 by,
                 ..
-            } => {
-                let id = self.session(tx, at, *session, grant.server_label.as_str())?;
-                insert_grant(tx, seq, id, grant)?;
-                answered(
-                    tx,
-                    at,
-                    approval,
-                    Answer::Granted(Some(&grant.id.to_string())),
-                    *by,
-                )?;
-                self.count(
-                    id,
-                    grant.issued_at as i64,
-                    Counts {
-                        grants: 1,
-                        ..Counts::default()
-                    },
-                );
-            }
+            } => self.on_granted(tx, at, approval, *session, grant, *by)?,
             AuditEvent::GrantEnded { grant, reason } => {
                 // The first end is the one that counts: a grant does not end twice.
                 tx.prepare_cached(
@@ -559,6 +389,266 @@ impl Projector {
         }
         self.seq = seq;
         Ok(())
+    }
+
+    /// A session opened: its row, with the agent that asked for it.
+    fn on_session_started(
+        &mut self,
+        tx: &Transaction<'_>,
+        at: At,
+        session: u64,
+        server: &str,
+        client: Option<&str>,
+        agent: Option<&AgentIdentity>,
+    ) -> Result<(), StoreError> {
+        let cwd = agent
+            .and_then(|a| a.cwd.as_ref())
+            .map(|c| c.display().to_string());
+        let agent = agent.map(|a| format!("{} (pid {})", a.chain_text(), a.pid));
+        tx.prepare_cached(
+            "INSERT INTO journal_sessions
+                (id, run, session, server, client, agent, cwd, started, status, last_time)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?8)
+             ON CONFLICT (run, session) DO UPDATE SET client = excluded.client,
+                agent = excluded.agent, cwd = excluded.cwd,
+                last_time = max(coalesce(last_time, excluded.last_time), excluded.last_time)",
+        )?
+        .execute(params![
+            at.seq,
+            self.run,
+            session as i64,
+            server,
+            client,
+            agent,
+            cwd,
+            at.time
+        ])?;
+        Ok(())
+    }
+
+    /// A call forwarded: its Activity row, open for its result, on the authority it went on.
+    fn on_intent(
+        &mut self,
+        tx: &Transaction<'_>,
+        at: At,
+        named: Named<'_>,
+        epoch: &ExecutionEpoch,
+        authority: Option<&Authority>,
+    ) -> Result<(), StoreError> {
+        let id = named.session;
+        self.epoch_used(tx, id, epoch, at)?;
+        let decision = match authority {
+            Some(Authority::Observed) => "observed",
+            Some(Authority::Grant(_) | Authority::Admitted) | None => "allowed",
+        };
+        let (authority, grant) = match authority {
+            Some(Authority::Grant(grant)) => (Some("grant"), Some(grant.to_string())),
+            Some(Authority::Observed) => (Some("observed"), None),
+            Some(Authority::Admitted) => (Some("admitted"), None),
+            None => (None, None),
+        };
+        // The call that raised the approval which gave this grant is its first use in the
+        // session.
+        let approval = match &grant {
+            Some(grant) => open_approval(tx, id, named.tool, "grant = ?3", grant)?,
+            None => None,
+        };
+        let epoch = epoch.to_string();
+        self.insert_activity(
+            tx,
+            at,
+            Call {
+                epoch: Some(&epoch),
+                decision,
+                refused: false,
+                authority,
+                grant: grant.as_deref(),
+                approval: approval.as_deref(),
+                named,
+            },
+        )?;
+        self.known
+            .session(id)
+            .open
+            .insert(named.call.to_string(), at.seq);
+        self.tally(id, at.time, Tally::Calls);
+        Ok(())
+    }
+
+    /// A call's result: it completes the call's open Activity row (a result with no intent
+    /// on record gets a row of its own: shown, never hidden).
+    fn on_result(
+        &mut self,
+        tx: &Transaction<'_>,
+        at: At,
+        named: Named<'_>,
+        epoch: &ExecutionEpoch,
+        outcome: &CallOutcome,
+        duration_ms: u64,
+    ) -> Result<(), StoreError> {
+        let id = named.session;
+        self.epoch_seen(id, epoch, at.time);
+        let row = match self.open_row(tx, named)? {
+            Some(row) => row,
+            None => {
+                let epoch = epoch.to_string();
+                self.insert_activity(
+                    tx,
+                    at,
+                    Call {
+                        epoch: Some(&epoch),
+                        decision: "no_intent",
+                        refused: false,
+                        authority: None,
+                        grant: None,
+                        approval: None,
+                        named,
+                    },
+                )?;
+                at.seq
+            }
+        };
+        let outcome = serde_json::to_value(outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "unknown".into());
+        let failed = outcome != "ok";
+        if let Some(unwritten) = self.pending.activity.get_mut(&row) {
+            unwritten.outcome = Some(outcome);
+            unwritten.duration_ms = Some(duration_ms as i64);
+            unwritten.result_seq = Some(at.seq);
+        } else {
+            tx.prepare_cached(
+                "UPDATE journal_activity SET outcome = ?2, duration_ms = ?3, result_seq = ?4
+                 WHERE seq = ?1",
+            )?
+            .execute(params![row, outcome, duration_ms as i64, at.seq])?;
+        }
+        if failed {
+            self.tally(id, at.time, Tally::Failed);
+        }
+        Ok(())
+    }
+
+    /// The seq of the newest Activity row of `named`'s call still waiting for its result:
+    /// known from its intent, else among the rows this transaction has not written yet, else
+    /// in the table.
+    fn open_row(
+        &mut self,
+        tx: &Transaction<'_>,
+        named: Named<'_>,
+    ) -> Result<Option<i64>, StoreError> {
+        let id = named.session;
+        let call = named.call.to_string();
+        let known = self
+            .known
+            .sessions
+            .get_mut(&id)
+            .and_then(|s| s.open.remove(&call));
+        let unwritten = || {
+            self.pending.activity.iter().rev().find_map(|(seq, row)| {
+                (row.session == id && row.call == call && row.result_seq.is_none()).then_some(*seq)
+            })
+        };
+        match known.or_else(unwritten) {
+            Some(row) => Ok(Some(row)),
+            None => Ok(tx
+                .prepare_cached(
+                    "SELECT seq FROM journal_activity
+                     WHERE session = ?1 AND call = ?2 AND result_seq IS NULL
+                     ORDER BY seq DESC LIMIT 1",
+                )?
+                .query_row(params![id, call], |r| r.get(0))
+                .optional()?),
+        }
+    }
+
+    /// A call refused before it was forwarded: a complete Activity row, tied to the approval
+    /// request whose answer (or its absence) refused it.
+    fn on_denied(
+        &mut self,
+        tx: &Transaction<'_>,
+        at: At,
+        named: Named<'_>,
+        epoch: Option<&ExecutionEpoch>,
+        code: &str,
+    ) -> Result<(), StoreError> {
+        let id = named.session;
+        if let Some(epoch) = epoch {
+            self.epoch_seen(id, epoch, at.time);
+        }
+        let epoch = epoch.map(ToString::to_string);
+        // A refusal a person's answer (or its absence) decided: the oldest request of this
+        // tool in the session that ended with this code and no call yet.
+        let approval = match code {
+            "approval_denied" | "approval_timeout" | "approval_expired" => {
+                open_approval(tx, id, named.tool, "code = ?3", code)?
+            }
+            _ => None,
+        };
+        self.insert_activity(
+            tx,
+            at,
+            Call {
+                epoch: epoch.as_deref(),
+                decision: code,
+                refused: true,
+                authority: None,
+                grant: None,
+                approval: approval.as_deref(),
+                named,
+            },
+        )?;
+        self.tally(id, at.time, Tally::Denied);
+        Ok(())
+    }
+
+    /// An approval answered with a grant: the grant's row, counted in its session's buckets.
+    fn on_granted(
+        &mut self,
+        tx: &Transaction<'_>,
+        at: At,
+        approval: &ApprovalId,
+        session: u64,
+        grant: &Grant,
+        by: Option<AnswerChannel>,
+    ) -> Result<(), StoreError> {
+        let id = self.session(tx, at, session, grant.server_label.as_str())?;
+        insert_grant(tx, at.seq, id, grant)?;
+        answered(
+            tx,
+            at,
+            approval,
+            Answer::Granted(Some(&grant.id.to_string())),
+            by,
+        )?;
+        self.count(
+            id,
+            grant.issued_at as i64,
+            Counts {
+                grants: 1,
+                ..Counts::default()
+            },
+        );
+        Ok(())
+    }
+
+    /// The call a record names, in its journal session (opened if the log has none yet).
+    fn named<'a>(
+        &mut self,
+        tx: &Transaction<'_>,
+        at: At,
+        session: u64,
+        server: &'a str,
+        tool: &'a str,
+        call: &'a serde_json::Value,
+    ) -> Result<Named<'a>, StoreError> {
+        Ok(Named {
+            session: self.session(tx, at, session, server)?,
+            server,
+            tool,
+            call,
+        })
     }
 
     /// The journal id of `session` in the current run, opening a row if the log has none yet;
@@ -674,11 +764,11 @@ impl Projector {
             at.seq,
             ActivityRow {
                 time: at.time,
-                session: call.session,
-                server: call.server.to_owned(),
+                session: call.named.session,
+                server: call.named.server.to_owned(),
                 epoch: call.epoch.map(str::to_owned),
-                tool: call.tool.to_owned(),
-                call: call.call.to_string(),
+                tool: call.named.tool.to_owned(),
+                call: call.named.call.to_string(),
                 decision: call.decision.to_owned(),
                 outcome: refused.then(|| "refused".to_owned()),
                 duration_ms: None,
@@ -693,7 +783,7 @@ impl Projector {
                 .execute(params![approval, at.seq])?;
         }
         self.count(
-            call.session,
+            call.named.session,
             at.time,
             Counts {
                 calls: 1,
@@ -786,13 +876,19 @@ struct At {
     time: i64,
 }
 
-/// An Activity row's columns.
-struct Call<'a> {
+/// The call a record names, in the journal session it belongs to.
+#[derive(Clone, Copy)]
+struct Named<'a> {
     session: i64,
     server: &'a str,
-    epoch: Option<&'a str>,
     tool: &'a str,
     call: &'a serde_json::Value,
+}
+
+/// An Activity row's columns.
+struct Call<'a> {
+    named: Named<'a>,
+    epoch: Option<&'a str>,
     /// `allowed`, `observed`, `no_intent`, or the refusal code.
     decision: &'a str,
     /// Refused before forwarding (an `authorization_denied` record).
