@@ -206,46 +206,50 @@ pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
     Ok(())
 }
 
-/// Runs `postern server bind` / `unbind`.
-pub fn bind(home: &Home, server: String, credential: String, bind: bool) -> Result<()> {
-    let mut out = crate::terminal::out();
-    if bind {
-        let answer = ask(
-            home,
-            ControlCommand::Bind {
-                server: server.clone(),
-                credential: credential.clone(),
-            },
-        )?;
-        let ControlAnswer::Bind { changed: fresh } = answer else {
-            return Err(mismatch(&answer));
-        };
-        let when = if server == postern_domain::BUILTIN_LABEL {
-            "an http_request to one of its hosts carries it once a human approves that call"
-        } else {
-            "a launch gets it once a human approves that launch's identity for it"
-        };
-        writeln!(
-            out,
-            "{} credential '{credential}' to '{server}': {when}",
-            if fresh { "bound" } else { "already bound" }
-        )?;
+/// `postern server bind`: the server's launches get the credential once a person approves them.
+pub fn bind(home: &Home, server: String, credential: String) -> Result<()> {
+    let answer = ask(
+        home,
+        ControlCommand::Bind {
+            server: server.clone(),
+            credential: credential.clone(),
+        },
+    )?;
+    let ControlAnswer::Bind { changed: fresh } = answer else {
+        return Err(mismatch(&answer));
+    };
+    let when = if server == postern_domain::BUILTIN_LABEL {
+        "an http_request to one of its hosts carries it once a human approves that call"
     } else {
-        let answer = ask(
-            home,
-            ControlCommand::Unbind {
-                server: server.clone(),
-                credential: credential.clone(),
-            },
-        )?;
-        let ControlAnswer::Unbind { changed } = answer else {
-            return Err(mismatch(&answer));
-        };
-        if !changed {
-            bail!("credential '{credential}' was not bound to '{server}'");
-        }
-        writeln!(out, "unbound credential '{credential}' from '{server}'")?;
+        "a launch gets it once a human approves that launch's identity for it"
+    };
+    writeln!(
+        crate::terminal::out(),
+        "{} credential '{credential}' to '{server}': {when}",
+        if fresh { "bound" } else { "already bound" }
+    )?;
+    Ok(())
+}
+
+/// `postern server unbind`: the server's launches no longer get the credential.
+pub fn unbind(home: &Home, server: String, credential: String) -> Result<()> {
+    let answer = ask(
+        home,
+        ControlCommand::Unbind {
+            server: server.clone(),
+            credential: credential.clone(),
+        },
+    )?;
+    let ControlAnswer::Unbind { changed } = answer else {
+        return Err(mismatch(&answer));
+    };
+    if !changed {
+        bail!("credential '{credential}' was not bound to '{server}'");
     }
+    writeln!(
+        crate::terminal::out(),
+        "unbound credential '{credential}' from '{server}'"
+    )?;
     Ok(())
 }
 

@@ -6,11 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use postern_domain::{RestartPolicy, ServerLabel};
-use postern_engine::answer::{AskError, ControlAnswer, ControlCommand, ControlError};
-use postern_engine::servers::{self, Existing, ServerForm};
+use postern_domain::ServerLabel;
+use postern_engine::answer::{ControlAnswer, ControlCommand};
 use postern_engine::{Engine, Home};
-use postern_store::{AddOutcome, Store};
 use tracing_subscriber::EnvFilter;
 
 mod audit;
@@ -21,6 +19,7 @@ mod gate;
 mod import;
 mod mcp_server;
 mod proof;
+mod server;
 mod status;
 mod terminal;
 
@@ -51,7 +50,7 @@ enum Command {
     Daemon,
     /// Configure MCP servers.
     #[command(subcommand)]
-    Server(ServerCommand),
+    Server(server::ServerCommand),
     /// The audit log: verify, export, repair.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -136,92 +135,6 @@ enum Command {
     },
 }
 
-#[derive(Debug, Subcommand)]
-enum ServerCommand {
-    /// Add a server, or replace the one with the same label.
-    Add {
-        /// The label agents use: `postern mcp <label>` (a-z, 0-9, '-', '_', '.').
-        label: String,
-        /// The working directory to launch it in.
-        #[arg(long, value_name = "DIR")]
-        cwd: Option<PathBuf>,
-        /// An environment variable for the server (repeatable).
-        #[arg(long = "env", value_name = "KEY=VALUE")]
-        env: Vec<String>,
-        /// A file, or a directory hashed as a tree, that is part of the server's identity
-        /// (e.g. dist/ or node_modules); relative to --cwd (repeatable).
-        #[arg(long = "identity", value_name = "PATH")]
-        identity: Vec<PathBuf>,
-        /// When its files change: `manual` (keep running; status says the files are newer)
-        /// or `on-change` (restart it: a new epoch).
-        #[arg(long, value_name = "POLICY", default_value = "manual")]
-        restart: RestartPolicy,
-        /// The server reloads its own code when its files change (nodemon-style): a change
-        /// ends its epoch at once.
-        #[arg(long)]
-        self_reloading: bool,
-        /// A method Postern does not know that agents may send this server all the same
-        /// (repeatable): it is decided like resources/read (vault, caller, admission) and
-        /// journaled. Other unknown methods are refused (-32601).
-        #[arg(long = "pass-method", value_name = "METHOD", value_parser = pass_method)]
-        pass_methods: Vec<String>,
-        /// Run it outside the OS sandbox: it can read every file you can (~/.ssh, the
-        /// Postern home) and connect anywhere. Every surface then says "unconfined", and its
-        /// next launch is a new identity to approve.
-        #[arg(long)]
-        unconfined: bool,
-        /// Where a confined launch may write besides its working directory and a private
-        /// /tmp (a cache); relative to --cwd (repeatable).
-        #[arg(long = "writable", value_name = "PATH")]
-        writable: Vec<PathBuf>,
-        /// The command and its arguments, after `--`.
-        #[arg(last = true, required = true, value_name = "COMMAND")]
-        command: Vec<String>,
-    },
-    /// List configured servers.
-    List,
-    /// Show each server's state, execution epoch and record, catalog revision, and
-    /// whether its files are newer than the running process.
-    Status {
-        /// Only this server.
-        label: Option<String>,
-    },
-    /// Restart a server's running processes (each gets a new execution epoch).
-    Restart {
-        /// The server to restart.
-        label: String,
-    },
-    /// Remove a server.
-    Remove {
-        /// The label to remove.
-        label: String,
-    },
-    /// Import the stdio servers of an agent's MCP configuration (Claude Desktop, Claude Code,
-    /// Cursor), and print the configuration that points the agent at Postern instead.
-    Import {
-        /// The configuration file (default: every known one found in your home directory).
-        file: Option<PathBuf>,
-        /// Show what would be imported; change nothing.
-        #[arg(long)]
-        dry_run: bool,
-    },
-    /// Bind a credential to a server (needs the human; its launches get it once a human
-    /// approves their identity for it).
-    Bind {
-        /// The server.
-        label: String,
-        /// The credential's scope name.
-        credential: String,
-    },
-    /// Unbind a credential from a server.
-    Unbind {
-        /// The server.
-        label: String,
-        /// The credential's scope name.
-        credential: String,
-    },
-}
-
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -281,7 +194,7 @@ fn run(cli: Cli) -> Result<()> {
             // loop: the engine runs beside it (elsewhere, right here).
             postern_engine::with_main_run_loop(|| runtime()?.block_on(daemon(home)))
         }
-        Command::Server(cmd) => server(&home, cmd),
+        Command::Server(cmd) => server::run(&home, cmd),
         Command::Audit(cmd) => audit::audit(&home, cmd),
         Command::Sessions(args) => audit::sessions(&home, args),
         Command::Activity(args) => audit::activity(&home, args),
@@ -373,233 +286,11 @@ async fn daemon(home: Home) -> Result<()> {
     Ok(())
 }
 
-fn server(home: &Home, cmd: ServerCommand) -> Result<()> {
-    match cmd {
-        ServerCommand::Bind { label, credential } => {
-            return credential::bind(home, label, credential, true);
-        }
-        ServerCommand::Unbind { label, credential } => {
-            return credential::bind(home, label, credential, false);
-        }
-        _ => {}
-    }
-    home.prepare()?;
-    let store = Store::open(home.path())?;
-    let mut out = terminal::out();
-    match cmd {
-        ServerCommand::Add {
-            label,
-            cwd,
-            env,
-            identity,
-            restart,
-            self_reloading,
-            pass_methods,
-            unconfined,
-            writable,
-            command,
-        } => {
-            let cwd = cwd
-                .map(|dir| {
-                    std::path::absolute(&dir).with_context(|| format!("--cwd {}", dir.display()))
-                })
-                .transpose()?;
-            let form = ServerForm {
-                label,
-                command,
-                cwd,
-                env,
-            };
-            let mut config = form.config()?;
-            config.identity_paths = identity;
-            config.restart = restart;
-            config.self_reloading = self_reloading;
-            config.pass_methods = pass_methods;
-            if unconfined {
-                config.confinement = postern_domain::Confinement::Unconfined;
-            }
-            config.writable = writable;
-            servers::check(&store, &config, Existing::Replace)?;
-            if store.server(&config.label)?.is_some() {
-                human_only(home, &format!("replace server '{}'", config.label))?;
-            }
-            let verb = match servers::add(&store, &config, Existing::Replace)? {
-                AddOutcome::Added => "added",
-                AddOutcome::Replaced => "replaced",
-            };
-            writeln!(
-                out,
-                "{verb} server '{}': {}",
-                config.label,
-                shell_words(&config.command)
-            )?;
-            writeln!(out, "agents reach it with: postern mcp {}", config.label)?;
-            tell_engine_config_changed(home);
-        }
-        ServerCommand::List => {
-            let servers = store.servers()?;
-            if servers.is_empty() {
-                writeln!(
-                    out,
-                    "no servers configured; add one with: postern server add <label> -- <command> [args...]"
-                )?;
-            }
-            for s in servers {
-                let cwd = s
-                    .cwd
-                    .as_ref()
-                    .map(|d| format!("  (in {})", d.display()))
-                    .unwrap_or_default();
-                let env = if s.env.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "  env: {}",
-                        s.env
-                            .iter()
-                            .map(|v| v.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                };
-                writeln!(
-                    out,
-                    "{}\t{}{cwd}{env}  [{}]",
-                    s.label,
-                    shell_words(&s.command),
-                    status::confinement(&s.confinement.to_string())
-                )?;
-            }
-            writeln!(
-                out,
-                "{}\t{}",
-                postern_domain::BUILTIN_LABEL,
-                status::BUILTIN_SUMMARY
-            )?;
-        }
-        ServerCommand::Status { label } => {
-            let label = label.map(|l| l.parse::<ServerLabel>()).transpose()?;
-            let answer = runtime()?.block_on(postern_engine::answer::ask(
-                &home.socket_path(),
-                ControlCommand::Status,
-                None,
-            ));
-            match answer {
-                Ok(ControlAnswer::Status(status)) => {
-                    if !status::print(&mut out, &status, label.as_ref())?
-                        && let Some(label) = &label
-                    {
-                        bail!("no server is configured as '{label}'");
-                    }
-                }
-                Ok(other) => return Err(gate::mismatch(&other)),
-                Err(AskError::Control(e @ ControlError::NotRunning(_))) => {
-                    let servers = store.servers()?;
-                    let shown: Vec<_> = servers
-                        .iter()
-                        .filter(|s| label.as_ref().is_none_or(|l| *l == s.label))
-                        .collect();
-                    if let Some(label) = &label
-                        && shown.is_empty()
-                        && label.as_str() != postern_domain::BUILTIN_LABEL
-                    {
-                        bail!("no server is configured as '{label}'");
-                    }
-                    writeln!(out, "{e}\nconfigured servers (none running):")?;
-                    for s in shown {
-                        writeln!(
-                            out,
-                            "  {}\t{}  (restart {})",
-                            s.label,
-                            shell_words(&s.command),
-                            s.restart
-                        )?;
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        ServerCommand::Restart { label } => {
-            let label: ServerLabel = label.parse()?;
-            if label.as_str() != postern_domain::BUILTIN_LABEL && store.server(&label)?.is_none() {
-                bail!("no server is configured as '{label}'");
-            }
-            let command = ControlCommand::Restart {
-                server: label.to_string(),
-            };
-            let restarted = match gate::ask(home, command)? {
-                ControlAnswer::Restart { restarted } => restarted,
-                other => return Err(gate::mismatch(&other)),
-            };
-            match restarted {
-                0 => writeln!(
-                    out,
-                    "'{label}' is not running; it starts with a new epoch on its next call"
-                )?,
-                n => writeln!(
-                    out,
-                    "restarting {n} process(es) of '{label}': each gets a new execution epoch"
-                )?,
-            }
-        }
-        ServerCommand::Remove { label } => {
-            let label: ServerLabel = label.parse()?;
-            human_only(home, &format!("remove server '{label}'"))?;
-            if !store.remove_server(&label)? {
-                bail!("no server is configured as '{label}'");
-            }
-            writeln!(out, "removed server '{label}'")?;
-            tell_engine_config_changed(home);
-        }
-        ServerCommand::Import { file, dry_run } => {
-            import::import(home, &store, file, dry_run, &mut out)?;
-        }
-        ServerCommand::Bind { .. } | ServerCommand::Unbind { .. } => {}
-    }
-    Ok(())
-}
-
-/// Refuses a server environment variable that a credential bound to the server sets at
-/// launch too (one would silently win); `postern server bind` refuses the same the other way.
-/// A `--pass-method` value: one the gate does not route already.
-fn pass_method(method: &str) -> Result<String, String> {
-    postern_gateway::method::passable(method).map(|()| method.to_owned())
-}
-
 /// The command as a shell would need it typed.
 pub(crate) use postern_engine::import::shell_words;
 
-/// Refuses `what` (a configuration change that destroys something: removing or replacing a
-/// server) when it comes from inside an agent's process tree. The engine judges when it
-/// answers; when none does, this process judges by the process table: refused when an engine
-/// holds the home all the same (its socket is out of reach), or when this process or an
-/// ancestor is a `postern mcp` shim or launched one.
-fn human_only(home: &Home, what: &str) -> Result<()> {
-    let err = match gate::ask(home, ControlCommand::Prove { what: what.into() }) {
-        Ok(_) => return Ok(()),
-        Err(err) => err,
-    };
-    if !matches!(
-        err.downcast_ref::<ControlError>(),
-        Some(ControlError::NotRunning(_))
-    ) {
-        return Err(err);
-    }
-    if engine_holds(home) {
-        bail!(
-            "refused to {what}: an engine holds {} but does not answer on its socket, so it cannot tell who is asking",
-            home.path().display()
-        );
-    }
-    let chain = postern_supervisor::ancestry(std::process::id());
-    if let Some(agent) = postern_supervisor::agent_among(&chain, None) {
-        bail!("{}", postern_engine::inside_agent_tree(what, agent));
-    }
-    proof::offline(home, what)
-}
-
 /// Whether an engine holds `home`'s single-owner lock.
-fn engine_holds(home: &Home) -> bool {
+pub(crate) fn engine_holds(home: &Home) -> bool {
     std::fs::File::options()
         .read(true)
         .write(true)
