@@ -123,6 +123,18 @@ impl Fixture {
         options: &[&str],
         python_args: &[&str],
     ) -> Result<()> {
+        self.add_with(gate, label, options, &python()?, python_args)
+    }
+
+    /// [`Fixture::add`] with another interpreter.
+    pub fn add_with(
+        &self,
+        gate: &Gate,
+        label: &str,
+        options: &[&str],
+        python: &Path,
+        python_args: &[&str],
+    ) -> Result<()> {
         let mut args: Vec<OsString> = vec!["server".into(), "add".into(), label.into()];
         args.push("--cwd".into());
         args.push(self.app().into());
@@ -136,7 +148,7 @@ impl Fixture {
         args.push(effects_dir.into());
         args.extend(options.iter().map(OsString::from));
         args.push("--".into());
-        args.push(python()?.into());
+        args.push(python.into());
         args.extend(python_args.iter().map(OsString::from));
         gate.cli(args).map(drop)
     }
@@ -149,6 +161,16 @@ impl Fixture {
         self.add(&gate, label, &["--restart", restart], &["-B", "server.py"])?;
         Ok(gate)
     }
+}
+
+/// The test venv's packages (`lib/python3.X/site-packages`), for an interpreter run outside it.
+pub fn site_packages() -> Result<PathBuf> {
+    let lib = servers::deps_dir().join("venv/lib");
+    std::fs::read_dir(&lib)
+        .with_context(|| format!("the test venv's {}", lib.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path().join("site-packages")))
+        .find(|dir| dir.is_dir())
+        .with_context(|| format!("no site-packages under {}", lib.display()))
 }
 
 /// The test venv's python, where `scripts/setup-test-deps.sh` installs the MCP SDK.

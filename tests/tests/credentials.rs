@@ -47,6 +47,26 @@ fn add_unbound_fixture_token(gate: &Gate, value: &str) -> Result<String> {
     )
 }
 
+/// After the fixture's code changed under an approval: its next `whoami` is refused as stale;
+/// once the agent lists the tools again, the card says the code changed since the approval and
+/// that the credential waits for it, and approving it runs the call holding the credential.
+/// Returns the call's text.
+async fn asked_about_changed_code(gate: &Gate, agent: &mut RawAgent) -> Result<String> {
+    let stale = agent.call_next("whoami", json!({})).await?;
+    assert_eq!(
+        tool_error(&stale)?["error"],
+        "authorization_stale",
+        "{stale}"
+    );
+    agent.list_tools().await?;
+    let (card, answer) = approved_call(gate, agent, "whoami", json!({}), "--run").await?;
+    assert_eq!(card["epoch"]["since"]["kind"], "changed", "{card}");
+    assert_eq!(card["withheldCredentials"], json!(["fixture-token"]));
+    let text = ok_text(&answer)?;
+    assert!(text.contains("token=set"), "{text}");
+    Ok(text)
+}
+
 /// The red team's recipe: with the vault unlocked, the agent binds a credential to a server
 /// straight in SQLite, to have its next approved call act with it. The launch is not told of
 /// the binding (nothing held, nothing withheld, no card can name it), the row is removed, and
@@ -179,21 +199,8 @@ async fn a_launch_gets_a_credential_only_for_an_identity_a_human_approved() -> R
             "{status}"
         );
         // The old grant is stale; after a refresh the human is asked about the new code.
-        let stale = agent.call_next("whoami", json!({})).await?;
-        assert_eq!(
-            tool_error(&stale)?["error"],
-            "authorization_stale",
-            "{stale}"
-        );
-        agent.list_tools().await?;
-        let (card, answer) = approved_call(&gate, &mut agent, "whoami", json!({}), "--run").await?;
-        assert_eq!(card["epoch"]["since"]["kind"], "changed", "{card}");
-        assert_eq!(card["withheldCredentials"], json!(["fixture-token"]));
-        let text = ok_text(&answer)?;
-        assert!(
-            text.contains("token=set") && text.contains("revision=B"),
-            "{text}"
-        );
+        let text = asked_about_changed_code(&gate, &mut agent).await?;
+        assert!(text.contains("revision=B"), "{text}");
 
         // Locking stops the server holding the credential.
         gate.cli(["lock"])?;
@@ -223,6 +230,64 @@ async fn a_launch_gets_a_credential_only_for_an_identity_a_human_approved() -> R
         )?;
         assert!(exact.status.success(), "{exact:?}");
         assert_eq!(String::from_utf8_lossy(&exact.stderr), "", "a known tool");
+        Ok(())
+    })
+    .await
+}
+
+/// The red team's recipe (2026-12-06): a person approved a server's launch for a credential;
+/// the agent rewrites a module the entry imports from beside it (the entry itself byte for byte
+/// the same, no `--identity` naming the module) and restarts the server, which takes no proof.
+/// The new code is a new identity: its launch is not given the credential, and the card that
+/// follows says the code changed since the approval.
+#[tokio::test]
+async fn a_module_rewritten_beside_an_approved_entry_gets_no_credential() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = Gate::start_prompting(&[]).await?;
+    fixture.add(&gate, LABEL, &[], &["-B", "server.py"])?;
+    add_fixture_token(&gate, &format!("{CANARY}\n"))?;
+    gate.scenario(async {
+        let mut agent = agent(&gate, LABEL).await?;
+        agent.list_tools().await?;
+        let (_, answer) = approved_call(&gate, &mut agent, "whoami", json!({}), "--run").await?;
+        assert!(ok_text(&answer)?.contains("token=set"), "{answer}");
+        let holding = wait_session(&gate, LABEL, "a launch holding the credential", |s| {
+            s["credentials"]["released"] == json!(["fixture-token"])
+        })
+        .await?;
+
+        // The agent's move: the entry stays, a module beside it changes, and a restart.
+        let replaced = fixture.rebuild("dependency-2")?;
+        assert_eq!(replaced, [fixture.lib().join("dependency.py")]);
+        gate.cli(["server", "restart", LABEL])?;
+        let relaunched = wait_session(&gate, LABEL, "the relaunch", |s| {
+            ready(s) && epoch(s) != epoch(&holding)
+        })
+        .await?;
+        assert_eq!(
+            relaunched["execution"]["entry"], holding["execution"]["entry"],
+            "the entry is the same: {relaunched}"
+        );
+        assert_ne!(
+            relaunched["execution"]["identity"], holding["execution"]["identity"],
+            "{relaunched}"
+        );
+        assert_eq!(
+            relaunched["credentials"]["released"],
+            json!([]),
+            "{relaunched}"
+        );
+        assert_eq!(
+            relaunched["credentials"]["withheld"],
+            json!(["fixture-token"]),
+            "{relaunched}"
+        );
+        assert_eq!(
+            relaunched["credentials"]["reason"],
+            "identity changed since approval"
+        );
+        let text = asked_about_changed_code(&gate, &mut agent).await?;
+        assert!(text.contains("dependency=2"), "{text}");
         Ok(())
     })
     .await

@@ -865,18 +865,27 @@ async fn two_sessions_of_one_server_get_two_epochs_with_equal_identities() -> Re
 /// refresh-contract §2 and issue 16: an interpreter's entry is found as the runtime resolves
 /// it: `python -m server` runs `server.py` from the working directory, which is hashed like an
 /// entry named as a file (a module the working directory does not hold stays unpinned, with the
-/// reason: the supervisor's unit tests). With an entry but no lockfile (and the test venv's
-/// packages hashed) the server is partly pinned, and status says what is covered and what is
-/// not. The same server with its lockfile and entry file is pinned. Each is its server's
-/// launch 1.
+/// reason: the supervisor's unit tests). The entry, the code beside it and the test venv's
+/// packages are hashed, so the server is pinned without a lockfile; the same server run by the
+/// interpreter itself, its packages found through PYTHONPATH (no environment to hash), is partly
+/// pinned, and status says what is covered and what is not. Each is its server's launch 1.
 #[tokio::test]
 async fn a_module_entry_is_resolved_to_its_file_and_pinning_says_what_it_covers() -> Result<()> {
-    let unpinned = Fixture::new()?;
-    unpinned.remove_lockfile()?;
+    let unlocked = Fixture::new()?;
+    unlocked.remove_lockfile()?;
     let pinned = Fixture::new()?;
     let gate = gate().await?;
-    unpinned.add(&gate, LABEL, &[], &["-m", "server"])?;
-    unpinned.add(&gate, "partly", &[], &["-B", "server.py"])?;
+    unlocked.add(&gate, LABEL, &[], &["-m", "server"])?;
+    let python = std::fs::canonicalize(postern_e2e::rebuild::python()?)?;
+    let packages = postern_e2e::rebuild::site_packages()?;
+    let path = format!("PYTHONPATH={}", packages.display());
+    unlocked.add_with(
+        &gate,
+        "partly",
+        &["--env", &path],
+        &python,
+        &["-B", "server.py"],
+    )?;
     pinned.add(&gate, "pinned", &[], &["-B", "server.py"])?;
     gate.scenario(async {
         let mut agent = connect(&gate, LABEL).await?;
@@ -885,13 +894,15 @@ async fn a_module_entry_is_resolved_to_its_file_and_pinning_says_what_it_covers(
         let execution = &session["execution"];
         assert_eq!(
             execution["entry"]["path"],
-            path_str(&unpinned.entry()),
+            path_str(&unlocked.entry()),
             "`-m server` runs server.py: {session}"
         );
         assert_eq!(execution["lockfiles"], json!([]), "{session}");
-        assert_eq!(execution["pinning"]["state"], "partly", "{session}");
-        let cli = gate.cli(["server", "status", LABEL])?;
-        assert!(!cli.contains("UNPINNED"), "{cli}");
+        assert_eq!(
+            execution["pinning"],
+            json!({"state": "pinned"}),
+            "the entry, the code beside it and the venv: {session}"
+        );
 
         let mut partly = connect(&gate, "partly").await?;
         partly.list_tools().await?;
@@ -900,17 +911,17 @@ async fn a_module_entry_is_resolved_to_its_file_and_pinning_says_what_it_covers(
             session["execution"]["pinning"],
             json!({
                 "state": "partly",
-                "covered": "the entry file server.py and the packages in venv",
-                "uncovered": "the server's own modules beside it: there is no lockfile in the \
-                              working directory (add one, or name them with --identity)",
+                "covered": "the entry file server.py and the code beside it",
+                "uncovered": "the packages it loads: there is no lockfile in the working \
+                              directory (add one, or name the dependency tree with --identity)",
             }),
             "{session}"
         );
         let cli = gate.cli(["server", "status", "partly"])?;
         assert!(
             cli.contains(
-                "    partly pinned: covers the entry file server.py and the packages in venv, \
-                 not the server's own modules beside it"
+                "    partly pinned: covers the entry file server.py and the code beside it, \
+                 not the packages it loads"
             ) && !cli.contains("UNPINNED"),
             "{cli}"
         );

@@ -15,8 +15,27 @@ use postern_domain::{Artifact, Digest, Pinning, ServerConfig};
 
 use sha2::{Digest as _, Sha256};
 
-/// The directory Python writes its bytecode cache to, left out of tree digests.
-const CACHE_DIR: &str = "__pycache__";
+/// Variables every launch gets from the host, over its configuration's: Python writes no
+/// bytecode cache beside what it imports, so the caches hashed with a tree stay as they were
+/// when a person approved it (Python loads a cached `.pyc` whose header matches its source's
+/// size and time, so a planted one is code, and is hashed like any other file).
+pub const HOST_ENV: [(&str, &str); 1] = [("PYTHONDONTWRITEBYTECODE", "1")];
+
+/// Extensions of the files an interpreter loads as code, hashed in a server's own source
+/// tree.
+const CODE_EXTENSIONS: [&str; 20] = [
+    "py", "pyc", "pyd", "so", "pth", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "node",
+    "wasm", "rb", "pl", "pm", "php", "dylib",
+];
+/// Files hashed in a source tree by name: they say how Node and TypeScript runners resolve
+/// and load the package's files (other data the server reads or writes is not its code).
+const CODE_NAMES: [&str; 2] = ["package.json", "tsconfig.json"];
+/// Directories a source tree is walked without: a repository's history, and the package
+/// trees an interpreter resolves packages from (hashed on their own when it does).
+const NOT_SOURCE: [&str; 2] = [".git", "node_modules"];
+/// How many entries a server's source tree may hold: beyond that it is not walked at every
+/// launch, and the server is partly pinned (`--identity` names its code instead).
+pub const SOURCE_ENTRIES: usize = 20_000;
 
 /// Lockfiles looked for in the working directory, in this order.
 pub const LOCKFILES: [&str; 9] = [
@@ -191,6 +210,7 @@ impl DigestCache {
             .unwrap_or_default()
             .to_owned();
         let mut preloads = Vec::new();
+        let mut plan_source = None;
         if kind == Kind::Interpreter {
             // A `#!` script that is the entry takes the arguments as its own.
             let args: &[String] = if entry.is_some() { &[] } else { config.args() };
@@ -202,6 +222,7 @@ impl DigestCache {
                         entry = Some(self.artifact(&file)?);
                     }
                     preloads = plan.preloads;
+                    plan_source = plan.source;
                 }
                 None => {
                     if entry.is_none()
@@ -225,11 +246,33 @@ impl DigestCache {
             .filter(|p| p.is_file())
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
+        let runtime = match (&interpreter, kind) {
+            (Some(interp), _) => self.runtime_version(interp, executable.digest),
+            (None, Kind::Interpreter) => self.runtime_version(&current, executable.digest),
+            _ => None,
+        };
         // The configured identity paths, then the interpreter's own environment: a Python
-        // virtual environment's installed packages are code the server loads (a `.pth`
-        // file there even runs at every start), so they are hashed as a tree.
+        // virtual environment's installed packages are code the server loads (a `.pth` file
+        // there even runs at every start), so they are hashed as a tree; so are the packages
+        // it loads from the user's home.
         let environment = interpreter.as_deref().and_then(python_environment);
-        let extra_paths = config
+        let home = config
+            .env
+            .iter()
+            .rev()
+            .find(|v| v.name == "HOME")
+            .map(|v| PathBuf::from(&v.value))
+            .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+        let user_packages = match kind {
+            Kind::Interpreter => loads::user_packages(
+                &interpreter_name,
+                runtime.as_deref(),
+                &loader_env,
+                home.as_deref(),
+            ),
+            _ => Vec::new(),
+        };
+        let trees: Vec<PathBuf> = config
             .identity_paths
             .iter()
             .map(|p| {
@@ -240,17 +283,42 @@ impl DigestCache {
                 }
             })
             .chain(environment.clone())
-            .chain(preloads)
             .chain(node_tree)
+            .chain(user_packages)
+            .collect();
+        let mut extra_paths = trees
+            .iter()
+            .chain(&preloads)
+            .cloned()
             .chain(loads::preloaded_libraries(&loader_env, &working_directory))
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
-
-        let runtime = match (&interpreter, kind) {
-            (Some(interp), _) => self.runtime_version(interp, executable.digest),
-            (None, Kind::Interpreter) => self.runtime_version(&current, executable.digest),
+        // The server's own code, where the interpreter imports it from first: the modules
+        // beside its entry are as much what runs as the entry is.
+        let source_root = match kind {
+            Kind::Interpreter => plan_source.or_else(|| {
+                entry
+                    .as_ref()
+                    .and_then(|e| loads::source_root(&interpreter_name, &e.path))
+            }),
             _ => None,
         };
+        let mut source_too_large = None;
+        if let Some(root) = source_root
+            && !trees.iter().any(|tree| root.starts_with(tree))
+        {
+            // What is hashed on its own is not hashed again: a change names the one file.
+            let apart: Vec<PathBuf> = trees
+                .iter()
+                .chain(&preloads)
+                .chain(entry.as_ref().map(|e| &e.path))
+                .cloned()
+                .collect();
+            match self.source_digest(&root, &apart)? {
+                Some(digest) => extra_paths.push(Artifact { path: root, digest }),
+                None => source_too_large = Some(root),
+            }
+        }
 
         let pinning = pinning(
             config,
@@ -260,11 +328,14 @@ impl DigestCache {
                 (true, Some(script)) => Dispatch::Script(script),
                 (true, None) => Dispatch::Shell,
             },
-            entry.as_ref(),
-            environment.as_deref(),
-            !lockfiles.is_empty(),
-            // The user's own paths: an environment holds packages, not the server's code.
-            !config.identity_paths.is_empty(),
+            &Hashed {
+                entry: entry.as_ref(),
+                environment: environment.as_deref(),
+                source_too_large: source_too_large.as_deref(),
+                lockfile: !lockfiles.is_empty(),
+                // The user's own paths: an environment holds packages, not the server's code.
+                named: !config.identity_paths.is_empty(),
+            },
         );
 
         let sandbox = crate::sandbox::profile(config, &working_directory, &self.sandbox);
@@ -282,6 +353,7 @@ impl DigestCache {
                     .iter()
                     .filter_map(|c| c.env_var().map(str::to_owned)),
             )
+            .chain(HOST_ENV.iter().map(|(name, _)| (*name).to_owned()))
             .collect();
         env_names.sort();
         env_names.dedup();
@@ -359,34 +431,64 @@ impl DigestCache {
     }
 
     /// A tree digest: for every entry under `root` in sorted order, its relative path,
-    /// its kind and mode, and its content digest (symlinks by target, not followed).
-    /// Python's `__pycache__` directories are left out.
+    /// its kind and mode, and its content digest (symlinks by target, not followed). Python's
+    /// bytecode caches are hashed too: launches write none ([`HOST_ENV`]), and one planted
+    /// there would be loaded.
     fn tree_digest(&self, root: &Path) -> Result<Digest, IdentityError> {
-        let mut lines = String::new();
-        let mut stack = vec![root.to_owned()];
-        let mut entries = Vec::new();
-        while let Some(dir) = stack.pop() {
-            let unreadable = |source| IdentityError::Unreadable {
-                path: dir.clone(),
-                source,
+        let entries = walk(root, usize::MAX, |_| Walk::Into)?.unwrap_or_default();
+        self.entries_digest(root, entries)
+    }
+
+    /// The digest of the server's own code under `root` ([`loads::source_root`]): the files
+    /// an interpreter loads as code ([`CODE_EXTENSIONS`]) and every link, as in a tree digest,
+    /// without what is hashed on its own (`skip`: the entry, trees), [`NOT_SOURCE`], and
+    /// virtual environments. Files the server writes as it runs (a log, a database) are not its code
+    /// and are left out. `None` when `root` holds more than [`SOURCE_ENTRIES`] entries.
+    fn source_digest(
+        &self,
+        root: &Path,
+        skip: &[PathBuf],
+    ) -> Result<Option<Digest>, IdentityError> {
+        let entries = walk(root, SOURCE_ENTRIES, |entry| {
+            let path = entry.path();
+            let name = entry.file_name();
+            let Ok(kind) = entry.file_type() else {
+                return Walk::Leave;
             };
-            for entry in std::fs::read_dir(&dir).map_err(unreadable)? {
-                let entry = entry.map_err(|source| IdentityError::Unreadable {
-                    path: dir.clone(),
-                    source,
-                })?;
-                // Bytecode caches are written by the interpreter as it imports: derived from
-                // the sources beside them, and churning on every first run.
-                if entry.file_name() == CACHE_DIR {
-                    continue;
-                }
-                entries.push(entry.path());
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push(entry.path());
-                }
+            if kind.is_dir() {
+                let environment = path.join("pyvenv.cfg").is_file();
+                return if environment
+                    || NOT_SOURCE.iter().any(|n| name == *n)
+                    || skip.contains(&path)
+                {
+                    Walk::Leave
+                } else {
+                    Walk::Through
+                };
             }
-        }
-        entries.sort();
+            if skip.contains(&path) {
+                return Walk::Leave;
+            }
+            let code = CODE_NAMES.iter().any(|n| name == *n)
+                || Path::new(&name)
+                    .extension()
+                    .and_then(OsStr::to_str)
+                    .is_some_and(|e| CODE_EXTENSIONS.contains(&e));
+            if code || kind.is_symlink() {
+                Walk::Take
+            } else {
+                Walk::Leave
+            }
+        })?;
+        entries
+            .map(|entries| self.entries_digest(root, entries))
+            .transpose()
+    }
+
+    /// The digest of `entries` (paths under `root`, sorted): a line each of the relative
+    /// path, the mode and the content's digest (a link's target, a directory's kind).
+    fn entries_digest(&self, root: &Path, entries: Vec<PathBuf>) -> Result<Digest, IdentityError> {
+        let mut lines = String::new();
         for path in entries {
             let rel = path
                 .strip_prefix(root)
@@ -431,6 +533,57 @@ impl DigestCache {
         }
         version
     }
+}
+
+/// What a tree walk does with an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// Hash it, and walk it when it is a directory.
+    Into,
+    /// Walk it, a directory, without hashing it: only what it holds counts.
+    Through,
+    /// Hash it (a file or a link).
+    Take,
+    /// Neither.
+    Leave,
+}
+
+/// The entries under `root` that `choose` takes, sorted; `None` once more than `limit`
+/// entries were looked at.
+fn walk(
+    root: &Path,
+    limit: usize,
+    mut choose: impl FnMut(&std::fs::DirEntry) -> Walk,
+) -> Result<Option<Vec<PathBuf>>, IdentityError> {
+    let mut stack = vec![root.to_owned()];
+    let mut entries = Vec::new();
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let unreadable = |source| IdentityError::Unreadable {
+            path: dir.clone(),
+            source,
+        };
+        for entry in std::fs::read_dir(&dir).map_err(unreadable)? {
+            let entry = entry.map_err(unreadable)?;
+            seen += 1;
+            if seen > limit {
+                return Ok(None);
+            }
+            match choose(&entry) {
+                Walk::Into => {
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        stack.push(entry.path());
+                    }
+                    entries.push(entry.path());
+                }
+                Walk::Through => stack.push(entry.path()),
+                Walk::Take => entries.push(entry.path()),
+                Walk::Leave => {}
+            }
+        }
+    }
+    entries.sort();
+    Ok(Some(entries))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -480,20 +633,32 @@ enum Dispatch<'a> {
     Shell,
 }
 
+/// What the identity hashed of an interpreter launch, for [`pinning`].
+struct Hashed<'a> {
+    /// The entry file.
+    entry: Option<&'a Artifact>,
+    /// The Python virtual environment the interpreter belongs to (hashed as a tree).
+    environment: Option<&'a Path>,
+    /// The server's own source tree, when it held too many entries to hash.
+    source_too_large: Option<&'a Path>,
+    /// A lockfile in the working directory.
+    lockfile: bool,
+    /// Identity paths the person named.
+    named: bool,
+}
+
 fn pinning(
     config: &ServerConfig,
     kind: Kind,
     dispatch: Dispatch<'_>,
-    entry: Option<&Artifact>,
-    environment: Option<&Path>,
-    has_lock: bool,
-    has_extra: bool,
+    hashed: &Hashed<'_>,
 ) -> Pinning {
     let unpinned = |reason: String| Pinning::Unpinned { reason };
     let program_name = Path::new(config.program())
         .file_name()
         .and_then(OsStr::to_str)
         .unwrap_or_default();
+    let (has_lock, has_extra) = (hashed.lockfile, hashed.named);
     if kind == Kind::PackageRunner && !has_lock {
         return unpinned(format!(
             "`{program_name}` fetches and runs a package by name, and there is no lockfile in the working directory"
@@ -508,27 +673,36 @@ fn pinning(
             "`uv run --with` resolves packages at launch, and there is no lockfile".to_owned(),
         );
     }
+    if kind == Kind::Interpreter
+        && !has_extra
+        && let Some(root) = hashed.source_too_large
+    {
+        return Pinning::Partly {
+            covered: match hashed.entry {
+                Some(entry) => format!("the entry file {}", file_name(&entry.path)),
+                None => "the interpreter".to_owned(),
+            },
+            uncovered: format!(
+                "the server's own code beside it in {}: more than {SOURCE_ENTRIES} entries \
+                 there to hash at each launch (name its code with --identity)",
+                root.display()
+            ),
+        };
+    }
     if kind == Kind::Interpreter && !has_lock && !has_extra {
         let module = config.args().iter().any(|a| a == "-m");
-        return match (entry, module) {
-            // The server's own file is hashed: the code it loads is not.
-            (Some(entry), _) => match environment {
-                Some(environment) => Pinning::Partly {
-                    covered: format!(
-                        "the entry file {} and the packages in {}",
-                        file_name(&entry.path),
-                        file_name(environment)
-                    ),
-                    uncovered: "the server's own modules beside it: there is no lockfile in the \
-                                working directory (add one, or name them with --identity)"
-                        .to_owned(),
-                },
-                None => Pinning::Partly {
-                    covered: format!("the entry file {}", file_name(&entry.path)),
-                    uncovered: "the code it loads: there is no lockfile in the working \
-                                directory (add one, or name the dependency tree with --identity)"
-                        .to_owned(),
-                },
+        return match (hashed.entry, module) {
+            // The server's own files are hashed, and with an environment the packages it
+            // loads: all of its code.
+            (Some(_), _) if hashed.environment.is_some() => Pinning::Pinned,
+            (Some(entry), _) => Pinning::Partly {
+                covered: format!(
+                    "the entry file {} and the code beside it",
+                    file_name(&entry.path)
+                ),
+                uncovered: "the packages it loads: there is no lockfile in the working \
+                            directory (add one, or name the dependency tree with --identity)"
+                    .to_owned(),
             },
             (None, true) => unpinned(
                 "the entry is a module name, not a file, and there is no lockfile".to_owned(),

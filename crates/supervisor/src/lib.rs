@@ -21,7 +21,7 @@ use postern_domain::{Digest, ExecutionEpoch, ExecutionRecord, ServerConfig};
 #[cfg(target_os = "macos")]
 pub use agent::debugger_attached;
 pub use agent::{Ancestor, LiveProcess, agent_among, ancestry, identify_agent, process_start_time};
-pub use identity::{DigestCache, IdentityError, LOCKFILES, Observed};
+pub use identity::{DigestCache, HOST_ENV, IdentityError, LOCKFILES, Observed};
 pub use process::{
     ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,
 };
@@ -125,10 +125,9 @@ where
         }));
     }
     let given = release(&identity);
-    let env: Vec<(&str, &str)> = given
-        .env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
+    let env: Vec<(&str, &str)> = HOST_ENV
+        .into_iter()
+        .chain(given.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .collect();
     let spawned = match &first.sandbox {
         None => spawn_program(&observed.program, config.args(), config, &env, None)?,

@@ -30,11 +30,9 @@ impl ArtifactWatch {
         let dirs: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).cloned().collect();
         let relevant = {
             let (files, dirs) = (files.clone(), dirs.clone());
-            move |path: &Path| {
-                // Bytecode the interpreter writes as it imports is no part of a tree's digest.
-                let cache = path.components().any(|c| c.as_os_str() == "__pycache__");
-                files.contains(path) || (!cache && dirs.iter().any(|d| path.starts_with(d)))
-            }
+            // Anything under a directory: a tree's digest takes every file, a source tree's
+            // its code only (a write to a log there is looked at, and found no change).
+            move |path: &Path| files.contains(path) || dirs.iter().any(|d| path.starts_with(d))
         };
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {

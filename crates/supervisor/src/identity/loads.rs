@@ -59,6 +59,9 @@ pub(super) struct Plan {
     pub entry: Option<PathBuf>,
     /// Files it loads before the entry.
     pub preloads: Vec<PathBuf>,
+    /// Where it imports the server's own code from first ([`source_root`]), when the plan
+    /// says more than the entry's place does: Python's working directory with `-m`.
+    pub source: Option<PathBuf>,
 }
 
 /// The plan of `interpreter` (its file name: `node`, `python3.11`) run with `args` in `cwd`,
@@ -100,8 +103,11 @@ pub(super) fn plan(
             });
             let mut plan = Plan::default();
             match module {
+                // `-m` puts the working directory first on the import path, even for a
+                // module installed elsewhere: a file there shadows any module it imports.
                 Some(name) => {
                     plan.entry = module_file(cwd, &name);
+                    plan.source = Some(cwd.to_owned());
                 }
                 None => plan.entry = entry.and_then(|e| file(cwd, e)),
             }
@@ -160,6 +166,60 @@ fn module_file(cwd: &Path, name: &str) -> Option<PathBuf> {
         .into_iter()
         .map(|p| cwd.join(p))
         .find(|p| p.is_file())
+}
+
+/// Where `interpreter` (its file name) imports the server's own code from, besides the entry
+/// file at `entry`: Node resolves relative requires within the package that holds the entry
+/// (the nearest directory with a `package.json`, else the entry's own); Python and the others
+/// put the entry's directory first on their import path.
+pub(super) fn source_root(interpreter: &str, entry: &Path) -> Option<PathBuf> {
+    let dir = entry.parent()?;
+    if interpreter.starts_with("node") {
+        let package = dir
+            .ancestors()
+            .find(|d| d.join("package.json").is_file())
+            .unwrap_or(dir);
+        return Some(package.to_owned());
+    }
+    Some(dir.to_owned())
+}
+
+/// Packages an interpreter loads from the user's home whatever the server's configuration:
+/// Python's user site (`site-packages` under `PYTHONUSERBASE`, else `~/.local`, for the
+/// runtime's version; its `.pth` files and `usercustomize` run at every start), and the
+/// folders Node searches last for a bare require (`~/.node_modules`, `~/.node_libraries`).
+/// Those that exist.
+pub(super) fn user_packages(
+    interpreter: &str,
+    runtime: Option<&str>,
+    loader_env: &[String],
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
+    let candidates: Vec<PathBuf> = if interpreter.starts_with("python") {
+        let version = runtime
+            .and_then(|r| r.strip_prefix("Python "))
+            .and_then(|v| {
+                let mut parts = v.split('.');
+                Some(format!("{}.{}", parts.next()?, parts.next()?))
+            });
+        let base = loader_env
+            .iter()
+            .find_map(|v| v.strip_prefix("PYTHONUSERBASE="))
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".local")));
+        match (base, version) {
+            (Some(base), Some(version)) => {
+                vec![base.join(format!("lib/python{version}/site-packages"))]
+            }
+            _ => Vec::new(),
+        }
+    } else if interpreter.starts_with("node") {
+        home.map(|h| vec![h.join(".node_modules"), h.join(".node_libraries")])
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    candidates.into_iter().filter(|p| p.is_dir()).collect()
 }
 
 /// The `node_modules` directory Node resolves `entry`'s packages from: the nearest one in

@@ -80,12 +80,13 @@ fn a_shebang_script_is_the_entry_of_its_interpreter_and_a_shell_wrapper_is_a_wra
         .observe(&config(dir.path(), &["./mcp-tool"]))
         .expect("observe");
     assert_eq!(seen.entry.map(|e| e.path), Some(tool.clone()));
-    // The script is hashed; with no lockfile, what it imports is not.
+    // The script and the code beside it are hashed; with no lockfile, the packages it
+    // imports are not.
     assert_eq!(
         seen.pinning,
         Pinning::Partly {
-            covered: "the entry file mcp-tool".into(),
-            uncovered: "the code it loads: there is no lockfile in the working directory \
+            covered: "the entry file mcp-tool and the code beside it".into(),
+            uncovered: "the packages it loads: there is no lockfile in the working directory \
                         (add one, or name the dependency tree with --identity)"
                 .into(),
         }
@@ -189,7 +190,7 @@ fn a_missing_program_names_itself() {
 }
 
 #[test]
-fn a_python_virtual_environment_is_part_of_the_identity_but_its_bytecode_caches_are_not() {
+fn a_python_virtual_environment_and_its_bytecode_caches_are_part_of_the_identity() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("server.py"), "import mcp").expect("write");
     let venv = dir.path().join(".venv");
@@ -214,32 +215,207 @@ fn a_python_virtual_environment_is_part_of_the_identity_but_its_bytecode_caches_
             .expect("the venv among the identity paths")
     };
     let before = environment(&first);
-    // The packages are hashed, not the server's own modules beside its entry: partly pinned.
+    // The packages are hashed, and the server's own code beside its entry: all of it.
+    assert_eq!(first.pinning, Pinning::Pinned);
     assert!(
-        matches!(&first.pinning, Pinning::Partly { covered, uncovered }
-            if covered == "the entry file server.py and the packages in .venv"
-                && uncovered.starts_with("the server's own modules beside it")),
-        "{:?}",
-        first.pinning
+        first.extra_paths.iter().any(|a| a.path == dir.path()),
+        "the code beside the entry: {:?}",
+        first.extra_paths
     );
 
-    // Python caching bytecode as it imports changes nothing.
+    // Python loads a cached module whose header matches its source: a planted one is code.
     std::fs::write(
         site.join("mcp/__pycache__/__init__.cpython-311.pyc"),
-        "cache",
+        "planted bytecode",
     )
     .expect("pyc");
-    assert_eq!(environment(&observe()), before);
+    let planted = environment(&observe());
+    assert_ne!(planted, before);
 
     // A `.pth` file dropped into site-packages (it runs at every start) is new code.
     std::fs::write(site.join("zz.pth"), "import os").expect("pth");
-    assert_ne!(environment(&observe()), before);
+    assert_ne!(environment(&observe()), planted);
 
-    // The system interpreter itself has no environment to add.
+    // The launches write no caches for the digest to churn on.
+    assert!(
+        first
+            .env_names
+            .contains(&"PYTHONDONTWRITEBYTECODE".to_owned()),
+        "{:?}",
+        first.env_names
+    );
+
+    // The system interpreter has no environment to add: only the code beside the entry.
     let system = DigestCache::new()
         .observe(&config(dir.path(), &[&real_python(), "server.py"]))
         .expect("observe");
-    assert!(system.extra_paths.is_empty(), "{:?}", system.extra_paths);
+    let paths: Vec<&Path> = system
+        .extra_paths
+        .iter()
+        .map(|a| a.path.as_path())
+        .collect();
+    assert_eq!(paths, [dir.path()], "the venv beside it is not walked");
+}
+
+/// The identity of `config` as a launch records it.
+fn identity_of(config: &ServerConfig) -> Digest {
+    crate::record(
+        config,
+        DigestCache::new().observe(config).expect("observe"),
+        0,
+        0,
+    )
+    .identity_digest()
+}
+
+/// The agent's move against a server a person approved (red team, 2026-12-06): the entry file
+/// stays byte for byte the same while a module it imports from beside it is rewritten, and a
+/// restart (which takes no proof) would launch the new code under the old identity, with the
+/// credential released to it. The modules beside the entry are part of the identity: the new
+/// code is a new identity. What the server writes beside its code (a log, its data) is not.
+#[test]
+fn the_modules_beside_the_entry_are_part_of_the_identity_and_what_the_server_writes_is_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "import helper, pkg.tools").expect("write");
+    std::fs::write(dir.path().join("helper.py"), "MARK = 'benign'").expect("write");
+    std::fs::write(dir.path().join("requirements.txt"), "mcp==1.0").expect("write");
+    std::fs::create_dir_all(dir.path().join("pkg")).expect("pkg");
+    std::fs::write(dir.path().join("pkg/tools.py"), "").expect("write");
+    let config = config(dir.path(), &[&real_python(), "server.py"]);
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    assert_eq!(seen.pinning, Pinning::Pinned);
+    let approved = identity_of(&config);
+
+    // What the server writes as it runs, and what is no code, is not its identity.
+    std::fs::write(dir.path().join("server.log"), "a call").expect("log");
+    std::fs::write(dir.path().join("state.json"), "{}").expect("data");
+    std::fs::create_dir_all(dir.path().join("cache")).expect("dir");
+    assert_eq!(identity_of(&config), approved);
+
+    let rewritten = |file: &str, text: &str, why: &str| {
+        let path = dir.path().join(file);
+        let before = std::fs::read(&path).ok();
+        std::fs::write(&path, text).expect("write");
+        assert_ne!(identity_of(&config), approved, "{why}");
+        match before {
+            Some(before) => std::fs::write(&path, before).expect("restore"),
+            None => std::fs::remove_file(&path).expect("remove"),
+        }
+        assert_eq!(identity_of(&config), approved, "{why}, undone");
+    };
+    rewritten(
+        "helper.py",
+        "import os; open('stolen', 'w').write(os.environ['TOK'])",
+        "a module beside the entry rewritten",
+    );
+    rewritten(
+        "pkg/tools.py",
+        "import os",
+        "a module in a package beside it",
+    );
+    rewritten(
+        "json.py",
+        "import os",
+        "a module shadowing the standard library's",
+    );
+    std::fs::create_dir_all(dir.path().join("__pycache__")).expect("cache dir");
+    rewritten(
+        "__pycache__/helper.cpython-311.pyc",
+        "planted bytecode",
+        "a cached module planted beside the entry",
+    );
+}
+
+/// `python -m` puts the working directory first on the import path even when the module is
+/// installed elsewhere: a file there that shadows a module it imports is part of its identity.
+#[test]
+fn a_module_run_takes_the_code_in_its_working_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), &[&real_python(), "-m", "json.tool"]);
+    let before = identity_of(&config);
+    std::fs::write(dir.path().join("codecs.py"), "import os").expect("write");
+    assert_ne!(identity_of(&config), before);
+}
+
+/// A source tree too large to walk at every launch is left out, and the server is then partly
+/// pinned with the reason; the packages Python loads from the user's home (its user site,
+/// where a `.pth` runs at every start) are part of the identity.
+#[test]
+fn a_source_tree_too_large_to_hash_is_said_and_the_users_site_packages_are_hashed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let code = dir.path().join("code");
+    std::fs::create_dir_all(code.join("many")).expect("dirs");
+    std::fs::write(code.join("server.py"), "").expect("write");
+    std::fs::write(code.join("requirements.txt"), "").expect("write");
+    for i in 0..=SOURCE_ENTRIES {
+        std::fs::write(code.join(format!("many/{i}")), "").expect("write");
+    }
+    let home = dir.path().join("home");
+    let mut config = config(&code, &[&real_python(), "server.py"]);
+    config
+        .env
+        .push(format!("HOME={}", home.display()).parse().expect("env"));
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    match &seen.pinning {
+        Pinning::Partly { covered, uncovered } => {
+            assert_eq!(covered, "the entry file server.py");
+            assert!(
+                uncovered.starts_with(&format!(
+                    "the server's own code beside it in {}: more than 20000 entries",
+                    code.display()
+                )),
+                "{uncovered}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(seen.extra_paths.is_empty(), "{:?}", seen.extra_paths);
+
+    // The user site of this interpreter's version, under the launch's HOME.
+    let version = seen
+        .runtime
+        .as_deref()
+        .and_then(|r| r.strip_prefix("Python "))
+        .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
+        .expect("a Python version");
+    let site = home.join(format!(".local/lib/python{version}/site-packages"));
+    std::fs::create_dir_all(&site).expect("site");
+    let before = identity_of(&config);
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    assert!(
+        seen.extra_paths.iter().any(|a| a.path == site),
+        "{:?}",
+        seen.extra_paths
+    );
+    std::fs::write(site.join("zz.pth"), "import os").expect("pth");
+    assert_ne!(identity_of(&config), before);
+}
+
+/// Node resolves a relative require within the package that holds the entry: the package's own
+/// files (not its `node_modules`, hashed on their own) are part of the identity.
+#[test]
+fn nodes_entry_brings_its_packages_own_files() {
+    let Some(node) = node() else {
+        panic!("node is not on PATH: the end-to-end setup installs it");
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("dist")).expect("dist");
+    std::fs::create_dir_all(dir.path().join("lib")).expect("lib");
+    std::fs::create_dir_all(dir.path().join("node_modules/dep")).expect("deps");
+    std::fs::write(dir.path().join("package.json"), "{}").expect("write");
+    std::fs::write(dir.path().join("dist/index.js"), "require('../lib/x')").expect("write");
+    std::fs::write(dir.path().join("lib/x.js"), "").expect("write");
+    let config = config(dir.path(), &[&node, "dist/index.js"]);
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    let paths: Vec<&Path> = seen.extra_paths.iter().map(|a| a.path.as_path()).collect();
+    assert_eq!(
+        paths,
+        [dir.path().join("node_modules").as_path(), dir.path()],
+        "the packages, then the package's own files"
+    );
+    let before = identity_of(&config);
+    std::fs::write(dir.path().join("lib/x.js"), "process.env").expect("write");
+    assert_ne!(identity_of(&config), before);
 }
 
 /// `node` as found on PATH (the test machine has Node.js for the end-to-end servers).
