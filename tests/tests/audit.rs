@@ -54,6 +54,11 @@ async fn calls_are_audited_verified_exported_and_tampering_or_truncation_is_caug
             verified.contains("reaches the keychain's anchor"),
             "{verified}"
         );
+        ensure!(
+            verified
+                .contains("journals: the Sessions and Activity journals are what the log gives"),
+            "{verified}"
+        );
         let records = count_records(&verified)?;
 
         let activity = home.cli(&["activity", "--tool", "echo", "--json"])?;

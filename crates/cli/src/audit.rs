@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use postern_engine::Home;
 use postern_engine::answer::ControlCommand;
-use postern_engine::audit::{self, AnchorCheck, AuditError};
+use postern_engine::audit::{self, AnchorCheck, AuditError, JournalCheck};
 use postern_store::{ActivityFilter, SessionFilter, Store};
 use postern_vault::{Keychain, VaultKey};
 
@@ -145,6 +145,17 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
                 (true, _) => writeln!(out, "bodies: every one opened and parsed")?,
                 (false, Some(why)) => writeln!(out, "bodies: not opened ({why})")?,
                 (false, None) => writeln!(out, "bodies: not opened")?,
+            }
+            match report.journals {
+                JournalCheck::Matched { through } => writeln!(
+                    out,
+                    "journals: the Sessions and Activity journals are what the log gives, \
+                     through record {through}"
+                )?,
+                JournalCheck::NotChecked => writeln!(
+                    out,
+                    "journals: not compared with the log (that needs the bodies opened)"
+                )?,
             }
         }
         AuditCommand::Export {

@@ -48,7 +48,9 @@ use postern_vault::{SecretStore, VaultError};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-pub use offline::{AnchorCheck, VerifyReport, export, reanchor, rebuild_journals, verify};
+pub use offline::{
+    AnchorCheck, JournalCheck, VerifyReport, export, reanchor, rebuild_journals, verify,
+};
 pub(crate) use offline::{open_record, redacted};
 pub use opening::opening_key_sealed;
 pub(crate) use opening::read_key;

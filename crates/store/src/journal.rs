@@ -289,6 +289,115 @@ impl StoredGrant {
 }
 
 /// A value of `journal_meta` (0 when not set).
+/// The journals' tables, each with the columns its rows are ordered by: every row derives from
+/// the log alone, so journals projected anew from the same records hold the same rows.
+const JOURNAL_TABLES: [(&str, &str); 7] = [
+    ("journal_sessions", "id"),
+    ("journal_session_epochs", "session, epoch"),
+    ("journal_activity", "seq"),
+    ("journal_activity_buckets", "session, span, start"),
+    ("journal_grants", "\"grant\""),
+    ("journal_approvals", "approval"),
+    ("journal_credential_uses", "credential, server, host"),
+];
+
+/// Where two journals first differ: a row of `table` as one of them has it and as the other
+/// does (`None`: it has no such row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalDifference {
+    /// The table.
+    pub table: &'static str,
+    /// The row as the journals being checked have it (`column=value`, in the table's order).
+    pub found: Option<String>,
+    /// The row as the reference has it.
+    pub expected: Option<String>,
+}
+
+/// The journals as they are at one moment (a read transaction, ended when this is dropped),
+/// while the engine goes on writing them.
+#[derive(Debug)]
+pub struct JournalSnapshot<'a> {
+    store: &'a Store,
+    /// How far they go: the seq of the last record projected.
+    pub seq: i64,
+}
+
+impl Store {
+    /// Begins a [`JournalSnapshot`] of this connection's journals.
+    pub fn journal_snapshot(&self) -> Result<JournalSnapshot<'_>, StoreError> {
+        self.conn.execute_batch("BEGIN")?;
+        let mut snapshot = JournalSnapshot {
+            store: self,
+            seq: 0,
+        };
+        snapshot.seq = journal_meta(&self.conn, "seq")?;
+        Ok(snapshot)
+    }
+}
+
+impl JournalSnapshot<'_> {
+    /// The first row in which these journals differ from `reference`'s (journals projected
+    /// anew from the log up to [`JournalSnapshot::seq`]), table by table; `None` when they hold
+    /// the same rows.
+    pub fn first_difference(
+        &self,
+        reference: &Store,
+    ) -> Result<Option<JournalDifference>, StoreError> {
+        for (table, order) in JOURNAL_TABLES {
+            let sql = format!("SELECT * FROM journal.{table} ORDER BY {order}");
+            let mut found = self.store.conn.prepare(&sql)?;
+            let mut expected = reference.conn.prepare(&sql)?;
+            let names: Vec<String> = found.column_names().map(str::to_owned).collect();
+            let mut found = found.query([])?;
+            let mut expected = expected.query([])?;
+            loop {
+                let a = found.next()?.map(|row| row_text(row, &names)).transpose()?;
+                let b = expected
+                    .next()?
+                    .map(|row| row_text(row, &names))
+                    .transpose()?;
+                if a.is_none() && b.is_none() {
+                    break;
+                }
+                if a != b {
+                    return Ok(Some(JournalDifference {
+                        table,
+                        found: a,
+                        expected: b,
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for JournalSnapshot<'_> {
+    fn drop(&mut self) {
+        // A read transaction: nothing to keep.
+        let _ = self.store.conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// A row as `column=value` pairs.
+fn row_text(row: &rusqlite::Row<'_>, names: &[String]) -> Result<String, StoreError> {
+    let mut text = String::new();
+    for (i, name) in names.iter().enumerate() {
+        let value = match row.get::<_, SqlValue>(i)? {
+            SqlValue::Null => "null".to_owned(),
+            SqlValue::Integer(n) => n.to_string(),
+            SqlValue::Real(x) => x.to_string(),
+            SqlValue::Text(t) => format!("{t:?}"),
+            SqlValue::Blob(b) => format!("<{} bytes>", b.len()),
+        };
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&format!("{name}={value}"));
+    }
+    Ok(text)
+}
+
 fn journal_meta(conn: &Connection, key: &str) -> Result<i64, StoreError> {
     Ok(conn
         .query_row(

@@ -24,8 +24,9 @@ use rusqlite::Connection;
 
 pub use audit::{Append, JournalWriter, LogWriter, Opened, StoredRecord};
 pub use journal::{
-    ActivityFilter, ActivityRow, Agent, Asked, Band, Bucket, Complete, GrantLife, GrantRow, Lane,
-    Mark, MarkKind, SessionFilter, SessionName, SessionRow, Timeline, TimelineQuery, Wait,
+    ActivityFilter, ActivityRow, Agent, Asked, Band, Bucket, Complete, GrantLife, GrantRow,
+    JournalDifference, JournalSnapshot, Lane, Mark, MarkKind, SessionFilter, SessionName,
+    SessionRow, Timeline, TimelineQuery, Wait,
 };
 pub use servers::AddOutcome;
 

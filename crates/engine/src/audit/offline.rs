@@ -19,6 +19,18 @@ use crate::Home;
 /// Events opened per transaction when the journals are rebuilt.
 const CHUNK: i64 = 10_000;
 
+/// How the journals compared with the log in a verification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalCheck {
+    /// Projected anew from the log, they hold the same rows, through this record's seq.
+    Matched {
+        /// The last record they hold.
+        through: i64,
+    },
+    /// Not compared: the bodies were not opened.
+    NotChecked,
+}
+
 /// What `verify` established.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyReport {
@@ -32,6 +44,8 @@ pub struct VerifyReport {
     pub key_note: Option<String>,
     /// How the anchor was checked.
     pub anchor: AnchorCheck,
+    /// How the journals compared with the log.
+    pub journals: JournalCheck,
 }
 
 /// The anchor part of a verification.
@@ -89,6 +103,13 @@ pub fn verify(
         });
     }
     let checked = check_log(&store, anchor, key.as_ref(), |_, _, _| Ok(()))?;
+    let head = checked.head.map_or(0, |h| h.seq().get());
+    let journals = match &key {
+        Some(key) => JournalCheck::Matched {
+            through: check_journals(home, &store, key, head)?,
+        },
+        None => JournalCheck::NotChecked,
+    };
     if anchor_missing && checked.records > 0 {
         return Err(AuditError::Verification {
             seq: 1,
@@ -106,7 +127,71 @@ pub fn verify(
         bodies_opened: key.is_some(),
         key_note,
         anchor: check,
+        journals,
     })
+}
+
+/// Projects the log anew, into a scratch copy of the journals, up to where the home's journals
+/// go, and compares the two: the Sessions and Activity views read the journals, and nothing
+/// else would see a row edited, added or deleted there (they carry no seal of their own).
+/// Returns how far they were compared (the seq of the last record they hold). `head`: the
+/// last record of the log as verified.
+fn check_journals(
+    home: &Home,
+    reader: &Store,
+    key: &OpeningKey,
+    head: u64,
+) -> Result<i64, AuditError> {
+    let store_error = |e: postern_store::StoreError| AuditError::Store {
+        reason: e.to_string(),
+    };
+    let live = Store::open_read_only(home.path()).map_err(store_error)?;
+    let snapshot = live.journal_snapshot().map_err(store_error)?;
+    let through = u64::try_from(snapshot.seq).unwrap_or_default();
+    if through > head {
+        return Err(AuditError::Verification {
+            seq: head + 1,
+            code: "audit_journals_ahead",
+            reason: format!(
+                "the Sessions and Activity journals go past the log's end: they hold records \
+                 through {through}, the log ends at {head}; records were cut from the log after \
+                 the journals were written. The engine projects them again from the log at its \
+                 next start, or run `postern audit rebuild-journals` (with the engine stopped)"
+            ),
+        });
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("postern-verify-")
+        .tempdir()
+        .map_err(|e| AuditError::Store {
+            reason: format!("a scratch directory to project the journals into: {e}"),
+        })?;
+    let mut projected = JournalWriter::open_file(&scratch.path().join("check.db"))?;
+    project(&mut projected, reader, key, 0, snapshot.seq)?;
+    match snapshot
+        .first_difference(projected.store())
+        .map_err(store_error)?
+    {
+        None => Ok(snapshot.seq),
+        Some(difference) => {
+            let row = |row: &Option<String>| {
+                row.as_deref()
+                    .map_or_else(|| "no such row".to_owned(), |r| format!("`{r}`"))
+            };
+            Err(AuditError::Verification {
+                seq: u64::try_from(snapshot.seq).unwrap_or_default(),
+                code: "audit_journals_differ",
+                reason: format!(
+                    "the Sessions and Activity journals differ from the log in {}: they show {}, \
+                     the log gives {}; rebuild them from the log with `postern audit \
+                     rebuild-journals` (with the engine stopped)",
+                    difference.table,
+                    row(&difference.found),
+                    row(&difference.expected),
+                ),
+            })
+        }
+    }
 }
 
 /// Writes every event as one JSON object per line (`seq`, `time`, `kind`, `event`), verifying
@@ -181,7 +266,20 @@ pub fn reanchor(
             reason: format!("noting the re-anchoring: {e}"),
         })?;
     secrets.set(ANCHOR, head.to_string().as_bytes())?;
+    // The journals show what the log held before it was cut: projected again from the log
+    // accepted as it is (the engine would at its next start, or its next unlock).
+    if let Some(key) = &key {
+        let mut journals = JournalWriter::open(home.path())?;
+        if journals.store().journal_seq()? > to_i64(head.seq().get()) {
+            catch_up(&mut journals, &store, key, CatchUp::FromStart)?;
+        }
+    }
     Ok(checked.head)
+}
+
+/// A sequence number as SQLite keeps it.
+fn to_i64(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
 }
 
 /// Empties the journals and projects them again from the log, opening every body with the
@@ -219,18 +317,31 @@ pub(super) fn catch_up(
     key: &OpeningKey,
     how: CatchUp,
 ) -> Result<u64, AuditError> {
-    let mut after = match how {
+    let after = match how {
         CatchUp::FromStart => {
             writer.clear()?;
             0
         }
         CatchUp::FromTheirEnd => writer.store().journal_seq()?,
     };
+    project(writer, reader, key, after, i64::MAX)
+}
+
+/// Projects the log's events with `after < seq <= upto` into the journals, `CHUNK` events per
+/// transaction. Returns how many were projected.
+fn project(
+    writer: &mut JournalWriter,
+    reader: &Store,
+    key: &OpeningKey,
+    mut after: i64,
+    upto: i64,
+) -> Result<u64, AuditError> {
     let mut total = 0;
     let mut opener = Opener::default();
     loop {
         let mut chunk: Vec<Result<Opened, AuditError>> = Vec::new();
-        reader.audit_records_between(after, after.saturating_add(CHUNK), |row| {
+        let end = after.saturating_add(CHUNK).min(upto);
+        reader.audit_records_between(after, end, |row| {
             chunk.push(open_record(row.raw(), key, &mut opener));
             Ok::<(), AuditError>(())
         })?;

@@ -436,6 +436,8 @@ fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
         .expect("reanchor")
         .expect("head");
     assert_eq!(head.seq().get(), 6);
+    // The journals that showed the cut records are projected again from the log as it is.
+    verify(&fx.home, &*fx.secrets, None, true).expect("the journals follow the accepted log");
     // ...and the log will say so: the engine records the queued change at its next start.
     let changes = postern_store::Store::open(fx.home.path())
         .expect("store")
@@ -453,6 +455,98 @@ fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
     durable(&log, intent(1, 10)).expect("appends again");
     log.close("test");
     verify(&fx.home, &*fx.secrets, None, true).expect("verifies");
+}
+
+/// The red team's move (2026-12-06): the Sessions and Activity views read the journals, which
+/// carry no seal of their own, so the agent edits them in SQLite: a call it made shown as
+/// another, a call deleted, one made up. `postern audit verify` projects the log anew and
+/// compares: each edit fails it, naming the row and what the log gives instead; a rebuild
+/// from the log puts them right.
+#[test]
+fn journals_edited_behind_the_log_fail_verification_until_rebuilt() {
+    let fx = Fixture::new();
+    fx.with_calls(3);
+    let report = verify(&fx.home, &*fx.secrets, None, true).expect("verifies");
+    assert_eq!(report.journals, JournalCheck::Matched { through: 9 });
+    let unopened = verify(&fx.home, &*fx.secrets, None, false).expect("verifies");
+    assert_eq!(unopened.journals, JournalCheck::NotChecked);
+
+    let edits = [
+        (
+            "UPDATE journal.journal_activity SET tool = 'innocent' WHERE seq = 5;",
+            "journal_activity: they show `seq=5",
+        ),
+        (
+            "DELETE FROM journal.journal_activity WHERE seq = 3;",
+            "journal_activity: they show `seq=5",
+        ),
+        (
+            "INSERT INTO journal.journal_activity (seq, time, session, server, tool, call,
+                 decision) VALUES (100, 1, 2, 'x', 'made-up', '1', 'allowed');",
+            "the log gives no such row",
+        ),
+        (
+            "UPDATE journal.journal_sessions SET calls = 0;",
+            "journal_sessions: they show `id=",
+        ),
+    ];
+    for (edit, says) in edits {
+        fx.sql(edit);
+        let err = verify(&fx.home, &*fx.secrets, None, true).expect_err(edit);
+        assert!(
+            matches!(
+                err,
+                AuditError::Verification {
+                    code: "audit_journals_differ",
+                    ..
+                }
+            ),
+            "{edit}: {err:?}"
+        );
+        assert!(err.to_string().contains(says), "{edit}: {err}");
+        rebuild_journals(&fx.home, &*fx.secrets, None).expect("rebuild");
+        verify(&fx.home, &*fx.secrets, None, true).expect("rebuilt from the log");
+    }
+
+    // The log cut back with its anchor written to match (ARCHITECTURE.md, "What the gate cannot
+    // stop"): the journals left as they were still show what was cut.
+    fx.sql("DELETE FROM audit_log WHERE seq > 6;");
+    let head = verify(&fx.home, &*fx.secrets, None, false)
+        .expect_err("cut")
+        .to_string();
+    assert!(head.contains("the log ends at record 6"), "{head}");
+    let six = postern_store::Store::open(fx.home.path())
+        .expect("store")
+        .audit_head()
+        .expect("head")
+        .expect("a record");
+    fx.secrets
+        .set(
+            ANCHOR,
+            format!(
+                "6:{}",
+                six.1.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            )
+            .as_bytes(),
+        )
+        .expect("the anchor rewritten");
+    let err = verify(&fx.home, &*fx.secrets, None, true).expect_err("journals ahead");
+    assert!(
+        matches!(
+            err,
+            AuditError::Verification {
+                seq: 7,
+                code: "audit_journals_ahead",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("they hold records through 9, the log ends at 6"),
+        "{err}"
+    );
 }
 
 #[test]
