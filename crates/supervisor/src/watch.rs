@@ -23,9 +23,18 @@ pub struct ArtifactWatch {
 
 impl ArtifactWatch {
     /// Watches `paths`: files through their parent directory (so an atomic
-    /// rename-over is seen), directories recursively.
+    /// rename-over is seen), directories recursively; a path that is a link (or lies under
+    /// one) through the file it names too, since that is what is hashed and run, and a write
+    /// there says nothing in the link's directory.
     pub fn new(paths: &[PathBuf]) -> notify::Result<Self> {
         let (tx, events) = mpsc::unbounded_channel();
+        let paths: Vec<PathBuf> = paths
+            .iter()
+            .flat_map(|p| {
+                let target = std::fs::canonicalize(p).ok().filter(|t| t != p);
+                std::iter::once(p.clone()).chain(target)
+            })
+            .collect();
         let files: HashSet<PathBuf> = paths.iter().filter(|p| !p.is_dir()).cloned().collect();
         let dirs: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).cloned().collect();
         let relevant = {

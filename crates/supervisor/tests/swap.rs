@@ -66,3 +66,37 @@ async fn a_file_changed_while_the_process_starts_is_seen_by_the_launchs_watch() 
     }
     launched.spawned.handle.stop();
 }
+
+/// The server's entry is a link to a build's output elsewhere (red team, 2026-12-06): a write
+/// to the file it names says nothing in the link's own directory, and is seen all the same.
+#[tokio::test]
+async fn a_linked_entry_changed_where_it_lives_is_seen_by_the_launchs_watch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, build) = (dir.path().join("app"), dir.path().join("build"));
+    std::fs::create_dir_all(&app).expect("app");
+    std::fs::create_dir_all(&build).expect("build");
+    let entry = build.join("server.py");
+    std::fs::write(&entry, "import time\ntime.sleep(5)\n").expect("write");
+    std::os::unix::fs::symlink(&entry, app.join("server.py")).expect("link");
+    let config = ServerConfig::new(
+        "swap".parse().expect("label"),
+        vec!["python3".into(), "server.py".into()],
+        Some(app.clone()),
+        vec![],
+    )
+    .expect("config");
+    let mut launched =
+        launch_with(&config, &DigestCache::new(), |_| Given::default()).expect("launch");
+    let watch = launched.watch.as_mut().expect("watched");
+    assert!(!watch.touched(), "nothing changed yet");
+    std::fs::write(&entry, "print('pwned')\n").expect("swap");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !watch.touched() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the change where the link points was not seen"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    launched.spawned.handle.stop();
+}
