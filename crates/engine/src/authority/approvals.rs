@@ -4,7 +4,7 @@
 //! call is then decided again. The vault's lock (`lock`) and a withdrawn call (the
 //! `Authorizer` impl in `authority.rs`) end open requests too.
 
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use postern_domain::catalog::Catalog;
@@ -19,6 +19,14 @@ use postern_gateway::authorize::{CallToAuthorize, Decided, Verdict};
 
 use super::credentials::Carry;
 use super::{Authority, Pending, State, random};
+
+/// Which answer is being carried out: the request, where the person gave it, and when.
+#[derive(Debug, Clone, Copy)]
+struct Answered {
+    id: ApprovalId,
+    by: AnswerChannel,
+    now: u64,
+}
 
 /// The longest "for N minutes" a human may choose (a day).
 const MAX_MINUTES: u32 = 24 * 60;
@@ -138,98 +146,132 @@ impl Authority {
                 )))
             }
             Settlement::Refused(denial) => {
-                let (session, code) = (pending.call.session, denial.code);
-                let event = if code == postern_domain::decision::DenyCode::ApprovalDenied {
-                    AuditEvent::ApprovalDenied {
-                        approval: id,
-                        session,
-                        by: Some(by),
-                    }
-                } else {
-                    expired_event(id, session, &denial, "no answer in time")
-                };
-                self.inner.audit.record(event);
-                if !pending.waiting {
-                    self.keep_for_retry(
-                        &mut state,
-                        &pending.call,
-                        super::retry::LaterDecision::Deny(denial.clone()),
-                        now,
-                    );
-                }
-                (pending.done)(Verdict::Deny(denial));
-                self.changed();
+                self.settle_refused(&mut state, Answered { id, by, now }, pending, denial);
                 Ok(())
             }
             Settlement::Approved {
                 admit_session,
                 grant,
             } => {
-                let call = pending.call;
-                let run = call.request.run();
-                if admit_session && let Some(run) = run {
-                    self.admit(&mut state, &call, run, "human");
-                }
-                Self::approve_release(&mut state, &call);
-                if call
-                    .withheld
-                    .iter()
-                    .any(|w| call.request.credentials.contains(w))
-                {
-                    // This launch lacks what was just released: the call goes to a relaunch
-                    // of the same code, and its grant with it.
-                    state.carries.push(Carry {
-                        approval: id,
-                        session: call.session,
-                        identity: call.record.identity_digest(),
-                        tool: call.request.tool.clone(),
-                        choice: grant,
-                        by,
-                    });
-                    self.note_approved(&mut state, &call);
-                    drop(state);
-                    (pending.done)(Verdict::Relaunch);
-                    self.changed();
-                    return Ok(());
-                }
-                let grant = grant.and_then(|choice| {
-                    pending
-                        .ask
-                        .grant(choice, GrantId::new(now, random()), &call.request, now)
-                });
-                // Nothing waits (the agent gave up): a grant for this call only is kept for
-                // the identical retry; any other grant covers it by itself.
-                let kept = !pending.waiting
-                    && grant
-                        .as_ref()
-                        .is_some_and(|g| matches!(g.end, GrantEnd::ThisCallOnly { .. }));
-                if let Some(grant) = &grant {
-                    if kept {
-                        self.keep_for_retry(
-                            &mut state,
-                            &call,
-                            super::retry::LaterDecision::Allow(grant.id),
-                            now,
-                        );
-                    } else {
-                        state.grants.push(grant.clone());
-                    }
-                }
-                self.inner.audit.record(AuditEvent::ApprovalGranted {
-                    approval: id,
-                    session: call.session,
-                    admitted_session: admit_session,
-                    grant: grant.map(Box::new),
-                    by: Some(by),
-                });
-                self.note_approved(&mut state, &call);
-                if pending.waiting {
-                    self.decide_locked(&mut state, call, pending.done, now);
-                }
-                self.changed();
+                self.settle_approved(
+                    state,
+                    Answered { id, by, now },
+                    pending,
+                    admit_session,
+                    grant,
+                );
                 Ok(())
             }
         }
+    }
+
+    /// A request settled as refused (a person's denial, or its time ran out as they
+    /// answered): audited, kept for the agent's retry when nothing waits for it any more, and
+    /// the waiting call refused.
+    fn settle_refused(
+        &self,
+        state: &mut State,
+        answered: Answered,
+        pending: Pending,
+        denial: Denial,
+    ) {
+        let (session, code) = (pending.call.session, denial.code);
+        let event = if code == postern_domain::decision::DenyCode::ApprovalDenied {
+            AuditEvent::ApprovalDenied {
+                approval: answered.id,
+                session,
+                by: Some(answered.by),
+            }
+        } else {
+            expired_event(answered.id, session, &denial, "no answer in time")
+        };
+        self.inner.audit.record(event);
+        if !pending.waiting {
+            self.keep_for_retry(
+                state,
+                &pending.call,
+                super::retry::LaterDecision::Deny(denial.clone()),
+                answered.now,
+            );
+        }
+        (pending.done)(Verdict::Deny(denial));
+        self.changed();
+    }
+
+    /// A request settled as approved: the session admitted when the card asked about it, the
+    /// withheld credentials it covers released, then either the call carried to a relaunch
+    /// that holds them, or the grant given (or kept for the agent's retry) and the call
+    /// decided again. Takes the state's lock to release it before the call is told.
+    fn settle_approved(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        answered: Answered,
+        pending: Pending,
+        admit_session: bool,
+        choice: Option<GrantChoice>,
+    ) {
+        let Answered { id, by, now } = answered;
+        let call = &pending.call;
+        if admit_session && let Some(run) = call.request.run() {
+            self.admit(&mut state, call, run, "human");
+        }
+        Self::approve_release(&mut state, call);
+        if call
+            .withheld
+            .iter()
+            .any(|w| call.request.credentials.contains(w))
+        {
+            // This launch lacks what was just released: the call goes to a relaunch of the same
+            // code, and its grant with it.
+            state.carries.push(Carry {
+                approval: id,
+                session: call.session,
+                identity: call.record.identity_digest(),
+                tool: call.request.tool.clone(),
+                choice,
+                by,
+            });
+            self.note_approved(&mut state, call);
+            drop(state);
+            (pending.done)(Verdict::Relaunch);
+            self.changed();
+            return;
+        }
+        let grant = choice.and_then(|choice| {
+            pending
+                .ask
+                .grant(choice, GrantId::new(now, random()), &call.request, now)
+        });
+        // Nothing waits (the agent gave up): a grant for this call only is kept for the
+        // identical retry; any other grant covers it by itself.
+        let kept = !pending.waiting
+            && grant
+                .as_ref()
+                .is_some_and(|g| matches!(g.end, GrantEnd::ThisCallOnly { .. }));
+        if let Some(grant) = &grant {
+            if kept {
+                self.keep_for_retry(
+                    &mut state,
+                    call,
+                    super::retry::LaterDecision::Allow(grant.id),
+                    now,
+                );
+            } else {
+                state.grants.push(grant.clone());
+            }
+        }
+        self.inner.audit.record(AuditEvent::ApprovalGranted {
+            approval: id,
+            session: call.session,
+            admitted_session: admit_session,
+            grant: grant.map(Box::new),
+            by: Some(by),
+        });
+        self.note_approved(&mut state, call);
+        if pending.waiting {
+            self.decide_locked(&mut state, pending.call, pending.done, now);
+        }
+        self.changed();
     }
 
     /// The catalog of `server` that a human last approved a call under, if any (also one
