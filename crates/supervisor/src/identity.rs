@@ -156,106 +156,203 @@ impl DigestCache {
             .map(|v| v.value.clone().into())
             .or_else(|| std::env::var_os("PATH"));
         let program = resolve_program(config.program(), &working_directory, path_var.as_deref())?;
-
-        // Follow `#!` scripts to the binary that finally runs. A script whose `#!` names
-        // an interpreter is that interpreter's entry; other scripts are wrappers.
-        let mut wrappers = Vec::new();
-        let mut entry = None;
-        let mut interpreter =
-            (program_kind(&program) == Kind::Interpreter).then(|| program.clone());
-        let mut current = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
-        let mut through_shell = false;
-        while let Some(next_name) = shebang(&current) {
-            if wrappers.len() == MAX_WRAPPERS {
-                break;
-            }
-            let script = self.artifact(&current)?;
-            let next = resolve_program(&next_name, &working_directory, path_var.as_deref())?;
-            match program_kind(Path::new(&next_name)) {
-                Kind::Interpreter if entry.is_none() && interpreter.is_none() => {
-                    entry = Some(script);
-                    interpreter = Some(next.clone());
-                }
-                kind => {
-                    through_shell = kind == Kind::Shell;
-                    wrappers.push(script);
-                }
-            }
-            current = std::fs::canonicalize(&next).unwrap_or(next);
-        }
-        let executable = self.artifact(&current)?;
+        let chain = self.follow_shebangs(&program, &working_directory, path_var.as_deref())?;
+        let executable = self.artifact(&chain.current)?;
         let kind = match program_kind(&program) {
             Kind::PackageRunner => Kind::PackageRunner,
-            _ if interpreter.is_some() || program_kind(&current) == Kind::Interpreter => {
+            _ if chain.interpreter.is_some()
+                || program_kind(&chain.current) == Kind::Interpreter =>
+            {
                 Kind::Interpreter
             }
             other => other,
         };
-        // What the interpreter loads, as it resolves it: the entry after its options, the
-        // files its options (and NODE_OPTIONS) preload, the values that change loading.
         let configured: Vec<(String, String)> = config
             .env
             .iter()
             .map(|v| (v.name.clone(), v.value.clone()))
             .collect();
-        let loader_env = loads::loader_env(&configured);
-        let node_options = loader_env
-            .iter()
-            .find_map(|v| v.strip_prefix("NODE_OPTIONS="));
-        let interpreter_name = interpreter
-            .as_deref()
-            .unwrap_or(&current)
-            .file_name()
-            .and_then(OsStr::to_str)
-            .unwrap_or_default()
-            .to_owned();
-        let mut preloads = Vec::new();
-        let mut plan_source = None;
-        if kind == Kind::Interpreter {
-            // A `#!` script that is the entry takes the arguments as its own.
-            let args: &[String] = if entry.is_some() { &[] } else { config.args() };
-            match loads::plan(&interpreter_name, args, &working_directory, node_options) {
-                Some(plan) => {
-                    if entry.is_none()
-                        && let Some(file) = plan.entry
-                    {
-                        entry = Some(self.artifact(&file)?);
-                    }
-                    preloads = plan.preloads;
-                    plan_source = plan.source;
-                }
-                None => {
-                    if entry.is_none()
-                        && let Some(file) = entry_argument(config.args(), &working_directory)
-                    {
-                        entry = Some(self.artifact(&file)?);
-                    }
-                }
-            }
-        }
-        // The packages Node resolves from the entry's place.
-        let node_tree = (interpreter_name.starts_with("node"))
-            .then(|| entry.as_ref().and_then(|e| loads::node_modules(&e.path)))
-            .flatten();
-        let shell_wrapper =
-            through_shell || (wrappers.is_empty() && program_kind(&current) == Kind::Shell);
-
+        let found = Found {
+            config,
+            cwd: &working_directory,
+            kind,
+            interpreter_name: chain
+                .interpreter
+                .as_deref()
+                .unwrap_or(&chain.current)
+                .file_name()
+                .and_then(OsStr::to_str)
+                .unwrap_or_default()
+                .to_owned(),
+            loader_env: loads::loader_env(&configured),
+        };
+        let loaded = self.loads(&found, chain.entry)?;
+        let shell_wrapper = chain.through_shell
+            || (chain.wrappers.is_empty() && program_kind(&chain.current) == Kind::Shell);
         let lockfiles = LOCKFILES
             .iter()
             .map(|name| working_directory.join(name))
             .filter(|p| p.is_file())
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
-        let runtime = match (&interpreter, kind) {
+        let runtime = match (&chain.interpreter, kind) {
             (Some(interp), _) => self.runtime_version(interp, executable.digest),
-            (None, Kind::Interpreter) => self.runtime_version(&current, executable.digest),
+            (None, Kind::Interpreter) => self.runtime_version(&chain.current, executable.digest),
             _ => None,
         };
-        // The configured identity paths, then the interpreter's own environment: a Python
-        // virtual environment's installed packages are code the server loads (a `.pth` file
-        // there even runs at every start), so they are hashed as a tree; so are the packages
-        // it loads from the user's home.
-        let environment = interpreter.as_deref().and_then(python_environment);
+        let environment = chain.interpreter.as_deref().and_then(python_environment);
+        let (extra_paths, source_too_large) =
+            self.code_trees(&found, &loaded, environment.as_deref(), runtime.as_deref())?;
+        let pinning = pinning(
+            config,
+            kind,
+            match (shell_wrapper, chain.wrappers.last()) {
+                (false, _) => Dispatch::Direct,
+                (true, Some(script)) => Dispatch::Script(script),
+                (true, None) => Dispatch::Shell,
+            },
+            &Hashed {
+                entry: loaded.entry.as_ref(),
+                environment: environment.as_deref(),
+                source_too_large: source_too_large.as_deref(),
+                lockfile: !lockfiles.is_empty(),
+                // The user's own paths: an environment holds packages, not the server's code.
+                named: !config.identity_paths.is_empty(),
+            },
+        );
+        let sandbox = crate::sandbox::profile(config, &working_directory, &self.sandbox);
+        let env_names = env_names(config, sandbox.is_some());
+        let mut launch_command = vec![program.to_string_lossy().into_owned()];
+        launch_command.extend(config.args().iter().cloned());
+        let loader_env = found.loader_env;
+        Ok(Observed {
+            sandbox,
+            launch_command,
+            program,
+            executable,
+            wrappers: chain.wrappers,
+            entry: loaded.entry,
+            lockfiles,
+            extra_paths,
+            runtime,
+            working_directory,
+            env_names,
+            loader_env,
+            pinning,
+        })
+    }
+
+    /// Follows `#!` scripts from `program` to the binary that finally runs. A script whose
+    /// `#!` names an interpreter is that interpreter's entry; other scripts are wrappers.
+    fn follow_shebangs(
+        &self,
+        program: &Path,
+        cwd: &Path,
+        path_var: Option<&OsStr>,
+    ) -> Result<Chain, IdentityError> {
+        let mut chain = Chain {
+            wrappers: Vec::new(),
+            entry: None,
+            interpreter: (program_kind(program) == Kind::Interpreter).then(|| program.to_owned()),
+            current: std::fs::canonicalize(program).unwrap_or_else(|_| program.to_owned()),
+            through_shell: false,
+        };
+        while let Some(next_name) = shebang(&chain.current) {
+            if chain.wrappers.len() == MAX_WRAPPERS {
+                break;
+            }
+            let script = self.artifact(&chain.current)?;
+            let next = resolve_program(&next_name, cwd, path_var)?;
+            match program_kind(Path::new(&next_name)) {
+                Kind::Interpreter if chain.entry.is_none() && chain.interpreter.is_none() => {
+                    chain.entry = Some(script);
+                    chain.interpreter = Some(next.clone());
+                }
+                kind => {
+                    chain.through_shell = kind == Kind::Shell;
+                    chain.wrappers.push(script);
+                }
+            }
+            chain.current = std::fs::canonicalize(&next).unwrap_or(next);
+        }
+        Ok(chain)
+    }
+
+    /// What an interpreter loads, as it resolves it: the entry after its options (unless a
+    /// `#!` script is the entry: it takes the arguments as its own), the files its options
+    /// (and NODE_OPTIONS) preload, and where it imports the server's own code from first.
+    fn loads(&self, found: &Found<'_>, entry: Option<Artifact>) -> Result<Loads, IdentityError> {
+        let mut loaded = Loads {
+            entry,
+            preloads: Vec::new(),
+            source: None,
+        };
+        if found.kind != Kind::Interpreter {
+            return Ok(loaded);
+        }
+        let config = found.config;
+        let node_options = found
+            .loader_env
+            .iter()
+            .find_map(|v| v.strip_prefix("NODE_OPTIONS="));
+        let args: &[String] = if loaded.entry.is_some() {
+            &[]
+        } else {
+            config.args()
+        };
+        match loads::plan(&found.interpreter_name, args, found.cwd, node_options) {
+            Some(plan) => {
+                if loaded.entry.is_none()
+                    && let Some(file) = plan.entry
+                {
+                    loaded.entry = Some(self.artifact(&file)?);
+                }
+                loaded.preloads = plan.preloads;
+                loaded.source = plan.source;
+            }
+            None => {
+                if loaded.entry.is_none()
+                    && let Some(file) = entry_argument(config.args(), found.cwd)
+                {
+                    loaded.entry = Some(self.artifact(&file)?);
+                }
+            }
+        }
+        // The server's own code, where the interpreter imports it from first: the modules
+        // beside its entry are as much what runs as the entry is.
+        if loaded.source.is_none() {
+            loaded.source = loaded
+                .entry
+                .as_ref()
+                .and_then(|e| loads::source_root(&found.interpreter_name, &e.path));
+        }
+        Ok(loaded)
+    }
+
+    /// The trees and files hashed besides the program, its wrappers, entry and lockfiles: the
+    /// configured identity paths, then the interpreter's own environment (a Python virtual
+    /// environment's installed packages are code the server loads: a `.pth` file there even
+    /// runs at every start), the packages Node resolves from the entry's place and those it
+    /// loads from the user's home, the preloaded files and libraries, and last the server's
+    /// own source tree; with the source root when it was too large to hash.
+    fn code_trees(
+        &self,
+        found: &Found<'_>,
+        loaded: &Loads,
+        environment: Option<&Path>,
+        runtime: Option<&str>,
+    ) -> Result<(Vec<Artifact>, Option<PathBuf>), IdentityError> {
+        let config = found.config;
+        let node_tree = found
+            .interpreter_name
+            .starts_with("node")
+            .then(|| {
+                loaded
+                    .entry
+                    .as_ref()
+                    .and_then(|e| loads::node_modules(&e.path))
+            })
+            .flatten();
         let home = config
             .env
             .iter()
@@ -263,11 +360,11 @@ impl DigestCache {
             .find(|v| v.name == "HOME")
             .map(|v| PathBuf::from(&v.value))
             .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
-        let user_packages = match kind {
+        let user_packages = match found.kind {
             Kind::Interpreter => loads::user_packages(
-                &interpreter_name,
-                runtime.as_deref(),
-                &loader_env,
+                &found.interpreter_name,
+                runtime,
+                &found.loader_env,
                 home.as_deref(),
             ),
             _ => Vec::new(),
@@ -279,102 +376,40 @@ impl DigestCache {
                 if p.is_absolute() {
                     p.clone()
                 } else {
-                    working_directory.join(p)
+                    found.cwd.join(p)
                 }
             })
-            .chain(environment.clone())
+            .chain(environment.map(Path::to_owned))
             .chain(node_tree)
             .chain(user_packages)
             .collect();
         let mut extra_paths = trees
             .iter()
-            .chain(&preloads)
+            .chain(&loaded.preloads)
             .cloned()
-            .chain(loads::preloaded_libraries(&loader_env, &working_directory))
+            .chain(loads::preloaded_libraries(&found.loader_env, found.cwd))
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
-        // The server's own code, where the interpreter imports it from first: the modules
-        // beside its entry are as much what runs as the entry is.
-        let source_root = match kind {
-            Kind::Interpreter => plan_source.or_else(|| {
-                entry
-                    .as_ref()
-                    .and_then(|e| loads::source_root(&interpreter_name, &e.path))
-            }),
-            _ => None,
-        };
-        let mut source_too_large = None;
-        if let Some(root) = source_root
+        let mut too_large = None;
+        if let Some(root) = &loaded.source
             && !trees.iter().any(|tree| root.starts_with(tree))
         {
             // What is hashed on its own is not hashed again: a change names the one file.
             let apart: Vec<PathBuf> = trees
                 .iter()
-                .chain(&preloads)
-                .chain(entry.as_ref().map(|e| &e.path))
+                .chain(&loaded.preloads)
+                .chain(loaded.entry.as_ref().map(|e| &e.path))
                 .cloned()
                 .collect();
-            match self.source_digest(&root, &apart)? {
-                Some(digest) => extra_paths.push(Artifact { path: root, digest }),
-                None => source_too_large = Some(root),
+            match self.source_digest(root, &apart)? {
+                Some(digest) => extra_paths.push(Artifact {
+                    path: root.clone(),
+                    digest,
+                }),
+                None => too_large = Some(root.clone()),
             }
         }
-
-        let pinning = pinning(
-            config,
-            kind,
-            match (shell_wrapper, wrappers.last()) {
-                (false, _) => Dispatch::Direct,
-                (true, Some(script)) => Dispatch::Script(script),
-                (true, None) => Dispatch::Shell,
-            },
-            &Hashed {
-                entry: entry.as_ref(),
-                environment: environment.as_deref(),
-                source_too_large: source_too_large.as_deref(),
-                lockfile: !lockfiles.is_empty(),
-                // The user's own paths: an environment holds packages, not the server's code.
-                named: !config.identity_paths.is_empty(),
-            },
-        );
-
-        let sandbox = crate::sandbox::profile(config, &working_directory, &self.sandbox);
-        // The engine's variables the process starts from: all of them, or for a confined
-        // launch the few it keeps.
-        let mut env_names: Vec<String> = std::env::vars_os()
-            .map(|(k, _)| k.to_string_lossy().into_owned())
-            .filter(|name| sandbox.is_none() || crate::sandbox::kept(name))
-            .chain(config.env.iter().map(|v| v.name.clone()))
-            // A bound credential's variable is part of the identity whether or not a launch
-            // is given its value: releasing it never makes the code look different.
-            .chain(
-                config
-                    .credentials
-                    .iter()
-                    .filter_map(|c| c.env_var().map(str::to_owned)),
-            )
-            .chain(HOST_ENV.iter().map(|(name, _)| (*name).to_owned()))
-            .collect();
-        env_names.sort();
-        env_names.dedup();
-
-        let mut launch_command = vec![program.to_string_lossy().into_owned()];
-        launch_command.extend(config.args().iter().cloned());
-        Ok(Observed {
-            sandbox,
-            launch_command,
-            program,
-            executable,
-            wrappers,
-            entry,
-            lockfiles,
-            extra_paths,
-            runtime,
-            working_directory,
-            env_names,
-            loader_env,
-            pinning,
-        })
+        Ok((extra_paths, too_large))
     }
 
     /// The digest of a file, or of a directory as a tree.
@@ -533,6 +568,62 @@ impl DigestCache {
         }
         version
     }
+}
+
+/// The `#!` chain from the program to the binary that finally runs.
+struct Chain {
+    /// `#!` scripts on the way, outermost first.
+    wrappers: Vec<Artifact>,
+    /// A `#!` script its interpreter runs as its entry.
+    entry: Option<Artifact>,
+    /// The interpreter, as launched (before links are followed).
+    interpreter: Option<PathBuf>,
+    /// The binary at the end, links followed.
+    current: PathBuf,
+    /// The last hand-over was a shell's.
+    through_shell: bool,
+}
+
+/// What the phases of [`DigestCache::observe`] after the `#!` chain work from.
+struct Found<'a> {
+    config: &'a ServerConfig,
+    cwd: &'a Path,
+    kind: Kind,
+    /// The interpreter's file name (`node`, `python3.11`), or the binary's.
+    interpreter_name: String,
+    /// The values of the variables that change what loads.
+    loader_env: Vec<String>,
+}
+
+/// What an interpreter loads besides its own binary.
+struct Loads {
+    entry: Option<Artifact>,
+    /// Files it loads before the entry.
+    preloads: Vec<PathBuf>,
+    /// Where it imports the server's own code from first.
+    source: Option<PathBuf>,
+}
+
+/// The names of the environment a launch of `config` gets, sorted: the engine's variables
+/// (for a `sandboxed` launch the few it keeps), the configured ones, each bound credential's
+/// (part of the identity whether or not a launch is given its value: releasing it never makes
+/// the code look different), and the host's own ([`HOST_ENV`]).
+fn env_names(config: &ServerConfig, sandboxed: bool) -> Vec<String> {
+    let mut names: Vec<String> = std::env::vars_os()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .filter(|name| !sandboxed || crate::sandbox::kept(name))
+        .chain(config.env.iter().map(|v| v.name.clone()))
+        .chain(
+            config
+                .credentials
+                .iter()
+                .filter_map(|c| c.env_var().map(str::to_owned)),
+        )
+        .chain(HOST_ENV.iter().map(|(name, _)| (*name).to_owned()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// What a tree walk does with an entry.
