@@ -25,6 +25,7 @@ use postern_gateway::authorize::{
 };
 use postern_vault::Secret;
 
+use super::lock::Vouch;
 use super::{Authority, Proven, State, VaultState, random};
 
 /// A release a human approved: this agent run's launches of this server with this identity
@@ -87,11 +88,12 @@ impl Authority {
         // Read with the store's lock let go: the authority's is taken first, then the store's.
         let added = self.store()?.credential(name).map_err(fail)?;
         if let Some(added) = added {
-            Self::vouch_spec(
-                &mut self.state(),
-                name.as_str(),
-                Some(super::lock::spec_of(&added)),
-            );
+            let spec = super::lock::spec_of(&added);
+            let change = Vouch::Credential {
+                name: name.as_str(),
+                spec: Some(&spec),
+            };
+            self.vouch_proven(&mut self.state(), proven, change);
         }
         if every_use {
             self.set_every_use(
@@ -158,7 +160,11 @@ impl Authority {
     ) -> Result<(), CredentialError> {
         let old = self.credential(name)?;
         self.store()?.remove_credential(name).map_err(fail)?;
-        Self::vouch_spec(&mut self.state(), name.as_str(), None);
+        let change = Vouch::Credential {
+            name: name.as_str(),
+            spec: None,
+        };
+        self.vouch_proven(&mut self.state(), proven, change);
         let _ = self.inner.secrets.delete(&old.keychain_item());
         // A credential added again under this name is another secret: approved anew.
         self.state()
@@ -247,7 +253,7 @@ impl Authority {
     /// Binds a credential to a server (its next launch may get it, once approved).
     pub fn bind(
         &self,
-        _proven: &Proven,
+        proven: &Proven,
         server: &ServerLabel,
         name: &CredentialName,
     ) -> Result<bool, CredentialError> {
@@ -281,8 +287,12 @@ impl Authority {
         }
         let bound = store.bind(server, name).map_err(fail)?;
         drop(store);
-        Self::vouch(&mut state, server.as_str(), name.as_str(), true);
-        self.reseal(&state);
+        let change = Vouch::Binding {
+            server: server.as_str(),
+            credential: name.as_str(),
+            bound: true,
+        };
+        self.vouch_proven(&mut state, proven, change);
         drop(state);
         crate::record_config_changes(&self.inner.store, &self.inner.audit);
         self.changed();
@@ -301,7 +311,15 @@ impl Authority {
         name: &CredentialName,
     ) -> Result<bool, CredentialError> {
         let unbound = self.store()?.unbind(server, name).map_err(fail)?;
-        Self::vouch(&mut self.state(), server.as_str(), name.as_str(), false);
+        let mut guard = self.state();
+        let state = &mut *guard;
+        let change = Vouch::Binding {
+            server: server.as_str(),
+            credential: name.as_str(),
+            bound: false,
+        };
+        change.apply(&mut state.bindings, &mut state.specs);
+        drop(guard);
         self.config_changed();
         if unbound {
             // Bound again later, it is released only on a new approval.

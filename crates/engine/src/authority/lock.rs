@@ -538,6 +538,68 @@ fn stored_specs(store: &Store) -> Pairs {
 
 const SEAL_PURPOSE: &str = "postern settings seal v1";
 
+/// Writes `authentic` sealed under `key`.
+fn write_seal(store: &Store, authentic: &Authentic, key: &VaultKey) -> Result<(), String> {
+    let config = serde_json::to_string(authentic).unwrap_or_default();
+    let mac = key.mac(SEAL_PURPOSE, config.as_bytes());
+    let sealed = SealedConfig {
+        config,
+        mac: BASE64.encode(mac),
+    };
+    store
+        .set_setting(SEAL_KEY, &sealed)
+        .map_err(|e| e.to_string())
+}
+
+/// A change to what the seal vouches for.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Vouch<'a> {
+    /// A person bound (`true`) or unbound `server` and `credential`.
+    Binding {
+        server: &'a str,
+        credential: &'a str,
+        bound: bool,
+    },
+    /// A person added credential `name` with `spec` (its [`spec_of`]), or removed it
+    /// (`None`), and with it its bindings.
+    Credential {
+        name: &'a str,
+        spec: Option<&'a str>,
+    },
+}
+
+impl Vouch<'_> {
+    /// Applies the change to vouched `bindings` and `specs` (each `None`: not held).
+    pub(super) fn apply(self, bindings: &mut Option<Pairs>, specs: &mut Option<Pairs>) {
+        match self {
+            Vouch::Binding {
+                server,
+                credential,
+                bound,
+            } => {
+                let pair = (server.to_owned(), credential.to_owned());
+                if let Some(vouched) = bindings {
+                    vouched.retain(|b| *b != pair);
+                    if bound {
+                        vouched.push(pair);
+                    }
+                }
+            }
+            Vouch::Credential { name, spec } => {
+                if let Some(specs) = specs {
+                    specs.retain(|(n, _)| n != name);
+                    specs.extend(spec.map(|spec| (name.to_owned(), spec.to_owned())));
+                }
+                if spec.is_none()
+                    && let Some(vouched) = bindings
+                {
+                    vouched.retain(|(_, c)| c != name);
+                }
+            }
+        }
+    }
+}
+
 impl Authority {
     /// Writes the seal of the settings in force, and of the bindings and approved baselines
     /// as stored, under `key`.
@@ -575,15 +637,7 @@ impl Authority {
                     baselines,
                     credentials: Some(credentials),
                 };
-                let config = serde_json::to_string(&authentic).unwrap_or_default();
-                let mac = key.mac(SEAL_PURPOSE, config.as_bytes());
-                let sealed = SealedConfig {
-                    config,
-                    mac: BASE64.encode(mac),
-                };
-                store
-                    .set_setting(SEAL_KEY, &sealed)
-                    .map_err(|e| e.to_string())
+                write_seal(&store, &authentic, key)
             });
         if let Err(e) = written {
             tracing::error!("the settings' seal could not be written: {e}");
@@ -731,24 +785,31 @@ impl Authority {
         vouched.retain(|b| stored.contains(b));
     }
 
-    /// A person added (`Some(spec)`) or removed credential `name`: the sealed specs follow
-    /// (call with the state held, before resealing).
-    pub(super) fn vouch_spec(state: &mut State, name: &str, spec: Option<String>) {
-        if let Some(specs) = &mut state.specs {
-            specs.retain(|(n, _)| n != name);
-            specs.extend(spec.map(|spec| (name.to_owned(), spec)));
+    /// A change a person proved with `proven`. Unlocked, the vouched sets in memory follow it
+    /// and are sealed. Locked, they are not held (the next unlock reads them from the seal):
+    /// the change is sealed on top of the seal as it stands, opened with the proof's key, so
+    /// that the unlock finds it vouched for rather than planted. (A seal that does not verify
+    /// is left for the unlock to report.)
+    pub(super) fn vouch_proven(&self, state: &mut State, proven: &Proven, change: Vouch<'_>) {
+        if state.key.is_some() {
+            change.apply(&mut state.bindings, &mut state.specs);
+            self.reseal(state);
+            return;
         }
-    }
-
-    /// A person bound (`true`) or unbound `server` and `credential`: the vouched set follows
-    /// (call with the state held, before resealing).
-    pub(super) fn vouch(state: &mut State, server: &str, credential: &str, bound: bool) {
-        let pair = (server.to_owned(), credential.to_owned());
-        if let Some(vouched) = &mut state.bindings {
-            vouched.retain(|b| *b != pair);
-            if bound {
-                vouched.push(pair);
-            }
+        let (_, Some(mut authentic)) = self.read_seal(&proven.key) else {
+            return;
+        };
+        let mut bindings = Some(std::mem::take(&mut authentic.bindings));
+        change.apply(&mut bindings, &mut authentic.credentials);
+        authentic.bindings = bindings.unwrap_or_default();
+        let written = self
+            .inner
+            .store
+            .lock()
+            .map_err(|_| "store unavailable".to_owned())
+            .and_then(|store| write_seal(&store, &authentic, &proven.key));
+        if let Err(e) = written {
+            tracing::error!("the settings' seal could not be written: {e}");
         }
     }
 

@@ -694,3 +694,50 @@ async fn plain_clicks_approve_only_when_on_within_the_window_after_the_passphras
     gate.authority.update_settings(off, None).expect("off");
     assert_eq!(click().unwrap_err().code(), "proof_required");
 }
+
+/// A person adds a credential and binds it while the vault is locked (an engine restarted and
+/// not unlocked yet; the passphrase proves each act): the next unlock finds both vouched for by
+/// the seal, and uses the binding without a word, where it used to drop it as one planted in
+/// SQLite.
+#[tokio::test]
+async fn what_a_person_adds_and_binds_while_locked_is_vouched_for_at_the_next_unlock() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let home = gate.home.clone();
+    let secrets = Arc::clone(&gate.secrets);
+    drop(gate.restarted());
+    let started = Started::on(&home, &secrets);
+    let authority = &started.authority;
+    assert_eq!(authority.vault(), VaultState::Locked);
+    let proven = || {
+        authority
+            .prove(Some(&proof(PASSPHRASE)), "test")
+            .expect("the passphrase proves an act while locked")
+    };
+    let spec = CredentialSpec::new(
+        Injection::Env {
+            var: "TOKEN".into(),
+        },
+        &[],
+    )
+    .expect("spec");
+    let name: CredentialName = "deploy-token".parse().expect("name");
+    authority
+        .add_credential(&proven(), &name, spec, false, Secret::new("v".into()))
+        .expect("added while locked");
+    authority
+        .bind(&proven(), &label(), &name)
+        .expect("bound while locked");
+
+    assert!(authority.unlock(proven()));
+    assert_eq!(authority.gate_status().config_warning, None);
+    let store = Store::open(home.path()).expect("store");
+    let bound = store.bindings(&label()).expect("bindings");
+    assert_eq!(bound.len(), 1, "the binding is in the store");
+    assert_eq!(
+        authority.vouched(&label(), bound).len(),
+        1,
+        "and vouched for: it is used"
+    );
+    started.audit.close("test");
+}
