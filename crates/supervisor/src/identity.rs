@@ -30,9 +30,6 @@ const CODE_EXTENSIONS: [&str; 20] = [
 /// Files hashed in a source tree by name: they say how Node and TypeScript runners resolve
 /// and load the package's files (other data the server reads or writes is not its code).
 const CODE_NAMES: [&str; 2] = ["package.json", "tsconfig.json"];
-/// Directories a source tree is walked without: a repository's history, and the package
-/// trees an interpreter resolves packages from (hashed on their own when it does).
-const NOT_SOURCE: [&str; 2] = [".git", "node_modules"];
 /// How many entries a server's source tree may hold: beyond that it is not walked at every
 /// launch, and the server is partly pinned (`--identity` names its code instead).
 pub const SOURCE_ENTRIES: usize = 20_000;
@@ -324,7 +321,7 @@ impl DigestCache {
             loaded.source = loaded
                 .entry
                 .as_ref()
-                .and_then(|e| loads::source_root(&found.interpreter_name, &e.path));
+                .and_then(|e| loads::source_root(&found.interpreter_name, &real(&e.path)));
         }
         Ok(loaded)
     }
@@ -350,7 +347,7 @@ impl DigestCache {
                 loaded
                     .entry
                     .as_ref()
-                    .and_then(|e| loads::node_modules(&e.path))
+                    .and_then(|e| loads::node_modules(&real(&e.path)))
             })
             .flatten();
         let home = config
@@ -398,10 +395,15 @@ impl DigestCache {
             let apart: Vec<PathBuf> = trees
                 .iter()
                 .chain(&loaded.preloads)
-                .chain(loaded.entry.as_ref().map(|e| &e.path))
                 .cloned()
+                .chain(
+                    loaded
+                        .entry
+                        .iter()
+                        .flat_map(|e| [e.path.clone(), real(&e.path)]),
+                )
                 .collect();
-            match self.source_digest(root, &apart)? {
+            match self.source_digest(root, &apart, &found.interpreter_name)? {
                 Some(digest) => extra_paths.push(Artifact {
                     path: root.clone(),
                     digest,
@@ -474,42 +476,59 @@ impl DigestCache {
         self.entries_digest(root, entries)
     }
 
-    /// The digest of the server's own code under `root` ([`loads::source_root`]): the files
-    /// an interpreter loads as code ([`CODE_EXTENSIONS`]) and every link, as in a tree digest,
-    /// without what is hashed on its own (`skip`: the entry, trees), [`NOT_SOURCE`], and
-    /// virtual environments. Files the server writes as it runs (a log, a database) are not its code
-    /// and are left out. `None` when `root` holds more than [`SOURCE_ENTRIES`] entries.
+    /// The digest of the server's own code under `root` ([`loads::source_root`]), as
+    /// `interpreter` (its file name) would load it: the files it loads as code
+    /// ([`CODE_EXTENSIONS`], [`CODE_NAMES`]; for Node also files without an extension, which
+    /// it tries before `x.js`), and what links name (a linked file's content, a linked
+    /// directory walked), without what is hashed on its own (`skip`: the entry, the trees), a
+    /// repository's history, another filesystem, a directory that cannot be read (the server
+    /// cannot import from it either), and, for Python, `node_modules` and virtual environments
+    /// whose names cannot be imported (`.venv`; a `venv` or `mcp` with a `pyvenv.cfg` in it is
+    /// walked like any package). Files the server writes as it runs (a log, a database) are not
+    /// its code and are left out. `None` when `root` holds more than [`SOURCE_ENTRIES`]
+    /// entries.
     fn source_digest(
         &self,
         root: &Path,
         skip: &[PathBuf],
+        interpreter: &str,
     ) -> Result<Option<Digest>, IdentityError> {
+        let node = interpreter.starts_with("node");
+        let device = std::fs::metadata(root).map(|m| m.dev()).ok();
+        // Directories walked, by (device, inode): a link back up the tree is walked once.
+        let mut walked = std::collections::HashSet::new();
         let entries = walk(root, SOURCE_ENTRIES, |entry| {
             let path = entry.path();
             let name = entry.file_name();
-            let Ok(kind) = entry.file_type() else {
+            if skip.contains(&path) {
+                return Walk::Leave;
+            }
+            // What a link names, as the interpreter opening it sees it.
+            let Ok(meta) = std::fs::metadata(&path) else {
                 return Walk::Leave;
             };
-            if kind.is_dir() {
-                let environment = path.join("pyvenv.cfg").is_file();
-                return if environment
-                    || NOT_SOURCE.iter().any(|n| name == *n)
-                    || skip.contains(&path)
+            if meta.is_dir() {
+                let foreign = device.is_some_and(|d| d != meta.dev());
+                let history = name == ".git";
+                let unimportable = !node
+                    && (name == "node_modules"
+                        || (path.join("pyvenv.cfg").is_file()
+                            && !name.to_str().is_some_and(importable)));
+                return if foreign
+                    || history
+                    || unimportable
+                    || !walked.insert((meta.dev(), meta.ino()))
                 {
                     Walk::Leave
                 } else {
                     Walk::Through
                 };
             }
-            if skip.contains(&path) {
-                return Walk::Leave;
-            }
+            let extension = Path::new(&name).extension().and_then(OsStr::to_str);
             let code = CODE_NAMES.iter().any(|n| name == *n)
-                || Path::new(&name)
-                    .extension()
-                    .and_then(OsStr::to_str)
-                    .is_some_and(|e| CODE_EXTENSIONS.contains(&e));
-            if code || kind.is_symlink() {
+                || extension.is_some_and(|e| CODE_EXTENSIONS.contains(&e))
+                || (node && extension.is_none());
+            if code && meta.is_file() {
                 Walk::Take
             } else {
                 Walk::Leave
@@ -537,12 +556,16 @@ impl DigestCache {
                 })?;
             let mode = meta.permissions().mode() & 0o7777;
             let content = if meta.file_type().is_symlink() {
-                format!(
-                    "link:{}",
-                    std::fs::read_link(&path)
-                        .map(|t| t.to_string_lossy().into_owned())
-                        .unwrap_or_default()
-                )
+                let target = std::fs::read_link(&path)
+                    .map(|t| t.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                // A link to a file is what opening it runs: its content counts too.
+                match std::fs::metadata(&path) {
+                    Ok(followed) if followed.is_file() => {
+                        format!("link:{target}\t{}", self.file_digest(&path, &followed)?)
+                    }
+                    _ => format!("link:{target}"),
+                }
             } else if meta.is_dir() {
                 "dir".to_owned()
             } else {
@@ -626,6 +649,19 @@ fn env_names(config: &ServerConfig, sandboxed: bool) -> Vec<String> {
     names
 }
 
+/// `path` with its links followed: Python puts the directory of the script's real path first
+/// on its import path, and Node resolves a module from its real path.
+fn real(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// Whether Python can import a directory named `name` (an identifier).
+fn importable(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
 /// What a tree walk does with an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Walk {
@@ -654,7 +690,15 @@ fn walk(
             path: dir.clone(),
             source,
         };
-        for entry in std::fs::read_dir(&dir).map_err(unreadable)? {
+        let listing = match std::fs::read_dir(&dir) {
+            Ok(listing) => listing,
+            // A directory below the root that cannot be read: nothing in it can be loaded.
+            Err(e) if dir != root && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                continue;
+            }
+            Err(e) => return Err(unreadable(e)),
+        };
+        for entry in listing {
             let entry = entry.map_err(unreadable)?;
             seen += 1;
             if seen > limit {

@@ -324,6 +324,44 @@ fn the_modules_beside_the_entry_are_part_of_the_identity_and_what_the_server_wri
         "planted bytecode",
         "a cached module planted beside the entry",
     );
+    // A package that says it is a virtual environment is still a package Python imports.
+    std::fs::create_dir_all(dir.path().join("mcp")).expect("package");
+    std::fs::write(dir.path().join("mcp/pyvenv.cfg"), "").expect("cfg");
+    rewritten(
+        "mcp/__init__.py",
+        "import os",
+        "a package dressed as a venv",
+    );
+    std::fs::remove_dir_all(dir.path().join("mcp")).expect("remove");
+
+    // A module that is a link: what it names is what is imported.
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(outside.path().join("shared.py"), "X = 1").expect("write");
+    std::os::unix::fs::symlink(
+        outside.path().join("shared.py"),
+        dir.path().join("shared.py"),
+    )
+    .expect("link");
+    let linked = identity_of(&config);
+    std::fs::write(outside.path().join("shared.py"), "import os").expect("rewrite");
+    assert_ne!(identity_of(&config), linked, "the linked module rewritten");
+}
+
+/// The entry is a link to a build's output elsewhere: Python imports from beside the file it
+/// names, so that is the code hashed with it.
+#[test]
+fn a_linked_entry_brings_the_code_beside_the_file_it_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, build) = (dir.path().join("app"), dir.path().join("build"));
+    std::fs::create_dir_all(&app).expect("app");
+    std::fs::create_dir_all(&build).expect("build");
+    std::fs::write(build.join("server.py"), "import helper").expect("write");
+    std::fs::write(build.join("helper.py"), "").expect("write");
+    std::os::unix::fs::symlink(build.join("server.py"), app.join("server.py")).expect("link");
+    let config = config(&app, &[&real_python(), "server.py"]);
+    let before = identity_of(&config);
+    std::fs::write(build.join("helper.py"), "import os").expect("rewrite");
+    assert_ne!(identity_of(&config), before);
 }
 
 /// `python -m` puts the working directory first on the import path even when the module is
@@ -415,7 +453,16 @@ fn nodes_entry_brings_its_packages_own_files() {
     );
     let before = identity_of(&config);
     std::fs::write(dir.path().join("lib/x.js"), "process.env").expect("write");
-    assert_ne!(identity_of(&config), before);
+    let after = identity_of(&config);
+    assert_ne!(after, before);
+    // Node tries `./util` before `./util.js`: a file without an extension is code to it.
+    std::fs::write(dir.path().join("lib/x"), "process.env").expect("write");
+    let extensionless = identity_of(&config);
+    assert_ne!(extensionless, after);
+    // A bare require from lib/ looks in lib/node_modules before the package's own.
+    std::fs::create_dir_all(dir.path().join("lib/node_modules/dep")).expect("dirs");
+    std::fs::write(dir.path().join("lib/node_modules/dep/index.js"), "").expect("write");
+    assert_ne!(identity_of(&config), extensionless);
 }
 
 /// `node` as found on PATH (the test machine has Node.js for the end-to-end servers).
