@@ -8,7 +8,7 @@ use std::io::Write;
 
 use postern_audit::{Head, Opener, OpeningKey, RawRecord, SealedRecord, Seq};
 use postern_domain::{AuditEvent, shape};
-use postern_store::{JournalWriter, Opened, Store};
+use postern_store::{JournalSnapshot, JournalWriter, Opened, Store};
 use postern_vault::{SecretStore, VaultKey};
 use serde_json::json;
 
@@ -102,11 +102,27 @@ pub fn verify(
             reason: "the keychain's opening key does not match this log's public key".into(),
         });
     }
-    let checked = check_log(&store, anchor, key.as_ref(), |_, _, _| Ok(()))?;
+    // The journals as they stand before the log is read: the log read after reaches at least
+    // as far (a running engine commits first and projects after), and the events it verifies
+    // are projected anew as they come, with nothing read twice.
+    let live = match &key {
+        Some(_) => Some(Store::open_read_only(home.path())?),
+        None => None,
+    };
+    let mut comparison = live.as_ref().map(JournalComparison::begin).transpose()?;
+    let checked = check_log(
+        &store,
+        anchor,
+        key.as_ref(),
+        |seq, time, event| match &mut comparison {
+            Some(comparison) => comparison.take(Opened { seq, time, event }),
+            None => Ok(()),
+        },
+    )?;
     let head = checked.head.map_or(0, |h| h.seq().get());
-    let journals = match &key {
-        Some(key) => JournalCheck::Matched {
-            through: check_journals(home, &store, key, head)?,
+    let journals = match comparison {
+        Some(comparison) => JournalCheck::Matched {
+            through: comparison.finish(head)?,
         },
         None => JournalCheck::NotChecked,
     };
@@ -131,66 +147,84 @@ pub fn verify(
     })
 }
 
-/// Projects the log anew, into a scratch copy of the journals, up to where the home's journals
-/// go, and compares the two: the Sessions and Activity views read the journals, and nothing
-/// else would see a row edited, added or deleted there (they carry no seal of their own).
-/// Returns how far they were compared (the seq of the last record they hold). `head`: the
-/// last record of the log as verified.
-fn check_journals(
-    home: &Home,
-    reader: &Store,
-    key: &OpeningKey,
-    head: u64,
-) -> Result<i64, AuditError> {
-    let store_error = |e: postern_store::StoreError| AuditError::Store {
-        reason: e.to_string(),
-    };
-    let live = Store::open_read_only(home.path()).map_err(store_error)?;
-    let snapshot = live.journal_snapshot().map_err(store_error)?;
-    let through = u64::try_from(snapshot.seq).unwrap_or_default();
-    if through > head {
-        return Err(AuditError::Verification {
-            seq: head + 1,
-            code: "audit_journals_ahead",
-            reason: format!(
-                "the Sessions and Activity journals go past the log's end: they hold records \
-                 through {through}, the log ends at {head}; records were cut from the log after \
-                 the journals were written. The engine projects them again from the log at its \
-                 next start, or run `postern audit rebuild-journals` (with the engine stopped)"
-            ),
-        });
+/// The home's journals as they stood before the log was read, and a scratch copy projected
+/// anew from the events the verification opens, up to the same record: the Sessions and
+/// Activity views read the journals, and nothing else would see a row edited, added or deleted
+/// there (they carry no seal of their own).
+struct JournalComparison<'a> {
+    snapshot: JournalSnapshot<'a>,
+    projected: JournalWriter,
+    /// Events opened and not projected yet.
+    pending: Vec<Result<Opened, AuditError>>,
+    /// Where the copy lives, removed with it.
+    _scratch: tempfile::TempDir,
+}
+
+impl<'a> JournalComparison<'a> {
+    fn begin(live: &'a Store) -> Result<Self, AuditError> {
+        let scratch = tempfile::Builder::new()
+            .prefix("postern-verify-")
+            .tempdir()
+            .map_err(|e| AuditError::Store {
+                reason: format!("a scratch directory to project the journals into: {e}"),
+            })?;
+        Ok(JournalComparison {
+            snapshot: live.journal_snapshot()?,
+            projected: JournalWriter::open_file(&scratch.path().join("check.db"))?,
+            pending: Vec::new(),
+            _scratch: scratch,
+        })
     }
-    let scratch = tempfile::Builder::new()
-        .prefix("postern-verify-")
-        .tempdir()
-        .map_err(|e| AuditError::Store {
-            reason: format!("a scratch directory to project the journals into: {e}"),
-        })?;
-    let mut projected = JournalWriter::open_file(&scratch.path().join("check.db"))?;
-    project(&mut projected, reader, key, 0, snapshot.seq)?;
-    match snapshot
-        .first_difference(projected.store())
-        .map_err(store_error)?
-    {
-        None => Ok(snapshot.seq),
-        Some(difference) => {
-            let row = |row: &Option<String>| {
-                row.as_deref()
-                    .map_or_else(|| "no such row".to_owned(), |r| format!("`{r}`"))
-            };
-            Err(AuditError::Verification {
-                seq: u64::try_from(snapshot.seq).unwrap_or_default(),
-                code: "audit_journals_differ",
-                reason: format!(
-                    "the Sessions and Activity journals differ from the log in {}: they show {}, \
-                     the log gives {}; rebuild them from the log with `postern audit \
-                     rebuild-journals` (with the engine stopped)",
-                    difference.table,
-                    row(&difference.found),
-                    row(&difference.expected),
-                ),
-            })
+
+    /// An event the verification opened: projected when the journals hold it.
+    fn take(&mut self, opened: Opened) -> Result<(), AuditError> {
+        if i64::try_from(opened.seq.get()).unwrap_or(i64::MAX) > self.snapshot.seq {
+            return Ok(());
         }
+        self.pending.push(Ok(opened));
+        if self.pending.len() >= CHUNK as usize {
+            self.projected.project(std::mem::take(&mut self.pending))?;
+        }
+        Ok(())
+    }
+
+    /// Compares the two, the log verified up to `head`. Returns how far they were compared
+    /// (the seq of the last record the journals hold).
+    fn finish(mut self, head: u64) -> Result<i64, AuditError> {
+        let through = u64::try_from(self.snapshot.seq).unwrap_or_default();
+        if through > head {
+            return Err(AuditError::Verification {
+                seq: head + 1,
+                code: "audit_journals_ahead",
+                reason: format!(
+                    "the Sessions and Activity journals go past the log's end: they hold records \
+                     through {through}, the log ends at {head}; records were cut from the log \
+                     after the journals were written. The engine projects them again from the log \
+                     at its next start, or run `postern audit rebuild-journals` (with the engine \
+                     stopped)"
+                ),
+            });
+        }
+        self.projected.project(std::mem::take(&mut self.pending))?;
+        let Some(difference) = self.snapshot.first_difference(self.projected.store())? else {
+            return Ok(self.snapshot.seq);
+        };
+        let row = |row: &Option<String>| {
+            row.as_deref()
+                .map_or_else(|| "no such row".to_owned(), |r| format!("`{r}`"))
+        };
+        Err(AuditError::Verification {
+            seq: through,
+            code: "audit_journals_differ",
+            reason: format!(
+                "the Sessions and Activity journals differ from the log in {}: they show {}, the \
+                 log gives {}; rebuild them from the log with `postern audit rebuild-journals` \
+                 (with the engine stopped)",
+                difference.table,
+                row(&difference.found),
+                row(&difference.expected),
+            ),
+        })
     }
 }
 

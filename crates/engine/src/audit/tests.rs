@@ -549,6 +549,42 @@ fn journals_edited_behind_the_log_fail_verification_until_rebuilt() {
     );
 }
 
+/// `postern audit verify` while the engine goes on appending and projecting: the journals are
+/// read before the log, so they never seem to go past it (which would read as records cut),
+/// and each run compares them as far as they go.
+#[test]
+fn verifying_while_the_log_grows_compares_the_journals_as_far_as_they_go() {
+    let fx = Fixture::new();
+    let log = Arc::new(fx.open());
+    durable(&log, started(1)).expect("session");
+    log.flush();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (log, stop) = (Arc::clone(&log), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut call = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                call += 1;
+                durable(&log, intent(1, call)).expect("intent");
+                log.record(result(1, call));
+                log.flush();
+            }
+            call
+        })
+    };
+    for _ in 0..10 {
+        let report = verify(&fx.home, &*fx.secrets, None, true).expect("verifies while growing");
+        assert!(
+            matches!(report.journals, JournalCheck::Matched { through } if through > 0),
+            "{:?}",
+            report.journals
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(writer.join().expect("writer") > 0);
+    log.close("test");
+}
+
 #[test]
 fn without_a_keychain_the_log_is_unavailable_and_calls_are_refused() {
     let fx = Fixture::new();
