@@ -9,6 +9,30 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+/// Extensions of the files a server writes as it runs, never part of a source tree's digest.
+const RUNTIME_EXTENSIONS: [&str; 13] = [
+    "log",
+    "db",
+    "sqlite",
+    "sqlite3",
+    "db-wal",
+    "db-shm",
+    "db-journal",
+    "sqlite-wal",
+    "sqlite-shm",
+    "sqlite-journal",
+    "tmp",
+    "swp",
+    "pid",
+];
+
+/// Whether `path` is a file a server writes as it runs ([`RUNTIME_EXTENSIONS`]).
+fn written_as_it_runs(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| RUNTIME_EXTENSIONS.contains(&e))
+}
+
 /// How long a burst of file events is collected before it is reported (a build writes
 /// many files).
 const DEBOUNCE: Duration = Duration::from_millis(100);
@@ -39,9 +63,14 @@ impl ArtifactWatch {
         let dirs: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).cloned().collect();
         let relevant = {
             let (files, dirs) = (files.clone(), dirs.clone());
-            // Anything under a directory: a tree's digest takes every file, a source tree's
-            // its code only (a write to a log there is looked at, and found no change).
-            move |path: &Path| files.contains(path) || dirs.iter().any(|d| path.starts_with(d))
+            // Anything under a directory but what a server writes as it runs (a log, its
+            // database): a source tree's digest leaves those out, and a server that logs beside
+            // its code would have its files looked at again at every line. Anything else is
+            // looked at, and a change the digest does not take is found no change.
+            move |path: &Path| {
+                files.contains(path)
+                    || (dirs.iter().any(|d| path.starts_with(d)) && !written_as_it_runs(path))
+            }
         };
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -193,6 +222,24 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), watch.changed())
             .await
             .expect("change reported");
+    }
+
+    /// A server that logs beside its code (its source tree a watched directory) is not looked
+    /// at again at every line it writes; a module it imports, rewritten there, is.
+    #[tokio::test]
+    async fn a_log_written_in_a_watched_tree_is_not_a_change_and_a_module_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut watch = ArtifactWatch::new(&[dir.path().to_owned()]).expect("watch");
+        for line in 0..5 {
+            std::fs::write(dir.path().join("server.log"), format!("{line}")).expect("log");
+            std::fs::write(dir.path().join("state.db-wal"), "w").expect("wal");
+        }
+        let quiet = tokio::time::timeout(Duration::from_millis(400), watch.changed()).await;
+        assert!(quiet.is_err(), "a log line was reported");
+        std::fs::write(dir.path().join("helper.py"), "import os").expect("module");
+        tokio::time::timeout(Duration::from_secs(5), watch.changed())
+            .await
+            .expect("the module reported");
     }
 
     /// A child as the process table gives it: (pid, start time) and name.
