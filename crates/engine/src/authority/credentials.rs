@@ -85,16 +85,14 @@ impl Authority {
             return Err(fail(e));
         }
         drop(store);
-        // Read with the store's lock let go: the authority's is taken first, then the store's.
-        let added = self.store()?.credential(name).map_err(fail)?;
-        if let Some(added) = added {
-            let spec = super::lock::spec_of(&added);
-            let change = Vouch::Credential {
-                name: name.as_str(),
-                spec: Some(&spec),
-            };
-            self.vouch_proven(&mut self.state(), proven, change);
-        }
+        // Sealed as the person gave it, never as read back: a row rewritten meanwhile is not
+        // theirs. (The store's lock let go: the authority's is taken first, then the store's.)
+        let sealed = super::lock::spec_text(spec.injection(), &spec.hosts());
+        let change = Vouch::Credential {
+            name: name.as_str(),
+            spec: Some(&sealed),
+        };
+        self.vouch_proven(&mut self.state(), proven, change);
         if every_use {
             self.set_every_use(
                 EveryUseSetting {

@@ -520,7 +520,12 @@ fn stored_rows(store: &Store) -> (Pairs, Pairs) {
 
 /// A credential's spec as sealed: its injection and hosts, as JSON.
 pub(super) fn spec_of(credential: &Credential) -> String {
-    serde_json::to_string(&(&credential.injection, &credential.hosts)).unwrap_or_default()
+    spec_text(&credential.injection, &credential.hosts)
+}
+
+/// A spec as sealed, from its injection and hosts.
+pub(super) fn spec_text(injection: &Injection, hosts: &[String]) -> String {
+    serde_json::to_string(&(injection, hosts)).unwrap_or_default()
 }
 
 /// Each stored credential's name and spec.
