@@ -877,8 +877,10 @@ impl Authority {
         }
         // Bindings and baselines the seal does not vouch for are dropped: a credential is
         // bound again by a person, a card without a baseline shows everything as new.
+        let mut present = None;
         if let Ok(store) = self.inner.store.lock() {
             let (bindings, baselines) = stored_rows(&store);
+            present = Some(bindings.clone());
             for (server, credential) in bindings {
                 if authentic
                     .bindings
@@ -942,7 +944,13 @@ impl Authority {
         }
         state.settings = settings;
         state.every_use = every_use;
-        state.bindings = Some(authentic.bindings);
+        // Only what the store still holds: a binding undone while locked (an unbind takes no
+        // proof, so the seal still names it) is not vouched for if a row comes back.
+        let mut vouched = authentic.bindings;
+        if let Some(present) = present {
+            vouched.retain(|b| present.contains(b));
+        }
+        state.bindings = Some(vouched);
         state.baselines = Some(authentic.baselines);
         self.seal_config(state, key);
     }

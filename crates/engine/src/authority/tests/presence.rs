@@ -741,3 +741,41 @@ async fn what_a_person_adds_and_binds_while_locked_is_vouched_for_at_the_next_un
     );
     started.audit.close("test");
 }
+
+/// A person unbinds a credential while the vault is locked (an unbind takes no proof, so the
+/// seal still names the binding): after the unlock, a row written back behind the engine's back
+/// is not vouched for by that stale seal entry.
+#[tokio::test]
+async fn a_binding_undone_while_locked_does_not_come_back_by_a_row() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let name = add_env_credential(&gate, "deploy-token", "v");
+    gate.authority
+        .bind(&gate.proven, &label(), &name)
+        .expect("bind");
+    gate.authority.lock("test");
+    assert!(gate.authority.unbind(&label(), &name).expect("unbind"));
+    let proven = gate
+        .authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock")
+        .expect("proof");
+    assert!(gate.authority.unlock(proven));
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute(
+        "INSERT INTO server_credentials (server, credential) VALUES ('deployer', 'deploy-token')",
+        [],
+    )
+    .expect("bind again behind Postern's back");
+    drop(db);
+    let store = Store::open(gate.home.path()).expect("store");
+    let bound = store.bindings(&label()).expect("bindings");
+    assert_eq!(bound.len(), 1, "the row is back");
+    assert!(
+        gate.authority.vouched(&label(), bound).is_empty(),
+        "and not used"
+    );
+    warns(
+        &gate,
+        "credential 'deploy-token' was bound to 'deployer' and is unbound",
+    );
+}
