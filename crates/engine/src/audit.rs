@@ -37,8 +37,9 @@ mod writer;
 
 use std::path::Path;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use postern_audit::{Head, OpeningKey, RecipientKey, Seq, UnixMillis};
 use postern_domain::AuditEvent;
@@ -286,7 +287,7 @@ impl AuditLog {
     pub fn close(&self, reason: &str) {
         // Nothing is taken after `Close`.
         let _ = self.send(writer::Msg::Close(reason.to_owned()), false);
-        let handle = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let handle = relock(&self.writer).take();
         if let Some(handle) = handle
             && handle.join().is_err()
         {
@@ -388,7 +389,7 @@ impl Default for Shared {
 
 impl Shared {
     fn update<T>(&self, f: impl FnOnce(&mut AuditStatus) -> T) -> T {
-        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()))
+        f(&mut relock(&self.status))
     }
 
     fn snapshot(&self) -> AuditStatus {
@@ -518,3 +519,56 @@ fn read_recipient(store: &Store) -> Result<Option<RecipientKey>, AuditError> {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether one of the log's helper threads waits on its queue, and until when.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Wait {
+    /// At work: it looks at its queue again before it waits.
+    #[default]
+    Awake,
+    /// Waiting until it is woken.
+    UntilWoken,
+    /// Waiting until it is woken or this instant.
+    Until(Instant),
+}
+
+impl Wait {
+    /// Waiting until it is woken or `deadline`, if any.
+    fn until(deadline: Option<Instant>) -> Wait {
+        deadline.map_or(Wait::UntilWoken, Wait::Until)
+    }
+
+    /// Whether it waits.
+    fn asleep(self) -> bool {
+        self != Wait::Awake
+    }
+
+    /// Whether it waits and would not look again of itself by `at`.
+    fn past(self, at: Instant) -> bool {
+        match self {
+            Wait::Awake => false,
+            Wait::UntilWoken => true,
+            Wait::Until(wakes) => wakes > at,
+        }
+    }
+}
+
+/// `mutex`'s guard even if a thread panicked holding it: the helper threads' state (queues,
+/// flags) is consistent at every step, and a panic is reported where it happened.
+fn relock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Lets `guard` go and waits on `wake` as `wait` says (until woken, or a deadline too).
+fn sleep<'a, T>(wake: &Condvar, guard: MutexGuard<'a, T>, wait: Wait) -> MutexGuard<'a, T> {
+    match wait {
+        Wait::Until(at) => {
+            let left = at.saturating_duration_since(Instant::now());
+            match wake.wait_timeout(guard, left) {
+                Ok((guard, _)) => guard,
+                Err(e) => e.into_inner().0,
+            }
+        }
+        Wait::UntilWoken | Wait::Awake => wake.wait(guard).unwrap_or_else(PoisonError::into_inner),
+    }
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use postern_audit::Head;
 use postern_vault::SecretStore;
 
-use super::{ANCHOR, Shared};
+use super::{ANCHOR, Shared, Wait, relock, sleep};
 
 /// The shortest time between two anchor writes. A keychain write is a D-Bus round trip and, for
 /// gnome-keyring, a rewrite of the keyring file: writing after every batch halved the durable
@@ -81,7 +81,7 @@ impl Anchorer {
 
 impl AnchorInner {
     fn lock(&self) -> MutexGuard<'_, Slot> {
-        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+        relock(&self.slot)
     }
 
     /// Writes the newest posted head, at most once per [`ANCHOR_INTERVAL`] (at once when
@@ -101,14 +101,11 @@ impl AnchorInner {
                     if slot.closing {
                         return;
                     }
-                    slot = if slot.pending.is_some() {
-                        match self.wake.wait_timeout(slot, due) {
-                            Ok((slot, _)) => slot,
-                            Err(e) => e.into_inner().0,
-                        }
-                    } else {
-                        self.wake.wait(slot).unwrap_or_else(|e| e.into_inner())
+                    let wait = match slot.pending {
+                        Some(_) => Wait::Until(Instant::now() + due),
+                        None => Wait::UntilWoken,
                     };
+                    slot = sleep(&self.wake, slot, wait);
                 }
             };
             if let Some(head) = head {

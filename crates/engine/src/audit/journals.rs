@@ -19,6 +19,7 @@ use postern_domain::AuditEvent;
 use postern_store::{Append, JournalWriter};
 
 use super::offline::CatchUp;
+use super::{Wait, relock, sleep};
 
 /// How long committed batches wait to be projected together (the oldest's wait): the more
 /// rows a transaction writes, the fewer pages per row, and the more calls whose intent and
@@ -46,7 +47,7 @@ enum Job {
 
 /// The handle the committers hold: hands batches to the journals' thread.
 pub(super) struct Journals {
-    inbox: Arc<Inbox>,
+    queue: Arc<Queue>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -55,31 +56,31 @@ pub(super) struct Journals {
 /// behind; within a window, batches only queue (a wake-up per commit was a context switch per
 /// call at one call at a time).
 #[derive(Default)]
-struct Inbox {
-    queue: Mutex<Queue>,
+struct Queue {
+    inbox: Mutex<Inbox>,
     wake: Condvar,
 }
 
 #[derive(Default)]
-struct Queue {
+struct Inbox {
     jobs: Vec<Job>,
     /// Events handed over and not projected yet (queued here or pending in the thread).
     behind: usize,
     /// Nothing more is taken; the thread projects what it has and stops.
     closed: bool,
-    /// The thread waits: until a wake-up (`Some(None)`) or until a deadline (`Some(Some(_))`).
-    waiting: Option<Option<Instant>>,
+    /// Whether the thread waits, and until when.
+    wait: Wait,
 }
 
-impl Inbox {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Inbox> {
+        relock(&self.inbox)
     }
 }
 
 /// Takes nothing more once the thread stopped, a panic included: what was queued is dropped
 /// (a flush's receiver is let go) instead of piling up for nobody.
-struct CloseOnExit<'a>(&'a Inbox);
+struct CloseOnExit<'a>(&'a Queue);
 
 impl Drop for CloseOnExit<'_> {
     fn drop(&mut self) {
@@ -93,29 +94,29 @@ impl Journals {
     /// Starts the thread, projecting with `db` (a connection of its own). `behind`: the
     /// journals are not at the log's end and wait for the opening key to catch up so.
     pub(super) fn start(db: JournalWriter, home: PathBuf, behind: Option<CatchUp>) -> Journals {
-        let inbox = Arc::new(Inbox::default());
-        let mut projector = Projector {
+        let queue = Arc::new(Queue::default());
+        let mut thread = JournalThread {
             db,
             home,
             behind,
             pending: Vec::new(),
         };
-        let jobs = Arc::clone(&inbox);
+        let jobs = Arc::clone(&queue);
         let spawned = std::thread::Builder::new()
             .name("postern-journals".into())
             .spawn(move || {
                 let _closed = CloseOnExit(&jobs);
-                projector.run(&jobs);
+                thread.run(&jobs);
             });
         let handle = spawned
             .map_err(|e| {
                 // The log goes on; the journals catch up from it at the next start.
                 tracing::error!("cannot start the journals' thread: {e}; they stay behind the log");
                 // What would be handed over is dropped (a flush's receiver is let go).
-                inbox.lock().closed = true;
+                queue.lock().closed = true;
             })
             .ok();
-        Journals { inbox, handle }
+        Journals { queue, handle }
     }
 
     /// Hands over a committed batch (in commit order: the caller holds the log).
@@ -136,8 +137,8 @@ impl Journals {
 
     /// Projects what was handed over and stops the thread.
     pub(super) fn finish(&mut self) {
-        self.inbox.lock().closed = true;
-        self.inbox.wake.notify_one();
+        self.queue.lock().closed = true;
+        self.queue.wake.notify_one();
         if let Some(handle) = self.handle.take()
             && handle.join().is_err()
         {
@@ -149,25 +150,25 @@ impl Journals {
     /// again: a flush or a catch-up always, a batch when nothing was pending or once
     /// [`PROJECT_MAX`] events are behind.
     fn send(&self, job: Job) {
-        let mut queue = self.inbox.lock();
+        let mut queue = self.queue.lock();
         if queue.closed {
             return;
         }
         let wake = match &job {
             Job::Project(batch) => {
                 queue.behind += batch.records.len();
-                match queue.waiting {
-                    Some(None) => true,
-                    Some(Some(_)) => queue.behind >= PROJECT_MAX,
-                    None => false,
+                match queue.wait {
+                    Wait::UntilWoken => true,
+                    Wait::Until(_) => queue.behind >= PROJECT_MAX,
+                    Wait::Awake => false,
                 }
             }
-            Job::Flush(_) | Job::CatchUp(_) => queue.waiting.is_some(),
+            Job::Flush(_) | Job::CatchUp(_) => queue.wait.asleep(),
         };
         queue.jobs.push(job);
         drop(queue);
         if wake {
-            self.inbox.wake.notify_one();
+            self.queue.wake.notify_one();
         }
     }
 }
@@ -178,7 +179,7 @@ impl Drop for Journals {
     }
 }
 
-struct Projector {
+struct JournalThread {
     db: JournalWriter,
     home: PathBuf,
     /// The journals are not at the log's end and wait for the opening key to catch up so
@@ -189,8 +190,8 @@ struct Projector {
     pending: Vec<Committed>,
 }
 
-impl Projector {
-    fn run(&mut self, inbox: &Inbox) {
+impl JournalThread {
+    fn run(&mut self, inbox: &Queue) {
         loop {
             let (jobs, closed, behind) = {
                 let mut queue = inbox.lock();
@@ -199,19 +200,10 @@ impl Projector {
                     && queue.behind < PROJECT_MAX
                     && self.due().is_none_or(|at| at > Instant::now())
                 {
-                    let due = self.due();
-                    queue.waiting = Some(due);
-                    queue = match due {
-                        None => inbox.wake.wait(queue).unwrap_or_else(|e| e.into_inner()),
-                        Some(at) => {
-                            let left = at.saturating_duration_since(Instant::now());
-                            match inbox.wake.wait_timeout(queue, left) {
-                                Ok((queue, _)) => queue,
-                                Err(e) => e.into_inner().0,
-                            }
-                        }
-                    };
-                    queue.waiting = None;
+                    queue.wait = Wait::until(self.due());
+                    let wait = queue.wait;
+                    queue = sleep(&inbox.wake, queue, wait);
+                    queue.wait = Wait::Awake;
                 }
                 (std::mem::take(&mut queue.jobs), queue.closed, queue.behind)
             };
@@ -244,7 +236,7 @@ impl Projector {
     }
 
     /// Projects the pending batches, in the order they were committed, in one transaction.
-    fn project(&mut self, inbox: &Inbox) {
+    fn project(&mut self, inbox: &Queue) {
         if self.pending.is_empty() {
             return;
         }

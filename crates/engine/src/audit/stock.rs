@@ -9,6 +9,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use postern_audit::{PreparedSeal, RecipientKey};
 
+use super::{Wait, relock, sleep};
+
 /// Seals kept ready: a few, a few KiB of memory.
 const STOCK: usize = 16;
 
@@ -85,7 +87,7 @@ impl Drop for SealStock {
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, Slot> {
-        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+        relock(&self.slot)
     }
 
     /// Tops the stock up whenever it is below full, until closed.
@@ -94,7 +96,7 @@ impl Inner {
             {
                 let mut slot = self.lock();
                 while slot.ready.len() >= STOCK && !slot.closing {
-                    slot = self.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+                    slot = sleep(&self.wake, slot, Wait::UntilWoken);
                 }
                 if slot.closing {
                     return;

@@ -20,7 +20,7 @@ use super::anchor::Anchorer;
 use super::journals::{Committed, Journals};
 use super::start::Ready;
 use super::stock::SealStock;
-use super::{AuditError, AuditState, Shared};
+use super::{AuditError, AuditState, Shared, Wait, relock, sleep};
 
 /// How many queued events the writer thread waits for, at most, before it commits them
 /// (whoever commits takes the whole queue, in one transaction).
@@ -126,13 +126,11 @@ struct Inbox {
     /// Something awaited was queued while the last commit was written: the log is busy, and
     /// a caller queues rather than commits.
     busy: bool,
-    /// The writer thread waits on [`Queue::wake`]: only then does a caller wake it (a busy
-    /// writer looks at the queue again before it waits, and a wake-up is a system call).
-    sleeping: bool,
-    /// When the waiting writer thread looks again of itself (`None`: not before it is woken).
-    /// A caller wakes it only for what is due before that: something awaited, or a linger
-    /// that ends earlier.
-    wakes_at: Option<Instant>,
+    /// Whether the writer thread waits on [`Queue::wake`], and until when: only then does a
+    /// caller wake it (a busy writer looks at the queue again before it waits, and a wake-up
+    /// is a system call), and only for what is due before it would look again of itself:
+    /// something awaited, or a linger that ends earlier.
+    wait: Wait,
     /// When the last commit ended: while commits follow one another, the writer looks again
     /// [`LINGER`] after the last one, so that what a caller queues unawaited right after its
     /// commit (a call's result) never needs to wake it.
@@ -162,10 +160,10 @@ impl Inbox {
         let linger = *self
             .linger_until
             .get_or_insert_with(|| Instant::now() + LINGER);
-        self.sleeping
+        self.wait.asleep()
             && ((awaited && (!gathering || lone))
                 || self.msgs.len() >= MAX_BATCH
-                || self.wakes_at.is_none_or(|at| at > linger))
+                || self.wait.past(linger))
     }
 
     fn take(&mut self) -> VecDeque<Msg> {
@@ -228,7 +226,7 @@ impl std::fmt::Debug for Queue {
 
 impl Queue {
     fn lock(&self) -> MutexGuard<'_, Inbox> {
-        self.inbox.lock().unwrap_or_else(|e| e.into_inner())
+        relock(&self.inbox)
     }
 
     /// Queues `msg`, or with `alone` commits it at once if the log is idle (see [`Queue`]);
@@ -261,7 +259,7 @@ impl Queue {
             // The writer thread drops the kept seal when its span is over: one that waits
             // with no deadline is to learn of the seal this commit may have taken (one with a
             // deadline looks again by then anyway).
-            let wake = inbox.sleeping && inbox.wakes_at.is_none();
+            let wake = inbox.wait == Wait::UntilWoken;
             drop(inbox);
             drop(core);
             done.tell();
@@ -368,7 +366,7 @@ impl Outcomes {
 
 impl Queue {
     fn core(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+        relock(&self.core)
     }
 
     /// The writer thread: commits what queues up, and hands flushes and the catch-up to the
@@ -474,16 +472,10 @@ impl Queue {
                 .into_iter()
                 .flatten()
                 .min();
-            inbox.sleeping = true;
-            inbox.wakes_at = deadline;
-            inbox = match deadline {
-                Some(at) => match self.wake.wait_timeout(inbox, at - now) {
-                    Ok((inbox, _)) => inbox,
-                    Err(e) => e.into_inner().0,
-                },
-                None => self.wake.wait(inbox).unwrap_or_else(|e| e.into_inner()),
-            };
-            inbox.sleeping = false;
+            inbox.wait = Wait::until(deadline);
+            let wait = inbox.wait;
+            inbox = sleep(&self.wake, inbox, wait);
+            inbox.wait = Wait::Awake;
         }
     }
 }
@@ -705,8 +697,7 @@ mod tests {
     #[test]
     fn a_gathering_writer_is_woken_only_for_what_cannot_wait() {
         let mut inbox = Inbox {
-            sleeping: true,
-            wakes_at: Some(Instant::now() + Duration::from_micros(500)),
+            wait: Wait::Until(Instant::now() + Duration::from_micros(500)),
             ..Inbox::default()
         };
         // Asleep with nothing awaited: the first intent wakes it.
