@@ -563,7 +563,7 @@ impl From<crate::authority::SettingsError> for Refusal {
 
 impl From<crate::authority::CredentialError> for Refusal {
     fn from(error: crate::authority::CredentialError) -> Self {
-        Self::Failed(error.0)
+        Self::Failed(error.to_string())
     }
 }
 

@@ -53,8 +53,70 @@ pub(super) struct Carry {
 
 /// Why a credential operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct CredentialError(pub String);
+#[non_exhaustive]
+pub enum CredentialError {
+    /// A credential of that name exists.
+    #[error("a credential named '{0}' exists; rotate it or remove it first")]
+    Exists(CredentialName),
+    /// No credential of that name.
+    #[error("no credential named '{0}'")]
+    NotFound(CredentialName),
+    /// No server of that label.
+    #[error("no server is configured as '{0}'")]
+    NoServer(ServerLabel),
+    /// The server's environment has no such variable (to move into the keychain).
+    #[error("'{server}' sets no environment variable {var}")]
+    NoVariable {
+        /// The server.
+        server: ServerLabel,
+        /// The variable asked for.
+        var: String,
+    },
+    /// A header credential bound to a server other than the built-in one.
+    #[error(
+        "credential '{0}' is injected as an HTTP header; only the built-in server '{builtin}' can use it",
+        builtin = BUILTIN_LABEL
+    )]
+    HeaderBeyondBuiltin(CredentialName),
+    /// An environment credential bound to the built-in server.
+    #[error(
+        "credential '{0}' is an environment variable; the built-in server '{builtin}' injects only header credentials (bearer, header, basic)",
+        builtin = BUILTIN_LABEL
+    )]
+    EnvOnBuiltin(CredentialName),
+    /// The server sets the credential's variable in its own environment.
+    #[error(
+        "credential '{name}' sets {var}, which server '{server}' already sets in its own environment (--env); one would silently win at launch. Add the server again without --env {var}=... (postern server add {server} ... replaces it), or give the credential another variable"
+    )]
+    SetByServer {
+        /// The credential.
+        name: CredentialName,
+        /// Its variable.
+        var: String,
+        /// The server.
+        server: ServerLabel,
+    },
+    /// Another credential bound to the server sets the same variable.
+    #[error(
+        "credential '{name}' sets {var}, which credential '{other}' bound to '{server}' already sets; one would silently win at launch. Unbind it first (postern server unbind {server} {other}) or give one of them another variable"
+    )]
+    SetByCredential {
+        /// The credential.
+        name: CredentialName,
+        /// Its variable.
+        var: String,
+        /// The credential already bound.
+        other: CredentialName,
+        /// The server.
+        server: ServerLabel,
+    },
+    /// A per-call approval setting the credential asked for was refused.
+    #[error("{0}")]
+    Settings(String),
+    /// The store or the keychain refused, or a value or spec does not fit (its reason).
+    #[error("{0}")]
+    Failed(String),
+}
 
 impl Authority {
     /// Adds a credential: its value to the keychain, its metadata to the store. With
@@ -70,9 +132,7 @@ impl Authority {
         spec.injection().check_value(value.expose()).map_err(fail)?;
         let store = self.store()?;
         if store.credential(name).map_err(fail)?.is_some() {
-            return Err(CredentialError(format!(
-                "a credential named '{name}' exists; rotate it or remove it first"
-            )));
+            return Err(CredentialError::Exists(name.clone()));
         }
         let item = postern_domain::credential::keychain_item(name, 1);
         let sealed = proven
@@ -103,7 +163,7 @@ impl Authority {
                 },
                 Some(proven),
             )
-            .map_err(|e| CredentialError(e.0))?;
+            .map_err(|e| CredentialError::Settings(e.0))?;
         }
         self.config_changed();
         self.credential(name)
@@ -118,7 +178,7 @@ impl Authority {
         self.store()?
             .credential(name)
             .map_err(fail)?
-            .ok_or_else(|| CredentialError(format!("no credential named '{name}'")))
+            .ok_or_else(|| CredentialError::NotFound(name.clone()))
     }
 
     /// Replaces a credential's value (a new version); servers holding the old value restart.
@@ -137,8 +197,7 @@ impl Authority {
             .map_err(fail)?;
         self.inner.secrets.set(&next, &sealed).map_err(fail)?;
         let rotated = self.store()?.rotate_credential(name).map_err(fail)?;
-        let rotated =
-            rotated.ok_or_else(|| CredentialError(format!("no credential named '{name}'")))?;
+        let rotated = rotated.ok_or_else(|| CredentialError::NotFound(name.clone()))?;
         let _ = self.inner.secrets.delete(&old.keychain_item());
         self.config_changed();
         let _ = self
@@ -203,11 +262,12 @@ impl Authority {
             .store()?
             .server(server)
             .map_err(fail)?
-            .ok_or_else(|| CredentialError(format!("no server is configured as '{server}'")))?;
+            .ok_or_else(|| CredentialError::NoServer(server.clone()))?;
         let Some(at) = config.env.iter().position(|v| v.name == var) else {
-            return Err(CredentialError(format!(
-                "'{server}' sets no environment variable {var}"
-            )));
+            return Err(CredentialError::NoVariable {
+                server: server.clone(),
+                var: var.to_owned(),
+            });
         };
         let derived = format!("{server}-{var}").to_ascii_lowercase().replace(
             |c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)),
@@ -262,23 +322,17 @@ impl Authority {
         let builtin = server.as_str() == BUILTIN_LABEL;
         let config = store.server(server).map_err(fail)?;
         if !builtin && config.is_none() {
-            return Err(CredentialError(format!(
-                "no server is configured as '{server}'"
-            )));
+            return Err(CredentialError::NoServer(server.clone()));
         }
         let credential = store
             .credential(name)
             .map_err(fail)?
-            .ok_or_else(|| CredentialError(format!("no credential named '{name}'")))?;
+            .ok_or_else(|| CredentialError::NotFound(name.clone()))?;
         if !builtin && credential.env_var().is_none() {
-            return Err(CredentialError(format!(
-                "credential '{name}' is injected as an HTTP header; only the built-in server '{BUILTIN_LABEL}' can use it"
-            )));
+            return Err(CredentialError::HeaderBeyondBuiltin(name.clone()));
         }
         if builtin && credential.env_var().is_some() {
-            return Err(CredentialError(format!(
-                "credential '{name}' is an environment variable; the built-in server '{BUILTIN_LABEL}' injects only header credentials (bearer, header, basic)"
-            )));
+            return Err(CredentialError::EnvOnBuiltin(name.clone()));
         }
         if let (Some(config), Some(var)) = (config, credential.env_var()) {
             collision(&config, name, var)?;
@@ -486,7 +540,7 @@ impl Authority {
         };
         let bound = self
             .store()
-            .map_err(|e| InjectError::Unavailable(e.0))?
+            .map_err(|e| InjectError::Unavailable(e.to_string()))?
             .bindings(server)
             .map_err(|e| InjectError::Unavailable(e.to_string()))?;
         let mut headers = Vec::new();
@@ -653,7 +707,7 @@ impl Authority {
         self.inner
             .store
             .lock()
-            .map_err(|_| CredentialError("the store is unavailable".into()))
+            .map_err(|_| CredentialError::Failed("the store is unavailable".into()))
     }
 
     fn config_changed(&self) {
@@ -675,25 +729,29 @@ fn collision(
     let sets_it = |other: &str| crate::servers::sets(var, other);
     let server = &config.label;
     if config.env.iter().any(|e| sets_it(&e.name)) {
-        return Err(CredentialError(format!(
-            "credential '{name}' sets {var}, which server '{server}' already sets in its own environment (--env); one would silently win at launch. Add the server again without --env {var}=... (postern server add {server} ... replaces it), or give the credential another variable"
-        )));
+        return Err(CredentialError::SetByServer {
+            name: name.clone(),
+            var: var.to_owned(),
+            server: server.clone(),
+        });
     }
     let other = config
         .credentials
         .iter()
         .find(|c| c.name != *name && c.env_var().is_some_and(sets_it));
     if let Some(other) = other {
-        return Err(CredentialError(format!(
-            "credential '{name}' sets {var}, which credential '{}' bound to '{server}' already sets; one would silently win at launch. Unbind it first (postern server unbind {server} {}) or give one of them another variable",
-            other.name, other.name
-        )));
+        return Err(CredentialError::SetByCredential {
+            name: name.clone(),
+            var: var.to_owned(),
+            other: other.name.clone(),
+            server: server.clone(),
+        });
     }
     Ok(())
 }
 
 fn fail(e: impl std::fmt::Display) -> CredentialError {
-    CredentialError(e.to_string())
+    CredentialError::Failed(e.to_string())
 }
 
 #[cfg(test)]
@@ -968,7 +1026,9 @@ mod tests {
             .bind(&f.proven, &builtin(), &env)
             .expect_err("env on builtin");
         assert!(
-            refused.0.contains("injects only header credentials"),
+            refused
+                .to_string()
+                .contains("injects only header credentials"),
             "{refused}"
         );
 

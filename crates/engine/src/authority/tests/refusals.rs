@@ -28,7 +28,7 @@ fn add(gate: &Gate, n: &str, spec: CredentialSpec, value: &str) -> Result<(), St
             Secret::new(value.into()),
         )
         .map(drop)
-        .map_err(|e| e.0)
+        .map_err(|e| e.to_string())
 }
 
 #[tokio::test]
@@ -47,8 +47,8 @@ async fn a_basic_credential_needs_user_colon_password_and_never_shows_the_value(
         .authority
         .rotate_credential(&gate.proven, &name("basic"), Secret::new(VALUE.into()))
         .expect_err("rotating to a value without a colon");
-    assert!(rotated.0.contains("user:password"), "{rotated}");
-    assert!(!rotated.0.contains(VALUE));
+    assert!(rotated.to_string().contains("user:password"), "{rotated}");
+    assert!(!rotated.to_string().contains(VALUE));
     let header = CredentialSpec::new(Injection::Bearer, &["h.example".into()]).expect("spec");
     let lines = add(&gate, "bearer", header, "tok\nsecond-line").expect_err("control chars");
     assert!(lines.contains("control characters"), "{lines}");
@@ -79,7 +79,7 @@ async fn binding_a_second_credential_for_the_same_variable_is_refused_naming_the
         .bind(&gate.proven, &server, &name("deploy-token-2"))
         .expect_err("same variable");
     assert_eq!(
-        twice.0,
+        twice.to_string(),
         "credential 'deploy-token-2' sets DEPLOY_TOKEN, which credential 'deploy-token' bound to 'deployer' already sets; one would silently win at launch. Unbind it first (postern server unbind deployer deploy-token) or give one of them another variable"
     );
     let own = gate
@@ -87,7 +87,7 @@ async fn binding_a_second_credential_for_the_same_variable_is_refused_naming_the
         .bind(&gate.proven, &server, &name("region"))
         .expect_err("the server's own env");
     assert!(
-        own.0.starts_with(
+        own.to_string().starts_with(
             "credential 'region' sets DEPLOY_REGION, which server 'deployer' already sets in its own environment (--env)"
         ),
         "{own}"
