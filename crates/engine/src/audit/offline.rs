@@ -351,31 +351,18 @@ pub(super) fn catch_up(
     key: &OpeningKey,
     how: CatchUp,
 ) -> Result<u64, AuditError> {
-    let after = match how {
+    let mut after = match how {
         CatchUp::FromStart => {
             writer.clear()?;
             0
         }
         CatchUp::FromTheirEnd => writer.store().journal_seq()?,
     };
-    project(writer, reader, key, after, i64::MAX)
-}
-
-/// Projects the log's events with `after < seq <= upto` into the journals, `CHUNK` events per
-/// transaction. Returns how many were projected.
-fn project(
-    writer: &mut JournalWriter,
-    reader: &Store,
-    key: &OpeningKey,
-    mut after: i64,
-    upto: i64,
-) -> Result<u64, AuditError> {
     let mut total = 0;
     let mut opener = Opener::default();
     loop {
         let mut chunk: Vec<Result<Opened, AuditError>> = Vec::new();
-        let end = after.saturating_add(CHUNK).min(upto);
-        reader.audit_records_between(after, end, |row| {
+        reader.audit_records_between(after, after.saturating_add(CHUNK), |row| {
             chunk.push(open_record(row.raw(), key, &mut opener));
             Ok::<(), AuditError>(())
         })?;
