@@ -417,7 +417,8 @@ async fn denied_and_unanswered_requests_refuse_the_call() -> Result<()> {
             .cli(["approve", &card_id(&cards[0])])
             .expect_err("a late answer is ignored");
         assert!(
-            late.to_string().contains("no open approval request"),
+            late.to_string().contains("no open approval request")
+                && late.to_string().contains("(not_open)"),
             "{late:#}"
         );
         assert!(

@@ -610,7 +610,16 @@ async fn input_that_could_never_work_is_refused_with_what_to_do_instead() -> Res
     gate.cli(["server", "bind", "plain", "first"])?;
     refused(
         &["server", "bind", "plain", "second"],
-        "postern: credential 'second' sets OTHER_TOKEN, which credential 'first' bound to 'plain' already sets; one would silently win at launch. Unbind it first (postern server unbind plain first) or give one of them another variable",
+        "postern: credential 'second' sets OTHER_TOKEN, which credential 'first' bound to 'plain' already sets; one would silently win at launch. Unbind it first (postern server unbind plain first) or give one of them another variable (variable_conflict)",
+    )?;
+    // Each refusal carries a stable code a script can match on.
+    refused(
+        &["server", "bind", "plain", "nosuch"],
+        "postern: no credential named 'nosuch' (credential_not_found)",
+    )?;
+    refused(
+        &["server", "bind", "nosuch", "first"],
+        "postern: no server is configured as 'nosuch' (server_not_found)",
     )?;
     refused(
         &[

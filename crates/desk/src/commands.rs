@@ -187,6 +187,7 @@ pub(crate) fn refused(refusal: Refusal) -> CommandError {
         Refusal::Failed(message) | Refusal::HumanRequired(message) => {
             CommandError::new(ErrorCode::Refused, message)
         }
+        Refusal::Credential(error) => CommandError::new(ErrorCode::Refused, error.to_string()),
     }
 }
 

@@ -498,10 +498,13 @@ pub enum Refusal {
     /// The request is malformed: a bad id, name or label.
     #[error("{0}")]
     Invalid(String),
-    /// The engine would not do it (nothing to revoke, a credential name taken, a binding the
-    /// configuration does not allow) or could not (a store or keychain error).
+    /// The engine would not do it (nothing to revoke) or could not (a store error).
     #[error("{0}")]
     Failed(String),
+    /// A credential operation was refused (a name taken or unknown, a binding the
+    /// configuration does not allow, the keychain's error), with its code when it has one.
+    #[error(transparent)]
+    Credential(crate::authority::CredentialError),
     /// It widens authority and came from inside an agent's process tree (stable code
     /// `human_required`).
     #[error("{0}")]
@@ -530,6 +533,18 @@ impl From<Refusal> for ControlRefusal {
             Refusal::Presence(error) => ControlRefusal {
                 error: error.to_string(),
                 code: Some(error.code().into()),
+            },
+            Refusal::Credential(error) => ControlRefusal {
+                error: error.to_string(),
+                code: error.code().map(Into::into),
+            },
+            Refusal::NotOpen(error) => ControlRefusal {
+                error,
+                code: Some("not_open".into()),
+            },
+            Refusal::Unacceptable(error) => ControlRefusal {
+                error,
+                code: Some("answer_not_offered".into()),
             },
             other => ControlRefusal {
                 error: other.to_string(),
@@ -563,7 +578,7 @@ impl From<crate::authority::SettingsError> for Refusal {
 
 impl From<crate::authority::CredentialError> for Refusal {
     fn from(error: crate::authority::CredentialError) -> Self {
-        Self::Failed(error.to_string())
+        Self::Credential(error)
     }
 }
 

@@ -118,6 +118,24 @@ pub enum CredentialError {
     Failed(String),
 }
 
+impl CredentialError {
+    /// The stable code a refusal carries (docs/errors.md, "Refusals of management requests");
+    /// none for a store or keychain failure or a refused setting, whose sentence says what.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Self::Exists(_) => Some("credential_exists"),
+            Self::NotFound(_) => Some("credential_not_found"),
+            Self::NoServer(_) => Some("server_not_found"),
+            Self::NoVariable { .. } => Some("variable_not_set"),
+            Self::HeaderBeyondBuiltin(_) | Self::EnvOnBuiltin(_) => {
+                Some("credential_kind_mismatch")
+            }
+            Self::SetByServer { .. } | Self::SetByCredential { .. } => Some("variable_conflict"),
+            Self::Settings(_) | Self::Failed(_) => None,
+        }
+    }
+}
+
 impl Authority {
     /// Adds a credential: its value to the keychain, its metadata to the store. With
     /// `every_use`, every call that would use it needs a human.
