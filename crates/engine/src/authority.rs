@@ -29,6 +29,7 @@ mod grants;
 mod lock;
 mod presence;
 mod retry;
+mod seal;
 #[cfg(test)]
 mod tests;
 
@@ -118,7 +119,7 @@ struct State {
     /// `unbind`, narrowed to what the store still holds. What the seal is written from, so
     /// a row written into the store behind the engine's back never becomes vouched for.
     bindings: Option<Vec<(String, String)>>,
-    /// Each credential's spec (its injection and hosts, `lock::spec_of`) as a person added
+    /// Each credential's spec (its injection and hosts, `seal::spec_of`) as a person added
     /// it, while unlocked, kept like `bindings`: a spec edited in the store (hosts widened, a
     /// brokered credential made a plain env value) is put back, never used.
     specs: Option<Vec<(String, String)>>,

@@ -25,7 +25,7 @@ use postern_gateway::authorize::{
 };
 use postern_vault::Secret;
 
-use super::lock::Vouch;
+use super::seal::Vouch;
 use super::{Authority, Proven, State, VaultState, random};
 
 /// A release a human approved: this agent run's launches of this server with this identity
@@ -165,7 +165,7 @@ impl Authority {
         drop(store);
         // Sealed as the person gave it, never as read back: a row rewritten meanwhile is not
         // theirs. (The store's lock let go: the authority's is taken first, then the store's.)
-        let sealed = super::lock::spec_text(spec.injection(), &spec.hosts());
+        let sealed = super::seal::spec_text(spec.injection(), &spec.hosts());
         let change = Vouch::Credential {
             name: name.as_str(),
             spec: Some(&sealed),
@@ -465,7 +465,7 @@ impl Authority {
                     let pair = (config.label.to_string(), name.clone());
                     let unvouched = state.bindings.as_ref().is_some_and(|b| !b.contains(&pair))
                         || state.specs.as_ref().is_some_and(|specs| {
-                            !specs.contains(&(name.clone(), super::lock::spec_of(credential)))
+                            !specs.contains(&(name.clone(), super::seal::spec_of(credential)))
                         });
                     let why = if state.vault != VaultState::Ready {
                         Some("the vault is locked")
