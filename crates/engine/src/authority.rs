@@ -28,6 +28,7 @@ mod egress;
 mod grants;
 mod lock;
 mod presence;
+mod release;
 mod retry;
 mod seal;
 #[cfg(test)]
@@ -52,7 +53,6 @@ use tokio::sync::{broadcast, watch};
 pub use approvals::AnswerError;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use credentials::CredentialError;
-use credentials::{Approved, Carry};
 use grants::run_alive;
 use lock::load_settings;
 pub use lock::{
@@ -63,6 +63,7 @@ pub use presence::{
     MIN_PASSPHRASE_CHARS, PresenceError, Proof, Proven, VAULT_KEY_ITEM, check_offline,
     passphrase_known,
 };
+use release::{Approved, Carry};
 pub use retry::RETRY_WINDOW_MS;
 
 pub use postern_domain::decision::{SessionMode, SettingsUpdate, VaultState};

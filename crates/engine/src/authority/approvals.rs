@@ -17,7 +17,7 @@ use postern_domain::{
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::{CallToAuthorize, Decided, Verdict};
 
-use super::credentials::Carry;
+use super::release::Carry;
 use super::{Authority, Pending, State, random};
 
 /// Which answer is being carried out: the request, where the person gave it, and when.

@@ -234,7 +234,7 @@ async fn a_removed_or_unbound_credential_forgets_its_approved_releases() {
     let gate = Gate::new();
     add(&gate, "api", env("API_TOKEN"), VALUE).expect("add");
     let run = me().run_key();
-    let approved = |credential: &str| super::super::credentials::Approved {
+    let approved = |credential: &str| super::super::release::Approved {
         run: AgentRun {
             pid: run.0,
             start_time: run.1,
