@@ -1,0 +1,127 @@
+//! Whether an identity pins the code that runs, and when not, what a person would name with
+//! `--identity` to pin it.
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use postern_domain::{Artifact, Pinning, ServerConfig};
+
+use super::SOURCE_ENTRIES;
+use super::program::Kind;
+
+/// How the program that runs is reached.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dispatch<'a> {
+    /// Not through a shell.
+    Direct,
+    /// Through this shell script (hashed), which hands over to a program that is not.
+    Script(&'a Artifact),
+    /// A shell is the program, and what it starts is not hashed.
+    Shell,
+}
+
+/// What the identity hashed of an interpreter launch, for [`pinning`].
+pub(super) struct Hashed<'a> {
+    /// The entry file.
+    pub(super) entry: Option<&'a Artifact>,
+    /// The Python virtual environment the interpreter belongs to (hashed as a tree).
+    pub(super) environment: Option<&'a Path>,
+    /// The server's own source tree, when it held too many entries to hash.
+    pub(super) source_too_large: Option<&'a Path>,
+    /// A lockfile in the working directory.
+    pub(super) lockfile: bool,
+    /// Identity paths the person named.
+    pub(super) named: bool,
+}
+
+pub(super) fn pinning(
+    config: &ServerConfig,
+    kind: Kind,
+    dispatch: Dispatch<'_>,
+    hashed: &Hashed<'_>,
+) -> Pinning {
+    let unpinned = |reason: String| Pinning::Unpinned { reason };
+    let program_name = Path::new(config.program())
+        .file_name()
+        .and_then(OsStr::to_str)
+        .unwrap_or_default();
+    let (has_lock, has_extra) = (hashed.lockfile, hashed.named);
+    if kind == Kind::PackageRunner && !has_lock {
+        return unpinned(format!(
+            "`{program_name}` fetches and runs a package by name, and there is no lockfile in the working directory"
+        ));
+    }
+    if kind == Kind::Interpreter
+        && program_name == "uv"
+        && config.args().iter().any(|a| a == "--with")
+        && !has_lock
+    {
+        return unpinned(
+            "`uv run --with` resolves packages at launch, and there is no lockfile".to_owned(),
+        );
+    }
+    if kind == Kind::Interpreter
+        && !has_extra
+        && let Some(root) = hashed.source_too_large
+    {
+        return Pinning::Partly {
+            covered: match hashed.entry {
+                Some(entry) => format!("the entry file {}", file_name(&entry.path)),
+                None => "the interpreter".to_owned(),
+            },
+            uncovered: format!(
+                "the server's own code beside it in {}: more than {SOURCE_ENTRIES} entries \
+                 there to hash at each launch (name its code with --identity)",
+                root.display()
+            ),
+        };
+    }
+    if kind == Kind::Interpreter && !has_lock && !has_extra {
+        let module = config.args().iter().any(|a| a == "-m");
+        return match (hashed.entry, module) {
+            // The server's own files are hashed, and with an environment the packages it
+            // loads: all of its code.
+            (Some(_), _) if hashed.environment.is_some() => Pinning::Pinned,
+            (Some(entry), _) => Pinning::Partly {
+                covered: format!(
+                    "the entry file {} and the code beside it",
+                    file_name(&entry.path)
+                ),
+                uncovered: "the packages it loads: there is no lockfile in the working \
+                            directory (add one, or name the dependency tree with --identity)"
+                    .to_owned(),
+            },
+            (None, true) => unpinned(
+                "the entry is a module name, not a file, and there is no lockfile".to_owned(),
+            ),
+            (None, false) => unpinned(
+                "no entry file could be found among the arguments, and there is no lockfile"
+                    .to_owned(),
+            ),
+        };
+    }
+    if dispatch != Dispatch::Direct && !has_extra {
+        let uncovered = "the program it hands over to (a wrapper or a version-manager shim): \
+                         name it with --identity";
+        return match dispatch {
+            Dispatch::Script(script) => Pinning::Partly {
+                covered: format!("the script {}", file_name(&script.path)),
+                uncovered: uncovered.to_owned(),
+            },
+            Dispatch::Direct | Dispatch::Shell => unpinned(
+                "a shell runs the server, and the program it starts is not hashed: name it \
+                 with --identity"
+                    .to_owned(),
+            ),
+        };
+    }
+    Pinning::Pinned
+}
+
+/// A path's last component, for a sentence (the whole path when it has none).
+pub(super) fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}

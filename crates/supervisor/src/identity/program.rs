@@ -1,0 +1,152 @@
+//! Finding what runs: the program as `execvp` resolves it, the `#!` line of a script, the
+//! entry file among the arguments, the runtime's kind and version, a Python virtual
+//! environment.
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{INTERPRETERS, IdentityError, PACKAGE_RUNNERS};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Interpreter,
+    PackageRunner,
+    Shell,
+    Binary,
+}
+
+/// The virtual environment a Python interpreter at `interpreter` (as launched, before
+/// symlinks are followed: a venv's `bin/python` links to the system's) belongs to: the
+/// directory above its `bin/` holding a `pyvenv.cfg`.
+pub(super) fn python_environment(interpreter: &Path) -> Option<PathBuf> {
+    let name = interpreter.file_name()?.to_str()?;
+    if !name.starts_with("python") {
+        return None;
+    }
+    let bin = interpreter.parent()?;
+    let root = bin.parent()?;
+    (bin.file_name()? == "bin" && root.join("pyvenv.cfg").is_file()).then(|| root.to_owned())
+}
+
+pub(super) fn program_kind(path: &Path) -> Kind {
+    let name = path.file_name().and_then(OsStr::to_str).unwrap_or_default();
+    // python3.11 -> python, node20 -> node
+    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if INTERPRETERS.contains(&base) {
+        Kind::Interpreter
+    } else if PACKAGE_RUNNERS.contains(&base) {
+        Kind::PackageRunner
+    } else if matches!(base, "sh" | "bash" | "dash" | "zsh" | "fish") {
+        Kind::Shell
+    } else {
+        Kind::Binary
+    }
+}
+
+/// Resolves a program name as `execvp` would: a path (relative to the working
+/// directory) when it contains a slash, else the first executable on PATH.
+pub(super) fn resolve_program(
+    program: &str,
+    cwd: &Path,
+    path_var: Option<&OsStr>,
+) -> Result<PathBuf, IdentityError> {
+    if program.contains('/') {
+        let path = cwd.join(program);
+        return if is_executable(&path) {
+            Ok(path)
+        } else {
+            Err(IdentityError::NotFound {
+                program: program.to_owned(),
+                where_: format!(" (resolved to {})", path.display()),
+            })
+        };
+    }
+    path_var
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir.join(program)
+            } else {
+                cwd.join(dir).join(program)
+            }
+        })
+        .find(|candidate| is_executable(candidate))
+        .ok_or_else(|| IdentityError::NotFound {
+            program: program.to_owned(),
+            where_: " on PATH".to_owned(),
+        })
+}
+
+pub(super) fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The interpreter named by a `#!` line (`/usr/bin/env node` gives `node`).
+pub(super) fn shebang(path: &Path) -> Option<String> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    let line = std::str::from_utf8(line).ok()?.trim();
+    let mut words = line.split_whitespace();
+    let first = words.next()?;
+    if Path::new(first).file_name() == Some(OsStr::new("env")) {
+        words
+            .find(|w| !w.starts_with('-') && !w.contains('='))
+            .map(str::to_owned)
+    } else {
+        Some(first.to_owned())
+    }
+}
+
+/// The first argument naming an existing file, skipping options (and `run` for uv).
+pub(super) fn entry_argument(args: &[String], cwd: &Path) -> Option<PathBuf> {
+    args.iter()
+        .filter(|a| !a.starts_with('-') && a.as_str() != "run")
+        .map(|a| cwd.join(a))
+        .find(|p| p.is_file())
+}
+
+pub(super) fn run_version(interpreter: &Path) -> Option<String> {
+    let mut child = std::process::Command::new(interpreter)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while child.try_wait().ok()?.is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().ok()?;
+    let text = if out.stdout.is_empty() {
+        out.stderr
+    } else {
+        out.stdout
+    };
+    let line = String::from_utf8_lossy(&text)
+        .lines()
+        .next()?
+        .trim()
+        .to_owned();
+    let name = interpreter
+        .file_name()
+        .and_then(OsStr::to_str)
+        .unwrap_or_default();
+    Some(if line.starts_with('v') {
+        format!("{name} {line}")
+    } else {
+        line
+    })
+}
