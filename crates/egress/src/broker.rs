@@ -38,7 +38,7 @@ use crate::EgressError;
 use crate::ca::Authority;
 use crate::env::{self, Files};
 use crate::redact::{self, Redacting, Swaps};
-use crate::substitute::{self, Brokered, Outcome};
+use crate::substitute::{self, Brokered, Outcome, Route};
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -470,7 +470,12 @@ async fn forward(
     let frozen = shared.frozen.load(Ordering::SeqCst);
     let (outcome, swaps) = {
         let brokered = shared.brokered.read().unwrap_or_else(|e| e.into_inner());
-        let outcome = substitute::decide(req.headers_mut(), &target, &dest.host, &brokered, frozen);
+        let route = Route {
+            host: &dest.host,
+            port: dest.port,
+            tls: dest.tls,
+        };
+        let outcome = substitute::decide(req.headers_mut(), &target, route, &brokered, frozen);
         // The answer gives back the placeholders this request carried, and no other.
         let carried: &[String] = match &outcome {
             Outcome::Forward { placeholders, .. } => placeholders,
@@ -480,7 +485,7 @@ async fn forward(
         (outcome, swaps)
     };
     match outcome {
-        Outcome::Leak { credentials } => {
+        Outcome::Leak { credentials, why } => {
             shared.frozen.store(true, Ordering::SeqCst);
             // Once per host, and for at most MAX_REPORTED hosts: a launch trying host after
             // host is refused every time, without a record each.
@@ -490,15 +495,15 @@ async fn forward(
             };
             if first {
                 let info = shared.info();
-                tracing::warn!(server = %info.server, host = %dest.host, ?credentials, "egress broker: a placeholder toward a host it is not bound to; refused, the launch is frozen");
+                tracing::warn!(server = %info.server, host = %dest.host, ?credentials, ?why, "egress broker: a placeholder where it may not go; refused, the launch is frozen");
                 shared.sink.leak(&info, &credentials, &dest.host);
             }
             return Ok(said(
                 StatusCode::FORBIDDEN,
                 &format!(
-                    "Postern's egress broker refused this request: it carries the placeholder of {} toward {}, where it may not go (or this launch is frozen after such a request). This launch gets no credential value until a person looks.",
+                    "Postern's egress broker refused this request: it carries the placeholder of {} {}. This launch gets no credential value until a person looks.",
                     credentials.join(", "),
-                    dest.host
+                    why.reason(&dest.host)
                 ),
             ));
         }

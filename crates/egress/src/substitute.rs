@@ -10,11 +10,20 @@
 //!   elsewhere) is refused like a leak: the broker's answers would otherwise tell a guess right
 //!   from wrong.
 //!
+//! - A placeholder in a request whose `Host` header names another host or port than the
+//!   destination: a leak attempt too (a front that routes by `Host`, a CDN's, a PaaS router's,
+//!   an ingress's, would hand the value to whichever tenant the server's code named).
+//! - A placeholder in plain HTTP to a host other than loopback: a leak attempt (the value would
+//!   cross the network in clear), as the built-in `http_request` refuses it.
+//!
 //! The destination is where the broker connects (the CONNECT target, or the absolute URL's
 //! host), never the `Host` header, which the server's code writes.
 
+use std::net::IpAddr;
+
 use hyper::Uri;
-use hyper::header::{HeaderMap, HeaderValue};
+use hyper::header::{HOST, HeaderMap, HeaderValue};
+use hyper::http::uri::Authority;
 use postern_vault::Secret;
 
 /// A credential a launch holds as a placeholder.
@@ -47,6 +56,90 @@ impl Brokered {
     }
 }
 
+/// Where a request goes: the host and port the broker connects to, and whether over TLS.
+#[derive(Debug, Clone, Copy)]
+pub struct Route<'a> {
+    /// The host, lower case, an IPv6 address without brackets.
+    pub host: &'a str,
+    /// The port.
+    pub port: u16,
+    /// TLS to the host (the broker verifies its certificate).
+    pub tls: bool,
+}
+
+impl Route<'_> {
+    /// Whether a `Host` header names another host, or another port, than this route (one that
+    /// cannot be read counts as another; one without a port names the host alone, as clients
+    /// write it for the scheme's own port and some for any).
+    fn addressed_elsewhere(&self, headers: &HeaderMap) -> bool {
+        headers.get_all(HOST).iter().any(|value| {
+            let Some(authority) = value
+                .to_str()
+                .ok()
+                .and_then(|text| text.trim().parse::<Authority>().ok())
+            else {
+                return true;
+            };
+            let host = authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            !same_host(host, self.host) || authority.port_u16().is_some_and(|p| p != self.port)
+        })
+    }
+
+    /// Whether a value would cross the network in clear: plain HTTP to a host that is not
+    /// loopback.
+    fn in_clear(&self) -> bool {
+        !self.tls && !is_loopback(self.host)
+    }
+}
+
+/// Host names compared as DNS compares them: case aside, and a final dot aside.
+fn same_host(a: &str, b: &str) -> bool {
+    a.trim_end_matches('.')
+        .eq_ignore_ascii_case(b.trim_end_matches('.'))
+}
+
+/// `localhost`, or an address in 127.0.0.0/8 or `::1`.
+fn is_loopback(host: &str) -> bool {
+    same_host(host, "localhost") || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Why a request carrying placeholders is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Toward a host the credentials are not bound to.
+    OtherHost,
+    /// Its `Host` header names another host or port than where it goes.
+    HostHeader,
+    /// In plain HTTP to a host that is not loopback.
+    InClear,
+    /// It carries a value itself.
+    Value,
+    /// The launch is frozen after an earlier leak attempt.
+    Frozen,
+}
+
+impl Refused {
+    /// Why, in words, after "it carries the placeholder of X".
+    pub fn reason(self, host: &str) -> String {
+        match self {
+            Refused::OtherHost => format!("toward {host}, where it may not go"),
+            Refused::HostHeader => format!(
+                "toward {host} with a Host header that names another host or port: a front that routes by Host would hand the value to another site"
+            ),
+            Refused::InClear => format!(
+                "toward {host} in plain HTTP, where the value would cross the network in clear: credential values go over HTTPS only (plain HTTP only to loopback)"
+            ),
+            Refused::Value => format!("toward {host}, with a credential's value itself in it"),
+            Refused::Frozen => format!(
+                "toward {host}, and this launch is frozen after an earlier request that tried to send one where it may not go"
+            ),
+        }
+    }
+}
+
 /// What becomes of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -62,15 +155,17 @@ pub enum Outcome {
     Leak {
         /// The credentials whose placeholders it carries.
         credentials: Vec<String>,
+        /// Why it is refused.
+        why: Refused,
     },
 }
 
-/// Decides `headers` and `target` headed for `host`, replacing placeholders in `headers` when
+/// Decides `headers` and `target` going by `route`, replacing placeholders in `headers` when
 /// the request may go. With `frozen`, any placeholder is refused.
 pub fn decide(
     headers: &mut HeaderMap,
     target: &Uri,
-    host: &str,
+    route: Route<'_>,
     launch: &[Brokered],
     frozen: bool,
 ) -> Outcome {
@@ -90,6 +185,7 @@ pub fn decide(
     if !guessed.is_empty() {
         return Outcome::Leak {
             credentials: guessed,
+            why: Refused::Value,
         };
     }
     let carried: Vec<&Brokered> = launch
@@ -101,15 +197,28 @@ pub fn decide(
                     .any(|v| contains(v.as_bytes(), b.placeholder.as_bytes()))
         })
         .collect();
-    let refused: Vec<String> = carried
-        .iter()
-        .filter(|b| frozen || !b.allows(host))
-        .map(|b| b.credential.clone())
-        .collect();
-    if !refused.is_empty() {
-        return Outcome::Leak {
-            credentials: refused,
-        };
+    let why = if frozen {
+        Some(Refused::Frozen)
+    } else if carried.iter().any(|b| !b.allows(route.host)) {
+        Some(Refused::OtherHost)
+    } else if carried.is_empty() {
+        None
+    } else if route.addressed_elsewhere(headers) {
+        Some(Refused::HostHeader)
+    } else if route.in_clear() {
+        Some(Refused::InClear)
+    } else {
+        None
+    };
+    if let Some(why) = why
+        && !carried.is_empty()
+    {
+        let credentials = carried
+            .iter()
+            .filter(|b| why != Refused::OtherHost || !b.allows(route.host))
+            .map(|b| b.credential.clone())
+            .collect();
+        return Outcome::Leak { credentials, why };
     }
     let mut substituted = Vec::new();
     let mut placeholders = Vec::new();
@@ -169,10 +278,24 @@ mod tests {
         text.parse().unwrap()
     }
 
+    fn tls(host: &str) -> Route<'_> {
+        Route {
+            host,
+            port: 443,
+            tls: true,
+        }
+    }
+
     #[test]
     fn the_value_goes_in_the_headers_toward_a_bound_host_only() {
         let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
-        let outcome = decide(&mut h, &uri("/user"), "API.GitHub.com", &launch(), false);
+        let outcome = decide(
+            &mut h,
+            &uri("/user"),
+            tls("API.GitHub.com"),
+            &launch(),
+            false,
+        );
         assert_eq!(
             outcome,
             Outcome::Forward {
@@ -188,11 +311,12 @@ mod tests {
     #[test]
     fn a_placeholder_toward_another_host_is_a_leak_and_nothing_is_replaced() {
         let mut h = headers(&format!("token {PLACEHOLDER}"));
-        let outcome = decide(&mut h, &uri("/"), "evil.example", &launch(), false);
+        let outcome = decide(&mut h, &uri("/"), tls("evil.example"), &launch(), false);
         assert_eq!(
             outcome,
             Outcome::Leak {
-                credentials: vec!["github".into()]
+                credentials: vec!["github".into()],
+                why: Refused::OtherHost,
             }
         );
         assert!(h["authorization"].to_str().unwrap().contains(PLACEHOLDER));
@@ -200,7 +324,7 @@ mod tests {
         let mut h = headers("none");
         let in_url = uri(&format!("/collect?t={PLACEHOLDER}"));
         assert!(matches!(
-            decide(&mut h, &in_url, "evil.example", &launch(), false),
+            decide(&mut h, &in_url, tls("evil.example"), &launch(), false),
             Outcome::Leak { .. }
         ));
     }
@@ -209,13 +333,13 @@ mod tests {
     fn the_value_itself_in_a_request_is_refused_even_toward_its_host() {
         let mut h = headers("Bearer ghp_realvalue");
         assert!(matches!(
-            decide(&mut h, &uri("/"), "api.github.com", &launch(), false),
+            decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), false),
             Outcome::Leak { .. }
         ));
         let mut h = headers("none");
         let guess = uri("/search?q=ghp_realvalue");
         assert!(matches!(
-            decide(&mut h, &guess, "api.github.com", &launch(), false),
+            decide(&mut h, &guess, tls("api.github.com"), &launch(), false),
             Outcome::Leak { .. }
         ));
     }
@@ -224,7 +348,7 @@ mod tests {
     fn a_request_without_placeholders_passes_untouched_and_a_frozen_launch_gets_no_value() {
         let mut h = headers("Basic Zm9vOmJhcg==");
         assert_eq!(
-            decide(&mut h, &uri("/"), "example.com", &launch(), false),
+            decide(&mut h, &uri("/"), tls("example.com"), &launch(), false),
             Outcome::Forward {
                 substituted: vec![],
                 placeholders: vec![],
@@ -232,9 +356,82 @@ mod tests {
         );
         let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
         assert!(matches!(
-            decide(&mut h, &uri("/"), "api.github.com", &launch(), true),
+            decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), true),
             Outcome::Leak { .. }
         ));
         assert!(h["authorization"].to_str().unwrap().contains(PLACEHOLDER));
+    }
+
+    #[test]
+    fn a_value_goes_only_where_the_host_header_says_it_goes() {
+        let with_host = |host: &str| {
+            let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
+            h.insert(HOST, HeaderValue::from_str(host).unwrap());
+            h
+        };
+        for same in ["api.github.com", "API.GitHub.com.", "api.github.com:443"] {
+            let mut h = with_host(same);
+            let outcome = decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), false);
+            assert!(matches!(outcome, Outcome::Forward { .. }), "{same}");
+            assert_eq!(h["authorization"], "Bearer ghp_realvalue", "{same}");
+        }
+        for other in ["evil.tenant.example", "api.github.com:8443", "not a host"] {
+            let mut h = with_host(other);
+            let outcome = decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), false);
+            assert_eq!(
+                outcome,
+                Outcome::Leak {
+                    credentials: vec!["github".into()],
+                    why: Refused::HostHeader,
+                },
+                "{other}"
+            );
+            assert!(
+                h["authorization"].to_str().unwrap().contains(PLACEHOLDER),
+                "nothing replaced for {other}"
+            );
+        }
+        // No placeholder, no value: the Host header is the server's business.
+        let mut h = headers("none");
+        h.insert(HOST, HeaderValue::from_static("elsewhere.example"));
+        assert!(matches!(
+            decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), false),
+            Outcome::Forward { .. }
+        ));
+    }
+
+    #[test]
+    fn a_value_crosses_the_network_only_over_tls_and_plain_http_only_to_loopback() {
+        let plain = |host| Route {
+            host,
+            port: 80,
+            tls: false,
+        };
+        let mut launch = launch();
+        launch[0].hosts = vec![
+            "api.github.com".into(),
+            "localhost".into(),
+            "127.0.0.1".into(),
+        ];
+        let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
+        assert_eq!(
+            decide(&mut h, &uri("/"), plain("api.github.com"), &launch, false),
+            Outcome::Leak {
+                credentials: vec!["github".into()],
+                why: Refused::InClear,
+            }
+        );
+        assert!(h["authorization"].to_str().unwrap().contains(PLACEHOLDER));
+        for loopback in ["localhost", "127.0.0.1"] {
+            let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
+            let outcome = decide(&mut h, &uri("/"), plain(loopback), &launch, false);
+            assert!(matches!(outcome, Outcome::Forward { .. }), "{loopback}");
+            assert_eq!(h["authorization"], "Bearer ghp_realvalue");
+        }
+        let mut h = headers("none");
+        assert!(matches!(
+            decide(&mut h, &uri("/"), plain("example.com"), &launch, false),
+            Outcome::Forward { .. }
+        ));
     }
 }

@@ -118,6 +118,17 @@ fn header(head: &str, name: &str) -> Option<String> {
 /// What a runtime does: CONNECT through the broker, TLS to `host` trusting the broker's
 /// authority only, one GET with `authorization`. The status line and the body.
 async fn get_through(proxy: u16, ca: &Path, host: &str, port: u16, auth: &str) -> String {
+    get_through_as(proxy, ca, (host, port), host, auth).await
+}
+
+/// [`get_through`] with the request's `Host` header as `host_header` says.
+async fn get_through_as(
+    proxy: u16,
+    ca: &Path,
+    (host, port): (&str, u16),
+    host_header: &str,
+    auth: &str,
+) -> String {
     let mut tcp = TcpStream::connect(("127.0.0.1", proxy)).await.unwrap();
     tcp.write_all(
         format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n").as_bytes(),
@@ -141,7 +152,7 @@ async fn get_through(proxy: u16, ca: &Path, host: &str, port: u16, auth: &str) -
         .await
         .unwrap();
     let request = format!(
-        "GET /user HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n"
+        "GET /user HTTP/1.1\r\nHost: {host_header}\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n"
     );
     tls.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
@@ -243,6 +254,34 @@ async fn the_value_reaches_its_host_and_a_placeholder_anywhere_else_is_refused_a
     // A request without a placeholder still goes out.
     let answer = get_through(proxy, &ca, "127.0.0.1", port, "Basic eDp5").await;
     assert!(answer.ends_with("auth=Basic eDp5"), "{answer}");
+}
+
+/// A server that tunnels to the credential's host and names another site in `Host` (a front
+/// that routes by `Host`, a CDN's or an ingress's, would hand the value to that site) gets
+/// no value: refused as a leak, nothing sent, the launch frozen.
+#[tokio::test]
+async fn a_host_header_naming_another_site_gets_no_value() {
+    let t = setup().await;
+    let ca = t.broker.files().ca.clone();
+    let bearer = format!("Bearer {PLACEHOLDER}");
+    let proxy = t.way_out.port();
+    let answer = get_through_as(
+        proxy,
+        &ca,
+        ("localhost", t.port),
+        "evil.tenant.example",
+        &bearer,
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("Host header"), "{answer}");
+    assert!(t.received.lock().unwrap().is_empty(), "the host saw it");
+    assert!(t.seen.substituted.lock().unwrap().is_empty());
+    assert_eq!(
+        *t.seen.leaks.lock().unwrap(),
+        [("github".to_owned(), "localhost".to_owned())]
+    );
+    assert!(t.way_out.frozen());
 }
 
 /// While the vault is locked the broker puts no value in a request, even for a launch whose
