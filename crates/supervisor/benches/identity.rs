@@ -140,6 +140,59 @@ fn main() {
         ms(own_warm),
         own_warm.as_secs_f64() / tree_warm.as_secs_f64()
     );
+
+    // A Python server on this machine's `python3`: when the user can write to its runtime
+    // (pyenv, uv, conda, Homebrew; any runtime as root), the runtime's library is
+    // fingerprinted by its files' metadata at each launch.
+    std::fs::write(work.join("server.py"), "print('hi')").expect("write");
+    std::fs::write(work.join("requirements.txt"), "mcp").expect("write");
+    let python = ServerConfig::new(
+        "bench-py".parse().expect("label"),
+        vec!["python3".into(), "server.py".into()],
+        Some(work.to_owned()),
+        vec![],
+    )
+    .expect("config");
+    let cache = DigestCache::new();
+    let seen = cache.observe(&python).expect("warm up");
+    let library = seen
+        .extra_paths
+        .iter()
+        .find(|a| a.path.join("os.py").is_file())
+        .map(|a| a.path.clone());
+    let py_warm = median(20, || {
+        cache.observe(&python).expect("observe");
+    });
+    match library {
+        Some(library) => {
+            let files = walkdir_count(&library);
+            println!(
+                "a python3 server, its runtime's library fingerprinted ({}, {files} entries):",
+                library.display()
+            );
+        }
+        None => println!("a python3 server (its runtime's library is not the user's to write):"),
+    }
+    println!(
+        "  warm:                                   {:>9.3} ms   {:>5.1}x the node server's warm",
+        ms(py_warm),
+        py_warm.as_secs_f64() / warm.as_secs_f64()
+    );
+}
+
+/// Every entry under `root`.
+fn walkdir_count(root: &std::path::Path) -> usize {
+    let mut stack = vec![root.to_owned()];
+    let mut n = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            n += 1;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    n
 }
 
 fn median(runs: usize, mut f: impl FnMut()) -> Duration {

@@ -33,6 +33,11 @@ const CODE_NAMES: [&str; 2] = ["package.json", "tsconfig.json"];
 /// launch, and the server is partly pinned (`--identity` names its code instead).
 pub const SOURCE_ENTRIES: usize = 20_000;
 
+/// How many entries a runtime's own library may hold: its files are fingerprinted by their
+/// metadata at each launch (no content is read), so a developer's runtime with tens of
+/// thousands of installed files is covered; beyond this the server is partly pinned.
+pub const RUNTIME_ENTRIES: usize = 200_000;
+
 /// Lockfiles looked for in the working directory, in this order.
 pub const LOCKFILES: [&str; 9] = [
     "package-lock.json",
@@ -180,6 +185,7 @@ impl DigestCache {
                 .and_then(OsStr::to_str)
                 .unwrap_or_default()
                 .to_owned(),
+            binary: chain.current.clone(),
             loader_env: loads::loader_env(&configured),
         };
         let loaded = self.loads(&found, chain.entry)?;
@@ -197,8 +203,7 @@ impl DigestCache {
             _ => None,
         };
         let environment = chain.interpreter.as_deref().and_then(python_environment);
-        let (extra_paths, source_too_large) =
-            self.code_trees(&found, &loaded, environment.as_deref(), runtime.as_deref())?;
+        let trees = self.code_trees(&found, &loaded, environment.as_deref(), runtime.as_deref())?;
         let pinning = pinning(
             config,
             kind,
@@ -210,7 +215,8 @@ impl DigestCache {
             &Hashed {
                 entry: loaded.entry.as_ref(),
                 environment: environment.as_deref(),
-                source_too_large: source_too_large.as_deref(),
+                source_too_large: trees.source_too_large.as_deref(),
+                runtime_too_large: trees.runtime_too_large.as_deref(),
                 lockfile: !lockfiles.is_empty(),
                 // The user's own paths: an environment holds packages, not the server's code.
                 named: !config.identity_paths.is_empty(),
@@ -229,7 +235,7 @@ impl DigestCache {
             wrappers: chain.wrappers,
             entry: loaded.entry,
             lockfiles,
-            extra_paths,
+            extra_paths: trees.hashed,
             runtime,
             working_directory,
             env_names,
@@ -337,7 +343,7 @@ impl DigestCache {
         loaded: &Loads,
         environment: Option<&Path>,
         runtime: Option<&str>,
-    ) -> Result<(Vec<Artifact>, Option<PathBuf>), IdentityError> {
+    ) -> Result<Trees, IdentityError> {
         let config = found.config;
         let node_tree = found
             .interpreter_name
@@ -379,38 +385,70 @@ impl DigestCache {
             .chain(node_tree)
             .chain(user_packages)
             .collect();
-        let mut extra_paths = trees
+        let extra_paths = trees
             .iter()
             .chain(&loaded.preloads)
             .cloned()
             .chain(loads::preloaded_libraries(&found.loader_env, found.cwd))
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut too_large = None;
-        if let Some(root) = &loaded.source
-            && !trees.iter().any(|tree| root.starts_with(tree))
-        {
-            // What is hashed on its own is not hashed again: a change names the one file.
-            let apart: Vec<PathBuf> = trees
-                .iter()
-                .chain(&loaded.preloads)
-                .cloned()
-                .chain(
-                    loaded
-                        .entry
-                        .iter()
-                        .flat_map(|e| [e.path.clone(), real(&e.path)]),
-                )
-                .collect();
-            match self.source_digest(root, &apart, &found.interpreter_name)? {
-                Some(digest) => extra_paths.push(Artifact {
+        // What is hashed on its own is not hashed again: a change names the one file.
+        let apart: Vec<PathBuf> = trees
+            .iter()
+            .chain(&loaded.preloads)
+            .cloned()
+            .chain(
+                loaded
+                    .entry
+                    .iter()
+                    .flat_map(|e| [e.path.clone(), real(&e.path)]),
+            )
+            .collect();
+        // The server's own source tree, the directories the loader variables put first on the
+        // search path, and a runtime library the user can write to: their code files.
+        let runtime_library = loads::runtime_library(
+            &found.binary,
+            &found.interpreter_name,
+            runtime,
+            &found.loader_env,
+        );
+        let walked = loaded
+            .source
+            .iter()
+            .cloned()
+            .chain(loads::search_paths(&found.loader_env, found.cwd))
+            .map(|root| (root, false))
+            .chain(runtime_library.into_iter().map(|root| (root, true)));
+        let mut done: Vec<PathBuf> = Vec::new();
+        let mut out = Trees {
+            hashed: extra_paths,
+            source_too_large: None,
+            runtime_too_large: None,
+        };
+        for (root, of_runtime) in walked {
+            if trees.iter().chain(&done).any(|tree| root.starts_with(tree)) {
+                continue;
+            }
+            let digest = if of_runtime {
+                runtime_fingerprint(&root)?
+            } else {
+                self.source_digest(&root, &apart, &found.interpreter_name)?
+            };
+            match digest {
+                Some(digest) => out.hashed.push(Artifact {
                     path: root.clone(),
                     digest,
                 }),
-                None => too_large = Some(root.clone()),
+                None if of_runtime => {
+                    out.runtime_too_large.get_or_insert_with(|| root.clone());
+                }
+                None => {
+                    out.source_too_large.get_or_insert_with(|| root.clone());
+                }
             }
+            done.push(root);
         }
-        Ok((extra_paths, too_large))
+        Ok(out)
     }
 
     /// The digest of a file, or of a directory as a tree.
@@ -613,8 +651,19 @@ struct Found<'a> {
     kind: Kind,
     /// The interpreter's file name (`node`, `python3.11`), or the binary's.
     interpreter_name: String,
+    /// The binary that runs, links followed.
+    binary: PathBuf,
     /// The values of the variables that change what loads.
     loader_env: Vec<String>,
+}
+
+/// The trees [`DigestCache::code_trees`] hashed, and those too large to hash.
+struct Trees {
+    hashed: Vec<Artifact>,
+    /// Server code (its source tree, a search path) with more than [`SOURCE_ENTRIES`] entries.
+    source_too_large: Option<PathBuf>,
+    /// A runtime library the user can write to, with more than [`SOURCE_ENTRIES`] entries.
+    runtime_too_large: Option<PathBuf>,
 }
 
 /// What an interpreter loads besides its own binary.
@@ -646,6 +695,62 @@ fn env_names(config: &ServerConfig, sandboxed: bool) -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+/// The fingerprint of a runtime's own library under `root`: for each code file
+/// ([`CODE_EXTENSIONS`], [`CODE_NAMES`]) and link, in sorted order, its relative path, mode,
+/// inode, size and modification and change times, and a link's target. No content is read: a
+/// file written or replaced gets a new change time, which no process but root's can set back,
+/// so a planted or edited file shows as surely as by its content, for the price of one `stat`
+/// per file. `None` beyond [`RUNTIME_ENTRIES`] entries.
+fn runtime_fingerprint(root: &Path) -> Result<Option<Digest>, IdentityError> {
+    let entries = walk(root, RUNTIME_ENTRIES, |entry| {
+        let Ok(kind) = entry.file_type() else {
+            return Walk::Leave;
+        };
+        let name = entry.file_name();
+        let extension = Path::new(&name).extension().and_then(OsStr::to_str);
+        if kind.is_dir() {
+            Walk::Through
+        } else if kind.is_symlink()
+            || CODE_NAMES.iter().any(|n| name == *n)
+            || extension.is_some_and(|e| CODE_EXTENSIONS.contains(&e))
+        {
+            Walk::Take
+        } else {
+            Walk::Leave
+        }
+    })?;
+    let Some(entries) = entries else {
+        return Ok(None);
+    };
+    let mut lines = String::new();
+    for path in entries {
+        let meta =
+            std::fs::symlink_metadata(&path).map_err(|source| IdentityError::Unreadable {
+                path: path.clone(),
+                source,
+            })?;
+        let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy();
+        let target = if meta.file_type().is_symlink() {
+            std::fs::read_link(&path)
+                .map(|t| t.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        lines.push_str(&format!(
+            "{rel}\t{:o}\t{}\t{}\t{}.{}\t{}.{}\t{target}\n",
+            meta.mode(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+        ));
+    }
+    Ok(Some(Digest::of(lines.as_bytes())))
 }
 
 /// `path` with its links followed: Python puts the directory of the script's real path first

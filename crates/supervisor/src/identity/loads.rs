@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// Environment variables whose values change what code a process loads: a change to one is
 /// a new identity.
-pub(crate) const LOADER_VARIABLES: [&str; 12] = [
+pub(crate) const LOADER_VARIABLES: [&str; 19] = [
     "NODE_OPTIONS",
     "NODE_PATH",
     "PYTHONPATH",
@@ -18,11 +18,22 @@ pub(crate) const LOADER_VARIABLES: [&str; 12] = [
     "PYTHONUSERBASE",
     "LD_PRELOAD",
     "LD_LIBRARY_PATH",
+    "LD_AUDIT",
     "DYLD_INSERT_LIBRARIES",
     "DYLD_LIBRARY_PATH",
+    "GCONV_PATH",
     "PERL5OPT",
+    "PERL5LIB",
+    "PERLLIB",
     "RUBYOPT",
+    "RUBYLIB",
+    "BASH_ENV",
+    "JAVA_TOOL_OPTIONS",
 ];
+
+/// The loader variables that name directories an interpreter imports from first.
+const SEARCH_PATH_VARIABLES: [&str; 5] =
+    ["PYTHONPATH", "NODE_PATH", "PERL5LIB", "PERLLIB", "RUBYLIB"];
 
 /// Node's options that take a value (the next argument, or after `=`).
 const NODE_VALUED: [&str; 14] = [
@@ -220,6 +231,89 @@ pub(super) fn user_packages(
         Vec::new()
     };
     candidates.into_iter().filter(|p| p.is_dir()).collect()
+}
+
+/// The directories the loader variables put on an interpreter's search path (`PYTHONPATH`,
+/// `NODE_PATH`, `PERL5LIB`, `PERLLIB`, `RUBYLIB`: separated by colons, relative to the working
+/// directory), those that exist: what they hold is imported before the runtime's own.
+pub(super) fn search_paths(loader_env: &[String], cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = loader_env
+        .iter()
+        .filter_map(|v| v.split_once('='))
+        .filter(|(name, _)| SEARCH_PATH_VARIABLES.contains(name))
+        .flat_map(|(_, value)| value.split(':'))
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| cwd.join(dir))
+        .filter(|dir| dir.is_dir())
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// The library of the Python runtime whose binary is `binary` (links followed) when the user
+/// can write to it: its standard library and `site-packages` (`lib/pythonX.Y` under its
+/// prefix, or under `PYTHONHOME`), and where a linked `site-packages` leads. Python runs the
+/// `.pth` files there at every start and imports its standard library from there, so in a
+/// runtime the user installed (pyenv, uv, conda, Homebrew, asdf) a file planted there is code
+/// that runs. A runtime only root can write (the system's) is left out: no process of the
+/// user can change it.
+pub(super) fn runtime_library(
+    binary: &Path,
+    interpreter: &str,
+    runtime: Option<&str>,
+    loader_env: &[String],
+) -> Vec<PathBuf> {
+    if !interpreter.starts_with("python") {
+        return Vec::new();
+    }
+    let prefix = match loader_env
+        .iter()
+        .find_map(|v| v.strip_prefix("PYTHONHOME="))
+        .and_then(|home| home.split(':').next())
+    {
+        Some(home) => PathBuf::from(home),
+        None => match binary.parent().and_then(Path::parent) {
+            Some(prefix) => prefix.to_owned(),
+            None => return Vec::new(),
+        },
+    };
+    let version = runtime
+        .and_then(|r| r.strip_prefix("Python "))
+        .and_then(|v| {
+            let mut parts = v.split('.');
+            Some(format!("{}.{}", parts.next()?, parts.next()?))
+        })
+        .or_else(|| {
+            let digits = interpreter.trim_start_matches("python");
+            digits.contains('.').then(|| digits.to_owned())
+        });
+    let Some(version) = version else {
+        return Vec::new();
+    };
+    let library = prefix.join(format!("lib/python{version}"));
+    let site = library.join("site-packages");
+    let parts = [library.clone(), site.clone(), library.join("lib-dynload")];
+    if !library.join("os.py").is_file() || !parts.iter().any(|p| writable(p)) {
+        return Vec::new();
+    }
+    let mut trees = vec![library.clone()];
+    if std::fs::symlink_metadata(&site).is_ok_and(|m| m.file_type().is_symlink())
+        && let Ok(target) = std::fs::canonicalize(&site)
+        && !target.starts_with(&library)
+    {
+        trees.push(target);
+    }
+    trees
+}
+
+/// Whether this process could change what `path` holds: it owns it, or may write to it.
+fn writable(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).is_ok_and(|meta| {
+        meta.uid() == nix::unistd::geteuid().as_raw()
+            || nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
+    })
 }
 
 /// The `node_modules` directory Node resolves `entry`'s packages from: the nearest one in

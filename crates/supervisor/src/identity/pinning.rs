@@ -6,8 +6,8 @@ use std::path::Path;
 
 use postern_domain::{Artifact, Pinning, ServerConfig};
 
-use super::SOURCE_ENTRIES;
 use super::program::Kind;
+use super::{RUNTIME_ENTRIES, SOURCE_ENTRIES};
 
 /// How the program that runs is reached.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,8 @@ pub(super) struct Hashed<'a> {
     pub(super) environment: Option<&'a Path>,
     /// The server's own source tree, when it held too many entries to hash.
     pub(super) source_too_large: Option<&'a Path>,
+    /// The runtime's own library (the user can write to it), when it held too many entries.
+    pub(super) runtime_too_large: Option<&'a Path>,
     /// A lockfile in the working directory.
     pub(super) lockfile: bool,
     /// Identity paths the person named.
@@ -46,6 +48,11 @@ pub(super) fn pinning(
         .and_then(OsStr::to_str)
         .unwrap_or_default();
     let (has_lock, has_extra) = (hashed.lockfile, hashed.named);
+    // What a partly pinned interpreter launch does cover.
+    let covered = || match hashed.entry {
+        Some(entry) => format!("the entry file {}", file_name(&entry.path)),
+        None => "the interpreter".to_owned(),
+    };
     if kind == Kind::PackageRunner && !has_lock {
         return unpinned(format!(
             "`{program_name}` fetches and runs a package by name, and there is no lockfile in the working directory"
@@ -65,14 +72,25 @@ pub(super) fn pinning(
         && let Some(root) = hashed.source_too_large
     {
         return Pinning::Partly {
-            covered: match hashed.entry {
-                Some(entry) => format!("the entry file {}", file_name(&entry.path)),
-                None => "the interpreter".to_owned(),
-            },
+            covered: covered(),
             uncovered: format!(
                 "the server's own code beside it in {}: more than {SOURCE_ENTRIES} entries \
                  there to hash at each launch (name its code with --identity)",
                 root.display()
+            ),
+        };
+    }
+    if kind == Kind::Interpreter
+        && let Some(library) = hashed.runtime_too_large
+    {
+        return Pinning::Partly {
+            covered: covered(),
+            uncovered: format!(
+                "the runtime's own library in {}, which the user can write to (its packages' \
+                 .pth files run at every start): more than {RUNTIME_ENTRIES} entries there to \
+                 look at each launch (run the server from a virtual environment of a smaller \
+                 runtime, or of one only root can write)",
+                library.display()
             ),
         };
     }

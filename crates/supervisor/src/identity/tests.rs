@@ -249,12 +249,21 @@ fn a_python_virtual_environment_and_its_bytecode_caches_are_part_of_the_identity
     let system = DigestCache::new()
         .observe(&config(dir.path(), &[&real_python(), "server.py"]))
         .expect("observe");
-    let paths: Vec<&Path> = system
-        .extra_paths
+    assert_eq!(
+        own_trees(&system),
+        [dir.path()],
+        "the venv beside it is not walked"
+    );
+}
+
+/// The trees hashed for `seen`, without the test interpreter's own library (hashed when the
+/// user running the tests can write to it: a runtime in the home, or any as root).
+fn own_trees(seen: &Observed) -> Vec<&Path> {
+    seen.extra_paths
         .iter()
         .map(|a| a.path.as_path())
-        .collect();
-    assert_eq!(paths, [dir.path()], "the venv beside it is not walked");
+        .filter(|p| !p.join("os.py").is_file())
+        .collect()
 }
 
 /// The identity of `config` as a launch records it.
@@ -407,7 +416,7 @@ fn a_source_tree_too_large_to_hash_is_said_and_the_users_site_packages_are_hashe
         }
         other => panic!("{other:?}"),
     }
-    assert!(seen.extra_paths.is_empty(), "{:?}", seen.extra_paths);
+    assert!(own_trees(&seen).is_empty(), "{:?}", seen.extra_paths);
 
     // The user site of this interpreter's version, under the launch's HOME.
     let version = seen
@@ -575,4 +584,85 @@ fn a_module_entry_is_its_file_in_the_working_directory_or_unpinned() {
             reason: "the entry is a module name, not a file, and there is no lockfile".into()
         }
     );
+}
+
+/// A Python runtime the user installed (pyenv, uv, conda, Homebrew) is theirs to write: a
+/// `.pth` file planted in its `site-packages` runs at every start, an edited standard module
+/// at its import. Both are a new identity; a runtime's library only root can write is not
+/// looked at (the test can only show that when it does not run as root).
+#[test]
+fn a_runtime_library_the_user_can_write_is_part_of_the_identity() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let binary = std::fs::canonicalize(real_python()).expect("the interpreter");
+    let name = binary
+        .file_name()
+        .and_then(OsStr::to_str)
+        .expect("a name")
+        .to_owned();
+    let version = DigestCache::new()
+        .observe(&config(
+            dir.path(),
+            &[binary.to_str().expect("utf-8"), "-V"],
+        ))
+        .expect("observe")
+        .runtime
+        .as_deref()
+        .and_then(|r| r.strip_prefix("Python "))
+        .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
+        .expect("a Python version");
+    // A runtime in a prefix of the user's: its binary, and a library with its landmark.
+    let prefix = dir.path().join("runtime");
+    let library = prefix.join(format!("lib/python{version}"));
+    std::fs::create_dir_all(prefix.join("bin")).expect("bin");
+    std::fs::create_dir_all(library.join("site-packages")).expect("site-packages");
+    std::fs::copy(&binary, prefix.join("bin").join(&name)).expect("copy the interpreter");
+    std::fs::write(library.join("os.py"), "# the standard library").expect("os.py");
+    let code = dir.path().join("code");
+    std::fs::create_dir_all(&code).expect("code");
+    std::fs::write(code.join("server.py"), "print('hi')").expect("server");
+    std::fs::write(code.join("requirements.txt"), "mcp").expect("lock");
+    let interpreter = prefix.join("bin").join(&name);
+    let config = config(&code, &[interpreter.to_str().expect("utf-8"), "server.py"]);
+
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    assert!(
+        seen.extra_paths.iter().any(|a| a.path == library),
+        "{:?}",
+        seen.extra_paths
+    );
+    assert_eq!(seen.pinning, Pinning::Pinned);
+    let approved = identity_of(&config);
+    assert_eq!(identity_of(&config), approved, "nothing changed");
+
+    std::fs::write(library.join("site-packages/zz.pth"), "import os").expect("pth");
+    let planted = identity_of(&config);
+    assert_ne!(planted, approved, "a .pth file planted in site-packages");
+    std::fs::write(library.join("os.py"), "# the standard library, edited").expect("edit");
+    assert_ne!(identity_of(&config), planted, "a standard module edited");
+}
+
+/// The directories `PYTHONPATH` names are imported from before anything else: what they
+/// hold is part of the identity, not only the variable's value.
+#[test]
+fn what_the_search_path_variables_name_is_part_of_the_identity() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "import helper").expect("server");
+    std::fs::write(dir.path().join("requirements.txt"), "mcp").expect("lock");
+    let extra = tempfile::tempdir().expect("extra");
+    std::fs::write(extra.path().join("helper.py"), "X = 1").expect("helper");
+    let mut config = config(dir.path(), &[&real_python(), "server.py"]);
+    config.env.push(
+        format!("PYTHONPATH={}", extra.path().display())
+            .parse()
+            .expect("env"),
+    );
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    assert!(
+        own_trees(&seen).contains(&extra.path()),
+        "{:?}",
+        seen.extra_paths
+    );
+    let approved = identity_of(&config);
+    std::fs::write(extra.path().join("helper.py"), "import os; X = os.environ").expect("edit");
+    assert_ne!(identity_of(&config), approved);
 }
