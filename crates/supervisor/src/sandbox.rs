@@ -65,6 +65,10 @@ pub const CREDENTIAL_PATHS: &[&str] = &[
     "Library/Application Support/Firefox",
 ];
 
+/// gnome-keyring's control directories in the user's cache, a name pattern: each directory
+/// of that name there at launch is hidden.
+const KEYRING_CONTROL: &str = "keyring-*";
+
 /// Variables that move a credential path away from the home: what they name is hidden too.
 /// (`XDG_CONFIG_HOME` and `XDG_DATA_HOME` move the `.config/` and `.local/share/` entries.)
 const RELOCATING: &[&str] = &[
@@ -156,6 +160,13 @@ pub fn profile(config: &ServerConfig, cwd: &Path, host: &SandboxHost) -> Option<
     if cfg!(target_os = "linux") {
         // The system bus (polkit, logind): nothing a server needs.
         hidden.push(PathBuf::from("/run/dbus"));
+        // gnome-keyring's control socket when it started without a runtime directory (a
+        // headless machine, an SSH session): a way to test the login password and to stop
+        // the keyring. The cache beside it (uv's, a browser download's) stays readable.
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| host.user_home.as_ref().map(|home| home.join(".cache")));
+        hidden.extend(cache.map(|cache| cache.join(KEYRING_CONTROL)));
     }
     hidden.sort();
     hidden.dedup();
@@ -321,7 +332,8 @@ fn bubblewrap(
     for dir in between(&sandbox.writable, &sandbox.hidden) {
         add(&["--bind-try".as_ref(), dir.as_os_str(), dir.as_os_str()]);
     }
-    for path in &sandbox.hidden {
+    for path in sandbox.hidden.iter().flat_map(|path| matching(path)) {
+        let path = &path;
         // A link is followed: what it names is hidden (bubblewrap mounts over the target).
         let target = match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path).ok(),
@@ -539,6 +551,31 @@ fn runtime_dir() -> Option<PathBuf> {
         }
     }
     None
+}
+
+/// The paths a hidden path names: itself, or for a name ending in `*` each entry of its
+/// directory whose name starts with the rest.
+#[cfg(not(target_os = "macos"))]
+fn matching(path: &Path) -> Vec<PathBuf> {
+    let pattern = path.file_name().and_then(|n| n.to_str());
+    let (Some(prefix), Some(dir)) = (pattern.and_then(|n| n.strip_suffix('*')), path.parent())
+    else {
+        return vec![path.to_owned()];
+    };
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .map(|entry| entry.path())
+        .collect();
+    found.sort();
+    found
 }
 
 /// `name` on PATH, or in /usr/bin.

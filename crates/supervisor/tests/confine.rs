@@ -19,7 +19,11 @@ struct Place {
 }
 
 fn place() -> Place {
-    let dir = tempfile::tempdir().expect("tempdir");
+    place_in(tempfile::tempdir().expect("tempdir"))
+}
+
+/// A place in `dir`.
+fn place_in(dir: tempfile::TempDir) -> Place {
     let user_home = dir.path().join("user");
     let postern_home = dir.path().join("postern");
     let project = dir.path().join("project");
@@ -218,6 +222,42 @@ async fn a_confined_server_gets_no_engine_variables_and_no_system_sockets() {
         std::env::var("CARGO_MANIFEST_DIR").ok().as_deref(),
         "{out}"
     );
+}
+
+/// gnome-keyring started without a runtime directory keeps its control socket in the user's
+/// cache (`~/.cache/keyring-XXXXXX/control`): a confined server cannot reach it (it would test
+/// the login password there, or stop the keyring), and reads the rest of the cache as before.
+#[tokio::test]
+async fn a_confined_server_cannot_reach_the_keyrings_control_socket_in_the_cache() {
+    // Outside /tmp, which a confined server sees empty whatever is hidden in it.
+    let place = place_in(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir"));
+    let cache = place.user_home.join(".cache");
+    let control = cache.join("keyring-T3ST42");
+    std::fs::create_dir_all(&control).expect("keyring dir");
+    std::fs::create_dir_all(cache.join("uv")).expect("uv cache");
+    std::fs::write(cache.join("uv/kept"), "cache-kept\n").expect("cache");
+    let _listening =
+        std::os::unix::net::UnixListener::bind(control.join("control")).expect("a socket");
+    let look = format!(
+        "[ -S {control}/control ] && echo socket || echo no-socket; cat {uv}",
+        control = control.display(),
+        uv = cache.join("uv/kept").display()
+    );
+    let (out, sandbox) = run_config(&place, &script(&place, &look, &[]))
+        .await
+        .expect("launch");
+    assert_eq!(lines(&out), ["no-socket", "cache-kept"], "{out}");
+    assert!(
+        sandbox
+            .expect("confined")
+            .hidden
+            .contains(&cache.join("keyring-*")),
+        "the profile names the pattern, not this run's directory"
+    );
+    let mut open = script(&place, &look, &[]);
+    open.confinement = Confinement::Unconfined;
+    let (out, _) = run_config(&place, &open).await.expect("launch");
+    assert_eq!(lines(&out), ["socket", "cache-kept"], "{out}");
 }
 
 #[tokio::test]
