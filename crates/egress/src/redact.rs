@@ -131,11 +131,21 @@ impl Swaps {
 }
 
 /// Whether an answer's body is encoded (compressed): its bytes cannot be searched for a value.
+/// A content coding other than `identity` says so, and so does a transfer coding other than
+/// `chunked` (`Transfer-Encoding: gzip, chunked`: the chunks are taken off, the gzip is not).
 pub fn compressed(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(hyper::header::CONTENT_ENCODING)
-        .iter()
-        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+    let coded = |name, plain: &[&[u8]]| {
+        headers.get_all(name).iter().any(|value| {
+            value
+                .as_bytes()
+                .split(|b| *b == b',')
+                .map(<[u8]>::trim_ascii)
+                .filter(|coding| !coding.is_empty())
+                .any(|coding| !plain.iter().any(|p| coding.eq_ignore_ascii_case(p)))
+        })
+    };
+    coded(hyper::header::CONTENT_ENCODING, &[b"identity"])
+        || coded(hyper::header::TRANSFER_ENCODING, &[b"chunked", b"identity"])
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -356,5 +366,21 @@ mod tests {
         let shorter = Swaps::new([(Secret::new("longer-value".to_owned()), "ph".to_owned())]);
         shorter.headers(&mut headers);
         assert!(headers.get(CONTENT_LENGTH).is_none());
+    }
+
+    #[test]
+    fn an_answer_in_any_coding_but_chunks_is_compressed() {
+        let with = |name: hyper::header::HeaderName, value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(name, HeaderValue::from_static(value));
+            headers
+        };
+        use hyper::header::{CONTENT_ENCODING, TRANSFER_ENCODING};
+        assert!(!compressed(&HeaderMap::new()));
+        assert!(!compressed(&with(CONTENT_ENCODING, "identity")));
+        assert!(!compressed(&with(TRANSFER_ENCODING, "chunked")));
+        assert!(compressed(&with(CONTENT_ENCODING, "gzip")));
+        assert!(compressed(&with(TRANSFER_ENCODING, "gzip, chunked")));
+        assert!(compressed(&with(TRANSFER_ENCODING, "Deflate,Chunked")));
     }
 }
