@@ -35,7 +35,8 @@ const LABEL: &str = "echo";
 /// started with `mute-list`, only the first time with `mute-relist`; one more page every time
 /// with `endless-pages`), and `tools/call`
 /// (answers with the call's arguments, or with a task when the call asks for one; says its
-/// tools changed first when the arguments hold `"announce": true`, never answers when they
+/// tools changed first when the arguments hold `"announce": true`, asks the agent for its
+/// roots twice with one id first when they hold `"ask_twice": true`, never answers when they
 /// hold `"mute": true`). Every line it reads is appended to the log file named by
 /// its first argument.
 const SERVER: &str = r#"
@@ -75,6 +76,9 @@ for line in sys.stdin:
     elif method == "tools/call" and msg["params"]["arguments"].get("mute"):
         continue
     elif method == "tools/call":
+        if msg["params"]["arguments"].get("ask_twice"):
+            for _ in range(2):
+                print(json.dumps({"jsonrpc": "2.0", "id": "dup", "method": "roots/list"}), flush=True)
         if msg["params"]["arguments"].get("announce"):
             print(json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), flush=True)
         result = {"content": [{"type": "text", "text": json.dumps(msg["params"]["arguments"])}]}
@@ -516,6 +520,55 @@ async fn a_request_reusing_the_id_of_a_call_waiting_for_the_gate_is_refused_what
     assert_eq!(
         agent.server_received().last().map(String::as_str),
         Some("tools/call")
+    );
+}
+
+/// A server's request to the agent that reuses the id of one still open is refused to the
+/// server, never passed on: the agent sees each id once, and the answer it gives goes to the
+/// one request that asked.
+#[tokio::test]
+async fn a_server_request_reusing_the_id_of_an_open_one_is_refused_to_the_server() {
+    let gate = HandGate {
+        at_once: Some(Verdict::Allow(Authority::Observed)),
+        ..HandGate::default()
+    };
+    let mut agent = Agent::ready(gate).await;
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call",
+                     "params": {"name": "echo", "arguments": {"ask_twice": true}}}))
+        .await;
+    let mut asked = Vec::new();
+    loop {
+        let line = agent.next().await;
+        if line["id"] == 30 {
+            break;
+        }
+        asked.push(line);
+    }
+    assert_eq!(
+        asked.iter().filter(|m| m["method"] == "roots/list").count(),
+        1,
+        "{asked:?}"
+    );
+    let refused = within("the refusal at the server", async {
+        loop {
+            let found = agent
+                .server_messages()
+                .into_iter()
+                .find(|m| m["id"] == "dup" && m.get("error").is_some());
+            if let Some(found) = found {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        rpc_error(&refused),
+        (
+            -32600,
+            "request id \"dup\" is already in use by an open request of this server".to_owned()
+        )
     );
 }
 

@@ -78,6 +78,17 @@ impl Session {
             let answer = message::error(Some(&id), code::METHOD_NOT_FOUND, &reason, None);
             return self.send_upstream(answer);
         }
+        if self.server_requests.contains_key(&id) {
+            tracing::warn!(
+                session = self.info.id,
+                method,
+                "server request refused: its id is in use by an open one"
+            );
+            let reason =
+                format!("request id {id} is already in use by an open request of this server");
+            let answer = message::error(Some(&id), code::INVALID_REQUEST, &reason, None);
+            return self.send_upstream(answer);
+        }
         if let Some(reason) = self.server_requests_over_limit(&method) {
             tracing::warn!(
                 session = self.info.id,
