@@ -523,7 +523,9 @@ async fn forward(
     }
     let path = target.path_and_query().map_or("/", |p| p.as_str());
     *req.uri_mut() = path.parse().unwrap_or_else(|_| Uri::from_static("/"));
-    if !req.headers().contains_key(HOST) {
+    // A request that carries a value goes to the destination by name too: its Host (which
+    // named the same host, or it was refused above) is written as the broker connects.
+    if !req.headers().contains_key(HOST) || !swaps.is_empty() {
         let host = match (dest.tls, dest.port) {
             (true, 443) | (false, 80) => dest.host.clone(),
             (_, port) => format!("{}:{port}", dest.host),

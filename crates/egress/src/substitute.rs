@@ -22,7 +22,7 @@
 use std::net::IpAddr;
 
 use hyper::Uri;
-use hyper::header::{HOST, HeaderMap, HeaderValue};
+use hyper::header::{FORWARDED, HOST, HeaderMap, HeaderName, HeaderValue};
 use hyper::http::uri::Authority;
 use postern_vault::Secret;
 
@@ -68,24 +68,41 @@ pub struct Route<'a> {
 }
 
 impl Route<'_> {
-    /// Whether a `Host` header names another host, or another port, than this route (one that
-    /// cannot be read counts as another; one without a port names the host alone, as clients
-    /// write it for the scheme's own port and some for any).
+    /// Whether a header that names the site a request is for (`Host`, and `X-Forwarded-Host`
+    /// and `Forwarded: host=`, which fronts route by too) names another host, or another port,
+    /// than this route. One that cannot be read, or that carries user information
+    /// (`evil.example@host`: a front may read the part before the `@` as the host), counts as
+    /// another; one without a port names the host alone, as clients write it for the scheme's
+    /// own port and some for any.
     fn addressed_elsewhere(&self, headers: &HeaderMap) -> bool {
-        headers.get_all(HOST).iter().any(|value| {
-            let Some(authority) = value
-                .to_str()
-                .ok()
-                .and_then(|text| text.trim().parse::<Authority>().ok())
-            else {
-                return true;
-            };
-            let host = authority
-                .host()
-                .trim_start_matches('[')
-                .trim_end_matches(']');
-            !same_host(host, self.host) || authority.port_u16().is_some_and(|p| p != self.port)
-        })
+        let forwarded = headers
+            .get_all(FORWARDED)
+            .iter()
+            .flat_map(|value| forwarded_hosts(value.as_bytes()));
+        headers
+            .get_all(HOST)
+            .iter()
+            .chain(headers.get_all(X_FORWARDED_HOST))
+            .flat_map(|value| value.as_bytes().split(|b| *b == b',').map(<[u8]>::to_vec))
+            .chain(forwarded)
+            .any(|value| !self.is(&value))
+    }
+
+    /// Whether `authority` (a header's text) names this route's host (and port, if any).
+    fn is(&self, authority: &[u8]) -> bool {
+        let Some(authority) = std::str::from_utf8(authority)
+            .ok()
+            .map(|text| text.trim().trim_matches('"'))
+            .filter(|text| !text.contains('@'))
+            .and_then(|text| text.parse::<Authority>().ok())
+        else {
+            return false;
+        };
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        same_host(host, self.host) && authority.port_u16().is_none_or(|p| p == self.port)
     }
 
     /// Whether a value would cross the network in clear: plain HTTP to a host that is not
@@ -93,6 +110,20 @@ impl Route<'_> {
     fn in_clear(&self) -> bool {
         !self.tls && !is_loopback(self.host)
     }
+}
+
+/// The `host=` values of a `Forwarded` header (RFC 7239), quotes left for [`Route::is`].
+fn forwarded_hosts(value: &[u8]) -> Vec<Vec<u8>> {
+    value
+        .split(|b| *b == b',' || *b == b';')
+        .filter_map(|pair| {
+            let pair = pair.trim_ascii();
+            let at = pair.iter().position(|b| *b == b'=')?;
+            pair[..at]
+                .eq_ignore_ascii_case(b"host")
+                .then(|| pair[at + 1..].to_vec())
+        })
+        .collect()
 }
 
 /// Host names compared as DNS compares them: case aside, and a final dot aside.
@@ -105,6 +136,9 @@ fn same_host(a: &str, b: &str) -> bool {
 fn is_loopback(host: &str) -> bool {
     same_host(host, "localhost") || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
+
+/// A header some fronts route by, as `Host`.
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Why a request carrying placeholders is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -375,7 +409,12 @@ mod tests {
             assert!(matches!(outcome, Outcome::Forward { .. }), "{same}");
             assert_eq!(h["authorization"], "Bearer ghp_realvalue", "{same}");
         }
-        for other in ["evil.tenant.example", "api.github.com:8443", "not a host"] {
+        for other in [
+            "evil.tenant.example",
+            "api.github.com:8443",
+            "not a host",
+            "evil.tenant.example@api.github.com",
+        ] {
             let mut h = with_host(other);
             let outcome = decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), false);
             assert_eq!(
@@ -391,6 +430,36 @@ mod tests {
                 "nothing replaced for {other}"
             );
         }
+        // The headers fronts route by besides Host.
+        for (name, value) in [
+            ("x-forwarded-host", "evil.tenant.example"),
+            (
+                "forwarded",
+                "for=1.2.3.4;host=evil.tenant.example;proto=https",
+            ),
+            ("forwarded", "host=\"evil.tenant.example\""),
+        ] {
+            let mut h = with_host("api.github.com");
+            h.insert(name, HeaderValue::from_static(value));
+            let outcome = decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), false);
+            assert!(
+                matches!(
+                    outcome,
+                    Outcome::Leak {
+                        why: Refused::HostHeader,
+                        ..
+                    }
+                ),
+                "{name}: {value}: {outcome:?}"
+            );
+        }
+        let mut h = with_host("api.github.com");
+        h.insert(
+            "forwarded",
+            HeaderValue::from_static("for=1.2.3.4;host=api.github.com"),
+        );
+        let outcome = decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), false);
+        assert!(matches!(outcome, Outcome::Forward { .. }), "{outcome:?}");
         // No placeholder, no value: the Host header is the server's business.
         let mut h = headers("none");
         h.insert(HOST, HeaderValue::from_static("elsewhere.example"));
