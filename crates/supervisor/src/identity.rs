@@ -26,6 +26,9 @@ const CODE_EXTENSIONS: [&str; 20] = [
     "py", "pyc", "pyd", "so", "pth", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "node",
     "wasm", "rb", "pl", "pm", "php", "dylib",
 ];
+/// Extensions of the files a runtime loads besides code ([`CODE_EXTENSIONS`]): archives it
+/// imports from, and configuration that names modules to load.
+const RUNTIME_EXTENSIONS: [&str; 4] = ["zip", "egg", "whl", "cnf"];
 /// Files hashed in a source tree by name: they say how Node and TypeScript runners resolve
 /// and load the package's files (other data the server reads or writes is not its code).
 const CODE_NAMES: [&str; 2] = ["package.json", "tsconfig.json"];
@@ -186,6 +189,10 @@ impl DigestCache {
                 .unwrap_or_default()
                 .to_owned(),
             binary: chain.current.clone(),
+            launched: chain
+                .interpreter
+                .clone()
+                .unwrap_or_else(|| chain.current.clone()),
             loader_env: loads::loader_env(&configured),
         };
         let loaded = self.loads(&found, chain.entry)?;
@@ -404,49 +411,79 @@ impl DigestCache {
                     .flat_map(|e| [e.path.clone(), real(&e.path)]),
             )
             .collect();
-        // The server's own source tree, the directories the loader variables put first on the
-        // search path, and a runtime library the user can write to: their code files.
-        let runtime_library = loads::runtime_library(
+        // A runtime library the user can write to (its code files' metadata), then the
+        // server's own source tree, the directories the loader variables put first on the
+        // search path and those the `.pth` files of the site directories add (their code).
+        let runtime_code = loads::runtime_code(
+            &found.launched,
             &found.binary,
             &found.interpreter_name,
-            runtime,
             &found.loader_env,
         );
-        let walked = loaded
-            .source
+        let site_dirs: Vec<PathBuf> = environment
+            .into_iter()
+            .map(Path::to_owned)
+            .chain(runtime_code.roots.iter().cloned())
+            .flat_map(|root| loads::site_dirs(&root))
+            .chain(
+                trees
+                    .iter()
+                    .filter(|t| t.ends_with("site-packages"))
+                    .cloned(),
+            )
+            .collect();
+        let walked = runtime_code
+            .roots
             .iter()
             .cloned()
-            .chain(loads::search_paths(&found.loader_env, found.cwd))
-            .map(|root| (root, false))
-            .chain(runtime_library.into_iter().map(|root| (root, true)));
+            .map(|root| (root, true))
+            .chain(
+                loaded
+                    .source
+                    .iter()
+                    .cloned()
+                    .chain(loads::search_paths(&found.loader_env, found.cwd))
+                    .chain(loads::pth_paths(&site_dirs))
+                    .map(|root| (root, false)),
+            );
         let mut done: Vec<PathBuf> = Vec::new();
         let mut out = Trees {
             hashed: extra_paths,
             source_too_large: None,
             runtime_too_large: None,
         };
+        for probe in &runtime_code.probes {
+            out.hashed.push(Artifact {
+                path: probe.clone(),
+                digest: presence(probe),
+            });
+        }
         for (root, of_runtime) in walked {
             if trees.iter().chain(&done).any(|tree| root.starts_with(tree)) {
                 continue;
             }
             let digest = if of_runtime {
                 runtime_fingerprint(&root)?
-            } else {
+            } else if root.is_dir() {
                 self.source_digest(&root, &apart, &found.interpreter_name)?
+            } else {
+                Some(self.artifact(&root)?.digest)
             };
             match digest {
-                Some(digest) => out.hashed.push(Artifact {
-                    path: root.clone(),
-                    digest,
-                }),
+                Some(digest) => {
+                    out.hashed.push(Artifact {
+                        path: root.clone(),
+                        digest,
+                    });
+                    done.push(root);
+                }
                 None if of_runtime => {
-                    out.runtime_too_large.get_or_insert_with(|| root.clone());
+                    out.runtime_too_large.get_or_insert(root);
                 }
                 None => {
-                    out.source_too_large.get_or_insert_with(|| root.clone());
+                    out.source_too_large.get_or_insert(root);
                 }
             }
-            done.push(root);
         }
         Ok(out)
     }
@@ -653,6 +690,8 @@ struct Found<'a> {
     interpreter_name: String,
     /// The binary that runs, links followed.
     binary: PathBuf,
+    /// The interpreter as launched (before links are followed), or the binary.
+    launched: PathBuf,
     /// The values of the variables that change what loads.
     loader_env: Vec<String>,
 }
@@ -697,6 +736,31 @@ fn env_names(config: &ServerConfig, sandboxed: bool) -> Vec<String> {
     names
 }
 
+/// What a file that matters by being there at all (a `pyvenv.cfg`) is now: its metadata, as
+/// [`runtime_fingerprint`] takes a file's, or its absence.
+fn presence(path: &Path) -> Digest {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => Digest::of(stamp(&meta).as_bytes()),
+        Err(_) => Digest::of(b"absent"),
+    }
+}
+
+/// What a file's metadata says of its content: mode, inode, size, modification and change
+/// times. Writing or replacing the file gives it a new change time, which no process but
+/// root's can set back.
+fn stamp(meta: &std::fs::Metadata) -> String {
+    format!(
+        "{:o}\t{}\t{}\t{}.{}\t{}.{}",
+        meta.mode(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    )
+}
+
 /// The fingerprint of a runtime's own library under `root`: for each code file
 /// ([`CODE_EXTENSIONS`], [`CODE_NAMES`]) and link, in sorted order, its relative path, mode,
 /// inode, size and modification and change times, and a link's target. No content is read: a
@@ -710,9 +774,16 @@ fn runtime_fingerprint(root: &Path) -> Result<Option<Digest>, IdentityError> {
         };
         let name = entry.file_name();
         let extension = Path::new(&name).extension().and_then(OsStr::to_str);
+        // Versioned shared libraries (`libpython3.11.so.1.0`), archives on the import path
+        // (`python311.zip`, eggs, wheels), OpenSSL's configuration (it can load a module).
+        let loaded = name
+            .to_str()
+            .is_some_and(|n| n.contains(".so.") || n == "pyvenv.cfg")
+            || extension.is_some_and(|e| RUNTIME_EXTENSIONS.contains(&e));
         if kind.is_dir() {
             Walk::Through
         } else if kind.is_symlink()
+            || loaded
             || CODE_NAMES.iter().any(|n| name == *n)
             || extension.is_some_and(|e| CODE_EXTENSIONS.contains(&e))
         {
@@ -739,16 +810,7 @@ fn runtime_fingerprint(root: &Path) -> Result<Option<Digest>, IdentityError> {
         } else {
             String::new()
         };
-        lines.push_str(&format!(
-            "{rel}\t{:o}\t{}\t{}\t{}.{}\t{}.{}\t{target}\n",
-            meta.mode(),
-            meta.ino(),
-            meta.size(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-            meta.ctime(),
-            meta.ctime_nsec(),
-        ));
+        lines.push_str(&format!("{rel}\t{}\t{target}\n", stamp(&meta)));
     }
     Ok(Some(Digest::of(lines.as_bytes())))
 }
@@ -764,6 +826,11 @@ fn importable(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
         && chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
+/// Whether this process owns `path` (and so could open it to anyone, or put code in it).
+fn ours(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.uid() == nix::unistd::geteuid().as_raw())
 }
 
 /// What a tree walk does with an entry.
@@ -796,8 +863,14 @@ fn walk(
         };
         let listing = match std::fs::read_dir(&dir) {
             Ok(listing) => listing,
-            // A directory below the root that cannot be read: nothing in it can be loaded.
-            Err(e) if dir != root && e.kind() == std::io::ErrorKind::PermissionDenied => {
+            // A directory below the root that cannot be read, another user's: nothing in it is
+            // ours to change. One of ours is refused: CPython imports from a directory it may
+            // search and not list (`chmod 311`), so what it holds would go unseen.
+            Err(e)
+                if dir != root
+                    && e.kind() == std::io::ErrorKind::PermissionDenied
+                    && !ours(&dir) =>
+            {
                 continue;
             }
             Err(e) => return Err(unreadable(e)),

@@ -9,13 +9,15 @@ use std::path::{Path, PathBuf};
 
 /// Environment variables whose values change what code a process loads: a change to one is
 /// a new identity.
-pub(crate) const LOADER_VARIABLES: [&str; 19] = [
+pub(crate) const LOADER_VARIABLES: [&str; 26] = [
     "NODE_OPTIONS",
     "NODE_PATH",
     "PYTHONPATH",
     "PYTHONSTARTUP",
     "PYTHONHOME",
     "PYTHONUSERBASE",
+    "PYTHONPYCACHEPREFIX",
+    "PYTHONPLATLIBDIR",
     "LD_PRELOAD",
     "LD_LIBRARY_PATH",
     "LD_AUDIT",
@@ -29,6 +31,11 @@ pub(crate) const LOADER_VARIABLES: [&str; 19] = [
     "RUBYLIB",
     "BASH_ENV",
     "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "OPENSSL_CONF",
+    "OPENSSL_MODULES",
+    "ZDOTDIR",
 ];
 
 /// The loader variables that name directories an interpreter imports from first.
@@ -241,9 +248,10 @@ pub(super) fn search_paths(loader_env: &[String], cwd: &Path) -> Vec<PathBuf> {
         .iter()
         .filter_map(|v| v.split_once('='))
         .filter(|(name, _)| SEARCH_PATH_VARIABLES.contains(name))
-        .flat_map(|(_, value)| value.split(':'))
-        .filter(|dir| !dir.is_empty())
-        .map(|dir| cwd.join(dir))
+        .flat_map(|(name, value)| value.split(':').map(move |dir| (name, dir)))
+        // An empty entry of PYTHONPATH is the working directory to CPython.
+        .filter(|(name, dir)| !dir.is_empty() || *name == "PYTHONPATH")
+        .map(|(_, dir)| cwd.join(dir))
         .filter(|dir| dir.is_dir())
         .collect();
     dirs.sort();
@@ -251,60 +259,192 @@ pub(super) fn search_paths(loader_env: &[String], cwd: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The library of the Python runtime whose binary is `binary` (links followed) when the user
-/// can write to it: its standard library and `site-packages` (`lib/pythonX.Y` under its
-/// prefix, or under `PYTHONHOME`), and where a linked `site-packages` leads. Python runs the
-/// `.pth` files there at every start and imports its standard library from there, so in a
-/// runtime the user installed (pyenv, uv, conda, Homebrew, asdf) a file planted there is code
-/// that runs. A runtime only root can write (the system's) is left out: no process of the
-/// user can change it.
-pub(super) fn runtime_library(
+/// What a Python runtime loads from its own installation, as CPython finds it: the trees to
+/// fingerprint and the files that matter by being there at all.
+#[derive(Debug, Default)]
+pub(super) struct RuntimeCode {
+    /// `lib` and `lib64` (and `ssl`) of each prefix the user can write to: the standard library
+    /// and its `pythonXY.zip`, read before it (present or not), `site-packages` (its `.pth`
+    /// files run at every start), `lib-dynload`, and the shared `libpython` and the libraries
+    /// its modules link.
+    pub roots: Vec<PathBuf>,
+    /// Each `pyvenv.cfg` CPython looks for beside the executable and in the directory above,
+    /// present or not: one planted there moves the standard library elsewhere.
+    pub probes: Vec<PathBuf>,
+}
+
+/// What the Python runtime launched as `launched`, whose binary is `binary` (links followed),
+/// loads from its own installation (see [`RuntimeCode`]). A prefix is the one `PYTHONHOME`
+/// names (both parts), the one the `home` of a `pyvenv.cfg` beside the executable names (a
+/// virtual environment, made with links or `--copies`), and the one above the binary's
+/// directory. A prefix only root can write (the system's) is left out, and so are `/` and
+/// `/usr` for an engine run as root: the distribution's own files, not an installation of
+/// the user's.
+pub(super) fn runtime_code(
+    launched: &Path,
     binary: &Path,
     interpreter: &str,
-    runtime: Option<&str>,
     loader_env: &[String],
-) -> Vec<PathBuf> {
+) -> RuntimeCode {
     if !interpreter.starts_with("python") {
-        return Vec::new();
+        return RuntimeCode::default();
     }
-    let prefix = match loader_env
+    let mut probes: Vec<PathBuf> = [launched, binary]
+        .iter()
+        .filter_map(|p| p.parent())
+        .flat_map(|dir| [dir.join("../pyvenv.cfg"), dir.join("pyvenv.cfg")])
+        .map(|p| normalize(&p))
+        .collect();
+    probes.sort();
+    probes.dedup();
+    let mut prefixes: Vec<PathBuf> = Vec::new();
+    if let Some(home) = loader_env
         .iter()
         .find_map(|v| v.strip_prefix("PYTHONHOME="))
-        .and_then(|home| home.split(':').next())
     {
-        Some(home) => PathBuf::from(home),
-        None => match binary.parent().and_then(Path::parent) {
-            Some(prefix) => prefix.to_owned(),
-            None => return Vec::new(),
-        },
+        prefixes.extend(home.split(':').filter(|p| !p.is_empty()).map(PathBuf::from));
+    }
+    for cfg in &probes {
+        if let Some(home) = venv_home(cfg) {
+            prefixes.extend(home.parent().map(Path::to_owned));
+        }
+    }
+    prefixes.extend(binary.parent().and_then(Path::parent).map(Path::to_owned));
+    let root_runs = nix::unistd::geteuid().is_root();
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for prefix in prefixes {
+        let prefix = normalize(&prefix);
+        if root_runs && (prefix == Path::new("/") || prefix == Path::new("/usr")) {
+            continue;
+        }
+        let libs: Vec<PathBuf> = ["lib", "lib64"]
+            .iter()
+            .map(|l| prefix.join(l))
+            .filter(|l| l.is_dir())
+            .collect();
+        if libs.is_empty() || !(writable(&prefix) || libs.iter().any(|l| writable_below(l))) {
+            continue;
+        }
+        roots.extend(libs);
+        roots.extend(Some(prefix.join("ssl")).filter(|s| s.is_dir()));
+    }
+    roots.sort();
+    roots.dedup();
+    RuntimeCode { roots, probes }
+}
+
+/// The `home` a `pyvenv.cfg` names (the base runtime's `bin`), if the file is there.
+fn venv_home(cfg: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(cfg).ok()?;
+    text.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key.trim() == "home").then(|| PathBuf::from(value.trim()))
+    })
+}
+
+/// `path` with `.` and `..` taken out as written (links are not followed).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Whether this process could change what `dir` holds, or what a directory one or two levels
+/// below it holds (a prefix's `lib/python3.11/site-packages`).
+fn writable_below(dir: &Path) -> bool {
+    if writable(dir) {
+        return true;
+    }
+    let children = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("python"))
+            })
+            .collect()
     };
-    let version = runtime
-        .and_then(|r| r.strip_prefix("Python "))
-        .and_then(|v| {
-            let mut parts = v.split('.');
-            Some(format!("{}.{}", parts.next()?, parts.next()?))
+    children(dir).iter().any(|d| {
+        writable(d)
+            || ["site-packages", "dist-packages", "lib-dynload"]
+                .iter()
+                .any(|s| writable(&d.join(s)))
+    })
+}
+
+/// The directories the path lines of the `.pth` files in `site_dirs` add to `sys.path` (an
+/// editable install's source, `easy-install.pth`'s eggs), those that exist: what they hold is
+/// imported like anything installed, a planted `sitecustomize.py` there included.
+pub(super) fn pth_paths(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = site_dirs
+        .iter()
+        .flat_map(|site| {
+            std::fs::read_dir(site)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "pth"))
+                .filter_map(|pth| std::fs::read_to_string(&pth).ok())
+                .flat_map(|text| {
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| {
+                            !l.is_empty() && !l.starts_with('#') && !l.starts_with("import")
+                        })
+                        .map(|l| site.join(l))
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
         })
-        .or_else(|| {
-            let digits = interpreter.trim_start_matches("python");
-            digits.contains('.').then(|| digits.to_owned())
-        });
-    let Some(version) = version else {
-        return Vec::new();
+        .filter(|p| p.exists())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The `site-packages` (and Debian's `dist-packages`) directories under `root`'s
+/// `lib*/python*/`.
+pub(super) fn site_dirs(root: &Path) -> Vec<PathBuf> {
+    let under = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect()
     };
-    let library = prefix.join(format!("lib/python{version}"));
-    let site = library.join("site-packages");
-    let parts = [library.clone(), site.clone(), library.join("lib-dynload")];
-    if !library.join("os.py").is_file() || !parts.iter().any(|p| writable(p)) {
-        return Vec::new();
-    }
-    let mut trees = vec![library.clone()];
-    if std::fs::symlink_metadata(&site).is_ok_and(|m| m.file_type().is_symlink())
-        && let Ok(target) = std::fs::canonicalize(&site)
-        && !target.starts_with(&library)
+    let libs: Vec<PathBuf> = if root
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("lib"))
     {
-        trees.push(target);
-    }
-    trees
+        vec![root.to_owned()]
+    } else {
+        ["lib", "lib64"].iter().map(|l| root.join(l)).collect()
+    };
+    libs.iter()
+        .flat_map(|lib| under(lib))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("python"))
+        })
+        .flat_map(|py| [py.join("site-packages"), py.join("dist-packages")])
+        .filter(|p| p.is_dir())
+        .collect()
 }
 
 /// Whether this process could change what `path` holds: it owns it, or may write to it.

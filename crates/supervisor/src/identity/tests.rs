@@ -259,10 +259,12 @@ fn a_python_virtual_environment_and_its_bytecode_caches_are_part_of_the_identity
 /// The trees hashed for `seen`, without the test interpreter's own library (hashed when the
 /// user running the tests can write to it: a runtime in the home, or any as root).
 fn own_trees(seen: &Observed) -> Vec<&Path> {
+    let binary = std::fs::canonicalize(real_python()).expect("the interpreter");
+    let prefix = binary.parent().and_then(Path::parent).expect("a prefix");
     seen.extra_paths
         .iter()
         .map(|a| a.path.as_path())
-        .filter(|p| !p.join("os.py").is_file())
+        .filter(|p| !p.starts_with(prefix) && !p.ends_with("pyvenv.cfg"))
         .collect()
 }
 
@@ -625,20 +627,114 @@ fn a_runtime_library_the_user_can_write_is_part_of_the_identity() {
     let config = config(&code, &[interpreter.to_str().expect("utf-8"), "server.py"]);
 
     let seen = DigestCache::new().observe(&config).expect("observe");
-    assert!(
-        seen.extra_paths.iter().any(|a| a.path == library),
-        "{:?}",
-        seen.extra_paths
-    );
+    assert_fingerprinted(&seen, &prefix.join("lib"));
     assert_eq!(seen.pinning, Pinning::Pinned);
     let approved = identity_of(&config);
     assert_eq!(identity_of(&config), approved, "nothing changed");
 
-    std::fs::write(library.join("site-packages/zz.pth"), "import os").expect("pth");
-    let planted = identity_of(&config);
-    assert_ne!(planted, approved, "a .pth file planted in site-packages");
-    std::fs::write(library.join("os.py"), "# the standard library, edited").expect("edit");
-    assert_ne!(identity_of(&config), planted, "a standard module edited");
+    // Each is code CPython loads from the runtime, before the server's first line.
+    let digits = version.replace('.', "");
+    let plants: [(PathBuf, &str); 5] = [
+        (
+            library.join("site-packages/zz.pth"),
+            "a .pth file in site-packages",
+        ),
+        (library.join("os.py"), "a standard module edited"),
+        (
+            prefix.join(format!("lib/python{digits}.zip")),
+            "the standard library's zip, read before it",
+        ),
+        (
+            prefix.join(format!("lib/libpython{version}.so.1.0")),
+            "the shared libpython",
+        ),
+        (
+            prefix.join("bin/pyvenv.cfg"),
+            "a pyvenv.cfg beside the executable, which moves the standard library",
+        ),
+    ];
+    let mut before = approved;
+    for (path, what) in plants {
+        std::fs::write(&path, format!("planted {what}")).expect("plant");
+        let after = identity_of(&config);
+        assert_ne!(after, before, "{what}");
+        before = after;
+    }
+
+    // A virtual environment made with `--copies` of that runtime: its pyvenv.cfg names the
+    // runtime, whose library is fingerprinted as for the runtime itself.
+    std::fs::remove_file(prefix.join("bin/pyvenv.cfg")).expect("rm");
+    let venv = dir.path().join("venv");
+    std::fs::create_dir_all(venv.join("bin")).expect("venv");
+    std::fs::create_dir_all(venv.join(format!("lib/python{version}/site-packages"))).expect("site");
+    std::fs::copy(&binary, venv.join("bin").join(&name)).expect("copy");
+    std::fs::write(
+        venv.join("pyvenv.cfg"),
+        format!("home = {}\n", prefix.join("bin").display()),
+    )
+    .expect("cfg");
+    let copied = venv.join("bin").join(&name);
+    let in_venv = self::config(&code, &[copied.to_str().expect("utf-8"), "server.py"]);
+    let seen = DigestCache::new().observe(&in_venv).expect("observe");
+    assert_fingerprinted(&seen, &prefix.join("lib"));
+    let approved = identity_of(&in_venv);
+    std::fs::write(library.join("site-packages/yy.pth"), "import os").expect("pth");
+    assert_ne!(
+        identity_of(&in_venv),
+        approved,
+        "the base runtime's site-packages"
+    );
+}
+
+/// `seen` took `lib`'s fingerprint.
+fn assert_fingerprinted(seen: &Observed, lib: &Path) {
+    assert!(
+        seen.extra_paths.iter().any(|a| a.path == lib),
+        "{:?}",
+        seen.extra_paths
+    );
+}
+
+/// A `.pth` file's path line puts a directory on `sys.path` (an editable install's source):
+/// a `sitecustomize.py` planted there runs at every start, so what it holds is the identity's.
+#[test]
+fn what_a_pth_files_path_line_adds_is_part_of_the_identity() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let venv = dir.path().join("venv");
+    let status = std::process::Command::new(real_python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .expect("python3 -m venv");
+    assert!(status.success());
+    let site = std::fs::read_dir(venv.join("lib"))
+        .expect("lib")
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .expect("site-packages");
+    let editable = dir.path().join("editable-src");
+    std::fs::create_dir_all(&editable).expect("src");
+    std::fs::write(editable.join("pkg.py"), "X = 1").expect("pkg");
+    std::fs::write(
+        site.join("__editable__.pkg.pth"),
+        format!("{}\n", editable.display()),
+    )
+    .expect("pth");
+    let code = dir.path().join("code");
+    std::fs::create_dir_all(&code).expect("code");
+    std::fs::write(code.join("server.py"), "import pkg").expect("server");
+    let python = venv.join("bin/python");
+    let config = config(&code, &[python.to_str().expect("utf-8"), "server.py"]);
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    assert!(
+        seen.extra_paths.iter().any(|a| a.path == editable),
+        "{:?}",
+        seen.extra_paths
+    );
+    let approved = identity_of(&config);
+    std::fs::write(editable.join("sitecustomize.py"), "import os").expect("plant");
+    assert_ne!(identity_of(&config), approved);
 }
 
 /// The directories `PYTHONPATH` names are imported from before anything else: what they
