@@ -110,6 +110,9 @@ pub struct SandboxHost {
     pub postern_home: Option<PathBuf>,
     /// The user's home, whose [`CREDENTIAL_PATHS`] are hidden.
     pub user_home: Option<PathBuf>,
+    /// The user's cache (`XDG_CACHE_HOME`, else `~/.cache`), whose keyring control
+    /// directories are hidden.
+    pub user_cache: Option<PathBuf>,
     /// The `postern` executable, whose `sandbox-run` relays the broker inside (Linux).
     pub relay: Option<PathBuf>,
     /// Hidden paths a launch reads all the same (the broker's trust store and Node preload,
@@ -123,6 +126,11 @@ impl SandboxHost {
         Self {
             postern_home: Some(postern_home.to_owned()),
             user_home: std::env::var_os("HOME").map(PathBuf::from),
+            user_cache: std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache"))
+                }),
             relay,
             exposed: Vec::new(),
         }
@@ -163,10 +171,11 @@ pub fn profile(config: &ServerConfig, cwd: &Path, host: &SandboxHost) -> Option<
         // gnome-keyring's control socket when it started without a runtime directory (a
         // headless machine, an SSH session): a way to test the login password and to stop
         // the keyring. The cache beside it (uv's, a browser download's) stays readable.
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| host.user_home.as_ref().map(|home| home.join(".cache")));
-        hidden.extend(cache.map(|cache| cache.join(KEYRING_CONTROL)));
+        hidden.extend(
+            host.user_cache
+                .as_ref()
+                .map(|cache| cache.join(KEYRING_CONTROL)),
+        );
     }
     hidden.sort();
     hidden.dedup();
@@ -722,6 +731,7 @@ mod tests {
         SandboxHost {
             postern_home: Some("/home/u/.postern".into()),
             user_home: Some("/home/u".into()),
+            user_cache: Some("/home/u/.cache".into()),
             relay: None,
             exposed: Vec::new(),
         }

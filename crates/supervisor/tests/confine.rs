@@ -76,6 +76,7 @@ fn cache(place: &Place) -> DigestCache {
     DigestCache::with_sandbox(SandboxHost {
         postern_home: Some(place.postern_home.clone()),
         user_home: Some(place.user_home.clone()),
+        user_cache: Some(place.user_home.join(".cache")),
         relay: None,
         exposed: Vec::new(),
     })
