@@ -50,6 +50,15 @@ pub const CREDENTIAL_PATHS: &[&str] = &[
     ".gemini",
     ".1password",
     ".bitwarden-ssh-agent.sock",
+    // Sockets of the user's own daemons kept in the home: container engines (a socket there is
+    // root on the machine, or the user's every container), terminal multiplexers, sound.
+    ".colima",
+    ".lima",
+    ".rd",
+    ".orbstack",
+    ".screen",
+    ".config/pulse",
+    ".emacs.d/server",
     // What a person typed, and where browsers keep their sessions.
     ".bash_history",
     ".zsh_history",
