@@ -90,6 +90,10 @@ pub struct Observed {
     pub pinning: Pinning,
     /// The sandbox it will run in; `None`: unconfined.
     pub sandbox: Option<postern_domain::Sandbox>,
+    /// Fingerprinted trees not watched while the server runs: a runtime's installation (tens
+    /// of thousands of directories would take as many of the user's inotify watches); a
+    /// change there shows at the next launch.
+    pub unwatched: Vec<PathBuf>,
 }
 
 /// Why identity could not be captured (the server is then not launched).
@@ -243,6 +247,7 @@ impl DigestCache {
             entry: loaded.entry,
             lockfiles,
             extra_paths: trees.hashed,
+            unwatched: trees.runtime,
             runtime,
             working_directory,
             env_names,
@@ -449,6 +454,7 @@ impl DigestCache {
         let mut done: Vec<PathBuf> = Vec::new();
         let mut out = Trees {
             hashed: extra_paths,
+            runtime: runtime_code.roots.clone(),
             source_too_large: None,
             runtime_too_large: None,
         };
@@ -699,6 +705,8 @@ struct Found<'a> {
 /// The trees [`DigestCache::code_trees`] hashed, and those too large to hash.
 struct Trees {
     hashed: Vec<Artifact>,
+    /// The runtime's trees among them.
+    runtime: Vec<PathBuf>,
     /// Server code (its source tree, a search path) with more than [`SOURCE_ENTRIES`] entries.
     source_too_large: Option<PathBuf>,
     /// A runtime library the user can write to, with more than [`SOURCE_ENTRIES`] entries.

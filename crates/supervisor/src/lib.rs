@@ -107,7 +107,11 @@ where
     let first = record(config, observed.clone(), 0, 0);
     let identity = first.identity_digest();
     between();
-    let watched: Vec<std::path::PathBuf> = first.artifacts().map(|a| a.path.clone()).collect();
+    let watched: Vec<std::path::PathBuf> = first
+        .artifacts()
+        .map(|a| a.path.clone())
+        .filter(|p| !observed.unwatched.contains(p))
+        .collect();
     let watch = ArtifactWatch::new(&watched)
         .map_err(|e| tracing::warn!("the files of its identity cannot be watched: {e}"))
         .ok();

@@ -629,6 +629,11 @@ fn a_runtime_library_the_user_can_write_is_part_of_the_identity() {
     let seen = DigestCache::new().observe(&config).expect("observe");
     assert_fingerprinted(&seen, &prefix.join("lib"));
     assert_eq!(seen.pinning, Pinning::Pinned);
+    assert_eq!(
+        seen.unwatched,
+        [prefix.join("lib")],
+        "a runtime's installation is looked at each launch, not watched"
+    );
     let approved = identity_of(&config);
     assert_eq!(identity_of(&config), approved, "nothing changed");
 
