@@ -155,11 +155,7 @@ fn main() {
     .expect("config");
     let cache = DigestCache::new();
     let seen = cache.observe(&python).expect("warm up");
-    let library = seen
-        .extra_paths
-        .iter()
-        .find(|a| a.path.join("os.py").is_file())
-        .map(|a| a.path.clone());
+    let library = seen.unwatched.first().cloned();
     let py_warm = median(20, || {
         cache.observe(&python).expect("observe");
     });
@@ -167,11 +163,13 @@ fn main() {
         Some(library) => {
             let files = walkdir_count(&library);
             println!(
-                "a python3 server, its runtime's library fingerprinted ({}, {files} entries):",
+                "a python3 server, its runtime's installation fingerprinted ({}, {files} entries):",
                 library.display()
             );
         }
-        None => println!("a python3 server (its runtime's library is not the user's to write):"),
+        None => {
+            println!("a python3 server (its runtime's installation is not the user's to write):")
+        }
     }
     println!(
         "  warm:                                   {:>9.3} ms   {:>5.1}x the node server's warm",
