@@ -788,8 +788,10 @@ fn runtime_fingerprint(root: &Path) -> Result<Option<Digest>, IdentityError> {
             .to_str()
             .is_some_and(|n| n.contains(".so.") || n == "pyvenv.cfg")
             || extension.is_some_and(|e| RUNTIME_EXTENSIONS.contains(&e));
-        if kind.is_dir() {
-            Walk::Through
+        // Directories are recorded too (a file created and removed again leaves its directory
+        // a new change time), and linked ones walked (Homebrew links `site-packages`).
+        if kind.is_dir() || (kind.is_symlink() && entry.path().is_dir()) {
+            Walk::Follow
         } else if kind.is_symlink()
             || loaded
             || CODE_NAMES.iter().any(|n| name == *n)
@@ -838,7 +840,7 @@ fn importable(name: &str) -> bool {
 
 /// Whether this process owns `path` (and so could open it to anyone, or put code in it).
 fn ours(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.uid() == nix::unistd::geteuid().as_raw())
+    std::fs::metadata(path).is_ok_and(|meta| meta.uid() == nix::unistd::geteuid().as_raw())
 }
 
 /// What a tree walk does with an entry.
@@ -852,6 +854,9 @@ enum Walk {
     Take,
     /// Neither.
     Leave,
+    /// Hash it (its own stamp, a link's target) and walk what it names when that is a
+    /// directory, links followed, each directory once.
+    Follow,
 }
 
 /// The entries under `root` that `choose` takes, sorted; `None` once more than `limit`
@@ -864,6 +869,11 @@ fn walk(
     let mut stack = vec![root.to_owned()];
     let mut entries = Vec::new();
     let mut seen = 0usize;
+    // Directories followed into, by (device, inode): a link back up is walked once.
+    let mut followed: std::collections::HashSet<(u64, u64)> = std::fs::metadata(root)
+        .map(|m| (m.dev(), m.ino()))
+        .into_iter()
+        .collect();
     while let Some(dir) = stack.pop() {
         let unreadable = |source| IdentityError::Unreadable {
             path: dir.clone(),
@@ -898,6 +908,15 @@ fn walk(
                 }
                 Walk::Through => stack.push(entry.path()),
                 Walk::Take => entries.push(entry.path()),
+                Walk::Follow => {
+                    let path = entry.path();
+                    if std::fs::metadata(&path)
+                        .is_ok_and(|m| m.is_dir() && followed.insert((m.dev(), m.ino())))
+                    {
+                        stack.push(path.clone());
+                    }
+                    entries.push(path);
+                }
                 Walk::Leave => {}
             }
         }

@@ -39,8 +39,16 @@ pub(crate) const LOADER_VARIABLES: [&str; 26] = [
 ];
 
 /// The loader variables that name directories an interpreter imports from first.
-const SEARCH_PATH_VARIABLES: [&str; 5] =
-    ["PYTHONPATH", "NODE_PATH", "PERL5LIB", "PERLLIB", "RUBYLIB"];
+const SEARCH_PATH_VARIABLES: [&str; 6] = [
+    "PYTHONPATH",
+    "NODE_PATH",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYLIB",
+    // Where CPython reads bytecode from instead of `__pycache__`: a `.pyc` there runs in
+    // place of its unchanged source.
+    "PYTHONPYCACHEPREFIX",
+];
 
 /// Node's options that take a value (the next argument, or after `=`).
 const NODE_VALUED: [&str; 14] = [
@@ -252,7 +260,8 @@ pub(super) fn search_paths(loader_env: &[String], cwd: &Path) -> Vec<PathBuf> {
         // An empty entry of PYTHONPATH is the working directory to CPython.
         .filter(|(name, dir)| !dir.is_empty() || *name == "PYTHONPATH")
         .map(|(_, dir)| cwd.join(dir))
-        .filter(|dir| dir.is_dir())
+        // A directory, or an archive imported from (`PYTHONPATH=deps.zip`).
+        .filter(|dir| dir.exists())
         .collect();
     dirs.sort();
     dirs.dedup();
@@ -292,7 +301,25 @@ pub(super) fn runtime_code(
     let mut probes: Vec<PathBuf> = [launched, binary]
         .iter()
         .filter_map(|p| p.parent())
-        .flat_map(|dir| [dir.join("../pyvenv.cfg"), dir.join("pyvenv.cfg")])
+        .flat_map(|dir| {
+            // CPython's search for its library starts beside the executable: a `lib` (or a
+            // source build's `Lib`, `Modules`, `pybuilddir.txt`) planted there is taken first.
+            [
+                "../pyvenv.cfg",
+                "pyvenv.cfg",
+                "lib",
+                "Lib",
+                "Modules",
+                "pybuilddir.txt",
+            ]
+            .map(|name| dir.join(name))
+        })
+        // 3.11 and later: `<executable>._pth` replaces the whole import path.
+        .chain([launched, binary].iter().map(|p| {
+            let mut name = p.as_os_str().to_owned();
+            name.push("._pth");
+            PathBuf::from(name)
+        }))
         .map(|p| normalize(&p))
         .collect();
     probes.sort();
@@ -410,7 +437,9 @@ pub(super) fn pth_paths(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
                 })
                 .collect::<Vec<_>>()
         })
-        .filter(|p| p.exists())
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        // What only root can change (`/usr/lib/python3/dist-packages`) needs no walk.
+        .filter(|p| writable(p))
         .collect();
     out.sort();
     out.dedup();

@@ -595,35 +595,23 @@ fn a_module_entry_is_its_file_in_the_working_directory_or_unpinned() {
 #[test]
 fn a_runtime_library_the_user_can_write_is_part_of_the_identity() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let (prefix, library, interpreter) = user_runtime(dir.path());
     let binary = std::fs::canonicalize(real_python()).expect("the interpreter");
-    let name = binary
+    let name = interpreter
         .file_name()
         .and_then(OsStr::to_str)
         .expect("a name")
         .to_owned();
-    let version = DigestCache::new()
-        .observe(&config(
-            dir.path(),
-            &[binary.to_str().expect("utf-8"), "-V"],
-        ))
-        .expect("observe")
-        .runtime
-        .as_deref()
-        .and_then(|r| r.strip_prefix("Python "))
-        .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
-        .expect("a Python version");
-    // A runtime in a prefix of the user's: its binary, and a library with its landmark.
-    let prefix = dir.path().join("runtime");
-    let library = prefix.join(format!("lib/python{version}"));
-    std::fs::create_dir_all(prefix.join("bin")).expect("bin");
-    std::fs::create_dir_all(library.join("site-packages")).expect("site-packages");
-    std::fs::copy(&binary, prefix.join("bin").join(&name)).expect("copy the interpreter");
-    std::fs::write(library.join("os.py"), "# the standard library").expect("os.py");
+    let version = library
+        .file_name()
+        .and_then(OsStr::to_str)
+        .and_then(|n| n.strip_prefix("python"))
+        .expect("a version")
+        .to_owned();
     let code = dir.path().join("code");
     std::fs::create_dir_all(&code).expect("code");
     std::fs::write(code.join("server.py"), "print('hi')").expect("server");
     std::fs::write(code.join("requirements.txt"), "mcp").expect("lock");
-    let interpreter = prefix.join("bin").join(&name);
     let config = config(&code, &[interpreter.to_str().expect("utf-8"), "server.py"]);
 
     let seen = DigestCache::new().observe(&config).expect("observe");
@@ -639,7 +627,8 @@ fn a_runtime_library_the_user_can_write_is_part_of_the_identity() {
 
     // Each is code CPython loads from the runtime, before the server's first line.
     let digits = version.replace('.', "");
-    let plants: [(PathBuf, &str); 5] = [
+    std::fs::create_dir_all(library.join("site-packages/pkg")).expect("pkg");
+    let plants: [(PathBuf, &str); 9] = [
         (
             library.join("site-packages/zz.pth"),
             "a .pth file in site-packages",
@@ -654,13 +643,36 @@ fn a_runtime_library_the_user_can_write_is_part_of_the_identity() {
             "the shared libpython",
         ),
         (
+            prefix.join("bin/pybuilddir.txt"),
+            "a pybuilddir.txt beside the executable, which moves the standard library",
+        ),
+        (
+            PathBuf::from(format!("{}._pth", interpreter.display())),
+            "the executable's ._pth, which replaces the import path",
+        ),
+        (
+            prefix.join("bin/lib"),
+            "a lib beside the executable, searched before the prefix's",
+        ),
+        (
+            library.join("site-packages/pkg/x.py"),
+            "a file created in a package and removed again",
+        ),
+        (
             prefix.join("bin/pyvenv.cfg"),
             "a pyvenv.cfg beside the executable, which moves the standard library",
         ),
     ];
     let mut before = approved;
     for (path, what) in plants {
-        std::fs::write(&path, format!("planted {what}")).expect("plant");
+        if what.starts_with("a lib beside") {
+            std::fs::create_dir_all(path.join(format!("python{version}"))).expect("plant");
+        } else {
+            std::fs::write(&path, format!("planted {what}")).expect("plant");
+        }
+        if what.contains("removed again") {
+            std::fs::remove_file(&path).expect("remove");
+        }
         let after = identity_of(&config);
         assert_ne!(after, before, "{what}");
         before = after;
@@ -766,4 +778,71 @@ fn what_the_search_path_variables_name_is_part_of_the_identity() {
     let approved = identity_of(&config);
     std::fs::write(extra.path().join("helper.py"), "import os; X = os.environ").expect("edit");
     assert_ne!(identity_of(&config), approved);
+}
+
+/// Homebrew links a runtime's `site-packages` to a directory outside its prefix: what the link
+/// leads to is walked, so a `.pth` planted there is a new identity.
+#[test]
+fn a_linked_site_packages_is_walked_where_it_leads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (prefix, library, interpreter) = user_runtime(dir.path());
+    let elsewhere = dir.path().join("shared-site-packages");
+    std::fs::create_dir_all(&elsewhere).expect("elsewhere");
+    std::fs::remove_dir(library.join("site-packages")).expect("rmdir");
+    std::os::unix::fs::symlink(&elsewhere, library.join("site-packages")).expect("link");
+    let code = dir.path().join("code");
+    std::fs::create_dir_all(&code).expect("code");
+    std::fs::write(code.join("server.py"), "print('hi')").expect("server");
+    std::fs::write(code.join("requirements.txt"), "mcp").expect("lock");
+    let config = config(&code, &[interpreter.to_str().expect("utf-8"), "server.py"]);
+    assert_fingerprinted(
+        &DigestCache::new().observe(&config).expect("observe"),
+        &prefix.join("lib"),
+    );
+    let approved = identity_of(&config);
+    std::fs::write(elsewhere.join("zz.pth"), "import os").expect("pth");
+    assert_ne!(identity_of(&config), approved);
+}
+
+/// `PYTHONPYCACHEPREFIX` moves where CPython reads bytecode from: a `.pyc` there runs in
+/// place of its unchanged source, so the directory is walked.
+#[test]
+fn the_bytecode_directory_a_variable_names_is_part_of_the_identity() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("server");
+    std::fs::write(dir.path().join("requirements.txt"), "mcp").expect("lock");
+    let cache = tempfile::tempdir().expect("cache");
+    let mut config = config(dir.path(), &[&real_python(), "server.py"]);
+    config.env.push(
+        format!("PYTHONPYCACHEPREFIX={}", cache.path().display())
+            .parse()
+            .expect("env"),
+    );
+    let approved = identity_of(&config);
+    std::fs::write(cache.path().join("server.cpython-311.pyc"), "forged").expect("pyc");
+    assert_ne!(identity_of(&config), approved);
+}
+
+/// A Python runtime in a prefix of the user's under `dir`: the test machine's interpreter
+/// copied into its `bin`, and a library with its landmark and a `site-packages`. Its prefix,
+/// library and interpreter.
+fn user_runtime(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let binary = std::fs::canonicalize(real_python()).expect("the interpreter");
+    let name = binary.file_name().expect("a name").to_owned();
+    let version = DigestCache::new()
+        .observe(&config(dir, &[binary.to_str().expect("utf-8"), "-V"]))
+        .expect("observe")
+        .runtime
+        .as_deref()
+        .and_then(|r| r.strip_prefix("Python "))
+        .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
+        .expect("a Python version");
+    let prefix = dir.join("runtime");
+    let library = prefix.join(format!("lib/python{version}"));
+    std::fs::create_dir_all(prefix.join("bin")).expect("bin");
+    std::fs::create_dir_all(library.join("site-packages")).expect("site-packages");
+    std::fs::copy(&binary, prefix.join("bin").join(&name)).expect("copy the interpreter");
+    std::fs::write(library.join("os.py"), "# the standard library").expect("os.py");
+    let interpreter = prefix.join("bin").join(&name);
+    (prefix, library, interpreter)
 }
