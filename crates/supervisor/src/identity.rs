@@ -94,6 +94,10 @@ pub struct Observed {
     /// of thousands of directories would take as many of the user's inotify watches); a
     /// change there shows at the next launch.
     pub unwatched: Vec<PathBuf>,
+    /// Directories of the unwatched trees watched without what lies below them: where a
+    /// runtime reads what runs at its start (its `lib`, standard library and site
+    /// directories).
+    pub shallow: Vec<PathBuf>,
 }
 
 /// Why identity could not be captured (the server is then not launched).
@@ -247,6 +251,24 @@ impl DigestCache {
             entry: loaded.entry,
             lockfiles,
             extra_paths: trees.hashed,
+            shallow: trees
+                .runtime
+                .iter()
+                .flat_map(|root| {
+                    let mut dirs = vec![root.clone()];
+                    dirs.extend(loads::site_dirs(root));
+                    dirs.extend(
+                        std::fs::read_dir(root)
+                            .into_iter()
+                            .flatten()
+                            .flatten()
+                            .map(|e| e.path())
+                            .filter(|p| p.join("os.py").is_file())
+                            .flat_map(|std| [std.join("encodings"), std]),
+                    );
+                    dirs
+                })
+                .collect(),
             unwatched: trees.runtime,
             runtime,
             working_directory,

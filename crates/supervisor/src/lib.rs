@@ -112,7 +112,7 @@ where
         .map(|a| a.path.clone())
         .filter(|p| !observed.unwatched.contains(p))
         .collect();
-    let watch = ArtifactWatch::new(&watched)
+    let watch = ArtifactWatch::with_shallow(&watched, &observed.shallow)
         .map_err(|e| tracing::warn!("the files of its identity cannot be watched: {e}"))
         .ok();
     let second = record(config, cache.observe(config)?, 0, 0);

@@ -51,6 +51,13 @@ impl ArtifactWatch {
     /// one) through the file it names too, since that is what is hashed and run, and a write
     /// there says nothing in the link's directory.
     pub fn new(paths: &[PathBuf]) -> notify::Result<Self> {
+        Self::with_shallow(paths, &[])
+    }
+
+    /// [`ArtifactWatch::new`], and `shallow` directories without what lies below them: an
+    /// entry created, written or removed directly in one (a runtime's `site-packages`, whose
+    /// `.pth` files run at start) is a change, at the price of one watch each.
+    pub fn with_shallow(paths: &[PathBuf], shallow: &[PathBuf]) -> notify::Result<Self> {
         let (tx, events) = mpsc::unbounded_channel();
         let paths: Vec<PathBuf> = paths
             .iter()
@@ -61,15 +68,20 @@ impl ArtifactWatch {
             .collect();
         let files: HashSet<PathBuf> = paths.iter().filter(|p| !p.is_dir()).cloned().collect();
         let dirs: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).cloned().collect();
+        let shallow: Vec<PathBuf> = shallow.iter().filter(|d| d.is_dir()).cloned().collect();
         let relevant = {
-            let (files, dirs) = (files.clone(), dirs.clone());
+            let (files, dirs, shallow) = (files.clone(), dirs.clone(), shallow.clone());
             // Anything under a directory but what a server writes as it runs (a log, its
             // database): a source tree's digest leaves those out, and a server that logs beside
             // its code would have its files looked at again at every line. Anything else is
             // looked at, and a change the digest does not take is found no change.
             move |path: &Path| {
                 files.contains(path)
-                    || (dirs.iter().any(|d| path.starts_with(d)) && !written_as_it_runs(path))
+                    || ((dirs.iter().any(|d| path.starts_with(d))
+                        || path
+                            .parent()
+                            .is_some_and(|p| shallow.iter().any(|d| d == p)))
+                        && !written_as_it_runs(path))
             }
         };
         let mut watcher =
@@ -89,6 +101,9 @@ impl ArtifactWatch {
         }
         for dir in &dirs {
             watcher.watch(dir, RecursiveMode::Recursive)?;
+        }
+        for dir in &shallow {
+            watcher.watch(dir, RecursiveMode::NonRecursive)?;
         }
         Ok(Self {
             _watcher: watcher,
@@ -240,6 +255,29 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), watch.changed())
             .await
             .expect("the module reported");
+    }
+
+    /// A runtime's `site-packages` is watched without what lies below it: a `.pth` file
+    /// planted there (and removed again) is a change; a package's own files, deeper, are left
+    /// to the next launch's fingerprint, at no watch each.
+    #[tokio::test]
+    async fn a_file_planted_directly_in_a_shallow_directory_is_a_change_and_deeper_is_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let site = dir.path().join("site-packages");
+        std::fs::create_dir_all(site.join("pkg")).expect("dirs");
+        let mut watch =
+            ArtifactWatch::with_shallow(&[], std::slice::from_ref(&site)).expect("watch");
+        std::fs::write(site.join("pkg/module.py"), "x").expect("deeper");
+        let quiet = tokio::time::timeout(Duration::from_millis(400), watch.changed()).await;
+        assert!(
+            quiet.is_err(),
+            "a file below the shallow directory was reported"
+        );
+        std::fs::write(site.join("zz.pth"), "import os").expect("plant");
+        std::fs::remove_file(site.join("zz.pth")).expect("remove");
+        tokio::time::timeout(Duration::from_secs(5), watch.changed())
+            .await
+            .expect("the planted file reported");
     }
 
     /// A child as the process table gives it: (pid, start time) and name.

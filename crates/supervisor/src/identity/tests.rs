@@ -622,6 +622,11 @@ fn a_runtime_library_the_user_can_write_is_part_of_the_identity() {
         [prefix.join("lib")],
         "a runtime's installation is looked at each launch, not watched"
     );
+    assert!(
+        seen.shallow.contains(&library.join("site-packages")) && seen.shallow.contains(&library),
+        "its start-up directories are watched without what lies below: {:?}",
+        seen.shallow
+    );
     let approved = identity_of(&config);
     assert_eq!(identity_of(&config), approved, "nothing changed");
 
