@@ -769,10 +769,12 @@ fn env_names(config: &ServerConfig, sandboxed: bool) -> Vec<String> {
 /// What a file that matters by being there at all (a `pyvenv.cfg`) is now: its metadata, as
 /// [`runtime_fingerprint`] takes a file's, or its absence.
 fn presence(path: &Path) -> Digest {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) => Digest::of(stamp(&meta).as_bytes()),
-        Err(_) => Digest::of(b"absent"),
-    }
+    // A link is stamped with what it names too: that is what CPython reads.
+    let stamps: Vec<String> = [std::fs::symlink_metadata(path), std::fs::metadata(path)]
+        .iter()
+        .map(|meta| meta.as_ref().map_or_else(|_| "absent".to_owned(), stamp))
+        .collect();
+    Digest::of(stamps.join("\n").as_bytes())
 }
 
 /// What a file's metadata says of its content: mode, inode, size, modification and change

@@ -122,10 +122,12 @@ pub(super) fn plan(
         }
         "python" => {
             let mut module = None;
+            let mut command = false;
             let entry = walk(args, &PYTHON_VALUED, |option, value| {
                 if option == "-m" && module.is_none() {
                     module = Some(value.to_owned());
                 }
+                command |= option == "-c";
             });
             let mut plan = Plan::default();
             match module {
@@ -135,6 +137,8 @@ pub(super) fn plan(
                     plan.entry = module_file(cwd, &name);
                     plan.source = Some(cwd.to_owned());
                 }
+                // `-c` and a program on standard input put the working directory first too.
+                None if command || entry == Some("-") => plan.source = Some(cwd.to_owned()),
                 None => plan.entry = entry.and_then(|e| file(cwd, e)),
             }
             Some(plan)
@@ -365,7 +369,9 @@ fn venv_home(cfg: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(cfg).ok()?;
     text.lines().find_map(|line| {
         let (key, value) = line.split_once('=')?;
-        (key.trim() == "home").then(|| PathBuf::from(value.trim()))
+        key.trim()
+            .eq_ignore_ascii_case("home")
+            .then(|| PathBuf::from(value.trim()))
     })
 }
 

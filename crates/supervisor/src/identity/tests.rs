@@ -851,3 +851,22 @@ fn user_runtime(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let interpreter = prefix.join("bin").join(&name);
     (prefix, library, interpreter)
 }
+
+/// `python -c "import server"` puts the working directory first on the import path, as `-m`
+/// does: the code there is the identity's, lockfile or not.
+#[test]
+fn a_command_run_takes_the_code_in_its_working_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("server");
+    std::fs::write(dir.path().join("requirements.txt"), "mcp").expect("lock");
+    let config = config(dir.path(), &[&real_python(), "-c", "import server"]);
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    assert!(
+        own_trees(&seen).contains(&dir.path()),
+        "{:?}",
+        seen.extra_paths
+    );
+    let approved = identity_of(&config);
+    std::fs::write(dir.path().join("server.py"), "import os; print(os.environ)").expect("edit");
+    assert_ne!(identity_of(&config), approved);
+}
