@@ -231,12 +231,12 @@ pub fn decide(
                     .any(|v| contains(v.as_bytes(), b.placeholder.as_bytes()))
         })
         .collect();
-    let why = if frozen {
+    let why = if carried.is_empty() {
+        None
+    } else if frozen {
         Some(Refused::Frozen)
     } else if carried.iter().any(|b| !b.allows(route.host)) {
         Some(Refused::OtherHost)
-    } else if carried.is_empty() {
-        None
     } else if route.addressed_elsewhere(headers) {
         Some(Refused::HostHeader)
     } else if route.in_clear() {
@@ -244,9 +244,7 @@ pub fn decide(
     } else {
         None
     };
-    if let Some(why) = why
-        && !carried.is_empty()
-    {
+    if let Some(why) = why {
         let credentials = carried
             .iter()
             .filter(|b| why != Refused::OtherHost || !b.allows(route.host))

@@ -335,7 +335,7 @@ pub(super) fn runtime_code(
     {
         prefixes.extend(home.split(':').filter(|p| !p.is_empty()).map(PathBuf::from));
     }
-    for cfg in &probes {
+    for cfg in probes.iter().filter(|p| p.ends_with("pyvenv.cfg")) {
         if let Some(home) = venv_home(cfg) {
             prefixes.extend(home.parent().map(Path::to_owned));
         }
@@ -484,11 +484,7 @@ pub(super) fn site_dirs(root: &Path) -> Vec<PathBuf> {
 
 /// Whether this process could change what `path` holds: it owns it, or may write to it.
 fn writable(path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).is_ok_and(|meta| {
-        meta.uid() == nix::unistd::geteuid().as_raw()
-            || nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
-    })
+    super::ours(path) || nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
 /// The `node_modules` directory Node resolves `entry`'s packages from: the nearest one in
