@@ -536,8 +536,8 @@ async fn input_that_could_never_work_is_refused_with_what_to_do_instead() -> Res
             "postern: \"*.github.com\" has a wildcard, but a credential's hosts are matched exactly: name each host it may go to, e.g. api.github.com",
         ),
         (
-            &["--kind", "bearer", "--host", "localhost:8443"],
-            "postern: \"localhost:8443\" has a port, but a credential goes to its host on any port: give localhost alone",
+            &["--kind", "bearer", "--host", "localhost"],
+            "postern: \"localhost\" is this machine, where any process of yours can listen on any port: name the port the credential may go to, e.g. localhost:8080",
         ),
         (
             &header("Bad Header"),

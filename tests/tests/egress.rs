@@ -31,9 +31,9 @@ async fn agent(gate: &Gate, label: &str) -> Result<RawAgent> {
     raw::connect(cmd, &log, "egress-agent", ANSWER).await
 }
 
-/// A gate whose broker trusts the test CA, a credential bound to `localhost` as
+/// A gate whose broker trusts the test CA, a credential bound to `localhost` on `port` as
 /// `EGRESS_TOKEN`, and the fixture `label` (`program` and its arguments) holding it.
-async fn gate_with(ca: &TestCa, label: &str, program: &[String]) -> Result<Gate> {
+async fn gate_with(ca: &TestCa, port: u16, label: &str, program: &[String]) -> Result<Gate> {
     let gate = Gate::start_prompting_with_env(&[], &[("SSL_CERT_FILE", ca.pem_path().as_os_str())])
         .await?;
     gate.cli_with_stdin(
@@ -46,7 +46,7 @@ async fn gate_with(ca: &TestCa, label: &str, program: &[String]) -> Result<Gate>
             "--env",
             "EGRESS_TOKEN",
             "--host",
-            "localhost",
+            &format!("localhost:{port}"),
         ],
         &format!("{CANARY}\n"),
     )?;
@@ -122,7 +122,7 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
         )),
     })
     .await?;
-    let gate = gate_with(&ca, label, &program).await?;
+    let gate = gate_with(&ca, api.port(), label, &program).await?;
     gate.scenario(async {
         let mut agent = agent(&gate, label).await?;
         agent.list_tools().await?;
@@ -243,14 +243,16 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
 
         // Where the credential went, as `postern credential list` shows it from the journal.
         let listed = gate.cli(["credential", "list"])?;
+        let port = api.port();
         ensure!(
-            listed.contains(&format!("{label} -> 127.0.0.1: 0 sent, 1 refused")),
+            listed.contains(&format!("{label} -> 127.0.0.1:{port}: 0 sent, 1 refused")),
             "{listed}"
         );
         ensure!(
             listed
                 .lines()
-                .any(|l| l.contains(&format!("{label} -> localhost: ")) && !l.contains(": 0 sent")),
+                .any(|l| l.contains(&format!("{label} -> localhost:{port}: "))
+                    && !l.contains(": 0 sent")),
             "{listed}"
         );
         let _ = session;
@@ -294,7 +296,7 @@ async fn server_everything_get_env_shows_the_placeholder_never_the_value() -> Re
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let gate = gate_with(&ca, "everything", &everything).await?;
+    let gate = gate_with(&ca, 8443, "everything", &everything).await?;
     gate.scenario(async {
         let mut agent = agent(&gate, "everything").await?;
         agent.list_tools().await?;

@@ -36,7 +36,9 @@ async fn start(ca: &TestCa) -> Result<Gate> {
     Gate::start_prompting_with_env(&[], &[("SSL_CERT_FILE", ca.pem_path().as_os_str())]).await
 }
 
-fn add_bearer(gate: &Gate, extra: &[&str]) -> Result<()> {
+/// A bearer credential `api` for `localhost` on `port`, bound to the built-in server.
+fn add_bearer(gate: &Gate, port: u16, extra: &[&str]) -> Result<()> {
+    let host = format!("localhost:{port}");
     let mut args = vec![
         "credential",
         "add",
@@ -44,7 +46,7 @@ fn add_bearer(gate: &Gate, extra: &[&str]) -> Result<()> {
         "--kind",
         "bearer",
         "--host",
-        "localhost",
+        &host,
     ];
     args.extend_from_slice(extra);
     gate.cli_with_stdin(&args, &format!("{TOKEN}\n"))?;
@@ -80,7 +82,7 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
     })
     .await?;
     let gate = start(&ca).await?;
-    add_bearer(&gate, &[])?;
+    add_bearer(&gate, api.port(), &[])?;
     let listed = gate.cli(["credential", "list"])?;
     assert!(
         listed.contains("api\tbearer header") && listed.contains("servers: postern"),
@@ -162,6 +164,18 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
                 "the redirect target was not contacted"
             );
             answers.push(redirect);
+
+            // The same host on another port (another process of the user's could listen
+            // there) gets none either.
+            let other_port = agent
+                .call_next(
+                    "http_request",
+                    json!({"url": other.url("localhost", "/landing")}),
+                )
+                .await?;
+            ok_text(&other_port)?;
+            let seen = other.last()?;
+            assert_eq!(seen.header("authorization"), None, "{seen:?}");
 
             // (c) A host the credential is not bound to gets none (the same server, by IP).
             let unbound = agent
@@ -271,7 +285,7 @@ async fn every_use_on_the_credential_asks_for_each_call_that_carries_it() -> Res
     let ca = TestCa::new(dir.path())?;
     let api = HttpsServer::start(&ca, |_| Reply::ok("fine")).await?;
     let gate = start(&ca).await?;
-    add_bearer(&gate, &["--every-use"])?;
+    add_bearer(&gate, api.port(), &["--every-use"])?;
 
     gate.scenario(async {
         let mut agent = agent(&gate).await?;

@@ -33,7 +33,9 @@ pub enum CredentialCommand {
         header: Option<String>,
         /// A host requests may carry it to (repeatable). For a header kind, through the built-in
         /// http_request; for an env credential, through the egress broker: the server then holds
-        /// a placeholder and the broker puts the value in its requests to these hosts only.
+        /// a placeholder and the broker puts the value in its requests to these hosts only. Any
+        /// port, unless HOST names one (api.example.com:8443); a host on this machine must name
+        /// its port (localhost:8080).
         #[arg(long = "host", value_name = "HOST")]
         hosts: Vec<String>,
         /// Every call that would use it needs a human.

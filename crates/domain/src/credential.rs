@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-pub use host::{CredentialHost, HostError};
+pub use host::{CredentialHost, HostError, covers, is_this_machine};
 pub use placeholder::{MIN_RANDOM_CHARS, placeholder, randomness_needed};
 
 use crate::server::{EnvName, EnvNameError};
@@ -147,9 +147,10 @@ impl Credential {
         }
     }
 
-    /// Whether a request to `host` may carry it (exact, case-insensitive host match).
-    pub fn allows_host(&self, host: &str) -> bool {
-        self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+    /// Whether a request to `host` on `port` may carry it: one of its hosts is that host (case
+    /// aside) and names that port or none ([`covers`]).
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        self.hosts.iter().any(|h| covers(h, host, port))
     }
 }
 
@@ -167,6 +168,11 @@ pub const CLIENT_HEADERS: &[&str] = &[
     "trailer",
     "upgrade",
 ];
+
+/// Headers that name the site a request is for, which fronts (proxies, load balancers) route
+/// by as they route by `Host`, in lower case: an agent cannot set one on the built-in
+/// `http_request`, whose URL alone says where a request goes, and a credential cannot be one.
+pub const ROUTING_HEADERS: &[&str] = &["x-forwarded-host", "forwarded"];
 
 /// A new credential's injection and hosts, checked ([`CredentialSpec::new`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,8 +207,9 @@ pub enum SpecError {
     HeaderName(String),
     /// A header the built-in `http_request` sets itself or never sends.
     #[error(
-        "the built-in http_request cannot send a credential as {0:?}: it sets that header itself or never sends it (one of {list})",
-        list = CLIENT_HEADERS.join(", ")
+        "the built-in http_request cannot send a credential as {0:?}: it sets that header itself, never sends it, or takes where a request goes from its URL alone (one of {list}, {routing})",
+        list = CLIENT_HEADERS.join(", "),
+        routing = ROUTING_HEADERS.join(", ")
     )]
     ClientHeader(String),
 }
@@ -247,7 +254,10 @@ impl CredentialSpec {
                 if name.is_empty() || !name.bytes().all(is_token_byte) {
                     return Err(SpecError::HeaderName(name.clone()));
                 }
-                if CLIENT_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                let lower = name.to_ascii_lowercase();
+                if CLIENT_HEADERS.contains(&lower.as_str())
+                    || ROUTING_HEADERS.contains(&lower.as_str())
+                {
                     return Err(SpecError::ClientHeader(name.clone()));
                 }
             }
@@ -348,9 +358,16 @@ mod tests {
             created_at: 0,
             rotated_at: None,
         };
-        assert!(c.allows_host("API.example.com"));
-        assert!(!c.allows_host("example.com"));
-        assert!(!c.allows_host("api.example.com.evil.net"));
+        assert!(c.allows("API.example.com", 443));
+        assert!(c.allows("api.example.com", 8443));
+        assert!(!c.allows("example.com", 443));
+        assert!(!c.allows("api.example.com.evil.net", 443));
+        let local = Credential {
+            hosts: vec!["localhost:8080".into()],
+            ..c.clone()
+        };
+        assert!(local.allows("localhost", 8080));
+        assert!(!local.allows("localhost", 8081));
         assert_eq!(c.env_var(), None);
     }
 
@@ -371,10 +388,15 @@ mod tests {
     fn a_header_credential_gets_its_hosts_normalised_and_needs_one() {
         let checked = spec(
             Injection::Bearer,
-            &["API.GitHub.com", "api.github.com", "[::1]"],
+            &[
+                "API.GitHub.com",
+                "api.github.com",
+                "[::1]:8080",
+                "[::1]:8080",
+            ],
         )
         .expect("valid");
-        assert_eq!(checked.hosts(), ["api.github.com", "::1"]);
+        assert_eq!(checked.hosts(), ["api.github.com", "[::1]:8080"]);
         assert_eq!(checked.injection(), &Injection::Bearer);
         assert_eq!(
             spec(Injection::Basic, &[]),
@@ -411,11 +433,13 @@ mod tests {
         assert_eq!(
             spec(header("Host"), &["h.example"]),
             Err(
-                "the built-in http_request cannot send a credential as \"Host\": it sets that header itself or never sends it (one of host, content-length, transfer-encoding, connection, keep-alive, proxy-connection, proxy-authorization, te, trailer, upgrade)"
+                "the built-in http_request cannot send a credential as \"Host\": it sets that header itself, never sends it, or takes where a request goes from its URL alone (one of host, content-length, transfer-encoding, connection, keep-alive, proxy-connection, proxy-authorization, te, trailer, upgrade, x-forwarded-host, forwarded)"
                     .into()
             )
         );
         assert!(spec(header("Transfer-Encoding"), &["h.example"]).is_err());
+        assert!(spec(header("X-Forwarded-Host"), &["h.example"]).is_err());
+        assert!(spec(header("forwarded"), &["h.example"]).is_err());
     }
 
     #[test]

@@ -48,11 +48,13 @@ const MAX_REPORTED: usize = 16;
 
 /// Where the broker reports what it did (the engine: the audit log, the person).
 pub trait EgressSink: Send + Sync {
-    /// `credentials`' values were put in a request of `launch` to `host`.
-    fn substituted(&self, launch: &LaunchInfo, credentials: &[String], host: &str);
-    /// A request of `launch` carried `credentials`' placeholders toward `host`, where they may
-    /// not go (or the launch was frozen): it was refused, and the launch is frozen.
-    fn leak(&self, launch: &LaunchInfo, credentials: &[String], host: &str);
+    /// `credentials`' values were put in a request of `launch` to `to` (its host, and its port
+    /// unless the scheme's own).
+    fn substituted(&self, launch: &LaunchInfo, credentials: &[String], to: &str);
+    /// A request of `launch` carried `credentials`' placeholders toward `to` (as above),
+    /// where they may not go (or the launch was frozen): it was refused, and the launch is
+    /// frozen.
+    fn leak(&self, launch: &LaunchInfo, credentials: &[String], to: &str);
     /// Whether credential values may go out in `launch`'s requests now: `false` while the
     /// vault is locked. Asked before each request a value would be put in; a launch whose
     /// server should have stopped at the lock still gets no value from the broker.
@@ -316,6 +318,22 @@ struct Destination {
     tls: bool,
 }
 
+impl Destination {
+    /// Where it goes as a URL names it (and a `Host` header): the host, an IPv6 address in
+    /// brackets, and the port unless it is the scheme's own.
+    fn shown(&self) -> String {
+        let host = match self.host.contains(':') {
+            true => format!("[{}]", self.host),
+            false => self.host.clone(),
+        };
+        let default = if self.tls { 443 } else { 80 };
+        match self.port == default {
+            true => host,
+            false => format!("{host}:{}", self.port),
+        }
+    }
+}
+
 /// A listener of proxy connections: loopback TCP, or the Unix socket a confined launch's relay
 /// reaches.
 trait Listen: Send + 'static {
@@ -491,19 +509,19 @@ async fn forward(
             // host is refused every time, without a record each.
             let first = {
                 let mut reported = shared.reported.lock().unwrap_or_else(|e| e.into_inner());
-                reported.len() < MAX_REPORTED && reported.insert(dest.host.clone())
+                reported.len() < MAX_REPORTED && reported.insert(dest.shown())
             };
             if first {
                 let info = shared.info();
-                tracing::warn!(server = %info.server, host = %dest.host, ?credentials, ?why, "egress broker: a placeholder where it may not go; refused, the launch is frozen");
-                shared.sink.leak(&info, &credentials, &dest.host);
+                tracing::warn!(server = %info.server, to = %dest.shown(), ?credentials, ?why, "egress broker: a placeholder where it may not go; refused, the launch is frozen");
+                shared.sink.leak(&info, &credentials, &dest.shown());
             }
             return Ok(said(
                 StatusCode::FORBIDDEN,
                 &format!(
                     "Postern's egress broker refused this request: it carries the placeholder of {} {}. This launch gets no credential value until a person looks.",
                     credentials.join(", "),
-                    why.reason(&dest.host)
+                    why.reason(&dest.shown())
                 ),
             ));
         }
@@ -517,7 +535,7 @@ async fn forward(
                     "Postern's egress broker refused this request: Postern's vault is locked, and no credential value goes out until a person unlocks it.",
                 ));
             }
-            shared.sink.substituted(&info, &substituted, &dest.host);
+            shared.sink.substituted(&info, &substituted, &dest.shown());
         }
         Outcome::Forward { .. } => {}
     }
@@ -525,14 +543,10 @@ async fn forward(
     *req.uri_mut() = path.parse().unwrap_or_else(|_| Uri::from_static("/"));
     // A request that carries a value goes to the destination by name too: its Host (which
     // named the same host, or it was refused above) is written as the broker connects.
-    if !req.headers().contains_key(HOST) || !swaps.is_empty() {
-        let host = match (dest.tls, dest.port) {
-            (true, 443) | (false, 80) => dest.host.clone(),
-            (_, port) => format!("{}:{port}", dest.host),
-        };
-        if let Ok(value) = HeaderValue::from_str(&host) {
-            req.headers_mut().insert(HOST, value);
-        }
+    if (!req.headers().contains_key(HOST) || !swaps.is_empty())
+        && let Ok(value) = HeaderValue::from_str(&dest.shown())
+    {
+        req.headers_mut().insert(HOST, value);
     }
     req.headers_mut().remove("proxy-authorization");
     req.headers_mut().remove("proxy-connection");
@@ -669,5 +683,29 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Prefixed<I> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Destination;
+
+    #[test]
+    fn a_destination_is_shown_as_a_url_names_it() {
+        let shown = |host: &str, port, tls| {
+            Destination {
+                host: host.into(),
+                port,
+                tls,
+            }
+            .shown()
+        };
+        assert_eq!(shown("api.github.com", 443, true), "api.github.com");
+        assert_eq!(shown("localhost", 80, false), "localhost");
+        assert_eq!(shown("localhost", 443, false), "localhost:443");
+        assert_eq!(shown("localhost", 8080, true), "localhost:8080");
+        // An IPv6 address with a port is bracketed (a Host header must be).
+        assert_eq!(shown("::1", 8443, true), "[::1]:8443");
+        assert_eq!(shown("::1", 443, true), "[::1]");
     }
 }

@@ -24,6 +24,7 @@ use std::net::IpAddr;
 use hyper::Uri;
 use hyper::header::{FORWARDED, HOST, HeaderMap, HeaderName, HeaderValue};
 use hyper::http::uri::Authority;
+use postern_domain::credential::covers;
 use postern_vault::Secret;
 
 /// A credential a launch holds as a placeholder.
@@ -34,7 +35,8 @@ pub struct Brokered {
     pub placeholder: String,
     /// The value the broker puts in its place.
     pub value: Secret<String>,
-    /// The hosts it may go to (lower case, as `CredentialHost` keeps them).
+    /// The hosts it may go to (lower case, `host` or `host:port`, as `CredentialHost` keeps
+    /// them).
     pub hosts: Vec<String>,
     /// Other forms of the value that must not come back to the launch either (a basic
     /// credential's decoded `user:password` and password).
@@ -51,8 +53,10 @@ impl std::fmt::Debug for Brokered {
 }
 
 impl Brokered {
-    fn allows(&self, host: &str) -> bool {
-        self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+    /// Whether its value may go where `route` goes: one of its hosts, on the port that host
+    /// names if it names one.
+    fn allows(&self, route: Route<'_>) -> bool {
+        self.hosts.iter().any(|h| covers(h, route.host, route.port))
     }
 }
 
@@ -235,7 +239,7 @@ pub fn decide(
         None
     } else if frozen {
         Some(Refused::Frozen)
-    } else if carried.iter().any(|b| !b.allows(route.host)) {
+    } else if carried.iter().any(|b| !b.allows(route)) {
         Some(Refused::OtherHost)
     } else if route.addressed_elsewhere(headers) {
         Some(Refused::HostHeader)
@@ -247,7 +251,7 @@ pub fn decide(
     if let Some(why) = why {
         let credentials = carried
             .iter()
-            .filter(|b| why != Refused::OtherHost || !b.allows(route.host))
+            .filter(|b| why != Refused::OtherHost || !b.allows(route))
             .map(|b| b.credential.clone())
             .collect();
         return Outcome::Leak { credentials, why };
@@ -477,8 +481,8 @@ mod tests {
         let mut launch = launch();
         launch[0].hosts = vec![
             "api.github.com".into(),
-            "localhost".into(),
-            "127.0.0.1".into(),
+            "localhost:80".into(),
+            "127.0.0.1:80".into(),
         ];
         let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
         assert_eq!(
@@ -500,5 +504,19 @@ mod tests {
             decide(&mut h, &uri("/"), plain("example.com"), &launch, false),
             Outcome::Forward { .. }
         ));
+        // Bound to one port on this machine: another port there is another site.
+        let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
+        let other_port = Route {
+            port: 8081,
+            ..plain("localhost")
+        };
+        assert_eq!(
+            decide(&mut h, &uri("/"), other_port, &launch, false),
+            Outcome::Leak {
+                credentials: vec!["github".into()],
+                why: Refused::OtherHost,
+            }
+        );
+        assert!(h["authorization"].to_str().unwrap().contains(PLACEHOLDER));
     }
 }

@@ -160,12 +160,13 @@ async fn get_through_as(
     answer
 }
 
-fn launch() -> Vec<Brokered> {
+/// A launch holding `github`'s placeholder, bound to `localhost` on the upstream's `port`.
+fn launch(port: u16) -> Vec<Brokered> {
     vec![Brokered {
         credential: "github".into(),
         placeholder: PLACEHOLDER.into(),
         value: Secret::new(VALUE.into()),
-        hosts: vec!["localhost".into()],
+        hosts: vec![format!("localhost:{port}")],
         forms: Vec::new(),
     }]
 }
@@ -191,7 +192,7 @@ async fn setup() -> Setup {
         Arc::clone(&seen) as Arc<dyn EgressSink>,
     )
     .unwrap();
-    let way_out = broker.open("fixture", launch(), None).unwrap();
+    let way_out = broker.open("fixture", launch(port), None).unwrap();
     Setup {
         _dir: dir,
         port,
@@ -230,7 +231,7 @@ async fn the_value_reaches_its_host_and_a_placeholder_anywhere_else_is_refused_a
     );
     assert_eq!(
         *seen.substituted.lock().unwrap(),
-        [("github".to_owned(), "localhost".to_owned())]
+        [("github".to_owned(), format!("localhost:{port}"))]
     );
 
     // The same host under another name is another host: refused, reported, nothing sent.
@@ -240,7 +241,7 @@ async fn the_value_reaches_its_host_and_a_placeholder_anywhere_else_is_refused_a
     assert!(!answer.contains(VALUE));
     assert_eq!(
         *seen.leaks.lock().unwrap(),
-        [("github".to_owned(), "127.0.0.1".to_owned())]
+        [("github".to_owned(), format!("127.0.0.1:{port}"))]
     );
     assert!(way_out.frozen());
     // Frozen: the bound host gets no value either now.
@@ -279,9 +280,43 @@ async fn a_host_header_naming_another_site_gets_no_value() {
     assert!(t.seen.substituted.lock().unwrap().is_empty());
     assert_eq!(
         *t.seen.leaks.lock().unwrap(),
-        [("github".to_owned(), "localhost".to_owned())]
+        [("github".to_owned(), format!("localhost:{}", t.port))]
     );
     assert!(t.way_out.frozen());
+}
+
+/// A value bound to one port on this machine goes to no other port there, where any process
+/// of the user's could listen: refused as a leak before anything connects, the launch frozen.
+#[tokio::test]
+async fn a_value_bound_to_a_loopback_port_goes_to_no_other_port() {
+    let t = setup().await;
+    let ca = t.broker.files().ca.clone();
+    let bearer = format!("Bearer {PLACEHOLDER}");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other = listener.local_addr().unwrap().port();
+    // (Were it let through, the broker would wait on a TLS handshake this listener never
+    // makes: the wait is bounded.)
+    let answer = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        get_through(t.way_out.port(), &ca, "localhost", other, &bearer),
+    )
+    .await
+    .expect("the broker answered without connecting to the other port");
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(
+        answer.contains(&format!("toward localhost:{other}, where it may not go")),
+        "{answer}"
+    );
+    assert!(!answer.contains(VALUE));
+    let accepted =
+        tokio::time::timeout(std::time::Duration::from_millis(200), listener.accept()).await;
+    assert!(accepted.is_err(), "the other port was connected to");
+    assert_eq!(
+        *t.seen.leaks.lock().unwrap(),
+        [("github".to_owned(), format!("localhost:{other}"))]
+    );
+    assert!(t.way_out.frozen());
+    assert!(t.received.lock().unwrap().is_empty());
 }
 
 /// While the vault is locked the broker puts no value in a request, even for a launch whose
@@ -320,7 +355,7 @@ async fn a_closed_launch_takes_no_more_connections() {
     )
     .unwrap();
     let way_out = broker
-        .open("fixture", launch(), Some("--max-old-space-size=64"))
+        .open("fixture", launch(443), Some("--max-old-space-size=64"))
         .unwrap();
     let options = way_out
         .env()

@@ -410,14 +410,14 @@ impl Authorizer for Authority {
     fn inject(
         &self,
         server: &ServerLabel,
-        host: &str,
+        to: &postern_gateway::authorize::Destination,
         credentials: &std::collections::BTreeSet<String>,
         egress: Option<Arc<dyn postern_gateway::authorize::LaunchEgress>>,
     ) -> Result<
         Vec<postern_gateway::authorize::InjectedHeader>,
         postern_gateway::authorize::InjectError,
     > {
-        self.inject_for(server, host, credentials, egress)
+        self.inject_for(server, to, credentials, egress)
     }
 
     fn session_ended(&self, _session: u64, agent: Option<&postern_domain::AgentIdentity>) {

@@ -240,13 +240,13 @@ pub trait Authorizer: Send + Sync + 'static {
     }
 
     /// The headers an allowed call to the built-in server carries: `credentials` (the call's
-    /// credential scope) that are bound to `server` and may go to `host`, read from the
+    /// credential scope) that are bound to `server` and may go to `to`, read from the
     /// keychain (blocking) and lent to the call through `egress`, the launch's way out, as
     /// placeholders. None by default.
     fn inject(
         &self,
         _server: &ServerLabel,
-        _host: &str,
+        _to: &Destination,
         _credentials: &BTreeSet<String>,
         _egress: Option<Arc<dyn LaunchEgress>>,
     ) -> Result<Vec<InjectedHeader>, InjectError> {
@@ -254,22 +254,41 @@ pub trait Authorizer: Send + Sync + 'static {
     }
 }
 
-/// The host of an `http_request` URL that a credential may be sent to: an `https` URL's, or
-/// an `http` URL's when the host is loopback (127.0.0.0/8, ::1, `localhost`). `None` for any
-/// other URL, or one with user information (the builtin refuses those, so nothing is
-/// released for them). The host is
-/// WHATWG-normalised (lower case, IPv4 shorthands expanded, IDNA), IPv6 without brackets;
-/// the builtin connects to this same parse.
-pub fn credential_host(url: &str) -> Option<String> {
+/// Where an `http_request` goes, as a credential's hosts are matched against it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// The host as credentials name it (WHATWG-normalised, IPv6 without brackets).
+    pub host: String,
+    /// The port (the scheme's own when the URL names none).
+    pub port: u16,
+}
+
+impl Destination {
+    /// Whether `credential` may go here ([`Credential::allows`]).
+    pub fn allows(&self, credential: &Credential) -> bool {
+        credential.allows(&self.host, self.port)
+    }
+}
+
+/// Where an `http_request` URL goes, when a credential may be sent there: an `https` URL's
+/// host and port, or an `http` URL's when the host is loopback (127.0.0.0/8, ::1,
+/// `localhost`). `None` for any other URL, or one with user information (the builtin refuses
+/// those, so nothing is released for them). The host is WHATWG-normalised (lower case, IPv4
+/// shorthands expanded, IDNA), IPv6 without brackets; the builtin connects to this same parse.
+pub fn credential_host(url: &str) -> Option<Destination> {
     let url = Url::parse(url).ok()?;
     if !url.username().is_empty() || url.password().is_some() {
         return None; // the builtin refuses credentials in the URL itself
     }
-    match url.scheme() {
-        "https" => host_text(&url),
-        "http" if is_loopback(&url) => host_text(&url),
-        _ => None,
-    }
+    let host = match url.scheme() {
+        "https" => host_text(&url)?,
+        "http" if is_loopback(&url) => host_text(&url)?,
+        _ => return None,
+    };
+    Some(Destination {
+        host,
+        port: url.port_or_known_default()?,
+    })
 }
 
 /// A URL's host as credentials name it: a domain or an IP address, IPv6 without brackets.
@@ -295,7 +314,7 @@ pub fn is_loopback(url: &Url) -> bool {
 /// header credentials whose hosts include the URL's host. Empty when the URL names no host a
 /// credential may go to (see [`credential_host`]).
 pub fn http_request_scope(bound: &[Credential], arguments: &Value) -> BTreeSet<String> {
-    let Some(host) = arguments
+    let Some(to) = arguments
         .get("url")
         .and_then(Value::as_str)
         .and_then(credential_host)
@@ -304,7 +323,7 @@ pub fn http_request_scope(bound: &[Credential], arguments: &Value) -> BTreeSet<S
     };
     bound
         .iter()
-        .filter(|c| c.env_var().is_none() && c.allows_host(&host))
+        .filter(|c| c.env_var().is_none() && to.allows(c))
         .map(|c| c.name.to_string())
         .collect()
 }
@@ -352,13 +371,13 @@ mod tests {
     #[test]
     fn a_credential_goes_only_to_https_or_loopback_hosts() {
         for (url, host) in [
-            ("https://API.example.com/v1", Some("api.example.com")),
-            ("https://localhost:8443/", Some("localhost")),
-            ("http://localhost:8080/", Some("localhost")),
-            ("http://127.0.0.1:1/", Some("127.0.0.1")),
-            ("http://127.1/", Some("127.0.0.1")),
-            ("http://[::1]:80/", Some("::1")),
-            ("https://[::1]/", Some("::1")),
+            ("https://API.example.com/v1", Some(("api.example.com", 443))),
+            ("https://localhost:8443/", Some(("localhost", 8443))),
+            ("http://localhost:8080/", Some(("localhost", 8080))),
+            ("http://127.0.0.1:1/", Some(("127.0.0.1", 1))),
+            ("http://127.1/", Some(("127.0.0.1", 80))),
+            ("http://[::1]:80/", Some(("::1", 80))),
+            ("https://[::1]/", Some(("::1", 443))),
             ("http://api.example.com/", None),
             ("http://localhost.evil.net/", None),
             ("http://10.0.0.1/", None),
@@ -368,19 +387,29 @@ mod tests {
             ("https://user:pw@api.example.com/", None),
             ("https://localhost@evil.net/", None),
         ] {
-            assert_eq!(credential_host(url).as_deref(), host, "{url}");
+            let to = credential_host(url);
+            assert_eq!(
+                to.as_ref().map(|to| (to.host.as_str(), to.port)),
+                host,
+                "{url}"
+            );
         }
     }
 
-    /// A host `postern credential add` accepts is, as stored, the host an https URL to it
-    /// names (what the scope and the builtin compare with): an accepted host can match.
+    /// A host `postern credential add` accepts is, as stored, what an https URL to it names
+    /// (what the scope and the builtin compare with): an accepted host can match.
     fn url_host_of(host: &CredentialHost) -> Option<String> {
-        let authority = if host.as_str().contains(':') {
-            format!("[{host}]")
+        let kept = host.as_str();
+        let authority = if kept.parse::<std::net::Ipv6Addr>().is_ok() {
+            format!("[{kept}]:8443")
+        } else if kept.starts_with('[') || kept.contains(':') {
+            kept.to_owned()
         } else {
-            host.to_string()
+            format!("{kept}:8443")
         };
-        credential_host(&format!("https://{authority}:8443/x?y"))
+        let to = credential_host(&format!("https://{authority}/x?y"))?;
+        let credential = credential("c", Injection::Bearer, &[kept]);
+        to.allows(&credential).then(|| kept.to_owned())
     }
 
     #[test]
@@ -388,12 +417,13 @@ mod tests {
         for typed in [
             "api.github.com",
             "API.GitHub.com",
-            "localhost",
+            "localhost:8080",
             "my_host.internal",
-            "127.0.0.1",
-            "::1",
-            "[::1]",
+            "127.0.0.1:3000",
+            "[::1]:1",
             "2001:DB8:0::1",
+            "[2001:db8::2]:8443",
+            "api.example.com:8443",
             "xn--bcher-kva.example",
             "-a-.example",
             "ab--cd.example",
@@ -424,7 +454,7 @@ mod tests {
     fn the_scope_is_the_bound_header_credentials_for_the_urls_host() {
         let bound = [
             credential("api", Injection::Bearer, &["api.example.com"]),
-            credential("local", Injection::Basic, &["localhost", "127.0.0.1"]),
+            credential("local", Injection::Basic, &["localhost:9", "127.0.0.1:9"]),
             credential(
                 "key",
                 Injection::Header {
@@ -448,6 +478,8 @@ mod tests {
         assert_eq!(scope("https://api.example.com/x"), ["api", "key"]);
         assert_eq!(scope("https://API.EXAMPLE.COM./x"), Vec::<String>::new());
         assert_eq!(scope("http://localhost:9/"), ["local"]);
+        assert_eq!(scope("http://localhost:10/"), Vec::<String>::new());
+        assert_eq!(scope("http://localhost/"), Vec::<String>::new());
         assert_eq!(scope("http://api.example.com/x"), Vec::<String>::new());
         assert_eq!(scope("https://example.com/"), Vec::<String>::new());
         assert!(http_request_scope(&bound, &json!({})).is_empty());

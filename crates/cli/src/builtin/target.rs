@@ -15,6 +15,10 @@ use super::tool::ToolError;
 /// Headers an agent may not set: they would change where or how the request is framed, or
 /// carry authority the gate does not see (the same list a credential cannot be sent as).
 use postern_domain::credential::CLIENT_HEADERS as FORBIDDEN_HEADERS;
+/// Headers an agent may not set either: fronts route by them as by `Host`, so a request whose
+/// URL names a credential's host could be handed to another site behind the same front.
+use postern_domain::credential::ROUTING_HEADERS;
+use postern_domain::credential::covers;
 
 /// A URL `http_request` may send to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,9 +75,15 @@ impl Target {
         self.url.origin() == other.url.origin()
     }
 
-    /// Whether a credential bound to `hosts` may go to this target.
+    /// The port the request goes to (the scheme's own when the URL names none).
+    pub fn port(&self) -> u16 {
+        self.url.port_or_known_default().unwrap_or(443)
+    }
+
+    /// Whether a credential bound to `hosts` may go to this target: its host, and its port
+    /// where the credential's host names one.
     pub fn allowed_for(&self, hosts: &[String]) -> bool {
-        hosts.iter().any(|h| h.eq_ignore_ascii_case(&self.host))
+        hosts.iter().any(|h| covers(h, &self.host, self.port()))
     }
 }
 
@@ -94,6 +104,14 @@ pub fn agent_headers(
             return Err(ToolError::new(
                 "invalid_arguments",
                 format!("the header '{name}' is set by the HTTP client and cannot be given"),
+            ));
+        }
+        if ROUTING_HEADERS.contains(&header.as_str()) {
+            return Err(ToolError::new(
+                "invalid_arguments",
+                format!(
+                    "the header '{name}' names the site a request is for, which only the URL says here; it cannot be given"
+                ),
             ));
         }
         let value = value.as_str().ok_or_else(|| {
@@ -175,6 +193,14 @@ mod tests {
         assert!(!t.allowed_for(&[]));
         let evil = Target::parse("https://api.example.com.evil.net/").expect("url");
         assert!(!evil.allowed_for(&["api.example.com".into()]));
+        // A credential for one port on this machine goes to no other port there.
+        let local = |u: &str| Target::parse(u).expect(u);
+        let bound = ["localhost:8080".to_owned()];
+        assert!(local("http://localhost:8080/x").allowed_for(&bound));
+        assert!(!local("http://localhost:8081/x").allowed_for(&bound));
+        assert!(!local("http://localhost/x").allowed_for(&bound));
+        assert!(local("https://localhost:443/").allowed_for(&["localhost:443".into()]));
+        assert!(local("https://localhost/").allowed_for(&["localhost:443".into()]));
     }
 
     #[test]
@@ -203,9 +229,14 @@ mod tests {
             json!({"X-Bad": "a\r\nInjected: yes"}),
             json!({"bad name": "x"}),
             json!({"X-Num": 1}),
+            json!({"X-Forwarded-Host": "evil.tenant.example"}),
+            json!({"forwarded": "host=evil.tenant.example"}),
         ] {
             let err = agent_headers(bad.as_object().expect("obj")).expect_err("refused");
             assert_eq!(err.code, "invalid_arguments", "{bad}");
         }
+        let routing = json!({"X-Forwarded-Host": "evil.tenant.example"});
+        let err = agent_headers(routing.as_object().expect("obj")).expect_err("refused");
+        assert!(err.message.contains("only the URL says"), "{}", err.message);
     }
 }

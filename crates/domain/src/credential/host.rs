@@ -1,13 +1,16 @@
-//! A host a header credential may be sent to, as a person types it and as the built-in
-//! `http_request` compares it.
+//! A host a credential may be sent to, as a person types it and as the built-in
+//! `http_request` and the egress broker compare it.
 //!
-//! The comparison is exact on the host alone (case aside): the gateway and the builtin read a
-//! URL's host with the WHATWG parse (lower case, international names in their xn-- form, IPv4
-//! written in full, IPv6 without brackets) and drop the port, so a credential for
-//! `api.github.com` goes to every port and path of that host and to nothing else. A host is
-//! kept here as that same parse leaves it, so it can match; a URL, a port or a wildcard would
-//! never equal a URL's host: they are refused, each with what to type instead, rather than
-//! stored to silently never match.
+//! The comparison is exact on the host (case aside), and on the port when the host names one:
+//! the gateway and the builtin read a URL's host with the WHATWG parse (lower case,
+//! international names in their xn-- form, IPv4 written in full, IPv6 without brackets) and
+//! its port (the scheme's own when the URL names none), so a credential for `api.github.com`
+//! goes to every port and path of that host and to nothing else, and one for
+//! `localhost:8080` to that port alone. A host on this machine (`localhost`, a name under
+//! `.localhost`, 127.0.0.0/8, `::1`, `0.0.0.0`, `::`) must name its port: any process of the
+//! user can listen on another port there. A host is kept here as that same parse leaves it,
+//! so it can match; a URL or a wildcard would never equal a URL's host: they are refused, each
+//! with what to type instead, rather than stored to silently never match.
 
 use std::fmt;
 use std::net::Ipv6Addr;
@@ -49,15 +52,15 @@ pub enum HostError {
         /// A host it could stand for.
         example: String,
     },
-    /// A port was given.
+    /// A host on this machine without a port.
     #[error(
-        "{given:?} has a port, but a credential goes to its host on any port: give {host} alone"
+        "{given:?} is this machine, where any process of yours can listen on any port: name the port the credential may go to, e.g. {example}"
     )]
-    Port {
+    NeedsPort {
         /// What was given.
         given: String,
-        /// The host without the port.
-        host: String,
+        /// The host with a port.
+        example: String,
     },
     /// Not a host name or IP address for another reason.
     #[error("{given:?} is not a host name: {why}")]
@@ -70,10 +73,44 @@ pub enum HostError {
 }
 
 impl CredentialHost {
-    /// The host as text.
+    /// The host as text (`host`, or `host:port`, an IPv6 address then in brackets).
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Whether `entry`, a credential's host as kept (`host` or `host:port`), covers a request to
+/// `host` on `port`: the same host (case aside) and, if the entry names a port, that port.
+/// An entry whose port cannot be read covers nothing.
+pub fn covers(entry: &str, host: &str, port: u16) -> bool {
+    let (name, wanted) = match entry.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once("]:") {
+            Some((ip, port)) => (ip, Some(port.parse::<u16>().ok())),
+            None => return false,
+        },
+        None if entry.parse::<Ipv6Addr>().is_ok() => (entry, None),
+        None => match entry.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port.parse::<u16>().ok())),
+            None => (entry, None),
+        },
+    };
+    name.eq_ignore_ascii_case(host)
+        && match wanted {
+            None => true,
+            Some(wanted) => wanted == Some(port),
+        }
+}
+
+/// Whether a host (as URLs name it, IPv6 without brackets) is this machine, where every
+/// process of the user can listen: `localhost` and the names under `.localhost`, 127.0.0.0/8
+/// and `::1`, and the unspecified addresses `0.0.0.0` and `::`, which connect here too.
+pub fn is_this_machine(host: &str) -> bool {
+    let name = host.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
 }
 
 impl FromStr for CredentialHost {
@@ -100,33 +137,26 @@ impl FromStr for CredentialHost {
                 example,
             });
         }
-        let unbracketed = given
-            .strip_prefix('[')
-            .and_then(|rest| rest.split_once(']'));
-        if let Some((inside, after)) = unbracketed {
-            let ip: Ipv6Addr = inside.parse().map_err(|_| invalid(given, NOT_IPV6))?;
-            return match after {
-                "" => Ok(Self(ip.to_string())),
-                _ if is_port(after) => Err(HostError::Port {
-                    given: given.to_owned(),
-                    host: ip.to_string(),
-                }),
-                _ => Err(invalid(given, NOT_IPV6)),
-            };
+        let (host, port) = split_port(given)?;
+        let host = match host.parse::<Ipv6Addr>() {
+            Ok(ip) => ip.to_string(),
+            Err(_) => domain(host).map_err(|e| match e {
+                HostError::Invalid { why, .. } => invalid(given, why),
+                other => other,
+            })?,
+        };
+        match port {
+            Some(port) if host.contains(':') => Ok(Self(format!("[{host}]:{port}"))),
+            Some(port) => Ok(Self(format!("{host}:{port}"))),
+            None if is_this_machine(&host) => Err(HostError::NeedsPort {
+                given: given.to_owned(),
+                example: match host.contains(':') {
+                    true => format!("[{host}]:8080"),
+                    false => format!("{host}:8080"),
+                },
+            }),
+            None => Ok(Self(host)),
         }
-        if let Ok(ip) = given.parse::<Ipv6Addr>() {
-            return Ok(Self(ip.to_string()));
-        }
-        if let Some((host, port)) = given.rsplit_once(':') {
-            return match host.parse::<CredentialHost>() {
-                Ok(host) if is_port(&format!(":{port}")) => Err(HostError::Port {
-                    given: given.to_owned(),
-                    host: host.0,
-                }),
-                _ => Err(invalid(given, CHARACTERS)),
-            };
-        }
-        domain(given).map(Self)
     }
 }
 
@@ -152,10 +182,40 @@ fn invalid(given: &str, why: &'static str) -> HostError {
     }
 }
 
-/// `:` followed by 1 to 5 digits.
-fn is_port(text: &str) -> bool {
-    text.strip_prefix(':')
-        .is_some_and(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+/// A host as given and the port after it, if any: `[v6]` or `[v6]:port`, a bare IPv6 address
+/// (no port: its colons are its own), `host:port`, or `host`.
+fn split_port(given: &str) -> Result<(&str, Option<u16>), HostError> {
+    if let Some(rest) = given.strip_prefix('[') {
+        let (inside, after) = rest
+            .split_once(']')
+            .ok_or_else(|| invalid(given, NOT_IPV6))?;
+        inside
+            .parse::<Ipv6Addr>()
+            .map_err(|_| invalid(given, NOT_IPV6))?;
+        return match after {
+            "" => Ok((inside, None)),
+            _ => match after.strip_prefix(':') {
+                Some(port) => Ok((inside, Some(port_number(given, port)?))),
+                None => Err(invalid(given, NOT_IPV6)),
+            },
+        };
+    }
+    if given.parse::<Ipv6Addr>().is_ok() {
+        return Ok((given, None));
+    }
+    match given.split_once(':') {
+        Some((host, port)) if !port.contains(':') => Ok((host, Some(port_number(given, port)?))),
+        Some(_) => Err(invalid(given, CHARACTERS)),
+        None => Ok((given, None)),
+    }
+}
+
+/// A port as given after a host: 1 to 65535.
+fn port_number(given: &str, port: &str) -> Result<u16, HostError> {
+    port.parse::<u16>()
+        .ok()
+        .filter(|p| *p != 0 && port.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| invalid(given, "the port after ':' is a number from 1 to 65535"))
 }
 
 /// A domain name (or an IPv4 address in a form URLs accept) as the WHATWG URL parse leaves it:
@@ -209,7 +269,7 @@ fn host_of_url(text: &str) -> Option<String> {
     let authority = rest.split(['/', '?', '#']).next()?;
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     let host = match host.parse::<CredentialHost>() {
-        Err(HostError::Port { host, .. }) => host,
+        Err(HostError::NeedsPort { example, .. }) => example,
         parsed => parsed.ok()?.0,
     };
     Some(host)
@@ -231,15 +291,19 @@ mod tests {
             ("api.github.com", "api.github.com"),
             ("API.GitHub.com", "api.github.com"),
             (" api.github.com ", "api.github.com"),
-            ("localhost", "localhost"),
+            ("localhost:8080", "localhost:8080"),
+            ("LocalHost:8080", "localhost:8080"),
             ("my_host.internal", "my_host.internal"),
-            ("127.0.0.1", "127.0.0.1"),
-            ("::1", "::1"),
-            ("[::1]", "::1"),
+            ("api.example.com:8443", "api.example.com:8443"),
+            ("127.0.0.1:3000", "127.0.0.1:3000"),
+            ("10.0.0.7", "10.0.0.7"),
+            ("[::1]:8080", "[::1]:8080"),
+            ("[2001:db8::1]", "2001:db8::1"),
             ("2001:DB8:0:0::1", "2001:db8::1"),
+            ("[2001:DB8::1]:443", "[2001:db8::1]:443"),
             ("xn--bcher-kva.example", "xn--bcher-kva.example"),
             ("Bücher.example", "xn--bcher-kva.example"),
-            ("127.1", "127.0.0.1"),
+            ("127.1:80", "127.0.0.1:80"),
         ] {
             assert_eq!(parsed(given), Ok(kept.to_owned()), "{given}");
         }
@@ -256,7 +320,7 @@ mod tests {
         );
         assert!(
             parsed("https://user@API.example.com:8443/v1?q")
-                .is_err_and(|e| e.contains("e.g. api.example.com,")),
+                .is_err_and(|e| e.contains("e.g. api.example.com:8443,")),
         );
         assert!(parsed("api.github.com/repos").is_err_and(|e| e.contains("e.g. api.github.com,")));
         assert_eq!(
@@ -266,14 +330,81 @@ mod tests {
                     .into()
             )
         );
+        assert!(parsed("https://localhost/x").is_err_and(|e| e.contains("e.g. localhost:8080,")),);
+    }
+
+    #[test]
+    fn a_host_on_this_machine_names_its_port() {
+        for given in [
+            "localhost",
+            "LOCALHOST",
+            "app.localhost",
+            "127.0.0.1",
+            "127.1",
+            "127.9.9.9",
+            "::1",
+            "[::1]",
+            "0.0.0.0",
+            "::",
+        ] {
+            let refused = parsed(given).expect_err(given);
+            assert!(
+                refused.contains("any process of yours can listen on any port")
+                    && refused.contains(":8080"),
+                "{given}: {refused}"
+            );
+        }
         assert_eq!(
-            parsed("localhost:8443"),
+            parsed("localhost"),
             Err(
-                "\"localhost:8443\" has a port, but a credential goes to its host on any port: give localhost alone"
+                "\"localhost\" is this machine, where any process of yours can listen on any port: name the port the credential may go to, e.g. localhost:8080"
                     .into()
             )
         );
-        assert!(parsed("[::1]:8080").is_err_and(|e| e.contains("give ::1 alone")));
+        assert!(parsed("::1").is_err_and(|e| e.contains("e.g. [::1]:8080")));
+    }
+
+    #[test]
+    fn an_entry_covers_its_host_and_its_port_if_it_names_one() {
+        for (entry, host, port, covered) in [
+            ("api.github.com", "api.github.com", 443, true),
+            ("api.github.com", "API.GitHub.com", 8443, true),
+            ("api.github.com", "github.com", 443, false),
+            ("localhost:8080", "localhost", 8080, true),
+            ("localhost:8080", "localhost", 8081, false),
+            ("localhost:8080", "127.0.0.1", 8080, false),
+            ("[::1]:8080", "::1", 8080, true),
+            ("[::1]:8080", "::1", 80, false),
+            ("2001:db8::1", "2001:db8::1", 1, true),
+            // What a kept row cannot say covers nothing.
+            ("localhost:x", "localhost", 80, false),
+            ("localhost:x", "localhost:x", 80, false),
+            ("[::1]", "::1", 80, false),
+            // A loopback host kept before ports were named goes on covering every port.
+            ("localhost", "localhost", 5000, true),
+        ] {
+            assert_eq!(
+                covers(entry, host, port),
+                covered,
+                "{entry} for {host}:{port}"
+            );
+        }
+        for given in [
+            "localhost:8080",
+            "[::1]:9",
+            "api.example.com",
+            "10.1.2.3:22",
+        ] {
+            let kept = parsed(given).expect(given);
+            let (host, port) = match kept.rsplit_once(':') {
+                Some((h, p)) if !kept.starts_with("[") || h.ends_with(']') => (
+                    h.trim_matches(['[', ']']).to_owned(),
+                    p.parse().expect("port"),
+                ),
+                _ => (kept.clone(), 443),
+            };
+            assert!(covers(&kept, &host, port), "{kept}");
+        }
     }
 
     #[test]
@@ -289,6 +420,11 @@ mod tests {
             ("a%20b.example", "letters, digits"),
             ("[nope]", "IPv6"),
             ("a:b:c", "letters, digits"),
+            ("localhost:0", "port after ':'"),
+            ("localhost:65536", "port after ':'"),
+            ("localhost:+80", "port after ':'"),
+            ("localhost:", "port after ':'"),
+            ("[::1]x", "IPv6"),
         ] {
             let refused = parsed(given).expect_err(given);
             assert!(refused.contains(why), "{given}: {refused}");

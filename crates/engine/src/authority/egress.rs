@@ -235,7 +235,7 @@ impl EgressSink for Report {
         });
     }
 
-    fn leak(&self, launch: &LaunchInfo, credentials: &[String], host: &str) {
+    fn leak(&self, launch: &LaunchInfo, credentials: &[String], to: &str) {
         let Some(inner) = self.gate.upgrade() else {
             return;
         };
@@ -244,9 +244,9 @@ impl EgressSink for Report {
                 server,
                 epoch: launch.epoch,
                 credentials: credentials.to_vec(),
-                host: host.to_owned(),
+                host: to.to_owned(),
             });
         }
-        Authority { inner }.leaked(&launch.server, credentials, host);
+        Authority { inner }.leaked(&launch.server, credentials, to);
     }
 }

@@ -20,7 +20,7 @@ use postern_domain::{
     Injection, ServerConfig, ServerLabel, ToolScope,
 };
 use postern_gateway::authorize::{
-    CallToAuthorize, InjectError, InjectedHeader, LaunchEgress, Release,
+    CallToAuthorize, Destination, InjectError, InjectedHeader, LaunchEgress, Release,
 };
 use postern_vault::Secret;
 
@@ -179,14 +179,14 @@ impl Authority {
     }
 
     /// The headers an allowed call to the built-in server carries: each credential of its
-    /// scope that is still bound to the builtin, is a header kind and may go to `host`, its
+    /// scope that is still bound to the builtin, is a header kind and may go to `to`, its
     /// value read from the keychain now and formatted for its kind. A credential unbound or
     /// removed since the call was decided is left out (narrower than approved); a value that
     /// cannot be read refuses the call.
     pub(super) fn inject_for(
         &self,
         server: &ServerLabel,
-        host: &str,
+        to: &Destination,
         credentials: &BTreeSet<String>,
         egress: Option<Arc<dyn LaunchEgress>>,
     ) -> Result<Vec<InjectedHeader>, InjectError> {
@@ -212,8 +212,8 @@ impl Authority {
                 tracing::info!(credential = %name, "not injected: no longer bound to the built-in server");
                 continue;
             };
-            if !credential.allows_host(host) {
-                tracing::info!(credential = %name, %host, "not injected: the host is not one of the credential's");
+            if !to.allows(credential) {
+                tracing::info!(credential = %name, host = %to.host, port = to.port, "not injected: the host is not one of the credential's");
                 continue;
             }
             let unreadable =
@@ -396,6 +396,14 @@ mod tests {
         }
     }
 
+    /// A request's destination: `localhost` on the port its credentials name, others on 443.
+    fn to(host: &str) -> Destination {
+        Destination {
+            host: host.into(),
+            port: if host == "localhost" { 8080 } else { 443 },
+        }
+    }
+
     fn builtin() -> ServerLabel {
         BUILTIN_LABEL.parse().expect("label")
     }
@@ -480,7 +488,7 @@ mod tests {
         let (lent, egress) = lender();
         let headers = f
             .authority
-            .inject_for(&builtin(), "api.example.com", &all, egress.clone())
+            .inject_for(&builtin(), &to("api.example.com"), &all, egress.clone())
             .expect("inject");
         // The call carries placeholders; the broker was lent what goes in their place.
         assert_eq!(
@@ -505,7 +513,7 @@ mod tests {
         assert_eq!(headers[0].hosts, ["api.example.com"]);
         let other = f
             .authority
-            .inject_for(&builtin(), "other.example.com", &all, egress.clone())
+            .inject_for(&builtin(), &to("other.example.com"), &all, egress.clone())
             .expect("inject");
         assert_eq!(
             shown(&other),
@@ -514,7 +522,7 @@ mod tests {
         // Without a way out (no broker), nothing is lent: the call is refused.
         assert!(matches!(
             f.authority
-                .inject_for(&builtin(), "api.example.com", &all, None)
+                .inject_for(&builtin(), &to("api.example.com"), &all, None)
                 .expect_err("no broker"),
             InjectError::Unavailable(_)
         ));
@@ -522,13 +530,13 @@ mod tests {
         let label: ServerLabel = "time".parse().expect("label");
         assert!(
             f.authority
-                .inject_for(&label, "api.example.com", &all, egress.clone())
+                .inject_for(&label, &to("api.example.com"), &all, egress.clone())
                 .expect("other server")
                 .is_empty()
         );
         assert!(
             f.authority
-                .inject_for(&builtin(), "api.example.com", &BTreeSet::new(), egress)
+                .inject_for(&builtin(), &to("api.example.com"), &BTreeSet::new(), egress)
                 .expect("empty")
                 .is_empty()
         );
@@ -537,7 +545,7 @@ mod tests {
     #[tokio::test]
     async fn unbound_is_left_out_and_a_locked_vault_or_a_missing_value_refuses() {
         let f = fixture();
-        add(&f, "api", Injection::Bearer, &["localhost"], "tok-2");
+        add(&f, "api", Injection::Bearer, &["localhost:8080"], "tok-2");
         let api = scope(&["api"]);
         let (_lent, egress) = lender();
         f.authority
@@ -545,7 +553,7 @@ mod tests {
             .expect("unbind");
         assert!(
             f.authority
-                .inject_for(&builtin(), "localhost", &api, egress.clone())
+                .inject_for(&builtin(), &to("localhost"), &api, egress.clone())
                 .expect("unbound")
                 .is_empty()
         );
@@ -553,6 +561,17 @@ mod tests {
         f.authority
             .bind(&f.proven, &builtin(), &"api".parse().expect("name"))
             .expect("bind");
+        // Bound to one port on this machine: not another port there.
+        let elsewhere = Destination {
+            port: 8081,
+            ..to("localhost")
+        };
+        assert!(
+            f.authority
+                .inject_for(&builtin(), &elsewhere, &api, egress.clone())
+                .expect("another port")
+                .is_empty()
+        );
         f.authority
             .inner
             .secrets
@@ -560,7 +579,7 @@ mod tests {
             .expect("delete");
         let missing = f
             .authority
-            .inject_for(&builtin(), "localhost", &api, egress.clone())
+            .inject_for(&builtin(), &to("localhost"), &api, egress.clone())
             .expect_err("missing");
         assert_eq!(
             missing,
@@ -577,7 +596,7 @@ mod tests {
             .expect("set");
         let planted = f
             .authority
-            .inject_for(&builtin(), "localhost", &api, egress.clone())
+            .inject_for(&builtin(), &to("localhost"), &api, egress.clone())
             .expect_err("planted");
         assert_eq!(
             planted,
@@ -589,7 +608,7 @@ mod tests {
         f.authority.lock("test");
         assert_eq!(
             f.authority
-                .inject_for(&builtin(), "localhost", &api, egress.clone())
+                .inject_for(&builtin(), &to("localhost"), &api, egress.clone())
                 .expect_err("locked"),
             InjectError::VaultLocked
         );
@@ -625,7 +644,7 @@ mod tests {
             "{refused}"
         );
 
-        add(&f, "api", Injection::Bearer, &["localhost"], "tok-3");
+        add(&f, "api", Injection::Bearer, &["localhost:8080"], "tok-3");
         let store = f.authority.store().expect("store");
         let bound = store.bindings(&builtin()).expect("bindings");
         assert_eq!(bound.len(), 1);

@@ -304,11 +304,11 @@ impl Session {
             .cloned()
             .unwrap_or(Value::Null);
         let scope = http_request_scope(&running.config.credentials, &arguments);
-        let host = arguments
+        let to = arguments
             .get("url")
             .and_then(Value::as_str)
             .and_then(credential_host);
-        let Some(host) = host.filter(|_| !scope.is_empty()) else {
+        let Some(to) = to.filter(|_| !scope.is_empty()) else {
             let line = with_injection(&waiting.msg, &[]);
             return self.send_call(waiting.msg, id, waiting.tool, authority, line, Vec::new());
         };
@@ -322,7 +322,7 @@ impl Session {
         let authorizer = Arc::clone(&self.ctx.authorizer);
         let (server, events) = (self.info.server.clone(), self.events.clone());
         tokio::task::spawn_blocking(move || {
-            let outcome = authorizer.inject(&server, &host, &scope, egress);
+            let outcome = authorizer.inject(&server, &to, &scope, egress);
             let _ = events.send(Event::Injected {
                 id,
                 call,
