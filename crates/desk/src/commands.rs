@@ -213,7 +213,9 @@ impl ProofInput {
         if self.system == Some(true) {
             return Proof::os_for_this_process().map(Some);
         }
-        Ok(self.passphrase.map(|p| Proof::Passphrase(p.into_secret())))
+        Ok(self
+            .passphrase
+            .map(|p| Proof::typed_in_app(p.into_secret())))
     }
 }
 
@@ -516,6 +518,41 @@ mod tests {
             other => panic!("denied: {other:?}"),
         }
         assert_eq!(invoke(&desk, "approvals", json!({})).unwrap(), json!([]));
+        stop(&desk);
+    }
+
+    /// A process of the user guessing the passphrase over the engine's socket (as an agent
+    /// can) makes its own next tries wait, not the person's at the app's window.
+    #[test]
+    fn guesses_over_the_socket_do_not_keep_the_window_waiting() {
+        use postern_gateway::control::request_with;
+        use postern_gateway::hello::{ControlCommand, SecretText, WireProof};
+        let (desk, _surface, home) = running_desk();
+        let authority = desk.shell.authority().unwrap();
+        assert_eq!(invoke(&desk, "lock", json!({})).unwrap(), json!(true));
+        let socket = Home::at(home.path()).socket_path();
+        let over_the_socket = |passphrase: &str| -> Value {
+            let proof = WireProof::Passphrase(SecretText(passphrase.into()));
+            crate::testing::block_on(request_with(&socket, ControlCommand::Unlock, Some(proof)))
+                .expect("the engine answers")
+        };
+        let wrong = over_the_socket("a guess");
+        assert_eq!(wrong["refused"]["code"], "passphrase_wrong", "{wrong}");
+        // Even the right passphrase over the socket waits now...
+        let waiting = over_the_socket("postern-app-tests");
+        assert_eq!(waiting["refused"]["code"], "proof_backoff", "{waiting}");
+        assert_eq!(authority.vault(), VaultState::Locked);
+        // ...while the person at the window unlocks at once.
+        assert_eq!(
+            invoke(
+                &desk,
+                "unlock",
+                json!({"proof": {"passphrase": "postern-app-tests"}})
+            )
+            .unwrap(),
+            json!(true)
+        );
+        assert_eq!(authority.vault(), VaultState::Ready);
         stop(&desk);
     }
 

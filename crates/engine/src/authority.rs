@@ -108,8 +108,8 @@ struct State {
     key: Option<postern_vault::VaultKey>,
     /// Whether a passphrase was chosen for this home.
     passphrase_set: bool,
-    /// Wrong proofs in a row and the back-off.
-    attempts: presence::Attempts,
+    /// Wrong proofs in a row and the back-off, per channel.
+    attempts: presence::Backoffs,
     /// When the last passphrase was proven while unlocked (wall ms): plain clicks in the app
     /// count as a proof of an approval for `click_window_ms` after it. Cleared at lock.
     last_proof_ms: Option<u64>,
@@ -189,7 +189,7 @@ impl Authority {
             Err(_) => (
                 Settings::default(),
                 Vec::new(),
-                presence::Attempts::default(),
+                presence::Backoffs::default(),
             ),
         };
         let passphrase_set = passphrase_known(secrets.as_ref());

@@ -30,6 +30,11 @@ impl Asker {
         Asker::peer(std::process::id())
     }
 
+    /// Whether it is this process (the app asking for itself).
+    pub(crate) fn is_this_process(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
     /// The process at the other end of a socket connection, by the pid its peer credentials
     /// gave. Its user is the engine's: the socket admits no other (`check_peer`).
     pub(crate) fn peer(pid: u32) -> Option<Asker> {

@@ -15,8 +15,12 @@
 //! the passphrase. A failed or dismissed OS authentication counts like a wrong passphrase.
 //!
 //! Wrong passphrases back off exponentially (1 s, 2 s, 4 s, ... at most 5 minutes) and each
-//! is recorded in the audit log (`proof_refused`). The back-off is kept in the store, so a
-//! restarted engine (which starts locked) still makes the guesser wait. A process of the
+//! is recorded in the audit log (`proof_refused`). There are two back-offs, one per
+//! [`Channel`]: any process of the user can make wrong tries over the socket, as often as the
+//! back-off lets it, and that must not keep the person waiting at the app's own window,
+//! which only the app reaches (in-process). A proof held on either starts both over. The
+//! back-offs are kept in the store, so a restarted engine (which starts locked) still makes
+//! the guesser wait. A process of the
 //! user can delete that row, as it can copy the keychain's wrapped key and guess offline:
 //! against either, what holds is argon2id's cost per guess and the passphrase's strength.
 
@@ -36,13 +40,23 @@ pub const MIN_PASSPHRASE_CHARS: usize = 8;
 /// The longest wait between wrong passphrases.
 const BACKOFF_CAP_MS: u64 = 5 * 60 * 1000;
 
+/// Where a proof came from; each has its own back-off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// The engine's socket: the CLI at a terminal, and any process of the user.
+    Socket,
+    /// The app's own window, in the engine's process: no other process reaches it.
+    App,
+}
+
 /// What a person offers to show they are there.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Proof {
     /// The Postern passphrase, as typed into the app's own window or on the controlling
-    /// terminal (never from standard input, arguments, the environment or a file).
-    Passphrase(Secret<String>),
+    /// terminal (never from standard input, arguments, the environment or a file), and
+    /// where it came from.
+    Passphrase(Secret<String>, Channel),
     /// A plain click in the app's own window. It proves nothing by itself: it stands for the
     /// passphrase only for an approval, only while the vault is unlocked, and only within the
     /// `click_window_ms` setting (off by default) after the passphrase was last typed. Only
@@ -56,9 +70,25 @@ pub enum Proof {
 }
 
 impl Proof {
-    /// A passphrase proof.
+    /// A passphrase proof that came over the socket.
     pub fn passphrase(text: String) -> Proof {
-        Proof::Passphrase(Secret::new(text))
+        Proof::Passphrase(Secret::new(text), Channel::Socket)
+    }
+
+    /// A passphrase typed into the app's own window (the app, whose engine runs in-process).
+    pub fn typed_in_app(passphrase: Secret<String>) -> Proof {
+        Proof::Passphrase(passphrase, Channel::App)
+    }
+
+    /// Where it came from: a plain click and the OS's word for the app's own process are
+    /// the app's; the OS's word for a socket peer is the socket's.
+    pub fn channel(&self) -> Channel {
+        match self {
+            Proof::Passphrase(_, channel) => *channel,
+            Proof::Click => Channel::App,
+            Proof::Os(asker) if asker.is_this_process() => Channel::App,
+            Proof::Os(_) => Channel::Socket,
+        }
     }
 
     /// An OS proof for this process (the app, whose engine runs in-process).
@@ -215,22 +245,50 @@ pub(super) struct Attempts {
     not_before_ms: u64,
 }
 
-/// The key the back-off is stored under.
-const ATTEMPTS_KEY: &str = "proof-backoff";
+/// The back-off of each channel.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Backoffs {
+    socket: Attempts,
+    app: Attempts,
+}
 
-/// The back-off as the store last kept it (none: no wrong try since the last proof).
-pub(super) fn load_attempts(store: &postern_store::Store) -> Attempts {
-    store
-        .setting::<Attempts>(ATTEMPTS_KEY)
-        .unwrap_or_else(|e| {
-            tracing::warn!("the stored passphrase back-off is unreadable ({e}); starting over");
-            None
-        })
-        .unwrap_or_default()
+impl Backoffs {
+    fn of(&mut self, channel: Channel) -> &mut Attempts {
+        match channel {
+            Channel::Socket => &mut self.socket,
+            Channel::App => &mut self.app,
+        }
+    }
+}
+
+/// The key a channel's back-off is stored under (the socket's as it was before there were
+/// two).
+fn attempts_key(channel: Channel) -> &'static str {
+    match channel {
+        Channel::Socket => "proof-backoff",
+        Channel::App => "proof-backoff-app",
+    }
+}
+
+/// The back-offs as the store last kept them (none: no wrong try since the last proof).
+pub(super) fn load_attempts(store: &postern_store::Store) -> Backoffs {
+    let load = |channel| {
+        store
+            .setting::<Attempts>(attempts_key(channel))
+            .unwrap_or_else(|e| {
+                tracing::warn!("the stored passphrase back-off is unreadable ({e}); starting over");
+                None
+            })
+            .unwrap_or_default()
+    };
+    Backoffs {
+        socket: load(Channel::Socket),
+        app: load(Channel::App),
+    }
 }
 
 /// The wait after `failures` wrong tries in a row: 1 s, doubling, at most 5 minutes.
-fn backoff_ms(failures: u32) -> u64 {
+pub(super) fn backoff_ms(failures: u32) -> u64 {
     1000u64
         .saturating_mul(1u64 << failures.saturating_sub(1).min(20))
         .min(BACKOFF_CAP_MS)
@@ -258,23 +316,25 @@ impl Authority {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = self.now();
+        let channel = proof.channel();
         {
-            let state = self.state();
-            if now < state.attempts.not_before_ms {
+            let mut state = self.state();
+            let not_before_ms = state.attempts.of(channel).not_before_ms;
+            if now < not_before_ms {
                 return Err(PresenceError::Backoff {
-                    retry_after_ms: state.attempts.not_before_ms - now,
+                    retry_after_ms: not_before_ms - now,
                 });
             }
         }
         let proven = match proof {
-            Proof::Passphrase(passphrase) => self.prove_passphrase(passphrase, what)?,
-            Proof::Os(asker) => self.prove_os(asker, what)?,
+            Proof::Passphrase(passphrase, _) => self.prove_passphrase(passphrase, channel, what)?,
+            Proof::Os(asker) => self.prove_os(asker, channel, what)?,
             Proof::Click => return Err(required()),
         };
         let now = self.now();
         let mut state = self.state();
         // The plain-click window opens after a typed passphrase only (its setting says so).
-        if state.key.is_some() && matches!(proof, Proof::Passphrase(_)) {
+        if state.key.is_some() && matches!(proof, Proof::Passphrase(..)) {
             state.last_proof_ms = Some(now);
         }
         Ok(proven)
@@ -298,6 +358,7 @@ impl Authority {
     fn prove_passphrase(
         &self,
         passphrase: &Secret<String>,
+        channel: Channel,
         what: &str,
     ) -> Result<Proven, PresenceError> {
         let wrapped = self.wrapped_key()?.ok_or(PresenceError::NotSet)?;
@@ -319,7 +380,7 @@ impl Authority {
                 Ok(Proven { key })
             }
             Err(postern_vault::KeyError::WrongPassphrase) => {
-                let (failures, retry_after_ms) = self.refused(what, None);
+                let (failures, retry_after_ms) = self.refused(channel, what, None);
                 Err(PresenceError::Wrong {
                     failures,
                     retry_after_ms,
@@ -331,12 +392,17 @@ impl Authority {
 
     /// The OS check (one at a time, the back-off already checked): asks the OS, and on a yes
     /// gives the key the vault is unlocked with, if it still is.
-    fn prove_os(&self, asker: &Asker, what: &str) -> Result<Proven, PresenceError> {
+    fn prove_os(
+        &self,
+        asker: &Asker,
+        channel: Channel,
+        what: &str,
+    ) -> Result<Proven, PresenceError> {
         let needs_passphrase = || PresenceError::OsNeedsPassphrase { what: what.into() };
         if self.state().key.is_none() {
             return Err(needs_passphrase());
         }
-        let refused = |how| self.refused(what, Some(how));
+        let refused = |how| self.refused(channel, what, Some(how));
         match os_auth::ask(asker, what) {
             Verdict::Allowed => {
                 let mut state = self.state();
@@ -365,25 +431,30 @@ impl Authority {
         }
     }
 
-    /// A proof held: the back-off starts over.
+    /// A proof held: both back-offs start over (the person is there).
     fn reset_attempts(&self, state: &mut super::State) {
-        if state.attempts != Attempts::default() {
-            state.attempts = Attempts::default();
-            self.keep_attempts(state.attempts);
+        for channel in [Channel::Socket, Channel::App] {
+            let attempts = state.attempts.of(channel);
+            if *attempts != Attempts::default() {
+                *attempts = Attempts::default();
+                self.keep_attempts(channel, Attempts::default());
+            }
         }
     }
 
-    /// Counts a refused proof toward the back-off (kept in the store) and records it in the
-    /// audit log (`os`: how the OS refused, in words; `None` for a wrong passphrase); returns
-    /// the refusals in a row and the wait before the next try.
-    fn refused(&self, what: &str, os: Option<&str>) -> (u32, u64) {
+    /// Counts a refused proof toward its channel's back-off (kept in the store) and records
+    /// it in the audit log (`os`: how the OS refused, in words; `None` for a wrong
+    /// passphrase); returns the refusals in a row and the wait before the next try.
+    fn refused(&self, channel: Channel, what: &str, os: Option<&str>) -> (u32, u64) {
         let now = self.now();
         let mut state = self.state();
-        state.attempts.failures = state.attempts.failures.saturating_add(1);
-        let failures = state.attempts.failures;
+        let attempts = state.attempts.of(channel);
+        attempts.failures = attempts.failures.saturating_add(1);
+        let failures = attempts.failures;
         let retry_after_ms = backoff_ms(failures);
-        state.attempts.not_before_ms = now + retry_after_ms;
-        self.keep_attempts(state.attempts);
+        attempts.not_before_ms = now + retry_after_ms;
+        let kept = *attempts;
+        self.keep_attempts(channel, kept);
         drop(state);
         let what = match os {
             None => what.to_owned(),
@@ -475,8 +546,8 @@ impl Authority {
         Ok(())
     }
 
-    /// Writes the back-off to the store, so that a restart does not reset it.
-    fn keep_attempts(&self, attempts: Attempts) {
+    /// Writes a channel's back-off to the store, so that a restart does not reset it.
+    fn keep_attempts(&self, channel: Channel, attempts: Attempts) {
         let kept = self
             .inner
             .store
@@ -484,7 +555,7 @@ impl Authority {
             .map_err(|_| "store unavailable".to_owned())
             .and_then(|store| {
                 store
-                    .set_setting(ATTEMPTS_KEY, &attempts)
+                    .set_setting(attempts_key(channel), &attempts)
                     .map_err(|e| e.to_string())
             });
         if let Err(e) = kept {
@@ -532,7 +603,7 @@ pub fn check_offline(
     proof: &Proof,
 ) -> Result<VaultKey, PresenceError> {
     let passphrase = match proof {
-        Proof::Passphrase(passphrase) => passphrase,
+        Proof::Passphrase(passphrase, _) => passphrase,
         Proof::Os(_) => {
             return Err(PresenceError::OsNeedsPassphrase {
                 what: "act where no engine runs".into(),

@@ -7,6 +7,7 @@ use postern_domain::credential::Injection;
 use postern_domain::{CredentialName, CredentialSpec};
 use postern_vault::{Secret, VaultKey};
 
+use super::super::presence::backoff_ms;
 use super::super::{PresenceError, VAULT_KEY_ITEM, check_offline};
 use super::*;
 
@@ -72,6 +73,78 @@ async fn a_restarted_engine_is_locked_until_the_passphrase_and_guesses_back_off(
     assert_eq!(refusals[1]["what"], "unlock the vault");
     let shown = serde_json::to_string(&events).expect("json");
     assert!(!shown.contains("hunter2"), "a guess is never recorded");
+}
+
+/// A process of the user guessing over the socket as fast as the back-off lets it keeps no
+/// one waiting at the app's own window, whose tries have a back-off of their own; the
+/// person's passphrase there unlocks at once and starts both over, across a restart too.
+#[tokio::test]
+async fn guesses_over_the_socket_do_not_hold_back_the_apps_window() {
+    let gate = Gate::new();
+    gate.audit.close("restart");
+    let locked = Gate::on_locked(&gate.home, Arc::clone(&gate.secrets));
+    let authority = &locked.authority;
+    let in_app = |text: &str| Proof::typed_in_app(Secret::new(text.to_owned()));
+    for failures in 1..=9u32 {
+        let wrong = authority
+            .prove(Some(&proof("hunter22")), "unlock the vault")
+            .unwrap_err();
+        assert!(
+            matches!(wrong, PresenceError::Wrong { failures: f, .. } if f == failures),
+            "{wrong:?}"
+        );
+        if failures < 9 {
+            locked.clock.advance(backoff_ms(failures));
+        }
+    }
+    // The socket waits 256 s now; the window does not.
+    let socket = authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
+        .unwrap_err();
+    assert_eq!(socket.code(), "proof_backoff");
+    // A wrong try at the window counts for the window alone.
+    let typo = authority
+        .prove(Some(&in_app("hunter23")), "unlock the vault")
+        .unwrap_err();
+    assert_eq!(
+        typo,
+        PresenceError::Wrong {
+            failures: 1,
+            retry_after_ms: 1000
+        }
+    );
+    locked.audit.close("restart");
+    drop(locked);
+
+    // Kept across a restart, each on its own. (The first engine's clock was moved 255 s on
+    // to wait out the socket's first eight; the new one starts at the real time again: the
+    // window's wait ends 256 s from now, the socket's 511 s.)
+    let again = Started::on(&gate.home, &gate.secrets);
+    let early = again
+        .authority
+        .prove(Some(&in_app(PASSPHRASE)), "unlock the vault")
+        .unwrap_err();
+    assert_eq!(
+        early.code(),
+        "proof_backoff",
+        "the window's own wait is kept"
+    );
+    again.clock.advance(257_000);
+    let still = again
+        .authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
+        .unwrap_err();
+    assert_eq!(still.code(), "proof_backoff");
+    let proven = again
+        .authority
+        .prove(Some(&in_app(PASSPHRASE)), "unlock the vault")
+        .expect("the person at the window");
+    assert!(again.authority.unlock(proven));
+    // The person was there: the socket's back-off starts over too.
+    again
+        .authority
+        .prove(Some(&proof(PASSPHRASE)), "lock nothing")
+        .expect("the socket is heard again");
 }
 
 #[tokio::test]
