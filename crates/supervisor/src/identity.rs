@@ -446,6 +446,7 @@ impl DigestCache {
             &found.binary,
             &found.interpreter_name,
             &found.loader_env,
+            found.cwd,
         );
         let site_dirs: Vec<PathBuf> = environment
             .into_iter()

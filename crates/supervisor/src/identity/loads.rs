@@ -292,12 +292,14 @@ pub(super) struct RuntimeCode {
 /// virtual environment, made with links or `--copies`), and the one above the binary's
 /// directory. A prefix only root can write (the system's) is left out, and so are `/` and
 /// `/usr` for an engine run as root: the distribution's own files, not an installation of
-/// the user's.
+/// the user's. A relative `PYTHONHOME` is taken from `cwd`, the server's working directory,
+/// as the interpreter started there takes it.
 pub(super) fn runtime_code(
     launched: &Path,
     binary: &Path,
     interpreter: &str,
     loader_env: &[String],
+    cwd: &Path,
 ) -> RuntimeCode {
     if !interpreter.starts_with("python") {
         return RuntimeCode::default();
@@ -333,7 +335,7 @@ pub(super) fn runtime_code(
         .iter()
         .find_map(|v| v.strip_prefix("PYTHONHOME="))
     {
-        prefixes.extend(home.split(':').filter(|p| !p.is_empty()).map(PathBuf::from));
+        prefixes.extend(home.split(':').filter(|p| !p.is_empty()).map(|p| cwd.join(p)));
     }
     for cfg in probes.iter().filter(|p| p.ends_with("pyvenv.cfg")) {
         if let Some(home) = venv_home(cfg) {

@@ -870,3 +870,29 @@ fn a_command_run_takes_the_code_in_its_working_directory() {
     std::fs::write(dir.path().join("server.py"), "import os; print(os.environ)").expect("edit");
     assert_ne!(identity_of(&config), approved);
 }
+
+/// A relative `PYTHONHOME` is where the server's interpreter, started in its working
+/// directory, looks: that runtime's library is the identity's, not whatever the engine's own
+/// working directory holds under that name.
+#[test]
+fn a_relative_python_home_is_taken_from_the_servers_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let version = user_runtime(dir.path())
+        .1
+        .file_name()
+        .and_then(OsStr::to_str)
+        .expect("a version")
+        .to_owned();
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("server");
+    std::fs::write(dir.path().join("requirements.txt"), "mcp").expect("lock");
+    let mut config = config(dir.path(), &[&real_python(), "server.py"]);
+    config.env.push("PYTHONHOME=runtime".parse().expect("env"));
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    assert_fingerprinted(&seen, &dir.path().join("runtime/lib"));
+    let approved = identity_of(&config);
+    let site = dir
+        .path()
+        .join(format!("runtime/lib/{version}/site-packages"));
+    std::fs::write(site.join("zz.pth"), "import os").expect("pth");
+    assert_ne!(identity_of(&config), approved);
+}
