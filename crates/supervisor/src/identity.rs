@@ -114,6 +114,15 @@ pub enum IdentityError {
     },
 }
 
+impl IdentityError {
+    /// Whether what could not be read is gone: removed since the walk that found it listed
+    /// it (a build at work in the tree).
+    fn vanished(&self) -> bool {
+        matches!(self, IdentityError::Unreadable { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
 /// Digests keyed on file metadata, so a relaunch of an unchanged server costs a few
 /// `stat` calls; a file whose metadata changed is always re-hashed.
 #[derive(Debug, Default)]
@@ -644,39 +653,45 @@ impl DigestCache {
 
     /// The digest of `entries` (paths under `root`, sorted): a line each of the relative
     /// path, the mode and the content's digest (a link's target, a directory's kind).
+    /// An entry removed between the walk and its hashing counts as never listed: the capture
+    /// after the launch's watch began sees the tree as it is then.
     fn entries_digest(&self, root: &Path, entries: Vec<PathBuf>) -> Result<Digest, IdentityError> {
         let mut lines = String::new();
         for path in entries {
-            let rel = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .to_string_lossy()
-                .into_owned();
-            let meta =
-                std::fs::symlink_metadata(&path).map_err(|source| IdentityError::Unreadable {
-                    path: path.clone(),
-                    source,
-                })?;
-            let mode = meta.permissions().mode() & 0o7777;
-            let content = if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path)
-                    .map(|t| t.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                // A link to a file is what opening it runs: its content counts too.
-                match std::fs::metadata(&path) {
-                    Ok(followed) if followed.is_file() => {
-                        format!("link:{target}\t{}", self.file_digest(&path, &followed)?)
-                    }
-                    _ => format!("link:{target}"),
-                }
-            } else if meta.is_dir() {
-                "dir".to_owned()
-            } else {
-                self.file_digest(&path, &meta)?.to_string()
-            };
-            lines.push_str(&format!("{rel}\t{mode:o}\t{content}\n"));
+            match self.entry_line(root, &path) {
+                Ok(line) => lines.push_str(&line),
+                Err(e) if e.vanished() => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(Digest::of(lines.as_bytes()))
+    }
+
+    /// One line of [`Self::entries_digest`].
+    fn entry_line(&self, root: &Path, path: &Path) -> Result<String, IdentityError> {
+        let rel = path.strip_prefix(root).unwrap_or(path).to_string_lossy();
+        let meta = std::fs::symlink_metadata(path).map_err(|source| IdentityError::Unreadable {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mode = meta.permissions().mode() & 0o7777;
+        let content = if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(path)
+                .map(|t| t.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            // A link to a file is what opening it runs: its content counts too.
+            match std::fs::metadata(path) {
+                Ok(followed) if followed.is_file() => {
+                    format!("link:{target}\t{}", self.file_digest(path, &followed)?)
+                }
+                _ => format!("link:{target}"),
+            }
+        } else if meta.is_dir() {
+            "dir".to_owned()
+        } else {
+            self.file_digest(path, &meta)?.to_string()
+        };
+        Ok(format!("{rel}\t{mode:o}\t{content}\n"))
     }
 
     fn runtime_version(&self, interpreter: &Path, digest: Digest) -> Option<String> {
@@ -832,11 +847,12 @@ fn runtime_fingerprint(root: &Path) -> Result<Option<Digest>, IdentityError> {
     };
     let mut lines = String::new();
     for path in entries {
-        let meta =
-            std::fs::symlink_metadata(&path).map_err(|source| IdentityError::Unreadable {
-                path: path.clone(),
-                source,
-            })?;
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            // Removed since the walk listed it: as if it had not been there.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(IdentityError::Unreadable { path, source }),
+        };
         let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy();
         let target = if meta.file_type().is_symlink() {
             std::fs::read_link(&path)
@@ -916,6 +932,9 @@ fn walk(
             {
                 continue;
             }
+            // A directory below the root removed since its parent was listed (a build at
+            // work): as if it had not been there.
+            Err(e) if dir != root && e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(unreadable(e)),
         };
         for entry in listing {

@@ -335,7 +335,11 @@ pub(super) fn runtime_code(
         .iter()
         .find_map(|v| v.strip_prefix("PYTHONHOME="))
     {
-        prefixes.extend(home.split(':').filter(|p| !p.is_empty()).map(|p| cwd.join(p)));
+        prefixes.extend(
+            home.split(':')
+                .filter(|p| !p.is_empty())
+                .map(|p| cwd.join(p)),
+        );
     }
     for cfg in probes.iter().filter(|p| p.ends_with("pyvenv.cfg")) {
         if let Some(home) = venv_home(cfg) {

@@ -896,3 +896,48 @@ fn a_relative_python_home_is_taken_from_the_servers_directory() {
     std::fs::write(site.join("zz.pth"), "import os").expect("pth");
     assert_ne!(identity_of(&config), approved);
 }
+
+/// A directory or file removed while the identity is taken (a build at work in the tree) is
+/// as if it had not been there, not a launch that fails: the walk skips a directory gone
+/// before it was read, and the digest an entry gone before it was hashed.
+#[test]
+fn what_vanishes_while_the_tree_is_walked_is_as_if_never_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    for sub in ["d1", "d2"] {
+        std::fs::create_dir_all(root.join(sub)).expect("dir");
+        std::fs::write(root.join(sub).join("m.py"), sub).expect("file");
+    }
+    std::fs::write(root.join("server.py"), "print('hi')").expect("server");
+    // While the walk is in one directory, the other, listed and not yet read, is removed.
+    let mut removed = false;
+    let walked = walk(root, 100, |entry| {
+        if !removed && entry.path().parent() != Some(root) {
+            let other = ["d1", "d2"]
+                .map(|d| root.join(d))
+                .into_iter()
+                .find(|d| Some(d.as_path()) != entry.path().parent())
+                .expect("the other");
+            std::fs::remove_dir_all(other).expect("remove");
+            removed = true;
+        }
+        Walk::Into
+    })
+    .expect("the walk goes on")
+    .expect("within the limit");
+    assert!(removed);
+    let cache = DigestCache::new();
+    let after = cache.entries_digest(root, walked.clone()).expect("digest");
+    // Removed between the walk and the hashing: left out.
+    std::fs::remove_file(root.join("server.py")).expect("rm");
+    let without = cache.entries_digest(root, walked).expect("digest");
+    assert_ne!(without, after, "the file gone is not in the digest");
+    let fresh = walk(root, 100, |_| Walk::Into)
+        .expect("walk")
+        .expect("limit");
+    assert_eq!(
+        cache.entries_digest(root, fresh).expect("digest"),
+        without,
+        "as a walk of the tree as it is now"
+    );
+}
