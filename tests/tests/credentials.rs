@@ -536,8 +536,12 @@ async fn input_that_could_never_work_is_refused_with_what_to_do_instead() -> Res
             "postern: \"*.github.com\" has a wildcard, but a credential's hosts are matched exactly: name each host it may go to, e.g. api.github.com",
         ),
         (
-            &["--kind", "bearer", "--host", "localhost"],
-            "postern: \"localhost\" is this machine, where any process of yours can listen on any port: name the port the credential may go to, e.g. localhost:8080",
+            &["--kind", "bearer", "--host", "localhost:8443"],
+            "postern: \"localhost:8443\" names this machine, which is two addresses (127.0.0.1 and ::1): another process of yours can listen on the one your service does not, on the same port. Name the address and port your service listens on, e.g. 127.0.0.1:8443",
+        ),
+        (
+            &["--kind", "bearer", "--host", "127.0.0.1"],
+            "postern: \"127.0.0.1\" is this machine, where any process of yours can listen on any port: name the port the credential may go to, e.g. 127.0.0.1:8080",
         ),
         (
             &header("Bad Header"),

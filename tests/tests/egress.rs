@@ -1,14 +1,14 @@
 //! Credentials never reach server code (issue 15), end to end: the real daemon and keychain, a
-//! credential bound to `localhost`, and two fixture servers that call HTTPS hosts with the
-//! token from their environment, one in Python (the official SDK, httpx) and one in Node
-//! (its own fetch). Each launch holds a placeholder; the egress broker puts the value in
-//! place of it toward `localhost` only:
+//! credential bound to `127.0.0.1` on the test host's port, and two fixture servers that call
+//! HTTPS hosts with the token from their environment, one in Python (the official SDK, httpx)
+//! and one in Node (its own fetch). Each launch holds a placeholder; the egress broker puts the
+//! value in place of it toward that address and port only:
 //!
 //! - the server's environment (and every process's `/proc/<pid>/environ`) holds the
 //!   placeholder, never the value;
-//! - `localhost` receives the real value (and what it echoes comes back with the placeholder);
+//! - `127.0.0.1` receives the real value (and what it echoes comes back with the placeholder);
 //!   a redirect from it to another host carries none;
-//! - the same host under another name (127.0.0.1) gets nothing: the request is refused, the
+//! - the same host under another name (`localhost`) gets nothing: the request is refused, the
 //!   attempt audited (names, never the value), and the launch frozen;
 //! - server-everything's `get-env`, a real server's own view of its environment, shows the
 //!   placeholder.
@@ -31,7 +31,7 @@ async fn agent(gate: &Gate, label: &str) -> Result<RawAgent> {
     raw::connect(cmd, &log, "egress-agent", ANSWER).await
 }
 
-/// A gate whose broker trusts the test CA, a credential bound to `localhost` on `port` as
+/// A gate whose broker trusts the test CA, a credential bound to `127.0.0.1` on `port` as
 /// `EGRESS_TOKEN`, and the fixture `label` (`program` and its arguments) holding it.
 async fn gate_with(ca: &TestCa, port: u16, label: &str, program: &[String]) -> Result<Gate> {
     let gate = Gate::start_prompting_with_env(&[], &[("SSL_CERT_FILE", ca.pem_path().as_os_str())])
@@ -46,7 +46,7 @@ async fn gate_with(ca: &TestCa, port: u16, label: &str, program: &[String]) -> R
             "--env",
             "EGRESS_TOKEN",
             "--host",
-            &format!("localhost:{port}"),
+            &format!("127.0.0.1:{port}"),
         ],
         &format!("{CANARY}\n"),
     )?;
@@ -113,7 +113,7 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
     let dir = tempfile::tempdir()?;
     let ca = TestCa::new(dir.path())?;
     let other = HttpsServer::start(&ca, |_| Reply::ok("landed")).await?;
-    let landing = other.url("127.0.0.1", "/landing");
+    let landing = other.url("localhost", "/landing");
     let api = HttpsServer::start(&ca, move |req| match req.path.as_str() {
         "/redirect" => Reply::status(302).header("location", &landing),
         _ => Reply::ok(format!(
@@ -158,7 +158,7 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
 
         // To the bound host: the host receives the value, and its echo comes back to the
         // server with the placeholder in the value's place.
-        let url = api.url("localhost", "/echo");
+        let url = api.url("127.0.0.1", "/echo");
         let answer = call(&gate, &mut agent, "fetch", json!({"url": url})).await?;
         ensure!(
             answer == format!("status=200 body=you sent: Bearer {placeholder}"),
@@ -172,7 +172,7 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
             "the host received the value"
         );
         // A redirect to another host: the next hop carries no value (nor placeholder).
-        let url = api.url("localhost", "/redirect");
+        let url = api.url("127.0.0.1", "/redirect");
         let answer = call(&gate, &mut agent, "fetch", json!({"url": url})).await?;
         ensure!(answer == "status=200 body=landed", "{answer}");
         for received in other.received() {
@@ -185,7 +185,7 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
 
         // The same host under another name: refused, audited, the launch frozen.
         let before = api.received().len();
-        let url = api.url("127.0.0.1", "/echo");
+        let url = api.url("localhost", "/echo");
         let answer = call(&gate, &mut agent, "fetch", json!({"url": url})).await?;
         ensure!(answer.starts_with("status=403"), "{answer}");
         ensure!(
@@ -193,7 +193,7 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
             "{answer}"
         );
         ensure!(api.received().len() == before, "nothing reached the host");
-        let url = api.url("localhost", "/echo");
+        let url = api.url("127.0.0.1", "/echo");
         let answer = call(&gate, &mut agent, "fetch", json!({"url": url})).await?;
         ensure!(answer.starts_with("status=403"), "frozen: {answer}");
 
@@ -204,19 +204,20 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
             .find(|l| l.contains("credential_leak_attempt"))
             .context("the leak attempt is audited")?;
         ensure!(
-            leak.contains("127.0.0.1") && leak.contains("api-token") && leak.contains(label),
+            leak.contains("localhost") && leak.contains("api-token") && leak.contains(label),
             "{leak}"
         );
         ensure!(
             exported
                 .lines()
-                .any(|l| l.contains("credential_substituted") && l.contains("localhost")),
+                .any(|l| l.contains("credential_substituted") && l.contains("127.0.0.1")),
             "the substitution is audited"
         );
         // The person is told: status shows the refused request until they dismiss it.
         let status = gate.cli(["server", "status", label])?;
         ensure!(
-            status.contains("REFUSED: a launch sent the placeholder of api-token toward 127.0.0.1"),
+            status
+                .contains("REFUSED: a launch sent the placeholder of api-token toward localhost:"),
             "{status}"
         );
         // Any process may not clear it (the server that tried, the agent): a request
@@ -245,13 +246,13 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
         let listed = gate.cli(["credential", "list"])?;
         let port = api.port();
         ensure!(
-            listed.contains(&format!("{label} -> 127.0.0.1:{port}: 0 sent, 1 refused")),
+            listed.contains(&format!("{label} -> localhost:{port}: 0 sent, 1 refused")),
             "{listed}"
         );
         ensure!(
             listed
                 .lines()
-                .any(|l| l.contains(&format!("{label} -> localhost:{port}: "))
+                .any(|l| l.contains(&format!("{label} -> 127.0.0.1:{port}: "))
                     && !l.contains(": 0 sent")),
             "{listed}"
         );

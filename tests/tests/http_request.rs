@@ -36,9 +36,9 @@ async fn start(ca: &TestCa) -> Result<Gate> {
     Gate::start_prompting_with_env(&[], &[("SSL_CERT_FILE", ca.pem_path().as_os_str())]).await
 }
 
-/// A bearer credential `api` for `localhost` on `port`, bound to the built-in server.
+/// A bearer credential `api` for `127.0.0.1` on `port`, bound to the built-in server.
 fn add_bearer(gate: &Gate, port: u16, extra: &[&str]) -> Result<()> {
-    let host = format!("localhost:{port}");
+    let host = format!("127.0.0.1:{port}");
     let mut args = vec![
         "credential",
         "add",
@@ -68,9 +68,9 @@ fn add_bearer(gate: &Gate, port: u16, extra: &[&str]) -> Result<()> {
 async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let ca = TestCa::new(dir.path())?;
-    // Another host (127.0.0.1, another port) that the credentialed one redirects to.
+    // Another host (localhost, another port) that the credentialed one redirects to.
     let other = HttpsServer::start(&ca, |_| Reply::ok("landed")).await?;
-    let landing = other.url("127.0.0.1", "/landing");
+    let landing = other.url("localhost", "/landing");
     let api = HttpsServer::start(&ca, move |req| match req.path.as_str() {
         "/data" => Reply::ok(r#"{"items": 3}"#).header("content-type", "application/json"),
         "/redirect" => Reply::status(302).header("location", &landing),
@@ -111,7 +111,7 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
             let (card, data) = approved_call(
                 &gate,
                 &mut agent,
-                json!({"url": api.url("localhost", "/data")}),
+                json!({"url": api.url("127.0.0.1", "/data")}),
                 "--run",
             )
             .await?;
@@ -131,7 +131,7 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
 
             // A server that echoes the header: the value is redacted from the answer.
             let echo = agent
-                .call_next("http_request", json!({"url": api.url("localhost", "/echo")}))
+                .call_next("http_request", json!({"url": api.url("127.0.0.1", "/echo")}))
                 .await?;
             let text = ok_text(&echo)?;
             assert!(
@@ -144,14 +144,14 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
             let redirect = agent
                 .call_next(
                     "http_request",
-                    json!({"url": api.url("localhost", "/redirect")}),
+                    json!({"url": api.url("127.0.0.1", "/redirect")}),
                 )
                 .await?;
             let detail = &redirect["result"]["structuredContent"];
             assert_eq!(detail["status"], 302, "{redirect}");
             assert_eq!(
                 detail["headers"]["location"],
-                other.url("127.0.0.1", "/landing")
+                other.url("localhost", "/landing")
             );
             assert!(
                 detail["redirectNotFollowed"]
@@ -170,16 +170,17 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
             let other_port = agent
                 .call_next(
                     "http_request",
-                    json!({"url": other.url("localhost", "/landing")}),
+                    json!({"url": other.url("127.0.0.1", "/landing")}),
                 )
                 .await?;
             ok_text(&other_port)?;
             let seen = other.last()?;
             assert_eq!(seen.header("authorization"), None, "{seen:?}");
 
-            // (c) A host the credential is not bound to gets none (the same server, by IP).
+            // (c) A host the credential is not bound to gets none (the same server, by name:
+            // `localhost` is two addresses, and the credential names one).
             let unbound = agent
-                .call_next("http_request", json!({"url": api.url("127.0.0.1", "/data")}))
+                .call_next("http_request", json!({"url": api.url("localhost", "/data")}))
                 .await?;
             ok_text(&unbound)?;
             let seen = api.last()?;
@@ -191,7 +192,7 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
                 .request_next(
                     "tools/call",
                     json!({"name": "http_request",
-                           "arguments": {"url": api.url("127.0.0.1", "/data")},
+                           "arguments": {"url": api.url("localhost", "/data")},
                            "_meta": {"postern/inject": [{"header": "X-Forged", "value": "forged-value", "hosts": ["127.0.0.1"]}]}}),
                 )
                 .await?;
@@ -217,7 +218,7 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
             let before = api.received().len();
             gate.cli(["lock"])?;
             let locked = agent
-                .call_next("http_request", json!({"url": api.url("localhost", "/data")}))
+                .call_next("http_request", json!({"url": api.url("127.0.0.1", "/data")}))
                 .await?;
             assert_eq!(tool_error(&locked)?["error"], "vault_locked", "{locked}");
             assert_eq!(api.received().len(), before);
@@ -241,13 +242,13 @@ async fn a_bound_credential_goes_only_to_its_host_and_never_to_the_agent() -> Re
     assert!(
         export.lines().any(|l| l.contains("credential_substituted")
             && l.contains("\"postern\"")
-            && l.contains("localhost")),
+            && l.contains("127.0.0.1")),
         "the broker put the value in the built-in's request: {export}"
     );
     assert!(
         !export
             .lines()
-            .any(|l| l.contains("credential_substituted") && l.contains("127.0.0.1")),
+            .any(|l| l.contains("credential_substituted") && l.contains("localhost")),
         "{export}"
     );
     assert!(
@@ -294,7 +295,7 @@ async fn every_use_on_the_credential_asks_for_each_call_that_carries_it() -> Res
         let (card, first) = approved_call(
             &gate,
             &mut agent,
-            json!({"url": api.url("localhost", "/one")}),
+            json!({"url": api.url("127.0.0.1", "/one")}),
             "--once",
         )
         .await?;
@@ -308,7 +309,7 @@ async fn every_use_on_the_credential_asks_for_each_call_that_carries_it() -> Res
         let (_, second) = approved_call(
             &gate,
             &mut agent,
-            json!({"url": api.url("localhost", "/two")}),
+            json!({"url": api.url("127.0.0.1", "/two")}),
             "--once",
         )
         .await?;

@@ -1418,6 +1418,12 @@ injection: CredentialKind,
  */
 hosts: Array<string>, 
 /**
+ * Those of its hosts that name this machine loosely (without a port, or as `localhost`,
+ * kept from before an address and port were required): any process of the user listening
+ * where a request for one connects receives the value.
+ */
+looselyHere: Array<string>, 
+/**
  * Every call that would use it needs a human.
  */
 everyUse: boolean, 

@@ -14,6 +14,7 @@ const list: CredentialItem[] = [
     name: "inventory-api",
     injection: { kind: "env", var: "INVENTORY_TOKEN" },
     hosts: [],
+    looselyHere: [],
     everyUse: true,
     version: 3,
     createdAtMs: NOW - 86_400_000,
@@ -25,6 +26,7 @@ const list: CredentialItem[] = [
     name: "github",
     injection: { kind: "bearer" },
     hosts: ["api.github.com", "uploads.github.com"],
+    looselyHere: [],
     everyUse: false,
     version: 1,
     createdAtMs: new Date(2026, 10, 29, 9, 5).getTime(),
@@ -77,6 +79,15 @@ describe("the credentials list", () => {
     expect(all(root, '[data-name="inventory-api"] .bound code')).toEqual(["inventory"]);
     expect(all(root, '[data-name="github"] .unbound')).toEqual(["no server"]);
     expect(all(root.querySelector(".panel-head")!, ".muted")).toEqual(["2 credentials"]);
+    expect(root.querySelector(".credential-any-port")).toBeNull();
+  });
+
+  it("warns of a host naming this machine loosely, where any program can listen", () => {
+    const local: CredentialItem = { ...list[1]!, name: "dev-api", hosts: ["localhost", "api.github.com"], looselyHere: ["localhost"] };
+    const root = credentialsPanel([local], ["time"], controls(), NOW);
+    expect(all(root, '[data-name="dev-api"] .credential-any-port')).toEqual([
+      "localhost: not one address and port of this machine, so any program of yours listening where a request connects receives it. Add the credential again as the address and port your service listens on (e.g. 127.0.0.1:8080).",
+    ]);
   });
 
   it("offers binding an env credential to the other servers, a header one to the built-in server only", () => {
@@ -207,6 +218,7 @@ const deployToken: CredentialItem = {
     name: "deploy-token",
     injection: { kind: "env", var: "DEPLOY_TOKEN" },
     hosts: ["deploy.example.com"],
+    looselyHere: [],
     everyUse: false,
     version: 1,
     createdAtMs: NOW - 3_600_000,

@@ -66,10 +66,25 @@ function credentialRow(c: CredentialItem, servers: string[], controls: Credentia
       ),
     ),
     c.hosts.length === 0 ? null : h("div", "credential-hosts", h("span", "fact-k", "hosts "), ...c.hosts.map((host) => h("code", "chip host", host))),
+    looselyHere(c),
     exposure(c),
     uses(c.uses, nowMs),
     bindings(c, servers, controls),
     actions(c, controls),
+  );
+}
+
+/**
+ * Its hosts that name this machine loosely (without a port, or as localhost: two addresses),
+ * kept from before an address and port were required: any program of the user's listening where
+ * a request for one connects receives the value.
+ */
+function looselyHere(c: CredentialItem): HTMLElement | null {
+  if (c.looselyHere.length === 0) return null;
+  return h(
+    "p",
+    "credential-any-port",
+    `${c.looselyHere.join(", ")}: not one address and port of this machine, so any program of yours listening where a request connects receives it. Add the credential again as the address and port your service listens on (e.g. 127.0.0.1:8080).`,
   );
 }
 

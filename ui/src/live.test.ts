@@ -383,7 +383,7 @@ describe("proof of presence in the status window", () => {
     const root = document.createElement("div");
     document.body.replaceChildren(root);
     const apis = fakeApis();
-    const item: CredentialItem = { name: "api", injection: { kind: "env", var: "API_TOKEN" }, hosts: [], everyUse: false, version: 1, createdAtMs: 0, rotatedAtMs: null, servers: ["time"], uses: [] };
+    const item: CredentialItem = { name: "api", injection: { kind: "env", var: "API_TOKEN" }, hosts: [], looselyHere: [], everyUse: false, version: 1, createdAtMs: 0, rotatedAtMs: null, servers: ["time"], uses: [] };
     apis.credentials.list.mockResolvedValue([item]);
     live(root, fakeSource(running(["time", "notes"])).source, { apis });
     await vi.advanceTimersByTimeAsync(0);
@@ -487,7 +487,7 @@ describe("the main window's views", () => {
     const root = document.createElement("div");
     document.body.replaceChildren(root);
     const apis = fakeApis();
-    const listed: CredentialItem = { name: "api", injection: { kind: "env", var: "API_TOKEN" }, hosts: [], everyUse: false, version: 1, createdAtMs: 0, rotatedAtMs: null, servers: [], uses: [] };
+    const listed: CredentialItem = { name: "api", injection: { kind: "env", var: "API_TOKEN" }, hosts: [], looselyHere: [], everyUse: false, version: 1, createdAtMs: 0, rotatedAtMs: null, servers: [], uses: [] };
     apis.credentials.add.mockImplementation(async () => {
       apis.credentials.list.mockResolvedValue([listed]);
     });

@@ -6,6 +6,7 @@ use std::io::{IsTerminal, Read, Write};
 
 use anyhow::{Context, Result, bail};
 use clap::{Subcommand, ValueEnum};
+use postern_domain::credential::loosely_here;
 use postern_domain::{Credential, CredentialSpec, Injection};
 use postern_engine::Home;
 use postern_engine::answer::{ControlAnswer, ControlCommand, SecretText};
@@ -34,8 +35,8 @@ pub enum CredentialCommand {
         /// A host requests may carry it to (repeatable). For a header kind, through the built-in
         /// http_request; for an env credential, through the egress broker: the server then holds
         /// a placeholder and the broker puts the value in its requests to these hosts only. Any
-        /// port, unless HOST names one (api.example.com:8443); a host on this machine must name
-        /// its port (localhost:8080).
+        /// port, unless HOST names one (api.example.com:8443); this machine is named by its
+        /// address and port (127.0.0.1:8080), not as localhost.
         #[arg(long = "host", value_name = "HOST")]
         hosts: Vec<String>,
         /// Every call that would use it needs a human.
@@ -165,6 +166,12 @@ pub fn credential(home: &Home, command: CredentialCommand) -> Result<()> {
                     },
                     if c.every_use { "\tevery use" } else { "" }
                 )?;
+                for host in c.hosts.iter().filter(|h| loosely_here(h)) {
+                    writeln!(
+                        out,
+                        "\tnote: {host} is not one address and port of this machine, so any process of yours listening where a request for it connects receives it; add the credential again as the address and port your service listens on (e.g. 127.0.0.1:8080)"
+                    )?;
+                }
                 // Where it went through the egress broker, and where it was refused.
                 for u in store.credential_uses(&c.name).unwrap_or_default() {
                     writeln!(

@@ -7,6 +7,7 @@
 //! handed to the engine. No command returns a value, and no type here can hold one on the way
 //! out.
 
+use postern_domain::credential::loosely_here;
 use postern_domain::decision::SettingTarget;
 use postern_domain::{AnswerChannel, Credential, Injection};
 use postern_engine::answer::{ControlAnswer, ControlCommand, SecretText};
@@ -33,6 +34,10 @@ pub struct CredentialItem {
     pub injection: CredentialKind,
     /// The hosts an HTTP request may carry it to (header kinds).
     pub hosts: Vec<String>,
+    /// Those of its hosts that name this machine loosely (without a port, or as `localhost`,
+    /// kept from before an address and port were required): any process of the user listening
+    /// where a request for one connects receives the value.
+    pub loosely_here: Vec<String>,
     /// Every call that would use it needs a human.
     pub every_use: bool,
     /// Bumped by each rotation.
@@ -265,6 +270,12 @@ fn item(c: Credential, servers: Vec<String>, uses: Vec<CredentialUse>) -> Creden
             Injection::Header { name } => CredentialKind::Header { name },
             Injection::Basic => CredentialKind::Basic,
         },
+        loosely_here: c
+            .hosts
+            .iter()
+            .filter(|h| loosely_here(h))
+            .cloned()
+            .collect(),
         hosts: c.hosts,
         every_use: c.every_use,
         version: c.version,

@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-pub use host::{CredentialHost, HostError, covers, is_this_machine};
+pub use host::{CredentialHost, HostError, covers, is_this_machine, loosely_here};
 pub use placeholder::{MIN_RANDOM_CHARS, placeholder, randomness_needed};
 
 use crate::server::{EnvName, EnvNameError};
@@ -172,7 +172,14 @@ pub const CLIENT_HEADERS: &[&str] = &[
 /// Headers that name the site a request is for, which fronts (proxies, load balancers) route
 /// by as they route by `Host`, in lower case: an agent cannot set one on the built-in
 /// `http_request`, whose URL alone says where a request goes, and a credential cannot be one.
-pub const ROUTING_HEADERS: &[&str] = &["x-forwarded-host", "forwarded"];
+pub const ROUTING_HEADERS: &[&str] = &[
+    "x-forwarded-host",
+    "forwarded",
+    "x-original-host",
+    "x-host",
+    "x-forwarded-server",
+    "x-http-host-override",
+];
 
 /// A new credential's injection and hosts, checked ([`CredentialSpec::new`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -433,7 +440,7 @@ mod tests {
         assert_eq!(
             spec(header("Host"), &["h.example"]),
             Err(
-                "the built-in http_request cannot send a credential as \"Host\": it sets that header itself, never sends it, or takes where a request goes from its URL alone (one of host, content-length, transfer-encoding, connection, keep-alive, proxy-connection, proxy-authorization, te, trailer, upgrade, x-forwarded-host, forwarded)"
+                "the built-in http_request cannot send a credential as \"Host\": it sets that header itself, never sends it, or takes where a request goes from its URL alone (one of host, content-length, transfer-encoding, connection, keep-alive, proxy-connection, proxy-authorization, te, trailer, upgrade, x-forwarded-host, forwarded, x-original-host, x-host, x-forwarded-server, x-http-host-override)"
                     .into()
             )
         );

@@ -22,9 +22,9 @@
 use std::net::IpAddr;
 
 use hyper::Uri;
-use hyper::header::{FORWARDED, HOST, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{FORWARDED, HOST, HeaderMap, HeaderValue};
 use hyper::http::uri::Authority;
-use postern_domain::credential::covers;
+use postern_domain::credential::{ROUTING_HEADERS, covers};
 use postern_vault::Secret;
 
 /// A credential a launch holds as a placeholder.
@@ -72,8 +72,9 @@ pub struct Route<'a> {
 }
 
 impl Route<'_> {
-    /// Whether a header that names the site a request is for (`Host`, and `X-Forwarded-Host`
-    /// and `Forwarded: host=`, which fronts route by too) names another host, or another port,
+    /// Whether a header that names the site a request is for (`Host`, and those fronts route
+    /// by too: `Forwarded: host=` and the others of `ROUTING_HEADERS`, `X-Forwarded-Host`,
+    /// `X-Original-Host`, ...) names another host, or another port,
     /// than this route. One that cannot be read, or that carries user information
     /// (`evil.example@host`: a front may read the part before the `@` as the host), counts as
     /// another; one without a port names the host alone, as clients write it for the scheme's
@@ -83,10 +84,14 @@ impl Route<'_> {
             .get_all(FORWARDED)
             .iter()
             .flat_map(|value| forwarded_hosts(value.as_bytes()));
+        let routing = ROUTING_HEADERS
+            .iter()
+            .filter(|name| **name != FORWARDED.as_str())
+            .flat_map(|name| headers.get_all(*name));
         headers
             .get_all(HOST)
             .iter()
-            .chain(headers.get_all(X_FORWARDED_HOST))
+            .chain(routing)
             .flat_map(|value| value.as_bytes().split(|b| *b == b',').map(<[u8]>::to_vec))
             .chain(forwarded)
             .any(|value| !self.is(&value))
@@ -123,7 +128,9 @@ fn forwarded_hosts(value: &[u8]) -> Vec<Vec<u8>> {
         .filter_map(|pair| {
             let pair = pair.trim_ascii();
             let at = pair.iter().position(|b| *b == b'=')?;
+            // (`host = x`, spaced as RFC 7239 does not allow, as a lenient front reads it.)
             pair[..at]
+                .trim_ascii()
                 .eq_ignore_ascii_case(b"host")
                 .then(|| pair[at + 1..].to_vec())
         })
@@ -140,9 +147,6 @@ fn same_host(a: &str, b: &str) -> bool {
 fn is_loopback(host: &str) -> bool {
     same_host(host, "localhost") || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
-
-/// A header some fronts route by, as `Host`.
-const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Why a request carrying placeholders is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -440,6 +444,11 @@ mod tests {
                 "for=1.2.3.4;host=evil.tenant.example;proto=https",
             ),
             ("forwarded", "host=\"evil.tenant.example\""),
+            ("forwarded", "for=1.2.3.4; host =evil.tenant.example"),
+            ("x-original-host", "evil.tenant.example"),
+            ("x-host", "evil.tenant.example"),
+            ("x-forwarded-server", "evil.tenant.example"),
+            ("x-http-host-override", "evil.tenant.example"),
         ] {
             let mut h = with_host("api.github.com");
             h.insert(name, HeaderValue::from_static(value));

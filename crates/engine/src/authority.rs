@@ -177,6 +177,7 @@ impl Authority {
         secrets: Arc<dyn SecretStore>,
         commands: broadcast::Sender<Command>,
     ) -> Self {
+        let now = clock.now_ms();
         let (settings, every_use, attempts) = match store.lock() {
             Ok(store) => (
                 load_settings(&store),
@@ -184,7 +185,7 @@ impl Authority {
                     tracing::error!("cannot read every-use settings ({e})");
                     Vec::new()
                 }),
-                presence::load_attempts(&store),
+                presence::load_attempts(&store, now),
             ),
             Err(_) => (
                 Settings::default(),
@@ -193,7 +194,6 @@ impl Authority {
             ),
         };
         let passphrase_set = passphrase_known(secrets.as_ref());
-        let now = clock.now_ms();
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 vault: VaultState::Locked,

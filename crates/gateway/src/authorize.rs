@@ -417,7 +417,6 @@ mod tests {
         for typed in [
             "api.github.com",
             "API.GitHub.com",
-            "localhost:8080",
             "my_host.internal",
             "127.0.0.1:3000",
             "[::1]:1",

@@ -195,12 +195,13 @@ mod tests {
         assert!(!evil.allowed_for(&["api.example.com".into()]));
         // A credential for one port on this machine goes to no other port there.
         let local = |u: &str| Target::parse(u).expect(u);
-        let bound = ["localhost:8080".to_owned()];
-        assert!(local("http://localhost:8080/x").allowed_for(&bound));
-        assert!(!local("http://localhost:8081/x").allowed_for(&bound));
-        assert!(!local("http://localhost/x").allowed_for(&bound));
-        assert!(local("https://localhost:443/").allowed_for(&["localhost:443".into()]));
-        assert!(local("https://localhost/").allowed_for(&["localhost:443".into()]));
+        let bound = ["127.0.0.1:8080".to_owned()];
+        assert!(local("http://127.0.0.1:8080/x").allowed_for(&bound));
+        assert!(!local("http://127.0.0.1:8081/x").allowed_for(&bound));
+        assert!(!local("http://127.0.0.1/x").allowed_for(&bound));
+        assert!(!local("http://localhost:8080/x").allowed_for(&bound));
+        assert!(local("https://127.0.0.1:443/").allowed_for(&["127.0.0.1:443".into()]));
+        assert!(local("https://127.0.0.1/").allowed_for(&["127.0.0.1:443".into()]));
     }
 
     #[test]

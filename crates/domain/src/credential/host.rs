@@ -6,9 +6,10 @@
 //! international names in their xn-- form, IPv4 written in full, IPv6 without brackets) and
 //! its port (the scheme's own when the URL names none), so a credential for `api.github.com`
 //! goes to every port and path of that host and to nothing else, and one for
-//! `localhost:8080` to that port alone. A host on this machine (`localhost`, a name under
-//! `.localhost`, 127.0.0.0/8, `::1`, `0.0.0.0`, `::`) must name its port: any process of the
-//! user can listen on another port there. A host is kept here as that same parse leaves it,
+//! `127.0.0.1:8080` to that port alone. This machine is named by an address and a port
+//! (`127.0.0.1:8080`, `[::1]:8080`): any process of the user can listen on another port
+//! there, and `localhost` is two addresses, 127.0.0.1 and ::1, which two processes can hold on
+//! the same port (a request connects to whichever its resolver lists first). A host is kept here as that same parse leaves it,
 //! so it can match; a URL or a wildcard would never equal a URL's host: they are refused, each
 //! with what to type instead, rather than stored to silently never match.
 
@@ -52,7 +53,18 @@ pub enum HostError {
         /// A host it could stand for.
         example: String,
     },
-    /// A host on this machine without a port.
+    /// This machine by name: two addresses (127.0.0.1 and ::1), which two processes can
+    /// hold on the same port.
+    #[error(
+        "{given:?} names this machine, which is two addresses (127.0.0.1 and ::1): another process of yours can listen on the one your service does not, on the same port. Name the address and port your service listens on, e.g. {example}, and use that address in the URLs the credential is sent to"
+    )]
+    LocalName {
+        /// What was given.
+        given: String,
+        /// An address and port to give instead.
+        example: String,
+    },
+    /// An address of this machine without a port.
     #[error(
         "{given:?} is this machine, where any process of yours can listen on any port: name the port the credential may go to, e.g. {example}"
     )]
@@ -101,16 +113,45 @@ pub fn covers(entry: &str, host: &str, port: u16) -> bool {
         }
 }
 
+/// Whether `entry`, a credential's host as kept, names this machine loosely: without a port,
+/// or by a name (`localhost`, two addresses). Kept before `credential add` required an address
+/// and port here, it goes to whichever process of the user listens where a request for it
+/// connects (the credential is added again as `127.0.0.1:PORT` to narrow it).
+pub fn loosely_here(entry: &str) -> bool {
+    let (host, has_port) = match entry.strip_prefix('[') {
+        Some(bracketed) => (bracketed.split(']').next().unwrap_or_default(), true),
+        None if entry.parse::<Ipv6Addr>().is_ok() => (entry, false),
+        None => match entry.rsplit_once(':') {
+            Some((host, _)) => (host, true),
+            None => (entry, false),
+        },
+    };
+    is_this_machine(host) && (!has_port || host.parse::<std::net::IpAddr>().is_err())
+}
+
+/// Names `/etc/hosts` gives this machine on common systems, besides `localhost`.
+const LOCAL_NAMES: [&str; 4] = [
+    "localhost.localdomain",
+    "ip6-localhost",
+    "ip6-loopback",
+    "localhost6",
+];
+
 /// Whether a host (as URLs name it, IPv6 without brackets) is this machine, where every
-/// process of the user can listen: `localhost` and the names under `.localhost`, 127.0.0.0/8
-/// and `::1`, and the unspecified addresses `0.0.0.0` and `::`, which connect here too.
+/// process of the user can listen: `localhost`, the names under `.localhost` and the other
+/// names systems give it ([`LOCAL_NAMES`]), 127.0.0.0/8 and `::1` (IPv4-mapped too), and the
+/// unspecified addresses `0.0.0.0` and `::`, which connect here too.
 pub fn is_this_machine(host: &str) -> bool {
     let name = host.trim_end_matches('.').to_ascii_lowercase();
+    let here = |ip: std::net::IpAddr| ip.is_loopback() || ip.is_unspecified();
     name == "localhost"
         || name.ends_with(".localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
+        || LOCAL_NAMES.contains(&name.as_str())
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| {
+            here(ip)
+                || matches!(ip, std::net::IpAddr::V6(v6)
+                    if v6.to_ipv4_mapped().is_some_and(|v4| here(v4.into())))
+        })
 }
 
 impl FromStr for CredentialHost {
@@ -145,6 +186,12 @@ impl FromStr for CredentialHost {
                 other => other,
             })?,
         };
+        if is_this_machine(&host) && host.parse::<std::net::IpAddr>().is_err() {
+            return Err(HostError::LocalName {
+                given: given.to_owned(),
+                example: format!("127.0.0.1:{}", port.unwrap_or(8080)),
+            });
+        }
         match port {
             Some(port) if host.contains(':') => Ok(Self(format!("[{host}]:{port}"))),
             Some(port) => Ok(Self(format!("{host}:{port}"))),
@@ -269,7 +316,7 @@ fn host_of_url(text: &str) -> Option<String> {
     let authority = rest.split(['/', '?', '#']).next()?;
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     let host = match host.parse::<CredentialHost>() {
-        Err(HostError::NeedsPort { example, .. }) => example,
+        Err(HostError::NeedsPort { example, .. } | HostError::LocalName { example, .. }) => example,
         parsed => parsed.ok()?.0,
     };
     Some(host)
@@ -291,8 +338,7 @@ mod tests {
             ("api.github.com", "api.github.com"),
             ("API.GitHub.com", "api.github.com"),
             (" api.github.com ", "api.github.com"),
-            ("localhost:8080", "localhost:8080"),
-            ("LocalHost:8080", "localhost:8080"),
+            ("127.0.0.1:8080", "127.0.0.1:8080"),
             ("my_host.internal", "my_host.internal"),
             ("api.example.com:8443", "api.example.com:8443"),
             ("127.0.0.1:3000", "127.0.0.1:3000"),
@@ -330,15 +376,12 @@ mod tests {
                     .into()
             )
         );
-        assert!(parsed("https://localhost/x").is_err_and(|e| e.contains("e.g. localhost:8080,")),);
+        assert!(parsed("https://localhost/x").is_err_and(|e| e.contains("e.g. 127.0.0.1:8080,")),);
     }
 
     #[test]
-    fn a_host_on_this_machine_names_its_port() {
+    fn an_address_of_this_machine_names_its_port() {
         for given in [
-            "localhost",
-            "LOCALHOST",
-            "app.localhost",
             "127.0.0.1",
             "127.1",
             "127.9.9.9",
@@ -346,6 +389,8 @@ mod tests {
             "[::1]",
             "0.0.0.0",
             "::",
+            "::ffff:127.0.0.1",
+            "[::ffff:7f00:1]",
         ] {
             let refused = parsed(given).expect_err(given);
             assert!(
@@ -355,13 +400,41 @@ mod tests {
             );
         }
         assert_eq!(
-            parsed("localhost"),
+            parsed("127.0.0.1"),
             Err(
-                "\"localhost\" is this machine, where any process of yours can listen on any port: name the port the credential may go to, e.g. localhost:8080"
+                "\"127.0.0.1\" is this machine, where any process of yours can listen on any port: name the port the credential may go to, e.g. 127.0.0.1:8080"
                     .into()
             )
         );
         assert!(parsed("::1").is_err_and(|e| e.contains("e.g. [::1]:8080")));
+    }
+
+    /// `localhost` is two addresses: a request connects to whichever the resolver lists
+    /// first, and another process can hold the other on the same port.
+    #[test]
+    fn this_machine_by_name_is_refused_for_an_address() {
+        for given in [
+            "localhost",
+            "LOCALHOST:8080",
+            "app.localhost:3000",
+            "localhost.localdomain:8080",
+            "ip6-localhost:8080",
+            "ip6-loopback",
+            "localhost6:1",
+        ] {
+            let refused = parsed(given).expect_err(given);
+            assert!(
+                refused.contains("which is two addresses (127.0.0.1 and ::1)"),
+                "{given}: {refused}"
+            );
+        }
+        assert_eq!(
+            parsed("localhost:3000"),
+            Err(
+                "\"localhost:3000\" names this machine, which is two addresses (127.0.0.1 and ::1): another process of yours can listen on the one your service does not, on the same port. Name the address and port your service listens on, e.g. 127.0.0.1:3000, and use that address in the URLs the credential is sent to"
+                    .into()
+            )
+        );
     }
 
     #[test]
@@ -383,14 +456,34 @@ mod tests {
             // A loopback host kept before ports were named goes on covering every port.
             ("localhost", "localhost", 5000, true),
         ] {
+            let loose = loosely_here(entry);
+            assert_eq!(loose, entry.starts_with("localhost"), "{entry}");
             assert_eq!(
                 covers(entry, host, port),
                 covered,
                 "{entry} for {host}:{port}"
             );
         }
-        for given in [
+        for kept_before in [
+            "localhost",
             "localhost:8080",
+            "127.0.0.1",
+            "::1",
+            "0.0.0.0",
+            "app.localhost",
+        ] {
+            assert!(loosely_here(kept_before), "{kept_before}");
+        }
+        for exact in [
+            "127.0.0.1:8080",
+            "[::1]:8080",
+            "api.example.com",
+            "10.0.0.1",
+        ] {
+            assert!(!loosely_here(exact), "{exact}");
+        }
+        for given in [
+            "127.0.0.1:8080",
             "[::1]:9",
             "api.example.com",
             "10.1.2.3:22",

@@ -270,16 +270,25 @@ fn attempts_key(channel: Channel) -> &'static str {
     }
 }
 
-/// The back-offs as the store last kept them (none: no wrong try since the last proof).
-pub(super) fn load_attempts(store: &postern_store::Store) -> Backoffs {
+/// The back-offs as the store last kept them (none: no wrong try since the last proof), each
+/// wait ending at most the longest back-off after `now_ms`: a row written into the store to
+/// keep the person out for longer than any wrong try would (a process of the user can write
+/// it) waits no longer than one.
+pub(super) fn load_attempts(store: &postern_store::Store, now_ms: u64) -> Backoffs {
     let load = |channel| {
-        store
+        let kept: Attempts = store
             .setting::<Attempts>(attempts_key(channel))
             .unwrap_or_else(|e| {
                 tracing::warn!("the stored passphrase back-off is unreadable ({e}); starting over");
                 None
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        Attempts {
+            not_before_ms: kept
+                .not_before_ms
+                .min(now_ms.saturating_add(BACKOFF_CAP_MS)),
+            ..kept
+        }
     };
     Backoffs {
         socket: load(Channel::Socket),

@@ -396,11 +396,11 @@ mod tests {
         }
     }
 
-    /// A request's destination: `localhost` on the port its credentials name, others on 443.
+    /// A request's destination: `127.0.0.1` on the port its credentials name, others on 443.
     fn to(host: &str) -> Destination {
         Destination {
             host: host.into(),
-            port: if host == "localhost" { 8080 } else { 443 },
+            port: if host == "127.0.0.1" { 8080 } else { 443 },
         }
     }
 
@@ -545,7 +545,7 @@ mod tests {
     #[tokio::test]
     async fn unbound_is_left_out_and_a_locked_vault_or_a_missing_value_refuses() {
         let f = fixture();
-        add(&f, "api", Injection::Bearer, &["localhost:8080"], "tok-2");
+        add(&f, "api", Injection::Bearer, &["127.0.0.1:8080"], "tok-2");
         let api = scope(&["api"]);
         let (_lent, egress) = lender();
         f.authority
@@ -553,7 +553,7 @@ mod tests {
             .expect("unbind");
         assert!(
             f.authority
-                .inject_for(&builtin(), &to("localhost"), &api, egress.clone())
+                .inject_for(&builtin(), &to("127.0.0.1"), &api, egress.clone())
                 .expect("unbound")
                 .is_empty()
         );
@@ -564,7 +564,7 @@ mod tests {
         // Bound to one port on this machine: not another port there.
         let elsewhere = Destination {
             port: 8081,
-            ..to("localhost")
+            ..to("127.0.0.1")
         };
         assert!(
             f.authority
@@ -579,7 +579,7 @@ mod tests {
             .expect("delete");
         let missing = f
             .authority
-            .inject_for(&builtin(), &to("localhost"), &api, egress.clone())
+            .inject_for(&builtin(), &to("127.0.0.1"), &api, egress.clone())
             .expect_err("missing");
         assert_eq!(
             missing,
@@ -596,7 +596,7 @@ mod tests {
             .expect("set");
         let planted = f
             .authority
-            .inject_for(&builtin(), &to("localhost"), &api, egress.clone())
+            .inject_for(&builtin(), &to("127.0.0.1"), &api, egress.clone())
             .expect_err("planted");
         assert_eq!(
             planted,
@@ -608,7 +608,7 @@ mod tests {
         f.authority.lock("test");
         assert_eq!(
             f.authority
-                .inject_for(&builtin(), &to("localhost"), &api, egress.clone())
+                .inject_for(&builtin(), &to("127.0.0.1"), &api, egress.clone())
                 .expect_err("locked"),
             InjectError::VaultLocked
         );
@@ -644,7 +644,7 @@ mod tests {
             "{refused}"
         );
 
-        add(&f, "api", Injection::Bearer, &["localhost:8080"], "tok-3");
+        add(&f, "api", Injection::Bearer, &["127.0.0.1:8080"], "tok-3");
         let store = f.authority.store().expect("store");
         let bound = store.bindings(&builtin()).expect("bindings");
         assert_eq!(bound.len(), 1);

@@ -147,6 +147,39 @@ async fn guesses_over_the_socket_do_not_hold_back_the_apps_window() {
         .expect("the socket is heard again");
 }
 
+/// A back-off written into the store (a process of the user can write `postern.db`) to keep
+/// the person out for centuries waits no longer than the longest back-off after a restart, at
+/// the app's window and over the socket.
+#[tokio::test]
+async fn a_back_off_planted_in_the_store_waits_no_longer_than_the_longest() {
+    let gate = Gate::new();
+    gate.audit.close("restart");
+    let store = Store::open(gate.home.path()).expect("store");
+    let forever = serde_json::json!({"failures": 4_000_000_000u32, "not_before_ms": u64::MAX / 2});
+    for key in ["proof-backoff", "proof-backoff-app"] {
+        store.set_setting(key, &forever).expect("planted");
+    }
+    drop(store);
+    let again = Started::on(&gate.home, &gate.secrets);
+    let in_app = Proof::typed_in_app(Secret::new(PASSPHRASE.to_owned()));
+    for proof in [&proof(PASSPHRASE), &in_app] {
+        let waiting = again
+            .authority
+            .prove(Some(proof), "unlock the vault")
+            .unwrap_err();
+        assert!(
+            matches!(waiting, PresenceError::Backoff { retry_after_ms } if retry_after_ms <= 5 * 60 * 1000),
+            "{waiting:?}"
+        );
+    }
+    again.clock.advance(5 * 60 * 1000);
+    let proven = again
+        .authority
+        .prove(Some(&in_app), "unlock the vault")
+        .expect("the person, five minutes on");
+    assert!(again.authority.unlock(proven));
+}
+
 #[tokio::test]
 async fn a_restart_does_not_reset_the_back_off() {
     let gate = Gate::new();
