@@ -181,6 +181,13 @@ pub const ROUTING_HEADERS: &[&str] = &[
     "x-http-host-override",
 ];
 
+/// Whether a header (its name in lower case) may name the site a request is for: one of
+/// [`ROUTING_HEADERS`], or any other with `host` in its name but `Host` itself (fronts have
+/// invented many: `X-Original-Host`, `X-Forwarded-Host-Override`, ...).
+pub fn names_a_site(name: &str) -> bool {
+    ROUTING_HEADERS.contains(&name) || (name != "host" && name.contains("host"))
+}
+
 /// A new credential's injection and hosts, checked ([`CredentialSpec::new`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CredentialSpec {
@@ -262,9 +269,7 @@ impl CredentialSpec {
                     return Err(SpecError::HeaderName(name.clone()));
                 }
                 let lower = name.to_ascii_lowercase();
-                if CLIENT_HEADERS.contains(&lower.as_str())
-                    || ROUTING_HEADERS.contains(&lower.as_str())
-                {
+                if CLIENT_HEADERS.contains(&lower.as_str()) || names_a_site(&lower) {
                     return Err(SpecError::ClientHeader(name.clone()));
                 }
             }

@@ -24,7 +24,7 @@ use std::net::IpAddr;
 use hyper::Uri;
 use hyper::header::{FORWARDED, HOST, HeaderMap, HeaderValue};
 use hyper::http::uri::Authority;
-use postern_domain::credential::{ROUTING_HEADERS, covers};
+use postern_domain::credential::{covers, names_a_site};
 use postern_vault::Secret;
 
 /// A credential a launch holds as a placeholder.
@@ -73,8 +73,8 @@ pub struct Route<'a> {
 
 impl Route<'_> {
     /// Whether a header that names the site a request is for (`Host`, and those fronts route
-    /// by too: `Forwarded: host=` and the others of `ROUTING_HEADERS`, `X-Forwarded-Host`,
-    /// `X-Original-Host`, ...) names another host, or another port,
+    /// by too: `Forwarded: host=` and every other that may name a site, `names_a_site`:
+    /// `X-Forwarded-Host`, `X-Original-Host`, ...) names another host, or another port,
     /// than this route. One that cannot be read, or that carries user information
     /// (`evil.example@host`: a front may read the part before the `@` as the host), counts as
     /// another; one without a port names the host alone, as clients write it for the scheme's
@@ -84,10 +84,10 @@ impl Route<'_> {
             .get_all(FORWARDED)
             .iter()
             .flat_map(|value| forwarded_hosts(value.as_bytes()));
-        let routing = ROUTING_HEADERS
+        let routing = headers
             .iter()
-            .filter(|name| **name != FORWARDED.as_str())
-            .flat_map(|name| headers.get_all(*name));
+            .filter(|(name, _)| *name != FORWARDED && names_a_site(name.as_str()))
+            .map(|(_, value)| value);
         headers
             .get_all(HOST)
             .iter()
@@ -449,6 +449,7 @@ mod tests {
             ("x-host", "evil.tenant.example"),
             ("x-forwarded-server", "evil.tenant.example"),
             ("x-http-host-override", "evil.tenant.example"),
+            ("x-forwarded-host-override", "evil.tenant.example"),
         ] {
             let mut h = with_host("api.github.com");
             h.insert(name, HeaderValue::from_static(value));

@@ -15,10 +15,10 @@ use super::tool::ToolError;
 /// Headers an agent may not set: they would change where or how the request is framed, or
 /// carry authority the gate does not see (the same list a credential cannot be sent as).
 use postern_domain::credential::CLIENT_HEADERS as FORBIDDEN_HEADERS;
+use postern_domain::credential::covers;
 /// Headers an agent may not set either: fronts route by them as by `Host`, so a request whose
 /// URL names a credential's host could be handed to another site behind the same front.
-use postern_domain::credential::ROUTING_HEADERS;
-use postern_domain::credential::covers;
+use postern_domain::credential::names_a_site;
 
 /// A URL `http_request` may send to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +106,7 @@ pub fn agent_headers(
                 format!("the header '{name}' is set by the HTTP client and cannot be given"),
             ));
         }
-        if ROUTING_HEADERS.contains(&header.as_str()) {
+        if names_a_site(header.as_str()) {
             return Err(ToolError::new(
                 "invalid_arguments",
                 format!(
@@ -232,6 +232,8 @@ mod tests {
             json!({"X-Num": 1}),
             json!({"X-Forwarded-Host": "evil.tenant.example"}),
             json!({"forwarded": "host=evil.tenant.example"}),
+            json!({"X-Original-Host": "evil.tenant.example"}),
+            json!({"X-Forwarded-Host-Override": "evil.tenant.example"}),
         ] {
             let err = agent_headers(bad.as_object().expect("obj")).expect_err("refused");
             assert_eq!(err.code, "invalid_arguments", "{bad}");

@@ -130,10 +130,11 @@ pub fn loosely_here(entry: &str) -> bool {
 }
 
 /// Names `/etc/hosts` gives this machine on common systems, besides `localhost`.
-const LOCAL_NAMES: [&str; 4] = [
+const LOCAL_NAMES: [&str; 5] = [
     "localhost.localdomain",
     "ip6-localhost",
     "ip6-loopback",
+    "localhost4",
     "localhost6",
 ];
 
@@ -421,6 +422,7 @@ mod tests {
             "ip6-localhost:8080",
             "ip6-loopback",
             "localhost6:1",
+            "localhost4:1",
         ] {
             let refused = parsed(given).expect_err(given);
             assert!(
