@@ -26,7 +26,8 @@ pub(super) struct Hashed<'a> {
     pub(super) entry: Option<&'a Artifact>,
     /// The Python virtual environment the interpreter belongs to (hashed as a tree).
     pub(super) environment: Option<&'a Path>,
-    /// The server's own source tree, when it held too many entries to hash.
+    /// A tree of code it loads (its own source tree, a search path, a `.pth` line's
+    /// directory, a bytecode cache), when it held too many entries to hash.
     pub(super) source_too_large: Option<&'a Path>,
     /// The runtime's own library (the user can write to it), when it held too many entries.
     pub(super) runtime_too_large: Option<&'a Path>,
@@ -71,11 +72,18 @@ pub(super) fn pinning(
         && !has_extra
         && let Some(root) = hashed.source_too_large
     {
+        // The entry's own tree, or one the interpreter is pointed to (PYTHONPATH, a `.pth`
+        // line, PYTHONPYCACHEPREFIX).
+        let what = if hashed.entry.is_some_and(|e| e.path.starts_with(root)) {
+            "the server's own code beside it in"
+        } else {
+            "the code it loads from"
+        };
         return Pinning::Partly {
             covered: covered(),
             uncovered: format!(
-                "the server's own code beside it in {}: more than {SOURCE_ENTRIES} entries \
-                 there to hash at each launch (name its code with --identity)",
+                "{what} {}: more than {SOURCE_ENTRIES} entries there to hash at each launch \
+                 (name its code with --identity)",
                 root.display()
             ),
         };

@@ -1004,3 +1004,34 @@ fn make_venv(venv: &Path) -> PathBuf {
         .find(|p| p.is_dir())
         .expect("site-packages")
 }
+
+/// A bytecode cache shared by many projects (`PYTHONPYCACHEPREFIX`) too large to walk at every
+/// launch leaves the server partly pinned, saying which directory, not calling it the
+/// server's own code.
+#[test]
+fn a_bytecode_cache_too_large_to_hash_is_said_as_such() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("server");
+    std::fs::write(dir.path().join("requirements.txt"), "mcp").expect("lock");
+    let cache = tempfile::tempdir().expect("cache");
+    for i in 0..=SOURCE_ENTRIES {
+        std::fs::write(cache.path().join(format!("m{i}.pyc")), "").expect("write");
+    }
+    let mut config = config(dir.path(), &[&real_python(), "server.py"]);
+    config.env.push(
+        format!("PYTHONPYCACHEPREFIX={}", cache.path().display())
+            .parse()
+            .expect("env"),
+    );
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    match &seen.pinning {
+        Pinning::Partly { uncovered, .. } => assert!(
+            uncovered.starts_with(&format!(
+                "the code it loads from {}: more than 20000 entries",
+                cache.path().display()
+            )),
+            "{uncovered}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
