@@ -379,7 +379,13 @@ configWarning: string | null,
  * Requests the egress broker refused because they carried a credential's placeholder
  * toward a host it may not go to, until a person dismisses them (oldest first).
  */
-leaks: Array<LeakNotice>, };
+leaks: Array<LeakNotice>, 
+/**
+ * The last proof that came over the socket (a passphrase typed at a terminal, or the
+ * OS's word for a CLI process) since the engine started: the app tells the person of
+ * each, so one they did not give (a passphrase a program of theirs captured) shows.
+ */
+socketProof: SocketProof | null, };
 
 export type LeakNotice = { 
 /**
@@ -400,6 +406,20 @@ host: string,
 atMs: number, 
 /**
  * How many such requests (same server, host and credentials) were refused.
+ */
+count: number, };
+
+export type SocketProof = { 
+/**
+ * What it proved, in words ("unlock the vault").
+ */
+what: string, 
+/**
+ * When (unix ms).
+ */
+atMs: number, 
+/**
+ * How many proofs came over the socket since the engine started (this one included).
  */
 count: number, };
 

@@ -12,7 +12,7 @@ use postern_domain::decision::{
 use postern_domain::text::one_line;
 use postern_domain::{AnswerChannel, ApprovalId};
 use postern_engine::answer::ControlCommand;
-use postern_engine::{Authority, Control, LeakNotice, Origin};
+use postern_engine::{Authority, Control, LeakNotice, Origin, SocketProof};
 use serde::Serialize;
 use ts_rs::TS;
 
@@ -190,12 +190,13 @@ pub fn review_request(desk: &Desk, chosen: Chosen) {
         .emit(APPROVALS_FOCUS, Some(APPROVALS), to_json(&chosen));
 }
 
-/// What the app last showed for the gate: the requests it announced, and the latest refused
-/// request (a leak notice) it announced.
+/// What the app last showed for the gate: the requests it announced, the latest refused
+/// request (a leak notice) it announced, and how many proofs over the socket it announced.
 #[derive(Debug, Default)]
 pub struct Announced {
     ids: Mutex<BTreeSet<ApprovalId>>,
     leaks_until: Mutex<u64>,
+    socket_proofs: Mutex<u64>,
 }
 
 impl Announced {
@@ -213,6 +214,17 @@ impl Announced {
             .unwrap_or(*until)
             .max(*until);
         fresh
+    }
+
+    /// The proof over the socket, if it is one not announced yet (the engine counts them).
+    fn fresh_socket_proof<'a>(&self, proof: Option<&'a SocketProof>) -> Option<&'a SocketProof> {
+        let mut seen = self
+            .socket_proofs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let proof = proof.filter(|p| p.count > *seen)?;
+        *seen = proof.count;
+        Some(proof)
     }
 
     /// Records the open requests; returns those not seen before, in queue order.
@@ -248,6 +260,12 @@ pub fn sync(desk: &Desk) {
     if let Some(gate) = &gate {
         for leak in desk.announced.fresh_leaks(&gate.leaks) {
             announce_leak(desk, leak);
+        }
+        if let Some(proof) = desk
+            .announced
+            .fresh_socket_proof(gate.socket_proof.as_ref())
+        {
+            announce_socket_proof(desk, proof);
         }
     }
     match window_move(open.len(), fresh.len()) {
@@ -337,6 +355,20 @@ fn announce_leak(desk: &Desk, leak: &LeakNotice) {
     );
     if let Err(err) = desk.surface.notify(&title, &body) {
         tracing::warn!("cannot show a notification for a refused request: {err}");
+    }
+}
+
+/// A native notification for a proof that came over the socket (a passphrase typed at a
+/// terminal): the person who typed it sees what it did; one who did not learns that a program
+/// of theirs knows the passphrase (a look-alike prompt in a shell it configured can take it).
+fn announce_socket_proof(desk: &Desk, proof: &SocketProof) {
+    let title = "Postern: your passphrase was given at a terminal";
+    let body = format!(
+        "It was used to {}. If that was not you, a program of yours knows your passphrase: change it in Postern's settings.",
+        one_line(&proof.what)
+    );
+    if let Err(err) = desk.surface.notify(title, &body) {
+        tracing::warn!("cannot show a notification for a proof over the socket: {err}");
     }
 }
 

@@ -556,6 +556,54 @@ mod tests {
         stop(&desk);
     }
 
+    /// A passphrase given over the socket (typed at a terminal, or by a program that captured
+    /// it there) is announced in a notification saying what it did; one typed in the app's own
+    /// window is not.
+    #[test]
+    fn a_passphrase_given_over_the_socket_is_announced() {
+        use postern_gateway::control::request_with;
+        use postern_gateway::hello::{ControlCommand, SecretText, WireProof};
+        let (desk, surface, home) = running_desk();
+        let notes = || -> Vec<(String, String)> {
+            surface
+                .orders()
+                .into_iter()
+                .filter_map(|o| match o {
+                    crate::surface::Order::Notify { title, body } => Some((title, body)),
+                    _ => None,
+                })
+                .filter(|(title, _)| title.contains("given at a terminal"))
+                .collect()
+        };
+        assert_eq!(invoke(&desk, "lock", json!({})).unwrap(), json!(true));
+        assert_eq!(
+            invoke(
+                &desk,
+                "unlock",
+                json!({"proof": {"passphrase": "postern-app-tests"}})
+            )
+            .unwrap(),
+            json!(true)
+        );
+        assert!(notes().is_empty(), "the window's own: {:?}", notes());
+        assert_eq!(invoke(&desk, "lock", json!({})).unwrap(), json!(true));
+        let proof = WireProof::Passphrase(SecretText("postern-app-tests".into()));
+        let socket = Home::at(home.path()).socket_path();
+        let unlocked =
+            crate::testing::block_on(request_with(&socket, ControlCommand::Unlock, Some(proof)))
+                .expect("the engine answers");
+        assert!(unlocked.get("refused").is_none(), "{unlocked}");
+        wait_for(|| !notes().is_empty());
+        let said = notes();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].1.starts_with("It was used to unlock the vault.")
+                && !said[0].1.contains("postern-app-tests"),
+            "{said:?}"
+        );
+        stop(&desk);
+    }
+
     #[test]
     fn lock_unlock_and_settings_go_to_the_engine() {
         let (desk, _surface, _home) = running_desk();

@@ -111,6 +111,7 @@ pub fn gate(vault: VaultState, approvals: u32) -> GateStatus {
         clicks_until_ms: None,
         config_warning: None,
         leaks: Vec::new(),
+        socket_proof: None,
     }
 }
 

@@ -150,6 +150,7 @@ mod tests {
                 clicks_until_ms: None,
                 config_warning: None,
                 leaks: Vec::new(),
+                socket_proof: None,
             },
             system_auth: None,
         };

@@ -55,6 +55,24 @@ pub struct GateStatus {
     /// Requests the egress broker refused because they carried a credential's placeholder
     /// toward a host it may not go to, until a person dismisses them (oldest first).
     pub leaks: Vec<LeakNotice>,
+    /// The last proof that came over the socket (a passphrase typed at a terminal, or the
+    /// OS's word for a CLI process) since the engine started: the app tells the person of
+    /// each, so one they did not give (a passphrase a program of theirs captured) shows.
+    pub socket_proof: Option<SocketProof>,
+}
+
+/// A proof the engine held that came over its socket, not from the app's own window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SocketProof {
+    /// What it proved, in words ("unlock the vault").
+    pub what: String,
+    /// When (unix ms).
+    #[ts(type = "number")]
+    pub at_ms: u64,
+    /// How many proofs came over the socket since the engine started (this one included).
+    #[ts(type = "number")]
+    pub count: u64,
 }
 
 /// A request the egress broker refused: a launch of `server` sent the placeholders of
@@ -487,6 +505,7 @@ pub fn typescript_bindings() -> String {
         AuditState::decl(),
         GateStatus::decl(),
         LeakNotice::decl(),
+        SocketProof::decl(),
         CredentialsView::decl(),
         crate::Settings::decl(),
         crate::permissions::Permissions::decl(),

@@ -151,6 +151,8 @@ struct State {
     /// Requests the egress broker refused because they carried a placeholder toward a host it
     /// may not go to, until a person has seen them (newest last, at most [`MAX_LEAKS`]).
     leaks: Vec<crate::LeakNotice>,
+    /// The last proof held that came over the socket (status shows it).
+    socket_proof: Option<crate::SocketProof>,
 }
 
 /// How many leak notices are kept for a person to see.
@@ -217,6 +219,7 @@ impl Authority {
                 carries: Vec::new(),
                 later: Vec::new(),
                 leaks: Vec::new(),
+                socket_proof: None,
             }),
             audit,
             store,
@@ -273,6 +276,7 @@ impl Authority {
             clicks_until_ms: presence::clicks_until(&state),
             config_warning: state.config_warning.clone(),
             leaks: state.leaks.clone(),
+            socket_proof: state.socket_proof.clone(),
         }
     }
 

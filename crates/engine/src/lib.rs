@@ -32,7 +32,7 @@ use tokio::sync::{broadcast, watch};
 
 pub use api::{
     AgentView, ArtifactView, CatalogView, CredentialsView, ExecutionView, GateStatus, LeakNotice,
-    PinningView, SandboxView, ServerStatus, SessionState, SessionStatus, Status,
+    PinningView, SandboxView, ServerStatus, SessionState, SessionStatus, SocketProof, Status,
     typescript_bindings,
 };
 pub use audit::{AuditLog, AuditState, AuditStatus};

@@ -346,6 +346,16 @@ impl Authority {
         if state.key.is_some() && matches!(proof, Proof::Passphrase(..)) {
             state.last_proof_ms = Some(now);
         }
+        if channel == Channel::Socket {
+            let count = state.socket_proof.as_ref().map_or(0, |p| p.count) + 1;
+            state.socket_proof = Some(crate::SocketProof {
+                what: what.to_owned(),
+                at_ms: now,
+                count,
+            });
+            drop(state);
+            self.changed();
+        }
         Ok(proven)
     }
 
