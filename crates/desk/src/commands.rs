@@ -521,21 +521,31 @@ mod tests {
         stop(&desk);
     }
 
+    /// `postern unlock` over the engine's socket of the home at `home`, with `passphrase`, as
+    /// the CLI sends it (or any process of the user): the engine's answer.
+    fn unlock_over_the_socket(home: &std::path::Path, passphrase: &str) -> Value {
+        use postern_gateway::control::request_with;
+        use postern_gateway::hello::{ControlCommand, SecretText, WireProof};
+        let proof = WireProof::Passphrase(SecretText(passphrase.into()));
+        let socket = Home::at(home).socket_path();
+        crate::testing::block_on(request_with(&socket, ControlCommand::Unlock, Some(proof)))
+            .expect("the engine answers")
+    }
+
+    /// Unlocks from the app's own window with the tests' passphrase.
+    fn unlock_in_the_window(desk: &std::sync::Arc<crate::Desk>) {
+        let unlock = json!({"proof": {"passphrase": "postern-app-tests"}});
+        assert_eq!(invoke(desk, "unlock", unlock).unwrap(), json!(true));
+    }
+
     /// A process of the user guessing the passphrase over the engine's socket (as an agent
     /// can) makes its own next tries wait, not the person's at the app's window.
     #[test]
     fn guesses_over_the_socket_do_not_keep_the_window_waiting() {
-        use postern_gateway::control::request_with;
-        use postern_gateway::hello::{ControlCommand, SecretText, WireProof};
         let (desk, _surface, home) = running_desk();
         let authority = desk.shell.authority().unwrap();
         assert_eq!(invoke(&desk, "lock", json!({})).unwrap(), json!(true));
-        let socket = Home::at(home.path()).socket_path();
-        let over_the_socket = |passphrase: &str| -> Value {
-            let proof = WireProof::Passphrase(SecretText(passphrase.into()));
-            crate::testing::block_on(request_with(&socket, ControlCommand::Unlock, Some(proof)))
-                .expect("the engine answers")
-        };
+        let over_the_socket = |passphrase: &str| unlock_over_the_socket(home.path(), passphrase);
         let wrong = over_the_socket("a guess");
         assert_eq!(wrong["refused"]["code"], "passphrase_wrong", "{wrong}");
         // Even the right passphrase over the socket waits now...
@@ -543,15 +553,7 @@ mod tests {
         assert_eq!(waiting["refused"]["code"], "proof_backoff", "{waiting}");
         assert_eq!(authority.vault(), VaultState::Locked);
         // ...while the person at the window unlocks at once.
-        assert_eq!(
-            invoke(
-                &desk,
-                "unlock",
-                json!({"proof": {"passphrase": "postern-app-tests"}})
-            )
-            .unwrap(),
-            json!(true)
-        );
+        unlock_in_the_window(&desk);
         assert_eq!(authority.vault(), VaultState::Ready);
         stop(&desk);
     }
@@ -561,8 +563,6 @@ mod tests {
     /// window is not.
     #[test]
     fn a_passphrase_given_over_the_socket_is_announced() {
-        use postern_gateway::control::request_with;
-        use postern_gateway::hello::{ControlCommand, SecretText, WireProof};
         let (desk, surface, home) = running_desk();
         let notes = || -> Vec<(String, String)> {
             surface
@@ -576,22 +576,10 @@ mod tests {
                 .collect()
         };
         assert_eq!(invoke(&desk, "lock", json!({})).unwrap(), json!(true));
-        assert_eq!(
-            invoke(
-                &desk,
-                "unlock",
-                json!({"proof": {"passphrase": "postern-app-tests"}})
-            )
-            .unwrap(),
-            json!(true)
-        );
+        unlock_in_the_window(&desk);
         assert!(notes().is_empty(), "the window's own: {:?}", notes());
         assert_eq!(invoke(&desk, "lock", json!({})).unwrap(), json!(true));
-        let proof = WireProof::Passphrase(SecretText("postern-app-tests".into()));
-        let socket = Home::at(home.path()).socket_path();
-        let unlocked =
-            crate::testing::block_on(request_with(&socket, ControlCommand::Unlock, Some(proof)))
-                .expect("the engine answers");
+        let unlocked = unlock_over_the_socket(home.path(), "postern-app-tests");
         assert!(unlocked.get("refused").is_none(), "{unlocked}");
         wait_for(|| !notes().is_empty());
         let said = notes();
