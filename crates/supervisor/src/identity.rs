@@ -176,15 +176,7 @@ impl DigestCache {
             .find(|v| v.name == "PATH")
             .map(|v| v.value.clone().into())
             .or_else(|| std::env::var_os("PATH"));
-        let configured: Vec<(String, String)> = config
-            .env
-            .iter()
-            .map(|v| (v.name.clone(), v.value.clone()))
-            .collect();
         let program = resolve_program(config.program(), &working_directory, path_var.as_deref())?;
-        // A version manager's shim is not what runs: the interpreter it selects is, launched
-        // directly, and that is what the identity is taken of.
-        let program = shim_target(&program, &working_directory, &configured).unwrap_or(program);
         let chain = self.follow_shebangs(&program, &working_directory, path_var.as_deref())?;
         let executable = self.artifact(&chain.current)?;
         let kind = match program_kind(&program) {
@@ -196,6 +188,11 @@ impl DigestCache {
             }
             other => other,
         };
+        let configured: Vec<(String, String)> = config
+            .env
+            .iter()
+            .map(|v| (v.name.clone(), v.value.clone()))
+            .collect();
         let found = Found {
             config,
             cwd: &working_directory,
@@ -979,7 +976,6 @@ pub(crate) use loads::LOADER_VARIABLES;
 use pinning::{Dispatch, Hashed, pinning};
 use program::{
     Kind, entry_argument, program_kind, python_environment, resolve_program, run_version, shebang,
-    shim_target,
 };
 
 #[cfg(test)]

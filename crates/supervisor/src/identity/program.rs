@@ -105,10 +105,17 @@ pub(super) fn shebang(path: &Path) -> Option<String> {
     }
 }
 
-/// Runs `command` (standard input closed) for at most five seconds: its output, or `None`
-/// when it could not start or took longer.
-fn run_bounded(mut command: std::process::Command) -> Option<std::process::Output> {
-    let mut child = command
+/// The first argument naming an existing file, skipping options (and `run` for uv).
+pub(super) fn entry_argument(args: &[String], cwd: &Path) -> Option<PathBuf> {
+    args.iter()
+        .filter(|a| !a.starts_with('-') && a.as_str() != "run")
+        .map(|a| cwd.join(a))
+        .find(|p| p.is_file())
+}
+
+pub(super) fn run_version(interpreter: &Path) -> Option<String> {
+    let mut child = std::process::Command::new(interpreter)
+        .arg("--version")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -122,59 +129,7 @@ fn run_bounded(mut command: std::process::Command) -> Option<std::process::Outpu
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    child.wait_with_output().ok()
-}
-
-/// The interpreter a version manager's shim stands for (pyenv's, asdf's, mise's, nodenv's:
-/// an executable script named like an interpreter, in a directory named `shims`), as the shim
-/// selects it for a server started in `cwd` with `env`: asked of the shim itself, with
-/// nothing of the user's loaded (Python isolated and without `site`, so no `.pth` file runs;
-/// Node without `NODE_OPTIONS`), for the executable the interpreter says it is. The launch
-/// runs that executable itself, so the identity is taken of what runs, whatever the shim
-/// answered. `None` when `program` is no such shim or the answer is not an executable file
-/// outside a `shims` directory (the shim is then launched as it is, a wrapper).
-pub(super) fn shim_target(program: &Path, cwd: &Path, env: &[(String, String)]) -> Option<PathBuf> {
-    let in_shims = program.parent()?.file_name()? == "shims";
-    if !in_shims || shebang(program).is_none() {
-        return None;
-    }
-    let name = program.file_name()?.to_str()?;
-    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-    let probe: &[&str] = match base {
-        "python" => &[
-            "-I",
-            "-S",
-            "-c",
-            "import sys; sys.stdout.write(sys.executable)",
-        ],
-        "node" => &["-e", "process.stdout.write(process.execPath)"],
-        _ => return None,
-    };
-    let mut command = std::process::Command::new(program);
-    command
-        .args(probe)
-        .current_dir(cwd)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env_remove("NODE_OPTIONS");
-    let out = run_bounded(command).filter(|out| out.status.success())?;
-    let target = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-    let in_shims = target.parent().and_then(Path::file_name) == Some(OsStr::new("shims"));
-    (target.is_absolute() && !in_shims && target.is_file() && is_executable(&target))
-        .then_some(target)
-}
-
-/// The first argument naming an existing file, skipping options (and `run` for uv).
-pub(super) fn entry_argument(args: &[String], cwd: &Path) -> Option<PathBuf> {
-    args.iter()
-        .filter(|a| !a.starts_with('-') && a.as_str() != "run")
-        .map(|a| cwd.join(a))
-        .find(|p| p.is_file())
-}
-
-pub(super) fn run_version(interpreter: &Path) -> Option<String> {
-    let mut command = std::process::Command::new(interpreter);
-    command.arg("--version");
-    let out = run_bounded(command)?;
+    let out = child.wait_with_output().ok()?;
     let text = if out.stdout.is_empty() {
         out.stderr
     } else {

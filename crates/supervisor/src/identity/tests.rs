@@ -723,7 +723,18 @@ fn assert_fingerprinted(seen: &Observed, lib: &Path) {
 fn what_a_pth_files_path_line_adds_is_part_of_the_identity() {
     let dir = tempfile::tempdir().expect("tempdir");
     let venv = dir.path().join("venv");
-    let site = make_venv(&venv);
+    let status = std::process::Command::new(real_python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .expect("python3 -m venv");
+    assert!(status.success());
+    let site = std::fs::read_dir(venv.join("lib"))
+        .expect("lib")
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .expect("site-packages");
     let editable = dir.path().join("editable-src");
     std::fs::create_dir_all(&editable).expect("src");
     std::fs::write(editable.join("pkg.py"), "X = 1").expect("pkg");
@@ -929,80 +940,6 @@ fn what_vanishes_while_the_tree_is_walked_is_as_if_never_there() {
         without,
         "as a walk of the tree as it is now"
     );
-}
-
-/// A version manager's shim (pyenv's `~/.pyenv/shims/python3`, a script that hands over to
-/// the interpreter it selects) is not what runs: the interpreter it selects is launched
-/// directly and is the identity's, with what it loads (here a virtual environment pyenv
-/// selected), so code planted behind a shim is a new identity as it is without one. A script
-/// of that name elsewhere is a wrapper, launched as it is.
-#[test]
-fn a_version_managers_shim_is_launched_as_the_interpreter_it_selects() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let venv = dir.path().join("venv");
-    let site = make_venv(&venv);
-    let interpreter = venv.join("bin/python3");
-    let shims = dir.path().join("shims");
-    std::fs::create_dir_all(&shims).expect("shims");
-    // As pyenv writes its shims: bash, and an exec of what it selects.
-    let shim = format!(
-        "#!/usr/bin/env bash\nset -e\nexec \"{}\" \"$@\"\n",
-        interpreter.display()
-    );
-    write_exec(&shims.join("python3"), &shim);
-    let code = dir.path().join("code");
-    std::fs::create_dir_all(&code).expect("code");
-    std::fs::write(code.join("server.py"), "print('hi')").expect("server");
-    let on_path = |bin: &Path| -> postern_domain::EnvVar {
-        format!("PATH={}:/usr/bin:/bin", bin.display())
-            .parse()
-            .expect("env")
-    };
-    let mut config = config(&code, &["python3", "server.py"]);
-    config.env.push(on_path(&shims));
-
-    let seen = DigestCache::new().observe(&config).expect("observe");
-    assert_eq!(
-        seen.program, interpreter,
-        "the interpreter runs, not the shim"
-    );
-    assert_eq!(seen.launch_command[0], interpreter.display().to_string());
-    assert_eq!(seen.launch_command[1..], ["server.py"]);
-    assert!(seen.wrappers.is_empty(), "{:?}", seen.wrappers);
-    assert_eq!(
-        seen.pinning,
-        Pinning::Pinned,
-        "the environment's packages too"
-    );
-    let approved = identity_of(&config);
-    std::fs::write(site.join("zz.pth"), "import os").expect("pth");
-    assert_ne!(identity_of(&config), approved, "a .pth behind the shim");
-
-    // The same script outside a `shims` directory is a wrapper of the user's.
-    let wrappers = dir.path().join("bin");
-    std::fs::create_dir_all(&wrappers).expect("bin");
-    write_exec(&wrappers.join("python3"), &shim);
-    let mut wrapped = self::config(&code, &["python3", "server.py"]);
-    wrapped.env.push(on_path(&wrappers));
-    let seen = DigestCache::new().observe(&wrapped).expect("observe");
-    assert_eq!(seen.program, wrappers.join("python3"));
-    assert_eq!(seen.wrappers.len(), 1, "{:?}", seen.wrappers);
-}
-
-/// A virtual environment of the test machine's Python at `venv` (no pip): its `site-packages`.
-fn make_venv(venv: &Path) -> PathBuf {
-    let made = std::process::Command::new(real_python())
-        .args(["-m", "venv", "--without-pip"])
-        .arg(venv)
-        .status()
-        .expect("python3 -m venv");
-    assert!(made.success());
-    std::fs::read_dir(venv.join("lib"))
-        .expect("lib")
-        .flatten()
-        .map(|e| e.path().join("site-packages"))
-        .find(|p| p.is_dir())
-        .expect("site-packages")
 }
 
 /// A bytecode cache shared by many projects (`PYTHONPYCACHEPREFIX`) too large to walk at every
