@@ -112,6 +112,11 @@ pub enum IdentityError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A link whose meaning depends on the process that opens it.
+    #[error(
+        "{path} is a link through /proc (such as /proc/self/cwd or /dev/fd), which names one file when Postern looks and another when the server opens it: its code cannot be identified, so the server is not launched. Replace the link with a relative one or a copy"
+    )]
+    ThroughProc { path: PathBuf },
 }
 
 impl IdentityError {
@@ -177,6 +182,14 @@ impl DigestCache {
             .map(|v| v.value.clone().into())
             .or_else(|| std::env::var_os("PATH"));
         let program = resolve_program(config.program(), &working_directory, path_var.as_deref())?;
+        // The program, or a file among the arguments, reached through /proc names one file
+        // here and another for the server.
+        if let Some(path) = std::iter::once(program.clone())
+            .chain(config.args().iter().map(|a| working_directory.join(a)))
+            .find(|p| p.symlink_metadata().is_ok() && through_proc(p))
+        {
+            return Err(IdentityError::ThroughProc { path });
+        }
         let chain = self.follow_shebangs(&program, &working_directory, path_var.as_deref())?;
         let executable = self.artifact(&chain.current)?;
         let kind = match program_kind(&program) {
@@ -528,6 +541,11 @@ impl DigestCache {
 
     /// The digest of a file, or of a directory as a tree.
     pub fn artifact(&self, path: &Path) -> Result<Artifact, IdentityError> {
+        if through_proc(path) {
+            return Err(IdentityError::ThroughProc {
+                path: path.to_owned(),
+            });
+        }
         let unreadable = |source| IdentityError::Unreadable {
             path: path.to_owned(),
             source,
@@ -615,9 +633,13 @@ impl DigestCache {
             if skip.contains(&path) {
                 return Walk::Leave;
             }
-            // What a link names, as the interpreter opening it sees it.
+            // What a link names, as the interpreter opening it sees it; a link that names
+            // nothing here is recorded as the link it is (its text).
             let Ok(meta) = std::fs::metadata(&path) else {
-                return Walk::Leave;
+                return match entry.file_type() {
+                    Ok(kind) if kind.is_symlink() => Walk::Take,
+                    _ => Walk::Leave,
+                };
             };
             if meta.is_dir() {
                 let foreign = device.is_some_and(|d| d != meta.dev());
@@ -900,13 +922,65 @@ enum Walk {
     Follow,
 }
 
+/// Whether resolving `path` goes through `/proc` (directly, or by a link on the way:
+/// `/proc/self/cwd`, `/dev/fd`, `/dev/stdin`): what such a path names depends on the process
+/// that opens it (`/proc/self/cwd` is the engine's working directory when the engine looks,
+/// the server's when the server opens it). Each link on the way is read as the kernel follows
+/// it, up to 40 of them.
+fn through_proc(path: &Path) -> bool {
+    use std::path::Component;
+    let mut todo: Vec<std::ffi::OsString> = Vec::new();
+    let push = |todo: &mut Vec<std::ffi::OsString>, path: &Path| {
+        for part in path.components().rev() {
+            match part {
+                Component::Normal(name) => todo.push(name.to_owned()),
+                Component::ParentDir => todo.push("..".into()),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            }
+        }
+    };
+    let mut at = if path.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+    };
+    push(&mut todo, path);
+    let mut links = 0;
+    while let Some(part) = todo.pop() {
+        if part == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&part);
+        if next.starts_with("/proc") {
+            return true;
+        }
+        match std::fs::read_link(&next) {
+            Ok(target) if links < 40 => {
+                links += 1;
+                if target.is_absolute() {
+                    at = PathBuf::from("/");
+                }
+                push(&mut todo, &target);
+            }
+            _ => at = next,
+        }
+    }
+    false
+}
+
 /// The entries under `root` that `choose` takes, sorted; `None` once more than `limit`
-/// entries were looked at.
+/// entries were looked at. A link on the way through `/proc` ([`through_proc`]) is refused.
 fn walk(
     root: &Path,
     limit: usize,
     mut choose: impl FnMut(&std::fs::DirEntry) -> Walk,
 ) -> Result<Option<Vec<PathBuf>>, IdentityError> {
+    if through_proc(root) {
+        return Err(IdentityError::ThroughProc {
+            path: root.to_owned(),
+        });
+    }
     let mut stack = vec![root.to_owned()];
     let mut entries = Vec::new();
     let mut seen = 0usize;
@@ -942,6 +1016,9 @@ fn walk(
             seen += 1;
             if seen > limit {
                 return Ok(None);
+            }
+            if entry.file_type().is_ok_and(|t| t.is_symlink()) && through_proc(&entry.path()) {
+                return Err(IdentityError::ThroughProc { path: entry.path() });
             }
             match choose(&entry) {
                 Walk::Into => {

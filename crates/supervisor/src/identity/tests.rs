@@ -972,3 +972,58 @@ fn a_bytecode_cache_too_large_to_hash_is_said_as_such() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A link through `/proc` names one file when Postern looks and another when the server opens
+/// it (`/proc/self/cwd` is each process's own working directory): a module beside an approved
+/// entry made such a link (review 5, S2) would run unidentified code, so the launch is
+/// refused, saying which link. A link that names nothing for the engine is recorded as the
+/// link it is, not left out.
+#[test]
+fn a_link_through_proc_is_refused_and_a_dangling_link_is_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "import helper").expect("server");
+    std::fs::write(dir.path().join("requirements.txt"), "mcp").expect("lock");
+    let config = config(dir.path(), &[&real_python(), "server.py"]);
+    let approved = identity_of(&config);
+
+    // Dangling for the engine: recorded (its text), so adding it is a change.
+    std::os::unix::fs::symlink("missing/helper.py", dir.path().join("helper.py")).expect("link");
+    let dangling = identity_of(&config);
+    assert_ne!(dangling, approved, "a dangling link is part of the tree");
+    std::fs::remove_file(dir.path().join("helper.py")).expect("rm");
+
+    let planted = [
+        "/proc/self/cwd/.cache.bin",
+        "/dev/fd/../cwd/.cache.bin",
+        "../../../../../../../../../../proc/self/cwd/x.py",
+    ];
+    for target in planted {
+        std::os::unix::fs::symlink(target, dir.path().join("json.py")).expect("link");
+        let refused = DigestCache::new()
+            .observe(&config)
+            .expect_err("a link through /proc");
+        assert!(
+            matches!(&refused, IdentityError::ThroughProc { path } if path.ends_with("json.py")),
+            "{target}: {refused}"
+        );
+        std::fs::remove_file(dir.path().join("json.py")).expect("rm");
+    }
+    // Through a link outside the tree that leads into /proc.
+    let hop = tempfile::tempdir().expect("hop");
+    std::os::unix::fs::symlink("/proc/self", hop.path().join("me")).expect("hop link");
+    std::os::unix::fs::symlink(hop.path().join("me/cwd/x.py"), dir.path().join("json.py"))
+        .expect("link");
+    assert!(matches!(
+        DigestCache::new().observe(&config),
+        Err(IdentityError::ThroughProc { .. })
+    ));
+    // The entry itself.
+    std::fs::remove_file(dir.path().join("json.py")).expect("rm");
+    std::fs::rename(dir.path().join("server.py"), dir.path().join("real.py")).expect("mv");
+    std::os::unix::fs::symlink("/proc/self/cwd/real.py", dir.path().join("server.py"))
+        .expect("link");
+    assert!(matches!(
+        DigestCache::new().observe(&config),
+        Err(IdentityError::ThroughProc { .. })
+    ));
+}
