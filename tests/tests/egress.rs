@@ -8,8 +8,10 @@
 //!   placeholder, never the value;
 //! - `127.0.0.1` receives the real value (and what it echoes comes back with the placeholder);
 //!   a redirect from it to another host carries none;
-//! - the same host under another name (`localhost`) gets nothing: the request is refused, the
-//!   attempt audited (names, never the value), and the launch frozen;
+//! - a request to `localhost` on that port goes to `127.0.0.1`, the address the credential
+//!   names (`localhost` is two addresses);
+//! - the same address on another port gets nothing: the request is refused, the attempt
+//!   audited (names, never the value), and the launch frozen;
 //! - server-everything's `get-env`, a real server's own view of its environment, shows the
 //!   placeholder.
 
@@ -183,16 +185,27 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
             );
         }
 
-        // The same host under another name: refused, audited, the launch frozen.
-        let before = api.received().len();
+        // By name (`localhost`, two addresses) it goes to the address the credential names.
         let url = api.url("localhost", "/echo");
+        let answer = call(&gate, &mut agent, "fetch", json!({"url": url})).await?;
+        ensure!(
+            answer == format!("status=200 body=you sent: Bearer {placeholder}"),
+            "{answer}"
+        );
+
+        // The same address on another port: refused, audited, the launch frozen.
+        let before = other.received().len();
+        let url = other.url("127.0.0.1", "/echo");
         let answer = call(&gate, &mut agent, "fetch", json!({"url": url})).await?;
         ensure!(answer.starts_with("status=403"), "{answer}");
         ensure!(
             answer.contains("api-token") && !answer.contains(CANARY),
             "{answer}"
         );
-        ensure!(api.received().len() == before, "nothing reached the host");
+        ensure!(
+            other.received().len() == before,
+            "nothing reached that port"
+        );
         let url = api.url("127.0.0.1", "/echo");
         let answer = call(&gate, &mut agent, "fetch", json!({"url": url})).await?;
         ensure!(answer.starts_with("status=403"), "frozen: {answer}");
@@ -204,7 +217,9 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
             .find(|l| l.contains("credential_leak_attempt"))
             .context("the leak attempt is audited")?;
         ensure!(
-            leak.contains("localhost") && leak.contains("api-token") && leak.contains(label),
+            leak.contains(&format!("127.0.0.1:{}", other.port()))
+                && leak.contains("api-token")
+                && leak.contains(label),
             "{leak}"
         );
         ensure!(
@@ -216,8 +231,10 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
         // The person is told: status shows the refused request until they dismiss it.
         let status = gate.cli(["server", "status", label])?;
         ensure!(
-            status
-                .contains("REFUSED: a launch sent the placeholder of api-token toward localhost:"),
+            status.contains(&format!(
+                "REFUSED: a launch sent the placeholder of api-token toward 127.0.0.1:{}",
+                other.port()
+            )),
             "{status}"
         );
         // Any process may not clear it (the server that tried, the agent): a request
@@ -246,7 +263,10 @@ async fn the_server_holds_a_placeholder_and_the_broker_the_value(
         let listed = gate.cli(["credential", "list"])?;
         let port = api.port();
         ensure!(
-            listed.contains(&format!("{label} -> localhost:{port}: 0 sent, 1 refused")),
+            listed.contains(&format!(
+                "{label} -> 127.0.0.1:{}: 0 sent, 1 refused",
+                other.port()
+            )),
             "{listed}"
         );
         ensure!(

@@ -486,21 +486,24 @@ async fn forward(
 ) -> Result<Response<Body>, hyper::Error> {
     let target = req.uri().clone();
     let frozen = shared.frozen.load(Ordering::SeqCst);
-    let (outcome, swaps) = {
+    let (outcome, swaps, address) = {
         let brokered = shared.brokered.read().unwrap_or_else(|e| e.into_inner());
+        let address = substitute::local_address(&dest.host, dest.port, &brokered);
         let route = Route {
             host: &dest.host,
             port: dest.port,
             tls: dest.tls,
+            address,
         };
         let outcome = substitute::decide(req.headers_mut(), &target, route, &brokered, frozen);
+        let address = address.map(str::to_owned);
         // The answer gives back the placeholders this request carried, and no other.
         let carried: &[String] = match &outcome {
             Outcome::Forward { placeholders, .. } => placeholders,
             Outcome::Leak { .. } => &[],
         };
         let swaps = Swaps::for_launch(&brokered, carried);
-        (outcome, swaps)
+        (outcome, swaps, address)
     };
     match outcome {
         Outcome::Leak { credentials, why } => {
@@ -560,7 +563,12 @@ async fn forward(
             req.headers_mut().remove(name);
         }
     }
-    match send(req, &dest, &shared.upstream).await {
+    // A value for this machine by name goes to the address its credential names.
+    let connect = match address {
+        Some(address) if !swaps.is_empty() => address,
+        _ => dest.host.clone(),
+    };
+    match send(req, &dest, &connect, &shared.upstream).await {
         Ok(response) if swaps.is_empty() => Ok(response.map(BodyExt::boxed)),
         Ok(response) if redact::compressed(response.headers()) => Ok(said(
             StatusCode::BAD_GATEWAY,
@@ -587,12 +595,15 @@ async fn forward(
     }
 }
 
+/// Sends `req` to `dest` over a connection to `connect` (its host, or the address of this
+/// machine its credential names), TLS verified for `dest`'s host.
 async fn send(
     req: Request<Incoming>,
     dest: &Destination,
+    connect: &str,
     upstream: &Arc<ClientConfig>,
 ) -> Result<Response<Incoming>, String> {
-    let tcp = TcpStream::connect((dest.host.as_str(), dest.port))
+    let tcp = TcpStream::connect((connect, dest.port))
         .await
         .map_err(|e| e.to_string())?;
     if !dest.tls {

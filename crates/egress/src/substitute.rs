@@ -24,7 +24,7 @@ use std::net::IpAddr;
 use hyper::Uri;
 use hyper::header::{FORWARDED, HOST, HeaderMap, HeaderValue};
 use hyper::http::uri::Authority;
-use postern_domain::credential::{covers, names_a_site};
+use postern_domain::credential::{covers, is_this_machine, names_a_site};
 use postern_vault::Secret;
 
 /// A credential a launch holds as a placeholder.
@@ -56,7 +56,8 @@ impl Brokered {
     /// Whether its value may go where `route` goes: one of its hosts, on the port that host
     /// names if it names one.
     fn allows(&self, route: Route<'_>) -> bool {
-        self.hosts.iter().any(|h| covers(h, route.host, route.port))
+        let host = route.address.unwrap_or(route.host);
+        self.hosts.iter().any(|h| covers(h, host, route.port))
     }
 }
 
@@ -69,6 +70,29 @@ pub struct Route<'a> {
     pub port: u16,
     /// TLS to the host (the broker verifies its certificate).
     pub tls: bool,
+    /// For a request to this machine by name (`localhost`): the address of this machine a
+    /// brokered credential is bound to on this port, where the broker connects if the request
+    /// carries its value ([`local_address`]).
+    pub address: Option<&'a str>,
+}
+
+/// The one address of this machine that `launch`'s credentials are bound to on `port`, for a
+/// request to `host` when `host` names this machine (`localhost`: two addresses, 127.0.0.1 and
+/// ::1, which two processes can hold on the same port). Its request then goes to the address
+/// the person named, never to whichever the resolver lists first. `None` for any other host,
+/// or when the credentials name no such address, or more than one.
+pub fn local_address<'a>(host: &str, port: u16, launch: &'a [Brokered]) -> Option<&'a str> {
+    if !is_this_machine(host) || host.parse::<IpAddr>().is_ok() {
+        return None;
+    }
+    let mut addresses = launch.iter().flat_map(|b| &b.hosts).filter_map(|entry| {
+        let (address, bound) = entry.rsplit_once(':')?;
+        let address = address.trim_start_matches('[').trim_end_matches(']');
+        (bound.parse() == Ok(port) && address.parse::<IpAddr>().is_ok() && is_this_machine(address))
+            .then_some(address)
+    });
+    let first = addresses.next()?;
+    addresses.all(|a| a == first).then_some(first)
 }
 
 impl Route<'_> {
@@ -323,6 +347,7 @@ mod tests {
             host,
             port: 443,
             tls: true,
+            address: None,
         }
     }
 
@@ -487,6 +512,7 @@ mod tests {
             host,
             port: 80,
             tls: false,
+            address: None,
         };
         let mut launch = launch();
         launch[0].hosts = vec![
@@ -528,5 +554,59 @@ mod tests {
             }
         );
         assert!(h["authorization"].to_str().unwrap().contains(PLACEHOLDER));
+    }
+
+    /// `localhost` is two addresses: a request to it carrying a value goes to the one address
+    /// of this machine its credential names on that port, and is decided as going there.
+    #[test]
+    fn a_value_for_this_machine_by_name_goes_to_the_address_its_credential_names() {
+        let mut launch = launch();
+        launch[0].hosts = vec!["127.0.0.1:8080".into()];
+        assert_eq!(local_address("localhost", 8080, &launch), Some("127.0.0.1"));
+        assert_eq!(
+            local_address("app.localhost", 8080, &launch),
+            Some("127.0.0.1")
+        );
+        assert_eq!(
+            local_address("localhost", 8081, &launch),
+            None,
+            "another port"
+        );
+        assert_eq!(
+            local_address("127.0.0.1", 8080, &launch),
+            None,
+            "an address already"
+        );
+        assert_eq!(local_address("api.github.com", 8080, &launch), None);
+        let mut both = self::launch();
+        both[0].hosts = vec!["127.0.0.1:8080".into(), "[::1]:8080".into()];
+        assert_eq!(
+            local_address("localhost", 8080, &both),
+            None,
+            "which one: neither"
+        );
+        both[0].hosts = vec!["[::1]:8080".into()];
+        assert_eq!(local_address("localhost", 8080, &both), Some("::1"));
+
+        let route = |address| Route {
+            host: "localhost",
+            port: 8080,
+            tls: false,
+            address,
+        };
+        let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
+        h.insert(HOST, HeaderValue::from_static("localhost:8080"));
+        let outcome = decide(&mut h, &uri("/"), route(Some("127.0.0.1")), &launch, false);
+        assert!(matches!(outcome, Outcome::Forward { .. }), "{outcome:?}");
+        assert_eq!(h["authorization"], "Bearer ghp_realvalue");
+        let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
+        assert_eq!(
+            decide(&mut h, &uri("/"), route(None), &launch, false),
+            Outcome::Leak {
+                credentials: vec!["github".into()],
+                why: Refused::OtherHost,
+            },
+            "by name without an address bound: refused"
+        );
     }
 }

@@ -183,6 +183,11 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_bound(|port| format!("localhost:{port}")).await
+}
+
+/// [`setup`] with the credential bound to `host(port)` alone.
+async fn setup_bound(host: impl FnOnce(u16) -> String) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let (port, received) = upstream(dir.path()).await;
     let seen = Arc::new(Seen::default());
@@ -192,7 +197,9 @@ async fn setup() -> Setup {
         Arc::clone(&seen) as Arc<dyn EgressSink>,
     )
     .unwrap();
-    let way_out = broker.open("fixture", launch(port), None).unwrap();
+    let mut bound = launch(port);
+    bound[0].hosts = vec![host(port)];
+    let way_out = broker.open("fixture", bound, None).unwrap();
     Setup {
         _dir: dir,
         port,
@@ -283,6 +290,25 @@ async fn a_host_header_naming_another_site_gets_no_value() {
         [("github".to_owned(), format!("localhost:{}", t.port))]
     );
     assert!(t.way_out.frozen());
+}
+
+/// A server that calls its service as `localhost` while its credential names the address
+/// `127.0.0.1` (what `credential add` asks for: `localhost` is two addresses) gets the value
+/// through, sent to that address, and is not frozen.
+#[tokio::test]
+async fn a_value_for_localhost_goes_to_the_address_its_credential_names() {
+    let t = setup_bound(|port| format!("127.0.0.1:{port}")).await;
+    let ca = t.broker.files().ca.clone();
+    let bearer = format!("Bearer {PLACEHOLDER}");
+    let answer = get_through(t.way_out.port(), &ca, "localhost", t.port, &bearer).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(*t.received.lock().unwrap(), [format!("Bearer {VALUE}")]);
+    assert!(!t.way_out.frozen());
+    assert!(t.seen.leaks.lock().unwrap().is_empty());
+    assert_eq!(
+        *t.seen.substituted.lock().unwrap(),
+        [("github".to_owned(), format!("localhost:{}", t.port))]
+    );
 }
 
 /// A value bound to one port on this machine goes to no other port there, where any process
