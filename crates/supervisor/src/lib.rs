@@ -107,10 +107,14 @@ where
     let first = record(config, observed.clone(), 0, 0);
     let identity = first.identity_digest();
     between();
+    // The artifacts, and the path the launch executes: often a link (a venv's `bin/python`)
+    // to the executable hashed, which re-pointed after the second capture would run
+    // something else.
     let watched: Vec<std::path::PathBuf> = first
         .artifacts()
         .map(|a| a.path.clone())
         .filter(|p| !observed.unwatched.contains(p))
+        .chain(std::iter::once(observed.program.clone()))
         .collect();
     let watch = ArtifactWatch::with_shallow(&watched, &observed.shallow)
         .map_err(|e| tracing::warn!("the files of its identity cannot be watched: {e}"))

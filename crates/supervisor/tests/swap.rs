@@ -100,3 +100,46 @@ async fn a_linked_entry_changed_where_it_lives_is_seen_by_the_launchs_watch() {
     }
     launched.spawned.handle.stop();
 }
+
+/// The path a launch executes is often a link to the executable hashed (a virtual
+/// environment's `bin/python`): re-pointed after the second capture, while the credentials are
+/// being released (review 5, S3), it would run something else. The launch's watch sees it.
+#[tokio::test]
+async fn a_launch_link_repointed_while_the_credentials_are_released_is_seen() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    let real = bin.join("real-server");
+    std::fs::write(&real, "#!/bin/sh\nsleep 5\n").expect("write");
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let evil = bin.join("evil-server");
+    std::fs::write(&evil, "#!/bin/sh\necho pwned\n").expect("write");
+    std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let link = bin.join("server");
+    std::os::unix::fs::symlink("real-server", &link).expect("link");
+    let config = ServerConfig::new(
+        "swap".parse().expect("label"),
+        vec![link.display().to_string()],
+        Some(dir.path().to_owned()),
+        vec![],
+    )
+    .expect("config");
+    let mut launched = launch_with(&config, &DigestCache::new(), |_| {
+        // The attacker's moment: both captures agreed, the keychain is being read.
+        std::fs::remove_file(&link).expect("rm");
+        std::os::unix::fs::symlink("evil-server", &link).expect("re-point");
+        Given::default()
+    })
+    .expect("launch");
+    let watch = launched.watch.as_mut().expect("watched");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !watch.touched() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the re-pointed link was not seen"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    launched.spawned.handle.stop();
+}
