@@ -24,7 +24,7 @@ use std::net::IpAddr;
 use hyper::Uri;
 use hyper::header::{FORWARDED, HOST, HeaderMap, HeaderValue};
 use hyper::http::uri::Authority;
-use postern_domain::credential::{covers, is_this_machine, names_a_site};
+use postern_domain::credential::{ROUTING_HEADERS, covers, is_this_machine, names_a_site};
 use postern_vault::Secret;
 
 /// A credential a launch holds as a placeholder.
@@ -108,17 +108,24 @@ impl Route<'_> {
             .get_all(FORWARDED)
             .iter()
             .flat_map(|value| forwarded_hosts(value.as_bytes()));
+        // The headers known to name a site are held to the destination whatever they say;
+        // another with `host` in its name only when its value looks like a host (a dotted name,
+        // an address, a port): `X-Use-Hostname: true` is not one.
+        let known = |name: &str| name == HOST || ROUTING_HEADERS.contains(&name);
         let routing = headers
             .iter()
-            .filter(|(name, _)| *name != FORWARDED && names_a_site(name.as_str()))
-            .map(|(_, value)| value);
-        headers
-            .get_all(HOST)
-            .iter()
-            .chain(routing)
-            .flat_map(|value| value.as_bytes().split(|b| *b == b',').map(<[u8]>::to_vec))
-            .chain(forwarded)
-            .any(|value| !self.is(&value))
+            .filter(|(name, _)| {
+                *name != FORWARDED && (known(name.as_str()) || names_a_site(name.as_str()))
+            })
+            .flat_map(|(name, value)| {
+                value
+                    .as_bytes()
+                    .split(|b| *b == b',')
+                    .map(<[u8]>::to_vec)
+                    .filter(|v| known(name.as_str()) || v.iter().any(|b| b".:[".contains(b)))
+                    .collect::<Vec<_>>()
+            });
+        routing.chain(forwarded).any(|value| !self.is(&value))
     }
 
     /// Whether `authority` (a header's text) names this route's host (and port, if any).
@@ -475,6 +482,7 @@ mod tests {
             ("x-forwarded-server", "evil.tenant.example"),
             ("x-http-host-override", "evil.tenant.example"),
             ("x-forwarded-host-override", "evil.tenant.example"),
+            ("x-forwarded-host-override", "10.0.0.7"),
         ] {
             let mut h = with_host("api.github.com");
             h.insert(name, HeaderValue::from_static(value));
@@ -495,6 +503,11 @@ mod tests {
             "forwarded",
             HeaderValue::from_static("for=1.2.3.4;host=api.github.com"),
         );
+        let outcome = decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), false);
+        assert!(matches!(outcome, Outcome::Forward { .. }), "{outcome:?}");
+        // A header with `host` in its name whose value is no host is the server's business.
+        let mut h = with_host("api.github.com");
+        h.insert("x-use-hostname", HeaderValue::from_static("true"));
         let outcome = decide(&mut h, &uri("/"), tls("api.github.com"), &launch(), false);
         assert!(matches!(outcome, Outcome::Forward { .. }), "{outcome:?}");
         // No placeholder, no value: the Host header is the server's business.

@@ -335,6 +335,8 @@ pub(super) fn runtime_code(
         .iter()
         .find_map(|v| v.strip_prefix("PYTHONHOME="))
     {
+        // From the working directory as the process sees it: its real path (getcwd).
+        let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned());
         prefixes.extend(
             home.split(':')
                 .filter(|p| !p.is_empty())

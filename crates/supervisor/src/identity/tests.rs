@@ -895,6 +895,22 @@ fn a_relative_python_home_is_taken_from_the_servers_directory() {
         .join(format!("runtime/lib/{version}/site-packages"));
     std::fs::write(site.join("zz.pth"), "import os").expect("pth");
     assert_ne!(identity_of(&config), approved);
+
+    // The working directory reached through a link: `..` is taken from its real path, as
+    // the process's own working directory is.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("dir");
+    let code = dir.path().join("code");
+    std::fs::create_dir_all(&code).expect("code");
+    std::fs::write(code.join("server.py"), "print('hi')").expect("server");
+    std::fs::write(code.join("requirements.txt"), "mcp").expect("lock");
+    std::os::unix::fs::symlink(&code, elsewhere.join("proj")).expect("link");
+    let mut linked = self::config(&elsewhere.join("proj"), &[&real_python(), "server.py"]);
+    linked
+        .env
+        .push("PYTHONHOME=../runtime".parse().expect("env"));
+    let seen = DigestCache::new().observe(&linked).expect("observe");
+    assert_fingerprinted(&seen, &dir.path().join("runtime/lib"));
 }
 
 /// A directory or file removed while the identity is taken (a build at work in the tree) is
