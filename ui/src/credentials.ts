@@ -213,7 +213,7 @@ function addForm(add: CredentialControls["add"]): HTMLElement {
   const submit = h("button", { type: "submit", class: "primary add-credential" }, "Add credential") as HTMLButtonElement;
   const envField = field("only-env", "Variable", text("envVar", "INVENTORY_TOKEN"), "The environment variable the server reads.");
   const headerField = field("only-header", "Header", text("header", "X-Api-Key"));
-  const hostsField = field("only-http", "Hosts", text("hosts", "api.example.com, api2.example.com"), "The hosts a request may carry it to (comma-separated); on this machine with its port, e.g. localhost:8080.");
+  const hostsField = field("only-http", "Hosts", text("hosts", "api.example.com, api2.example.com"), "The hosts a request may carry it to (comma-separated); this machine as its address and port, e.g. 127.0.0.1:8080.");
   const form = h(
     "form",
     { class: "panel add-credential-form", "data-form": "add-credential", "aria-labelledby": "add-credential-h", novalidate: "", autocomplete: "off" },

@@ -129,6 +129,18 @@ pub fn loosely_here(entry: &str) -> bool {
     is_this_machine(host) && (!has_port || host.parse::<std::net::IpAddr>().is_err())
 }
 
+/// Whether `host` is this machine's own name (`/proc/sys/kernel/hostname`, which Debian's
+/// `/etc/hosts` maps to 127.0.1.1), in full or its first label.
+fn is_own_name(host: &str) -> bool {
+    let Ok(name) = std::fs::read_to_string("/proc/sys/kernel/hostname") else {
+        return false;
+    };
+    let name = name.trim().to_ascii_lowercase();
+    let short = name.split('.').next().unwrap_or_default();
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    !name.is_empty() && (host == name || host == short || host == format!("{short}.local"))
+}
+
 /// Names `/etc/hosts` gives this machine on common systems, besides `localhost`.
 const LOCAL_NAMES: [&str; 5] = [
     "localhost.localdomain",
@@ -187,7 +199,9 @@ impl FromStr for CredentialHost {
                 other => other,
             })?,
         };
-        if is_this_machine(&host) && host.parse::<std::net::IpAddr>().is_err() {
+        if (is_this_machine(&host) || is_own_name(&host))
+            && host.parse::<std::net::IpAddr>().is_err()
+        {
             return Err(HostError::LocalName {
                 given: given.to_owned(),
                 example: format!("127.0.0.1:{}", port.unwrap_or(8080)),
@@ -525,5 +539,18 @@ mod tests {
             assert!(refused.contains(why), "{given}: {refused}");
         }
         assert!(parsed(&format!("{}.example", "a".repeat(64))).is_err());
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn this_machines_own_name_is_this_machine() {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("Linux");
+        let name = name.trim();
+        for given in [format!("{name}:8080"), name.to_owned()] {
+            assert!(
+                parsed(&given).is_err_and(|e| e.contains("two addresses")),
+                "{given}"
+            );
+        }
     }
 }
