@@ -56,8 +56,10 @@ impl Brokered {
     /// Whether its value may go where `route` goes: one of its hosts, on the port that host
     /// names if it names one.
     fn allows(&self, route: Route<'_>) -> bool {
-        let host = route.address.unwrap_or(route.host);
-        self.hosts.iter().any(|h| covers(h, host, route.port))
+        self.hosts.iter().any(|h| {
+            covers(h, route.host, route.port)
+                || route.address.is_some_and(|a| covers(h, a, route.port))
+        })
     }
 }
 
@@ -612,6 +614,21 @@ mod tests {
         let outcome = decide(&mut h, &uri("/"), route(Some("127.0.0.1")), &launch, false);
         assert!(matches!(outcome, Outcome::Forward { .. }), "{outcome:?}");
         assert_eq!(h["authorization"], "Bearer ghp_realvalue");
+        // A credential kept loosely as `localhost`, beside one bound to the address, goes
+        // there too (to the address).
+        let mut loose = self::launch();
+        loose[0].hosts = vec!["localhost".into()];
+        loose.push(Brokered {
+            credential: "local".into(),
+            placeholder: "ghp_OTHERplaceholder0123456789abcdef".into(),
+            value: Secret::new("other-value".into()),
+            hosts: vec!["127.0.0.1:8080".into()],
+            forms: Vec::new(),
+        });
+        assert_eq!(local_address("localhost", 8080, &loose), Some("127.0.0.1"));
+        let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
+        let outcome = decide(&mut h, &uri("/"), route(Some("127.0.0.1")), &loose, false);
+        assert!(matches!(outcome, Outcome::Forward { .. }), "{outcome:?}");
         let mut h = headers(&format!("Bearer {PLACEHOLDER}"));
         assert_eq!(
             decide(&mut h, &uri("/"), route(None), &launch, false),
