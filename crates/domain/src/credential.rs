@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-pub use host::{CredentialHost, HostError, covers, is_this_machine, loosely_here};
+pub use host::{CredentialHost, HostError, covers, is_this_machine, kept_parts, loosely_here};
 pub use placeholder::{MIN_RANDOM_CHARS, placeholder, randomness_needed};
 
 use crate::server::{EnvName, EnvNameError};

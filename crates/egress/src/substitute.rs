@@ -24,7 +24,9 @@ use std::net::IpAddr;
 use hyper::Uri;
 use hyper::header::{FORWARDED, HOST, HeaderMap, HeaderValue};
 use hyper::http::uri::Authority;
-use postern_domain::credential::{ROUTING_HEADERS, covers, is_this_machine, names_a_site};
+use postern_domain::credential::{
+    ROUTING_HEADERS, covers, is_this_machine, kept_parts, names_a_site,
+};
 use postern_vault::Secret;
 
 /// A credential a launch holds as a placeholder.
@@ -88,10 +90,11 @@ pub fn local_address<'a>(host: &str, port: u16, launch: &'a [Brokered]) -> Optio
         return None;
     }
     let mut addresses = launch.iter().flat_map(|b| &b.hosts).filter_map(|entry| {
-        let (address, bound) = entry.rsplit_once(':')?;
-        let address = address.trim_start_matches('[').trim_end_matches(']');
-        (bound.parse() == Ok(port) && address.parse::<IpAddr>().is_ok() && is_this_machine(address))
-            .then_some(address)
+        let (address, bound) = kept_parts(entry)?;
+        (bound?.parse() == Ok(port)
+            && address.parse::<IpAddr>().is_ok()
+            && is_this_machine(address))
+        .then_some(address)
     });
     let first = addresses.next()?;
     addresses.all(|a| a == first).then_some(first)
@@ -117,7 +120,7 @@ impl Route<'_> {
         let routing = headers
             .iter()
             .filter(|(name, _)| {
-                *name != FORWARDED && (known(name.as_str()) || names_a_site(name.as_str()))
+                *name != FORWARDED && (*name == HOST || names_a_site(name.as_str()))
             })
             .flat_map(|(name, value)| {
                 value

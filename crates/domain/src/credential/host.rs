@@ -9,9 +9,10 @@
 //! `127.0.0.1:8080` to that port alone. This machine is named by an address and a port
 //! (`127.0.0.1:8080`, `[::1]:8080`): any process of the user can listen on another port
 //! there, and `localhost` is two addresses, 127.0.0.1 and ::1, which two processes can hold on
-//! the same port (a request connects to whichever its resolver lists first). A host is kept here as that same parse leaves it,
-//! so it can match; a URL or a wildcard would never equal a URL's host: they are refused, each
-//! with what to type instead, rather than stored to silently never match.
+//! the same port (a request connects to whichever its resolver lists first). A host is kept
+//! here as that same parse leaves it, so it can match; a URL or a wildcard would never equal a
+//! URL's host: they are refused, each with what to type instead, rather than stored to
+//! silently never match.
 
 use std::fmt;
 use std::net::Ipv6Addr;
@@ -91,26 +92,29 @@ impl CredentialHost {
     }
 }
 
+/// A credential's host as kept, read back: the host (an IPv6 address without brackets) and the
+/// port's text if it names one (`host`, `host:port`, a bare IPv6 address, `[v6]:port`). `None`
+/// for what a kept host never is (`[v6]` without a port).
+pub fn kept_parts(entry: &str) -> Option<(&str, Option<&str>)> {
+    match entry.strip_prefix('[') {
+        Some(bracketed) => bracketed
+            .split_once("]:")
+            .map(|(ip, port)| (ip, Some(port))),
+        None if entry.parse::<Ipv6Addr>().is_ok() => Some((entry, None)),
+        None => Some(match entry.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (entry, None),
+        }),
+    }
+}
+
 /// Whether `entry`, a credential's host as kept (`host` or `host:port`), covers a request to
 /// `host` on `port`: the same host (case aside) and, if the entry names a port, that port.
 /// An entry whose port cannot be read covers nothing.
 pub fn covers(entry: &str, host: &str, port: u16) -> bool {
-    let (name, wanted) = match entry.strip_prefix('[') {
-        Some(bracketed) => match bracketed.split_once("]:") {
-            Some((ip, port)) => (ip, Some(port.parse::<u16>().ok())),
-            None => return false,
-        },
-        None if entry.parse::<Ipv6Addr>().is_ok() => (entry, None),
-        None => match entry.rsplit_once(':') {
-            Some((name, port)) => (name, Some(port.parse::<u16>().ok())),
-            None => (entry, None),
-        },
-    };
-    name.eq_ignore_ascii_case(host)
-        && match wanted {
-            None => true,
-            Some(wanted) => wanted == Some(port),
-        }
+    kept_parts(entry).is_some_and(|(name, wanted)| {
+        name.eq_ignore_ascii_case(host) && wanted.is_none_or(|p| p.parse() == Ok(port))
+    })
 }
 
 /// Whether `entry`, a credential's host as kept, names this machine loosely: without a port,
@@ -118,15 +122,9 @@ pub fn covers(entry: &str, host: &str, port: u16) -> bool {
 /// and port here, it goes to whichever process of the user listens where a request for it
 /// connects (the credential is added again as `127.0.0.1:PORT` to narrow it).
 pub fn loosely_here(entry: &str) -> bool {
-    let (host, has_port) = match entry.strip_prefix('[') {
-        Some(bracketed) => (bracketed.split(']').next().unwrap_or_default(), true),
-        None if entry.parse::<Ipv6Addr>().is_ok() => (entry, false),
-        None => match entry.rsplit_once(':') {
-            Some((host, _)) => (host, true),
-            None => (entry, false),
-        },
-    };
-    is_this_machine(host) && (!has_port || host.parse::<std::net::IpAddr>().is_err())
+    kept_parts(entry).is_some_and(|(host, port)| {
+        is_this_machine(host) && (port.is_none() || host.parse::<std::net::IpAddr>().is_err())
+    })
 }
 
 /// Whether `host` is this machine's own name (`/proc/sys/kernel/hostname`, which Debian's

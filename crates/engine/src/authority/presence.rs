@@ -20,9 +20,10 @@
 //! back-off lets it, and that must not keep the person waiting at the app's own window,
 //! which only the app reaches (in-process). A proof held on either starts both over. The
 //! back-offs are kept in the store, so a restarted engine (which starts locked) still makes
-//! the guesser wait. A process of the
-//! user can delete that row, as it can copy the keychain's wrapped key and guess offline:
-//! against either, what holds is argon2id's cost per guess and the passphrase's strength.
+//! the guesser wait; one kept longer than the longest back-off is cut to it at the start. A
+//! process of the user can delete those rows, as it can copy the keychain's wrapped key and
+//! guess offline: against either, what holds is argon2id's cost per guess and the
+//! passphrase's strength.
 
 use postern_domain::AuditEvent;
 use postern_gateway::audit::AuditSink;
