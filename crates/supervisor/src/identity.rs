@@ -174,6 +174,7 @@ impl DigestCache {
             Some(dir) => dir.clone(),
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         };
+        let sandbox = crate::sandbox::profile(config, &working_directory, &self.sandbox);
         let path_var = config
             .env
             .iter()
@@ -234,9 +235,12 @@ impl DigestCache {
             .filter(|p| p.is_file())
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
+        let inside = sandbox.as_ref().map(|s| (s, working_directory.as_path()));
         let runtime = match (&chain.interpreter, kind) {
-            (Some(interp), _) => self.runtime_version(interp, executable.digest),
-            (None, Kind::Interpreter) => self.runtime_version(&chain.current, executable.digest),
+            (Some(interp), _) => self.runtime_version(interp, executable.digest, inside),
+            (None, Kind::Interpreter) => {
+                self.runtime_version(&chain.current, executable.digest, inside)
+            }
             _ => None,
         };
         let environment = chain.interpreter.as_deref().and_then(python_environment);
@@ -259,7 +263,6 @@ impl DigestCache {
                 named: !config.identity_paths.is_empty(),
             },
         );
-        let sandbox = crate::sandbox::profile(config, &working_directory, &self.sandbox);
         let env_names = env_names(config, sandbox.is_some());
         let mut launch_command = vec![program.to_string_lossy().into_owned()];
         launch_command.extend(config.args().iter().cloned());
@@ -716,7 +719,15 @@ impl DigestCache {
         Ok(format!("{rel}\t{mode:o}\t{content}\n"))
     }
 
-    fn runtime_version(&self, interpreter: &Path, digest: Digest) -> Option<String> {
+    /// The interpreter's version line, asked once per executable digest. For a confined
+    /// launch (`inside`: its sandbox and working directory) it is asked inside the sandbox:
+    /// the interpreter may be a file the server wrote (a `venv/bin/python` in its directory).
+    fn runtime_version(
+        &self,
+        interpreter: &Path,
+        digest: Digest,
+        inside: Option<(&postern_domain::Sandbox, &Path)>,
+    ) -> Option<String> {
         if let Some(known) = self
             .runtimes
             .lock()
@@ -725,7 +736,29 @@ impl DigestCache {
         {
             return known;
         }
-        let version = run_version(interpreter);
+        let command = match inside {
+            None => {
+                let mut command = std::process::Command::new(interpreter);
+                command.arg("--version");
+                command
+            }
+            Some((sandbox, cwd)) => {
+                let asked = ["--version".to_owned()];
+                match crate::sandbox::probe(sandbox, &self.sandbox, cwd, interpreter, &asked) {
+                    Ok((program, args)) => {
+                        let mut command = std::process::Command::new(program);
+                        command
+                            .args(args)
+                            .env_clear()
+                            .envs(crate::sandbox::kept_env());
+                        command
+                    }
+                    // The launch fails the same way.
+                    Err(_) => return None,
+                }
+            }
+        };
+        let version = run_version(command, interpreter);
         if let Ok(mut runtimes) = self.runtimes.lock() {
             runtimes.insert(digest, version.clone());
         }

@@ -259,21 +259,6 @@ pub fn denied(sandbox: &Sandbox) -> String {
 }
 
 /// The program and arguments that run `program args` in `sandbox` for `record`'s launch.
-#[cfg(target_os = "macos")]
-pub(crate) fn command(
-    sandbox: &Sandbox,
-    record: &ExecutionRecord,
-    _host: &SandboxHost,
-    way_out: Option<&WayOut>,
-    program: &Path,
-    args: &[String],
-) -> Result<(PathBuf, Vec<OsString>), String> {
-    outside_hidden(sandbox, &record.working_directory)?;
-    Ok(macos::command(sandbox, record, way_out, program, args))
-}
-
-/// The program and arguments that run `program args` in `sandbox` for `record`'s launch.
-#[cfg(not(target_os = "macos"))]
 pub(crate) fn command(
     sandbox: &Sandbox,
     record: &ExecutionRecord,
@@ -282,12 +267,73 @@ pub(crate) fn command(
     program: &Path,
     args: &[String],
 ) -> Result<(PathBuf, Vec<OsString>), String> {
+    let inside = Inside {
+        cwd: &record.working_directory,
+        shown: shown(record),
+    };
+    confined(sandbox, &inside, host, way_out, program, args)
+}
+
+/// The program and arguments that run `program args` in `sandbox` as a launch in `cwd` would
+/// run, with no way out: how the engine asks a confined server's interpreter its version
+/// before the launch. The interpreter may be a file the server wrote at an earlier launch (its
+/// directory is writable), and what a confined server writes never runs outside its sandbox.
+pub(crate) fn probe(
+    sandbox: &Sandbox,
+    host: &SandboxHost,
+    cwd: &Path,
+    program: &Path,
+    args: &[String],
+) -> Result<(PathBuf, Vec<OsString>), String> {
+    let dirs = [
+        program.to_owned(),
+        std::fs::canonicalize(program).unwrap_or_default(),
+    ]
+    .into_iter()
+    .filter_map(|p| p.parent().map(Path::to_owned))
+    .chain([cwd.to_owned()]);
+    let inside = Inside {
+        cwd,
+        shown: showing(dirs),
+    };
+    confined(sandbox, &inside, host, None, program, args)
+}
+
+/// Where a command runs inside a sandbox: its working directory, and what under a private
+/// directory is shown to it again ([`shown`]).
+struct Inside<'a> {
+    cwd: &'a Path,
+    shown: Vec<PathBuf>,
+}
+
+#[cfg(target_os = "macos")]
+fn confined(
+    sandbox: &Sandbox,
+    inside: &Inside<'_>,
+    _host: &SandboxHost,
+    way_out: Option<&WayOut>,
+    program: &Path,
+    args: &[String],
+) -> Result<(PathBuf, Vec<OsString>), String> {
+    outside_hidden(sandbox, inside.cwd)?;
+    Ok(macos::command(sandbox, way_out, program, args))
+}
+
+#[cfg(not(target_os = "macos"))]
+fn confined(
+    sandbox: &Sandbox,
+    inside: &Inside<'_>,
+    host: &SandboxHost,
+    way_out: Option<&WayOut>,
+    program: &Path,
+    args: &[String],
+) -> Result<(PathBuf, Vec<OsString>), String> {
     let bwrap = find("bwrap").ok_or_else(|| {
         "a confined server runs in bubblewrap, which is not installed: install it (Debian/Ubuntu: `apt-get install bubblewrap`), or mark the server unconfined (`postern server add --unconfined ...`)".to_owned()
     })?;
-    outside_hidden(sandbox, &record.working_directory)?;
+    outside_hidden(sandbox, inside.cwd)?;
     resolved(sandbox)?;
-    let mut argv = bubblewrap(sandbox, record, host, way_out);
+    let mut argv = bubblewrap(sandbox, inside, host, way_out);
     if let (Some(way), Some(relay)) = (way_out, &host.relay) {
         argv.extend(
             [
@@ -307,11 +353,11 @@ pub(crate) fn command(
     Ok((bwrap, argv))
 }
 
-/// bubblewrap's options for `record`'s launch, up to the command.
+/// bubblewrap's options for a command run `inside`, up to the command.
 #[cfg(not(target_os = "macos"))]
 fn bubblewrap(
     sandbox: &Sandbox,
-    record: &ExecutionRecord,
+    inside: &Inside<'_>,
     host: &SandboxHost,
     way_out: Option<&WayOut>,
 ) -> Vec<OsString> {
@@ -338,7 +384,7 @@ fn bubblewrap(
     }
     // What the record names under a private directory (a server kept in /tmp) is shown
     // read-only again: its files, their directories, its environment's trees.
-    for path in shown(record) {
+    for path in &inside.shown {
         add(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
     for path in &sandbox.writable {
@@ -389,11 +435,7 @@ fn bubblewrap(
             ]);
         }
     }
-    add(&[
-        "--chdir".as_ref(),
-        record.working_directory.as_os_str(),
-        "--".as_ref(),
-    ]);
+    add(&["--chdir".as_ref(), inside.cwd.as_os_str(), "--".as_ref()]);
     argv
 }
 
@@ -445,20 +487,27 @@ const PRIVATE_DIRS: &[&str] = &["/tmp", "/var/tmp", "/run"];
 
 /// The paths the record names that lie under a private directory, to show again: each
 /// file's directory, each hashed tree, and the working directory.
-#[cfg(not(target_os = "macos"))]
 fn shown(record: &ExecutionRecord) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = record
-        .artifacts()
-        .map(|a| {
-            if a.path.is_dir() {
-                a.path.clone()
-            } else {
-                a.path
-                    .parent()
-                    .map_or_else(|| a.path.clone(), Path::to_owned)
-            }
-        })
-        .chain(std::iter::once(record.working_directory.clone()))
+    showing(
+        record
+            .artifacts()
+            .map(|a| {
+                if a.path.is_dir() {
+                    a.path.clone()
+                } else {
+                    a.path
+                        .parent()
+                        .map_or_else(|| a.path.clone(), Path::to_owned)
+                }
+            })
+            .chain(std::iter::once(record.working_directory.clone())),
+    )
+}
+
+/// Of `dirs`, those under a private directory, where they lead, sorted.
+fn showing(dirs: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = dirs
+        .into_iter()
         // A link (a project's `.venv`) is shown where it leads: bubblewrap mounts on no link.
         .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
         .filter(|p| {
@@ -681,13 +730,12 @@ mod macos {
     use std::ffi::OsString;
     use std::path::{Path, PathBuf};
 
-    use postern_domain::{ExecutionRecord, Sandbox};
+    use postern_domain::Sandbox;
 
     use super::WayOut;
 
     pub(super) fn command(
         sandbox: &Sandbox,
-        _record: &ExecutionRecord,
         way_out: Option<&WayOut>,
         program: &Path,
         args: &[String],

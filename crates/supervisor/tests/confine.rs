@@ -275,3 +275,40 @@ async fn a_server_kept_in_the_postern_home_is_refused_with_the_reason() {
         "{refused}"
     );
 }
+
+/// What a confined server leaves in its own directory for its next launch is never run
+/// outside its sandbox, not even to ask an interpreter its version before the launch: here it
+/// replaces its virtual environment's `python` with a script that reads the user's keys and
+/// writes beside the user's files when run.
+#[tokio::test]
+async fn an_interpreter_planted_in_its_directory_is_not_asked_its_version_outside_the_sandbox() {
+    let place = place();
+    let planted = format!(
+        "#!/bin/sh\n(cat {ssh}/id_canary || echo no-ssh) > {home}/probed 2>&1; echo Python 3.99.0\n",
+        ssh = place.user_home.join(".ssh").display(),
+        home = place.user_home.display(),
+    );
+    // Launch one plants it (a confined server may write its directory).
+    let plant = format!(
+        "mkdir -p venv/bin && cat > venv/bin/python <<'PLANTED'\n{planted}PLANTED\n\
+         chmod +x venv/bin/python && echo planted"
+    );
+    let (out, _) = run_config(&place, &script(&place, &plant, &[]))
+        .await
+        .expect("launch");
+    assert_eq!(lines(&out), ["planted"], "{out}");
+    // Launch two runs it as its interpreter.
+    std::fs::write(place.project.join("server.py"), "print('hi')\n").expect("entry");
+    let mut config = script(&place, "", &[]);
+    config.command = vec!["./venv/bin/python".into(), "server.py".into()];
+    let launched = launch_with(&config, &cache(&place), |_| Given::default());
+    assert!(
+        !place.user_home.join("probed").exists(),
+        "the planted interpreter ran outside the sandbox: {:?}",
+        std::fs::read_to_string(place.user_home.join("probed")),
+    );
+    // It was asked, inside: its answer is the record's runtime.
+    let launched = launched.expect("launch two");
+    assert_eq!(launched.record.runtime.as_deref(), Some("Python 3.99.0"));
+    assert!(launched.record.sandbox.is_some());
+}

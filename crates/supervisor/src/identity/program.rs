@@ -113,9 +113,13 @@ pub(super) fn entry_argument(args: &[String], cwd: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-pub(super) fn run_version(interpreter: &Path) -> Option<String> {
-    let mut child = std::process::Command::new(interpreter)
-        .arg("--version")
+/// The first line `command` (an interpreter asked `--version`, perhaps inside a sandbox)
+/// prints, within five seconds: `node v20.1.0` for a bare `v20.1.0`.
+pub(super) fn run_version(
+    mut command: std::process::Command,
+    interpreter: &Path,
+) -> Option<String> {
+    let mut child = command
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
