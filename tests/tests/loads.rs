@@ -198,13 +198,52 @@ async fn node_modules_a_preload_and_node_options_are_each_new_code_to_approve() 
 
 #[tokio::test]
 async fn a_pth_file_added_to_the_venv_is_new_code_to_approve() -> Result<()> {
-    // A venv of its own whose one `.pth` file puts the test venv's packages (the MCP SDK) on
-    // the path: adding another `.pth` there changes what Python runs at start-up.
     let root = tempfile::tempdir()?;
     let venv = root.path().join("venv");
+    let python = venv.join("bin/python").display().to_string();
+    pth_planted_is_new_code(root.path(), &venv, &[], &python, "venv").await
+}
+
+/// Red team 3's F1 behind pyenv, its default set-up: `python3` on PATH is pyenv's shim, which
+/// picks the interpreter from a `.python-version` when it runs. The engine reads that choice
+/// and launches the interpreter itself, so the environment pyenv would pick is hashed, and a
+/// `.pth` planted in it is new code. (The shim's `pyenv` is not there: the server runs only
+/// if the engine launched the interpreter in its place.)
+#[tokio::test]
+async fn a_pth_file_added_to_the_env_a_pyenv_shim_picks_is_new_code_to_approve() -> Result<()> {
+    let root = tempfile::tempdir()?;
+    let pyenv = root.path().join("pyenv");
+    let shims = pyenv.join("shims");
+    std::fs::create_dir_all(&shims)?;
+    let shim = shims.join("python3");
+    let template = std::fs::read_to_string(workspace_root().join("tests/fixtures/pyenv-shim"))?;
+    std::fs::write(
+        &shim,
+        template.replace("@PYENV_ROOT@", &pyenv.display().to_string()),
+    )?;
+    std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let app = root.path().join("app");
+    std::fs::create_dir_all(&app)?;
+    std::fs::write(app.join(".python-version"), "ci-env\n")?;
+    let path = format!("PATH={}:/usr/bin:/bin", shims.display());
+    let venv = pyenv.join("versions/ci-env");
+    pth_planted_is_new_code(root.path(), &venv, &[&path], "python3", "ci-env").await
+}
+
+/// A venv of its own at `venv` whose one `.pth` file puts the test venv's packages (the MCP
+/// SDK) on the path, and the probe server in `root`/app run as `python probe.py` with `env`
+/// and the credential: once approved, another `.pth` added there (which changes what Python
+/// runs at start-up) is new code, and the card names `changed`.
+async fn pth_planted_is_new_code(
+    root: &Path,
+    venv: &Path,
+    env: &[&str],
+    python: &str,
+    changed: &str,
+) -> Result<()> {
     let made = std::process::Command::new(rebuild::python()?)
         .args(["-m", "venv", "--without-pip"])
-        .arg(&venv)
+        .arg(venv)
         .status()?;
     ensure!(made.success(), "python -m venv failed");
     let site = |python: &Path| -> Result<PathBuf> {
@@ -219,15 +258,14 @@ async fn a_pth_file_added_to_the_venv_is_new_code_to_approve() -> Result<()> {
     let shared = site(&rebuild::python()?)?;
     let own = site(&venv.join("bin/python"))?;
     std::fs::write(own.join("shared.pth"), format!("{}\n", shared.display()))?;
-    let app = root.path().join("app");
+    let app = root.join("app");
     std::fs::create_dir_all(&app)?;
     std::fs::copy(
         workspace_root().join("tests/fixtures/confined/probe.py"),
         app.join("probe.py"),
     )?;
     let gate = Gate::start_prompting(&[]).await?;
-    let python = venv.join("bin/python").display().to_string();
-    configure(&gate, &app, &[], &[&python, "probe.py"])?;
+    configure(&gate, &app, env, &[python, "probe.py"])?;
     add_credential(&gate)?;
     gate.scenario(async {
         let (cmd, log) = gate.agent_command(LABEL)?;
@@ -241,7 +279,7 @@ async fn a_pth_file_added_to_the_venv_is_new_code_to_approve() -> Result<()> {
             PYTHON_CALL,
             &holding,
             "a .pth file added to the venv",
-            "venv",
+            changed,
         )
         .await?;
         agent.kill().await

@@ -66,8 +66,12 @@ const MAX_WRAPPERS: usize = 8;
 pub struct Observed {
     /// The command with the program resolved to an absolute path.
     pub launch_command: Vec<String>,
-    /// The resolved program (what is exec'd).
+    /// The resolved program (what is exec'd): for a version manager's shim, the interpreter
+    /// it would choose.
     pub program: PathBuf,
+    /// What the shim would have exported before it exec'd the program (`PYENV_VERSION`,
+    /// `PATH`): the launch sets it over the configured environment.
+    pub selected_env: Vec<(String, String)>,
     /// The real executable at the end of the `#!` chain.
     pub executable: Artifact,
     /// `#!` scripts on the way, outermost first.
@@ -175,6 +179,21 @@ impl DigestCache {
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         };
         let sandbox = crate::sandbox::profile(config, &working_directory, &self.sandbox);
+        // A variable as the launch will have it: configured, else the engine's (of which a
+        // confined launch keeps a few).
+        let launch_var = |name: &str| {
+            config
+                .env
+                .iter()
+                .rev()
+                .find(|v| v.name == name)
+                .map(|v| v.value.clone())
+                .or_else(|| {
+                    (sandbox.is_none() || crate::sandbox::kept(name))
+                        .then(|| std::env::var(name).ok())
+                        .flatten()
+                })
+        };
         let path_var = config
             .env
             .iter()
@@ -183,6 +202,22 @@ impl DigestCache {
             .map(|v| v.value.clone().into())
             .or_else(|| std::env::var_os("PATH"));
         let program = resolve_program(config.program(), &working_directory, path_var.as_deref())?;
+        // A version manager's shim is not what runs: the interpreter it would choose is,
+        // launched in its place, and that is what the identity is taken of.
+        let selected = shim::select(&program, config.args(), &working_directory, launch_var);
+        let (program, path_var) = match &selected {
+            Some(selected) => (
+                selected.program.clone(),
+                selected
+                    .env
+                    .iter()
+                    .find(|(name, _)| name == "PATH")
+                    .map(|(_, value)| value.into())
+                    .or(path_var),
+            ),
+            None => (program, path_var),
+        };
+        let selected_env = selected.map(|s| s.env).unwrap_or_default();
         // The program, or a file among the arguments, reached through /proc names one file
         // here and another for the server.
         if let Some(path) = std::iter::once(program.clone())
@@ -263,12 +298,16 @@ impl DigestCache {
                 named: !config.identity_paths.is_empty(),
             },
         );
-        let env_names = env_names(config, sandbox.is_some());
+        let mut env_names = env_names(config, sandbox.is_some());
+        env_names.extend(selected_env.iter().map(|(name, _)| name.clone()));
+        env_names.sort();
+        env_names.dedup();
         let mut launch_command = vec![program.to_string_lossy().into_owned()];
         launch_command.extend(config.args().iter().cloned());
         let loader_env = found.loader_env;
         Ok(Observed {
             sandbox,
+            selected_env,
             launch_command,
             program,
             executable,
@@ -1082,6 +1121,7 @@ fn walk(
 mod loads;
 mod pinning;
 mod program;
+mod shim;
 pub(crate) use loads::LOADER_VARIABLES;
 use pinning::{Dispatch, Hashed, pinning};
 use program::{

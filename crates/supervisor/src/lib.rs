@@ -135,6 +135,12 @@ where
     let given = release(&identity);
     let env: Vec<(&str, &str)> = HOST_ENV
         .into_iter()
+        .chain(
+            observed
+                .selected_env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )
         .chain(given.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .collect();
     let spawned = match &first.sandbox {

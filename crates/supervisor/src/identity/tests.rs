@@ -1043,3 +1043,180 @@ fn a_link_through_proc_is_refused_and_a_dangling_link_is_recorded() {
         Err(IdentityError::ThroughProc { .. })
     ));
 }
+
+/// A pyenv root in `root` with `versions` installed (each `bin/python3` a link to the real
+/// interpreter), and its `python3` shim as `pyenv rehash` writes it: the shim's directory.
+fn pyenv(root: &Path, versions: &[&str]) -> PathBuf {
+    let shims = root.join("shims");
+    std::fs::create_dir_all(&shims).expect("mkdir");
+    // As `pyenv rehash` writes it (pyenv 2.6).
+    let template = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/pyenv-shim"
+    ));
+    write_exec(
+        &shims.join("python3"),
+        &template.replace("@PYENV_ROOT@", &root.display().to_string()),
+    );
+    for version in versions {
+        let bin = root.join("versions").join(version).join("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        std::os::unix::fs::symlink(real_python(), bin.join("python3")).expect("link");
+    }
+    shims
+}
+
+/// `python3 server.py` in `dir` with `PATH` starting at `first`, and `env` (an empty
+/// `PYENV_VERSION` unless given, as pyenv reads it: the test runner's own is not the case).
+fn pyenv_config(dir: &Path, first: &Path, env: &[&str]) -> ServerConfig {
+    let mut vars = vec![
+        format!("PATH={}:/usr/bin:/bin", first.display()),
+        "PYENV_VERSION=".to_owned(),
+    ];
+    vars.extend(env.iter().map(|v| (*v).to_owned()));
+    ServerConfig::new(
+        "t".parse().expect("label"),
+        vec!["python3".into(), "server.py".into()],
+        Some(dir.to_owned()),
+        vars.iter().map(|v| v.parse().expect("env")).collect(),
+    )
+    .expect("config")
+}
+
+#[test]
+fn a_pyenv_shim_is_launched_as_the_version_it_selects_read_from_its_files() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let shims = pyenv(&root.path().join("pyenv"), &["3.11.7", "3.12.1"]);
+    let versions = root.path().join("pyenv/versions");
+    std::fs::write(root.path().join("pyenv/version"), "3.11.7\n").expect("global");
+    let project = root.path().join("project");
+    let app = project.join("app");
+    std::fs::create_dir_all(&app).expect("mkdir");
+    std::fs::write(app.join("server.py"), "print('hi')").expect("write");
+    let cache = DigestCache::new();
+
+    // pyenv's global version.
+    let seen = cache
+        .observe(&pyenv_config(&app, &shims, &[]))
+        .expect("observe");
+    let chosen = versions.join("3.11.7/bin/python3");
+    assert_eq!(seen.program, chosen);
+    assert_eq!(seen.launch_command[0], chosen.display().to_string());
+    assert!(seen.wrappers.is_empty(), "{:?}", seen.wrappers);
+    assert!(
+        seen.runtime
+            .as_deref()
+            .is_some_and(|r| r.starts_with("Python 3")),
+        "{:?}",
+        seen.runtime
+    );
+    // What `pyenv exec` exports, set over the configured environment at launch.
+    assert_eq!(
+        seen.selected_env[0],
+        ("PYENV_VERSION".into(), "3.11.7".into())
+    );
+    assert_eq!(
+        seen.selected_env[1],
+        (
+            "PATH".into(),
+            format!(
+                "{}:{}:/usr/bin:/bin",
+                versions.join("3.11.7/bin").display(),
+                shims.display()
+            )
+        )
+    );
+    assert!(seen.env_names.contains(&"PYENV_VERSION".to_owned()));
+
+    // A `.python-version` above the working directory, comments and blank lines skipped.
+    std::fs::write(
+        project.join(".python-version"),
+        "# the project's\n\n  3.12.1  extra\n3.11.7\n",
+    )
+    .expect("local");
+    let seen = cache
+        .observe(&pyenv_config(&app, &shims, &[]))
+        .expect("observe");
+    assert_eq!(seen.program, versions.join("3.12.1/bin/python3"));
+    assert_eq!(
+        seen.selected_env[0],
+        ("PYENV_VERSION".into(), "3.12.1:3.11.7".into())
+    );
+
+    // PYENV_VERSION first, `python-` taken off as pyenv does.
+    let seen = cache
+        .observe(&pyenv_config(
+            &app,
+            &shims,
+            &["PYENV_VERSION=python-3.11.7"],
+        ))
+        .expect("observe");
+    assert_eq!(seen.program, versions.join("3.11.7/bin/python3"));
+
+    // `system`: the first python3 on PATH past the shims, PATH left as it is.
+    let system = root.path().join("system");
+    std::fs::create_dir_all(&system).expect("mkdir");
+    std::os::unix::fs::symlink(real_python(), system.join("python3")).expect("link");
+    std::fs::write(project.join(".python-version"), "system\n").expect("local");
+    let mut config = pyenv_config(&app, &shims, &[]);
+    config.env[0] = format!("PATH={}:{}", shims.display(), system.display())
+        .parse()
+        .expect("env");
+    let seen = cache.observe(&config).expect("observe");
+    assert_eq!(seen.program, system.join("python3"));
+    assert_eq!(
+        seen.selected_env,
+        [("PYENV_VERSION".into(), "system".into())]
+    );
+}
+
+#[test]
+fn a_pyenv_choice_that_cannot_be_read_exactly_leaves_the_shim_a_wrapper() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let pyenv_root = root.path().join("pyenv");
+    let shims = pyenv(&pyenv_root, &["3.11.7"]);
+    let app = root.path().join("app");
+    std::fs::create_dir_all(&app).expect("mkdir");
+    std::fs::write(app.join("server.py"), "print('hi')").expect("write");
+    let cache = DigestCache::new();
+    let stays_a_wrapper = |why: &str| {
+        let seen = cache
+            .observe(&pyenv_config(&app, &shims, &[]))
+            .expect("observe");
+        assert_eq!(seen.program, shims.join("python3"), "{why}");
+        assert!(seen.selected_env.is_empty(), "{why}");
+        assert_eq!(
+            seen.wrappers.first().map(|w| w.path.clone()),
+            Some(shims.join("python3")),
+            "{why}"
+        );
+    };
+    let local = app.join(".python-version");
+    // pyenv would take the latest installed 3.11.x: not read here.
+    std::fs::write(&local, "3.11\n").expect("local");
+    stays_a_wrapper("a prefix");
+    std::fs::write(&local, "../../elsewhere\n").expect("local");
+    stays_a_wrapper("a path out of the versions");
+    std::fs::write(&local, "3.11.7\n").expect("local");
+    let hooks = pyenv_root.join("pyenv.d/exec");
+    std::fs::create_dir_all(&hooks).expect("mkdir");
+    std::fs::write(hooks.join("choose.bash"), "PYENV_COMMAND_PATH=/bin/true\n").expect("hook");
+    stays_a_wrapper("a hook that may change the choice");
+    std::fs::remove_file(hooks.join("choose.bash")).expect("rm");
+    let shim = shims.join("python3");
+    let text = std::fs::read_to_string(&shim).expect("shim");
+    write_exec(
+        &shim,
+        &text.replace("exec ", "export PYENV_VERSION=system\nexec "),
+    );
+    stays_a_wrapper("a shim that does more than pyenv's");
+    write_exec(&shim, &text);
+    assert_eq!(
+        cache
+            .observe(&pyenv_config(&app, &shims, &[]))
+            .expect("observe")
+            .program,
+        pyenv_root.join("versions/3.11.7/bin/python3"),
+        "the same files, plain again"
+    );
+}

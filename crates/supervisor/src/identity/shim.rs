@@ -1,0 +1,279 @@
+//! A version manager's shim, read as data and never run.
+//!
+//! `python3` in `~/.pyenv/shims` is a bash script: `pyenv exec` picks an installed version
+//! (`PYENV_VERSION`, else the nearest `.python-version` from the working directory up, else
+//! pyenv's global `version` file) and execs that version's `bin/python3`. Launched as it is,
+//! the interpreter that runs is chosen after the identity is taken and its runtime is never
+//! fingerprinted (red team 3, F1: a `.pth` file planted there reached an approved credential).
+//! So the engine makes pyenv's choice itself, reading the files pyenv reads the way pyenv
+//! reads them, and launches the chosen interpreter directly with what `pyenv exec` exports
+//! (`PYENV_VERSION`, and the version's `bin` first on `PATH`): what runs is what was
+//! identified. Nothing is executed to find out: the version files may lie in the server's own
+//! directory, which a confined server can write, and a probe that ran what they name ran it
+//! outside the sandbox, before any approval (review 5, S1; 25faa89, reverted).
+//!
+//! Only a choice that can be read exactly is taken. A shim that is not pyenv's own template,
+//! a version not installed under its exact name (pyenv would take the latest installed one
+//! its name is a prefix of), `PYENV_DIR` set, a hook that could change the choice, `-m pip`:
+//! the shim is then launched as it is, a wrapper, and the card says partly pinned.
+
+use std::path::{Path, PathBuf};
+
+use super::program::{Kind, is_executable, program_kind, resolve_program};
+
+/// The largest version file read (pyenv reads lines of up to 1,024 bytes).
+const VERSION_FILE_MAX: u64 = 64 * 1024;
+
+/// Hooks pyenv and pyenv-virtualenv install that cannot change a choice made here: the
+/// `which` ones act only when the command is not in the version chosen (then nothing is
+/// chosen here); `pip-rehash` only for pip and `easy_install`, which are not interpreters.
+const INERT_HOOKS: [&str; 4] = [
+    "which/python-config.bash",
+    "which/system-site-packages.bash",
+    "which/conda.bash",
+    "exec/pip-rehash.bash",
+];
+
+/// What a shim would exec, and the variables it would export first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Selected {
+    /// The interpreter to launch in the shim's place.
+    pub(super) program: PathBuf,
+    /// What `pyenv exec` exports before it execs: over the configured environment.
+    pub(super) env: Vec<(String, String)>,
+}
+
+/// The interpreter pyenv's shim `program` would exec for a server started in `cwd` whose
+/// environment's variable `name` is `var(name)`; `None` when `program` is not such a shim
+/// or the choice cannot be read exactly (see the module docs).
+pub(super) fn select(
+    program: &Path,
+    args: &[String],
+    cwd: &Path,
+    var: impl Fn(&str) -> Option<String>,
+) -> Option<Selected> {
+    let command = program.file_name()?.to_str()?;
+    if program_kind(Path::new(command)) != Kind::Interpreter || runs_pip(args) {
+        return None;
+    }
+    let (root, pyenv) = pyenv_shim(program)?;
+    if hooked(&root, &pyenv, var("PYENV_HOOK_PATH").as_deref()) {
+        return None;
+    }
+    let versions = match var("PYENV_VERSION").filter(|v| !v.is_empty()) {
+        Some(list) => list.split(':').map(str::to_owned).collect(),
+        None if var("PYENV_DIR").is_some_and(|d| !d.is_empty()) => return None,
+        None => {
+            let dir = std::fs::canonicalize(cwd).ok()?;
+            let file = dir
+                .ancestors()
+                .map(|d| d.join(".python-version"))
+                .find(|f| f.is_file())
+                .unwrap_or_else(|| root.join("version"));
+            read_version_file(&file, &root)?
+        }
+    };
+    // pyenv-version-name: each name installed as it is or without `python-`; `system`.
+    let installed = |name: &str| !name.is_empty() && root.join("versions").join(name).is_dir();
+    let versions = if versions.is_empty() {
+        vec!["system".to_owned()]
+    } else {
+        versions
+            .iter()
+            .map(|v| match v.strip_prefix("python-") {
+                _ if v == "system" || installed(v) => Some(v.clone()),
+                Some(bare) if installed(bare) => Some(bare.to_owned()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?
+    };
+    // pyenv-which: the first version holding the command, then the system's.
+    let path_var = var("PATH");
+    let shims = root.join("shims");
+    let found = versions
+        .iter()
+        .map(String::as_str)
+        .chain(["system"])
+        .find_map(|version| {
+            if version == "system" {
+                let outside: Vec<PathBuf> = path_var
+                    .as_deref()
+                    .map(|p| std::env::split_paths(p).filter(|d| *d != shims).collect())
+                    .unwrap_or_default();
+                let outside = std::env::join_paths(outside).ok()?;
+                resolve_program(command, cwd, Some(&outside))
+                    .ok()
+                    .map(|p| (p, false))
+            } else {
+                let path = root
+                    .join("versions")
+                    .join(version)
+                    .join("bin")
+                    .join(command);
+                is_executable(&path).then_some((path, true))
+            }
+        })?;
+    let (program, in_root) = found;
+    if program.parent().and_then(Path::file_name) == Some("shims".as_ref()) {
+        // Another manager's shim found for `system`: not read here.
+        return None;
+    }
+    let mut env = vec![("PYENV_VERSION".to_owned(), versions.join(":"))];
+    if in_root {
+        let bin = program.parent()?.to_str()?;
+        let path = match path_var {
+            Some(rest) => format!("{bin}:{rest}"),
+            None => bin.to_owned(),
+        };
+        env.push(("PATH".to_owned(), path));
+    }
+    Some(Selected { program, env })
+}
+
+/// Whether the arguments run pip (`-m pip`), which a pyenv hook runs otherwise.
+fn runs_pip(args: &[String]) -> bool {
+    args.windows(2)
+        .any(|w| w[0] == "-m" && w[1].starts_with("pip"))
+        || args.iter().any(|a| a.starts_with("-mpip"))
+}
+
+/// pyenv's root and executable, when `shim` is pyenv's shim template for that root, in the
+/// root's `shims` directory, line for line (a shim edited to do anything more is not read).
+fn pyenv_shim(shim: &Path) -> Option<(PathBuf, PathBuf)> {
+    let text = read_capped(shim, 4096)?;
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    if !lines.next()?.starts_with("#!") {
+        return None;
+    }
+    let (mut root, mut pyenv, mut shim_check) = (None, None, None);
+    for line in lines {
+        match line {
+            "set -e"
+            | r#"[ -n "$PYENV_DEBUG" ] && set -x"#
+            | r#"program="${0##*/}""#
+            | "SHIM_PATH=${0%/*}"
+            | r#"export _PYENV_SHIM_PATH="$SHIM_PATH""#
+            | "fi" => {}
+            _ => {
+                if let Some(value) = line.strip_prefix("export PYENV_ROOT=") {
+                    root = Some(PathBuf::from(unquote(value)?));
+                } else if let Some(rest) = line
+                    .strip_prefix("if [[ $SHIM_PATH != ")
+                    .and_then(|r| r.strip_suffix(" ]]; then"))
+                {
+                    shim_check = Some(PathBuf::from(unquote(rest)?));
+                } else if let Some(rest) = line
+                    .strip_prefix("exec ")
+                    .and_then(|r| r.strip_suffix(r#" exec "$program" "$@""#))
+                {
+                    pyenv = Some(PathBuf::from(unquote(rest)?));
+                } else {
+                    return None;
+                }
+            }
+        }
+    }
+    let (root, pyenv) = (root?, pyenv?);
+    let shims = root.join("shims");
+    let in_place = root.is_absolute()
+        && shim.parent() == Some(shims.as_path())
+        && shim_check.is_none_or(|dir| dir == shims)
+        && pyenv.file_name()? == "pyenv";
+    in_place.then_some((root, pyenv))
+}
+
+/// A double-quoted word with nothing in it a shell would expand or escape.
+fn unquote(word: &str) -> Option<&str> {
+    let inner = word.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.is_empty() && !inner.contains(['"', '$', '`', '\\'])).then_some(inner)
+}
+
+/// Whether a hook pyenv would source on its way to exec could change what it execs: one in
+/// `version-name`, `which` or `exec` of a hook directory, other than [`INERT_HOOKS`].
+fn hooked(root: &Path, pyenv: &Path, hook_path: Option<&str>) -> bool {
+    let install = pyenv
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("pyenv.d"));
+    let plugins = std::fs::read_dir(root.join("plugins"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("etc/pyenv.d"));
+    let dirs: Vec<PathBuf> = hook_path
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(p).collect::<Vec<_>>())
+        .chain([root.join("pyenv.d")])
+        .chain(install)
+        .chain(
+            [
+                "/usr/etc/pyenv.d",
+                "/usr/local/etc/pyenv.d",
+                "/etc/pyenv.d",
+                "/usr/lib/pyenv/hooks",
+            ]
+            .map(PathBuf::from),
+        )
+        .chain(plugins)
+        .collect();
+    dirs.iter().any(|dir| {
+        ["version-name", "which", "exec"].iter().any(|command| {
+            std::fs::read_dir(dir.join(command))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|name| name.ends_with(".bash"))
+                .any(|name| !INERT_HOOKS.contains(&format!("{command}/{name}").as_str()))
+        })
+    })
+}
+
+/// The versions a version file names, as `pyenv-version-file-read` reads them: the first word
+/// of each line, blank lines and `#` comments skipped, `..` ignored. Empty when it names none
+/// (pyenv then runs the system's). `None` when it cannot be read exactly: unreadable, not
+/// text, too long, or a name with a path in it that pyenv would check by changing directory.
+fn read_version_file(file: &Path, root: &Path) -> Option<Vec<String>> {
+    let text = match std::fs::metadata(file) {
+        Ok(meta) if meta.len() == 0 => return Some(Vec::new()),
+        Ok(meta) if meta.len() > VERSION_FILE_MAX => return None,
+        Ok(_) => read_capped(file, VERSION_FILE_MAX)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+        Err(_) => return None,
+    };
+    let mut versions = Vec::new();
+    for line in text.split('\n') {
+        if line.len() > 1024 {
+            return None;
+        }
+        let Some(word) = line.split([' ', '\t', '\r']).find(|w| !w.is_empty()) else {
+            continue;
+        };
+        if word.starts_with('#') || word == ".." {
+            continue;
+        }
+        if word.contains('/') {
+            let plain = word.split('/').all(|c| !matches!(c, "" | "." | ".."));
+            if !plain {
+                return None;
+            }
+            if !root.join("versions").join(word).is_dir() {
+                continue;
+            }
+        }
+        versions.push(word.to_owned());
+    }
+    Some(versions)
+}
+
+/// A file's first `max` bytes as text; `None` if it cannot be read or is not UTF-8.
+fn read_capped(path: &Path, max: u64) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(max)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
