@@ -113,32 +113,16 @@ pub(super) fn entry_argument(args: &[String], cwd: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// What a probe may print: a version line is a few dozen bytes.
+const PROBE_OUTPUT: u64 = 64 * 1024;
+/// How long a probe may take, its output read to its end included.
+const PROBE_TIME: Duration = Duration::from_secs(5);
+
 /// The first line `command` (an interpreter asked `--version`, perhaps inside a sandbox)
 /// prints, within five seconds: `node v20.1.0` for a bare `v20.1.0`.
-pub(super) fn run_version(
-    mut command: std::process::Command,
-    interpreter: &Path,
-) -> Option<String> {
-    let mut child = command
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .ok()?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while child.try_wait().ok()?.is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let out = child.wait_with_output().ok()?;
-    let text = if out.stdout.is_empty() {
-        out.stderr
-    } else {
-        out.stdout
-    };
+pub(super) fn run_version(command: std::process::Command, interpreter: &Path) -> Option<String> {
+    let [stdout, stderr] = run_bounded(command)?;
+    let text = if stdout.is_empty() { stderr } else { stdout };
     let line = String::from_utf8_lossy(&text)
         .lines()
         .next()?
@@ -153,4 +137,54 @@ pub(super) fn run_version(
     } else {
         line
     })
+}
+
+/// Runs `command` (standard input closed) in a process group of its own, for at most
+/// [`PROBE_TIME`]: its standard output and error (up to [`PROBE_OUTPUT`] each) once both are
+/// read to their end. Then, or at the deadline, whatever still runs in its group is killed
+/// (a child it left behind holding the pipe), before the process is reaped; `None` when it
+/// could not start or its output did not end in time. (A child that left the group as well
+/// keeps the reading thread until it closes the pipe.)
+fn run_bounded(mut command: std::process::Command) -> Option<[Vec<u8>; 2]> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .ok()?;
+    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).ok()?);
+    let pipes: [Box<dyn Read + Send>; 2] = [
+        Box::new(child.stdout.take()?),
+        Box::new(child.stderr.take()?),
+    ];
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, pipe) in pipes.into_iter().enumerate() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.take(PROBE_OUTPUT).read_to_end(&mut buf);
+            let _ = tx.send((i, buf));
+        });
+    }
+    drop(tx);
+    let deadline = std::time::Instant::now() + PROBE_TIME;
+    let mut out = [Vec::new(), Vec::new()];
+    let mut ended = true;
+    for _ in 0..2 {
+        match rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            Ok((i, buf)) => out[i] = buf,
+            Err(_) => {
+                ended = false;
+                break;
+            }
+        }
+    }
+    // The group is ended while its leader is not yet reaped, so its id names no other.
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    ended.then_some(out)
 }

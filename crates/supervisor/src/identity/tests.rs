@@ -1220,3 +1220,51 @@ fn a_pyenv_choice_that_cannot_be_read_exactly_leaves_the_shim_a_wrapper() {
         "the same files, plain again"
     );
 }
+
+/// An interpreter asked its version that leaves a child holding its output open does not
+/// hold the launch: the probe ends at its deadline, and the child with it.
+#[test]
+fn a_version_probe_that_leaves_a_child_behind_ends_in_time_and_takes_the_child_along() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pidfile = dir.path().join("stray.pid");
+    write_exec(
+        &dir.path().join("python3"),
+        &format!(
+            "#!/bin/sh\nsleep 90 &\necho $! > {}\necho Python 3.0.0\n",
+            pidfile.display()
+        ),
+    );
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+    // Unconfined: a confined probe's sandbox ends its children with it.
+    let mut unconfined = config(dir.path(), &["./python3", "server.py"]);
+    unconfined.confinement = postern_domain::Confinement::Unconfined;
+    let started = std::time::Instant::now();
+    let seen = DigestCache::new().observe(&unconfined).expect("observe");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "the probe held the launch for {:?}",
+        started.elapsed()
+    );
+    assert_eq!(seen.runtime, None, "its output never ended");
+    let stray: u32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    // Killed: gone, or a zombie waiting for whoever inherited it (once the kill is through).
+    let state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{stray}/stat")).unwrap_or_default();
+        stat.rsplit(") ")
+            .next()
+            .and_then(|rest| rest.chars().next())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !matches!(state(), None | Some('Z')) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        matches!(state(), None | Some('Z')),
+        "the stray runs: {:?}",
+        state()
+    );
+}
