@@ -7,8 +7,8 @@
 //! fingerprinted (red team 3, F1: a `.pth` file planted there reached an approved credential).
 //! So the engine makes pyenv's choice itself, reading the files pyenv reads the way pyenv
 //! reads them, and launches the chosen interpreter directly with what `pyenv exec` exports
-//! (`PYENV_VERSION`, and the version's `bin` first on `PATH`): what runs is what was
-//! identified. Nothing is executed to find out: the version files may lie in the server's own
+//! (`PYENV_VERSION`, and the version's `bin` first on `PATH`; not the directories of pyenv's
+//! own commands it puts there too): what runs is what was identified. Nothing is executed to find out: the version files may lie in the server's own
 //! directory, which a confined server can write, and a probe that ran what they name ran it
 //! outside the sandbox, before any approval (review 5, S1; 25faa89, reverted).
 //!
@@ -60,7 +60,7 @@ pub(super) fn select(
     if hooked(&root, &pyenv, var("PYENV_HOOK_PATH").as_deref()) {
         return None;
     }
-    let versions = match var("PYENV_VERSION").filter(|v| !v.is_empty()) {
+    let versions: Vec<String> = match var("PYENV_VERSION").filter(|v| !v.is_empty()) {
         Some(list) => list.split(':').map(str::to_owned).collect(),
         None if var("PYENV_DIR").is_some_and(|d| !d.is_empty()) => return None,
         None => {
@@ -70,9 +70,18 @@ pub(super) fn select(
                 .map(|d| d.join(".python-version"))
                 .find(|f| f.is_file())
                 .unwrap_or_else(|| root.join("version"));
-            read_version_file(&file, &root)?
+            // Joined with `:` by pyenv, and split at `:` again.
+            let words = read_version_file(&file, &root)?;
+            match words.is_empty() {
+                true => Vec::new(),
+                false => words.join(":").split(':').map(str::to_owned).collect(),
+            }
         }
     };
+    // pyenv splits the list unquoted: a name with a pattern in it is globbed.
+    if versions.iter().any(|v| v.contains(['*', '?', '['])) {
+        return None;
+    }
     // pyenv-version-name: each name installed as it is or without `python-`; `system`.
     let installed = |name: &str| !name.is_empty() && root.join("versions").join(name).is_dir();
     let versions = if versions.is_empty() {

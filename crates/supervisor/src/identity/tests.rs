@@ -1168,6 +1168,10 @@ fn a_pyenv_shim_is_launched_as_the_version_it_selects_read_from_its_files() {
         seen.selected_env,
         [("PYENV_VERSION".into(), "system".into())]
     );
+    // A local file that names nothing is the system's too (not the global version).
+    std::fs::write(project.join(".python-version"), "# none\n").expect("local");
+    let seen = cache.observe(&config).expect("observe");
+    assert_eq!(seen.program, system.join("python3"));
 }
 
 #[test]
