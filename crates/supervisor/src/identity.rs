@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -622,7 +622,18 @@ impl DigestCache {
             path: path.to_owned(),
             source,
         };
-        let mut file = std::fs::File::open(path).map_err(unreadable)?;
+        // Never blocking in `open` (a FIFO the server made in its tree would hold the capture
+        // for good): what is not a regular file once open counts by its kind alone.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(path)
+            .map_err(unreadable)?;
+        let opened = file.metadata().map_err(unreadable)?;
+        if !opened.is_file() {
+            let kind = opened.mode() & u32::from(nix::libc::S_IFMT);
+            return Ok(Digest::of(format!("special:{kind:o}").as_bytes()));
+        }
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 256 * 1024];
         loop {

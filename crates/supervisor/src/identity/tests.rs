@@ -1272,3 +1272,29 @@ fn a_version_probe_that_leaves_a_child_behind_ends_in_time_and_takes_the_child_a
         state()
     );
 }
+
+/// A FIFO in a hashed tree (a confined server may make one in its own directory) is counted
+/// by its kind, not opened for reading, which would wait for a writer that never comes.
+#[test]
+fn a_fifo_in_a_hashed_tree_does_not_hold_the_capture() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lib = dir.path().join("lib");
+    std::fs::create_dir_all(&lib).expect("mkdir");
+    nix::unistd::mkfifo(&lib.join("trap"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+    let mut config = config(dir.path(), &[&real_python(), "server.py"]);
+    config.identity_paths = vec!["lib".into()];
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(
+            DigestCache::new()
+                .observe(&config)
+                .map(|seen| seen.extra_paths),
+        );
+    });
+    let seen = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the capture ended")
+        .expect("observe");
+    assert!(seen.iter().any(|a| a.path.ends_with("lib")), "{seen:?}");
+}
