@@ -631,8 +631,20 @@ impl DigestCache {
             .map_err(unreadable)?;
         let opened = file.metadata().map_err(unreadable)?;
         if !opened.is_file() {
-            let kind = opened.mode() & u32::from(nix::libc::S_IFMT);
-            return Ok(Digest::of(format!("special:{kind:o}").as_bytes()));
+            use std::os::unix::fs::FileTypeExt;
+            let kind = opened.file_type();
+            let kind = if kind.is_fifo() {
+                "fifo"
+            } else if kind.is_socket() {
+                "socket"
+            } else if kind.is_char_device() {
+                "character device"
+            } else if kind.is_block_device() {
+                "block device"
+            } else {
+                "directory"
+            };
+            return Ok(Digest::of(format!("special:{kind}").as_bytes()));
         }
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 256 * 1024];
