@@ -137,7 +137,7 @@ impl IdentityError {
 #[derive(Debug, Default)]
 pub struct DigestCache {
     files: Mutex<HashMap<PathBuf, (FileKey, Digest)>>,
-    runtimes: Mutex<HashMap<Digest, Option<String>>>,
+    runtimes: Mutex<HashMap<Digest, String>>,
     /// What every confined launch's sandbox is made of (issue 16): its profile is observed
     /// with the rest of the identity.
     sandbox: crate::SandboxHost,
@@ -270,12 +270,16 @@ impl DigestCache {
             .filter(|p| p.is_file())
             .map(|p| self.artifact(&p))
             .collect::<Result<Vec<_>, _>>()?;
-        let inside = sandbox.as_ref().map(|s| (s, working_directory.as_path()));
+        let probe = Probe {
+            sandbox: sandbox.as_ref(),
+            cwd: &working_directory,
+            env: configured.iter().chain(&selected_env).collect(),
+            binary: &chain.current,
+            digest: executable.digest,
+        };
         let runtime = match (&chain.interpreter, kind) {
-            (Some(interp), _) => self.runtime_version(interp, executable.digest, inside),
-            (None, Kind::Interpreter) => {
-                self.runtime_version(&chain.current, executable.digest, inside)
-            }
+            (Some(interp), _) => self.runtime_version(interp, &probe),
+            (None, Kind::Interpreter) => self.runtime_version(&chain.current, &probe),
             _ => None,
         };
         let environment = chain.interpreter.as_deref().and_then(python_environment);
@@ -781,51 +785,68 @@ impl DigestCache {
         Ok(format!("{rel}\t{mode:o}\t{content}\n"))
     }
 
-    /// The interpreter's version line, asked once per executable digest. For a confined
-    /// launch (`inside`: its sandbox and working directory) it is asked inside the sandbox:
-    /// the interpreter may be a file the server wrote (a `venv/bin/python` in its directory).
-    fn runtime_version(
-        &self,
-        interpreter: &Path,
-        digest: Digest,
-        inside: Option<(&postern_domain::Sandbox, &Path)>,
-    ) -> Option<String> {
-        if let Some(known) = self
-            .runtimes
-            .lock()
-            .ok()
-            .and_then(|r| r.get(&digest).cloned())
+    /// The interpreter's version line, asked as the launch will run it: in its working
+    /// directory, with its configured environment, and for a confined launch inside its
+    /// sandbox (the interpreter may be a file the server wrote: a `venv/bin/python` in its
+    /// directory). An answer is kept for the executable's digest only when it came unconfined
+    /// from that executable itself: one from a script or a link on the way, or from inside a
+    /// sandbox, is the server's own word, and kept it would be every other server's runtime
+    /// with that executable (review 6 F1).
+    fn runtime_version(&self, interpreter: &Path, probe: &Probe<'_>) -> Option<String> {
+        let keep = probe.sandbox.is_none()
+            && std::fs::canonicalize(interpreter).is_ok_and(|real| real == probe.binary);
+        if keep
+            && let Some(known) = self
+                .runtimes
+                .lock()
+                .ok()
+                .and_then(|r| r.get(&probe.digest).cloned())
         {
-            return known;
+            return Some(known);
         }
-        let command = match inside {
+        let mut command = match probe.sandbox {
             None => {
                 let mut command = std::process::Command::new(interpreter);
                 command.arg("--version");
                 command
             }
-            Some((sandbox, cwd)) => {
+            Some(sandbox) => {
                 let asked = ["--version".to_owned()];
-                match crate::sandbox::probe(sandbox, &self.sandbox, cwd, interpreter, &asked) {
-                    Ok((program, args)) => {
-                        let mut command = std::process::Command::new(program);
-                        command
-                            .args(args)
-                            .env_clear()
-                            .envs(crate::sandbox::kept_env());
-                        command
-                    }
-                    // The launch fails the same way.
-                    Err(_) => return None,
-                }
+                let inside =
+                    crate::sandbox::probe(sandbox, &self.sandbox, probe.cwd, interpreter, &asked);
+                // When the sandbox cannot be made, the launch fails the same way.
+                let (program, args) = inside.ok()?;
+                let mut command = std::process::Command::new(program);
+                command
+                    .args(args)
+                    .env_clear()
+                    .envs(crate::sandbox::kept_env());
+                command
             }
         };
-        let version = run_version(command, interpreter);
-        if let Ok(mut runtimes) = self.runtimes.lock() {
-            runtimes.insert(digest, version.clone());
+        command
+            .current_dir(probe.cwd)
+            .envs(probe.env.iter().map(|(k, v)| (k, v)))
+            .envs(HOST_ENV);
+        let version = run_version(command, interpreter)?;
+        if keep && let Ok(mut runtimes) = self.runtimes.lock() {
+            runtimes.insert(probe.digest, version.clone());
         }
-        version
+        Some(version)
     }
+}
+
+/// How a launch's interpreter is asked its version ([`DigestCache::runtime_version`]).
+struct Probe<'a> {
+    /// The launch's sandbox, if confined.
+    sandbox: Option<&'a postern_domain::Sandbox>,
+    /// Its working directory.
+    cwd: &'a Path,
+    /// Its configured environment, and what a version manager's shim would export.
+    env: Vec<&'a (String, String)>,
+    /// The binary at the end of its `#!` chain, links followed, and its digest.
+    binary: &'a Path,
+    digest: Digest,
 }
 
 /// The `#!` chain from the program to the binary that finally runs.

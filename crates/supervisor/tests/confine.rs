@@ -312,3 +312,48 @@ async fn an_interpreter_planted_in_its_directory_is_not_asked_its_version_outsid
     assert_eq!(launched.record.runtime.as_deref(), Some("Python 3.99.0"));
     assert!(launched.record.sandbox.is_some());
 }
+
+/// The interpreter's version a confined server answers for itself (here from a script in its
+/// directory run by the real interpreter) stays its own: an honest server using that
+/// interpreter is not recorded with the planted answer.
+#[tokio::test]
+async fn a_version_a_confined_server_answers_is_not_another_servers_runtime() {
+    let place = place();
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    let python = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned();
+    let plant = format!(
+        "mkdir -p venv/bin && printf '#!{python}\\nprint(\"Python 3.1.0\")\\n' > venv/bin/python \
+         && chmod +x venv/bin/python && echo planted"
+    );
+    let (out, _) = run_config(&place, &script(&place, &plant, &[]))
+        .await
+        .expect("launch");
+    assert_eq!(lines(&out), ["planted"], "{out}");
+    std::fs::write(place.project.join("server.py"), "print('hi')\n").expect("entry");
+    let shared = cache(&place);
+    let mut planted = script(&place, "", &[]);
+    planted.command = vec!["./venv/bin/python".into(), "server.py".into()];
+    let seen = shared.observe(&planted).expect("observe");
+    assert_eq!(
+        seen.runtime.as_deref(),
+        Some("Python 3.1.0"),
+        "its own word"
+    );
+    let mut honest = script(&place, "", &[]);
+    honest.confinement = Confinement::Unconfined;
+    honest.command = vec![python, "server.py".into()];
+    let seen = shared.observe(&honest).expect("observe");
+    assert!(
+        seen.runtime
+            .as_deref()
+            .is_some_and(|r| r.starts_with("Python 3.") && r != "Python 3.1.0"),
+        "{:?}",
+        seen.runtime
+    );
+}

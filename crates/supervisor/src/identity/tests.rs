@@ -1298,3 +1298,22 @@ fn a_fifo_in_a_hashed_tree_does_not_hold_the_capture() {
         .expect("observe");
     assert!(seen.iter().any(|a| a.path.ends_with("lib")), "{seen:?}");
 }
+
+/// The interpreter is asked its version as the launch runs it: in the server's directory,
+/// with its configured environment (a wrapper choosing a runtime by either answers for the
+/// one the server gets).
+#[test]
+fn the_version_is_asked_in_the_servers_directory_with_its_environment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_exec(
+        &dir.path().join("python3"),
+        "#!/bin/sh\necho \"Python $(cat picked) $CHOSEN\"\n",
+    );
+    std::fs::write(dir.path().join("picked"), "3.9").expect("write");
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+    let mut config = config(dir.path(), &["./python3", "server.py"]);
+    config.env.push("CHOSEN=by-config".parse().expect("env"));
+    config.confinement = postern_domain::Confinement::Unconfined;
+    let seen = DigestCache::new().observe(&config).expect("observe");
+    assert_eq!(seen.runtime.as_deref(), Some("Python 3.9 by-config"));
+}
