@@ -204,7 +204,14 @@ impl DigestCache {
         let program = resolve_program(config.program(), &working_directory, path_var.as_deref())?;
         // A version manager's shim is not what runs: the interpreter it would choose is,
         // launched in its place, and that is what the identity is taken of.
-        let selected = shim::select(&program, config.args(), &working_directory, launch_var);
+        let confined = sandbox.is_some();
+        let selected = shim::select(
+            &program,
+            config.args(),
+            &working_directory,
+            confined,
+            launch_var,
+        );
         let (program, path_var) = match &selected {
             Some(selected) => (
                 selected.program.clone(),

@@ -13,9 +13,9 @@
 //! outside the sandbox, before any approval (review 5, S1; 25faa89, reverted).
 //!
 //! Only a choice that can be read exactly is taken. A shim that is not pyenv's own template,
-//! a version not installed under its exact name (pyenv would take the latest installed one
-//! its name is a prefix of), `PYENV_DIR` set, a hook that could change the choice, `-m pip`:
-//! the shim is then launched as it is, a wrapper, and the card says partly pinned.
+//! a version neither installed nor the prefix of one installed, `PYENV_DIR` set, a hook that
+//! could change the choice, `-m pip`: the shim is then launched as it is, a wrapper, and the
+//! card says partly pinned.
 
 use std::path::{Path, PathBuf};
 
@@ -50,6 +50,7 @@ pub(super) fn select(
     program: &Path,
     args: &[String],
     cwd: &Path,
+    confined: bool,
     var: impl Fn(&str) -> Option<String>,
 ) -> Option<Selected> {
     let command = program.file_name()?.to_str()?;
@@ -65,11 +66,19 @@ pub(super) fn select(
         None if var("PYENV_DIR").is_some_and(|d| !d.is_empty()) => return None,
         None => {
             let dir = std::fs::canonicalize(cwd).ok()?;
-            let file = dir
-                .ancestors()
-                .map(|d| d.join(".python-version"))
-                .find(|f| f.is_file())
-                .unwrap_or_else(|| root.join("version"));
+            let mut local = None;
+            for file in dir.ancestors().map(|d| d.join(".python-version")) {
+                // A confined server's link is not followed here, outside its sandbox: whether
+                // what it names exists (a hidden file) would show in how it is launched.
+                if confined && file.is_symlink() {
+                    return None;
+                }
+                if file.is_file() {
+                    local = Some(file);
+                    break;
+                }
+            }
+            let file = local.unwrap_or_else(|| root.join("version"));
             // Joined with `:` by pyenv, and split at `:` again.
             let words = read_version_file(&file, &root)?;
             match words.is_empty() {
@@ -82,17 +91,21 @@ pub(super) fn select(
     if versions.iter().any(|v| v.contains(['*', '?', '['])) {
         return None;
     }
-    // pyenv-version-name: each name installed as it is or without `python-`; `system`.
+    // pyenv-version-name: each name installed as it is or without `python-`, else the latest
+    // installed one it is a prefix of; `system`.
     let installed = |name: &str| !name.is_empty() && root.join("versions").join(name).is_dir();
     let versions = if versions.is_empty() {
         vec!["system".to_owned()]
     } else {
         versions
             .iter()
-            .map(|v| match v.strip_prefix("python-") {
-                _ if v == "system" || installed(v) => Some(v.clone()),
-                Some(bare) if installed(bare) => Some(bare.to_owned()),
-                _ => None,
+            .map(|v| {
+                let bare = v.strip_prefix("python-");
+                match bare {
+                    _ if v == "system" || installed(v) => Some(v.clone()),
+                    Some(bare) if installed(bare) => Some(bare.to_owned()),
+                    _ => latest(&root, v).or_else(|| latest(&root, bare?)),
+                }
             })
             .collect::<Option<Vec<_>>>()?
     };
@@ -137,6 +150,80 @@ pub(super) fn select(
         env.push(("PATH".to_owned(), path));
     }
     Some(Selected { program, env })
+}
+
+/// The installed version `pyenv latest -b` takes for `prefix` (`3.12` for `3.12.9`): of the
+/// names in `versions/` that are directories, those that go on from the prefix with `.` or `-`
+/// (and end in `t`, a free-threaded build, when the prefix does, as in `3.13t`), development
+/// builds and pre-releases left out, the first in pyenv's order ([`sort_key`]). `None` when
+/// none is, or when two share the first place (pyenv's order between them would be the
+/// locale's).
+fn latest(root: &Path, prefix: &str) -> Option<String> {
+    let (prefix, suffix) = match prefix.strip_suffix('t') {
+        Some(p) if p.ends_with(|c: char| c.is_ascii_digit()) => (p, "t"),
+        _ => (prefix, ""),
+    };
+    if prefix.is_empty() {
+        return None;
+    }
+    let candidates: Vec<(SortKey, String)> = std::fs::read_dir(root.join("versions"))
+        .ok()?
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| {
+            name.strip_prefix(prefix).is_some_and(|rest| {
+                rest.starts_with(['.', '-']) && rest.len() > suffix.len() && rest.ends_with(suffix)
+            })
+        })
+        .filter(|name| !unreleased(name, suffix.is_empty()))
+        .map(|name| (sort_key(&name), name))
+        .collect();
+    let first = candidates.iter().map(|(key, _)| key).max()?;
+    let mut at_first = candidates.iter().filter(|(key, _)| key == first);
+    match (at_first.next(), at_first.next()) {
+        (Some((_, name)), None) => Some(name.clone()),
+        _ => None,
+    }
+}
+
+/// Whether `pyenv latest` leaves `name` out: `-dev`, `-src`, `-latest`, a pre-release (`a1`,
+/// `b2`, `rc1` at its end) and, unless asked for one, a free-threaded build (`3.13.1t`).
+fn unreleased(name: &str, free_threaded_too: bool) -> bool {
+    let without_number = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    let pre_release = without_number.len() < name.len()
+        && (without_number.ends_with(['a', 'b']) || without_number.ends_with("rc"));
+    let free_threaded = name
+        .strip_suffix('t')
+        .is_some_and(|n| n.ends_with(|c: char| c.is_ascii_digit()));
+    ["-dev", "-src", "-latest"]
+        .iter()
+        .any(|end| name.ends_with(end))
+        || pre_release
+        || (free_threaded_too && free_threaded)
+}
+
+/// pyenv-latest's order, highest first: the name (its first `-` made a `.` when only letters
+/// and digits come before it) cut at `.`, the first part compared as text, the next three by
+/// their leading digits (`sort -t. -k1,1r -k2,2nr -k3,3nr -k4,4nr`).
+type SortKey = (String, u128, u128, u128);
+
+fn sort_key(name: &str) -> SortKey {
+    let dash = name
+        .find('-')
+        .filter(|&i| i > 0 && name[..i].chars().all(|c| c.is_ascii_alphanumeric()));
+    let key = match dash {
+        Some(i) => format!("{}.{}", &name[..i], &name[i + 1..]),
+        None => name.to_owned(),
+    };
+    let mut fields = key.split('.');
+    let first = fields.next().unwrap_or_default().to_owned();
+    let mut number = || {
+        let field = fields.next().unwrap_or_default();
+        let digits: String = field.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap_or(0)
+    };
+    (first, number(), number(), number())
 }
 
 /// Whether the arguments run pip (`-m pip`), which a pyenv hook runs otherwise.
@@ -275,14 +362,20 @@ fn read_version_file(file: &Path, root: &Path) -> Option<Vec<String>> {
     Some(versions)
 }
 
-/// A file's first `max` bytes as text; `None` if it cannot be read or is not UTF-8.
+/// A regular file's first `max` bytes as text; `None` if it cannot be read or is not UTF-8.
+/// Opened without blocking: a FIFO put in its place would wait for a writer.
 fn read_capped(path: &Path, max: u64) -> Option<String> {
     use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(max)
-        .read_to_string(&mut text)
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
         .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(max).read_to_string(&mut text).ok()?;
     Some(text)
 }

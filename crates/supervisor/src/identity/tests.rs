@@ -1143,6 +1143,32 @@ fn a_pyenv_shim_is_launched_as_the_version_it_selects_read_from_its_files() {
         ("PYENV_VERSION".into(), "3.12.1:3.11.7".into())
     );
 
+    // A prefix: the latest installed, by pyenv's order (checked against `pyenv latest`):
+    // numbers compared as numbers, pre-releases, development and free-threaded builds left
+    // out unless asked for.
+    for name in ["3.12.9", "3.12.10rc1", "3.12-dev", "3.12.11t"] {
+        std::fs::create_dir_all(versions.join(name).join("bin")).expect("mkdir");
+        std::os::unix::fs::symlink(real_python(), versions.join(name).join("bin/python3"))
+            .expect("link");
+    }
+    for (asked, chosen) in [
+        ("3.12", "3.12.9"),
+        ("python-3.12", "3.12.9"),
+        ("3", "3.12.9"),
+        ("3.12t", "3.12.11t"),
+    ] {
+        std::fs::write(project.join(".python-version"), format!("{asked}\n")).expect("local");
+        let seen = cache
+            .observe(&pyenv_config(&app, &shims, &[]))
+            .expect("observe");
+        assert_eq!(
+            seen.program,
+            versions.join(chosen).join("bin/python3"),
+            "{asked}"
+        );
+        assert_eq!(seen.selected_env[0].1, chosen, "{asked}");
+    }
+
     // PYENV_VERSION first, `python-` taken off as pyenv does.
     let seen = cache
         .observe(&pyenv_config(
@@ -1196,11 +1222,25 @@ fn a_pyenv_choice_that_cannot_be_read_exactly_leaves_the_shim_a_wrapper() {
         );
     };
     let local = app.join(".python-version");
-    // pyenv would take the latest installed 3.11.x: not read here.
-    std::fs::write(&local, "3.11\n").expect("local");
-    stays_a_wrapper("a prefix");
+    // Neither installed nor the prefix of one (3.11.7 goes on from `3.1` with a digit).
+    std::fs::write(&local, "3.1\n").expect("local");
+    stays_a_wrapper("no such version");
     std::fs::write(&local, "../../elsewhere\n").expect("local");
     stays_a_wrapper("a path out of the versions");
+    // A confined server's link is not followed outside its sandbox (what it names, present or
+    // not, would show in how the server is launched); an unconfined one's is, as pyenv does.
+    let named = root.path().join("named");
+    std::fs::write(&named, "3.11.7\n").expect("named");
+    std::fs::remove_file(&local).expect("rm");
+    std::os::unix::fs::symlink(&named, &local).expect("link");
+    stays_a_wrapper("a link in a confined server's directory");
+    let mut unconfined = pyenv_config(&app, &shims, &[]);
+    unconfined.confinement = postern_domain::Confinement::Unconfined;
+    assert_eq!(
+        cache.observe(&unconfined).expect("observe").program,
+        pyenv_root.join("versions/3.11.7/bin/python3")
+    );
+    std::fs::remove_file(&local).expect("rm");
     std::fs::write(&local, "3.11.7\n").expect("local");
     let hooks = pyenv_root.join("pyenv.d/exec");
     std::fs::create_dir_all(&hooks).expect("mkdir");
