@@ -113,9 +113,16 @@ pub(super) fn pinning(
                     "the entry file {} and the code beside it",
                     file_name(&entry.path)
                 ),
-                uncovered: "the packages it loads: there is no lockfile in the working \
-                            directory (add one, or name the dependency tree with --identity)"
-                    .to_owned(),
+                uncovered: format!(
+                    "the packages it loads: there is no lockfile in the working directory \
+                     (add one, or name the dependency tree with --identity){}",
+                    match dispatch {
+                        Dispatch::Direct => "",
+                        _ =>
+                            "; and the interpreter it is handed to (by a wrapper or a \
+                              version-manager shim)",
+                    }
+                ),
             },
             (None, true) => unpinned(
                 "the entry is a module name, not a file, and there is no lockfile".to_owned(),

@@ -75,10 +75,19 @@ fn a_shebang_script_is_the_entry_of_its_interpreter_and_a_shell_wrapper_is_a_wra
     let wrapper = dir.path().join("run.sh");
     write_exec(&wrapper, "#!/bin/sh\nexec ./mcp-tool\n");
     let cache = DigestCache::new();
+    // `python3` on PATH is the interpreter itself here, not a version manager's shim.
+    let python = PathBuf::from(real_python());
+    let mut direct = config(dir.path(), &["./mcp-tool"]);
+    direct.env.push(
+        format!(
+            "PATH={}:/usr/bin:/bin",
+            python.parent().expect("dir").display()
+        )
+        .parse()
+        .expect("env"),
+    );
 
-    let seen = cache
-        .observe(&config(dir.path(), &["./mcp-tool"]))
-        .expect("observe");
+    let seen = cache.observe(&direct).expect("observe");
     assert_eq!(seen.entry.map(|e| e.path), Some(tool.clone()));
     // The script and the code beside it are hashed; with no lockfile, the packages it
     // imports are not.
@@ -1219,6 +1228,12 @@ fn a_pyenv_choice_that_cannot_be_read_exactly_leaves_the_shim_a_wrapper() {
             seen.wrappers.first().map(|w| w.path.clone()),
             Some(shims.join("python3")),
             "{why}"
+        );
+        assert!(
+            matches!(&seen.pinning, Pinning::Partly { uncovered, .. }
+                if uncovered.contains("version-manager shim")),
+            "{why}: {:?}",
+            seen.pinning
         );
     };
     let local = app.join(".python-version");
