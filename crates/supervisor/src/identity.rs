@@ -474,6 +474,7 @@ impl DigestCache {
         let user_packages = match found.kind {
             Kind::Interpreter => loads::user_packages(
                 &found.interpreter_name,
+                &found.binary,
                 runtime,
                 &found.loader_env,
                 home.as_deref(),

@@ -339,7 +339,30 @@ async fn a_version_a_confined_server_answers_is_not_another_servers_runtime() {
     let shared = cache(&place);
     let mut planted = script(&place, "", &[]);
     planted.command = vec!["./venv/bin/python".into(), "server.py".into()];
+    // The user site of the version that runs (by the binary's name), which loads whatever the
+    // script answers.
+    let binary = std::fs::canonicalize(&python).expect("python");
+    let version = binary
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("python"))
+        .expect("pythonX.Y")
+        .to_owned();
+    let user_site = place
+        .user_home
+        .join(format!(".local/lib/python{version}/site-packages"));
+    std::fs::create_dir_all(&user_site).expect("user site");
+    planted.env = vec![
+        format!("HOME={}", place.user_home.display())
+            .parse()
+            .expect("env"),
+    ];
     let seen = shared.observe(&planted).expect("observe");
+    assert!(
+        seen.extra_paths.iter().any(|a| a.path == user_site),
+        "{:?}",
+        seen.extra_paths
+    );
     assert_eq!(
         seen.runtime.as_deref(),
         Some("Python 3.1.0"),

@@ -218,20 +218,38 @@ pub(super) fn source_root(interpreter: &str, entry: &Path) -> Option<PathBuf> {
 /// Python's user site (`site-packages` under `PYTHONUSERBASE`, else `~/.local`, for the
 /// runtime's version; its `.pth` files and `usercustomize` run at every start), and the
 /// folders Node searches last for a bare require (`~/.node_modules`, `~/.node_libraries`).
-/// Those that exist.
+/// Those that exist. Python's version is read from the name of the `binary` that runs
+/// (`python3.11`) when it says one: the runtime's answer to `--version` may be a script's
+/// of the server's own (one in its directory, run by the real interpreter), which would
+/// point the identity at another version's user site than the one that loads.
 pub(super) fn user_packages(
     interpreter: &str,
+    binary: &Path,
     runtime: Option<&str>,
     loader_env: &[String],
     home: Option<&Path>,
 ) -> Vec<PathBuf> {
     let candidates: Vec<PathBuf> = if interpreter.starts_with("python") {
-        let version = runtime
-            .and_then(|r| r.strip_prefix("Python "))
-            .and_then(|v| {
-                let mut parts = v.split('.');
-                Some(format!("{}.{}", parts.next()?, parts.next()?))
-            });
+        let named = binary
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("python"))
+            .filter(|v| {
+                v.split_once('.').is_some_and(|(major, minor)| {
+                    [major, minor]
+                        .iter()
+                        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                })
+            })
+            .map(str::to_owned);
+        let version = named.or_else(|| {
+            runtime
+                .and_then(|r| r.strip_prefix("Python "))
+                .and_then(|v| {
+                    let mut parts = v.split('.');
+                    Some(format!("{}.{}", parts.next()?, parts.next()?))
+                })
+        });
         let base = loader_env
             .iter()
             .find_map(|v| v.strip_prefix("PYTHONUSERBASE="))
