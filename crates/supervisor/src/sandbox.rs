@@ -303,6 +303,10 @@ pub(crate) fn probe(
 /// directory is shown to it again ([`shown`]).
 struct Inside<'a> {
     cwd: &'a Path,
+    #[cfg_attr(
+        target_os = "macos",
+        expect(dead_code, reason = "sandbox-exec hides no directory to show again")
+    )]
     shown: Vec<PathBuf>,
 }
 
