@@ -796,13 +796,18 @@ impl DigestCache {
     /// The interpreter's version line, asked as the launch will run it: in its working
     /// directory, with its configured environment, and for a confined launch inside its
     /// sandbox (the interpreter may be a file the server wrote: a `venv/bin/python` in its
-    /// directory). An answer is kept for the executable's digest only when it came unconfined
-    /// from that executable itself: one from a script or a link on the way, or from inside a
-    /// sandbox, is the server's own word, and kept it would be every other server's runtime
+    /// directory). An answer is kept for the executable's digest only when that executable
+    /// gave it: when the interpreter is the binary hashed (links followed), it is asked by its
+    /// real path, which the launch's sandbox cannot write, and the binary is as it was after
+    /// the answer. One from a script or a link on the way, or from a binary the server may
+    /// replace, is the server's own word, and kept it would be every other server's runtime
     /// with that executable (review 6 F1).
     fn runtime_version(&self, interpreter: &Path, probe: &Probe<'_>) -> Option<String> {
-        let keep = probe.sandbox.is_none()
-            && std::fs::canonicalize(interpreter).is_ok_and(|real| real == probe.binary);
+        let direct = std::fs::canonicalize(interpreter).is_ok_and(|real| real == probe.binary);
+        let writable = probe
+            .sandbox
+            .is_some_and(|s| s.writable.iter().any(|w| probe.binary.starts_with(w)));
+        let keep = direct && !writable;
         if keep
             && let Some(known) = self
                 .runtimes
@@ -812,16 +817,17 @@ impl DigestCache {
         {
             return Some(known);
         }
+        let asked = if direct { probe.binary } else { interpreter };
+        let before = std::fs::metadata(probe.binary).ok().map(|m| stamp(&m));
         let mut command = match probe.sandbox {
             None => {
-                let mut command = std::process::Command::new(interpreter);
+                let mut command = std::process::Command::new(asked);
                 command.arg("--version");
                 command
             }
             Some(sandbox) => {
-                let asked = ["--version".to_owned()];
-                let inside =
-                    crate::sandbox::probe(sandbox, &self.sandbox, probe.cwd, interpreter, &asked);
+                let args = ["--version".to_owned()];
+                let inside = crate::sandbox::probe(sandbox, &self.sandbox, probe.cwd, asked, &args);
                 // When the sandbox cannot be made, the launch fails the same way.
                 let (program, args) = inside.ok()?;
                 let mut command = std::process::Command::new(program);
@@ -837,7 +843,12 @@ impl DigestCache {
             .envs(probe.env.iter().map(|(k, v)| (k, v)))
             .envs(HOST_ENV);
         let version = run_version(command, interpreter)?;
-        if keep && let Ok(mut runtimes) = self.runtimes.lock() {
+        let after = std::fs::metadata(probe.binary).ok().map(|m| stamp(&m));
+        if keep
+            && before.is_some()
+            && before == after
+            && let Ok(mut runtimes) = self.runtimes.lock()
+        {
             runtimes.insert(probe.digest, version.clone());
         }
         Some(version)
