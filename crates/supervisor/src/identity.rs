@@ -819,6 +819,7 @@ impl DigestCache {
         }
         let asked = if direct { probe.binary } else { interpreter };
         let before = std::fs::metadata(probe.binary).ok().map(|m| stamp(&m));
+        let mut withheld = Vec::new();
         let mut command = match probe.sandbox {
             None => {
                 let mut command = std::process::Command::new(asked);
@@ -826,15 +827,22 @@ impl DigestCache {
                 command
             }
             Some(sandbox) => {
+                let kept = crate::sandbox::kept_env();
+                let vars: Vec<(&str, &str)> = probe
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .chain(HOST_ENV)
+                    .collect();
+                withheld = crate::sandbox::inside_only(&kept, &vars, &[]);
                 let args = ["--version".to_owned()];
-                let inside = crate::sandbox::probe(sandbox, &self.sandbox, probe.cwd, asked, &args);
+                let host = &self.sandbox;
+                let inside =
+                    crate::sandbox::probe(sandbox, host, probe.cwd, asked, &args, &withheld);
                 // When the sandbox cannot be made, the launch fails the same way.
                 let (program, args) = inside.ok()?;
                 let mut command = std::process::Command::new(program);
-                command
-                    .args(args)
-                    .env_clear()
-                    .envs(crate::sandbox::kept_env());
+                command.args(args).env_clear().envs(kept);
                 command
             }
         };
@@ -842,6 +850,10 @@ impl DigestCache {
             .current_dir(probe.cwd)
             .envs(probe.env.iter().map(|(k, v)| (k, v)))
             .envs(HOST_ENV);
+        // Given inside the sandbox instead ([`crate::sandbox::inside_only`]).
+        for (name, _) in &withheld {
+            command.env_remove(name);
+        }
         let version = run_version(command, interpreter)?;
         let after = std::fs::metadata(probe.binary).ok().map(|m| stamp(&m));
         if keep

@@ -144,8 +144,16 @@ where
         .chain(given.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .collect();
     let spawned = match &first.sandbox {
-        None => spawn_program(&observed.program, config.args(), config, &env, None)?,
+        None => spawn_program(&observed.program, config.args(), config, &env, None, &[])?,
         Some(sandbox) => {
+            let kept = sandbox::kept_env();
+            let configured = config
+                .env
+                .iter()
+                .map(|v| (v.name.as_str(), v.value.as_str()));
+            let vars: Vec<(&str, &str)> = configured.chain(env.iter().copied()).collect();
+            let released: Vec<&str> = given.env.iter().map(|(k, _)| k.as_str()).collect();
+            let inside = sandbox::inside_only(&kept, &vars, &released);
             let (program, args) = sandbox::command(
                 sandbox,
                 &first,
@@ -153,12 +161,13 @@ where
                 given.way_out.as_ref(),
                 &observed.program,
                 config.args(),
+                &inside,
             )
             .map_err(|why| SpawnError {
                 program: config.program().to_owned(),
                 source: std::io::Error::other(why),
             })?;
-            spawn_program(&program, &args, config, &env, Some(&sandbox::kept_env()))?
+            spawn_program(&program, &args, config, &env, Some(&kept), &inside)?
         }
     };
     let started_at_ms = now_ms();

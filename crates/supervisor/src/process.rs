@@ -85,6 +85,7 @@ pub fn spawn(config: &ServerConfig) -> Result<Spawned, SpawnError> {
         config,
         &[],
         None,
+        &[],
     )
 }
 
@@ -92,13 +93,15 @@ pub fn spawn(config: &ServerConfig) -> Result<Spawned, SpawnError> {
 /// its arguments (the server's own, or a sandbox's followed by the server's command). With
 /// `kept`, the process starts from those variables instead of the engine's whole environment
 /// (a confined launch: [`crate::sandbox::kept_env`]); its configured variables and `released`
-/// come on top either way.
+/// come on top either way, but for those `withheld` (a confined launch's that bubblewrap is
+/// given as `--setenv` instead).
 pub fn spawn_program<A: AsRef<std::ffi::OsStr>>(
     program: &Path,
     args: &[A],
     config: &ServerConfig,
     released: &[(&str, &str)],
     kept: Option<&[(std::ffi::OsString, std::ffi::OsString)]>,
+    withheld: &[(String, String)],
 ) -> Result<Spawned, SpawnError> {
     let mut command = Command::new(program);
     if let Some(kept) = kept {
@@ -118,6 +121,10 @@ pub fn spawn_program<A: AsRef<std::ffi::OsStr>>(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // Set inside the sandbox instead ([`crate::sandbox::inside_only`]).
+    for (name, _) in withheld {
+        command.env_remove(name);
+    }
     if let Some(dir) = &config.cwd {
         command.current_dir(dir);
     }

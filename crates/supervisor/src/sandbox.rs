@@ -266,9 +266,11 @@ pub(crate) fn command(
     way_out: Option<&WayOut>,
     program: &Path,
     args: &[String],
+    setenv: &[(String, String)],
 ) -> Result<(PathBuf, Vec<OsString>), String> {
     let inside = Inside {
         cwd: &record.working_directory,
+        setenv,
         shown: shown(record),
     };
     confined(sandbox, &inside, host, way_out, program, args)
@@ -284,6 +286,7 @@ pub(crate) fn probe(
     cwd: &Path,
     program: &Path,
     args: &[String],
+    setenv: &[(String, String)],
 ) -> Result<(PathBuf, Vec<OsString>), String> {
     let dirs = [
         program.to_owned(),
@@ -294,6 +297,7 @@ pub(crate) fn probe(
     .chain([cwd.to_owned()]);
     let inside = Inside {
         cwd,
+        setenv,
         shown: showing(dirs),
     };
     confined(sandbox, &inside, host, None, program, args)
@@ -303,6 +307,12 @@ pub(crate) fn probe(
 /// directory is shown to it again ([`shown`]).
 struct Inside<'a> {
     cwd: &'a Path,
+    /// Variables set inside with `--setenv` ([`inside_only`]).
+    #[cfg_attr(
+        target_os = "macos",
+        expect(dead_code, reason = "sandbox-exec passes its environment on as it is")
+    )]
+    setenv: &'a [(String, String)],
     #[cfg_attr(
         target_os = "macos",
         expect(dead_code, reason = "sandbox-exec hides no directory to show again")
@@ -438,6 +448,9 @@ fn bubblewrap(
                 relay.as_os_str(),
             ]);
         }
+    }
+    for (name, value) in inside.setenv {
+        add(&["--setenv".as_ref(), name.as_ref(), value.as_ref()]);
     }
     add(&["--chdir".as_ref(), inside.cwd.as_os_str(), "--".as_ref()]);
     argv
@@ -607,6 +620,56 @@ pub(crate) fn kept(name: &str) -> bool {
     KEPT_ENV.contains(&name)
         || name.starts_with("LC_")
         || crate::identity::LOADER_VARIABLES.contains(&name)
+}
+
+/// What glibc reads from the environment to load code or files, beside the dynamic loader's
+/// `LD_*`: the variables it ignores in a setuid program.
+const LIBC_UNSAFE: [&str; 13] = [
+    "GCONV_PATH",
+    "GETCONF_DIR",
+    "GLIBC_TUNABLES",
+    "HOSTALIASES",
+    "LOCALDOMAIN",
+    "LOCPATH",
+    "MALLOC_TRACE",
+    "NIS_PATH",
+    "NLSPATH",
+    "RESOLV_HOST_CONF",
+    "RES_OPTIONS",
+    "TMPDIR",
+    "TZDIR",
+];
+
+/// Of the variables a confined command is to have, those bubblewrap itself must not get, with
+/// the values to set inside (`--setenv`): the dynamic loader's and those glibc reads to load
+/// code or files ([`LIBC_UNSAFE`]). bubblewrap is an ordinary program started in the engine's
+/// namespaces, so a confined server configured with `LD_PRELOAD=./lib.so` had bubblewrap load
+/// the library it wrote, outside its sandbox, at every capture and launch (review 7, N1). The
+/// variables are `kept` ([`kept_env`]), then `vars` in order (later ones win); those `released`
+/// (credentials, never the loader's) stay in bubblewrap's environment, where the server cannot
+/// have put them. On macOS, `sandbox-exec` is a system program the loader's variables do not
+/// reach, and none is withheld.
+pub(crate) fn inside_only(
+    kept: &[(OsString, OsString)],
+    vars: &[(&str, &str)],
+    released: &[&str],
+) -> Vec<(String, String)> {
+    let mut inside: Vec<(String, String)> = Vec::new();
+    if cfg!(target_os = "macos") {
+        return inside;
+    }
+    let kept: Vec<(String, String)> = kept
+        .iter()
+        .map(|(k, v)| (k.to_string_lossy().into(), v.to_string_lossy().into()))
+        .collect();
+    let all = kept.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    for (name, value) in all.chain(vars.iter().copied()) {
+        if (name.starts_with("LD_") || LIBC_UNSAFE.contains(&name)) && !released.contains(&name) {
+            inside.retain(|(kept, _)| kept != name);
+            inside.push((name.to_owned(), value.to_owned()));
+        }
+    }
+    inside
 }
 
 /// The session's runtime directory (the session bus, the keyring's control socket).

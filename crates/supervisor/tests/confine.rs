@@ -380,3 +380,30 @@ async fn a_version_a_confined_server_answers_is_not_another_servers_runtime() {
         seen.runtime
     );
 }
+
+/// The dynamic loader's variables configured for a confined server reach the server, inside,
+/// and not bubblewrap itself, which runs outside: configured with `LD_PRELOAD=./lib.so`,
+/// bubblewrap loaded the library the server wrote with the user's whole rights (review 7,
+/// N1). Played here with `LD_DEBUG_OUTPUT`, which has every process that reads it write a file
+/// there: none is written outside, by the captures or the launch.
+#[tokio::test]
+async fn the_loaders_variables_reach_the_server_inside_and_not_bubblewrap_outside() {
+    let place = place();
+    let trace = place.user_home.join("loader-trace");
+    let mut config = script(&place, "echo ${LD_DEBUG:-none}", &[]);
+    config.env = vec![
+        "LD_DEBUG=libs".parse().expect("env"),
+        format!("LD_DEBUG_OUTPUT={}", trace.display())
+            .parse()
+            .expect("env"),
+    ];
+    let (out, _) = run_config(&place, &config).await.expect("launch");
+    assert_eq!(lines(&out), ["libs"], "{out}");
+    let written: Vec<_> = std::fs::read_dir(&place.user_home)
+        .expect("home")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("loader-trace"))
+        .collect();
+    assert!(written.is_empty(), "written outside: {written:?}");
+}
