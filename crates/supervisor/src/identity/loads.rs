@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::program::read_text;
+
 /// Environment variables whose values change what code a process loads: a change to one is
 /// a new identity.
 pub(crate) const LOADER_VARIABLES: [&str; 26] = [
@@ -392,7 +394,7 @@ pub(super) fn runtime_code(
 
 /// The `home` a `pyvenv.cfg` names (the base runtime's `bin`), if the file is there.
 fn venv_home(cfg: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(cfg).ok()?;
+    let text = read_text(cfg, u64::MAX)?;
     text.lines().find_map(|line| {
         let (key, value) = line.split_once('=')?;
         key.trim()
@@ -457,7 +459,7 @@ pub(super) fn pth_paths(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
                 .flatten()
                 .map(|e| e.path())
                 .filter(|p| p.extension().is_some_and(|e| e == "pth"))
-                .filter_map(|pth| std::fs::read_to_string(&pth).ok())
+                .filter_map(|pth| read_text(&pth, u64::MAX))
                 .flat_map(|text| {
                     text.lines()
                         .map(str::trim)

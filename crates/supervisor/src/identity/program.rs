@@ -85,12 +85,34 @@ pub(super) fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// A regular file, opened for reading without blocking: a FIFO (which a confined server may
+/// make in its own directory, or put in place of a file) would wait in `open` for a writer
+/// that never comes, and the capture with it. `None` for anything else.
+pub(super) fn open_regular(path: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
+/// A regular file's first `max` bytes as text ([`open_regular`]); `None` if it cannot be
+/// read or is not UTF-8.
+pub(super) fn read_text(path: &Path, max: u64) -> Option<String> {
+    let mut text = String::new();
+    open_regular(path)?
+        .take(max)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
 /// The interpreter named by a `#!` line (`/usr/bin/env node` gives `node`).
 pub(super) fn shebang(path: &Path) -> Option<String> {
     let mut head = [0u8; 256];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .ok()?;
+    let n = open_regular(path)?.read(&mut head).ok()?;
     let line = head[..n].strip_prefix(b"#!")?;
     let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
     let line = std::str::from_utf8(line).ok()?.trim();

@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::program::{Kind, is_executable, program_kind, resolve_program};
+use super::program::{Kind, is_executable, program_kind, read_text, resolve_program};
 
 /// The largest version file read (pyenv reads lines of up to 1,024 bytes).
 const VERSION_FILE_MAX: u64 = 64 * 1024;
@@ -67,20 +67,24 @@ pub(super) fn select(
         None => {
             let dir = std::fs::canonicalize(cwd).ok()?;
             let mut local = None;
-            for file in dir.ancestors().map(|d| d.join(".python-version")) {
+            for path in dir.ancestors().map(|d| d.join(".python-version")) {
                 // A confined server's link is not followed here, outside its sandbox: whether
-                // what it names exists (a hidden file) would show in how it is launched.
-                if confined && file.is_symlink() {
-                    return None;
-                }
-                if file.is_file() {
+                // what it names exists (a hidden file) would show in how it is launched. Opened
+                // with the link refused, so that no swap between a look and the open shows it.
+                if let Some(file) = open_version_file(&path, !confined).ok()? {
                     local = Some(file);
                     break;
                 }
             }
-            let file = local.unwrap_or_else(|| root.join("version"));
+            let file = match local {
+                Some(file) => Some(file),
+                None => open_version_file(&root.join("version"), true).ok()?,
+            };
             // Joined with `:` by pyenv, and split at `:` again.
-            let words = read_version_file(&file, &root)?;
+            let words = match file {
+                Some(file) => read_version_file(file, &root)?,
+                None => Vec::new(),
+            };
             match words.is_empty() {
                 true => Vec::new(),
                 false => words.join(":").split(':').map(str::to_owned).collect(),
@@ -236,7 +240,7 @@ fn runs_pip(args: &[String]) -> bool {
 /// pyenv's root and executable, when `shim` is pyenv's shim template for that root, in the
 /// root's `shims` directory, line for line (a shim edited to do anything more is not read).
 fn pyenv_shim(shim: &Path) -> Option<(PathBuf, PathBuf)> {
-    let text = read_capped(shim, 4096)?;
+    let text = read_text(shim, 4096)?;
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     if !lines.next()?.starts_with("#!") {
         return None;
@@ -325,18 +329,40 @@ fn hooked(root: &Path, pyenv: &Path, hook_path: Option<&str>) -> bool {
     })
 }
 
+/// A version file where pyenv looks for one (`follow`ing a link, as pyenv does, or not):
+/// `Ok(None)` when there is no regular file there (pyenv looks on), `Err` when there is one
+/// that cannot be opened, or a link not to be followed.
+fn open_version_file(path: &Path, follow: bool) -> Result<Option<std::fs::File>, ()> {
+    use nix::fcntl::OFlag;
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = match follow {
+        true => OFlag::O_NONBLOCK,
+        false => OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW,
+    };
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path);
+    match opened {
+        Ok(file) => Ok(file.metadata().map_err(drop)?.is_file().then_some(file)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOTDIR) => Ok(None),
+        Err(_) => Err(()),
+    }
+}
+
 /// The versions a version file names, as `pyenv-version-file-read` reads them: the first word
 /// of each line, blank lines and `#` comments skipped, `..` ignored. Empty when it names none
 /// (pyenv then runs the system's). `None` when it cannot be read exactly: unreadable, not
 /// text, too long, or a name with a path in it that pyenv would check by changing directory.
-fn read_version_file(file: &Path, root: &Path) -> Option<Vec<String>> {
-    let text = match std::fs::metadata(file) {
-        Ok(meta) if meta.len() == 0 => return Some(Vec::new()),
-        Ok(meta) if meta.len() > VERSION_FILE_MAX => return None,
-        Ok(_) => read_capped(file, VERSION_FILE_MAX)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
-        Err(_) => return None,
-    };
+fn read_version_file(file: std::fs::File, root: &Path) -> Option<Vec<String>> {
+    use std::io::Read;
+    let size = file.metadata().ok()?.len();
+    if size > VERSION_FILE_MAX {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(VERSION_FILE_MAX).read_to_string(&mut text).ok()?;
     let mut versions = Vec::new();
     for line in text.split('\n') {
         if line.len() > 1024 {
@@ -360,22 +386,4 @@ fn read_version_file(file: &Path, root: &Path) -> Option<Vec<String>> {
         versions.push(word.to_owned());
     }
     Some(versions)
-}
-
-/// A regular file's first `max` bytes as text; `None` if it cannot be read or is not UTF-8.
-/// Opened without blocking: a FIFO put in its place would wait for a writer.
-fn read_capped(path: &Path, max: u64) -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut text = String::new();
-    file.take(max).read_to_string(&mut text).ok()?;
-    Some(text)
 }

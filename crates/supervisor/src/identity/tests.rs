@@ -1372,3 +1372,44 @@ fn the_version_is_asked_in_the_servers_directory_with_its_environment() {
     let seen = DigestCache::new().observe(&config).expect("observe");
     assert_eq!(seen.runtime.as_deref(), Some("Python 3.9 by-config"));
 }
+
+/// Nor does a FIFO where the capture reads a file's text: a `.pth` file in the environment's
+/// site directory, or the environment's `pyvenv.cfg` (review 7, N3).
+#[test]
+fn a_fifo_where_a_pth_file_or_pyvenv_cfg_is_read_does_not_hold_the_capture() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let venv = dir.path().join("venv");
+    let made = std::process::Command::new(real_python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .expect("python -m venv");
+    assert!(made.success());
+    let site = std::process::Command::new(venv.join("bin/python"))
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
+        .output()
+        .expect("site");
+    let site = PathBuf::from(String::from_utf8_lossy(&site.stdout).trim());
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+    let python = venv.join("bin/python").display().to_string();
+    let within = |what: &str| {
+        let config = config(dir.path(), &[&python, "server.py"]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(DigestCache::new().observe(&config).is_ok());
+        });
+        let ended = rx.recv_timeout(std::time::Duration::from_secs(30));
+        assert!(ended.is_ok(), "{what}: the capture did not end");
+    };
+    let fifo = |path: &Path| {
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    };
+    fifo(&site.join("trap.pth"));
+    within("a .pth FIFO");
+    std::fs::remove_file(venv.join("pyvenv.cfg")).expect("rm");
+    fifo(&venv.join("pyvenv.cfg"));
+    within("a pyvenv.cfg FIFO");
+}
