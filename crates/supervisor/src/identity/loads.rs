@@ -232,18 +232,19 @@ pub(super) fn user_packages(
     home: Option<&Path>,
 ) -> Vec<PathBuf> {
     let candidates: Vec<PathBuf> = if interpreter.starts_with("python") {
+        // `python3.13t`, a free-threaded build, has a user site of its own (`python3.13t`);
+        // `python3.7m` and a debug build's `d` share their version's.
         let named = binary
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(|n| n.strip_prefix("python"))
-            .filter(|v| {
-                v.split_once('.').is_some_and(|(major, minor)| {
-                    [major, minor]
-                        .iter()
-                        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-                })
-            })
-            .map(str::to_owned);
+            .and_then(|v| {
+                let flags = &v[v.trim_end_matches(['m', 't', 'd']).len()..];
+                let (major, minor) = v[..v.len() - flags.len()].split_once('.')?;
+                let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+                let free_threaded = if flags.contains('t') { "t" } else { "" };
+                (digits(major) && digits(minor)).then(|| format!("{major}.{minor}{free_threaded}"))
+            });
         let version = named.or_else(|| {
             runtime
                 .and_then(|r| r.strip_prefix("Python "))

@@ -33,7 +33,13 @@ pub(super) fn python_environment(interpreter: &Path) -> Option<PathBuf> {
 
 pub(super) fn program_kind(path: &Path) -> Kind {
     let name = path.file_name().and_then(OsStr::to_str).unwrap_or_default();
-    // python3.11 -> python, node20 -> node
+    // python3.11 -> python, node20 -> node; python3.7m, python3.13t (free-threaded) and
+    // python3.13d (debug) carry their build's flags after the version.
+    let flagless = name.trim_end_matches(['m', 't', 'd']);
+    let name = match flagless.ends_with(|c: char| c.is_ascii_digit()) {
+        true => flagless,
+        false => name,
+    };
     let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     if INTERPRETERS.contains(&base) {
         Kind::Interpreter

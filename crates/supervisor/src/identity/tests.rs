@@ -1413,3 +1413,42 @@ fn a_fifo_where_a_pth_file_or_pyvenv_cfg_is_read_does_not_hold_the_capture() {
     fifo(&venv.join("pyvenv.cfg"));
     within("a pyvenv.cfg FIFO");
 }
+
+/// A Python named with its build's flags (`python3.7m`, free-threaded `python3.13t`, debug
+/// `python3.13td`) is an interpreter whose entry is identified, and a free-threaded build's
+/// user site is its own (review 7, N2: they were plain binaries, their code never hashed).
+#[test]
+fn a_python_named_with_its_builds_flags_is_an_interpreter_with_its_own_user_site() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    for site in ["python3.7", "python3.13t", "python3.13"] {
+        std::fs::create_dir_all(home.join(".local/lib").join(site).join("site-packages"))
+            .expect("mkdir");
+    }
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+    for (name, site) in [
+        ("python3.7m", "python3.7"),
+        ("python3.13t", "python3.13t"),
+        ("python3.13td", "python3.13t"),
+        ("python3.13d", "python3.13"),
+    ] {
+        // A stand-in binary: only its name matters here.
+        std::fs::copy("/bin/true", dir.path().join(name)).expect("copy");
+        let mut config = config(dir.path(), &[&format!("./{name}"), "server.py"]);
+        config
+            .env
+            .push(format!("HOME={}", home.display()).parse().expect("env"));
+        let seen = DigestCache::new().observe(&config).expect("observe");
+        assert_eq!(
+            seen.entry.map(|e| e.path),
+            Some(dir.path().join("server.py")),
+            "{name}"
+        );
+        let user_site = home.join(".local/lib").join(site).join("site-packages");
+        assert!(
+            seen.extra_paths.iter().any(|a| a.path == user_site),
+            "{name}: {:?}",
+            seen.extra_paths
+        );
+    }
+}
