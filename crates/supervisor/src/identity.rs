@@ -41,6 +41,12 @@ pub const SOURCE_ENTRIES: usize = 20_000;
 /// thousands of installed files is covered; beyond this the server is partly pinned.
 pub const RUNTIME_ENTRIES: usize = 200_000;
 
+/// The largest file whose content a capture reads: one beyond is fingerprinted by its metadata.
+const CONTENT_MAX: u64 = 4 << 30;
+/// From this size a file with fewer than half its bytes on disk (a sparse file) is
+/// fingerprinted by its metadata.
+const SPARSE_FROM: u64 = 64 << 20;
+
 /// Lockfiles looked for in the working directory, in this order.
 pub const LOCKFILES: [&str; 9] = [
     "package-lock.json",
@@ -657,6 +663,14 @@ impl DigestCache {
                 "directory"
             };
             return Ok(Digest::of(format!("special:{kind}").as_bytes()));
+        }
+        // A file mostly of holes (a confined server can make one of terabytes in its own
+        // directory in an instant, which read would hold every capture for hours) or beyond
+        // what a capture reads counts by its metadata, as a runtime's files do: written or
+        // replaced, it has a new change time (review 7, N4).
+        let size = opened.size();
+        if size > CONTENT_MAX || (size > SPARSE_FROM && opened.blocks() * 512 < size / 2) {
+            return Ok(Digest::of(format!("stamped:{}", stamp(&opened)).as_bytes()));
         }
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 256 * 1024];

@@ -1339,18 +1339,7 @@ fn a_fifo_in_a_hashed_tree_does_not_hold_the_capture() {
     std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
     let mut config = config(dir.path(), &[&real_python(), "server.py"]);
     config.identity_paths = vec!["lib".into()];
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(
-            DigestCache::new()
-                .observe(&config)
-                .map(|seen| seen.extra_paths),
-        );
-    });
-    let seen = rx
-        .recv_timeout(std::time::Duration::from_secs(30))
-        .expect("the capture ended")
-        .expect("observe");
+    let seen = observe_within(config).expect("observe").extra_paths;
     assert!(seen.iter().any(|a| a.path.ends_with("lib")), "{seen:?}");
 }
 
@@ -1397,12 +1386,7 @@ fn a_fifo_where_a_pth_file_or_pyvenv_cfg_is_read_does_not_hold_the_capture() {
     let python = venv.join("bin/python").display().to_string();
     let within = |what: &str| {
         let config = config(dir.path(), &[&python, "server.py"]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(DigestCache::new().observe(&config).is_ok());
-        });
-        let ended = rx.recv_timeout(std::time::Duration::from_secs(30));
-        assert!(ended.is_ok(), "{what}: the capture did not end");
+        assert!(observe_within(config).is_ok(), "{what}");
     };
     let fifo = |path: &Path| {
         nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
@@ -1451,4 +1435,48 @@ fn a_python_named_with_its_builds_flags_is_an_interpreter_with_its_own_user_site
             seen.extra_paths
         );
     }
+}
+
+/// A huge sparse file in a hashed tree (a confined server makes one of a terabyte in its own
+/// directory in an instant) is not read to its end: it counts by its metadata, so writing to
+/// it is still a change (review 7, N4).
+#[test]
+fn a_huge_sparse_file_in_a_hashed_tree_counts_by_its_metadata() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lib = dir.path().join("lib");
+    std::fs::create_dir_all(&lib).expect("mkdir");
+    let sparse = lib.join("sparse.bin");
+    std::fs::File::create(&sparse)
+        .and_then(|f| f.set_len(1 << 40))
+        .expect("a sparse terabyte");
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+    let mut config = config(dir.path(), &[&real_python(), "server.py"]);
+    config.identity_paths = vec!["lib".into()];
+    let capture = |config: ServerConfig| {
+        observe_within(config)
+            .expect("observe")
+            .extra_paths
+            .iter()
+            .find(|a| a.path.ends_with("lib"))
+            .map(|a| a.digest)
+            .expect("lib hashed")
+    };
+    let before = capture(config.clone());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&sparse)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"x"))
+        .expect("write");
+    assert_ne!(capture(config), before, "a write to it is a change");
+}
+
+/// A fresh capture of `config` on a thread of its own, failing the test if it has not ended
+/// within a minute (what it guards against would hold it for good).
+fn observe_within(config: ServerConfig) -> Result<Observed, IdentityError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(DigestCache::new().observe(&config));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the capture ended")
 }
