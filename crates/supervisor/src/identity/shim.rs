@@ -61,69 +61,97 @@ pub(super) fn select(
     if hooked(&root, &pyenv, var("PYENV_HOOK_PATH").as_deref()) {
         return None;
     }
-    let versions: Vec<String> = match var("PYENV_VERSION").filter(|v| !v.is_empty()) {
+    let asked = match var("PYENV_VERSION").filter(|v| !v.is_empty()) {
         Some(list) => list.split(':').map(str::to_owned).collect(),
         None if var("PYENV_DIR").is_some_and(|d| !d.is_empty()) => return None,
-        None => {
-            let dir = std::fs::canonicalize(cwd).ok()?;
-            let mut local = None;
-            for path in dir.ancestors().map(|d| d.join(".python-version")) {
-                // A confined server's link is not followed here, outside its sandbox: whether
-                // what it names exists (a hidden file) would show in how it is launched. Opened
-                // with the link refused, so that no swap between a look and the open shows it.
-                if let Some(file) = open_version_file(&path, !confined).ok()? {
-                    local = Some(file);
-                    break;
-                }
-            }
-            let file = match local {
-                Some(file) => Some(file),
-                None => open_version_file(&root.join("version"), true).ok()?,
-            };
-            // Joined with `:` by pyenv, and split at `:` again.
-            let words = match file {
-                Some(file) => read_version_file(file, &root)?,
-                None => Vec::new(),
-            };
-            match words.is_empty() {
-                true => Vec::new(),
-                false => words.join(":").split(':').map(str::to_owned).collect(),
-            }
-        }
+        None => version_files(&root, cwd, confined)?,
     };
+    let versions = version_names(&root, &asked)?;
+    let path_var = var("PATH");
+    let (program, in_root) = which(&root, command, &versions, path_var.as_deref(), cwd)?;
+    let mut env = vec![("PYENV_VERSION".to_owned(), versions.join(":"))];
+    if in_root {
+        let bin = program.parent()?.to_str()?;
+        let path = match path_var {
+            Some(rest) => format!("{bin}:{rest}"),
+            None => bin.to_owned(),
+        };
+        env.push(("PATH".to_owned(), path));
+    }
+    Some(Selected { program, env })
+}
+
+/// The versions pyenv's files name for a server in `cwd` (`pyenv-version-file`, then
+/// `-read`): the nearest `.python-version` from there up, else the root's `version`; empty
+/// when they name none.
+fn version_files(root: &Path, cwd: &Path, confined: bool) -> Option<Vec<String>> {
+    let dir = std::fs::canonicalize(cwd).ok()?;
+    let mut local = None;
+    for path in dir.ancestors().map(|d| d.join(".python-version")) {
+        // A confined server's link is not followed here, outside its sandbox: whether what it
+        // names exists (a hidden file) would show in how it is launched. Opened with the link
+        // refused, so that no swap between a look and the open shows it.
+        if let Some(file) = open_version_file(&path, !confined).ok()? {
+            local = Some(file);
+            break;
+        }
+    }
+    let file = match local {
+        Some(file) => Some(file),
+        None => open_version_file(&root.join("version"), true).ok()?,
+    };
+    let words = match file {
+        Some(file) => read_version_file(file, root)?,
+        None => Vec::new(),
+    };
+    // Joined with `:` by pyenv, and split at `:` again.
+    Some(match words.is_empty() {
+        true => Vec::new(),
+        false => words.join(":").split(':').map(str::to_owned).collect(),
+    })
+}
+
+/// `pyenv-version-name`: each name `asked` installed as it is or without `python-`, else the
+/// latest installed one it is a prefix of; `system` (and nothing asked is `system`).
+fn version_names(root: &Path, asked: &[String]) -> Option<Vec<String>> {
     // pyenv splits the list unquoted: a name with a pattern in it is globbed.
-    if versions.iter().any(|v| v.contains(['*', '?', '['])) {
+    if asked.iter().any(|v| v.contains(['*', '?', '['])) {
         return None;
     }
-    // pyenv-version-name: each name installed as it is or without `python-`, else the latest
-    // installed one it is a prefix of; `system`.
+    if asked.is_empty() {
+        return Some(vec!["system".to_owned()]);
+    }
     let installed = |name: &str| !name.is_empty() && root.join("versions").join(name).is_dir();
-    let versions = if versions.is_empty() {
-        vec!["system".to_owned()]
-    } else {
-        versions
-            .iter()
-            .map(|v| {
-                let bare = v.strip_prefix("python-");
-                match bare {
-                    _ if v == "system" || installed(v) => Some(v.clone()),
-                    Some(bare) if installed(bare) => Some(bare.to_owned()),
-                    _ => latest(&root, v).or_else(|| latest(&root, bare?)),
-                }
-            })
-            .collect::<Option<Vec<_>>>()?
-    };
-    // pyenv-which: the first version holding the command, then the system's.
-    let path_var = var("PATH");
+    asked
+        .iter()
+        .map(|v| {
+            let bare = v.strip_prefix("python-");
+            match bare {
+                _ if v == "system" || installed(v) => Some(v.clone()),
+                Some(bare) if installed(bare) => Some(bare.to_owned()),
+                _ => latest(root, v).or_else(|| latest(root, bare?)),
+            }
+        })
+        .collect()
+}
+
+/// `pyenv-which`: `command` in the first of `versions` that holds it, then the system's (the
+/// first on `PATH` past pyenv's shims); with whether it lies in pyenv's root.
+fn which(
+    root: &Path,
+    command: &str,
+    versions: &[String],
+    path_var: Option<&str>,
+    cwd: &Path,
+) -> Option<(PathBuf, bool)> {
     let shims = root.join("shims");
-    let found = versions
+    let (program, in_root) = versions
         .iter()
         .map(String::as_str)
         .chain(["system"])
         .find_map(|version| {
             if version == "system" {
                 let outside: Vec<PathBuf> = path_var
-                    .as_deref()
                     .map(|p| std::env::split_paths(p).filter(|d| *d != shims).collect())
                     .unwrap_or_default();
                 let outside = std::env::join_paths(outside).ok()?;
@@ -139,21 +167,11 @@ pub(super) fn select(
                 is_executable(&path).then_some((path, true))
             }
         })?;
-    let (program, in_root) = found;
     if program.parent().and_then(Path::file_name) == Some("shims".as_ref()) {
         // Another manager's shim found for `system`: not read here.
         return None;
     }
-    let mut env = vec![("PYENV_VERSION".to_owned(), versions.join(":"))];
-    if in_root {
-        let bin = program.parent()?.to_str()?;
-        let path = match path_var {
-            Some(rest) => format!("{bin}:{rest}"),
-            None => bin.to_owned(),
-        };
-        env.push(("PATH".to_owned(), path));
-    }
-    Some(Selected { program, env })
+    Some((program, in_root))
 }
 
 /// The installed version `pyenv latest -b` takes for `prefix` (`3.12` for `3.12.9`): of the
