@@ -364,7 +364,7 @@ fn open_version_file(path: &Path, follow: bool) -> Result<Option<std::fs::File>,
     match opened {
         Ok(file) => Ok(file.metadata().map_err(drop)?.is_file().then_some(file)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ENOTDIR) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Ok(None),
         Err(_) => Err(()),
     }
 }
