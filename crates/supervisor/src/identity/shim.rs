@@ -258,6 +258,10 @@ fn runs_pip(args: &[String]) -> bool {
 /// pyenv's root and executable, when `shim` is pyenv's shim template for that root, in the
 /// root's `shims` directory, line for line (a shim edited to do anything more is not read).
 fn pyenv_shim(shim: &Path) -> Option<(PathBuf, PathBuf)> {
+    // Every capture of an interpreter asks: only a file in a `shims` directory is read.
+    if shim.parent()?.file_name()? != "shims" {
+        return None;
+    }
     let text = read_text(shim, 4096)?;
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     if !lines.next()?.starts_with("#!") {

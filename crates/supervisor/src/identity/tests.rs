@@ -717,6 +717,24 @@ fn a_runtime_library_the_user_can_write_is_part_of_the_identity() {
     );
 }
 
+/// A virtual environment made at `venv` by the real interpreter, without pip, and its
+/// `site-packages`.
+fn made_venv(venv: &Path) -> (PathBuf, PathBuf) {
+    let status = std::process::Command::new(real_python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(venv)
+        .status()
+        .expect("python3 -m venv");
+    assert!(status.success());
+    let site = std::fs::read_dir(venv.join("lib"))
+        .expect("lib")
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .expect("site-packages");
+    (venv.to_owned(), site)
+}
+
 /// `seen` took `lib`'s fingerprint.
 fn assert_fingerprinted(seen: &Observed, lib: &Path) {
     assert!(
@@ -731,19 +749,7 @@ fn assert_fingerprinted(seen: &Observed, lib: &Path) {
 #[test]
 fn what_a_pth_files_path_line_adds_is_part_of_the_identity() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let venv = dir.path().join("venv");
-    let status = std::process::Command::new(real_python())
-        .args(["-m", "venv", "--without-pip"])
-        .arg(&venv)
-        .status()
-        .expect("python3 -m venv");
-    assert!(status.success());
-    let site = std::fs::read_dir(venv.join("lib"))
-        .expect("lib")
-        .flatten()
-        .map(|e| e.path().join("site-packages"))
-        .find(|p| p.is_dir())
-        .expect("site-packages");
+    let (venv, site) = made_venv(&dir.path().join("venv"));
     let editable = dir.path().join("editable-src");
     std::fs::create_dir_all(&editable).expect("src");
     std::fs::write(editable.join("pkg.py"), "X = 1").expect("pkg");
@@ -1367,21 +1373,7 @@ fn the_version_is_asked_in_the_servers_directory_with_its_environment() {
 #[test]
 fn a_fifo_where_a_pth_file_or_pyvenv_cfg_is_read_does_not_hold_the_capture() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let venv = dir.path().join("venv");
-    let made = std::process::Command::new(real_python())
-        .args(["-m", "venv", "--without-pip"])
-        .arg(&venv)
-        .status()
-        .expect("python -m venv");
-    assert!(made.success());
-    let site = std::process::Command::new(venv.join("bin/python"))
-        .args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ])
-        .output()
-        .expect("site");
-    let site = PathBuf::from(String::from_utf8_lossy(&site.stdout).trim());
+    let (venv, site) = made_venv(&dir.path().join("venv"));
     std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
     let python = venv.join("bin/python").display().to_string();
     let within = |what: &str| {
@@ -1424,15 +1416,13 @@ fn a_python_named_with_its_builds_flags_is_an_interpreter_with_its_own_user_site
             .push(format!("HOME={}", home.display()).parse().expect("env"));
         let seen = DigestCache::new().observe(&config).expect("observe");
         assert_eq!(
-            seen.entry.map(|e| e.path),
+            seen.entry.as_ref().map(|e| e.path.clone()),
             Some(dir.path().join("server.py")),
             "{name}"
         );
-        let user_site = home.join(".local/lib").join(site).join("site-packages");
-        assert!(
-            seen.extra_paths.iter().any(|a| a.path == user_site),
-            "{name}: {:?}",
-            seen.extra_paths
+        assert_fingerprinted(
+            &seen,
+            &home.join(".local/lib").join(site).join("site-packages"),
         );
     }
 }
