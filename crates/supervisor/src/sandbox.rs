@@ -4,10 +4,10 @@
 //! On Linux the sandbox is bubblewrap: new user, PID, IPC, UTS and network namespaces, every
 //! capability dropped, the system read-only, a private `/tmp`, writes only to the server's
 //! directory and its configured caches, the credential paths under the user's home, the
-//! Postern home and the session bus's directory replaced by empty ones. Its network namespace
-//! has loopback only: the way out is the egress broker's Unix socket, which a relay inside
-//! (`postern sandbox-run`, [`run_relayed`]) serves on the loopback port the proxy variables
-//! name. On macOS it is `sandbox-exec` with a generated profile (compile-checked, untested).
+//! Postern home and the session bus's directory replaced by empty ones, the machine's Unix
+//! sockets covered. Its network namespace has loopback only: the way out is the egress broker's
+//! Unix socket, which a relay inside (`postern sandbox-run`, [`run_relayed`]) serves on the
+//! loopback port the proxy variables name. On macOS it is `sandbox-exec` with a generated profile (compile-checked, untested).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -247,8 +247,13 @@ pub fn denied(sandbox: &Sandbox) -> String {
         .map(|p| p.display().to_string())
         .collect();
     format!(
-        "it runs confined ({}): it cannot see credential paths such as ~/.ssh, the Postern home or the session bus, it may write only to {} and a private /tmp, and it reaches the network {}. If it needs more, add `--writable PATH`, or mark it unconfined (`postern server add --unconfined ...`)",
+        "it runs confined ({}): it cannot see credential paths such as ~/.ssh, the Postern home or the session bus{}, it may write only to {} and a private /tmp, and it reaches the network {}. If it needs more, add `--writable PATH`, or mark it unconfined (`postern server add --unconfined ...`)",
         sandbox.tool,
+        if cfg!(target_os = "macos") {
+            ""
+        } else {
+            " and connects to none of the machine's Unix sockets"
+        },
         if writable.is_empty() {
             "nothing of yours".to_owned()
         } else {
@@ -435,6 +440,13 @@ fn bubblewrap(
     for path in &host.exposed {
         add(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
+    for socket in reachable_sockets(sandbox, inside, way_out) {
+        add(&[
+            "--ro-bind".as_ref(),
+            "/dev/null".as_ref(),
+            socket.as_os_str(),
+        ]);
+    }
     if let Some(way) = way_out {
         add(&[
             "--bind".as_ref(),
@@ -454,6 +466,70 @@ fn bubblewrap(
     }
     add(&["--chdir".as_ref(), inside.cwd.as_os_str(), "--".as_ref()]);
     argv
+}
+
+/// The Unix sockets of this machine a command run `inside` would otherwise reach: each socket
+/// bound to a path in the engine's network namespace (`/proc/net/unix`: the user's daemons
+/// and the system's) that lies where the sandbox shows the host's files, outside its private
+/// and hidden directories, the launch's own way out excepted. Each is covered with an empty
+/// device inside: a read-only mount does not stop a `connect`, and a daemon's socket in the
+/// home (a container engine's in a VM manager's directory is root there and writes the home
+/// through its mounts) is a way out of the sandbox the hidden list cannot name in advance.
+/// A socket bound after the launch is not covered; one removed between this look and
+/// bubblewrap's mounts fails the launch (bubblewrap cannot make its mount point on the
+/// read-only system), which the next launch does not repeat.
+#[cfg(not(target_os = "macos"))]
+fn reachable_sockets(
+    sandbox: &Sandbox,
+    inside: &Inside<'_>,
+    way_out: Option<&WayOut>,
+) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let own = way_out.and_then(|way| std::fs::canonicalize(&way.socket).ok());
+    let shown_again = |p: &Path| {
+        inside
+            .shown
+            .iter()
+            .chain(&sandbox.writable)
+            .any(|s| p.starts_with(s))
+    };
+    let mut bound = bound_sockets(&table);
+    // A listener's path is listed again for each connection it accepted.
+    bound.sort();
+    bound.dedup();
+    let mut sockets: Vec<PathBuf> = bound
+        .into_iter()
+        // Where it is now: a socket whose file is gone, or that is no socket, is not reachable.
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|meta| meta.file_type().is_socket()))
+        .filter(|p| Some(p) != own.as_ref())
+        .filter(|p| !sandbox.hidden.iter().any(|h| p.starts_with(h)))
+        .filter(|p| !PRIVATE_DIRS.iter().any(|d| p.starts_with(d)) || shown_again(p))
+        // bubblewrap's own `/dev` holds none of the host's.
+        .filter(|p| !p.starts_with("/dev"))
+        .collect();
+    sockets.sort();
+    sockets.dedup();
+    sockets
+}
+
+/// The paths of `/proc/net/unix`'s sockets (its `table`) that are bound to an absolute path.
+/// Each line is `Num: RefCount Protocol Flags Type St Inode [Path]`, and the path is the rest
+/// of the line after the inode, spaces and all.
+#[cfg(not(target_os = "macos"))]
+fn bound_sockets(table: &str) -> Vec<PathBuf> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut rest = line;
+            for _ in 0..7 {
+                rest = rest.trim_start().split_once(' ')?.1;
+            }
+            rest.starts_with('/').then(|| PathBuf::from(rest))
+        })
+        .collect()
 }
 
 /// Refuses a launch whose writable paths lead elsewhere through a symbolic link (one the
@@ -859,6 +935,24 @@ mod tests {
             relay: None,
             exposed: Vec::new(),
         }
+    }
+
+    #[cfg(not(target_os = "macos"))]
+    #[test]
+    fn the_sockets_table_gives_each_path_whole_and_nothing_else() {
+        let table = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+            00000000321fefe6: 00000003 00000000 00000000 0001 03  1275\n\
+            0000000017b7580d: 00000002 00000000 00010000 0001 01 31337 /home/u/.lima/default/sock/docker.sock\n\
+            0000000017b7580e: 00000002 00000000 00000000 0002 01    12 /home/u/My Daemon/dgram sock\n\
+            0000000017b7580f: 00000002 00000000 00010000 0001 01 31338 @/tmp/.X11-unix/X0\n\
+            0000000017b75810: 00000002 00000000 00010000 0001 01 31339 relative.sock\n";
+        assert_eq!(
+            bound_sockets(table),
+            [
+                PathBuf::from("/home/u/.lima/default/sock/docker.sock"),
+                PathBuf::from("/home/u/My Daemon/dgram sock"),
+            ]
+        );
     }
 
     #[test]

@@ -407,3 +407,61 @@ async fn the_loaders_variables_reach_the_server_inside_and_not_bubblewrap_outsid
         .collect();
     assert!(written.is_empty(), "written outside: {written:?}");
 }
+
+/// A daemon of the user's listening on a Unix socket in the home (a VM manager's container
+/// engine is root in its VM and writes the home through its mounts) or in the project is
+/// outside the hidden list: a confined server cannot connect to it, nor send to a datagram
+/// socket there, though the paths' directories stay readable; unconfined, it can.
+#[tokio::test]
+async fn a_confined_server_cannot_connect_to_the_users_sockets_it_can_see() {
+    use std::os::unix::net::{UnixDatagram, UnixListener};
+    // Outside /tmp, which a confined server sees empty whatever is in it.
+    let place = place_in(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir"));
+    let engine = place.user_home.join(".local/share/vmtool/default");
+    let spaced = place.user_home.join("my daemon");
+    for dir in [&engine, &spaced] {
+        std::fs::create_dir_all(dir).expect("mkdir");
+    }
+    std::fs::write(engine.join("notes"), "vm-notes\n").expect("file");
+    let sockets = [
+        engine.join("docker.sock"),
+        spaced.join("log sock"),
+        place.project.join("dev.sock"),
+    ];
+    let _listening = UnixListener::bind(&sockets[0]).expect("a socket");
+    let _datagrams = UnixDatagram::bind(&sockets[1]).expect("a datagram socket");
+    let _in_project = UnixListener::bind(&sockets[2]).expect("a socket");
+    let connect = "import socket, sys\n\
+                   for path in sys.argv[1:]:\n\
+                   \x20   kind = socket.SOCK_DGRAM if path.endswith('log sock') else socket.SOCK_STREAM\n\
+                   \x20   try:\n\
+                   \x20       socket.socket(socket.AF_UNIX, kind).connect(path)\n\
+                   \x20       print('reached')\n\
+                   \x20   except OSError:\n\
+                   \x20       print('refused')\n";
+    let look = format!(
+        "cat '{notes}'; /usr/bin/python3 -c \"{connect}\" {paths}",
+        notes = engine.join("notes").display(),
+        paths = sockets
+            .iter()
+            .map(|p| format!("'{}'", p.display()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let (out, _) = run_config(&place, &script(&place, &look, &[]))
+        .await
+        .expect("launch");
+    assert_eq!(
+        lines(&out),
+        ["vm-notes", "refused", "refused", "refused"],
+        "{out}"
+    );
+    let mut open = script(&place, &look, &[]);
+    open.confinement = Confinement::Unconfined;
+    let (out, _) = run_config(&place, &open).await.expect("launch");
+    assert_eq!(
+        lines(&out),
+        ["vm-notes", "reached", "reached", "reached"],
+        "{out}"
+    );
+}
