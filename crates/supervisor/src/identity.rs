@@ -833,41 +833,32 @@ impl DigestCache {
         }
         let asked = if direct { probe.binary } else { interpreter };
         let before = std::fs::metadata(probe.binary).ok().map(|m| stamp(&m));
-        let mut withheld = Vec::new();
+        let vars: Vec<(&str, &str)> = probe
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(HOST_ENV)
+            .collect();
         let mut command = match probe.sandbox {
             None => {
                 let mut command = std::process::Command::new(asked);
-                command.arg("--version");
+                command.arg("--version").envs(vars);
                 command
             }
             Some(sandbox) => {
-                let kept = crate::sandbox::kept_env();
-                let vars: Vec<(&str, &str)> = probe
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .chain(HOST_ENV)
-                    .collect();
-                withheld = crate::sandbox::inside_only(&kept, &vars, &[]);
+                let env = crate::sandbox::confined_env(&vars, &[]);
                 let args = ["--version".to_owned()];
                 let host = &self.sandbox;
                 let inside =
-                    crate::sandbox::probe(sandbox, host, probe.cwd, asked, &args, &withheld);
+                    crate::sandbox::probe(sandbox, host, probe.cwd, asked, &args, &env.inside);
                 // When the sandbox cannot be made, the launch fails the same way.
                 let (program, args) = inside.ok()?;
                 let mut command = std::process::Command::new(program);
-                command.args(args).env_clear().envs(kept);
+                command.args(args).env_clear().envs(env.outside);
                 command
             }
         };
-        command
-            .current_dir(probe.cwd)
-            .envs(probe.env.iter().map(|(k, v)| (k, v)))
-            .envs(HOST_ENV);
-        // Given inside the sandbox instead ([`crate::sandbox::inside_only`]).
-        for (name, _) in &withheld {
-            command.env_remove(name);
-        }
+        command.current_dir(probe.cwd);
         let version = run_version(command, interpreter)?;
         let after = std::fs::metadata(probe.binary).ok().map(|m| stamp(&m));
         if keep

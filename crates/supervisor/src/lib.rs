@@ -23,7 +23,7 @@ pub use agent::debugger_attached;
 pub use agent::{Ancestor, LiveProcess, agent_among, ancestry, identify_agent, process_start_time};
 pub use identity::{DigestCache, HOST_ENV, IdentityError, LOCKFILES, Observed};
 pub use process::{
-    ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,
+    Environment, ExitReport, ExitWaiter, ProcessHandle, SpawnError, Spawned, spawn, spawn_program,
 };
 pub use sandbox::{CREDENTIAL_PATHS, SandboxHost, WayOut, denied, refused_writable, run_relayed};
 pub use watch::{ArtifactWatch, ProcessGroupSample};
@@ -144,16 +144,20 @@ where
         .chain(given.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .collect();
     let spawned = match &first.sandbox {
-        None => spawn_program(&observed.program, config.args(), config, &env, None, &[])?,
+        None => spawn_program(
+            &observed.program,
+            config.args(),
+            config,
+            Environment::Engine { released: &env },
+        )?,
         Some(sandbox) => {
-            let kept = sandbox::kept_env();
             let configured = config
                 .env
                 .iter()
                 .map(|v| (v.name.as_str(), v.value.as_str()));
             let vars: Vec<(&str, &str)> = configured.chain(env.iter().copied()).collect();
             let released: Vec<&str> = given.env.iter().map(|(k, _)| k.as_str()).collect();
-            let inside = sandbox::inside_only(&kept, &vars, &released);
+            let confined = sandbox::confined_env(&vars, &released);
             let (program, args) = sandbox::command(
                 sandbox,
                 &first,
@@ -161,13 +165,21 @@ where
                 given.way_out.as_ref(),
                 &observed.program,
                 config.args(),
-                &inside,
+                &confined.inside,
             )
             .map_err(|why| SpawnError {
                 program: config.program().to_owned(),
                 source: std::io::Error::other(why),
             })?;
-            spawn_program(&program, &args, config, &env, Some(&kept), &inside)?
+            spawn_program(
+                &program,
+                &args,
+                config,
+                Environment::Confined {
+                    bubblewrap: &confined.outside,
+                    released: &env,
+                },
+            )?
         }
     };
     let started_at_ms = now_ms();

@@ -83,48 +83,69 @@ pub fn spawn(config: &ServerConfig) -> Result<Spawned, SpawnError> {
         Path::new(config.program()),
         config.args(),
         config,
-        &[],
-        None,
-        &[],
+        Environment::Engine { released: &[] },
     )
 }
 
-/// Like [`spawn`], with the program already resolved (so what runs is what was hashed) and
-/// its arguments (the server's own, or a sandbox's followed by the server's command). With
-/// `kept`, the process starts from those variables instead of the engine's whole environment
-/// (a confined launch: [`crate::sandbox::kept_env`]); its configured variables and `released`
-/// come on top either way, but for those `withheld` (a confined launch's that bubblewrap is
-/// given as `--setenv` instead).
+/// The environment a launched process starts with.
+#[derive(Debug, Clone, Copy)]
+pub enum Environment<'a> {
+    /// The engine's, with the server's configured variables and `released` on top.
+    Engine {
+        /// What is released to this launch (later ones win).
+        released: &'a [(&'a str, &'a str)],
+    },
+    /// A confined launch's: exactly bubblewrap's, which sets the rest inside
+    /// ([`crate::sandbox::ConfinedEnv`]) and holds what is `released`.
+    Confined {
+        /// bubblewrap's whole environment.
+        bubblewrap: &'a [(std::ffi::OsString, std::ffi::OsString)],
+        /// What of it is released to this launch.
+        released: &'a [(&'a str, &'a str)],
+    },
+}
+
+impl Environment<'_> {
+    /// What is released to the launch: kept out of its stderr's log.
+    fn released(&self) -> &[(&str, &str)] {
+        match self {
+            Self::Engine { released } | Self::Confined { released, .. } => released,
+        }
+    }
+}
+
+/// Like [`spawn`], with the program already resolved (so what runs is what was hashed), its
+/// arguments (the server's own, or a sandbox's followed by the server's command) and its
+/// environment.
 pub fn spawn_program<A: AsRef<std::ffi::OsStr>>(
     program: &Path,
     args: &[A],
     config: &ServerConfig,
-    released: &[(&str, &str)],
-    kept: Option<&[(std::ffi::OsString, std::ffi::OsString)]>,
-    withheld: &[(String, String)],
+    environment: Environment<'_>,
 ) -> Result<Spawned, SpawnError> {
     let mut command = Command::new(program);
-    if let Some(kept) = kept {
-        command.env_clear().envs(kept.iter().cloned());
+    match environment {
+        Environment::Engine { released } => {
+            command
+                .envs(
+                    config
+                        .env
+                        .iter()
+                        .map(|v| (v.name.as_str(), v.value.as_str())),
+                )
+                .envs(released.iter().copied());
+        }
+        Environment::Confined { bubblewrap, .. } => {
+            command.env_clear().envs(bubblewrap.iter().cloned());
+        }
     }
     command
         .args(args)
-        .envs(
-            config
-                .env
-                .iter()
-                .map(|v| (v.name.as_str(), v.value.as_str())),
-        )
-        .envs(released.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    // Set inside the sandbox instead ([`crate::sandbox::inside_only`]).
-    for (name, _) in withheld {
-        command.env_remove(name);
-    }
     if let Some(dir) = &config.cwd {
         command.current_dir(dir);
     }
@@ -148,7 +169,7 @@ pub fn spawn_program<A: AsRef<std::ffi::OsStr>>(
         .env
         .iter()
         .map(|v| v.value.as_str())
-        .chain(released.iter().map(|(_, value)| *value))
+        .chain(environment.released().iter().map(|(_, value)| *value))
         .filter(|v| v.len() >= MIN_REDACTED)
         .map(str::to_owned)
         .collect();

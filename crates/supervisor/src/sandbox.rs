@@ -312,7 +312,7 @@ pub(crate) fn probe(
 /// directory is shown to it again ([`shown`]).
 struct Inside<'a> {
     cwd: &'a Path,
-    /// Variables set inside with `--setenv` ([`inside_only`]).
+    /// Variables set inside with `--setenv` ([`ConfinedEnv::inside`]).
     #[cfg_attr(
         target_os = "macos",
         expect(dead_code, reason = "sandbox-exec passes its environment on as it is")
@@ -685,7 +685,7 @@ fn relocated(paths: &[&str], var: impl Fn(&str) -> Option<OsString>) -> Vec<Path
 
 /// The engine's environment a confined launch starts from: [`KEPT_ENV`], the locale's `LC_*`,
 /// and the loader variables (which the execution record names).
-pub(crate) fn kept_env() -> Vec<(OsString, OsString)> {
+fn kept_env() -> Vec<(OsString, OsString)> {
     std::env::vars_os()
         .filter(|(name, _)| name.to_str().is_some_and(kept))
         .collect()
@@ -716,36 +716,55 @@ const LIBC_UNSAFE: [&str; 13] = [
     "TZDIR",
 ];
 
-/// Of the variables a confined command is to have, those bubblewrap itself must not get, with
-/// the values to set inside (`--setenv`): the dynamic loader's and those glibc reads to load
-/// code or files ([`LIBC_UNSAFE`]). bubblewrap is an ordinary program started in the engine's
-/// namespaces, so a confined server configured with `LD_PRELOAD=./lib.so` had bubblewrap load
-/// the library it wrote, outside its sandbox, at every capture and launch (review 7, N1). The
-/// variables are `kept` ([`kept_env`]), then `vars` in order (later ones win); those `released`
-/// (credentials, never the loader's) stay in bubblewrap's environment, where the server cannot
-/// have put them. On macOS, `sandbox-exec` is a system program the loader's variables do not
-/// reach, and none is withheld.
-pub(crate) fn inside_only(
-    kept: &[(OsString, OsString)],
+/// The environment of a confined command, split between bubblewrap and the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConfinedEnv {
+    /// bubblewrap's own environment, which it passes on inside: the engine's kept variables
+    /// ([`kept_env`]), then the command's own, less those in `inside`.
+    pub outside: Vec<(OsString, OsString)>,
+    /// Set inside only, with `--setenv`: the dynamic loader's variables and those glibc reads
+    /// to load code or files ([`LIBC_UNSAFE`]).
+    pub inside: Vec<(String, String)>,
+}
+
+/// The environment of a confined command whose own variables are `vars`, in order (later ones
+/// win), on top of the engine's kept ones. bubblewrap is an ordinary program started in the
+/// engine's namespaces, so a confined server configured with `LD_PRELOAD=./lib.so` had
+/// bubblewrap load the library it wrote, outside its sandbox, at every capture and launch
+/// (review 7, N1): such variables are set inside instead. Those `released` (credentials, never
+/// the loader's) stay in bubblewrap's environment, where the server cannot have put them. On
+/// macOS, `sandbox-exec` is a system program the loader's variables do not reach, and none is
+/// set inside.
+pub(crate) fn confined_env(vars: &[(&str, &str)], released: &[&str]) -> ConfinedEnv {
+    split_env(kept_env(), vars, released)
+}
+
+/// [`confined_env`] on top of `kept`.
+fn split_env(
+    kept: Vec<(OsString, OsString)>,
     vars: &[(&str, &str)],
     released: &[&str],
-) -> Vec<(String, String)> {
-    let mut inside: Vec<(String, String)> = Vec::new();
-    if cfg!(target_os = "macos") {
-        return inside;
+) -> ConfinedEnv {
+    let mut outside = kept;
+    for (name, value) in vars {
+        outside.retain(|(kept, _)| kept != name);
+        outside.push((name.into(), value.into()));
     }
-    let kept: Vec<(String, String)> = kept
-        .iter()
-        .map(|(k, v)| (k.to_string_lossy().into(), v.to_string_lossy().into()))
-        .collect();
-    let all = kept.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-    for (name, value) in all.chain(vars.iter().copied()) {
-        if (name.starts_with("LD_") || LIBC_UNSAFE.contains(&name)) && !released.contains(&name) {
-            inside.retain(|(kept, _)| kept != name);
-            inside.push((name.to_owned(), value.to_owned()));
-        }
+    let loads = |name: &str| {
+        !cfg!(target_os = "macos")
+            && (name.starts_with("LD_") || LIBC_UNSAFE.contains(&name))
+            && !released.contains(&name)
+    };
+    let (inside, outside): (Vec<_>, Vec<_>) = outside
+        .into_iter()
+        .partition(|(name, _)| name.to_str().is_some_and(loads));
+    ConfinedEnv {
+        outside,
+        inside: inside
+            .into_iter()
+            .map(|(k, v)| (k.to_string_lossy().into(), v.to_string_lossy().into()))
+            .collect(),
     }
-    inside
 }
 
 /// The session's runtime directory (the session bus, the keyring's control socket).
@@ -951,6 +970,42 @@ mod tests {
             [
                 PathBuf::from("/home/u/.lima/default/sock/docker.sock"),
                 PathBuf::from("/home/u/My Daemon/dgram sock"),
+            ]
+        );
+    }
+
+    #[cfg(not(target_os = "macos"))]
+    #[test]
+    fn the_loaders_variables_go_inside_and_the_rest_to_bubblewrap_later_ones_winning() {
+        let kept = vec![
+            ("PATH".into(), "/usr/bin".into()),
+            ("LD_LIBRARY_PATH".into(), "/opt/lib".into()),
+        ];
+        let vars = [
+            ("LD_PRELOAD", "./lib.so"),
+            ("PATH", "/srv/bin"),
+            ("API_KEY", "k"),
+            ("LD_PRELOAD", "./other.so"),
+            ("GCONV_PATH", "./gconv"),
+        ];
+        let env = split_env(kept, &vars, &["API_KEY"]);
+        let outside: Vec<(&str, &str)> = env
+            .outside
+            .iter()
+            .map(|(k, v)| (k.to_str().expect("name"), v.to_str().expect("value")))
+            .collect();
+        assert_eq!(outside, [("PATH", "/srv/bin"), ("API_KEY", "k")]);
+        let inside: Vec<(&str, &str)> = env
+            .inside
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            inside,
+            [
+                ("LD_LIBRARY_PATH", "/opt/lib"),
+                ("LD_PRELOAD", "./other.so"),
+                ("GCONV_PATH", "./gconv")
             ]
         );
     }
