@@ -4,8 +4,8 @@
 //! On Linux the sandbox is bubblewrap: new user, PID, IPC, UTS and network namespaces, every
 //! capability dropped, the system read-only, a private `/tmp`, writes only to the server's
 //! directory and its configured caches, the credential paths under the user's home, the
-//! Postern home and the session bus's directory replaced by empty ones, the machine's Unix
-//! sockets covered. Its network namespace has loopback only: the way out is the egress broker's
+//! Postern home and the session bus's directory replaced by empty ones, the Unix sockets
+//! listening at launch covered. Its network namespace has loopback only: the way out is the egress broker's
 //! Unix socket, which a relay inside (`postern sandbox-run`, [`run_relayed`]) serves on the
 //! loopback port the proxy variables name. On macOS it is `sandbox-exec` with a generated profile (compile-checked, untested).
 
@@ -252,7 +252,7 @@ pub fn denied(sandbox: &Sandbox) -> String {
         if cfg!(target_os = "macos") {
             ""
         } else {
-            " and connects to none of the machine's Unix sockets"
+            " and connects to none of the Unix sockets listening when it started"
         },
         if writable.is_empty() {
             "nothing of yours".to_owned()
@@ -352,7 +352,8 @@ fn confined(
     })?;
     outside_hidden(sandbox, inside.cwd)?;
     resolved(sandbox)?;
-    let mut argv = bubblewrap(sandbox, inside, host, way_out);
+    let sockets = reachable_sockets(sandbox, inside, way_out)?;
+    let mut argv = bubblewrap(sandbox, inside, host, way_out, &sockets);
     if let (Some(way), Some(relay)) = (way_out, &host.relay) {
         argv.extend(
             [
@@ -372,13 +373,15 @@ fn confined(
     Ok((bwrap, argv))
 }
 
-/// bubblewrap's options for a command run `inside`, up to the command.
+/// bubblewrap's options for a command run `inside`, up to the command, with the machine's
+/// `sockets` covered ([`reachable_sockets`]).
 #[cfg(not(target_os = "macos"))]
 fn bubblewrap(
     sandbox: &Sandbox,
     inside: &Inside<'_>,
     host: &SandboxHost,
     way_out: Option<&WayOut>,
+    sockets: &[PathBuf],
 ) -> Vec<OsString> {
     let mut argv: Vec<OsString> = Vec::new();
     let mut add = |words: &[&std::ffi::OsStr]| argv.extend(words.iter().map(OsString::from));
@@ -409,10 +412,11 @@ fn bubblewrap(
     for path in &sandbox.writable {
         add(&["--bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
-    // A hidden path below a writable one: each directory between them is a mount point too,
-    // so the server cannot rename the hidden path's parent away (and find it unhidden at its
-    // next launch, with its own files in its place).
-    for dir in between(&sandbox.writable, &sandbox.hidden) {
+    // A hidden path or a covered socket below a writable one: each directory between them is
+    // a mount point too, so the server cannot rename the path's parent away (and find it
+    // uncovered at its next launch, with its own files in its place, or the socket reachable
+    // once it renames the directory back).
+    for dir in between(&sandbox.writable, sandbox.hidden.iter().chain(sockets)) {
         add(&["--bind-try".as_ref(), dir.as_os_str(), dir.as_os_str()]);
     }
     for path in sandbox.hidden.iter().flat_map(|path| matching(path)) {
@@ -440,7 +444,7 @@ fn bubblewrap(
     for path in &host.exposed {
         add(&["--ro-bind-try".as_ref(), path.as_os_str(), path.as_os_str()]);
     }
-    for socket in reachable_sockets(sandbox, inside, way_out) {
+    for socket in sockets {
         add(&[
             "--ro-bind".as_ref(),
             "/dev/null".as_ref(),
@@ -468,24 +472,38 @@ fn bubblewrap(
     argv
 }
 
+/// The most sockets a launch covers: bubblewrap's time grows with the square of its mounts
+/// (half a second at 500, about fourteen at 2,000) and it takes at most 9,000 arguments.
+#[cfg(not(target_os = "macos"))]
+const MOST_SOCKETS: usize = 256;
+
 /// The Unix sockets of this machine a command run `inside` would otherwise reach: each socket
 /// bound to a path in the engine's network namespace (`/proc/net/unix`: the user's daemons
-/// and the system's) that lies where the sandbox shows the host's files, outside its private
-/// and hidden directories, the launch's own way out excepted. Each is covered with an empty
-/// device inside: a read-only mount does not stop a `connect`, and a daemon's socket in the
-/// home (a container engine's in a VM manager's directory is root there and writes the home
-/// through its mounts) is a way out of the sandbox the hidden list cannot name in advance.
-/// A socket bound after the launch is not covered; one removed between this look and
-/// bubblewrap's mounts fails the launch (bubblewrap cannot make its mount point on the
-/// read-only system), which the next launch does not repeat.
+/// and the system's) that this user may connect to and that lies where the sandbox shows the
+/// host's files, outside its private and hidden directories, the launch's own way out
+/// excepted. Each is covered with an empty device inside: a read-only mount does not stop a
+/// `connect`, and a daemon's socket in the home (a container engine's in a VM manager's
+/// directory is root there and writes the home through its mounts) is a way out of the
+/// sandbox the hidden list cannot name in advance.
+///
+/// Refused: a table that cannot be read (the launch would cover nothing), and more than
+/// [`MOST_SOCKETS`] to cover. Not covered: a socket bound or bound again after the launch, one
+/// bound by a name relative to its daemon's directory, and a second name for a covered socket
+/// (a hard link, a bind mount). One removed between this look and bubblewrap's mounts fails
+/// the launch where the system is read-only (bubblewrap cannot make its mount point), and
+/// leaves an empty file in its place in a writable directory.
 #[cfg(not(target_os = "macos"))]
 fn reachable_sockets(
     sandbox: &Sandbox,
     inside: &Inside<'_>,
     way_out: Option<&WayOut>,
-) -> Vec<PathBuf> {
+) -> Result<Vec<PathBuf>, String> {
     use std::os::unix::fs::FileTypeExt;
-    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let table = std::fs::read("/proc/net/unix").map_err(|e| {
+        format!(
+            "the machine's Unix sockets cannot be listed (/proc/net/unix: {e}), and a confined server would reach them: mount /proc, or mark the server unconfined (`postern server add --unconfined ...`)"
+        )
+    })?;
     let own = way_out.and_then(|way| std::fs::canonicalize(&way.socket).ok());
     let shown_again = |p: &Path| {
         inside
@@ -503,6 +521,8 @@ fn reachable_sockets(
         // Where it is now: a socket whose file is gone, or that is no socket, is not reachable.
         .filter_map(|p| std::fs::canonicalize(p).ok())
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|meta| meta.file_type().is_socket()))
+        // `connect` needs write permission on the socket: another user's is out of reach.
+        .filter(|p| nix::unistd::access(p.as_path(), nix::unistd::AccessFlags::W_OK).is_ok())
         .filter(|p| Some(p) != own.as_ref())
         .filter(|p| !sandbox.hidden.iter().any(|h| p.starts_with(h)))
         .filter(|p| !PRIVATE_DIRS.iter().any(|d| p.starts_with(d)) || shown_again(p))
@@ -511,25 +531,85 @@ fn reachable_sockets(
         .collect();
     sockets.sort();
     sockets.dedup();
-    sockets
+    if sockets.len() > MOST_SOCKETS {
+        let mut dirs: Vec<&Path> = sockets.iter().filter_map(|p| p.parent()).collect();
+        dirs.dedup();
+        let named: Vec<String> = dirs
+            .iter()
+            .take(3)
+            .map(|d| d.display().to_string())
+            .collect();
+        return Err(format!(
+            "{} Unix sockets of this machine lie where a confined server could connect to them ({}{}), more than a launch covers ({MOST_SOCKETS}): remove the stale ones, or mark the server unconfined (`postern server add --unconfined ...`)",
+            sockets.len(),
+            named.join(", "),
+            if dirs.len() > named.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(sockets)
 }
 
-/// The paths of `/proc/net/unix`'s sockets (its `table`) that are bound to an absolute path.
-/// Each line is `Num: RefCount Protocol Flags Type St Inode [Path]`, and the path is the rest
-/// of the line after the inode, spaces and all.
+/// The absolute paths of `/proc/net/unix`'s sockets (its `table`, as the kernel prints it:
+/// names are bytes). Each line is `Num: RefCount Protocol Flags Type St Inode [Path]`, the
+/// path the rest of the line after the inode, spaces and all; a name holding a newline goes on
+/// over the lines that follow, up to the next record.
 #[cfg(not(target_os = "macos"))]
-fn bound_sockets(table: &str) -> Vec<PathBuf> {
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let mut rest = line;
-            for _ in 0..7 {
-                rest = rest.trim_start().split_once(' ')?.1;
+fn bound_sockets(table: &[u8]) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let table = table.strip_suffix(b"\n").unwrap_or(table);
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    // Whether the last record had a name, which a line that is no record goes on with.
+    let mut named = false;
+    for line in table.split(|b| *b == b'\n').skip(1) {
+        match socket_record(line) {
+            Some(name) => {
+                named = name.is_some();
+                names.extend(name.map(<[u8]>::to_vec));
             }
-            rest.starts_with('/').then(|| PathBuf::from(rest))
-        })
+            None => {
+                if let (true, Some(name)) = (named, names.last_mut()) {
+                    name.push(b'\n');
+                    name.extend_from_slice(line);
+                }
+            }
+        }
+    }
+    names
+        .into_iter()
+        .filter(|name| name.starts_with(b"/"))
+        .map(|name| PathBuf::from(std::ffi::OsStr::from_bytes(&name)))
         .collect()
+}
+
+/// A line of `/proc/net/unix` as a record: `None` when it is not one, else its name if it has
+/// one. The seven fields are hexadecimal (the inode decimal), the first ending in `:`, each
+/// after spaces (the inode's column is padded); the name follows one space.
+#[cfg(not(target_os = "macos"))]
+fn socket_record(line: &[u8]) -> Option<Option<&[u8]>> {
+    let mut rest = line;
+    for field in 0..7 {
+        rest = &rest[rest.iter().position(|b| *b != b' ')?..];
+        let end = rest.iter().position(|b| *b == b' ').unwrap_or(rest.len());
+        let (word, after) = rest.split_at(end);
+        let digits = if field == 0 {
+            word.strip_suffix(b":")?
+        } else {
+            word
+        };
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        rest = after;
+    }
+    match rest {
+        [] => Some(None),
+        [b' ', name @ ..] => Some(Some(name)),
+        _ => None,
+    }
 }
 
 /// Refuses a launch whose writable paths lead elsewhere through a symbolic link (one the
@@ -555,10 +635,13 @@ fn resolved(sandbox: &Sandbox) -> Result<(), String> {
 /// The directories strictly between a writable path and a hidden path below it, outermost
 /// first.
 #[cfg(not(target_os = "macos"))]
-fn between(writable: &[PathBuf], hidden: &[PathBuf]) -> Vec<PathBuf> {
+fn between<'a>(
+    writable: &[PathBuf],
+    below: impl Iterator<Item = &'a PathBuf> + Clone,
+) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     for w in writable {
-        for h in hidden.iter().filter(|h| h.starts_with(w) && *h != w) {
+        for h in below.clone().filter(|h| h.starts_with(w) && *h != w) {
             dirs.extend(
                 h.ancestors()
                     .skip(1)
@@ -959,17 +1042,27 @@ mod tests {
     #[cfg(not(target_os = "macos"))]
     #[test]
     fn the_sockets_table_gives_each_path_whole_and_nothing_else() {
-        let table = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+        use std::os::unix::ffi::OsStrExt;
+        // As the kernel prints it: names are bytes (an abstract one that is not UTF-8 made the
+        // whole table unreadable as text: review 8, N1), and a newline in a name is printed.
+        let table: &[u8] = b"Num       RefCount Protocol Flags    Type St Inode Path\n\
             00000000321fefe6: 00000003 00000000 00000000 0001 03  1275\n\
             0000000017b7580d: 00000002 00000000 00010000 0001 01 31337 /home/u/.lima/default/sock/docker.sock\n\
             0000000017b7580e: 00000002 00000000 00000000 0002 01    12 /home/u/My Daemon/dgram sock\n\
             0000000017b7580f: 00000002 00000000 00010000 0001 01 31338 @/tmp/.X11-unix/X0\n\
-            0000000017b75810: 00000002 00000000 00010000 0001 01 31339 relative.sock\n";
+            0000000017b75810: 00000002 00000000 00010000 0001 01 31339 @\xff\xfe\n\
+            0000000017b75811: 00000002 00000000 00010000 0001 01 31340 relative.sock\n\
+            0000000017b75812: 00000002 00000000 00010000 0001 01 31341 /home/u/two\n\
+            lines/and\n\
+            \n\
+            0000000017b75813: 00000002 00000000 00010000 0001 01 31342 /home/u/caf\xe9.sock\n";
         assert_eq!(
             bound_sockets(table),
             [
                 PathBuf::from("/home/u/.lima/default/sock/docker.sock"),
                 PathBuf::from("/home/u/My Daemon/dgram sock"),
+                PathBuf::from("/home/u/two\nlines/and\n"),
+                PathBuf::from(std::ffi::OsStr::from_bytes(b"/home/u/caf\xe9.sock")),
             ]
         );
     }
@@ -1116,7 +1209,7 @@ mod tests {
         std::fs::create_dir_all(w.join("a/b/hidden")).expect("mkdir");
         let pinned = between(
             std::slice::from_ref(&w),
-            &[w.join("a/b/hidden"), dir.path().join("x")],
+            [w.join("a/b/hidden"), dir.path().join("x")].iter(),
         );
         assert_eq!(pinned, vec![w.join("a"), w.join("a/b")]);
     }
