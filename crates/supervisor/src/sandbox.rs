@@ -252,7 +252,7 @@ pub fn denied(sandbox: &Sandbox) -> String {
         if cfg!(target_os = "macos") {
             ""
         } else {
-            " and connects to none of the Unix sockets listening when it started"
+            " and is kept from the Unix sockets listening when it started"
         },
         if writable.is_empty() {
             "nothing of yours".to_owned()
@@ -472,8 +472,9 @@ fn bubblewrap(
     argv
 }
 
-/// The most sockets a launch covers: bubblewrap's time grows with the square of its mounts
-/// (half a second at 500, about fourteen at 2,000) and it takes at most 9,000 arguments.
+/// The most mounts a launch makes to cover sockets: bubblewrap's time grows with the square of
+/// its mounts (half a second at 500, about fourteen at 2,000) and it takes at most 9,000
+/// arguments.
 #[cfg(not(target_os = "macos"))]
 const MOST_SOCKETS: usize = 256;
 
@@ -486,10 +487,12 @@ const MOST_SOCKETS: usize = 256;
 /// directory is root there and writes the home through its mounts) is a way out of the
 /// sandbox the hidden list cannot name in advance.
 ///
-/// Refused: a table that cannot be read (the launch would cover nothing), and more than
-/// [`MOST_SOCKETS`] to cover. Not covered: a socket bound or bound again after the launch, one
-/// bound by a name relative to its daemon's directory, and a second name for a covered socket
-/// (a hard link, a bind mount). One removed between this look and bubblewrap's mounts fails
+/// Refused: a table that cannot be read (the launch would cover nothing), a socket listed
+/// where the server may write whose name no longer leads to it, and more than
+/// [`MOST_SOCKETS`] mounts to cover them. Not covered: a socket bound or bound again after the
+/// launch, one bound by a name relative to its daemon's directory (or through
+/// `/proc/self/fd`), and a second name for a covered socket (a hard link, a bind mount, a link
+/// outside the server's reach that leads through one inside it). One removed between this look and bubblewrap's mounts fails
 /// the launch where the system is read-only (bubblewrap cannot make its mount point), and
 /// leaves an empty file in its place in a writable directory.
 #[cfg(not(target_os = "macos"))]
@@ -498,7 +501,7 @@ fn reachable_sockets(
     inside: &Inside<'_>,
     way_out: Option<&WayOut>,
 ) -> Result<Vec<PathBuf>, String> {
-    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let table = std::fs::read("/proc/net/unix").map_err(|e| {
         format!(
             "the machine's Unix sockets cannot be listed (/proc/net/unix: {e}), and a confined server would reach them: mount /proc, or mark the server unconfined (`postern server add --unconfined ...`)"
@@ -516,22 +519,49 @@ fn reachable_sockets(
     // A listener's path is listed again for each connection it accepted.
     bound.sort();
     bound.dedup();
-    let mut sockets: Vec<PathBuf> = bound
-        .into_iter()
+    let mut sockets: Vec<PathBuf> = Vec::new();
+    for listed in bound {
         // Where it is now: a socket whose file is gone, or that is no socket, is not reachable.
-        .filter_map(|p| std::fs::canonicalize(p).ok())
-        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|meta| meta.file_type().is_socket()))
-        // `connect` needs write permission on the socket: another user's is out of reach.
-        .filter(|p| nix::unistd::access(p.as_path(), nix::unistd::AccessFlags::W_OK).is_ok())
-        .filter(|p| Some(p) != own.as_ref())
-        .filter(|p| !sandbox.hidden.iter().any(|h| p.starts_with(h)))
-        .filter(|p| !PRIVATE_DIRS.iter().any(|d| p.starts_with(d)) || shown_again(p))
-        // bubblewrap's own `/dev` holds none of the host's.
-        .filter(|p| !p.starts_with("/dev"))
-        .collect();
+        let found = std::fs::canonicalize(&listed).ok().and_then(|path| {
+            let meta = std::fs::symlink_metadata(&path).ok()?;
+            meta.file_type().is_socket().then_some((path, meta))
+        });
+        let Some((path, meta)) = found else {
+            // Unless a confined server may have moved it: where it may write, a directory
+            // renamed or a link turned at an earlier launch leaves the name leading elsewhere
+            // while the socket listens on (review 9, N2b), and where it is now is unknown.
+            if sandbox
+                .writable
+                .iter()
+                .any(|w| normalized(&listed).starts_with(w))
+            {
+                return Err(format!(
+                    "a daemon listens on {}, which no longer leads to its socket: the server may write there and may have moved it at an earlier launch, and a confined launch must cover it. Restart that daemon (it binds its socket anew), or mark the server unconfined (`postern server add --unconfined ...`)",
+                    listed.display()
+                ));
+            }
+            continue;
+        };
+        // `connect` needs write permission on the socket: another user's that this one may
+        // not write is out of reach (the user's own is not: the server could add the right).
+        let reachable = meta.uid() == nix::unistd::getuid().as_raw()
+            || nix::unistd::access(&path, nix::unistd::AccessFlags::W_OK).is_ok();
+        let shown = !PRIVATE_DIRS.iter().any(|d| path.starts_with(d)) || shown_again(&path);
+        if reachable
+            && shown
+            && Some(&path) != own.as_ref()
+            && !sandbox.hidden.iter().any(|h| path.starts_with(h))
+            // bubblewrap's own `/dev` holds none of the host's.
+            && !path.starts_with("/dev")
+        {
+            sockets.push(path);
+        }
+    }
     sockets.sort();
     sockets.dedup();
-    if sockets.len() > MOST_SOCKETS {
+    // Each socket is a mount, and so is each directory between a writable path and one below.
+    let mounts = sockets.len() + between(&sandbox.writable, sockets.iter()).len();
+    if mounts > MOST_SOCKETS {
         let mut dirs: Vec<&Path> = sockets.iter().filter_map(|p| p.parent()).collect();
         dirs.dedup();
         let named: Vec<String> = dirs
@@ -540,7 +570,7 @@ fn reachable_sockets(
             .map(|d| d.display().to_string())
             .collect();
         return Err(format!(
-            "{} Unix sockets of this machine lie where a confined server could connect to them ({}{}), more than a launch covers ({MOST_SOCKETS}): remove the stale ones, or mark the server unconfined (`postern server add --unconfined ...`)",
+            "{} Unix sockets of this machine lie where a confined server could connect to them ({}{}), and covering them takes {mounts} mounts, more than a launch makes ({MOST_SOCKETS}): stop the daemons that hold them, or mark the server unconfined (`postern server add --unconfined ...`)",
             sockets.len(),
             named.join(", "),
             if dirs.len() > named.len() {
