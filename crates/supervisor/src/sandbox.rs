@@ -487,12 +487,13 @@ const MOST_SOCKETS: usize = 256;
 /// directory is root there and writes the home through its mounts) is a way out of the
 /// sandbox the hidden list cannot name in advance.
 ///
-/// Refused: a table that cannot be read (the launch would cover nothing), a socket listed
-/// where the server may write whose name no longer leads to it, and more than
+/// Refused: a table that cannot be read (the launch would cover nothing), and more than
 /// [`MOST_SOCKETS`] mounts to cover them. Not covered: a socket bound or bound again after the
 /// launch, one bound by a name relative to its daemon's directory (or through
-/// `/proc/self/fd`), and a second name for a covered socket (a hard link, a bind mount, a link
-/// outside the server's reach that leads through one inside it). One removed between this look and bubblewrap's mounts fails
+/// `/proc/self/fd`), a second name for a covered socket (a hard link, a bind mount), and one
+/// whose name leads through a directory the server may write: there it can turn a link or
+/// rename a directory at one launch, so that at the next the name leads elsewhere (to nothing,
+/// or to a socket file of its own) while the daemon listens on where it was (reviews 9, 10). One removed between this look and bubblewrap's mounts fails
 /// the launch where the system is read-only (bubblewrap cannot make its mount point), and
 /// leaves an empty file in its place in a writable directory.
 #[cfg(not(target_os = "macos"))]
@@ -527,19 +528,6 @@ fn reachable_sockets(
             meta.file_type().is_socket().then_some((path, meta))
         });
         let Some((path, meta)) = found else {
-            // Unless a confined server may have moved it: where it may write, a directory
-            // renamed or a link turned at an earlier launch leaves the name leading elsewhere
-            // while the socket listens on (review 9, N2b), and where it is now is unknown.
-            if sandbox
-                .writable
-                .iter()
-                .any(|w| normalized(&listed).starts_with(w))
-            {
-                return Err(format!(
-                    "a daemon listens on {}, which no longer leads to its socket: the server may write there and may have moved it at an earlier launch, and a confined launch must cover it. Restart that daemon (it binds its socket anew), or mark the server unconfined (`postern server add --unconfined ...`)",
-                    listed.display()
-                ));
-            }
             continue;
         };
         // `connect` needs write permission on the socket: another user's that this one may
