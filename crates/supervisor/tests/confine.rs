@@ -112,12 +112,27 @@ async fn run_config(
     Ok((out, launched.record.sandbox))
 }
 
+/// Every launch covers the sockets it sees listening, including those other tests bind
+/// outside `/tmp`; one that closes between a launch's look and bubblewrap's mounts fails that
+/// launch (ARCHITECTURE.md, "What confinement does not cover"). So a test that binds such
+/// sockets runs alone, and the others together.
+static SOCKETS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+async fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    SOCKETS.read().await
+}
+
+async fn alone() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    SOCKETS.write().await
+}
+
 fn lines(out: &str) -> Vec<&str> {
     out.lines().collect()
 }
 
 #[tokio::test]
 async fn a_confined_server_sees_no_credentials_writes_only_its_directory_and_has_no_network() {
+    let _sockets = shared().await;
     let place = place();
     let (out, sandbox) = run(&place, Confinement::Confined).await;
     assert_eq!(
@@ -143,6 +158,7 @@ async fn a_confined_server_sees_no_credentials_writes_only_its_directory_and_has
 
 #[tokio::test]
 async fn the_same_server_unconfined_can_do_all_of_it() {
+    let _sockets = shared().await;
     let place = place();
     let (out, sandbox) = run(&place, Confinement::Unconfined).await;
     assert_eq!(
@@ -162,6 +178,7 @@ async fn the_same_server_unconfined_can_do_all_of_it() {
 
 #[tokio::test]
 async fn a_link_planted_in_a_writable_path_is_not_followed_at_the_next_launch() {
+    let _sockets = shared().await;
     let place = place();
     // Launch one: `cache` does not exist yet, so the server makes it a link to the home.
     let planter = script(&place, "ln -s ../user cache && echo planted", &["cache"]);
@@ -181,6 +198,7 @@ async fn a_link_planted_in_a_writable_path_is_not_followed_at_the_next_launch() 
 
 #[tokio::test]
 async fn a_hidden_path_below_its_directory_cannot_be_renamed_away() {
+    let _sockets = shared().await;
     let mut place = place();
     // The Postern home two levels below the server's directory.
     place.postern_home = place.project.join("state/postern");
@@ -205,6 +223,7 @@ async fn a_hidden_path_below_its_directory_cannot_be_renamed_away() {
 
 #[tokio::test]
 async fn a_confined_server_gets_no_engine_variables_and_no_system_sockets() {
+    let _sockets = shared().await;
     let place = place();
     // cargo runs tests with CARGO_MANIFEST_DIR set: the engine's own variable.
     assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
@@ -230,6 +249,7 @@ async fn a_confined_server_gets_no_engine_variables_and_no_system_sockets() {
 /// the login password there, or stop the keyring), and reads the rest of the cache as before.
 #[tokio::test]
 async fn a_confined_server_cannot_reach_the_keyrings_control_socket_in_the_cache() {
+    let _sockets = alone().await;
     // Outside /tmp, which a confined server sees empty whatever is hidden in it.
     let place = place_in(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir"));
     let cache = place.user_home.join(".cache");
@@ -263,6 +283,7 @@ async fn a_confined_server_cannot_reach_the_keyrings_control_socket_in_the_cache
 
 #[tokio::test]
 async fn a_server_kept_in_the_postern_home_is_refused_with_the_reason() {
+    let _sockets = shared().await;
     let mut place = place();
     place.project = place.postern_home.join("servers/kept");
     std::fs::create_dir_all(&place.project).expect("mkdir");
@@ -282,6 +303,7 @@ async fn a_server_kept_in_the_postern_home_is_refused_with_the_reason() {
 /// writes beside the user's files when run.
 #[tokio::test]
 async fn an_interpreter_planted_in_its_directory_is_not_asked_its_version_outside_the_sandbox() {
+    let _sockets = shared().await;
     let place = place();
     let planted = format!(
         "#!/bin/sh\n(cat {ssh}/id_canary || echo no-ssh) > {home}/probed 2>&1; echo Python 3.99.0\n",
@@ -318,6 +340,7 @@ async fn an_interpreter_planted_in_its_directory_is_not_asked_its_version_outsid
 /// interpreter is not recorded with the planted answer.
 #[tokio::test]
 async fn a_version_a_confined_server_answers_is_not_another_servers_runtime() {
+    let _sockets = shared().await;
     let place = place();
     let out = std::process::Command::new("python3")
         .args(["-c", "import sys; print(sys.executable)"])
@@ -388,6 +411,7 @@ async fn a_version_a_confined_server_answers_is_not_another_servers_runtime() {
 /// there: none is written outside, by the captures or the launch.
 #[tokio::test]
 async fn the_loaders_variables_reach_the_server_inside_and_not_bubblewrap_outside() {
+    let _sockets = shared().await;
     let place = place();
     let trace = place.user_home.join("loader-trace");
     let mut config = script(&place, "echo ${LD_DEBUG:-none}", &[]);
@@ -414,6 +438,7 @@ async fn the_loaders_variables_reach_the_server_inside_and_not_bubblewrap_outsid
 /// socket there, though the paths' directories stay readable; unconfined, it can.
 #[tokio::test]
 async fn a_confined_server_cannot_connect_to_the_users_sockets_it_can_see() {
+    let _sockets = alone().await;
     use std::os::unix::net::{UnixDatagram, UnixListener};
     // Outside /tmp, which a confined server sees empty whatever is in it.
     let place = place_in(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir"));
@@ -489,6 +514,7 @@ fn abstract_socket(name: &[u8]) -> std::os::unix::net::UnixListener {
 /// it was not covered) and rename it back at the next to connect (review 8, N2).
 #[tokio::test]
 async fn a_confined_server_cannot_move_a_sockets_directory_to_uncover_it_later() {
+    let _sockets = alone().await;
     let place = place_in(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir"));
     let run = place.project.join("run");
     std::fs::create_dir_all(&run).expect("mkdir");
@@ -515,6 +541,7 @@ async fn a_confined_server_cannot_move_a_sockets_directory_to_uncover_it_later()
 /// is refused, saying where they are, rather than started with some left uncovered.
 #[tokio::test]
 async fn a_launch_among_more_sockets_than_it_covers_is_refused_saying_where() {
+    let _sockets = shared().await;
     // In its own directory under /tmp, which only this launch shows again: the other tests'
     // launches, running meanwhile, do not cover these.
     let place = place_in(tempfile::tempdir_in("/tmp").expect("tempdir"));
