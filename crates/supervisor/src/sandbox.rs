@@ -5,9 +5,10 @@
 //! capability dropped, the system read-only, a private `/tmp`, writes only to the server's
 //! directory and its configured caches, the credential paths under the user's home, the
 //! Postern home and the session bus's directory replaced by empty ones, the Unix sockets
-//! listening at launch covered. Its network namespace has loopback only: the way out is the egress broker's
-//! Unix socket, which a relay inside (`postern sandbox-run`, [`run_relayed`]) serves on the
-//! loopback port the proxy variables name. On macOS it is `sandbox-exec` with a generated profile (compile-checked, untested).
+//! listening at launch covered. Its network namespace has loopback only: the way out is the
+//! egress broker's Unix socket, which a relay inside (`postern sandbox-run`, [`run_relayed`])
+//! serves on the loopback port the proxy variables name. On macOS it is `sandbox-exec` with a
+//! generated profile (compile-checked, untested).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -493,9 +494,10 @@ const MOST_SOCKETS: usize = 256;
 /// `/proc/self/fd`), a second name for a covered socket (a hard link, a bind mount), and one
 /// whose name leads through a directory the server may write: there it can turn a link or
 /// rename a directory at one launch, so that at the next the name leads elsewhere (to nothing,
-/// or to a socket file of its own) while the daemon listens on where it was (reviews 9, 10). One removed between this look and bubblewrap's mounts fails
-/// the launch where the system is read-only (bubblewrap cannot make its mount point), and
-/// leaves an empty file in its place in a writable directory.
+/// or to a socket file of its own) while the daemon listens on where it was (reviews 9, 10).
+/// One removed between this look and bubblewrap's mounts fails the launch where the system is
+/// read-only (bubblewrap cannot make its mount point), and leaves an empty file in its place
+/// in a writable directory.
 #[cfg(not(target_os = "macos"))]
 fn reachable_sockets(
     sandbox: &Sandbox,
@@ -551,6 +553,7 @@ fn reachable_sockets(
     let mounts = sockets.len() + between(&sandbox.writable, sockets.iter()).len();
     if mounts > MOST_SOCKETS {
         let mut dirs: Vec<&Path> = sockets.iter().filter_map(|p| p.parent()).collect();
+        dirs.sort();
         dirs.dedup();
         let named: Vec<String> = dirs
             .iter()
