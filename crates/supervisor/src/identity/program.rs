@@ -145,6 +145,8 @@ pub(super) fn entry_argument(args: &[String], cwd: &Path) -> Option<PathBuf> {
 const PROBE_OUTPUT: u64 = 64 * 1024;
 /// How long a probe may take, its output read to its end included.
 const PROBE_TIME: Duration = Duration::from_secs(5);
+/// How often a probe whose output has not ended is asked whether it exited.
+const EXIT_CHECK: Duration = Duration::from_millis(10);
 
 /// The first line `command` (an interpreter asked `--version`, perhaps inside a sandbox)
 /// prints, within five seconds: `node v20.1.0` for a bare `v20.1.0`.
@@ -169,14 +171,20 @@ pub(super) fn run_version(command: std::process::Command, interpreter: &Path) ->
 
 /// Runs `command` (standard input closed) in a process group of its own, for at most
 /// [`PROBE_TIME`]: its standard output and error (up to [`PROBE_OUTPUT`] each) once both are
-/// read to their end. Then, or at the deadline, whatever still runs in its group is killed
-/// (a child it left behind holding the pipe), before the process is reaped; `None` when it
-/// could not start or its output did not end in time. (A child that left the group as well
-/// keeps the reading thread until it closes the pipe.)
+/// read to their end, or once the process has exited and what it left in them is read (a
+/// child that left its group, `setsid`, and holds them open is not waited for). Then, or at
+/// the deadline, whatever still runs in its group is killed, before the process is reaped;
+/// `None` when it could not start or its output did not end in time. One thread, no helper:
+/// the pipes are polled, and the process is asked whether it exited without being reaped.
 fn run_bounded(mut command: std::process::Command) -> Option<[Vec<u8>; 2]> {
-    use std::io::Read;
+    use std::os::fd::OwnedFd;
     use std::os::unix::process::CommandExt;
     use std::process::Stdio;
+    use std::time::Instant;
+
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
+
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -184,33 +192,80 @@ fn run_bounded(mut command: std::process::Command) -> Option<[Vec<u8>; 2]> {
         .process_group(0)
         .spawn()
         .ok()?;
-    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).ok()?);
-    let pipes: [Box<dyn Read + Send>; 2] = [
-        Box::new(child.stdout.take()?),
-        Box::new(child.stderr.take()?),
+    let pid = Pid::from_child(&child);
+    let group = nix::unistd::Pid::from_raw(pid.as_raw_nonzero().get());
+    let mut pipes: [Option<OwnedFd>; 2] = [
+        child.stdout.take().map(OwnedFd::from),
+        child.stderr.take().map(OwnedFd::from),
     ];
-    let (tx, rx) = std::sync::mpsc::channel();
-    for (i, pipe) in pipes.into_iter().enumerate() {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = pipe.take(PROBE_OUTPUT).read_to_end(&mut buf);
-            let _ = tx.send((i, buf));
-        });
-    }
-    drop(tx);
-    let deadline = std::time::Instant::now() + PROBE_TIME;
     let mut out = [Vec::new(), Vec::new()];
-    let mut ended = true;
-    for _ in 0..2 {
-        match rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
-            Ok((i, buf)) => out[i] = buf,
-            Err(_) => {
-                ended = false;
-                break;
+    let deadline = Instant::now() + PROBE_TIME;
+    // It exited (still unreaped, so its id names no other group) and its group was ended:
+    // what it wrote is in the pipes, and whoever still holds them left the group.
+    let mut exited = false;
+    let ended = loop {
+        let open: Vec<usize> = (0..2).filter(|&i| pipes[i].is_some()).collect();
+        if open.is_empty() {
+            break true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break false;
+        }
+        let wait = if exited {
+            Duration::ZERO
+        } else {
+            left.min(EXIT_CHECK)
+        };
+        let mut fds: Vec<PollFd<'_>> = open
+            .iter()
+            .filter_map(|&i| pipes[i].as_ref())
+            .map(|fd| PollFd::new(fd, PollFlags::IN))
+            .collect();
+        let Ok(timeout) = Timespec::try_from(wait) else {
+            break false;
+        };
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(0) if exited => break true,
+            Ok(0) => {
+                let done = waitid(
+                    WaitId::Pid(pid),
+                    WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+                );
+                if matches!(done, Ok(Some(_))) {
+                    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+                    exited = true;
+                }
+                continue;
+            }
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break false,
+        }
+        let ready: Vec<usize> = open
+            .iter()
+            .zip(&fds)
+            .filter(|(_, fd)| !fd.revents().is_empty())
+            .map(|(&i, _)| i)
+            .collect();
+        drop(fds);
+        for i in ready {
+            let Some(fd) = &pipes[i] else { continue };
+            let room = usize::try_from(PROBE_OUTPUT).unwrap_or(usize::MAX) - out[i].len();
+            let mut buf = vec![0; room.min(8192)];
+            match rustix::io::read(fd, &mut buf) {
+                Ok(n) if n > 0 && n < room => out[i].extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    // Its end, or all it may print.
+                    out[i].extend_from_slice(&buf[..n]);
+                    pipes[i] = None;
+                }
+                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                Err(_) => pipes[i] = None,
             }
         }
-    }
+    };
+    drop(pipes);
     // The group is ended while its leader is not yet reaped, so its id names no other.
     let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
     let _ = child.wait();

@@ -1287,9 +1287,9 @@ fn a_pyenv_choice_that_cannot_be_read_exactly_leaves_the_shim_a_wrapper() {
 }
 
 /// An interpreter asked its version that leaves a child holding its output open does not
-/// hold the launch: the probe ends at its deadline, and the child with it.
+/// hold the launch: its answer is taken once it exits, and the child is ended with it.
 #[test]
-fn a_version_probe_that_leaves_a_child_behind_ends_in_time_and_takes_the_child_along() {
+fn a_version_probe_that_leaves_a_child_behind_is_answered_and_takes_the_child_along() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pidfile = dir.path().join("stray.pid");
     write_exec(
@@ -1310,7 +1310,7 @@ fn a_version_probe_that_leaves_a_child_behind_ends_in_time_and_takes_the_child_a
         "the probe held the launch for {:?}",
         started.elapsed()
     );
-    assert_eq!(seen.runtime, None, "its output never ended");
+    assert_eq!(seen.runtime.as_deref(), Some("Python 3.0.0"));
     let stray: u32 = std::fs::read_to_string(&pidfile)
         .expect("pid")
         .trim()
@@ -1469,4 +1469,34 @@ fn observe_within(config: ServerConfig) -> Result<Observed, IdentityError> {
     });
     rx.recv_timeout(std::time::Duration::from_secs(60))
         .expect("the capture ended")
+}
+
+/// An interpreter asked its version that leaves a child of its own session behind, holding the
+/// pipes it answers on, still has its answer taken as soon as it exits: the runtime is
+/// recorded, and the capture does not wait out the probe's deadline for that child.
+#[test]
+fn a_version_probe_is_not_held_by_a_child_that_left_its_group() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("venv/bin")).expect("bin");
+    std::fs::write(dir.path().join("server.py"), "print('hi')\n").expect("entry");
+    let held = dir.path().join("held.pid");
+    write_exec(
+        &dir.path().join("venv/bin/python"),
+        &format!(
+            "#!/bin/sh\nsetsid sh -c 'echo $$ > {}; exec sleep 60' &\necho Python 3.99.0\n",
+            held.display()
+        ),
+    );
+    // Unconfined: a confined probe's sandbox ends its children with it.
+    let mut unconfined = config(dir.path(), &["./venv/bin/python", "server.py"]);
+    unconfined.confinement = postern_domain::Confinement::Unconfined;
+    let seen = observe_within(unconfined);
+    if let Ok(pid) = std::fs::read_to_string(&held) {
+        let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+    }
+    assert!(held.exists(), "the probe's child left its group and ran");
+    assert_eq!(
+        seen.expect("observe").runtime.as_deref(),
+        Some("Python 3.99.0")
+    );
 }
