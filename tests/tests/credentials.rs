@@ -293,6 +293,69 @@ async fn a_module_rewritten_beside_an_approved_entry_gets_no_credential() -> Res
     .await
 }
 
+/// Review 11, F1: a person approves "this call only" after the agent stopped waiting, on a
+/// launch that lacks the credential the approval releases. The server restarts (here by a
+/// command that takes no proof; a crash does the same): the first call on the launch that holds
+/// the credential, its arguments other than the ones the person saw, waits for a person and
+/// runs nothing. The identical retry goes through there, once.
+#[tokio::test]
+async fn a_late_approval_for_a_withheld_credential_lets_no_other_call_through() -> Result<()> {
+    let fixture = Fixture::new()?;
+    let gate = Gate::start_prompting(&[]).await?;
+    fixture.add(&gate, LABEL, &[], &["-B", "server.py"])?;
+    add_fixture_token(&gate, &format!("{CANARY}\n"))?;
+    gate.cli([
+        "every-use",
+        "on",
+        "--server",
+        LABEL,
+        "--tool",
+        "publish_preview",
+    ])?;
+    let publish =
+        |branch: &str| json!({"name": "publish_preview", "arguments": {"branch": branch}});
+    gate.scenario(async {
+        let mut agent = agent(&gate, LABEL).await?;
+        agent.list_tools().await?;
+        let first = wait_session(&gate, LABEL, "the first launch", ready).await?;
+        assert_eq!(first["credentials"]["withheld"], json!(["fixture-token"]));
+
+        let call = agent.start("tools/call", publish("main")).await?;
+        let cards = wait_approvals(&gate)?;
+        agent
+            .send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}))
+            .await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        gate.cli(["approve", &card_id(&cards[0]), "--once"])?;
+        gate.cli(["server", "restart", LABEL])?;
+        wait_session(&gate, LABEL, "a launch holding the credential", |s| {
+            ready(s)
+                && epoch(s) != epoch(&first)
+                && s["credentials"]["released"] == json!(["fixture-token"])
+        })
+        .await?;
+
+        let other = agent.start("tools/call", publish("never-shown")).await?;
+        let cards = wait_approvals(&gate)?;
+        assert_eq!(cards.len(), 1, "{cards:?}");
+        assert!(cards[0]["arguments"].to_string().contains("never-shown"), "{cards:?}");
+        assert!(fixture.effects().is_empty(), "{:?}", fixture.effects());
+        gate.cli(["deny", &card_id(&cards[0])])?;
+        let refused = agent.response(&other).await?;
+        assert_eq!(
+            tool_error(&refused)?["error"],
+            "approval_denied",
+            "{refused}"
+        );
+
+        let retried = agent.request_next("tools/call", publish("main")).await?;
+        assert!(ok_text(&retried)?.contains("published main"), "{retried}");
+        assert_eq!(fixture.effects().len(), 1, "{:?}", fixture.effects());
+        Ok(())
+    })
+    .await
+}
+
 /// The vault locks while a call waits for a human on a server that holds a credential: the
 /// lock refuses the call with `vault_locked` (it was never forwarded: unlock and call again)
 /// and stops the server. The call is never told `epoch_transition`'s "check whether the call

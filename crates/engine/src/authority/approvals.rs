@@ -228,8 +228,10 @@ impl Authority {
                 session: call.session,
                 identity: call.record.identity_digest(),
                 tool: call.request.tool.clone(),
+                arguments: call.arguments.clone(),
                 choice,
                 by,
+                until_ms: now.saturating_add(super::retry::RETRY_WINDOW_MS),
             });
             self.note_approved(&mut state, call);
             drop(state);

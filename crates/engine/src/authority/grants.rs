@@ -140,6 +140,10 @@ impl Authority {
                 by: Some(by),
             });
             state.grants.push(grant);
+        } else if Self::carried_elsewhere(state, &call, now) {
+            // Approved after its agent stopped waiting: its retry makes the relaunch, where
+            // the approval waits for it.
+            return done(Verdict::Relaunch);
         }
         let session = match call.request.run() {
             Some(run) if state.admitted.contains(&(run, call.request.server.clone())) => {

@@ -37,16 +37,32 @@ pub(super) struct Approved {
 }
 
 /// An approval that released credentials to a launch that did not have them: the call is
-/// decided again on the relaunch, under a grant for the relaunch's epoch.
+/// decided again on the relaunch, under a grant for the relaunch's epoch. It is the call's
+/// alone: the same session, code, tool and arguments (a call the person never saw does not
+/// take it), within [`RETRY_WINDOW_MS`](super::retry::RETRY_WINDOW_MS) of the answer (its
+/// agent may have stopped waiting, and its identical retry then makes the relaunch).
 #[derive(Debug, Clone)]
 pub(super) struct Carry {
     pub approval: postern_domain::ApprovalId,
     pub session: u64,
     pub identity: Digest,
     pub tool: String,
+    pub arguments: serde_json::Value,
     pub choice: Option<GrantChoice>,
     /// Where the person answered.
     pub by: postern_domain::AnswerChannel,
+    /// Taken by then, or dropped.
+    pub until_ms: u64,
+}
+
+impl Carry {
+    /// Whether `call` is the call this carry was given for (on any launch of its code).
+    fn is_for(&self, call: &CallToAuthorize, identity: &Digest) -> bool {
+        self.session == call.session
+            && self.identity == *identity
+            && self.tool == call.request.tool
+            && self.arguments == call.arguments
+    }
 }
 
 impl Authority {
@@ -286,16 +302,15 @@ impl Authority {
         Grant,
         postern_domain::AnswerChannel,
     )> {
-        if state.carries.is_empty() {
+        state.carries.retain(|c| c.until_ms > now);
+        if state.carries.is_empty() || !call.withheld.is_empty() {
             return None; // the common case: no digest of the record for it
         }
         let identity = call.record.identity_digest();
-        let at = state.carries.iter().position(|c| {
-            c.session == call.session
-                && c.identity == identity
-                && c.tool == call.request.tool
-                && call.withheld.is_empty()
-        })?;
+        let at = state
+            .carries
+            .iter()
+            .position(|c| c.is_for(call, &identity))?;
         let carry = state.carries.remove(at);
         let end = match carry.choice? {
             GrantChoice::ThisCall => GrantEnd::ThisCallOnly {
@@ -317,6 +332,20 @@ impl Authority {
             end,
         };
         Some((carry.approval, grant, carry.by))
+    }
+
+    /// Whether an approval carried to a relaunch waits for `call`, which its launch cannot
+    /// take (it lacks what the approval released): the call that was approved, retried after
+    /// its agent stopped waiting (the relaunch was not made then).
+    pub(super) fn carried_elsewhere(state: &State, call: &CallToAuthorize, now: u64) -> bool {
+        if state.carries.is_empty() || call.withheld.is_empty() {
+            return false;
+        }
+        let identity = call.record.identity_digest();
+        state
+            .carries
+            .iter()
+            .any(|c| c.until_ms > now && c.is_for(call, &identity))
     }
 
     /// A credential's value from the keychain item `item`, opened with the vault key held
