@@ -11,9 +11,11 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 use crate::catalog::CatalogDigest;
-use crate::decision::{AskFor, Authority, GrantChoice, SettingTarget};
+use crate::decision::{
+    AskFor, Authority, EveryUseSetting, GrantChoice, SessionMode, SettingTarget,
+};
 use crate::grant::{AgentRun, ApprovalId, Grant, GrantId};
-use crate::{AgentIdentity, ExecutionEpoch, ExecutionRecord, ServerLabel};
+use crate::{AgentIdentity, CredentialName, ExecutionEpoch, ExecutionRecord, ServerLabel};
 
 /// One audited event. The `type` tag is the event kind stored in the record header.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -212,12 +214,42 @@ pub enum AuditEvent {
     ConfigChanged {
         what: String,
         server: Option<ServerLabel>,
+        /// What the change narrowed, when it narrowed authority (which takes no proof, so
+        /// it may happen while the vault is locked and its seal cannot be written).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        narrowing: Option<Narrowing>,
     },
     /// An engine opened the log: the first record of each engine run. Session numbers start
     /// again at 1 after it, and sessions of earlier runs still open are over (a crash).
     EngineStarted { version: String, pid: u32 },
     /// The engine stopped cleanly: the last record of its run.
     EngineStopped { reason: String },
+}
+
+/// A change that narrows authority. It takes no proof of presence, so a person may make it
+/// while the vault is locked, when the engine cannot seal it: the engine then takes it again
+/// from the log at the next unlock (every one recorded after the seal it opens), so that a
+/// store put back behind the engine's back, and an engine restarted meanwhile, do not undo it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "narrowed", rename_all = "camelCase")]
+pub enum Narrowing {
+    /// A credential unbound from a server.
+    #[serde(rename_all = "camelCase")]
+    Unbound {
+        server: ServerLabel,
+        credential: CredentialName,
+    },
+    /// Per-call approval turned on.
+    #[serde(rename_all = "camelCase")]
+    EveryUseOn { setting: EveryUseSetting },
+    /// The settings after a change that widened none of them: at least this strict from then
+    /// on.
+    #[serde(rename_all = "camelCase")]
+    Settings {
+        session_mode: SessionMode,
+        auto_lock_ms: u64,
+        click_window_ms: u64,
+    },
 }
 
 /// Where a person answered an approval request: what the audit log keeps of who approved,

@@ -19,7 +19,7 @@ pub use agent::AgentIdentity;
 pub use credential::{Credential, CredentialName, CredentialSpec, Injection};
 pub use digest::{Digest, DigestError};
 pub use epoch::{Artifact, ExecutionEpoch, ExecutionRecord, Pinning, RestartPolicy, Sandbox};
-pub use event::{AnswerChannel, AuditEvent, CallOutcome, shape};
+pub use event::{AnswerChannel, AuditEvent, CallOutcome, Narrowing, shape};
 pub use grant::{
     AgentRun, ApprovalId, CallId, Caller, CatalogView, Coverage, Grant, GrantEnd, GrantId,
     Presented, Request, ToolScope,

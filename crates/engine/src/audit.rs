@@ -52,7 +52,7 @@ use ts_rs::TS;
 pub use offline::{
     AnchorCheck, JournalCheck, VerifyReport, export, reanchor, rebuild_journals, verify,
 };
-pub(crate) use offline::{open_record, redacted};
+pub(crate) use offline::{narrowings_after, open_record, redacted};
 pub use opening::opening_key_sealed;
 pub(crate) use opening::read_key;
 

@@ -472,9 +472,12 @@ pub(crate) fn record_config_changes(store: &Mutex<Store>, audit: &AuditLog) -> u
         }
     };
     let n = changes.len();
-    for (_, what, server) in changes {
-        let server = server.and_then(|s| s.parse::<ServerLabel>().ok());
-        audit.record(postern_domain::AuditEvent::ConfigChanged { what, server });
+    for change in changes {
+        audit.record(postern_domain::AuditEvent::ConfigChanged {
+            what: change.what,
+            server: change.server.and_then(|s| s.parse::<ServerLabel>().ok()),
+            narrowing: change.narrowing,
+        });
     }
     n
 }

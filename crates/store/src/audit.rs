@@ -368,6 +368,7 @@ mod tests {
         AuditEvent::ConfigChanged {
             what: format!("change {n}"),
             server: Some("time".parse::<ServerLabel>().expect("label")),
+            narrowing: None,
         }
     }
 

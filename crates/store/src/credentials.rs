@@ -2,7 +2,7 @@
 //! Values never pass through here; they live in the OS keychain under
 //! [`Credential::keychain_item`].
 
-use postern_domain::{Credential, CredentialName, Injection, ServerLabel};
+use postern_domain::{Credential, CredentialName, Injection, Narrowing, ServerLabel};
 use rusqlite::{OptionalExtension, params};
 
 use crate::servers::now_ms;
@@ -126,16 +126,29 @@ impl Store {
         Ok(bound)
     }
 
-    /// Unbinds a credential from a server; `false` when it was not bound.
-    pub fn unbind(&self, server: &ServerLabel, name: &CredentialName) -> Result<bool, StoreError> {
+    /// Unbinds a credential from a server; `false` when it was not bound. `narrowing`: the
+    /// log's record of it says what it narrowed (the engine takes it again at its next unlock:
+    /// made while locked, it could not be sealed).
+    pub fn unbind(
+        &self,
+        server: &ServerLabel,
+        name: &CredentialName,
+        narrowing: bool,
+    ) -> Result<bool, StoreError> {
         let unbound = self.conn.execute(
             "DELETE FROM server_credentials WHERE server = ?1 AND credential = ?2",
             params![server.as_str(), name.as_str()],
         )? > 0;
         if unbound {
-            self.note_config_change(
+            self.note_narrowing(
                 &format!("unbound credential '{name}' from server '{server}'"),
                 Some(server),
+                narrowing
+                    .then(|| Narrowing::Unbound {
+                        server: server.clone(),
+                        credential: name.clone(),
+                    })
+                    .as_ref(),
             )?;
         }
         Ok(unbound)
@@ -275,8 +288,9 @@ mod tests {
         assert!(store.bindings(&label).expect("bindings").is_empty());
         let changes = store.take_config_changes().expect("changes");
         assert!(
-            changes.iter().any(|(_, what, _)| what
-                == "removed server 'inventory' and its credential bindings (api)"),
+            changes
+                .iter()
+                .any(|c| c.what == "removed server 'inventory' and its credential bindings (api)"),
             "{changes:?}"
         );
     }
@@ -322,7 +336,7 @@ mod tests {
             .take_config_changes()
             .expect("changes")
             .into_iter()
-            .map(|(_, what, _)| what)
+            .map(|c| c.what)
             .collect();
         assert_eq!(
             changes,

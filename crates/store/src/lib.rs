@@ -28,7 +28,7 @@ pub use journal::{
     JournalDifference, JournalSnapshot, Lane, Mark, MarkKind, SessionFilter, SessionName,
     SessionRow, Timeline, TimelineQuery, Wait,
 };
-pub use servers::AddOutcome;
+pub use servers::{AddOutcome, ConfigChange};
 
 /// The file name of the database inside a Postern home.
 pub const DB_FILE: &str = "postern.db";

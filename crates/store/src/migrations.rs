@@ -293,6 +293,9 @@ const MIGRATIONS: &[&str] = &[
      DROP TABLE journal_credential_uses;
      DROP TABLE journal_sessions;
      DELETE FROM meta WHERE key LIKE 'journal.%';",
+    // 16: what a queued change narrowed (an unbind), as JSON (`postern_domain::Narrowing`):
+    // the log's record of it carries it, and the engine takes it again at the next unlock.
+    "ALTER TABLE pending_config_changes ADD COLUMN narrowing TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use postern_domain::{EnvVar, ServerConfig, ServerLabel};
+use postern_domain::{EnvVar, Narrowing, ServerConfig, ServerLabel};
 use rusqlite::{OptionalExtension, params};
 
 use crate::{Store, StoreError};
@@ -120,18 +120,26 @@ impl Store {
     }
 
     /// Configuration changes not yet recorded in the audit log, oldest first, removed from
-    /// the queue as they are returned: (unix ms, what, server).
-    pub fn take_config_changes(&self) -> Result<Vec<(i64, String, Option<String>)>, StoreError> {
+    /// the queue as they are returned.
+    pub fn take_config_changes(&self) -> Result<Vec<ConfigChange>, StoreError> {
         let tx = rusqlite::Transaction::new_unchecked(
             &self.conn,
             rusqlite::TransactionBehavior::Immediate,
         )?;
         let changes = {
             let mut stmt = self.conn.prepare_cached(
-                "SELECT at, what, server FROM pending_config_changes ORDER BY id",
+                "SELECT at, what, server, narrowing FROM pending_config_changes ORDER BY id",
             )?;
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<Result<Vec<_>, _>>()?
+            stmt.query_map([], |r| {
+                let narrowing: Option<String> = r.get(3)?;
+                Ok(ConfigChange {
+                    at: r.get(0)?,
+                    what: r.get(1)?,
+                    server: r.get(2)?,
+                    narrowing: narrowing.and_then(|json| serde_json::from_str(&json).ok()),
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?
         };
         self.conn
             .execute("DELETE FROM pending_config_changes", [])?;
@@ -146,9 +154,27 @@ impl Store {
         what: &str,
         server: Option<&ServerLabel>,
     ) -> Result<(), StoreError> {
+        self.note_narrowing(what, server, None)
+    }
+
+    /// [`Store::note_config_change`], for a change that narrowed authority as `narrowing`.
+    pub(crate) fn note_narrowing(
+        &self,
+        what: &str,
+        server: Option<&ServerLabel>,
+        narrowing: Option<&Narrowing>,
+    ) -> Result<(), StoreError> {
+        let narrowing = narrowing
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt {
+                what: "a narrowing".into(),
+                why: e.to_string(),
+            })?;
         self.conn.execute(
-            "INSERT INTO pending_config_changes (at, what, server) VALUES (?1, ?2, ?3)",
-            params![now_ms(), what, server.map(ServerLabel::as_str)],
+            "INSERT INTO pending_config_changes (at, what, server, narrowing)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![now_ms(), what, server.map(ServerLabel::as_str), narrowing],
         )?;
         Ok(())
     }
@@ -242,6 +268,19 @@ impl Row {
             .map_err(|e| corrupt(format!("writable paths: {e}")))?;
         Ok(config)
     }
+}
+
+/// A configuration change queued for the audit log ([`Store::take_config_changes`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigChange {
+    /// When it was made (unix ms).
+    pub at: i64,
+    /// What changed, without environment values.
+    pub what: String,
+    /// The server's label, when it is about one server.
+    pub server: Option<String>,
+    /// What it narrowed, when it narrowed authority.
+    pub narrowing: Option<Narrowing>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -354,7 +393,7 @@ mod tests {
 
         // Each change waits for the engine to record it; values of --env never appear.
         let changes = store.take_config_changes().expect("changes");
-        let whats: Vec<&str> = changes.iter().map(|(_, what, _)| what.as_str()).collect();
+        let whats: Vec<&str> = changes.iter().map(|c| c.what.as_str()).collect();
         assert_eq!(
             whats,
             [
@@ -366,7 +405,7 @@ mod tests {
         assert!(
             changes
                 .iter()
-                .all(|(_, _, server)| server.as_deref() == Some("x"))
+                .all(|c| c.server.as_deref() == Some("x") && c.narrowing.is_none())
         );
         assert!(store.take_config_changes().expect("drained").is_empty());
     }

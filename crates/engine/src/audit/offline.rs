@@ -7,13 +7,13 @@ use std::fs::{File, TryLockError};
 use std::io::Write;
 
 use postern_audit::{Head, Opener, OpeningKey, RawRecord, SealedRecord, Seq};
-use postern_domain::{AuditEvent, shape};
+use postern_domain::{AuditEvent, Narrowing, shape};
 use postern_store::{JournalSnapshot, JournalWriter, Opened, Store};
 use postern_vault::{SecretStore, VaultKey};
 use serde_json::json;
 
 use super::start::empty_anchor;
-use super::{ANCHOR, AuditError, check_log, read_anchor, read_key, read_recipient};
+use super::{ANCHOR, AuditError, bad, check_log, read_anchor, read_key, read_recipient};
 use crate::Home;
 
 /// Events opened per transaction when the journals are rebuilt.
@@ -386,6 +386,35 @@ pub(crate) fn redacted(event: &AuditEvent) -> Result<serde_json::Value, AuditErr
         *arguments = shape(arguments);
     }
     Ok(event)
+}
+
+/// The narrowings (`ConfigChanged` records that carry one) the log holds after `after`, in
+/// order, opened with the keychain's opening key (a sealed one with `vault`). Only
+/// `config_changed` records are opened: their kind is in the header, which the chain covers.
+pub(crate) fn narrowings_after(
+    store: &Store,
+    secrets: &dyn SecretStore,
+    vault: &VaultKey,
+    after: i64,
+) -> Result<Vec<Narrowing>, AuditError> {
+    let key = read_key(secrets, Some(vault))?.ok_or(AuditError::KeyMissing)?;
+    let mut opener = Opener::default();
+    let mut found = Vec::new();
+    store.audit_records(after, |row| {
+        let header = postern_audit::Header::decode(row.header).map_err(|e| bad(row.seq, &e))?;
+        if header.kind().as_str() != "config_changed" {
+            return Ok(());
+        }
+        if let AuditEvent::ConfigChanged {
+            narrowing: Some(narrowing),
+            ..
+        } = open_record(row.raw(), &key, &mut opener)?.event
+        {
+            found.push(narrowing);
+        }
+        Ok::<(), AuditError>(())
+    })?;
+    Ok(found)
 }
 
 /// Opens a stored record with the log's key and reads its event (`opener` remembers the last

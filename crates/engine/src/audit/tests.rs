@@ -443,7 +443,7 @@ fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
         .expect("store")
         .take_config_changes()
         .expect("changes");
-    let whats: Vec<&str> = changes.iter().map(|(_, what, _)| what.as_str()).collect();
+    let whats: Vec<&str> = changes.iter().map(|c| c.what.as_str()).collect();
     assert_eq!(
         whats,
         [format!(

@@ -5,7 +5,7 @@
 use postern_domain::decision::{
     APPROVAL_TIMEOUT_MS, Denial, EveryUse, EveryUseSetting, SettingTarget, SettingsUpdate,
 };
-use postern_domain::{AuditEvent, BUILTIN_LABEL, CredentialName, Grant};
+use postern_domain::{AuditEvent, BUILTIN_LABEL, CredentialName, Grant, Narrowing};
 use postern_gateway::Command;
 use postern_gateway::audit::AuditSink;
 use postern_gateway::authorize::Verdict;
@@ -174,6 +174,9 @@ impl Authority {
     /// locked.
     pub fn unlock(&self, proven: Proven) -> bool {
         let now = self.now();
+        // What was narrowed while locked is in the log, to be taken again by the seal's
+        // check: stored before it reads.
+        self.inner.audit.flush();
         let mut state = self.state();
         if state.vault == VaultState::Ready {
             return false;
@@ -243,7 +246,8 @@ impl Authority {
         if next == state.settings {
             return Ok(next);
         }
-        if proven.is_none() && strictest(next, state.settings) != next {
+        let narrows = strictest(next, state.settings) == next;
+        if proven.is_none() && !narrows {
             return Err(SettingsError(
                 PresenceError::Required {
                     what: "widen the settings".into(),
@@ -266,6 +270,12 @@ impl Authority {
         self.inner.audit.record(AuditEvent::ConfigChanged {
             what: format!("settings: {}", describe(&next)),
             server: None,
+            // Locked, the seal cannot take it: the next unlock takes it from the log.
+            narrowing: (narrows && state.key.is_none()).then_some(Narrowing::Settings {
+                session_mode: next.session_mode,
+                auto_lock_ms: next.auto_lock_ms,
+                click_window_ms: next.click_window_ms,
+            }),
         });
         drop(state);
         self.changed();
@@ -319,6 +329,8 @@ impl Authority {
                 serde_json::to_string(&setting.target).unwrap_or_default()
             ),
             server: None,
+            narrowing: (setting.level == EveryUse::Confirm && state.key.is_none())
+                .then_some(Narrowing::EveryUseOn { setting }),
         });
         drop(state);
         self.changed();

@@ -524,6 +524,7 @@ impl Authority {
             self.inner.audit.record(AuditEvent::ConfigChanged {
                 what: "the Postern passphrase was changed".into(),
                 server: None,
+                narrowing: None,
             });
             return Ok(());
         }
@@ -561,6 +562,7 @@ impl Authority {
                 )
             },
             server: None,
+            narrowing: None,
         });
         self.unlock(Proven { key });
         Ok(())

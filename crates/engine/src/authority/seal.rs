@@ -5,7 +5,7 @@
 
 use postern_domain::credential::Injection;
 use postern_domain::decision::EveryUseSetting;
-use postern_domain::{AuditEvent, Credential, CredentialName, ServerLabel};
+use postern_domain::{AuditEvent, Credential, CredentialName, Narrowing, ServerLabel};
 use postern_gateway::audit::AuditSink;
 use postern_store::Store;
 use serde::{Deserialize, Serialize};
@@ -41,6 +41,43 @@ struct Authentic {
     /// written before specs were sealed (the store's are taken then, once).
     #[serde(default)]
     credentials: Option<Pairs>,
+    /// The log's last stored record when the seal was written (absent: written before the
+    /// seal named it). A narrowing made while locked, when the seal could not be written, is
+    /// recorded after it, and taken again at the next unlock ([`Authentic::narrow`]).
+    #[serde(default)]
+    head: Option<i64>,
+}
+
+impl Authentic {
+    /// What the seal vouches for, narrowed by `narrowing` (recorded in the log after it): a
+    /// store put back behind the engine's back and an engine restarted (whose memory of the
+    /// change went with it) undo nothing a person narrowed while the vault was locked.
+    fn narrow(&mut self, narrowing: Narrowing) {
+        match narrowing {
+            Narrowing::Unbound { server, credential } => self
+                .bindings
+                .retain(|(s, c)| !(s == server.as_str() && c == credential.as_str())),
+            Narrowing::EveryUseOn { setting } => {
+                if !self.every_use.contains(&setting) {
+                    self.every_use.retain(|s| s.target != setting.target);
+                    self.every_use.push(setting);
+                }
+            }
+            Narrowing::Settings {
+                session_mode,
+                auto_lock_ms,
+                click_window_ms,
+            } => {
+                let narrowed = Settings {
+                    session_mode,
+                    auto_lock_ms,
+                    click_window_ms,
+                    approval_timeout_ms: self.settings.approval_timeout_ms,
+                };
+                self.settings = strictest(self.settings, narrowed);
+            }
+        }
+    }
 }
 
 /// Pairs of labels as stored: (server, credential) bindings, (server, digest) baselines.
@@ -176,12 +213,14 @@ impl Authority {
                     Some(specs) => specs.clone(),
                     None => stored_specs(&store),
                 };
+                let head = store.audit_head().map_err(|e| e.to_string())?;
                 let authentic = Authentic {
                     settings: state.settings,
                     every_use: state.every_use.clone(),
                     bindings,
                     baselines,
                     credentials: Some(credentials),
+                    head: head.map(|(seq, _)| seq),
                 };
                 write_seal(&store, &authentic, key)
             });
@@ -206,6 +245,20 @@ impl Authority {
                 .flatten()
         });
         (stored, authentic)
+    }
+
+    /// The narrowings the log recorded after `head` (see [`Authentic::head`]). One that
+    /// cannot be read leaves the seal to decide alone, and the engine's log says why.
+    fn narrowed_since(&self, head: i64, key: &VaultKey) -> Vec<Narrowing> {
+        let Ok(store) = self.inner.store.lock() else {
+            return Vec::new();
+        };
+        crate::audit::narrowings_after(&store, &*self.inner.secrets, key, head).unwrap_or_else(
+            |e| {
+                tracing::error!("the narrowings made while locked cannot be read: {e}");
+                Vec::new()
+            },
+        )
     }
 
     /// `bound` (`server`'s credential bindings as the store holds them, read for a launch or
@@ -381,7 +434,14 @@ impl Authority {
             bindings: Vec::new(),
             baselines: Vec::new(),
             credentials: None,
+            head: None,
         });
+        let mut authentic = authentic;
+        if let Some(head) = authentic.head {
+            for narrowing in self.narrowed_since(head, key) {
+                authentic.narrow(narrowing);
+            }
+        }
         let settings = strictest(state.settings, authentic.settings);
         let mut every_use = state.every_use.clone();
         let restored: Vec<EveryUseSetting> = authentic

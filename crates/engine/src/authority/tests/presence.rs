@@ -297,10 +297,8 @@ async fn nothing_widens_without_a_proof() {
     assert_eq!(gate.authority.settings().session_mode, SessionMode::Prompt);
 }
 
-#[tokio::test]
-async fn settings_edited_in_the_store_are_detected_and_the_stricter_ones_used() {
-    let gate = Gate::new();
-    gate.configure(&label(), &[]);
+/// Turns per-call approval on for every tool of `deployer` (a narrowing: no proof); the setting.
+fn per_call_on_the_server(gate: &Gate) -> EveryUseSetting {
     let per_call = EveryUseSetting {
         target: SettingTarget::Server { server: label() },
         level: EveryUse::Confirm,
@@ -308,6 +306,14 @@ async fn settings_edited_in_the_store_are_detected_and_the_stricter_ones_used() 
     gate.authority
         .set_every_use(per_call.clone(), None)
         .expect("on");
+    per_call
+}
+
+#[tokio::test]
+async fn settings_edited_in_the_store_are_detected_and_the_stricter_ones_used() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let per_call = per_call_on_the_server(&gate);
     gate.audit.close("restart");
 
     // The attacker's edit, straight into SQLite, while no engine runs.
@@ -846,6 +852,71 @@ async fn what_a_person_adds_and_binds_while_locked_is_vouched_for_at_the_next_un
         "and vouched for: it is used"
     );
     started.audit.close("test");
+}
+
+/// What a person narrows while the vault is locked (it takes no proof, and the seal cannot be
+/// written without the key) holds across an engine restart with the store put back behind
+/// the engine's back meanwhile: the next unlock takes each narrowing again from the log.
+#[tokio::test]
+async fn narrowings_made_while_locked_hold_across_a_restart_and_a_store_put_back() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let name = add_env_credential(&gate, "deploy-token", "v");
+    gate.authority
+        .bind(&gate.proven, &label(), &name)
+        .expect("bind");
+    let observe = SettingsUpdate {
+        session_mode: Some(SessionMode::Observe),
+        ..SettingsUpdate::default()
+    };
+    gate.authority
+        .update_settings(observe, Some(&gate.proven))
+        .expect("observe, proven");
+    gate.authority.lock("test");
+    // The person narrows, locked: no proof, no seal.
+    assert!(gate.authority.unbind(&label(), &name).expect("unbind"));
+    let prompt = SettingsUpdate {
+        session_mode: Some(SessionMode::Prompt),
+        ..SettingsUpdate::default()
+    };
+    gate.authority
+        .update_settings(prompt, None)
+        .expect("narrowing");
+    let per_call = per_call_on_the_server(&gate);
+    gate.audit.close("restart");
+
+    // The attacker puts the store back as it was sealed, while no engine runs.
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute(
+        "INSERT INTO server_credentials (server, credential) VALUES ('deployer', 'deploy-token')",
+        [],
+    )
+    .expect("bind again");
+    db.execute(
+        "UPDATE settings SET value = replace(value, '\"prompt\"', '\"observe\"') WHERE key = 'settings'",
+        [],
+    )
+    .expect("observe again");
+    db.execute("DELETE FROM every_use", [])
+        .expect("per-call off");
+    drop(db);
+
+    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    assert_eq!(
+        restarted.authority.settings().session_mode,
+        SessionMode::Prompt
+    );
+    assert_eq!(restarted.authority.every_use(), vec![per_call]);
+    let store = Store::open(gate.home.path()).expect("store");
+    assert!(
+        store.bindings(&label()).expect("bindings").is_empty(),
+        "the row put back is removed"
+    );
+    warns(
+        &restarted,
+        "credential 'deploy-token' was bound to 'deployer' and is unbound",
+    );
+    restarted.audit.close("test");
 }
 
 /// A person unbinds a credential while the vault is locked (an unbind takes no proof, so the
