@@ -129,6 +129,8 @@ async fn duplicate_keys_are_refused_and_never_reach_the_server() -> Result<()> {
         let err = agent.wait_for("the refusal", |m| m.get("error").is_some()).await?;
         assert_eq!(error_code(&err), Some(-32600), "{err}");
         assert!(err["error"]["message"].as_str().unwrap_or_default().contains("duplicate key \"text\""), "{err}");
+        // It answers the request it refused, which is not left to the client's timeout.
+        assert_eq!(err["id"], json!(5), "{err}");
         // Had it been forwarded, the server would have answered id 5 with an echo.
         assert_alive(&mut agent, 6).await?;
         assert!(

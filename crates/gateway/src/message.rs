@@ -9,7 +9,7 @@ use std::hash::{Hash, Hasher};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::framing::{self, FrameError, Line, MAX_FRAME, parse_object};
+use crate::framing::{self, FrameError, Line, MAX_FRAME, parse_object, top_level_id};
 
 /// What an id must be, as a refusal says it.
 const ID_RULE: &str =
@@ -169,12 +169,13 @@ impl Message {
     /// Parses and classifies one line.
     pub fn parse(raw: Bytes) -> Result<Self, Rejected> {
         let body = parse_object(&raw).map_err(|e| Rejected {
-            // A line refused for what plain JSON allows still names its request.
-            id: match e {
-                FrameError::BareCarriageReturn(_) | FrameError::InexactNumber { .. } => {
-                    lenient_id(&raw)
-                }
-                _ => None,
+            // A refused line still names its request when its id can be read, so that the
+            // agent's call is answered rather than left to its timeout; not when it holds
+            // two ids (which one is meant is the question) or is not an object at all.
+            id: match &e {
+                FrameError::NotObject(_) => None,
+                FrameError::DuplicateKey(key) if key == "id" => None,
+                _ => top_level_id(&raw).as_ref().and_then(Id::from_value),
             },
             code: match e {
                 FrameError::NotJson(_) => code::PARSE_ERROR,
@@ -280,13 +281,6 @@ impl Message {
         };
         Ok(ToolCall { name, arguments })
     }
-}
-
-/// The top-level id of a line that is JSON but not one Postern forwards, as a lenient parser
-/// reads it.
-fn lenient_id(raw: &[u8]) -> Option<Id> {
-    let value: Value = serde_json::from_slice(raw).ok()?;
-    Id::from_value(value.get("id")?)
 }
 
 /// What kind of JSON value this is, for a sentence ("a string", "an array", ...).
@@ -511,6 +505,32 @@ mod tests {
             std::str::from_utf8(&msg.line).expect("utf-8"),
             r#"{"jsonrpc":"2.0","id":5,"method":"x","params":{"b":100.0,"a":"\u2028"}}"#
         );
+    }
+
+    /// Review 11, F4: every refusal of a line whose one top-level id can be read answers
+    /// that id; two ids, or an array, answer none.
+    #[test]
+    fn a_refused_line_names_its_request_when_its_id_can_be_read() {
+        let id = |line: &[u8]| {
+            Message::parse(Bytes::copy_from_slice(line))
+                .expect_err("refused")
+                .id
+        };
+        let seven = Id::from_value(&json!(7));
+        assert_eq!(
+            id(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","method":"ping"}"#),
+            seven
+        );
+        assert_eq!(
+            id(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"a\":\"\xff\"}}"),
+            seven
+        );
+        assert_eq!(id(br#"{"jsonrpc":"2.0","id":7,"method":"ping""#), seven);
+        assert_eq!(
+            id(br#"{"jsonrpc":"2.0","id":7,"id":8,"method":"ping"}"#),
+            None
+        );
+        assert_eq!(id(br#"[{"jsonrpc":"2.0","id":7,"method":"ping"}]"#), None);
     }
 
     #[test]
