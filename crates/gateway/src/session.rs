@@ -187,6 +187,7 @@ pub(crate) async fn run<X>(
         upstream_pressure,
         upstream: Upstream::Down,
         generation: 0,
+        intents: 0,
         requests,
         server_requests: HashMap::new(),
         server_request_times: Default::default(),
@@ -274,6 +275,10 @@ struct Session {
     upstream: Upstream,
     /// Bumped at every launch and every epoch change; older events are ignored.
     generation: u64,
+    /// The number of the last call sent after its intent: what its line waits under in the
+    /// outbox, and what the intent's answer names (never the agent's id, which a cancelled
+    /// call gives back for reuse while its intent may still be on its way).
+    intents: u64,
     /// Every agent request still owed an answer, by id and where it stands (held, with the
     /// gate, withdrawn but owed a verdict, forwarded), and the messages held for the server.
     requests: Requests,
@@ -302,6 +307,9 @@ struct InFlight {
     sent: std::time::Instant,
     /// For `tasks/get`, `tasks/result` and `tasks/cancel`: the task it is about.
     task: Option<String>,
+    /// The number its line waits under until its intent is durable ([`Session::intents`]);
+    /// `None` for a request sent without one.
+    intent: Option<u64>,
     /// Kept while it is open: the placeholders a built-in call was lent.
     _holds: Vec<crate::authorize::Hold>,
 }
@@ -364,6 +372,7 @@ enum Event {
     IntentDurable {
         generation: u64,
         id: Id,
+        intent: u64,
         result: Result<(), String>,
     },
     Started {
@@ -614,10 +623,16 @@ impl Session {
                     return;
                 };
                 if let Some((sent, call)) = self.requests.take_forwarded(&id) {
-                    // Forwarded: the journal says how it ended, not "no result" forever. The id
-                    // stays in use until the server answers (or its process is gone), so its
-                    // late answer cannot reach a request that reuses the id.
+                    // Forwarded: the journal says how it ended, not "no result" forever.
                     self.audit_result(&sent, &call, CallOutcome::Cancelled);
+                    if let Some(intent) = call.intent
+                        && self.upstream.unsend(intent)
+                    {
+                        // Its line still waited for its intent: the server never sees it.
+                        return;
+                    }
+                    // The id stays in use until the server answers (or its process is gone),
+                    // so its late answer cannot reach a request that reuses the id.
                     self.requests.abandon(sent);
                     return self.toward_server(msg);
                 }

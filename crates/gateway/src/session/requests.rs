@@ -415,6 +415,7 @@ mod tests {
             tool: None,
             sent: Instant::now(),
             task: None,
+            intent: None,
             _holds: Vec::new(),
         }
     }

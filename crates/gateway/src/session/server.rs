@@ -147,7 +147,8 @@ impl Drop for Watchers {
 /// marks the call still waiting), counted in the upstream's pressure like the lines in its
 /// stdin queue, so an agent that sends while intents are slow waits for them.
 pub(super) struct Outbox {
-    lines: VecDeque<(Bytes, Option<Id>)>,
+    /// Each line, and the intent it waits for (a call's number, [`Session::intents`]).
+    lines: VecDeque<(Bytes, Option<u64>)>,
     pressure: Pressure,
 }
 
@@ -159,7 +160,7 @@ impl Outbox {
         }
     }
 
-    fn push(&mut self, line: Bytes, waiting: Option<Id>) {
+    fn push(&mut self, line: Bytes, waiting: Option<u64>) {
         self.pressure.add(line.len() + 1);
         self.lines.push_back((line, waiting));
     }
@@ -174,7 +175,7 @@ impl Outbox {
     }
 
     /// Keeps only the lines `keep` says to.
-    pub(super) fn retain(&mut self, mut keep: impl FnMut(&Option<Id>) -> bool) {
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(&Option<u64>) -> bool) {
         let pressure = self.pressure.clone();
         self.lines.retain(|(line, waiting)| {
             let kept = keep(waiting);
@@ -202,37 +203,52 @@ impl Running {
         }
     }
 
-    /// Queues a tool call until its intent is durable.
-    fn send_after_intent(&mut self, line: Bytes, id: Id) {
-        self.outbox.push(line, Some(id));
+    /// Queues a tool call until its intent (number `intent`) is durable.
+    fn send_after_intent(&mut self, line: Bytes, intent: u64) {
+        self.outbox.push(line, Some(intent));
     }
 
-    /// The intent of call `id` is durable (`send`), or could not be written (drop it).
-    fn release(&mut self, id: &Id, send: bool) {
+    /// Intent `intent` is durable (`send`), or could not be written (drop its line).
+    fn release(&mut self, intent: u64, send: bool) {
         if send {
             if let Some(entry) = self
                 .outbox
                 .lines
                 .iter_mut()
-                .find(|(_, waiting)| waiting.as_ref() == Some(id))
+                .find(|(_, waiting)| *waiting == Some(intent))
             {
                 entry.1 = None;
             }
         } else {
-            let mut dropped = false;
-            self.outbox.retain(|waiting| {
-                let this = !dropped && waiting.as_ref() == Some(id);
-                dropped |= this;
-                !this
-            });
+            self.unsend(intent);
         }
         while let Some(line) = self.outbox.pop_ready() {
             let _ = self.stdin.send(line);
         }
     }
+
+    /// Drops the line still waiting for intent `intent`; whether there was one.
+    fn unsend(&mut self, intent: u64) -> bool {
+        let mut dropped = false;
+        self.outbox.retain(|waiting| {
+            let this = !dropped && *waiting == Some(intent);
+            dropped |= this;
+            !this
+        });
+        dropped
+    }
 }
 
 impl Upstream {
+    /// Drops the line of a call still waiting for intent `intent`: whether there was one
+    /// (the server never sees it).
+    pub(super) fn unsend(&mut self, intent: u64) -> bool {
+        match self {
+            Upstream::Running(running) => running.unsend(intent),
+            _ => false,
+        }
+    }
+
     /// Whether `id` is one of the gate's own requests in flight (a catalog fetch, a ping).
     pub(super) fn is_internal(&self, id: &Id) -> bool {
         matches!(self, Upstream::Running(r) if r.catalog.fetch().is_some_and(|f| f.id == *id)
@@ -366,6 +382,7 @@ impl Session {
                                 tool: None,
                                 sent: Instant::now(),
                                 task: None,
+                                intent: None,
                                 _holds: Vec::new(),
                             },
                         );
@@ -430,9 +447,10 @@ impl Session {
             Event::IntentDurable {
                 generation,
                 id,
+                intent,
                 result,
             } if generation == self.generation => {
-                self.on_intent_durable(id, result);
+                self.on_intent_durable(id, intent, result);
             }
             Event::Authorized { id, call, verdict } => self.on_authorized(id, call, verdict),
             Event::Injected {

@@ -121,19 +121,7 @@ impl HandGate {
     /// Waits until a call waits for a verdict, and takes it out of the gate's hands: the test
     /// now holds its `done`, as the engine does once it decided (a lock, an answer).
     async fn decided(&self) -> (CallToAuthorize, Decided) {
-        within("a call to wait for the gate", async {
-            loop {
-                let first = {
-                    let mut waiting = lock(&self.waiting);
-                    (!waiting.is_empty()).then(|| waiting.remove(0))
-                };
-                if let Some(first) = first {
-                    return first;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await
+        take_first("a call to wait for the gate", &self.waiting).await
     }
 
     /// Waits until a call waits for a verdict, and leaves it waiting.
@@ -392,6 +380,23 @@ async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("waited {STEP:?} for {what}"))
 }
 
+/// Waits until `queue` holds something (`what`), and takes the oldest.
+async fn take_first<T>(what: &str, queue: &Mutex<Vec<T>>) -> T {
+    within(what, async {
+        loop {
+            let first = {
+                let mut queue = lock(queue);
+                (!queue.is_empty()).then(|| queue.remove(0))
+            };
+            if let Some(first) = first {
+                return first;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -444,6 +449,70 @@ async fn a_call_whose_intent_the_log_loses_is_refused_and_never_forwarded() {
         !agent.server_received().iter().any(|m| m == "tools/call"),
         "the server got the call: {:?}",
         agent.server_received()
+    );
+}
+
+/// A sink that holds what it is to make durable until the test says how it went.
+#[derive(Default)]
+struct HeldAudit {
+    held: Mutex<Vec<Durable>>,
+}
+
+impl AuditSink for HeldAudit {
+    fn record(&self, _event: AuditEvent) {}
+
+    fn record_durable(&self, _event: AuditEvent, done: Durable) {
+        lock(&self.held).push(done);
+    }
+}
+
+impl HeldAudit {
+    /// Waits for the next intent handed to the log, and takes its `done`.
+    async fn next(&self) -> Durable {
+        take_first("an intent for the log", &self.held).await
+    }
+}
+
+/// Review 11, F2 and F3: a call its agent cancels while its intent is still being written is
+/// never sent, nor is its cancellation; its id is free again at once, and when the agent uses
+/// it for its next call, the first intent failing afterwards refuses nothing of that call,
+/// which goes once its own intent is durable.
+#[tokio::test]
+async fn a_call_cancelled_before_its_intent_is_durable_is_never_sent() {
+    let audit = Arc::new(HeldAudit::default());
+    let gate = HandGate {
+        at_once: Some(Verdict::Allow(Authority::Observed)),
+        ..HandGate::default()
+    };
+    let mut agent = Agent::ready_with(gate, Arc::clone(&audit) as Arc<dyn AuditSink>).await;
+    agent.start_call(json!(7)).await;
+    let first = audit.next().await;
+    agent
+        .send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 7}}),
+        )
+        .await;
+    agent.start_call(json!(7)).await;
+    let second = audit.next().await;
+    first(Err("the disk is full".into()));
+    second(Ok(()));
+    let answer = agent.next().await;
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["result"]["isError"], Value::Null, "{answer}");
+    let received = agent.server_messages();
+    let methods: Vec<&str> = received
+        .iter()
+        .filter_map(|m| m["method"].as_str())
+        .collect();
+    assert_eq!(
+        methods.iter().filter(|m| **m == "tools/call").count(),
+        1,
+        "{received:?}"
+    );
+    assert!(
+        !methods.contains(&"notifications/cancelled"),
+        "{received:?}"
     );
 }
 

@@ -449,6 +449,8 @@ impl Session {
     ) {
         let Outgoing { line, holds } = out;
         let generation = self.generation;
+        self.intents += 1;
+        let number = self.intents;
         let Upstream::Running(running) = &mut self.upstream else {
             return;
         };
@@ -468,15 +470,18 @@ impl Session {
                 tool: Some(name),
                 sent: Instant::now(),
                 task: None,
+                intent: Some(number),
                 _holds: holds,
             },
         );
-        running.send_after_intent(line, id.clone());
+        running.send_after_intent(line, number);
         let (asking, answer) = inline::ask();
         let waiter = IntentWaiter {
             events: self.events.clone(),
             generation,
-            told: Some((id.clone(), answer)),
+            id: id.clone(),
+            intent: number,
+            answer: Some(answer),
         };
         let done: Durable = Box::new(move |result| waiter.tell(result));
         match self.requests.at_most_one() {
@@ -484,19 +489,28 @@ impl Session {
             false => self.ctx.audit.record_durable(intent, done),
         }
         if let Some(result) = asking.returned() {
-            self.on_intent_durable(id, result);
+            self.on_intent_durable(id, number, result);
         }
     }
 
-    pub(super) fn on_intent_durable(&mut self, id: Id, result: Result<(), String>) {
+    /// Intent number `intent`, of the call the agent sent as `id`, is durable (its line goes),
+    /// or could not be written (its line is dropped, and the call, if still open under that
+    /// id and not another's that reuses it, is answered "not made").
+    pub(super) fn on_intent_durable(&mut self, id: Id, intent: u64, result: Result<(), String>) {
         let Upstream::Running(running) = &mut self.upstream else {
             return;
         };
         match result {
-            Ok(()) => running.release(&id, true),
+            Ok(()) => running.release(intent, true),
             Err(reason) => {
-                running.release(&id, false);
-                if let Some((_, request)) = self.requests.take_forwarded(&id) {
+                running.release(intent, false);
+                let ours = self
+                    .requests
+                    .forwarded_mut(&id)
+                    .is_some_and(|r| r.intent == Some(intent));
+                if let Some((_, request)) =
+                    ours.then(|| self.requests.take_forwarded(&id)).flatten()
+                {
                     tracing::error!(session = self.info.id, %id, "call refused: its intent could not be recorded: {reason}");
                     let detail = json!({"error": "audit_unavailable", "reason": reason});
                     let text =
@@ -531,8 +545,11 @@ impl Session {
 struct IntentWaiter {
     events: mpsc::UnboundedSender<Event>,
     generation: u64,
-    /// The call, and where its answer goes, until told.
-    told: Option<(Id, inline::Answer<Result<(), String>>)>,
+    /// The call's id and intent number.
+    id: Id,
+    intent: u64,
+    /// Where the answer goes, until told.
+    answer: Option<inline::Answer<Result<(), String>>>,
 }
 
 impl IntentWaiter {
@@ -541,13 +558,14 @@ impl IntentWaiter {
     }
 
     fn send(&mut self, result: Result<(), String>) {
-        let Some((id, answer)) = self.told.take() else {
+        let Some(answer) = self.answer.take() else {
             return;
         };
         if let Err(result) = answer.give(result) {
             let _ = self.events.send(Event::IntentDurable {
                 generation: self.generation,
-                id,
+                id: self.id.clone(),
+                intent: self.intent,
                 result,
             });
         }

@@ -123,6 +123,7 @@ impl Session {
             tool,
             sent: Instant::now(),
             task: None,
+            intent: None,
             _holds: Vec::new(),
         };
         self.server_requests.insert(id, request);
