@@ -126,15 +126,10 @@ impl Store {
         Ok(bound)
     }
 
-    /// Unbinds a credential from a server; `false` when it was not bound. `narrowing`: the
-    /// log's record of it says what it narrowed (the engine takes it again at its next unlock:
-    /// made while locked, it could not be sealed).
-    pub fn unbind(
-        &self,
-        server: &ServerLabel,
-        name: &CredentialName,
-        narrowing: bool,
-    ) -> Result<bool, StoreError> {
+    /// Unbinds a credential from a server; `false` when it was not bound. The log's record of
+    /// it says what it narrowed: the engine takes it again at its next unlock (made while the
+    /// vault was locked, it could not be sealed; one sealed already changes nothing).
+    pub fn unbind(&self, server: &ServerLabel, name: &CredentialName) -> Result<bool, StoreError> {
         let unbound = self.conn.execute(
             "DELETE FROM server_credentials WHERE server = ?1 AND credential = ?2",
             params![server.as_str(), name.as_str()],
@@ -143,12 +138,10 @@ impl Store {
             self.note_narrowing(
                 &format!("unbound credential '{name}' from server '{server}'"),
                 Some(server),
-                narrowing
-                    .then(|| Narrowing::Unbound {
-                        server: server.clone(),
-                        credential: name.clone(),
-                    })
-                    .as_ref(),
+                Some(&Narrowing::Unbound {
+                    server: server.clone(),
+                    credential: name.clone(),
+                }),
             )?;
         }
         Ok(unbound)

@@ -341,9 +341,7 @@ impl Authority {
         server: &ServerLabel,
         name: &CredentialName,
     ) -> Result<bool, CredentialError> {
-        // Locked, the seal cannot drop the binding: the next unlock takes it from the log.
-        let locked = self.state().key.is_none();
-        let unbound = self.store()?.unbind(server, name, locked).map_err(fail)?;
+        let unbound = self.store()?.unbind(server, name).map_err(fail)?;
         let mut guard = self.state();
         let state = &mut *guard;
         let change = Vouch::Binding {
