@@ -232,6 +232,7 @@ impl Authority {
                 choice,
                 by,
                 until_ms: now.saturating_add(super::retry::RETRY_WINDOW_MS),
+                relaunched: pending.waiting,
             });
             self.note_approved(&mut state, call);
             drop(state);

@@ -140,7 +140,7 @@ impl Authority {
                 by: Some(by),
             });
             state.grants.push(grant);
-        } else if Self::carried_elsewhere(state, &call, now) {
+        } else if Self::relaunch_for_carry(state, &call, now) {
             // Approved after its agent stopped waiting: its retry makes the relaunch, where
             // the approval waits for it.
             return done(Verdict::Relaunch);

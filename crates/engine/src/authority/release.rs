@@ -53,6 +53,9 @@ pub(super) struct Carry {
     pub by: postern_domain::AnswerChannel,
     /// Taken by then, or dropped.
     pub until_ms: u64,
+    /// A relaunch was made for it: a call that finds its launch still without the
+    /// credential (the keychain could not give it) is asked about, never relaunched again.
+    pub relaunched: bool,
 }
 
 impl Carry {
@@ -334,18 +337,23 @@ impl Authority {
         Some((carry.approval, grant, carry.by))
     }
 
-    /// Whether an approval carried to a relaunch waits for `call`, which its launch cannot
-    /// take (it lacks what the approval released): the call that was approved, retried after
-    /// its agent stopped waiting (the relaunch was not made then).
-    pub(super) fn carried_elsewhere(state: &State, call: &CallToAuthorize, now: u64) -> bool {
+    /// Whether `call` is to be relaunched for an approval carried to a relaunch, which its
+    /// launch cannot take (it lacks what the approval released): the call that was approved,
+    /// retried after its agent stopped waiting, when no relaunch was made for it yet (once
+    /// only: a relaunch that still lacks the credential is not made again).
+    pub(super) fn relaunch_for_carry(state: &mut State, call: &CallToAuthorize, now: u64) -> bool {
         if state.carries.is_empty() || call.withheld.is_empty() {
             return false;
         }
         let identity = call.record.identity_digest();
-        state
+        let carry = state
             .carries
-            .iter()
-            .any(|c| c.until_ms > now && c.is_for(call, &identity))
+            .iter_mut()
+            .find(|c| !c.relaunched && c.until_ms > now && c.is_for(call, &identity));
+        carry.is_some_and(|c| {
+            c.relaunched = true;
+            true
+        })
     }
 
     /// A credential's value from the keychain item `item`, opened with the vault key held

@@ -704,6 +704,13 @@ async fn observe_mode_still_asks_a_human_to_release_a_withheld_credential() {
         )
         .expect("approve");
     assert_eq!(rx.await.expect("verdict"), Verdict::Relaunch);
+    // A relaunch that still lacks it (its keychain item is gone) asks again, and is not
+    // relaunched once more (review 12, G5: it was, in a loop, with no card).
+    let b = launch(2, b"v1");
+    let mut again = deploy(&b);
+    again.request.credentials = ["inventory-api".to_owned()].into();
+    again.withheld = vec!["inventory-api".to_owned()];
+    let (_card, _rx) = gate.carded(again);
 }
 
 #[tokio::test]

@@ -159,6 +159,8 @@ async fn a_late_approval_releasing_a_credential_carries_only_the_call_it_was_giv
     let (_card, _rx) = gate.carded(call(&b, "evil", false));
     // The identical retry where the credential is still missing: relaunched at once.
     assert_eq!(gate.decided_now(call(&a, "main", true)), Verdict::Relaunch);
+    // Once: a relaunch that still lacks it (the keychain could not give it) asks.
+    let (_card, _rx) = gate.carded(call(&launch(3, b"v1"), "main", true));
     // On the relaunch it goes through on the approval, once.
     let retried = gate.decided_now(call(&b, "main", false));
     assert!(
@@ -169,7 +171,7 @@ async fn a_late_approval_releasing_a_credential_carries_only_the_call_it_was_giv
     let events = gate.events();
     assert_eq!(
         of_type(&events, "approval_requested").len(),
-        3,
+        4,
         "{events:#?}"
     );
 }
