@@ -57,7 +57,7 @@ use grants::run_alive;
 use lock::load_settings;
 pub use lock::{
     AUTO_LOCK_MS, MAX_APPROVAL_TIMEOUT_MS, MAX_AUTO_LOCK_MS, MAX_CLICK_WINDOW_MS, Settings,
-    SettingsError, mode_name,
+    SettingsError, UnlockError, mode_name,
 };
 pub use presence::{
     MIN_PASSPHRASE_CHARS, PresenceError, Proof, Proven, VAULT_KEY_ITEM, check_offline,

@@ -224,7 +224,9 @@ impl Control {
                 }),
             }),
             ControlCommand::Unlock => Ok(ControlAnswer::Unlock {
-                changed: authority.unlock(presence.required(what)?),
+                changed: authority
+                    .unlock(presence.required(what)?)
+                    .map_err(|e| Refusal::Failed(e.to_string()))?,
             }),
             ControlCommand::Settings { change } => {
                 if change == SettingsUpdate::default() {

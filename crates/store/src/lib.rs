@@ -140,6 +140,16 @@ impl Store {
         Ok(Self { conn })
     }
 
+    /// Another connection to the same database, for a long read that must not hold this
+    /// one.
+    pub fn reader(&self) -> Result<Self, StoreError> {
+        let path = self.conn.path().ok_or_else(|| StoreError::Corrupt {
+            what: "the database".into(),
+            why: "it has no file to open again".into(),
+        })?;
+        Self::open_file(Path::new(path))
+    }
+
     /// Copies the write-ahead log into the database file and truncates it to nothing, so
     /// that no older version of a page (a value since deleted or overwritten, which
     /// `secure_delete` zeroed in the current one) stays in `postern.db-wal`. Waits for the

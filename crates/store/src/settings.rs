@@ -56,9 +56,13 @@ impl Store {
             .prepare_cached("SELECT target, level FROM every_use")?
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
             .collect::<Result<Vec<_>, _>>()?;
+        // An `off` row is never written (off removes the row): one found was written behind
+        // Postern's back, and counts as no setting (the seal's check then puts a sealed one
+        // back).
         let mut settings = rows
             .into_iter()
             .map(|(target, level)| parse_every_use(&target, level))
+            .filter(|s| !matches!(s, Ok(s) if s.level == EveryUse::Off))
             .collect::<Result<Vec<_>, _>>()?;
         settings.sort_by(|a, b| a.target.cmp(&b.target));
         Ok(settings)

@@ -389,15 +389,16 @@ pub(crate) fn redacted(event: &AuditEvent) -> Result<serde_json::Value, AuditErr
 }
 
 /// The narrowings (`ConfigChanged` records that carry one) the log holds after `after`, in
-/// order, opened with the keychain's opening key (a sealed one with `vault`). Only
-/// `config_changed` records are opened: their kind is in the header, which the chain covers.
+/// order, opened with the keychain's opening key (a sealed one with `vault`, read once there
+/// is one to open). Only `config_changed` records are opened: their kind is in the header,
+/// which the chain covers (the `kind` column is a copy anyone may edit).
 pub(crate) fn narrowings_after(
     store: &Store,
     secrets: &dyn SecretStore,
     vault: &VaultKey,
     after: i64,
 ) -> Result<Vec<Narrowing>, AuditError> {
-    let key = read_key(secrets, Some(vault))?.ok_or(AuditError::KeyMissing)?;
+    let mut key = None;
     let mut opener = Opener::default();
     let mut found = Vec::new();
     store.audit_records(after, |row| {
@@ -405,10 +406,14 @@ pub(crate) fn narrowings_after(
         if header.kind().as_str() != "config_changed" {
             return Ok(());
         }
+        let key = match &mut key {
+            Some(key) => key,
+            None => key.insert(read_key(secrets, Some(vault))?.ok_or(AuditError::KeyMissing)?),
+        };
         if let AuditEvent::ConfigChanged {
             narrowing: Some(narrowing),
             ..
-        } = open_record(row.raw(), &key, &mut opener)?.event
+        } = open_record(row.raw(), key, &mut opener)?.event
         {
             found.push(narrowing);
         }

@@ -85,6 +85,11 @@ fn applied(current: Settings, update: &SettingsUpdate) -> Settings {
     next
 }
 
+/// Why the vault stayed locked after a proof that held.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnlockError(pub String);
+
 /// Why a settings change was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -171,17 +176,27 @@ impl Authority {
     /// unlock after a start checks the settings against the seal the engine last wrote: a
     /// value found wider than sealed (edited in the store behind the engine's back) is not
     /// used, the stricter one is, and status and the audit log say so. Returns whether it was
-    /// locked.
-    pub fn unlock(&self, proven: Proven) -> bool {
+    /// locked. Refused, the vault staying locked, when what was narrowed since the seal cannot
+    /// be read from the audit log: it could be any narrowing, and none may be undone (the
+    /// person puts the log's opening key back in the keychain).
+    pub fn unlock(&self, proven: Proven) -> Result<bool, UnlockError> {
         let now = self.now();
-        // What was narrowed while locked is in the log, to be taken again by the seal's
-        // check: stored before it reads.
+        // What was narrowed since the seal is in the log, to be taken again by the seal's
+        // check: stored before it is read, and read before the gate's state is held (a long
+        // log holds up the unlock, not every call).
         self.inner.audit.flush();
+        let narrowed = self.narrowed_since_seal(&proven.key).map_err(|why| {
+            let refused = format!(
+                "the vault stays locked: what was narrowed since the settings were last sealed cannot be read from the audit log ({why}), and none of it may be undone; put the log's opening key back in the keychain (or start over with a new Postern home)"
+            );
+            tracing::error!("{refused}");
+            UnlockError(refused)
+        })?;
         let mut state = self.state();
         if state.vault == VaultState::Ready {
-            return false;
+            return Ok(false);
         }
-        self.check_config_seal(&mut state, &proven.key);
+        self.check_config_seal(&mut state, &proven.key, narrowed);
         let key = proven.key.clone();
         state.key = Some(proven.key);
         state.vault = VaultState::Ready;
@@ -194,7 +209,7 @@ impl Authority {
         self.inner.audit.adopt(&key);
         tracing::info!("vault unlocked");
         self.changed();
-        true
+        Ok(true)
     }
 
     /// A copy of the vault key while the vault is unlocked (opening the audit log's bodies).
@@ -270,8 +285,9 @@ impl Authority {
         self.inner.audit.record(AuditEvent::ConfigChanged {
             what: format!("settings: {}", describe(&next)),
             server: None,
-            // Locked, the seal cannot take it: the next unlock takes it from the log.
-            narrowing: (narrows && state.key.is_none()).then_some(Narrowing::Settings {
+            // Taken again at the next unlock: locked, the seal could not take it, and an older
+            // seal put back is narrowed by every one recorded since.
+            narrowing: narrows.then_some(Narrowing::Settings {
                 session_mode: next.session_mode,
                 auto_lock_ms: next.auto_lock_ms,
                 click_window_ms: next.click_window_ms,
@@ -314,9 +330,13 @@ impl Authority {
             store
                 .set_every_use(&setting)
                 .map_err(|e| SettingsError(e.to_string()))?;
-            state.every_use = store
-                .every_use()
-                .map_err(|e| SettingsError(e.to_string()))?;
+        }
+        // The change, on what is in force: never the store's rows as found, where a setting
+        // removed behind the engine's back would be sealed as gone by this change.
+        state.every_use.retain(|s| s.target != setting.target);
+        if setting.level == EveryUse::Confirm {
+            state.every_use.push(setting.clone());
+            state.every_use.sort_by(|a, b| a.target.cmp(&b.target));
         }
         self.reseal(&state);
         self.inner.audit.record(AuditEvent::ConfigChanged {
@@ -329,7 +349,7 @@ impl Authority {
                 serde_json::to_string(&setting.target).unwrap_or_default()
             ),
             server: None,
-            narrowing: (setting.level == EveryUse::Confirm && state.key.is_none())
+            narrowing: (setting.level == EveryUse::Confirm)
                 .then_some(Narrowing::EveryUseOn { setting }),
         });
         drop(state);

@@ -564,7 +564,8 @@ impl Authority {
             server: None,
             narrowing: None,
         });
-        self.unlock(Proven { key });
+        self.unlock(Proven { key })
+            .map_err(|e| PresenceError::Unavailable(e.to_string()))?;
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 //! uses it, and is reported and undone rather than taken.
 
 use postern_domain::credential::Injection;
-use postern_domain::decision::EveryUseSetting;
+use postern_domain::decision::{EveryUse, EveryUseSetting};
 use postern_domain::{AuditEvent, Credential, CredentialName, Narrowing, ServerLabel};
 use postern_gateway::audit::AuditSink;
 use postern_store::Store;
@@ -57,10 +57,15 @@ impl Authentic {
             Narrowing::Unbound { server, credential } => self
                 .bindings
                 .retain(|(s, c)| !(s == server.as_str() && c == credential.as_str())),
+            // On, whatever level the record names: a narrowing never turns anything off.
             Narrowing::EveryUseOn { setting } => {
-                if !self.every_use.contains(&setting) {
-                    self.every_use.retain(|s| s.target != setting.target);
-                    self.every_use.push(setting);
+                let on = EveryUseSetting {
+                    level: EveryUse::Confirm,
+                    ..setting
+                };
+                if !self.every_use.contains(&on) {
+                    self.every_use.retain(|s| s.target != on.target);
+                    self.every_use.push(on);
                 }
             }
             Narrowing::Settings {
@@ -247,18 +252,21 @@ impl Authority {
         (stored, authentic)
     }
 
-    /// The narrowings the log recorded after `head` (see [`Authentic::head`]). One that
-    /// cannot be read leaves the seal to decide alone, and the engine's log says why.
-    fn narrowed_since(&self, head: i64, key: &VaultKey) -> Vec<Narrowing> {
-        let Ok(store) = self.inner.store.lock() else {
-            return Vec::new();
-        };
-        crate::audit::narrowings_after(&store, &*self.inner.secrets, key, head).unwrap_or_else(
-            |e| {
-                tracing::error!("the narrowings made while locked cannot be read: {e}");
-                Vec::new()
-            },
-        )
+    /// The narrowings the log recorded after the seal (see [`Authentic::head`]; all of them
+    /// for a seal that names no head, or none that verifies), read on a connection of their
+    /// own, so that an unlock reads them before it holds the gate's state. `Err`: they could
+    /// not be read (the log's opening key missing or replaced, a record that does not open).
+    pub(super) fn narrowed_since_seal(&self, key: &VaultKey) -> Result<Vec<Narrowing>, String> {
+        let head = self.read_seal(key).1.and_then(|a| a.head).unwrap_or(0);
+        let reader = self
+            .inner
+            .store
+            .lock()
+            .map_err(|_| "the store is unavailable".to_owned())?
+            .reader()
+            .map_err(|e| e.to_string())?;
+        crate::audit::narrowings_after(&reader, &*self.inner.secrets, key, head)
+            .map_err(|e| e.to_string())
     }
 
     /// `bound` (`server`'s credential bindings as the store holds them, read for a launch or
@@ -424,11 +432,20 @@ impl Authority {
     /// Compares the settings in force (read from the store at start, narrowed since) with
     /// the seal: anything wider than sealed is replaced by the sealed value, written back,
     /// and reported. A seal that is missing or does not verify counts as the defaults.
-    pub(super) fn check_config_seal(&self, state: &mut State, key: &VaultKey) {
+    pub(super) fn check_config_seal(
+        &self,
+        state: &mut State,
+        key: &VaultKey,
+        narrowed: Vec<Narrowing>,
+    ) {
         let (stored, authentic) = self.read_seal(key);
-        let seal_broken = authentic.is_none();
+        let broken = match (&authentic, &stored) {
+            (Some(_), _) => None,
+            (None, Some(_)) => Some("the seal of the settings does not verify".to_owned()),
+            (None, None) => Some("the seal of the settings is missing".to_owned()),
+        };
         // A broken seal vouches for nothing: the defaults, no binding, no baseline.
-        let authentic = authentic.unwrap_or(Authentic {
+        let mut authentic = authentic.unwrap_or(Authentic {
             settings: Settings::default(),
             every_use: state.every_use.clone(),
             bindings: Vec::new(),
@@ -436,11 +453,9 @@ impl Authority {
             credentials: None,
             head: None,
         });
-        let mut authentic = authentic;
-        if let Some(head) = authentic.head {
-            for narrowing in self.narrowed_since(head, key) {
-                authentic.narrow(narrowing);
-            }
+        // What was narrowed since the seal was written narrows what it vouches for.
+        for narrowing in narrowed {
+            authentic.narrow(narrowing);
         }
         let settings = strictest(state.settings, authentic.settings);
         let mut every_use = state.every_use.clone();
@@ -451,14 +466,7 @@ impl Authority {
             .cloned()
             .collect();
         every_use.extend(restored.iter().cloned());
-        let mut found = Vec::new();
-        if seal_broken {
-            found.push(if stored.is_some() {
-                "the seal of the settings does not verify".to_owned()
-            } else {
-                "the seal of the settings is missing".to_owned()
-            });
-        }
+        let mut found: Vec<String> = broken.into_iter().collect();
         if settings != state.settings {
             found.push(format!(
                 "the settings read {} and {} is in force instead",

@@ -267,7 +267,7 @@ impl Gate {
             let proven = authority
                 .prove(Some(&Proof::passphrase(PASSPHRASE.into())), "unlock")
                 .expect("proof");
-            authority.unlock(proven);
+            authority.unlock(proven).expect("unlocked");
         } else {
             authority
                 .set_passphrase(&postern_vault::Secret::new(PASSPHRASE.into()), None)

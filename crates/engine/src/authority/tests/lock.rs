@@ -30,7 +30,7 @@ async fn a_lock_refuses_the_waiting_call_ends_grants_and_admissions() {
     );
     assert_eq!(late, Err(AnswerError::NotOpen(card.id.to_string())));
 
-    assert!(gate.authority.unlock(gate.prove()));
+    assert!(gate.authority.unlock(gate.prove()).expect("unlocked"));
     assert_eq!(gate.authority.vault(), VaultState::Ready);
     let (again, _rx) = gate.carded(deploy(&a));
     assert_eq!(
@@ -182,7 +182,7 @@ async fn the_vault_locks_when_the_os_reports_the_user_stepped_away() {
             "{interface} {}",
             back.0
         );
-        assert!(gate.authority.unlock(gate.prove()));
+        assert!(gate.authority.unlock(gate.prove()).expect("unlocked"));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     listener.join().expect("listener");

@@ -116,7 +116,7 @@ async fn a_read_needs_an_admitted_run_and_an_unlocked_vault_and_never_opens_a_ca
         refusal(gate.authority.authorize_operation(&elicit)),
         "vault_locked"
     );
-    gate.authority.unlock(gate.prove());
+    gate.authority.unlock(gate.prove()).expect("unlocked");
     assert!(matches!(
         gate.authority.authorize_operation(&elicit),
         Verdict::Allow(_)

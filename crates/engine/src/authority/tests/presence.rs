@@ -63,7 +63,7 @@ async fn a_restarted_engine_is_locked_until_the_passphrase_and_guesses_back_off(
     let proven = authority
         .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
         .expect("the person's passphrase");
-    assert!(authority.unlock(proven));
+    assert!(authority.unlock(proven).expect("unlocked"));
     assert_eq!(authority.vault(), VaultState::Ready);
 
     let events = restarted.events();
@@ -139,7 +139,7 @@ async fn guesses_over_the_socket_do_not_hold_back_the_apps_window() {
         .authority
         .prove(Some(&in_app(PASSPHRASE)), "unlock the vault")
         .expect("the person at the window");
-    assert!(again.authority.unlock(proven));
+    assert!(again.authority.unlock(proven).expect("unlocked"));
     // The person was there: the socket's back-off starts over too.
     again
         .authority
@@ -177,7 +177,7 @@ async fn a_back_off_planted_in_the_store_waits_no_longer_than_the_longest() {
         .authority
         .prove(Some(&in_app), "unlock the vault")
         .expect("the person, five minutes on");
-    assert!(again.authority.unlock(proven));
+    assert!(again.authority.unlock(proven).expect("unlocked"));
 }
 
 #[tokio::test]
@@ -230,7 +230,7 @@ async fn a_restart_does_not_reset_the_back_off() {
         .authority
         .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
         .expect("the person's passphrase");
-    assert!(again.authority.unlock(proven));
+    assert!(again.authority.unlock(proven).expect("unlocked"));
     again.audit.close("restart");
     drop(again);
 
@@ -795,7 +795,7 @@ async fn plain_clicks_approve_only_when_on_within_the_window_after_the_passphras
         .authority
         .prove(Some(&proof(PASSPHRASE)), "unlock the vault")
         .expect("passphrase");
-    gate.authority.unlock(proven);
+    gate.authority.unlock(proven).expect("unlocked");
     assert!(click().is_ok());
 
     // Narrowing needs no proof, and takes effect at once.
@@ -841,7 +841,7 @@ async fn what_a_person_adds_and_binds_while_locked_is_vouched_for_at_the_next_un
         .bind(&proven(), &label(), &name)
         .expect("bound while locked");
 
-    assert!(authority.unlock(proven()));
+    assert!(authority.unlock(proven()).expect("unlocked"));
     assert_eq!(authority.gate_status().config_warning, None);
     let store = Store::open(home.path()).expect("store");
     let bound = store.bindings(&label()).expect("bindings");
@@ -919,6 +919,157 @@ async fn narrowings_made_while_locked_hold_across_a_restart_and_a_store_put_back
     restarted.audit.close("test");
 }
 
+/// The person unlocks an engine started on a home (`Started::on`, still locked).
+fn unlock_started(started: &Started) -> Result<bool, super::super::UnlockError> {
+    let proven = started
+        .authority
+        .prove(Some(&proof(PASSPHRASE)), "unlock")
+        .expect("proof");
+    started.authority.unlock(proven)
+}
+
+/// Review 12, G1: a narrowing is taken again at the unlock only as the narrowing it is. One
+/// an agent queued in the store for the engine to record, naming per-call approval "off",
+/// turns nothing off: the sealed approval holds.
+#[tokio::test]
+async fn a_narrowing_an_agent_queued_turns_nothing_off() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let per_call = per_call_on_the_server(&gate);
+    let target = serde_json::to_string(&per_call.target).expect("target");
+    let forged =
+        format!(r#"{{"narrowed":"everyUseOn","setting":{{"target":{target},"level":"off"}}}}"#);
+    gate.audit.close("stop");
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute("DELETE FROM every_use", [])
+        .expect("per-call off");
+    db.execute(
+        "INSERT INTO pending_config_changes (at, what, server, narrowing) VALUES (0, 'x', NULL, ?1)",
+        [&forged],
+    )
+    .expect("queue a forged narrowing");
+    drop(db);
+    let started = Started::on(&gate.home, &gate.secrets);
+    // Recorded as the engine records whatever the store queued (at its start).
+    assert!(crate::record_config_changes(&started.authority.inner.store, &started.audit) > 0);
+    assert!(unlock_started(&started).expect("unlocked"));
+    assert_eq!(started.authority.every_use(), vec![per_call]);
+    started.audit.close("test");
+}
+
+/// Review 12, G2: when what was narrowed since the seal cannot be read (the log's opening key
+/// taken from the keychain after the engine started), the unlock is refused and the vault stays
+/// locked: none of those narrowings is undone. With the key back, the unlock takes them.
+#[tokio::test]
+async fn an_unlock_that_cannot_read_the_narrowings_leaves_the_vault_locked() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    gate.authority.lock("test");
+    let per_call = per_call_on_the_server(&gate);
+    gate.audit.close("stop");
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute("DELETE FROM every_use", [])
+        .expect("per-call off");
+    drop(db);
+    let started = Started::on(&gate.home, &gate.secrets);
+    let key = gate
+        .secrets
+        .get(crate::audit::OPENING_KEY)
+        .expect("keychain")
+        .expect("the log's key");
+    gate.secrets
+        .delete(crate::audit::OPENING_KEY)
+        .expect("taken away");
+    let refused = unlock_started(&started).expect_err("refused");
+    assert!(refused.0.contains("the vault stays locked"), "{refused}");
+    assert_eq!(started.authority.vault(), VaultState::Locked);
+    gate.secrets
+        .set(crate::audit::OPENING_KEY, key.expose())
+        .expect("put back");
+    assert!(unlock_started(&started).expect("unlocked"));
+    assert_eq!(started.authority.every_use(), vec![per_call]);
+    started.audit.close("test");
+}
+
+/// Review 12, G3: per-call approval set to "off" in the store (a level Postern never writes)
+/// while no engine runs is no setting at all, and the unlock puts the sealed one back.
+#[tokio::test]
+async fn per_call_approval_turned_off_in_a_row_is_put_back() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let per_call = per_call_on_the_server(&gate);
+    gate.audit.close("stop");
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute("UPDATE every_use SET level = 'off'", [])
+        .expect("per-call off");
+    drop(db);
+    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    assert_eq!(restarted.authority.every_use(), vec![per_call]);
+    warns(&restarted, "per-call approval was removed for");
+    restarted.audit.close("test");
+}
+
+/// A per-call approval removed from the store behind the engine's back while unlocked is not
+/// taken as gone (and sealed so) by the person's next per-call change.
+#[tokio::test]
+async fn a_per_call_approval_deleted_while_unlocked_is_not_sealed_by_a_later_change() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let per_call = per_call_on_the_server(&gate);
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute("DELETE FROM every_use", [])
+        .expect("per-call off");
+    drop(db);
+    let on_the_tool = EveryUseSetting {
+        target: SettingTarget::Tool {
+            server: label(),
+            tool: "deploy".into(),
+        },
+        level: EveryUse::Confirm,
+    };
+    gate.authority
+        .set_every_use(on_the_tool.clone(), None)
+        .expect("on");
+    assert!(gate.authority.every_use().contains(&per_call));
+    let restarted = gate.restarted();
+    let mut expected = vec![per_call, on_the_tool];
+    expected.sort_by(|a, b| a.target.cmp(&b.target));
+    assert_eq!(restarted.authority.every_use(), expected);
+    restarted.audit.close("test");
+}
+
+/// Review 12, G4: an older seal the engine wrote verifies under the same key; put back with the
+/// store's rows of its time, it undoes nothing narrowed since, which the log holds.
+#[tokio::test]
+async fn an_older_seal_put_back_undoes_no_narrowing_made_since() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    let sealed = |db: &rusqlite::Connection| -> String {
+        db.query_row(
+            "SELECT value FROM settings WHERE key = 'sealed-config'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("a seal")
+    };
+    let older = sealed(&db);
+    let per_call = per_call_on_the_server(&gate);
+    assert_ne!(sealed(&db), older, "the person's change was sealed");
+    gate.audit.close("stop");
+    db.execute(
+        "UPDATE settings SET value = ?1 WHERE key = 'sealed-config'",
+        [&older],
+    )
+    .expect("the older seal back");
+    db.execute("DELETE FROM every_use", [])
+        .expect("its rows back");
+    drop(db);
+    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    assert_eq!(restarted.authority.every_use(), vec![per_call]);
+    restarted.audit.close("test");
+}
+
 /// A person unbinds a credential while the vault is locked (an unbind takes no proof, so the
 /// seal still names the binding): after the unlock, a row written back behind the engine's back
 /// is not vouched for by that stale seal entry.
@@ -936,7 +1087,7 @@ async fn a_binding_undone_while_locked_does_not_come_back_by_a_row() {
         .authority
         .prove(Some(&proof(PASSPHRASE)), "unlock")
         .expect("proof");
-    assert!(gate.authority.unlock(proven));
+    assert!(gate.authority.unlock(proven).expect("unlocked"));
     let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
     db.execute(
         "INSERT INTO server_credentials (server, credential) VALUES ('deployer', 'deploy-token')",

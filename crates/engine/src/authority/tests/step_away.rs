@@ -60,7 +60,7 @@ async fn a_machine_that_slept_locks_before_its_next_call_or_sweep() {
     assert!(gate.authority.grants().is_empty());
 
     // Unlocked, the same clocks are no news; another sleep is seen by the sweeper too.
-    assert!(gate.authority.unlock(gate.prove()));
+    assert!(gate.authority.unlock(gate.prove()).expect("unlocked"));
     assert!(matches!(
         gate.ask(deploy(&a)).try_recv(),
         Err(TryRecvError::Empty)
