@@ -821,7 +821,13 @@ impl DigestCache {
         let writable = probe
             .sandbox
             .is_some_and(|s| s.writable.iter().any(|w| probe.binary.starts_with(w)));
-        let keep = direct && !writable;
+        // A loader variable of the server's own (`LD_PRELOAD`) runs code of its choosing in
+        // the interpreter it asks: that answer is its word too (review 12).
+        let own_loader = probe
+            .env
+            .iter()
+            .any(|(name, _)| LOADER_VARIABLES.contains(&name.as_str()));
+        let keep = direct && !writable && !own_loader;
         if keep
             && let Some(known) = self
                 .runtimes

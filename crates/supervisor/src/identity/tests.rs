@@ -1500,3 +1500,25 @@ fn a_version_probe_is_not_held_by_a_child_that_left_its_group() {
         Some("Python 3.99.0")
     );
 }
+
+/// A version asked with a loader variable of the server's own (here `PYTHONPATH`; `LD_PRELOAD`
+/// would run its code in the interpreter) is that launch's alone: not kept for the binary, so
+/// another server using the same interpreter is asked itself.
+#[test]
+fn a_version_asked_under_a_servers_own_loader_variable_is_not_kept_for_others() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("server.py"), "print('hi')").expect("write");
+    let python = real_python();
+    let cache = DigestCache::new();
+    let mut own = config(dir.path(), &[&python, "server.py"]);
+    own.env = vec!["PYTHONPATH=/nowhere".parse().expect("env")];
+    let seen = cache.observe(&own).expect("observe");
+    assert!(seen.runtime.is_some(), "asked for itself");
+    assert!(
+        cache.runtimes.lock().expect("runtimes").is_empty(),
+        "kept for others"
+    );
+    let plain = config(dir.path(), &[&python, "server.py"]);
+    cache.observe(&plain).expect("observe");
+    assert_eq!(cache.runtimes.lock().expect("runtimes").len(), 1);
+}
