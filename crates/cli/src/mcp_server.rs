@@ -402,9 +402,10 @@ mod tests {
         let mut client = Client::start(Calls::InOrder);
         let refusals: [(&[u8], Value, i64); 8] = [
             (b"{not json", Value::Null, code::PARSE_ERROR),
+            // Not UTF-8, and still answered under its id (review 11, F4).
             (
                 b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xffng\"}",
-                Value::Null,
+                json!(1),
                 code::PARSE_ERROR,
             ),
             (b"[1, 2]", Value::Null, code::INVALID_REQUEST),
