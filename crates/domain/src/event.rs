@@ -242,6 +242,13 @@ pub enum Narrowing {
     /// Per-call approval turned on.
     #[serde(rename_all = "camelCase")]
     EveryUseOn { setting: EveryUseSetting },
+    /// A credential removed, and its bindings with it (a removal takes a proof; recorded so
+    /// that an older seal put back does not vouch for them again).
+    #[serde(rename_all = "camelCase")]
+    CredentialRemoved { credential: CredentialName },
+    /// A server removed, and its bindings and approved launch with it (likewise).
+    #[serde(rename_all = "camelCase")]
+    ServerRemoved { server: ServerLabel },
     /// The settings after a change that widened none of them: at least this strict from then
     /// on.
     #[serde(rename_all = "camelCase")]

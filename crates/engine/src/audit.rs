@@ -52,7 +52,7 @@ use ts_rs::TS;
 pub use offline::{
     AnchorCheck, JournalCheck, VerifyReport, export, reanchor, rebuild_journals, verify,
 };
-pub(crate) use offline::{narrowings_after, open_record, redacted};
+pub(crate) use offline::{narrowings_between, open_record, redacted};
 pub use opening::opening_key_sealed;
 pub(crate) use opening::read_key;
 
@@ -272,6 +272,12 @@ impl AuditLog {
     /// A snapshot of the log's state.
     pub fn status(&self) -> AuditStatus {
         self.shared.snapshot()
+    }
+
+    /// The last committed record, as the writer holds it (never read from the table, where a
+    /// process of the user can edit rows).
+    pub(crate) fn head(&self) -> Option<Head> {
+        self.status().head.and_then(|head| head.parse().ok())
     }
 
     /// Waits until every event queued before this call is committed (or failed).

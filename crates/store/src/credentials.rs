@@ -99,7 +99,13 @@ impl Store {
             .execute("DELETE FROM credentials WHERE name = ?1", [name.as_str()])?
             > 0;
         if removed {
-            self.note_config_change(&format!("removed credential '{name}'"), None)?;
+            self.note_narrowing(
+                &format!("removed credential '{name}'"),
+                None,
+                Some(&Narrowing::CredentialRemoved {
+                    credential: name.clone(),
+                }),
+            )?;
         }
         Ok(removed)
     }

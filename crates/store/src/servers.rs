@@ -113,7 +113,10 @@ impl Store {
                     unbound.join(", ")
                 )
             };
-            self.note_config_change(&what, Some(label))?;
+            let narrowing = Narrowing::ServerRemoved {
+                server: label.clone(),
+            };
+            self.note_narrowing(&what, Some(label), Some(&narrowing))?;
         }
         tx.commit()?;
         Ok(removed)
@@ -402,10 +405,18 @@ mod tests {
                 "removed server 'x'",
             ]
         );
-        assert!(
-            changes
-                .iter()
-                .all(|c| c.server.as_deref() == Some("x") && c.narrowing.is_none())
+        assert!(changes.iter().all(|c| c.server.as_deref() == Some("x")));
+        // Only the removal narrows (no seal put back may vouch for the server's rows again).
+        let narrowings: Vec<_> = changes.iter().map(|c| c.narrowing.clone()).collect();
+        assert_eq!(
+            narrowings,
+            [
+                None,
+                None,
+                Some(Narrowing::ServerRemoved {
+                    server: label.clone()
+                })
+            ]
         );
         assert!(store.take_config_changes().expect("drained").is_empty());
     }

@@ -13,7 +13,9 @@ use postern_vault::{SecretStore, VaultKey};
 use serde_json::json;
 
 use super::start::empty_anchor;
-use super::{ANCHOR, AuditError, bad, check_log, read_anchor, read_key, read_recipient};
+use super::{
+    ANCHOR, AuditError, bad, check_log, read_anchor, read_key, read_recipient, verification,
+};
 use crate::Home;
 
 /// Events opened per transaction when the journals are rebuilt.
@@ -388,38 +390,59 @@ pub(crate) fn redacted(event: &AuditEvent) -> Result<serde_json::Value, AuditErr
     Ok(event)
 }
 
-/// The narrowings (`ConfigChanged` records that carry one) the log holds after `after`, in
-/// order, opened with the keychain's opening key (a sealed one with `vault`, read once there
-/// is one to open). Only `config_changed` records are opened: their kind is in the header,
-/// which the chain covers (the `kind` column is a copy anyone may edit).
-pub(crate) fn narrowings_after(
+/// The narrowings (`ConfigChanged` records that carry one) the log holds after `from` up to
+/// `to`, in order, each record verified on the way: the rows must chain from `from` (a head
+/// the seal names; from the first record when it names none, or when the log no longer
+/// continues from it, as after a re-anchored cut) to `to` (the writer's own head, which no
+/// row edited in the table can move), so a row deleted, edited or planted there is an error,
+/// never a narrowing skipped. The bodies of `config_changed` records are opened with the
+/// keychain's opening key (a sealed one with `vault`, read once there is one to open).
+pub(crate) fn narrowings_between(
     store: &Store,
     secrets: &dyn SecretStore,
     vault: &VaultKey,
-    after: i64,
+    from: Option<Head>,
+    to: Head,
 ) -> Result<Vec<Narrowing>, AuditError> {
     let mut key = None;
-    let mut opener = Opener::default();
-    let mut found = Vec::new();
-    store.audit_records(after, |row| {
-        let header = postern_audit::Header::decode(row.header).map_err(|e| bad(row.seq, &e))?;
-        if header.kind().as_str() != "config_changed" {
-            return Ok(());
+    let mut read = |from: Option<Head>| -> Result<Vec<Narrowing>, AuditError> {
+        let mut verifier = match from {
+            Some(from) => postern_audit::Verifier::resume(from),
+            None => postern_audit::Verifier::new(),
         }
-        let key = match &mut key {
-            Some(key) => key,
-            None => key.insert(read_key(secrets, Some(vault))?.ok_or(AuditError::KeyMissing)?),
-        };
-        if let AuditEvent::ConfigChanged {
-            narrowing: Some(narrowing),
-            ..
-        } = open_record(row.raw(), key, &mut opener)?.event
-        {
-            found.push(narrowing);
-        }
-        Ok::<(), AuditError>(())
-    })?;
-    Ok(found)
+        .with_anchor(to);
+        let after = from.map_or(0, |from| from.seq().get() as i64);
+        let mut opener = Opener::default();
+        let mut found = Vec::new();
+        store.audit_records_between(after, to.seq().get() as i64, |row| {
+            verifier.push(row.raw()).map_err(verification)?;
+            let header = postern_audit::Header::decode(row.header).map_err(|e| bad(row.seq, &e))?;
+            if header.kind().as_str() != "config_changed" {
+                return Ok(());
+            }
+            let key = match &mut key {
+                Some(key) => key,
+                None => key.insert(read_key(secrets, Some(vault))?.ok_or(AuditError::KeyMissing)?),
+            };
+            if let AuditEvent::ConfigChanged {
+                narrowing: Some(narrowing),
+                ..
+            } = open_record(row.raw(), key, &mut opener)?.event
+            {
+                found.push(narrowing);
+            }
+            Ok::<(), AuditError>(())
+        })?;
+        verifier.finish().map_err(verification)?;
+        Ok(found)
+    };
+    match from
+        .filter(|from| from.seq() <= to.seq())
+        .map(|from| read(Some(from)))
+    {
+        Some(Ok(found)) => Ok(found),
+        _ => read(None),
+    }
 }
 
 /// Opens a stored record with the log's key and reads its event (`opener` remembers the last

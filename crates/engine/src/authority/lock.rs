@@ -185,7 +185,7 @@ impl Authority {
         // check: stored before it is read, and read before the gate's state is held (a long
         // log holds up the unlock, not every call).
         self.inner.audit.flush();
-        let narrowed = self.narrowed_since_seal(&proven.key).map_err(|why| {
+        let seal = self.seal_at_unlock(&proven.key).map_err(|why| {
             let refused = format!(
                 "the vault stays locked: what was narrowed since the settings were last sealed cannot be read from the audit log ({why}), and none of it may be undone; put the log's opening key back in the keychain (or start over with a new Postern home)"
             );
@@ -196,7 +196,7 @@ impl Authority {
         if state.vault == VaultState::Ready {
             return Ok(false);
         }
-        self.check_config_seal(&mut state, &proven.key, narrowed);
+        self.check_config_seal(&mut state, &proven.key, seal);
         let key = proven.key.clone();
         state.key = Some(proven.key);
         state.vault = VaultState::Ready;

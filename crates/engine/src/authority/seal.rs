@@ -41,11 +41,20 @@ struct Authentic {
     /// written before specs were sealed (the store's are taken then, once).
     #[serde(default)]
     credentials: Option<Pairs>,
-    /// The log's last stored record when the seal was written (absent: written before the
-    /// seal named it). A narrowing made while locked, when the seal could not be written, is
-    /// recorded after it, and taken again at the next unlock ([`Authentic::narrow`]).
+    /// The audit log's head (`SEQ:HASH`, as its writer held it) when the seal was written;
+    /// absent from a seal written before the seal named it. Every narrowing recorded after it
+    /// is taken again at the next unlock ([`Authentic::narrow`]), the rows between it and the
+    /// writer's head verified on the way.
     #[serde(default)]
-    head: Option<i64>,
+    log_head: Option<String>,
+}
+
+/// The seal as an unlock found it, read once: as stored, what it vouches for if it verifies,
+/// and every narrowing the log recorded since it was written.
+pub(super) struct SealAtUnlock {
+    stored: Option<SealedConfig>,
+    authentic: Option<Authentic>,
+    narrowed: Vec<Narrowing>,
 }
 
 impl Authentic {
@@ -67,6 +76,16 @@ impl Authentic {
                     self.every_use.retain(|s| s.target != on.target);
                     self.every_use.push(on);
                 }
+            }
+            Narrowing::CredentialRemoved { credential } => {
+                self.bindings.retain(|(_, c)| c != credential.as_str());
+                if let Some(specs) = &mut self.credentials {
+                    specs.retain(|(name, _)| name != credential.as_str());
+                }
+            }
+            Narrowing::ServerRemoved { server } => {
+                self.bindings.retain(|(s, _)| s != server.as_str());
+                self.baselines.retain(|(s, _)| s != server.as_str());
             }
             Narrowing::Settings {
                 session_mode,
@@ -218,14 +237,13 @@ impl Authority {
                     Some(specs) => specs.clone(),
                     None => stored_specs(&store),
                 };
-                let head = store.audit_head().map_err(|e| e.to_string())?;
                 let authentic = Authentic {
                     settings: state.settings,
                     every_use: state.every_use.clone(),
                     bindings,
                     baselines,
                     credentials: Some(credentials),
-                    head: head.map(|(seq, _)| seq),
+                    log_head: self.inner.audit.head().map(|head| head.to_string()),
                 };
                 write_seal(&store, &authentic, key)
             });
@@ -252,21 +270,37 @@ impl Authority {
         (stored, authentic)
     }
 
-    /// The narrowings the log recorded after the seal (see [`Authentic::head`]; all of them
-    /// for a seal that names no head, or none that verifies), read on a connection of their
-    /// own, so that an unlock reads them before it holds the gate's state. `Err`: they could
-    /// not be read (the log's opening key missing or replaced, a record that does not open).
-    pub(super) fn narrowed_since_seal(&self, key: &VaultKey) -> Result<Vec<Narrowing>, String> {
-        let head = self.read_seal(key).1.and_then(|a| a.head).unwrap_or(0);
-        let reader = self
-            .inner
-            .store
-            .lock()
-            .map_err(|_| "the store is unavailable".to_owned())?
-            .reader()
-            .map_err(|e| e.to_string())?;
-        crate::audit::narrowings_after(&reader, &*self.inner.secrets, key, head)
-            .map_err(|e| e.to_string())
+    /// The seal, read once for an unlock, with the narrowings the log recorded after it (see
+    /// [`Authentic::log_head`]; all of them for a seal that names no head, or none that
+    /// verifies), read on a connection of their own, so that an unlock reads them before it
+    /// holds the gate's state. `Err`: they could not be read (the log's opening key missing
+    /// or replaced, a record that does not open, rows between the seal's head and the
+    /// writer's that do not chain: deleted, edited or planted behind the engine's back).
+    pub(super) fn seal_at_unlock(&self, key: &VaultKey) -> Result<SealAtUnlock, String> {
+        let (stored, authentic) = self.read_seal(key);
+        let from = authentic
+            .as_ref()
+            .and_then(|a| a.log_head.as_deref())
+            .and_then(|head| head.parse().ok());
+        let narrowed = match self.inner.audit.head() {
+            None => Vec::new(),
+            Some(to) => {
+                let reader = self
+                    .inner
+                    .store
+                    .lock()
+                    .map_err(|_| "the store is unavailable".to_owned())?
+                    .reader()
+                    .map_err(|e| e.to_string())?;
+                crate::audit::narrowings_between(&reader, &*self.inner.secrets, key, from, to)
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        Ok(SealAtUnlock {
+            stored,
+            authentic,
+            narrowed,
+        })
     }
 
     /// `bound` (`server`'s credential bindings as the store holds them, read for a launch or
@@ -432,13 +466,12 @@ impl Authority {
     /// Compares the settings in force (read from the store at start, narrowed since) with
     /// the seal: anything wider than sealed is replaced by the sealed value, written back,
     /// and reported. A seal that is missing or does not verify counts as the defaults.
-    pub(super) fn check_config_seal(
-        &self,
-        state: &mut State,
-        key: &VaultKey,
-        narrowed: Vec<Narrowing>,
-    ) {
-        let (stored, authentic) = self.read_seal(key);
+    pub(super) fn check_config_seal(&self, state: &mut State, key: &VaultKey, seal: SealAtUnlock) {
+        let SealAtUnlock {
+            stored,
+            authentic,
+            narrowed,
+        } = seal;
         let broken = match (&authentic, &stored) {
             (Some(_), _) => None,
             (None, Some(_)) => Some("the seal of the settings does not verify".to_owned()),
@@ -451,7 +484,7 @@ impl Authority {
             bindings: Vec::new(),
             baselines: Vec::new(),
             credentials: None,
-            head: None,
+            log_head: None,
         });
         // What was narrowed since the seal was written narrows what it vouches for.
         for narrowing in narrowed {

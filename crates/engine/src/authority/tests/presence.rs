@@ -860,11 +860,7 @@ async fn what_a_person_adds_and_binds_while_locked_is_vouched_for_at_the_next_un
 #[tokio::test]
 async fn narrowings_made_while_locked_hold_across_a_restart_and_a_store_put_back() {
     let gate = Gate::new();
-    gate.configure(&label(), &[]);
-    let name = add_env_credential(&gate, "deploy-token", "v");
-    gate.authority
-        .bind(&gate.proven, &label(), &name)
-        .expect("bind");
+    let name = bound_deploy_token(&gate);
     let observe = SettingsUpdate {
         session_mode: Some(SessionMode::Observe),
         ..SettingsUpdate::default()
@@ -917,6 +913,17 @@ async fn narrowings_made_while_locked_hold_across_a_restart_and_a_store_put_back
         "credential 'deploy-token' was bound to 'deployer' and is unbound",
     );
     restarted.audit.close("test");
+}
+
+/// `deployer` configured, and the env credential `deploy-token` added and bound to it by the
+/// person; the credential's name.
+fn bound_deploy_token(gate: &Gate) -> CredentialName {
+    gate.configure(&label(), &[]);
+    let name = add_env_credential(gate, "deploy-token", "v");
+    gate.authority
+        .bind(&gate.proven, &label(), &name)
+        .expect("bind");
+    name
 }
 
 /// The person unlocks an engine started on a home (`Started::on`, still locked).
@@ -989,6 +996,103 @@ async fn an_unlock_that_cannot_read_the_narrowings_leaves_the_vault_locked() {
     assert!(unlock_started(&started).expect("unlocked"));
     assert_eq!(started.authority.every_use(), vec![per_call]);
     started.audit.close("test");
+}
+
+/// Review 13, R1: the rows of what was narrowed, deleted from the log's table after the engine
+/// started (to be put back once the person unlocked, so that the log verifies again), do not
+/// go unseen: the rows from the seal's head to the writer's own must chain, and the unlock is
+/// refused while they do not.
+#[tokio::test]
+async fn narrowings_hidden_from_the_log_while_it_runs_refuse_the_unlock() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    gate.authority.lock("test");
+    per_call_on_the_server(&gate);
+    gate.audit.flush();
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    let hidden = db
+        .execute(
+            "DELETE FROM audit_log WHERE seq = (SELECT max(seq) FROM audit_log WHERE kind = 'config_changed')",
+            [],
+        )
+        .expect("hide the narrowing");
+    assert_eq!(hidden, 1);
+    let refused = gate.authority.unlock(gate.prove()).expect_err("refused");
+    assert!(refused.0.contains("the vault stays locked"), "{refused}");
+    assert_eq!(gate.authority.vault(), VaultState::Locked);
+    gate.audit.close("test");
+}
+
+/// Review 13, R2: the seal names the log's head as its writer holds it, not the table's
+/// highest row: a row planted far ahead cannot make every later narrowing look older than the
+/// seal.
+#[tokio::test]
+async fn a_row_planted_far_ahead_in_the_log_does_not_move_the_seals_head() {
+    let gate = Gate::new();
+    gate.configure(&label(), &[]);
+    gate.audit.flush();
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute(
+        "INSERT INTO audit_log (seq, time, kind, header, sealed, hash)
+         SELECT 1000000000000, time, kind, header, sealed, hash FROM audit_log WHERE seq = 1",
+        [],
+    )
+    .expect("plant a row");
+    per_call_on_the_server(&gate);
+    let sealed: String = db
+        .query_row(
+            "SELECT value FROM settings WHERE key = 'sealed-config'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the seal");
+    let sealed: Value = serde_json::from_str(&sealed).expect("json");
+    let config: Value =
+        serde_json::from_str(sealed["config"].as_str().expect("config")).expect("json");
+    let head = config["logHead"].as_str().expect("a head").to_owned();
+    assert_eq!(
+        Some(head.clone()),
+        gate.audit.status().head,
+        "the writer's head"
+    );
+    assert!(!head.starts_with("1000000000000:"), "{head}");
+    gate.audit.close("test");
+}
+
+/// Review 13, R4: a credential the person removed (with the passphrase) does not come back
+/// bound when an older seal that vouched for its binding is put back with its rows.
+#[tokio::test]
+async fn an_older_seal_put_back_does_not_bind_a_removed_credential_again() {
+    let gate = Gate::new();
+    let name = bound_deploy_token(&gate);
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute_batch(
+        "CREATE TABLE saved_credentials AS SELECT * FROM credentials;
+         CREATE TABLE saved_seal AS SELECT * FROM settings WHERE key = 'sealed-config';",
+    )
+    .expect("the agent keeps copies");
+    gate.authority
+        .remove_credential(&gate.proven, &name)
+        .expect("removed");
+    gate.audit.close("stop");
+    db.execute_batch(
+        "INSERT INTO credentials SELECT * FROM saved_credentials;
+         INSERT INTO server_credentials (server, credential) VALUES ('deployer', 'deploy-token');
+         UPDATE settings SET value = (SELECT value FROM saved_seal) WHERE key = 'sealed-config';",
+    )
+    .expect("put back");
+    drop(db);
+    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    let store = Store::open(gate.home.path()).expect("store");
+    assert!(
+        store.bindings(&label()).expect("bindings").is_empty(),
+        "the binding put back is removed"
+    );
+    warns(
+        &restarted,
+        "credential 'deploy-token' was bound to 'deployer' and is unbound",
+    );
+    restarted.audit.close("test");
 }
 
 /// Review 12, G3: per-call approval set to "off" in the store (a level Postern never writes)
@@ -1076,11 +1180,7 @@ async fn an_older_seal_put_back_undoes_no_narrowing_made_since() {
 #[tokio::test]
 async fn a_binding_undone_while_locked_does_not_come_back_by_a_row() {
     let gate = Gate::new();
-    gate.configure(&label(), &[]);
-    let name = add_env_credential(&gate, "deploy-token", "v");
-    gate.authority
-        .bind(&gate.proven, &label(), &name)
-        .expect("bind");
+    let name = bound_deploy_token(&gate);
     gate.authority.lock("test");
     assert!(gate.authority.unbind(&label(), &name).expect("unbind"));
     let proven = gate
