@@ -278,29 +278,40 @@ impl Authority {
     /// writer's that do not chain: deleted, edited or planted behind the engine's back).
     pub(super) fn seal_at_unlock(&self, key: &VaultKey) -> Result<SealAtUnlock, String> {
         let (stored, authentic) = self.read_seal(key);
-        let from = authentic
-            .as_ref()
-            .and_then(|a| a.log_head.as_deref())
-            .and_then(|head| head.parse().ok());
-        let narrowed = match self.inner.audit.head() {
-            None => Vec::new(),
-            Some(to) => {
-                let reader = self
-                    .inner
-                    .store
-                    .lock()
-                    .map_err(|_| "the store is unavailable".to_owned())?
-                    .reader()
-                    .map_err(|e| e.to_string())?;
-                crate::audit::narrowings_between(&reader, &*self.inner.secrets, key, from, to)
-                    .map_err(|e| e.to_string())?
-            }
-        };
+        let from = authentic.as_ref().and_then(|a| a.log_head.as_deref());
+        let narrowed = self
+            .narrowed_since(from, key)?
+            .map(|(narrowed, _)| narrowed)
+            .unwrap_or_default();
         Ok(SealAtUnlock {
             stored,
             authentic,
             narrowed,
         })
+    }
+
+    /// The narrowings the log recorded after `from` (a seal's `log_head`; none: from the
+    /// first record) up to the writer's head, with that head; `None` while the writer has
+    /// none (an empty or unusable log).
+    fn narrowed_since(
+        &self,
+        from: Option<&str>,
+        key: &VaultKey,
+    ) -> Result<Option<(Vec<Narrowing>, String)>, String> {
+        let Some(to) = self.inner.audit.head() else {
+            return Ok(None);
+        };
+        let reader = self
+            .inner
+            .store
+            .lock()
+            .map_err(|_| "the store is unavailable".to_owned())?
+            .reader()
+            .map_err(|e| e.to_string())?;
+        let from = from.and_then(|head| head.parse().ok());
+        crate::audit::narrowings_between(&reader, &*self.inner.secrets, key, from, to)
+            .map(|narrowed| Some((narrowed, to.to_string())))
+            .map_err(|e| e.to_string())
     }
 
     /// `bound` (`server`'s credential bindings as the store holds them, read for a launch or
@@ -440,6 +451,21 @@ impl Authority {
         let (_, Some(mut authentic)) = self.read_seal(&proven.key) else {
             return;
         };
+        // What was narrowed since the seal came before this change: it is taken into the seal
+        // now, and the seal's head moved past it, so that the unlock does not apply it after
+        // the change (an unbind, then the person's bind again, would lose the bind). Unread,
+        // the seal keeps its head, and the unlock reads them (or refuses).
+        self.inner.audit.flush();
+        match self.narrowed_since(authentic.log_head.as_deref(), &proven.key) {
+            Ok(Some((narrowed, head))) => {
+                for narrowing in narrowed {
+                    authentic.narrow(narrowing);
+                }
+                authentic.log_head = Some(head);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!("the narrowings since the seal cannot be read: {e}"),
+        }
         let mut bindings = Some(std::mem::take(&mut authentic.bindings));
         change.apply(&mut bindings, &mut authentic.credentials);
         authentic.bindings = bindings.unwrap_or_default();

@@ -1095,6 +1095,27 @@ async fn an_older_seal_put_back_does_not_bind_a_removed_credential_again() {
     restarted.audit.close("test");
 }
 
+/// Review 14, N2: a person who unbinds while the vault is locked and binds again (with the
+/// passphrase, still locked) keeps the binding: the unbind, recorded before the bind, is not
+/// applied after it at the unlock.
+#[tokio::test]
+async fn an_unbind_then_a_bind_while_locked_keeps_the_binding() {
+    let gate = Gate::new();
+    let name = bound_deploy_token(&gate);
+    gate.authority.lock("test");
+    assert!(gate.authority.unbind(&label(), &name).expect("unbind"));
+    gate.authority
+        .bind(&gate.prove(), &label(), &name)
+        .expect("bind again");
+    assert!(gate.authority.unlock(gate.prove()).expect("unlocked"));
+    let store = Store::open(gate.home.path()).expect("store");
+    let bound = store.bindings(&label()).expect("bindings");
+    assert_eq!(bound.len(), 1, "the person's binding stays");
+    assert_eq!(gate.authority.vouched(&label(), bound).len(), 1);
+    assert_eq!(gate.authority.gate_status().config_warning, None);
+    gate.audit.close("test");
+}
+
 /// Review 12, G3: per-call approval set to "off" in the store (a level Postern never writes)
 /// while no engine runs is no setting at all, and the unlock puts the sealed one back.
 #[tokio::test]
