@@ -133,8 +133,9 @@ impl Store {
     }
 
     /// Unbinds a credential from a server; `false` when it was not bound. The log's record of
-    /// it says what it narrowed: the engine takes it again at its next unlock (made while the
-    /// vault was locked, it could not be sealed; one sealed already changes nothing).
+    /// it says what it narrowed: the engine takes it again at each unlock after the seal it
+    /// follows (made while the vault was locked, it could not be sealed; an older seal put back
+    /// does not vouch for the binding again).
     pub fn unbind(&self, server: &ServerLabel, name: &CredentialName) -> Result<bool, StoreError> {
         let unbound = self.conn.execute(
             "DELETE FROM server_credentials WHERE server = ?1 AND credential = ?2",

@@ -59,8 +59,8 @@ pub(super) struct SealAtUnlock {
 
 impl Authentic {
     /// What the seal vouches for, narrowed by `narrowing` (recorded in the log after it): a
-    /// store put back behind the engine's back and an engine restarted (whose memory of the
-    /// change went with it) undo nothing a person narrowed while the vault was locked.
+    /// store put back behind the engine's back, an engine restarted (whose memory of the
+    /// change went with it) or an older seal put back undo nothing a person narrowed.
     fn narrow(&mut self, narrowing: Narrowing) {
         match narrowing {
             Narrowing::Unbound { server, credential } => self
