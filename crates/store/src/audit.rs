@@ -91,6 +91,12 @@ impl LogWriter {
         })
     }
 
+    /// [`Store::repair_schema`] on this connection: at the log's open, and after a commit
+    /// that failed (an index planted to refuse some records), before it is tried again.
+    pub fn repair_schema(&self) -> Result<Vec<String>, StoreError> {
+        self.store.repair_schema()
+    }
+
     /// Read access on this same connection.
     pub fn store(&self) -> &Store {
         &self.store

@@ -14,6 +14,7 @@ mod baselines;
 mod credentials;
 pub mod journal;
 mod migrations;
+mod schema;
 mod servers;
 mod settings;
 
@@ -113,6 +114,7 @@ impl Store {
 
     fn open_with(path: &Path, sync: Sync) -> Result<Self, StoreError> {
         let mut conn = Connection::open(path)?;
+        schema::harden(&conn)?;
         conn.busy_timeout(Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", sync.pragma())?;
@@ -161,6 +163,13 @@ impl Store {
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
         Ok(busy == 0)
+    }
+
+    /// Drops the indexes, triggers and views in the files that Postern did not make, and makes
+    /// again the indexes of its own that are missing or changed (see the `schema` module);
+    /// returns what it did, one line each, empty when nothing was amiss.
+    pub fn repair_schema(&self) -> Result<Vec<String>, StoreError> {
+        schema::repair(&self.conn)
     }
 
     /// The schema version the database is at.

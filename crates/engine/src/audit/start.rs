@@ -22,6 +22,9 @@ pub(super) struct Ready {
     pub home: PathBuf,
     /// Journals not at the log's end that wait for the opening key to catch up so.
     pub behind: Option<CatchUp>,
+    /// What [`LogWriter::repair_schema`] found amiss in the database and repaired at the
+    /// open, one line each (recorded as `config_tampered` after the run's first record).
+    pub repaired: Vec<String>,
 }
 
 /// The anchor value of a log that has no records yet: written when the key is created, so
@@ -37,6 +40,15 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
         reason: format!("cannot open the audit database: {e}"),
     };
     let db = LogWriter::open(home).map_err(unopened)?;
+    // Before anything is read or written: an index planted to refuse some records, or a
+    // trigger (which never runs on Postern's connections, but is not left there either).
+    let repaired = db.repair_schema().unwrap_or_else(|e| {
+        tracing::error!("cannot check the database's schema: {e}");
+        Vec::new()
+    });
+    for what in &repaired {
+        tracing::warn!("{what}");
+    }
     let unavailable = |e: AuditError| match e {
         AuditError::Keychain(v) => AuditError::Unavailable {
             reason: format!("{} ({})", v, v.code()),
@@ -152,6 +164,7 @@ pub(super) fn prepare(home: &Path, secrets: &dyn SecretStore) -> Result<Ready, A
         chain,
         home: home.to_owned(),
         behind,
+        repaired,
     })
 }
 

@@ -287,6 +287,14 @@ pub(super) fn spawn(
 ) -> (Arc<Queue>, Option<JoinHandle<()>>) {
     let mut inbox = Inbox::default();
     inbox.push(first, true);
+    for what in ready.repaired {
+        let tampered = Queued {
+            event: AuditEvent::ConfigTampered { what },
+            time: now(),
+            done: None,
+        };
+        inbox.push(Msg::Event(Box::new(tampered)), true);
+    }
     let queue = Arc::new(Queue {
         inbox: Mutex::new(inbox),
         wake: Condvar::new(),
@@ -533,6 +541,13 @@ impl Core {
     /// fresh one (format version 2: each record's own key is derived from it and its sequence
     /// number); a failed commit drops it, so a retry takes a fresh one.
     fn commit(&mut self, events: Vec<Queued>) -> Outcomes {
+        self.commit_repairing(events, true)
+    }
+
+    /// [`Core::commit`]; `repair`: whether a failed commit has the schema repaired and is
+    /// tried again (not for the records of a repair itself: another failure there is not
+    /// chased further).
+    fn commit_repairing(&mut self, events: Vec<Queued>, repair: bool) -> Outcomes {
         let before = self.chain.clone();
         let mut waiters = Vec::new();
         let mut records: Vec<SealedRecord> = Vec::with_capacity(events.len());
@@ -567,7 +582,8 @@ impl Core {
             .zip(&sealed_events)
             .map(|(record, event)| Append { record, event })
             .collect();
-        match self.db.append(&batch) {
+        let mut repaired = Vec::new();
+        match self.append(&batch, repair.then_some(&mut repaired)) {
             Ok(()) => {
                 self.seal = prepared;
                 if let Some(head) = self.chain.head() {
@@ -592,7 +608,54 @@ impl Core {
                 }
             }
         }
+        if !repaired.is_empty() {
+            // What was repaired is recorded in a commit of its own, after the batch, that
+            // nobody waits for.
+            let tampered = repaired
+                .into_iter()
+                .map(|what| Queued {
+                    event: AuditEvent::ConfigTampered { what },
+                    time: now(),
+                    done: None,
+                })
+                .collect();
+            let Outcomes(none) = self.commit_repairing(tampered, false);
+            waiters.extend(none);
+        }
         Outcomes(waiters)
+    }
+
+    /// Appends `batch`. When the commit fails, the database's schema is repaired
+    /// ([`LogWriter::repair_schema`]: an index planted to refuse some records, review 14 N1)
+    /// and, if anything was, the batch is tried once more; what was repaired goes to
+    /// `repaired` (`None`: no repair).
+    fn append(
+        &mut self,
+        batch: &[Append<'_>],
+        repaired: Option<&mut Vec<String>>,
+    ) -> Result<(), postern_store::StoreError> {
+        let failed = match self.db.append(batch) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let Some(repaired) = repaired else {
+            return Err(failed);
+        };
+        match self.db.repair_schema() {
+            Ok(done) if !done.is_empty() => {
+                tracing::warn!(
+                    repairs = done.len(),
+                    "audit batch refused ({failed}): the database's schema was repaired; trying again"
+                );
+                repaired.extend(done);
+                self.db.append(batch)
+            }
+            Ok(_) => Err(failed),
+            Err(e) => {
+                tracing::error!("cannot check the database's schema after a failed commit: {e}");
+                Err(failed)
+            }
+        }
     }
 
     fn seal(

@@ -915,6 +915,80 @@ async fn narrowings_made_while_locked_hold_across_a_restart_and_a_store_put_back
     restarted.audit.close("test");
 }
 
+/// Review 14, N1: what a process of the user plants in `postern.db` while the engine runs
+/// does not keep a narrowing's record from the log: a trigger never runs in the engine's
+/// writes, and an index that refuses the record is removed and the commit made again. So the
+/// unbind made while locked holds across a restart with the binding's row put back, and what
+/// was planted is recorded (`config_tampered`).
+async fn a_narrowing_is_recorded_whatever_is_planted_in_the_database(plant: &str) {
+    let gate = Gate::new();
+    let name = bound_deploy_token(&gate);
+    gate.audit.flush();
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    let head: i64 = db
+        .query_row("SELECT max(seq) FROM audit_log", [], |r| r.get(0))
+        .expect("head");
+    db.execute_batch(&plant.replace("HEAD", &head.to_string()))
+        .expect("plant");
+    gate.authority.lock("test");
+    assert!(gate.authority.unbind(&label(), &name).expect("unbind"));
+    gate.audit.close("restart");
+    assert_eq!(gate.audit.status().failed_batches, 0);
+    db.execute(
+        "INSERT INTO server_credentials (server, credential) VALUES ('deployer', 'deploy-token')",
+        [],
+    )
+    .expect("bind again");
+    drop(db);
+
+    let restarted = restarted_without_the_binding(&gate);
+    let events = restarted.events();
+    let tampered = of_type(&events, "config_tampered");
+    assert!(
+        tampered
+            .iter()
+            .any(|t| t["what"].as_str().is_some_and(|w| w.ends_with(" planted"))),
+        "{events:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_trigger_planted_in_the_database_does_not_keep_a_narrowing_from_the_log() {
+    a_narrowing_is_recorded_whatever_is_planted_in_the_database(
+        "CREATE TRIGGER planted BEFORE INSERT ON audit_log WHEN NEW.kind = 'config_changed'
+         BEGIN SELECT RAISE(ABORT, 'kept from the log'); END;",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_index_planted_in_the_database_does_not_keep_a_narrowing_from_the_log() {
+    // Creating it reads the rows already there (up to HEAD, the log's last), which it lets be;
+    // each later record of the kind fails it.
+    a_narrowing_is_recorded_whatever_is_planted_in_the_database(
+        "CREATE INDEX planted ON audit_log (
+            json(CASE WHEN kind = 'config_changed' AND seq > HEAD THEN 'not json' END)
+         );",
+    )
+    .await;
+}
+
+/// The engine restarted on `gate`'s home (unlocked), which found `deploy-token`'s binding to
+/// `deployer` put back in the store, removed it and says so.
+fn restarted_without_the_binding(gate: &Gate) -> Gate {
+    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
+    let store = Store::open(gate.home.path()).expect("store");
+    assert!(
+        store.bindings(&label()).expect("bindings").is_empty(),
+        "the binding put back is removed"
+    );
+    warns(
+        &restarted,
+        "credential 'deploy-token' was bound to 'deployer' and is unbound",
+    );
+    restarted
+}
+
 /// `deployer` configured, and the env credential `deploy-token` added and bound to it by the
 /// person; the credential's name.
 fn bound_deploy_token(gate: &Gate) -> CredentialName {
@@ -1082,16 +1156,7 @@ async fn an_older_seal_put_back_does_not_bind_a_removed_credential_again() {
     )
     .expect("put back");
     drop(db);
-    let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
-    let store = Store::open(gate.home.path()).expect("store");
-    assert!(
-        store.bindings(&label()).expect("bindings").is_empty(),
-        "the binding put back is removed"
-    );
-    warns(
-        &restarted,
-        "credential 'deploy-token' was bound to 'deployer' and is unbound",
-    );
+    let restarted = restarted_without_the_binding(&gate);
     restarted.audit.close("test");
 }
 
