@@ -393,7 +393,8 @@ pub(crate) fn redacted(event: &AuditEvent) -> Result<serde_json::Value, AuditErr
 /// The narrowings (`ConfigChanged` records that carry one) the log holds after `from` up to
 /// `to`, in order, each record verified on the way: the rows must chain from `from` (a head
 /// the seal names; from the first record when it names none, or when the log no longer
-/// continues from it, as after a re-anchored cut) to `to` (the writer's own head, which no
+/// continues from it, as after a re-anchored cut: its first row after `from` does not chain,
+/// or `from` is past `to`, or at `to` with another hash) to `to` (the writer's own head, which no
 /// row edited in the table can move), so a row deleted, edited or planted there is an error,
 /// never a narrowing skipped. The bodies of `config_changed` records are opened with the
 /// keychain's opening key (a sealed one with `vault`, read once there is one to open).
@@ -436,12 +437,34 @@ pub(crate) fn narrowings_between(
         verifier.finish().map_err(verification)?;
         Ok(found)
     };
-    match from
-        .filter(|from| from.seq() <= to.seq())
-        .map(|from| read(Some(from)))
-    {
-        Some(Ok(found)) => Ok(found),
-        _ => read(None),
+    // The log continues from `from` when its rows after it chain from it up to `to`; with
+    // none after it, only when `from` is `to` itself (the same number with another hash is
+    // another log).
+    let resumed = from
+        .filter(|from| from.seq() < to.seq() || *from == to)
+        .map(|from| (from, read(Some(from))));
+    match resumed {
+        // Any other failure is the same read from the first record: it is the answer.
+        Some((from, Err(AuditError::Verification { seq, .. })))
+            if from.seq().next().is_some_and(|first| first.get() == seq) =>
+        {
+            tracing::warn!(
+                from = %from,
+                "the log does not continue from the seal's head; reading it from the first record"
+            );
+            read(None)
+        }
+        Some((_, read)) => read,
+        None => {
+            if let Some(from) = from {
+                tracing::warn!(
+                    from = %from,
+                    to = %to,
+                    "the seal's head is not in the log; reading it from the first record"
+                );
+            }
+            read(None)
+        }
     }
 }
 

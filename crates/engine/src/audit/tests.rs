@@ -347,15 +347,16 @@ fn a_failed_transaction_refuses_its_batch_and_the_chain_continues_without_a_gap(
     let fx = Fixture::new();
     let log = fx.open();
     durable(&log, started(1)).expect("session");
+    // A row taking the next record's number (no repair of the schema undoes it).
     fx.sql(
-        "CREATE TRIGGER fail_once BEFORE INSERT ON audit_log WHEN NEW.seq = 3
-         BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+        "INSERT INTO audit_log (seq, time, kind, header, sealed, hash)
+         VALUES (3, 0, 'injected', x'', x'', x'');",
     );
     let refused = durable(&log, intent(1, 1)).expect_err("the batch fails");
     assert!(refused.starts_with("audit_write_failed:"), "{refused}");
-    assert!(refused.contains("injected failure"), "{refused}");
+    assert!(refused.contains("UNIQUE constraint failed"), "{refused}");
     assert_eq!(log.status().failed_batches, 1);
-    fx.sql("DROP TRIGGER fail_once;");
+    fx.sql("DELETE FROM audit_log WHERE kind = 'injected';");
     // The chain was rolled back: the next record takes seq 3 again (under a fresh ephemeral
     // key: the failed commit's seal would refuse a number it sealed) and the log verifies.
     durable(&log, intent(1, 2)).expect("after the failure");
@@ -807,4 +808,47 @@ fn the_status_serializes_for_shells() {
     );
     let decl = AuditState::decl();
     assert!(decl.contains(r#""state": "quarantined""#), "{decl}");
+}
+
+/// What an unlock takes again from the log (`narrowings_between`): from the seal's head when
+/// the log continues from it; read from the first record when it does not (review 14, N4: a
+/// head of the same number as the writer's but another hash is another log, whose narrowings
+/// were all skipped), never skipping one.
+#[test]
+fn narrowings_are_read_from_the_seals_head_only_when_the_log_continues_from_it() {
+    let fx = Fixture::new();
+    let log = fx.open();
+    let unbound = postern_domain::Narrowing::ServerRemoved { server: label() };
+    durable(
+        &log,
+        AuditEvent::ConfigChanged {
+            what: "server removed".into(),
+            server: Some(label()),
+            narrowing: Some(unbound.clone()),
+        },
+    )
+    .expect("narrowing");
+    let after: Head = log.head().expect("head");
+    durable(&log, started(1)).expect("more");
+    let to: Head = log.head().expect("head");
+    log.close("test");
+    let store = Store::open(fx.home.path()).expect("store");
+    let vault = postern_vault::VaultKey::generate().expect("key");
+    let read = |from: Option<Head>| {
+        narrowings_between(&store, &*fx.secrets, &vault, from, to).expect("narrowings")
+    };
+    let other = |at: Head| Head::new(at.seq(), postern_audit::ChainHash::GENESIS);
+    assert_eq!(read(None), std::slice::from_ref(&unbound));
+    assert_eq!(read(Some(after)), [], "the log continues from after it");
+    assert_eq!(read(Some(to)), []);
+    assert_eq!(
+        read(Some(other(after))),
+        std::slice::from_ref(&unbound),
+        "does not chain"
+    );
+    assert_eq!(
+        read(Some(other(to))),
+        [unbound],
+        "the same number, another hash"
+    );
 }

@@ -227,11 +227,12 @@ impl Running {
         }
     }
 
-    /// Drops the line still waiting for intent `intent`; whether there was one.
+    /// Drops the line still waiting for intent `intent` (numbers are the session's own, one
+    /// line each); whether there was one.
     fn unsend(&mut self, intent: u64) -> bool {
         let mut dropped = false;
         self.outbox.retain(|waiting| {
-            let this = !dropped && *waiting == Some(intent);
+            let this = *waiting == Some(intent);
             dropped |= this;
             !this
         });
