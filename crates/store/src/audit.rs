@@ -91,8 +91,7 @@ impl LogWriter {
         })
     }
 
-    /// [`Store::repair_schema`] on this connection: at the log's open, and after a commit
-    /// that failed (an index planted to refuse some records), before it is tried again.
+    /// [`Store::repair_schema`] on this connection (at the log's open).
     pub fn repair_schema(&self) -> Result<Vec<String>, StoreError> {
         self.store.repair_schema()
     }
@@ -105,27 +104,34 @@ impl LogWriter {
     /// Appends `batch` (consecutive records, continuing the stored chain) in one durable
     /// transaction: on `Ok` it is on disk; on error nothing is stored. The journals are left
     /// to [`JournalWriter::project_appended`].
-    pub fn append(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
-        let tx = self.store.conn.transaction()?;
-        {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO audit_log (seq, time, kind, header, sealed, hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?;
-            for item in batch {
-                let header = item.record.header();
-                insert.execute(params![
-                    to_i64(header.seq().get())?,
-                    header.time().as_millis(),
-                    header.kind().as_str(),
-                    item.record.header_bytes(),
-                    item.record.sealed_body().as_bytes(),
-                    &item.record.chain_hash().as_bytes()[..],
-                ])?;
+    ///
+    /// When the commit fails, the database's schema is repaired (`crate::schema`: what a
+    /// process of the user planted to refuse some records, review 14, N1) and, if that changed
+    /// anything, the batch is appended in the transaction that repaired the indexes, so that
+    /// nothing is planted again between them. Returns what was repaired, one line each (empty
+    /// almost always).
+    pub fn append(&mut self, batch: &[Append<'_>]) -> Result<Vec<String>, StoreError> {
+        let failed = {
+            let tx = self.store.conn.transaction()?;
+            match insert(&tx, batch) {
+                Ok(()) => match tx.commit() {
+                    Ok(()) => return Ok(Vec::new()),
+                    Err(e) => StoreError::from(e),
+                },
+                Err(e) => e,
             }
+        };
+        let conn = &self.store.conn;
+        let (repairs, appended) = crate::schema::repair(conn, crate::schema::MAIN, |repairs| {
+            if !repairs.changed() {
+                return Ok(None);
+            }
+            insert(conn, batch).map(Some)
+        })?;
+        match appended {
+            Some(()) => Ok(repairs.lines()),
+            None => Err(failed),
         }
-        tx.commit()?;
-        Ok(())
     }
 
     /// Sets a meta value (its own transaction, durable).
@@ -337,6 +343,26 @@ fn blob<'a>(row: &'a rusqlite::Row<'a>, index: usize) -> rusqlite::Result<&'a [u
         .ok()
         .flatten()
         .unwrap_or_default())
+}
+
+/// Inserts `batch`'s rows (in the caller's transaction).
+fn insert(conn: &rusqlite::Connection, batch: &[Append<'_>]) -> Result<(), StoreError> {
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO audit_log (seq, time, kind, header, sealed, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for item in batch {
+        let header = item.record.header();
+        insert.execute(params![
+            to_i64(header.seq().get())?,
+            header.time().as_millis(),
+            header.kind().as_str(),
+            item.record.header_bytes(),
+            item.record.sealed_body().as_bytes(),
+            &item.record.chain_hash().as_bytes()[..],
+        ])?;
+    }
+    Ok(())
 }
 
 fn to_i64(seq: u64) -> Result<i64, StoreError> {

@@ -94,20 +94,22 @@ impl Store {
 
     /// Removes a credential and its bindings; `false` when unknown.
     pub fn remove_credential(&self, name: &CredentialName) -> Result<bool, StoreError> {
-        let removed = self
-            .conn
-            .execute("DELETE FROM credentials WHERE name = ?1", [name.as_str()])?
-            > 0;
-        if removed {
-            self.note_narrowing(
-                &format!("removed credential '{name}'"),
-                None,
-                Some(&Narrowing::CredentialRemoved {
-                    credential: name.clone(),
-                }),
-            )?;
-        }
-        Ok(removed)
+        self.write_repairing(|store| {
+            let removed = store
+                .conn
+                .execute("DELETE FROM credentials WHERE name = ?1", [name.as_str()])?
+                > 0;
+            if removed {
+                store.note_narrowing(
+                    &format!("removed credential '{name}'"),
+                    None,
+                    Some(&Narrowing::CredentialRemoved {
+                        credential: name.clone(),
+                    }),
+                )?;
+            }
+            Ok(removed)
+        })
     }
 
     /// Binds a credential to a server; `false` when it was bound already.
@@ -137,21 +139,25 @@ impl Store {
     /// follows (made while the vault was locked, it could not be sealed; an older seal put back
     /// does not vouch for the binding again).
     pub fn unbind(&self, server: &ServerLabel, name: &CredentialName) -> Result<bool, StoreError> {
-        let unbound = self.conn.execute(
-            "DELETE FROM server_credentials WHERE server = ?1 AND credential = ?2",
-            params![server.as_str(), name.as_str()],
-        )? > 0;
-        if unbound {
-            self.note_narrowing(
-                &format!("unbound credential '{name}' from server '{server}'"),
-                Some(server),
-                Some(&Narrowing::Unbound {
-                    server: server.clone(),
-                    credential: name.clone(),
-                }),
-            )?;
-        }
-        Ok(unbound)
+        // The binding's removal and its narrowing's queueing are one write: a narrowing that
+        // cannot be queued leaves the binding as it was, and says so (review 15, R4).
+        self.write_repairing(|store| {
+            let unbound = store.conn.execute(
+                "DELETE FROM server_credentials WHERE server = ?1 AND credential = ?2",
+                params![server.as_str(), name.as_str()],
+            )? > 0;
+            if unbound {
+                store.note_narrowing(
+                    &format!("unbound credential '{name}' from server '{server}'"),
+                    Some(server),
+                    Some(&Narrowing::Unbound {
+                        server: server.clone(),
+                        credential: name.clone(),
+                    }),
+                )?;
+            }
+            Ok(unbound)
+        })
     }
 
     /// The credentials bound to a server, by name.
@@ -332,14 +338,8 @@ mod tests {
             "bindings go with it"
         );
         assert!(!store.remove_credential(&name).expect("remove again"));
-        let changes: Vec<String> = store
-            .take_config_changes()
-            .expect("changes")
-            .into_iter()
-            .map(|c| c.what)
-            .collect();
         assert_eq!(
-            changes,
+            store.taken_changes(),
             [
                 "added credential 'inventory-api'",
                 "bound credential 'inventory-api' to server 'inventory'",

@@ -154,6 +154,7 @@ impl Store {
             &db,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
+        crate::schema::harden(&conn)?;
         conn.busy_timeout(Duration::from_secs(5))?;
         crate::attach_journals(&conn, &db)?;
         for (schema, latest) in [

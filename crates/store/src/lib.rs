@@ -165,13 +165,6 @@ impl Store {
         Ok(busy == 0)
     }
 
-    /// Drops the indexes, triggers and views in the files that Postern did not make, and makes
-    /// again the indexes of its own that are missing or changed (see the `schema` module);
-    /// returns what it did, one line each, empty when nothing was amiss.
-    pub fn repair_schema(&self) -> Result<Vec<String>, StoreError> {
-        schema::repair(&self.conn)
-    }
-
     /// The schema version the database is at.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
         Ok(self

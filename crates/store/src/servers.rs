@@ -85,10 +85,11 @@ impl Store {
 
     /// Removes a server; `false` when no server had that label.
     pub fn remove_server(&self, label: &ServerLabel) -> Result<bool, StoreError> {
-        let tx = rusqlite::Transaction::new_unchecked(
-            &self.conn,
-            rusqlite::TransactionBehavior::Immediate,
-        )?;
+        self.write_repairing(|store| store.remove_server_now(label))
+    }
+
+    /// [`Store::remove_server`], in the caller's transaction.
+    fn remove_server_now(&self, label: &ServerLabel) -> Result<bool, StoreError> {
         let removed = self
             .conn
             .execute("DELETE FROM servers WHERE label = ?1", [label.as_str()])?
@@ -118,7 +119,6 @@ impl Store {
             };
             self.note_narrowing(&what, Some(label), Some(&narrowing))?;
         }
-        tx.commit()?;
         Ok(removed)
     }
 
@@ -148,6 +148,13 @@ impl Store {
             .execute("DELETE FROM pending_config_changes", [])?;
         tx.commit()?;
         Ok(changes)
+    }
+
+    /// What [`Store::take_config_changes`] takes, each as what it says.
+    #[cfg(test)]
+    pub(crate) fn taken_changes(&self) -> Vec<String> {
+        let changes = self.take_config_changes().expect("changes");
+        changes.into_iter().map(|c| c.what).collect()
     }
 
     /// Queues `what` for the engine to record in the audit log as a configuration change

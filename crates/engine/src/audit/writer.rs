@@ -335,6 +335,10 @@ pub(super) fn now() -> UnixMillis {
     UnixMillis::new(ms)
 }
 
+/// How many commits of `config_tampered` records follow a commit the store repaired the
+/// schema for, at most (each after a repair of what was planted again meanwhile).
+const REPAIR_RECORDS: usize = 3;
+
 /// An event on its way to the log.
 pub(super) struct Queued {
     pub event: AuditEvent,
@@ -541,13 +545,32 @@ impl Core {
     /// fresh one (format version 2: each record's own key is derived from it and its sequence
     /// number); a failed commit drops it, so a retry takes a fresh one.
     fn commit(&mut self, events: Vec<Queued>) -> Outcomes {
-        self.commit_repairing(events, true)
+        let (mut outcomes, mut repaired) = self.commit_once(events);
+        // A commit refused by what was planted in the database's schema was made again after
+        // the store repaired it (review 14, N1): what it repaired is recorded in a commit of
+        // its own that nobody waits for (and what that one repaired, planted again meanwhile,
+        // in another, a few times at most).
+        for _ in 0..REPAIR_RECORDS {
+            if repaired.is_empty() {
+                break;
+            }
+            let tampered = repaired
+                .into_iter()
+                .map(|what| Queued {
+                    event: AuditEvent::ConfigTampered { what },
+                    time: now(),
+                    done: None,
+                })
+                .collect();
+            let (more, again) = self.commit_once(tampered);
+            outcomes.0.extend(more.0);
+            repaired = again;
+        }
+        outcomes
     }
 
-    /// [`Core::commit`]; `repair`: whether a failed commit has the schema repaired and is
-    /// tried again (not for the records of a repair itself: another failure there is not
-    /// chased further).
-    fn commit_repairing(&mut self, events: Vec<Queued>, repair: bool) -> Outcomes {
+    /// [`Core::commit`] of `events` alone; with what the store repaired to commit them.
+    fn commit_once(&mut self, events: Vec<Queued>) -> (Outcomes, Vec<String>) {
         let before = self.chain.clone();
         let mut waiters = Vec::new();
         let mut records: Vec<SealedRecord> = Vec::with_capacity(events.len());
@@ -575,16 +598,15 @@ impl Core {
             }
         }
         if records.is_empty() {
-            return Outcomes(waiters);
+            return (Outcomes(waiters), Vec::new());
         }
         let batch: Vec<Append<'_>> = records
             .iter()
             .zip(&sealed_events)
             .map(|(record, event)| Append { record, event })
             .collect();
-        let mut repaired = Vec::new();
-        match self.append(&batch, repair.then_some(&mut repaired)) {
-            Ok(()) => {
+        let repaired = match self.db.append(&batch) {
+            Ok(repaired) => {
                 self.seal = prepared;
                 if let Some(head) = self.chain.head() {
                     self.shared.update(|s| s.head = Some(head.to_string()));
@@ -595,6 +617,7 @@ impl Core {
                     records,
                     events: sealed_events,
                 });
+                repaired
             }
             Err(e) => {
                 self.chain = before;
@@ -606,56 +629,10 @@ impl Core {
                 for (_, outcome) in &mut waiters {
                     *outcome = Err(error.to_durable());
                 }
+                Vec::new()
             }
-        }
-        if !repaired.is_empty() {
-            // What was repaired is recorded in a commit of its own, after the batch, that
-            // nobody waits for.
-            let tampered = repaired
-                .into_iter()
-                .map(|what| Queued {
-                    event: AuditEvent::ConfigTampered { what },
-                    time: now(),
-                    done: None,
-                })
-                .collect();
-            let Outcomes(none) = self.commit_repairing(tampered, false);
-            waiters.extend(none);
-        }
-        Outcomes(waiters)
-    }
-
-    /// Appends `batch`. When the commit fails, the database's schema is repaired
-    /// ([`LogWriter::repair_schema`]: an index planted to refuse some records, review 14 N1)
-    /// and, if anything was, the batch is tried once more; what was repaired goes to
-    /// `repaired` (`None`: no repair).
-    fn append(
-        &mut self,
-        batch: &[Append<'_>],
-        repaired: Option<&mut Vec<String>>,
-    ) -> Result<(), postern_store::StoreError> {
-        let failed = match self.db.append(batch) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
         };
-        let Some(repaired) = repaired else {
-            return Err(failed);
-        };
-        match self.db.repair_schema() {
-            Ok(done) if !done.is_empty() => {
-                tracing::warn!(
-                    repairs = done.len(),
-                    "audit batch refused ({failed}): the database's schema was repaired; trying again"
-                );
-                repaired.extend(done);
-                self.db.append(batch)
-            }
-            Ok(_) => Err(failed),
-            Err(e) => {
-                tracing::error!("cannot check the database's schema after a failed commit: {e}");
-                Err(failed)
-            }
-        }
+        (Outcomes(waiters), repaired)
     }
 
     fn seal(
