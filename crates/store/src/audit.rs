@@ -30,6 +30,8 @@ pub const META_RECIPIENT: &str = "audit.recipient";
 #[derive(Debug)]
 pub struct LogWriter {
     store: Store,
+    /// What [`LogWriter::append`] repaired in the schema, one line each, until taken.
+    repaired: Vec<String>,
 }
 
 /// The connection that writes the journals: projects what [`LogWriter`] appended, or a
@@ -88,12 +90,19 @@ impl LogWriter {
     pub fn open_file(path: &Path) -> Result<Self, StoreError> {
         Ok(LogWriter {
             store: Store::open_with(path, Sync::Full)?,
+            repaired: Vec::new(),
         })
     }
 
     /// [`Store::repair_schema`] on this connection (at the log's open).
     pub fn repair_schema(&self) -> Result<Vec<String>, StoreError> {
         self.store.repair_schema()
+    }
+
+    /// What the appends since the last call repaired in the database's schema, one line each
+    /// (nothing, almost always).
+    pub fn take_repaired(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.repaired)
     }
 
     /// Read access on this same connection.
@@ -107,31 +116,25 @@ impl LogWriter {
     ///
     /// When the commit fails, the database's schema is repaired (`crate::schema`: what a
     /// process of the user planted to refuse some records, review 14, N1) and, if that changed
-    /// anything, the batch is appended in the transaction that repaired the indexes, so that
-    /// nothing is planted again between them. Returns what was repaired, one line each (empty
-    /// almost always).
-    pub fn append(&mut self, batch: &[Append<'_>]) -> Result<Vec<String>, StoreError> {
+    /// anything, the batch is appended in the repair's transaction, so that nothing is planted
+    /// again between them. What was repaired is kept for [`LogWriter::take_repaired`], whether
+    /// the batch was then appended or not.
+    pub fn append(&mut self, batch: &[Append<'_>]) -> Result<(), StoreError> {
         let failed = {
             let tx = self.store.conn.transaction()?;
-            match insert(&tx, batch) {
-                Ok(()) => match tx.commit() {
-                    Ok(()) => return Ok(Vec::new()),
-                    Err(e) => StoreError::from(e),
-                },
+            match insert(&tx, batch).and_then(|()| Ok(tx.commit()?)) {
+                Ok(()) => return Ok(()),
                 Err(e) => e,
             }
         };
         let conn = &self.store.conn;
-        let (repairs, appended) = crate::schema::repair(conn, crate::schema::MAIN, |repairs| {
-            if !repairs.changed() {
-                return Ok(None);
-            }
-            insert(conn, batch).map(Some)
+        let (repairs, again) = crate::schema::repair(conn, crate::schema::MAIN, |repairs| {
+            Ok(repairs
+                .changed()
+                .then(|| crate::schema::in_savepoint(conn, || insert(conn, batch))))
         })?;
-        match appended {
-            Some(()) => Ok(repairs.lines()),
-            None => Err(failed),
-        }
+        self.repaired.extend(repairs.lines());
+        again.unwrap_or(Err(failed))
     }
 
     /// Sets a meta value (its own transaction, durable).
@@ -453,6 +456,41 @@ mod tests {
             .zip(events)
             .map(|(record, event)| Append { record, event })
             .collect()
+    }
+
+    /// A batch refused by an index planted on the log is appended once the store removed it,
+    /// and says so, while another process holds the journals' file (review 16, F3: the repair
+    /// takes the database's lock only); a batch refused for another reason is not.
+    #[test]
+    fn a_batch_refused_by_a_planted_index_is_appended_after_the_repair() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut writer = LogWriter::open(dir.path()).expect("open");
+        let (_, events, records) = sealed(3);
+        let batch = appends(&events, &records);
+        writer.append(&batch[..1]).expect("first");
+        let path = dir.path().join(DB_FILE);
+        rusqlite::Connection::open(&path)
+            .expect("open")
+            .execute_batch(
+                "CREATE INDEX planted ON audit_log (json(CASE WHEN seq > 1 THEN 'no' END));",
+            )
+            .expect("plant");
+        let other = rusqlite::Connection::open(crate::journal_path(&path)).expect("open");
+        other
+            .execute_batch(
+                "BEGIN IMMEDIATE; INSERT INTO journal_meta (key, value) VALUES ('held', 1);",
+            )
+            .expect("hold the journals");
+        writer
+            .append(&batch[1..2])
+            .expect("appended after the repair");
+        assert_eq!(
+            writer.take_repaired(),
+            ["not made by Postern, removed from the database: index planted"]
+        );
+        writer.append(&batch[1..2]).expect_err("a repeated number");
+        assert_eq!(writer.take_repaired(), Vec::<String>::new());
+        other.execute_batch("ROLLBACK").expect("let go");
     }
 
     #[test]

@@ -95,6 +95,12 @@ impl Store {
     /// Removes a credential and its bindings; `false` when unknown.
     pub fn remove_credential(&self, name: &CredentialName) -> Result<bool, StoreError> {
         self.write_repairing(|store| {
+            // Its bindings are removed here, not left to the foreign key's cascade: a write
+            // retried after a repair of the schema runs with foreign keys off.
+            store.conn.execute(
+                "DELETE FROM server_credentials WHERE credential = ?1",
+                [name.as_str()],
+            )?;
             let removed = store
                 .conn
                 .execute("DELETE FROM credentials WHERE name = ?1", [name.as_str()])?

@@ -123,63 +123,94 @@ pub(crate) fn harden(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Repairs the `schemas` of `conn` (outside any transaction): its tables in a transaction of
-/// their own, then its indexes, triggers and views in `then`'s, whose writes follow in it.
+/// Repairs the `schemas` of `conn` (outside any transaction), then runs `then` with what it
+/// did, all in one transaction (review 16, F2: nothing is changed again between the repair and
+/// `then`'s write). It takes the database's write lock first, and only that file's (the
+/// journals' file, held by another process, must not hold up a write to the log: review 16,
+/// F3). Foreign keys are off meanwhile: a table made again is renamed aside and dropped once
+/// its rows are copied, and neither may touch the rows that refer to it (a credential's
+/// bindings would go with it); Postern's own writes do not lean on them (see
+/// `Store::remove_credential`).
 pub(crate) fn repair<T>(
     conn: &Connection,
     schemas: &[&'static str],
-    then: impl FnOnce(&Repairs) -> Result<Option<T>, StoreError>,
-) -> Result<(Repairs, Option<T>), StoreError> {
-    let mut repairs = repair_tables(conn, schemas)?;
-    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-    repairs.extend(repair_objects(conn, schemas)?);
-    let value = then(&repairs)?;
-    tx.commit()?;
-    Ok((repairs, value))
+    then: impl FnOnce(&Repairs) -> Result<T, StoreError>,
+) -> Result<(Repairs, T), StoreError> {
+    conn.pragma_update(None, "foreign_keys", false)?;
+    let outcome = (|| {
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Deferred)?;
+        conn.pragma_update(Some("main"), "user_version", migrations::LATEST)?;
+        let mut repairs = repair_tables(conn, schemas)?;
+        repairs.extend(repair_objects(conn, schemas)?);
+        let value = then(&repairs)?;
+        tx.commit()?;
+        Ok((repairs, value))
+    })();
+    conn.pragma_update(None, "foreign_keys", true)?;
+    outcome
+}
+
+/// Runs `write` in a savepoint: undone alone when it fails, what came before it in the
+/// transaction kept (the repair, and its record).
+pub(crate) fn in_savepoint<T>(
+    conn: &Connection,
+    write: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    conn.execute_batch("SAVEPOINT postern_write")?;
+    match write() {
+        Ok(value) => {
+            conn.execute_batch("RELEASE postern_write")?;
+            Ok(value)
+        }
+        Err(e) => {
+            conn.execute_batch("ROLLBACK TO postern_write; RELEASE postern_write")?;
+            Err(e)
+        }
+    }
 }
 
 /// Makes again each table of Postern's whose text is not the migrations', and drops a table
-/// named like one of another schema's. Foreign keys are off meanwhile (outside a transaction
-/// only): the old table is renamed aside and dropped once its rows are copied, and neither may
-/// touch the rows that refer to it (a credential's bindings would go with it).
+/// Postern did not make that is named like one of another schema's (it would shadow it) or
+/// whose foreign keys name one of Postern's (review 16, F4: a key to the log's `kind` fails
+/// every record's insert). Inside [`repair`]'s transaction, foreign keys off.
 fn repair_tables(conn: &Connection, schemas: &[&'static str]) -> Result<Repairs, StoreError> {
     let expected = expected()?;
     let found = tables(conn, schemas)?;
     let mut repairs = Repairs::default();
-    let differs = |t: &Table| {
+    let ours = |schema: &str, name: &str| {
         expected
             .tables
             .iter()
-            .find(|e| e.schema == t.schema && e.name == t.name)
-            .filter(|e| e.sql != t.sql)
+            .find(|e| e.schema == schema && e.name == name)
     };
-    let shadows = |t: &Table| {
-        !expected
-            .tables
-            .iter()
-            .any(|e| e.schema == t.schema && e.name == t.name)
-            && expected.tables.iter().any(|e| e.name == t.name)
-    };
-    if !found.iter().any(|t| differs(t).is_some() || shadows(t)) {
-        return Ok(repairs);
+    let postern_s = |name: &str| expected.tables.iter().any(|e| e.name == name);
+    let mut removed = Vec::new();
+    for table in &found {
+        if ours(table.schema, &table.name).is_none()
+            && (postern_s(&table.name) || refers_to_postern_s(conn, table, postern_s)?)
+        {
+            removed.push(&table.name);
+        }
     }
-    conn.pragma_update(None, "foreign_keys", false)?;
+    // A rename that leaves the references to the table as they are (its own rows are
+    // copied back under its name); restored below, whatever the steps did.
     conn.pragma_update(None, "legacy_alter_table", true)?;
-    let outcome = (|| {
-        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-        for table in &found {
-            let (schema, name) = (table.schema, quoted(&table.name));
-            if shadows(table) {
+    for table in &found {
+        let (schema, name) = (table.schema, quoted(&table.name));
+        match ours(schema, &table.name) {
+            None if removed.contains(&&table.name) => {
                 repairs.step(
                     conn,
                     format!(
-                        "a table named like one of Postern's in another file was removed: {}",
+                        "a table Postern did not make, named like one of its own or referring \
+                         to one, was removed: {}",
                         table.name
                     ),
                     || conn.execute_batch(&format!("DROP TABLE \"{schema}\".{name}")),
                 );
-            } else if let Some(ours) = differs(table) {
-                let aside = quoted(&format!("{}__not_postern", table.name));
+            }
+            Some(ours) if ours.sql != table.sql => {
+                let aside = format!("{}__not_postern", table.name);
                 let columns = ours
                     .columns
                     .iter()
@@ -193,9 +224,11 @@ fn repair_tables(conn: &Connection, schemas: &[&'static str]) -> Result<Repairs,
                         table.name
                     ),
                     || {
+                        // Whatever holds the name it is put aside under goes first (review 16, F1).
+                        drop_named(conn, schema, &aside)?;
+                        let aside = quoted(&aside);
                         conn.execute_batch(&format!(
-                            "DROP TABLE IF EXISTS \"{schema}\".{aside};
-                             ALTER TABLE \"{schema}\".{name} RENAME TO {aside};
+                            "ALTER TABLE \"{schema}\".{name} RENAME TO {aside};
                              {create};
                              INSERT INTO \"{schema}\".{name} ({columns})
                                  SELECT {columns} FROM \"{schema}\".{aside};
@@ -205,13 +238,44 @@ fn repair_tables(conn: &Connection, schemas: &[&'static str]) -> Result<Repairs,
                     },
                 );
             }
+            _ => {}
         }
-        tx.commit()
-    })();
+    }
     conn.pragma_update(None, "legacy_alter_table", false)?;
-    conn.pragma_update(None, "foreign_keys", true)?;
-    outcome?;
     Ok(repairs)
+}
+
+/// Whether `table` has a foreign key to a table named like one of Postern's.
+fn refers_to_postern_s(
+    conn: &Connection,
+    table: &Table,
+    postern_s: impl Fn(&str) -> bool,
+) -> Result<bool, StoreError> {
+    let parents = conn
+        .prepare("SELECT \"table\" FROM pragma_foreign_key_list(?1, ?2)")?
+        .query_map([table.name.as_str(), table.schema], |r| {
+            r.get::<_, String>(0)
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(parents.iter().any(|p| postern_s(p)))
+}
+
+/// Drops what is named `name` in `schema`, whatever it is.
+fn drop_named(conn: &Connection, schema: &str, name: &str) -> rusqlite::Result<()> {
+    let kinds = conn
+        .prepare(&format!(
+            "SELECT type FROM \"{schema}\".sqlite_schema WHERE name = ?1"
+        ))?
+        .query_map([name], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    for kind in kinds {
+        conn.execute_batch(&format!(
+            "DROP {} IF EXISTS \"{schema}\".{}",
+            kind.to_uppercase(),
+            quoted(name)
+        ))?;
+    }
+    Ok(())
 }
 
 /// Drops every index, trigger and view in `schemas` that the migrations do not make, and makes
@@ -344,38 +408,37 @@ impl Store {
     /// Repairs the database's and the journals' schema (see the module docs); what it did,
     /// and could not do, one line each, empty when nothing was amiss.
     pub fn repair_schema(&self) -> Result<Vec<String>, StoreError> {
-        Ok(repair(&self.conn, SCHEMAS, |_| Ok(None::<()>))?.0.lines())
+        Ok(repair(&self.conn, SCHEMAS, |_| Ok(()))?.0.lines())
     }
 
     /// Runs `op` in one immediate transaction. When it fails and a repair of the database's
-    /// schema changes something, runs it once more, in the transaction that repaired the
-    /// indexes, and queues what was repaired as configuration changes (the engine records
-    /// them) in the same transaction.
+    /// schema changes something, runs it once more, in the repair's transaction, and queues
+    /// what was repaired as configuration changes there (the engine records them), kept
+    /// even when `op` fails again.
     pub(crate) fn write_repairing<T>(
         &self,
         op: impl Fn(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let failed = {
+        let first = (|| {
             let tx =
                 rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
-            match op(self) {
-                Ok(value) => {
-                    tx.commit()?;
-                    return Ok(value);
-                }
-                Err(e) => e,
-            }
+            let value = op(self)?;
+            tx.commit()?;
+            Ok(value)
+        })();
+        let failed = match first {
+            Ok(value) => return Ok(value),
+            Err(e) => e,
         };
-        let (_, value) = repair(&self.conn, MAIN, |repairs| {
-            if !repairs.changed() {
-                return Ok(None);
-            }
+        let (_, again) = repair(&self.conn, MAIN, |repairs| {
             for line in repairs.done.iter().chain(&repairs.failed) {
                 self.note_config_change(line, None)?;
             }
-            op(self).map(Some)
+            Ok(repairs
+                .changed()
+                .then(|| in_savepoint(&self.conn, || op(self))))
         })?;
-        value.ok_or(failed)
+        again.unwrap_or(Err(failed))
     }
 }
 
@@ -421,6 +484,34 @@ mod tests {
 
     fn ends_with(repaired: &[String], what: &str) -> usize {
         repaired.iter().filter(|r| r.ends_with(what)).count()
+    }
+
+    /// The schema the migrations make, as SQLite keeps its text, is pinned in
+    /// `schema.pinned.sql` (review 16, F5). A newer SQLite that words a migration's text
+    /// otherwise (an `ALTER TABLE ... ADD COLUMN`) would have every database made by an older one
+    /// differ from the migrations': each such table made again, reported as tampered. When
+    /// this fails after an upgrade, the repair must first learn the older text; set
+    /// `POSTERN_PIN_SCHEMA=1` to write the file anew only for a change of the migrations.
+    #[test]
+    fn the_schema_the_migrations_make_is_pinned() {
+        let expected = super::expected().expect("expected");
+        let mut text = String::new();
+        for table in &expected.tables {
+            text.push_str(&format!(
+                "-- {}.{}\n{};\n",
+                table.schema, table.name, table.sql
+            ));
+        }
+        for object in &expected.objects {
+            let sql = object.sql.as_deref().unwrap_or("-- SQLite's own");
+            text.push_str(&format!("-- {}.{}\n{sql};\n", object.schema, object.name));
+        }
+        let pinned = concat!(env!("CARGO_MANIFEST_DIR"), "/src/schema.pinned.sql");
+        if std::env::var_os("POSTERN_PIN_SCHEMA").is_some() {
+            std::fs::write(pinned, &text).expect("write");
+        }
+        let found = std::fs::read_to_string(pinned).expect("read");
+        assert!(found == text, "the schema differs from {pinned}:\n{text}");
     }
 
     #[test]
@@ -488,9 +579,11 @@ mod tests {
     }
 
     /// A table of Postern's changed by another process (a column added with a check that
-    /// refuses some rows) is made again from the migrations with all its rows, and the rows
-    /// that refer to it stay (a credential's bindings); a table of its own named like one of the
-    /// journals' (which the journals' statements would read instead) is removed.
+    /// refuses some rows) is made again from the migrations with all its rows, even when the
+    /// name it is put aside under is taken, and the rows that refer to it stay (a credential's
+    /// bindings); a table of another's named like one of the journals' (which the journals'
+    /// statements would read instead), or whose foreign key names one of Postern's (which fails
+    /// every insert there), is removed.
     #[test]
     fn a_changed_table_is_made_again_with_its_rows_and_a_shadowing_one_removed() {
         let (_dir, store, path) = store();
@@ -500,7 +593,9 @@ mod tests {
             &path,
             "ALTER TABLE meta ADD COLUMN planted INTEGER CHECK (key NOT LIKE 'n%');
              ALTER TABLE credentials ADD COLUMN planted TEXT;
-             CREATE TABLE main.journal_meta (key TEXT PRIMARY KEY, value INTEGER);",
+             CREATE TABLE main.journal_meta (key TEXT PRIMARY KEY, value INTEGER);
+             CREATE INDEX meta__not_postern ON audit_log (time);
+             CREATE TABLE refers (kind TEXT REFERENCES audit_log (kind));",
         );
         insert_meta(&store, "n1").expect_err("refused by the planted check");
         let repaired = store.repair_schema().expect("repair");
@@ -514,10 +609,14 @@ mod tests {
             1
         );
         assert_eq!(
-            ends_with(&repaired, "another file was removed: journal_meta"),
+            ends_with(&repaired, "referring to one, was removed: journal_meta"),
             1
         );
-        assert_eq!(repaired.len(), 3, "{repaired:?}");
+        assert_eq!(
+            ends_with(&repaired, "referring to one, was removed: refers"),
+            1
+        );
+        assert_eq!(repaired.len(), 4, "{repaired:?}");
         insert_meta(&store, "n1").expect("written after the repair");
         assert_eq!(
             store.meta("kept").expect("meta").as_deref(),

@@ -605,8 +605,8 @@ impl Core {
             .zip(&sealed_events)
             .map(|(record, event)| Append { record, event })
             .collect();
-        let repaired = match self.db.append(&batch) {
-            Ok(repaired) => {
+        match self.db.append(&batch) {
+            Ok(()) => {
                 self.seal = prepared;
                 if let Some(head) = self.chain.head() {
                     self.shared.update(|s| s.head = Some(head.to_string()));
@@ -617,7 +617,6 @@ impl Core {
                     records,
                     events: sealed_events,
                 });
-                repaired
             }
             Err(e) => {
                 self.chain = before;
@@ -629,10 +628,9 @@ impl Core {
                 for (_, outcome) in &mut waiters {
                     *outcome = Err(error.to_durable());
                 }
-                Vec::new()
             }
-        };
-        (Outcomes(waiters), repaired)
+        }
+        (Outcomes(waiters), self.db.take_repaired())
     }
 
     fn seal(
