@@ -227,17 +227,11 @@ export class Session {
   async click(css) {
     // The window redraws as the engine's state changes: an element found just before a redraw
     // is gone by the click. Find it again then (a few times), as a person would aim again.
-    for (let attempt = 1; ; attempt++) {
+    await fresh(async () => {
       const [id] = await this.findAll(css);
       if (id === undefined) throw new Error(`nothing to click: no element matches ${css}`);
-      try {
-        await this.request("POST", `/element/${id}/click`, {});
-        return;
-      } catch (err) {
-        if (attempt >= 5 || !String(err.message).includes("stale element reference")) throw err;
-        await sleep(50);
-      }
-    }
+      await this.request("POST", `/element/${id}/click`, {});
+    });
   }
 
   /** Runs `script` in the page and returns its result. */
@@ -270,9 +264,13 @@ export class Session {
 
   /** Types `keys` into the first element matching `css` (WebDriver key codes: "\uE007" is Enter). */
   async sendKeys(css, keys) {
-    const [id] = await this.findAll(css);
-    if (id === undefined) throw new Error(`nothing to type into: no element matches ${css}`);
-    await this.request("POST", `/element/${id}/value`, { text: keys });
+    // Found again when the window redrew between finding it and typing (as `click`): the keys
+    // did not reach an element that was gone.
+    await fresh(async () => {
+      const [id] = await this.findAll(css);
+      if (id === undefined) throw new Error(`nothing to type into: no element matches ${css}`);
+      await this.request("POST", `/element/${id}/value`, { text: keys });
+    });
   }
 
   /** The handles of the app's windows (one webview each). */
@@ -375,7 +373,6 @@ async function call(method, url, body, timeoutMs = 60_000) {
   return json.value;
 }
 
-/** Polls `check` until it returns true or `timeoutMs` passes. */
 /**
  * Runs `read` (find elements, then read each) again when the window re-rendered between the
  * two and an element went stale, a few times; any other error is the caller's.
@@ -391,6 +388,7 @@ async function fresh(read) {
   }
 }
 
+/** Polls `check` until it returns true or `timeoutMs` passes. */
 export async function until(check, timeoutMs, what) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
