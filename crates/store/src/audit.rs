@@ -493,6 +493,95 @@ mod tests {
         other.execute_batch("ROLLBACK").expect("let go");
     }
 
+    /// What the store repaired to append the second of three records after another process
+    /// ran `plants` on the database, each on a connection of its own (with `writable_schema`
+    /// allowed, and the schema's change made known to other connections after them).
+    fn repaired_to_append_after(plants: &[&str]) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut writer = LogWriter::open(dir.path()).expect("open");
+        let (_, events, records) = sealed(3);
+        let batch = appends(&events, &records);
+        writer.append(&batch[..1]).expect("first");
+        let path = dir.path().join(DB_FILE);
+        for plant in plants
+            .iter()
+            .chain(&["CREATE TABLE changed (x); DROP TABLE changed;"])
+        {
+            rusqlite::Connection::open(&path)
+                .expect("open")
+                .execute_batch(plant)
+                .expect("plant");
+        }
+        writer
+            .append(&batch[1..2])
+            .expect("appended after the repair");
+        writer.take_repaired()
+    }
+
+    /// What a repair says of the log's table made again, and of its index with it.
+    const REMADE: &str = "Postern's table, changed, made again with its rows: audit_log";
+    const REMADE_INDEX: &str =
+        "Postern's, missing or changed, made again: index audit_log_engine_started";
+
+    /// Review 17, N1: the log's table renamed to another case of its name and given a check.
+    #[test]
+    fn a_table_renamed_to_another_case_is_made_again() {
+        let repaired = repaired_to_append_after(&["ALTER TABLE audit_log RENAME TO moved;
+             ALTER TABLE moved RENAME TO AUDIT_LOG;
+             ALTER TABLE AUDIT_LOG ADD COLUMN planted INTEGER CHECK (seq <= 1);"]);
+        assert!(
+            repaired
+                .contains(&"Postern's table, changed, made again with its rows: audit_log".into()),
+            "{repaired:?}"
+        );
+    }
+
+    /// Review 17, N2: a foreign key to the log's table named in another case, which fails
+    /// every insert into it.
+    #[test]
+    fn a_foreign_key_to_another_case_of_a_table_s_name_is_removed() {
+        let repaired = repaired_to_append_after(&[
+            "CREATE TABLE planted (k TEXT REFERENCES AUDIT_LOG (kind) DEFERRABLE INITIALLY DEFERRED);",
+        ]);
+        assert_eq!(
+            repaired,
+            [
+                "a table Postern did not make, named like one of its own or referring to one, \
+              was removed: planted"
+            ]
+        );
+    }
+
+    /// Review 17, N3: a virtual table of a module this SQLite lacks, which no statement can
+    /// read or drop, neither fails the repair nor holds the name a table is put aside under.
+    #[test]
+    fn a_virtual_table_of_an_unknown_module_does_not_stop_the_repair() {
+        let repaired = repaired_to_append_after(&["ALTER TABLE audit_log ADD COLUMN planted INTEGER CHECK (seq <= 1);
+             PRAGMA writable_schema = ON;
+             INSERT INTO sqlite_schema VALUES ('table', 'audit_log__not_postern',
+                 'audit_log__not_postern', 0, 'CREATE VIRTUAL TABLE audit_log__not_postern USING nope(x)');
+             INSERT INTO sqlite_schema VALUES ('table', 'elsewhere', 'elsewhere', 0,
+                 'CREATE VIRTUAL TABLE elsewhere USING nope(x)');
+             PRAGMA writable_schema = OFF;"]);
+        assert_eq!(repaired, [REMADE, REMADE_INDEX]);
+    }
+
+    /// Review 17, N4: a row the log's table refuses (its `STRICT` taken away, a row of another
+    /// type put in) is kept aside, the rest copied.
+    #[test]
+    fn rows_that_do_not_fit_a_table_made_again_are_kept_aside() {
+        let repaired = repaired_to_append_after(&[
+            "PRAGMA writable_schema = ON;
+             UPDATE sqlite_schema SET sql = replace(sql, ') STRICT', ', CHECK (seq <= 1))')
+                 WHERE name = 'audit_log';
+             PRAGMA writable_schema = OFF;",
+            "INSERT INTO audit_log VALUES (0, 'not a time', 'planted', x'', x'', x'');",
+        ]);
+        let aside =
+            format!("{REMADE} (1 rows that do not fit kept aside in audit_log__not_postern)");
+        assert_eq!(repaired, [aside.as_str(), REMADE_INDEX]);
+    }
+
     #[test]
     fn batches_append_in_one_transaction_and_read_back_in_order() {
         let dir = tempfile::tempdir().expect("tempdir");

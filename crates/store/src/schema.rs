@@ -48,13 +48,37 @@ struct Object {
     sql: Option<String>,
 }
 
-/// A table of Postern's: its schema, name, SQL and columns.
+/// A table: its schema, name, SQL and (for Postern's own) columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Table {
     schema: &'static str,
     name: String,
     sql: String,
-    columns: Vec<String>,
+    columns: Vec<Column>,
+}
+
+/// A column of one of Postern's tables: its name, declared type, and whether it is `NOT NULL`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Column {
+    name: String,
+    kind: String,
+    not_null: bool,
+}
+
+impl Column {
+    /// An SQL condition true of a value this column takes (its tables are `STRICT`): what a
+    /// table made again copies, a row of the changed one that does not fit being kept aside.
+    fn fits(&self) -> String {
+        let types = match self.kind.to_ascii_uppercase().as_str() {
+            "INTEGER" | "INT" => "'integer'",
+            "REAL" => "'real', 'integer'",
+            "TEXT" => "'text'",
+            "BLOB" => "'blob'",
+            _ => return "1".into(),
+        };
+        let null = if self.not_null { "" } else { ", 'null'" };
+        format!("typeof({}) IN ({types}{null})", quoted(&self.name))
+    }
 }
 
 /// What the migrations make.
@@ -89,20 +113,20 @@ impl Repairs {
         self.failed.extend(other.failed);
     }
 
-    /// Runs `step` in a savepoint: kept and said as `done` when it succeeds, undone and said
-    /// as failed when it does not.
+    /// Runs `step` in a savepoint: kept and said as `done` (with what `step` adds to it) when
+    /// it succeeds, undone and said as failed when it does not.
     fn step(
         &mut self,
         conn: &Connection,
         done: String,
-        step: impl FnOnce() -> rusqlite::Result<()>,
+        step: impl FnOnce() -> rusqlite::Result<String>,
     ) {
         let outcome = conn
             .execute_batch("SAVEPOINT postern_repair")
             .and_then(|()| step())
-            .and_then(|()| conn.execute_batch("RELEASE postern_repair"));
+            .and_then(|more| Ok((more, conn.execute_batch("RELEASE postern_repair")?)));
         match outcome {
-            Ok(()) => self.done.push(done),
+            Ok((more, ())) => self.done.push(done + &more),
             Err(e) => {
                 let _ = conn.execute_batch("ROLLBACK TO postern_repair; RELEASE postern_repair");
                 self.failed
@@ -163,7 +187,9 @@ pub(crate) fn in_savepoint<T>(
             Ok(value)
         }
         Err(e) => {
-            conn.execute_batch("ROLLBACK TO postern_write; RELEASE postern_write")?;
+            // An error that ended the whole transaction (a full disk) took the savepoint with
+            // it: the error to say is the write's own.
+            let _ = conn.execute_batch("ROLLBACK TO postern_write; RELEASE postern_write");
             Err(e)
         }
     }
@@ -175,30 +201,36 @@ pub(crate) fn in_savepoint<T>(
 /// every record's insert). Inside [`repair`]'s transaction, foreign keys off.
 fn repair_tables(conn: &Connection, schemas: &[&'static str]) -> Result<Repairs, StoreError> {
     let expected = expected()?;
-    let found = tables(conn, schemas)?;
+    let found = tables(conn, schemas, false)?;
     let mut repairs = Repairs::default();
+    // SQLite's names are the same whatever their ASCII case (review 17, N1, N2: `AUDIT_LOG`).
     let ours = |schema: &str, name: &str| {
         expected
             .tables
             .iter()
-            .find(|e| e.schema == schema && e.name == name)
+            .find(|e| e.schema == schema && e.name.eq_ignore_ascii_case(name))
     };
-    let postern_s = |name: &str| expected.tables.iter().any(|e| e.name == name);
+    let postern_s = |name: &str| {
+        expected
+            .tables
+            .iter()
+            .any(|e| e.name.eq_ignore_ascii_case(name))
+    };
     let mut removed = Vec::new();
-    for table in &found {
+    for (i, table) in found.iter().enumerate() {
         if ours(table.schema, &table.name).is_none()
-            && (postern_s(&table.name) || refers_to_postern_s(conn, table, postern_s)?)
+            && (postern_s(&table.name) || refers_to_postern_s(conn, table, postern_s))
         {
-            removed.push(&table.name);
+            removed.push(i);
         }
     }
     // A rename that leaves the references to the table as they are (its own rows are
     // copied back under its name); restored below, whatever the steps did.
     conn.pragma_update(None, "legacy_alter_table", true)?;
-    for table in &found {
+    for (i, table) in found.iter().enumerate() {
         let (schema, name) = (table.schema, quoted(&table.name));
         match ours(schema, &table.name) {
-            None if removed.contains(&&table.name) => {
+            None if removed.contains(&i) => {
                 repairs.step(
                     conn,
                     format!(
@@ -206,36 +238,20 @@ fn repair_tables(conn: &Connection, schemas: &[&'static str]) -> Result<Repairs,
                          to one, was removed: {}",
                         table.name
                     ),
-                    || conn.execute_batch(&format!("DROP TABLE \"{schema}\".{name}")),
+                    || {
+                        conn.execute_batch(&format!("DROP TABLE \"{schema}\".{name}"))?;
+                        Ok(String::new())
+                    },
                 );
             }
             Some(ours) if ours.sql != table.sql => {
-                let aside = format!("{}__not_postern", table.name);
-                let columns = ours
-                    .columns
-                    .iter()
-                    .map(|c| quoted(c))
-                    .collect::<Vec<_>>()
-                    .join(", ");
                 repairs.step(
                     conn,
                     format!(
                         "Postern's table, changed, made again with its rows: {}",
-                        table.name
+                        ours.name
                     ),
-                    || {
-                        // Whatever holds the name it is put aside under goes first (review 16, F1).
-                        drop_named(conn, schema, &aside)?;
-                        let aside = quoted(&aside);
-                        conn.execute_batch(&format!(
-                            "ALTER TABLE \"{schema}\".{name} RENAME TO {aside};
-                             {create};
-                             INSERT INTO \"{schema}\".{name} ({columns})
-                                 SELECT {columns} FROM \"{schema}\".{aside};
-                             DROP TABLE \"{schema}\".{aside};",
-                            create = in_schema(&ours.sql, "TABLE ", schema),
-                        ))
-                    },
+                    || remake(conn, table, ours),
                 );
             }
             _ => {}
@@ -245,37 +261,95 @@ fn repair_tables(conn: &Connection, schemas: &[&'static str]) -> Result<Repairs,
     Ok(repairs)
 }
 
-/// Whether `table` has a foreign key to a table named like one of Postern's.
-fn refers_to_postern_s(
-    conn: &Connection,
-    table: &Table,
-    postern_s: impl Fn(&str) -> bool,
-) -> Result<bool, StoreError> {
-    let parents = conn
-        .prepare("SELECT \"table\" FROM pragma_foreign_key_list(?1, ?2)")?
-        .query_map([table.name.as_str(), table.schema], |r| {
-            r.get::<_, String>(0)
-        })?
+/// Makes `found` again as `ours` (the migrations' text): renamed aside under a free name, made
+/// from the text, its rows copied back, the aside dropped. A row that does not fit the table
+/// made again (a value of another type, a repeated key: review 17, N4) stays in the aside,
+/// which is then kept, and the line says where.
+fn remake(conn: &Connection, found: &Table, ours: &Table) -> rusqlite::Result<String> {
+    let schema = found.schema;
+    let aside = free_name(conn, schema, &format!("{}__not_postern", ours.name))?;
+    let columns = ours
+        .columns
+        .iter()
+        .map(|c| quoted(&c.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let fits = ours
+        .columns
+        .iter()
+        .map(Column::fits)
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let (name, aside_q) = (quoted(&found.name), quoted(&aside));
+    conn.execute_batch(&format!(
+        "ALTER TABLE \"{schema}\".{name} RENAME TO {aside_q}; {create};",
+        create = in_schema(&ours.sql, "TABLE ", schema),
+    ))?;
+    let copied = conn.execute(
+        &format!(
+            "INSERT OR IGNORE INTO \"{schema}\".{table} ({columns})
+             SELECT {columns} FROM \"{schema}\".{aside_q} WHERE {fits}",
+            table = quoted(&ours.name)
+        ),
+        [],
+    )?;
+    let rows = conn.query_row(
+        &format!("SELECT count(*) FROM \"{schema}\".{aside_q}"),
+        [],
+        |r| r.get::<_, i64>(0),
+    )?;
+    let rows = usize::try_from(rows).unwrap_or_default();
+    if copied == rows {
+        conn.execute_batch(&format!("DROP TABLE \"{schema}\".{aside_q}"))?;
+        return Ok(String::new());
+    }
+    // The aside keeps its rows, not the indexes that hold the names of Postern's (made again
+    // on the table made again, with what the repair makes again).
+    let indexes = conn
+        .prepare(&format!(
+            "SELECT name FROM \"{schema}\".sqlite_schema
+             WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL"
+        ))?
+        .query_map([&aside], |r| r.get::<_, String>(0))?
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(parents.iter().any(|p| postern_s(p)))
+    for index in indexes {
+        conn.execute_batch(&format!("DROP INDEX \"{schema}\".{}", quoted(&index)))?;
+    }
+    Ok(format!(
+        " ({} rows that do not fit kept aside in {aside})",
+        rows - copied
+    ))
 }
 
-/// Drops what is named `name` in `schema`, whatever it is.
-fn drop_named(conn: &Connection, schema: &str, name: &str) -> rusqlite::Result<()> {
-    let kinds = conn
-        .prepare(&format!(
-            "SELECT type FROM \"{schema}\".sqlite_schema WHERE name = ?1"
-        ))?
-        .query_map([name], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    for kind in kinds {
-        conn.execute_batch(&format!(
-            "DROP {} IF EXISTS \"{schema}\".{}",
-            kind.to_uppercase(),
-            quoted(name)
-        ))?;
+/// `base`, or `base_2`, `base_3`, ...: the first name nothing in `schema` holds.
+fn free_name(conn: &Connection, schema: &str, base: &str) -> rusqlite::Result<String> {
+    let mut held = conn.prepare(&format!(
+        "SELECT count(*) FROM \"{schema}\".sqlite_schema WHERE name = ?1 COLLATE NOCASE"
+    ))?;
+    let mut name = base.to_owned();
+    for n in 2.. {
+        if held.query_row([&name], |r| r.get::<_, i64>(0))? == 0 {
+            break;
+        }
+        name = format!("{base}_{n}");
     }
-    Ok(())
+    Ok(name)
+}
+
+/// Whether `table` has a foreign key to a table named like one of Postern's. A table whose
+/// keys cannot be read (a virtual table of a module this SQLite lacks: review 17, N3) has none
+/// that SQLite would enforce.
+fn refers_to_postern_s(conn: &Connection, table: &Table, postern_s: impl Fn(&str) -> bool) -> bool {
+    let parents = conn
+        .prepare("SELECT \"table\" FROM pragma_foreign_key_list(?1, ?2)")
+        .and_then(|mut stmt| {
+            stmt.query_map([table.name.as_str(), table.schema], |r| {
+                r.get::<_, String>(0)
+            })?
+            .collect::<Result<Vec<_>, _>>()
+        })
+        .unwrap_or_default();
+    parents.iter().any(|p| postern_s(p))
 }
 
 /// Drops every index, trigger and view in `schemas` that the migrations do not make, and makes
@@ -301,7 +375,8 @@ fn repair_objects(conn: &Connection, schemas: &[&'static str]) -> Result<Repairs
                     object.kind.to_uppercase(),
                     object.schema,
                     quoted(&object.name)
-                ))
+                ))?;
+                Ok(String::new())
             },
         );
     }
@@ -317,7 +392,10 @@ fn repair_objects(conn: &Connection, schemas: &[&'static str]) -> Result<Repairs
                 "Postern's, missing or changed, made again: {} {}",
                 object.kind, object.name
             ),
-            || conn.execute_batch(&in_schema(sql, "INDEX ", object.schema)),
+            || {
+                conn.execute_batch(&in_schema(sql, "INDEX ", object.schema))?;
+                Ok(String::new())
+            },
         );
     }
     Ok(repairs)
@@ -336,8 +414,14 @@ fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// The tables of `schemas` in `conn`'s files (SQLite's own left out), with their columns.
-fn tables(conn: &Connection, schemas: &[&'static str]) -> Result<Vec<Table>, StoreError> {
+/// The tables of `schemas` in `conn`'s files (SQLite's own left out), with their columns when
+/// `columns` (Postern's own, from the migrations: a table of another's may be one whose columns
+/// this SQLite cannot read).
+fn tables(
+    conn: &Connection,
+    schemas: &[&'static str],
+    columns: bool,
+) -> Result<Vec<Table>, StoreError> {
     let mut tables = Vec::new();
     for &schema in schemas {
         let mut stmt = conn.prepare(&format!(
@@ -349,10 +433,19 @@ fn tables(conn: &Connection, schemas: &[&'static str]) -> Result<Vec<Table>, Sto
         })?;
         for row in rows {
             let (name, sql) = row?;
-            let columns = conn
-                .prepare("SELECT name FROM pragma_table_info(?1, ?2)")?
-                .query_map([name.as_str(), schema], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()?;
+            let columns = if columns {
+                conn.prepare("SELECT name, type, \"notnull\" FROM pragma_table_info(?1, ?2)")?
+                    .query_map([name.as_str(), schema], |r| {
+                        Ok(Column {
+                            name: r.get(0)?,
+                            kind: r.get(1)?,
+                            not_null: r.get(2)?,
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?
+            } else {
+                Vec::new()
+            };
             tables.push(Table {
                 schema,
                 name,
@@ -398,7 +491,7 @@ fn expected() -> Result<&'static Expected, StoreError> {
     conn.execute("ATTACH DATABASE ':memory:' AS journal", [])?;
     migrations::apply_journals(&mut conn)?;
     let expected = Expected {
-        tables: tables(&conn, SCHEMAS)?,
+        tables: tables(&conn, SCHEMAS, true)?,
         objects: objects(&conn, SCHEMAS)?,
     };
     Ok(EXPECTED.get_or_init(|| expected))
@@ -616,7 +709,10 @@ mod tests {
             ends_with(&repaired, "referring to one, was removed: refers"),
             1
         );
-        assert_eq!(repaired.len(), 4, "{repaired:?}");
+        // What held the name `meta` is put aside under is left alone, and removed as an index
+        // Postern did not make.
+        assert_eq!(ends_with(&repaired, "index meta__not_postern"), 1);
+        assert_eq!(repaired.len(), 5, "{repaired:?}");
         insert_meta(&store, "n1").expect("written after the repair");
         assert_eq!(
             store.meta("kept").expect("meta").as_deref(),
