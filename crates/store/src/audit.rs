@@ -458,16 +458,29 @@ mod tests {
             .collect()
     }
 
+    /// A log in a new home, three records sealed for it and the first appended.
+    fn one_of_three_appended() -> (
+        tempfile::TempDir,
+        LogWriter,
+        Vec<AuditEvent>,
+        Vec<SealedRecord>,
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut writer = LogWriter::open(dir.path()).expect("open");
+        let (_, events, records) = sealed(3);
+        writer
+            .append(&appends(&events, &records)[..1])
+            .expect("first");
+        (dir, writer, events, records)
+    }
+
     /// A batch refused by an index planted on the log is appended once the store removed it,
     /// and says so, while another process holds the journals' file (review 16, F3: the repair
     /// takes the database's lock only); a batch refused for another reason is not.
     #[test]
     fn a_batch_refused_by_a_planted_index_is_appended_after_the_repair() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut writer = LogWriter::open(dir.path()).expect("open");
-        let (_, events, records) = sealed(3);
+        let (dir, mut writer, events, records) = one_of_three_appended();
         let batch = appends(&events, &records);
-        writer.append(&batch[..1]).expect("first");
         let path = dir.path().join(DB_FILE);
         rusqlite::Connection::open(&path)
             .expect("open")
@@ -497,11 +510,8 @@ mod tests {
     /// ran `plants` on the database, each on a connection of its own (with `writable_schema`
     /// allowed, and the schema's change made known to other connections after them).
     fn repaired_to_append_after(plants: &[&str]) -> Vec<String> {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut writer = LogWriter::open(dir.path()).expect("open");
-        let (_, events, records) = sealed(3);
+        let (dir, mut writer, events, records) = one_of_three_appended();
         let batch = appends(&events, &records);
-        writer.append(&batch[..1]).expect("first");
         let path = dir.path().join(DB_FILE);
         for plant in plants
             .iter()
