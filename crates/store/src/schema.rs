@@ -11,15 +11,19 @@
 //! Postern's schema has neither triggers nor views, so every connection runs with both switched
 //! off and with the schema untrusted ([`harden`]); and the schema the files hold is compared with
 //! the one the migrations make ([`repair`]): a table of Postern's whose text is not the
-//! migrations' is made again from them, its rows copied; a table named like one of the other
-//! file's (which would shadow it: the journals' statements name no schema) is dropped; indexes,
-//! triggers and views Postern did not make are dropped, its own missing or changed indexes made
-//! again. Other tables are left: they change none of Postern's statements.
+//! migrations' is made again from them, its rows copied; a table of another's named like one of
+//! Postern's (the journals' statements name no schema, so one in the database would shadow
+//! theirs) or with a foreign key to one of them (a key to the log's `kind`, which is not unique,
+//! fails every insert there) is dropped; indexes, triggers and views Postern did not make are
+//! dropped, its own missing or changed indexes made again. Other tables are left alone.
 //!
 //! [`Store::write_repairing`] and [`LogWriter::append`] run a write that failed once more after
-//! a repair that changed something, in the transaction that repaired the indexes, so nothing can
-//! be planted between the two. Each step of a repair is a savepoint of its own: one that fails
-//! (a name taken by an object of another kind) is said, and the others still happen.
+//! a repair that found anything, in the repair's own transaction, so nothing can be changed
+//! between the two, with foreign keys off (a key planted on a table the repair cannot drop,
+//! such as a virtual table's own, is then not enforced: review 18, S1). The audit log's
+//! connection runs with them off throughout: none of Postern's names the log or its metadata.
+//! Each step of a repair is a savepoint of its own: one that fails is said, and the others
+//! still happen.
 
 use std::sync::OnceLock;
 
@@ -96,9 +100,10 @@ pub(crate) struct Repairs {
 }
 
 impl Repairs {
-    /// Whether it changed the schema (a write that failed is worth trying again).
-    pub(crate) fn changed(&self) -> bool {
-        !self.done.is_empty()
+    /// Whether it found anything amiss, done or not (a write that failed is worth trying again:
+    /// foreign keys are off in the repair's transaction).
+    pub(crate) fn found(&self) -> bool {
+        !self.done.is_empty() || !self.failed.is_empty()
     }
 
     /// Every line: what was done, then what could not be.
@@ -151,15 +156,16 @@ pub(crate) fn harden(conn: &Connection) -> Result<(), StoreError> {
 /// did, all in one transaction (review 16, F2: nothing is changed again between the repair and
 /// `then`'s write). It takes the database's write lock first, and only that file's (the
 /// journals' file, held by another process, must not hold up a write to the log: review 16,
-/// F3). Foreign keys are off meanwhile: a table made again is renamed aside and dropped once
-/// its rows are copied, and neither may touch the rows that refer to it (a credential's
-/// bindings would go with it); Postern's own writes do not lean on them (see
+/// F3). Foreign keys are off meanwhile (and as they were after): a table made again is renamed
+/// aside and dropped once its rows are copied, and neither may touch the rows that refer to it
+/// (a credential's bindings would go with it); Postern's own writes do not lean on them (see
 /// `Store::remove_credential`).
 pub(crate) fn repair<T>(
     conn: &Connection,
     schemas: &[&'static str],
     then: impl FnOnce(&Repairs) -> Result<T, StoreError>,
 ) -> Result<(Repairs, T), StoreError> {
+    let keys: bool = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0))?;
     conn.pragma_update(None, "foreign_keys", false)?;
     let outcome = (|| {
         let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Deferred)?;
@@ -167,10 +173,13 @@ pub(crate) fn repair<T>(
         let mut repairs = repair_tables(conn, schemas)?;
         repairs.extend(repair_objects(conn, schemas)?);
         let value = then(&repairs)?;
-        tx.commit()?;
+        // An error in `then` that ended the transaction (a full disk) is `then`'s to say.
+        if !conn.is_autocommit() {
+            tx.commit()?;
+        }
         Ok((repairs, value))
     })();
-    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.pragma_update(None, "foreign_keys", keys)?;
     outcome
 }
 
@@ -262,9 +271,10 @@ fn repair_tables(conn: &Connection, schemas: &[&'static str]) -> Result<Repairs,
 }
 
 /// Makes `found` again as `ours` (the migrations' text): renamed aside under a free name, made
-/// from the text, its rows copied back, the aside dropped. A row that does not fit the table
-/// made again (a value of another type, a repeated key: review 17, N4) stays in the aside,
-/// which is then kept, and the line says where.
+/// from the text, its rows copied back and deleted from the aside, the aside dropped. A row that
+/// does not fit the table made again (a value of another type, a repeated key: review 17, N4)
+/// stays in the aside, which is then kept (until a later repair finds it refers to one of
+/// Postern's tables), and the line says where.
 fn remake(conn: &Connection, found: &Table, ours: &Table) -> rusqlite::Result<String> {
     let schema = found.schema;
     let aside = free_name(conn, schema, &format!("{}__not_postern", ours.name))?;
@@ -285,21 +295,35 @@ fn remake(conn: &Connection, found: &Table, ours: &Table) -> rusqlite::Result<St
         "ALTER TABLE \"{schema}\".{name} RENAME TO {aside_q}; {create};",
         create = in_schema(&ours.sql, "TABLE ", schema),
     ))?;
-    let copied = conn.execute(
+    let table = quoted(&ours.name);
+    conn.execute(
         &format!(
             "INSERT OR IGNORE INTO \"{schema}\".{table} ({columns})
-             SELECT {columns} FROM \"{schema}\".{aside_q} WHERE {fits}",
-            table = quoted(&ours.name)
+             SELECT {columns} FROM \"{schema}\".{aside_q} WHERE {fits}"
         ),
         [],
     )?;
-    let rows = conn.query_row(
+    // What was copied goes from the aside (review 18, S3: a value moved out of the database
+    // must not stay there in a copy): what stays is what does not fit, or repeats a key.
+    let same = ours
+        .columns
+        .iter()
+        .map(|c| format!("t.{0} IS a.{0}", quoted(&c.name)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    conn.execute(
+        &format!(
+            "DELETE FROM \"{schema}\".{aside_q} AS a
+             WHERE EXISTS (SELECT 1 FROM \"{schema}\".{table} AS t WHERE {same})"
+        ),
+        [],
+    )?;
+    let left = conn.query_row(
         &format!("SELECT count(*) FROM \"{schema}\".{aside_q}"),
         [],
         |r| r.get::<_, i64>(0),
     )?;
-    let rows = usize::try_from(rows).unwrap_or_default();
-    if copied == rows {
+    if left == 0 {
         conn.execute_batch(&format!("DROP TABLE \"{schema}\".{aside_q}"))?;
         return Ok(String::new());
     }
@@ -316,8 +340,7 @@ fn remake(conn: &Connection, found: &Table, ours: &Table) -> rusqlite::Result<St
         conn.execute_batch(&format!("DROP INDEX \"{schema}\".{}", quoted(&index)))?;
     }
     Ok(format!(
-        " ({} rows that do not fit kept aside in {aside})",
-        rows - copied
+        " ({left} rows that do not fit it kept aside in {aside})"
     ))
 }
 
@@ -528,7 +551,7 @@ impl Store {
                 self.note_config_change(line, None)?;
             }
             Ok(repairs
-                .changed()
+                .found()
                 .then(|| in_savepoint(&self.conn, || op(self))))
         })?;
         again.unwrap_or(Err(failed))
