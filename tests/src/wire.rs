@@ -243,6 +243,9 @@ pub struct Tap<T> {
     wire: Wire,
     direction: Direction,
     partial: Vec<u8>,
+    /// How many bytes at the start of the next write were logged already (offered to a write
+    /// that took fewer of them, or none).
+    fed_ahead: usize,
 }
 
 impl<T> Tap<T> {
@@ -253,6 +256,7 @@ impl<T> Tap<T> {
             wire,
             direction,
             partial: Vec::new(),
+            fed_ahead: 0,
         }
     }
 
@@ -290,10 +294,21 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tap<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        // Logged before it is written: once written, the peer may answer it and the answer
+        // be read and logged before this thread, preempted, logs the request (a loaded machine
+        // showed a response without its request). A write that takes fewer bytes than offered
+        // is offered the rest again: those are not logged twice.
         let this = self.get_mut();
+        if buf.len() > this.fed_ahead {
+            let ahead = this.fed_ahead;
+            this.feed(&buf[ahead..]);
+            this.fed_ahead = buf.len();
+        }
         let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = poll {
-            this.feed(&buf[..n]);
+        match &poll {
+            Poll::Ready(Ok(n)) => this.fed_ahead = this.fed_ahead.saturating_sub(*n),
+            Poll::Ready(Err(_)) => this.fed_ahead = 0,
+            Poll::Pending => {}
         }
         poll
     }
@@ -326,6 +341,79 @@ mod tests {
         assert!(lines[0].is_response());
         assert!(lines[1].json.is_none());
         assert_eq!(lines[1].raw, "not json");
+    }
+
+    /// A pipe that takes at most 7 bytes a write, and every other write none yet.
+    #[derive(Default)]
+    struct Trickle {
+        taken: Vec<u8>,
+        writes: usize,
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            this.writes += 1;
+            if this.writes.is_multiple_of(2) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let n = buf.len().min(7);
+            this.taken.extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A line is logged once it is offered to the pipe, before the peer can have it, and once
+    /// only however many writes the pipe takes it in.
+    #[tokio::test]
+    async fn a_tap_logs_a_line_it_writes_before_the_peer_has_it_and_once() {
+        let wire = Wire::default();
+        let mut tap = Tap::new(Trickle::default(), wire.clone(), Direction::Sent);
+        let input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n{\"id\":2}\n";
+        tap.write_all(input).await.unwrap();
+        assert_eq!(tap.inner.taken, input, "every byte, once");
+        assert!(tap.inner.writes > 10, "taken in pieces");
+        let lines: Vec<String> = wire.lines().into_iter().map(|l| l.raw).collect();
+        assert_eq!(
+            lines,
+            [
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}",
+                "{\"id\":2}"
+            ]
+        );
+        let wire = Wire::default();
+        let mut tap = Tap::new(Trickle::default(), wire.clone(), Direction::Sent);
+        let mut line = &b"{\"id\":3}\n"[..];
+        let first = write_once(&mut tap, &mut line);
+        assert_eq!(first, 7);
+        assert_eq!(
+            wire.lines().len(),
+            1,
+            "logged before the pipe took all of it"
+        );
+    }
+
+    /// One `poll_write` of `buf` on `tap`; how many bytes it took.
+    fn write_once(tap: &mut Tap<Trickle>, buf: &mut &[u8]) -> usize {
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        match Pin::new(tap).poll_write(&mut cx, buf) {
+            Poll::Ready(Ok(n)) => n,
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]
