@@ -92,30 +92,20 @@ struct Expected {
     objects: Vec<Object>,
 }
 
-/// What a repair did, a line each, and what it could not do.
+/// What a repair did, and could not do, a line each, in the order it went.
 #[derive(Debug, Default)]
-pub(crate) struct Repairs {
-    done: Vec<String>,
-    failed: Vec<String>,
-}
+pub(crate) struct Repairs(Vec<String>);
 
 impl Repairs {
     /// Whether it found anything amiss, done or not (a write that failed is worth trying again:
     /// foreign keys are off in the repair's transaction).
     pub(crate) fn found(&self) -> bool {
-        !self.done.is_empty() || !self.failed.is_empty()
+        !self.0.is_empty()
     }
 
-    /// Every line: what was done, then what could not be.
+    /// Every line.
     pub(crate) fn lines(self) -> Vec<String> {
-        let mut lines = self.done;
-        lines.extend(self.failed);
-        lines
-    }
-
-    fn extend(&mut self, other: Repairs) {
-        self.done.extend(other.done);
-        self.failed.extend(other.failed);
+        self.0
     }
 
     /// Runs `step` in a savepoint: kept and said as `done` (with what `step` adds to it) when
@@ -126,17 +116,11 @@ impl Repairs {
         done: String,
         step: impl FnOnce() -> rusqlite::Result<String>,
     ) {
-        let outcome = conn
-            .execute_batch("SAVEPOINT postern_repair")
-            .and_then(|()| step())
-            .and_then(|more| Ok((more, conn.execute_batch("RELEASE postern_repair")?)));
-        match outcome {
-            Ok((more, ())) => self.done.push(done + &more),
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK TO postern_repair; RELEASE postern_repair");
-                self.failed
-                    .push(format!("could not repair the database ({done}): {e}"));
-            }
+        match in_savepoint(conn, || Ok(step()?)) {
+            Ok(more) => self.0.push(done + &more),
+            Err(e) => self
+                .0
+                .push(format!("could not repair the database ({done}): {e}")),
         }
     }
 }
@@ -171,7 +155,7 @@ pub(crate) fn repair<T>(
         let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Deferred)?;
         conn.pragma_update(Some("main"), "user_version", migrations::LATEST)?;
         let mut repairs = repair_tables(conn, schemas)?;
-        repairs.extend(repair_objects(conn, schemas)?);
+        repairs.0.extend(repair_objects(conn, schemas)?.0);
         let value = then(&repairs)?;
         // An error in `then` that ended the transaction (a full disk) is `then`'s to say.
         if !conn.is_autocommit() {
@@ -547,7 +531,7 @@ impl Store {
             Err(e) => e,
         };
         let (_, again) = repair(&self.conn, MAIN, |repairs| {
-            for line in repairs.done.iter().chain(&repairs.failed) {
+            for line in &repairs.0 {
                 self.note_config_change(line, None)?;
             }
             Ok(repairs
