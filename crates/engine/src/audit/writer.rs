@@ -288,12 +288,7 @@ pub(super) fn spawn(
     let mut inbox = Inbox::default();
     inbox.push(first, true);
     for what in ready.repaired {
-        let tampered = Queued {
-            event: AuditEvent::ConfigTampered { what },
-            time: now(),
-            done: None,
-        };
-        inbox.push(Msg::Event(Box::new(tampered)), true);
+        inbox.push(Msg::Event(Box::new(Queued::tampered(what))), true);
     }
     let queue = Arc::new(Queue {
         inbox: Mutex::new(inbox),
@@ -346,6 +341,18 @@ pub(super) struct Queued {
     pub time: UnixMillis,
     /// Who waits for the commit (a durable append).
     pub done: Option<Durable>,
+}
+
+impl Queued {
+    /// The record of what the store repaired in the database's schema (`what`), that nobody
+    /// waits for.
+    fn tampered(what: String) -> Queued {
+        Queued {
+            event: AuditEvent::ConfigTampered { what },
+            time: now(),
+            done: None,
+        }
+    }
 }
 
 /// The state that commits: whoever holds it appends.
@@ -554,14 +561,7 @@ impl Core {
             if repaired.is_empty() {
                 break;
             }
-            let tampered = repaired
-                .into_iter()
-                .map(|what| Queued {
-                    event: AuditEvent::ConfigTampered { what },
-                    time: now(),
-                    done: None,
-                })
-                .collect();
+            let tampered = repaired.into_iter().map(Queued::tampered).collect();
             let (more, again) = self.commit_once(tampered);
             outcomes.0.extend(more.0);
             repaired = again;
