@@ -511,8 +511,10 @@ impl Store {
         Ok(repair(&self.conn, SCHEMAS, |_| Ok(()))?.0.lines())
     }
 
-    /// Runs `op` in one immediate transaction. When it fails and a repair of the database's
-    /// schema changes something, runs it once more, in the repair's transaction, and queues
+    /// Runs `op` in one transaction, begun deferred: `op` writes the database first, so it takes
+    /// that file's lock only (an immediate one would take the journals' file's too, and wait
+    /// on a rebuild of the journals). When it fails and a repair of the database's schema finds
+    /// something, runs it once more, in the repair's transaction, and queues
     /// what was repaired as configuration changes there (the engine records them), kept
     /// even when `op` fails again.
     pub(crate) fn write_repairing<T>(
@@ -521,7 +523,7 @@ impl Store {
     ) -> Result<T, StoreError> {
         let first = (|| {
             let tx =
-                rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+                rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)?;
             let value = op(self)?;
             tx.commit()?;
             Ok(value)
@@ -731,6 +733,22 @@ mod tests {
         // The foreign key holds on the table made again.
         assert!(store.remove_credential(&name).expect("remove"));
         assert!(store.bindings(&label).expect("bindings").is_empty());
+    }
+
+    /// An unbind takes the database's lock, not the journals' file's: it does not wait on
+    /// another connection writing the journals (their rebuild).
+    #[test]
+    fn an_unbind_does_not_wait_on_the_journals() {
+        let (_dir, store, path) = store();
+        let (name, label) = bound(&store);
+        let journals = rusqlite::Connection::open(crate::journal_path(&path)).expect("open");
+        journals
+            .execute_batch(
+                "BEGIN IMMEDIATE; INSERT INTO journal_meta (key, value) VALUES ('x', 1);",
+            )
+            .expect("hold the journals");
+        assert!(store.unbind(&label, &name).expect("unbound"));
+        journals.execute_batch("ROLLBACK").expect("let go");
     }
 
     /// An unbind whose narrowing cannot be queued (an index planted on the queue) is made once
