@@ -410,65 +410,59 @@ struct Checked {
     records: u64,
 }
 
-/// Verifies every stored row after nothing (from seq 1): the chain (structure and hashes)
-/// against `anchor`, that the index columns agree with each header, and with `key`, that every
-/// body opens and is an event of the header's kind, handed to `each`.
+/// Verifies every stored row (from seq 1): the chain (structure and hashes) against
+/// `anchor`, that the index columns agree with each header, and with `key`, that every body
+/// opens and is an event of the header's kind, handed to `each`.
 fn check_log(
     store: &Store,
     anchor: Option<Head>,
     key: Option<&OpeningKey>,
     mut each: impl FnMut(Seq, UnixMillis, AuditEvent) -> Result<(), AuditError>,
 ) -> Result<Checked, AuditError> {
-    let mut verifier = postern_audit::Verifier::new();
+    let mut opener = postern_audit::Opener::default();
+    walk_log(store, None, i64::MAX, anchor, |row, _| {
+        if let Some(key) = key {
+            let opened = open_record(row.raw(), key, &mut opener)?;
+            each(opened.seq, opened.time, opened.event)?;
+        }
+        Ok(())
+    })
+}
+
+/// The one verifying read of the stored log: the rows after `from` (from seq 1 when `None`) up
+/// to seq `upto`, in one chain that must continue from `from` and, with `anchor`, pass through
+/// it; each row's index columns must agree with its header. Each row is handed to `each`, with
+/// its header, once it is verified as far as it goes (its chain hash; whether the chain reaches
+/// `anchor` is known only at the end, where the walk fails if it did not).
+fn walk_log(
+    store: &Store,
+    from: Option<Head>,
+    upto: i64,
+    anchor: Option<Head>,
+    mut each: impl FnMut(StoredRecord<'_>, &postern_audit::Header) -> Result<(), AuditError>,
+) -> Result<Checked, AuditError> {
+    let mut verifier = match from {
+        Some(from) => postern_audit::Verifier::resume(from),
+        None => postern_audit::Verifier::new(),
+    };
     if let Some(anchor) = anchor {
         verifier = verifier.with_anchor(anchor);
     }
-    let mut opener = postern_audit::Opener::default();
-    store.audit_records(0, |row: StoredRecord<'_>| {
+    let after = from.map_or(0, |from| from.seq().get() as i64);
+    store.audit_records_between(after, upto, |row: StoredRecord<'_>| {
         verifier.push(row.raw()).map_err(verification)?;
         let header = postern_audit::Header::decode(row.header).map_err(|e| bad(row.seq, &e))?;
-        let seq = header.seq();
-        if row.seq != seq.get() as i64
+        if row.seq != header.seq().get() as i64
             || row.time != header.time().as_millis()
             || row.kind != header.kind().as_str()
         {
             return Err(AuditError::Verification {
-                seq: seq.get(),
+                seq: header.seq().get(),
                 code: "audit_columns_mismatch",
                 reason: "the seq, time or kind column disagrees with the record's header".into(),
             });
         }
-        if let Some(key) = key {
-            let record =
-                postern_audit::SealedRecord::from_raw(row.raw()).map_err(|e| bad(row.seq, &e))?;
-            let body =
-                record
-                    .open_with(key, &mut opener)
-                    .map_err(|_| AuditError::Verification {
-                        seq: seq.get(),
-                        code: "audit_body_unreadable",
-                        reason: "the body cannot be opened with the opening key".into(),
-                    })?;
-            let event: AuditEvent =
-                serde_json::from_slice(body.body()).map_err(|e| AuditError::Verification {
-                    seq: seq.get(),
-                    code: "audit_body_invalid",
-                    reason: format!("the body is not an audit event: {e}"),
-                })?;
-            if event.kind() != header.kind().as_str() {
-                return Err(AuditError::Verification {
-                    seq: seq.get(),
-                    code: "audit_body_invalid",
-                    reason: format!(
-                        "the body is a {} event, the header says {}",
-                        event.kind(),
-                        header.kind()
-                    ),
-                });
-            }
-            each(seq, header.time(), event)?;
-        }
-        Ok(())
+        each(row, &header)
     })?;
     let verified = verifier.finish().map_err(verification)?;
     Ok(Checked {

@@ -13,9 +13,7 @@ use postern_vault::{SecretStore, VaultKey};
 use serde_json::json;
 
 use super::start::empty_anchor;
-use super::{
-    ANCHOR, AuditError, bad, check_log, read_anchor, read_key, read_recipient, verification,
-};
+use super::{ANCHOR, AuditError, check_log, read_anchor, read_key, read_recipient, walk_log};
 use crate::Home;
 
 /// Events opened per transaction when the journals are rebuilt.
@@ -407,34 +405,33 @@ pub(crate) fn narrowings_between(
 ) -> Result<Vec<Narrowing>, AuditError> {
     let mut key = None;
     let mut read = |from: Option<Head>| -> Result<Vec<Narrowing>, AuditError> {
-        let mut verifier = match from {
-            Some(from) => postern_audit::Verifier::resume(from),
-            None => postern_audit::Verifier::new(),
-        }
-        .with_anchor(to);
-        let after = from.map_or(0, |from| from.seq().get() as i64);
         let mut opener = Opener::default();
         let mut found = Vec::new();
-        store.audit_records_between(after, to.seq().get() as i64, |row| {
-            verifier.push(row.raw()).map_err(verification)?;
-            let header = postern_audit::Header::decode(row.header).map_err(|e| bad(row.seq, &e))?;
-            if header.kind().as_str() != "config_changed" {
-                return Ok(());
-            }
-            let key = match &mut key {
-                Some(key) => key,
-                None => key.insert(read_key(secrets, Some(vault))?.ok_or(AuditError::KeyMissing)?),
-            };
-            if let AuditEvent::ConfigChanged {
-                narrowing: Some(narrowing),
-                ..
-            } = open_record(row.raw(), key, &mut opener)?.event
-            {
-                found.push(narrowing);
-            }
-            Ok::<(), AuditError>(())
-        })?;
-        verifier.finish().map_err(verification)?;
+        walk_log(
+            store,
+            from,
+            to.seq().get() as i64,
+            Some(to),
+            |row, header| {
+                if header.kind().as_str() != "config_changed" {
+                    return Ok(());
+                }
+                let key = match &mut key {
+                    Some(key) => key,
+                    None => {
+                        key.insert(read_key(secrets, Some(vault))?.ok_or(AuditError::KeyMissing)?)
+                    }
+                };
+                if let AuditEvent::ConfigChanged {
+                    narrowing: Some(narrowing),
+                    ..
+                } = open_record(row.raw(), key, &mut opener)?.event
+                {
+                    found.push(narrowing);
+                }
+                Ok(())
+            },
+        )?;
         Ok(found)
     };
     // The log continues from `from` when its rows after it chain from it up to `to`; with
@@ -468,16 +465,17 @@ pub(crate) fn narrowings_between(
     }
 }
 
-/// Opens a stored record with the log's key and reads its event (`opener` remembers the last
-/// run's key agreement: pass the same one for records read in order).
+/// Opens a stored record with the log's key and reads its event, which must be of the kind its
+/// header says (`opener` remembers the last run's key agreement: pass the same one for records
+/// read in order).
 pub(crate) fn open_record(
     raw: RawRecord<'_>,
     key: &OpeningKey,
     opener: &mut Opener,
 ) -> Result<Opened, AuditError> {
-    let unreadable = |seq: Seq, reason: String| AuditError::Verification {
+    let invalid = |seq: Seq, code: &'static str, reason: String| AuditError::Verification {
         seq: seq.get(),
-        code: "audit_body_unreadable",
+        code,
         reason,
     };
     let record = SealedRecord::from_raw(raw).map_err(|e| AuditError::Verification {
@@ -485,15 +483,36 @@ pub(crate) fn open_record(
         code: e.code(),
         reason: e.to_string(),
     })?;
-    let seq = record.header().seq();
-    let opened = record
-        .open_with(key, opener)
-        .map_err(|_| unreadable(seq, "the body cannot be opened".into()))?;
-    let event: AuditEvent = serde_json::from_slice(opened.body())
-        .map_err(|e| unreadable(seq, format!("the body is not an audit event: {e}")))?;
+    let header = record.header();
+    let seq = header.seq();
+    let opened = record.open_with(key, opener).map_err(|_| {
+        invalid(
+            seq,
+            "audit_body_unreadable",
+            "the body cannot be opened with the opening key".into(),
+        )
+    })?;
+    let event: AuditEvent = serde_json::from_slice(opened.body()).map_err(|e| {
+        invalid(
+            seq,
+            "audit_body_invalid",
+            format!("the body is not an audit event: {e}"),
+        )
+    })?;
+    if event.kind() != header.kind().as_str() {
+        return Err(invalid(
+            seq,
+            "audit_body_invalid",
+            format!(
+                "the body is a {} event, the header says {}",
+                event.kind(),
+                header.kind()
+            ),
+        ));
+    }
     Ok(Opened {
         seq,
-        time: opened.header().time(),
+        time: header.time(),
         event,
     })
 }

@@ -852,3 +852,37 @@ fn narrowings_are_read_from_the_seals_head_only_when_the_log_continues_from_it()
         "the same number, another hash"
     );
 }
+
+#[test]
+fn a_row_whose_index_columns_disagree_with_its_header_fails_every_read_of_the_log() {
+    // The columns are what the Activity queries and a kind filter go by: a narrowing's row
+    // relabelled there would be another kind to anything that trusted the column.
+    let fx = Fixture::new();
+    let log = fx.open();
+    durable(
+        &log,
+        AuditEvent::ConfigChanged {
+            what: "server removed".into(),
+            server: Some(label()),
+            narrowing: Some(postern_domain::Narrowing::ServerRemoved { server: label() }),
+        },
+    )
+    .expect("narrowing");
+    let to: Head = log.head().expect("head");
+    log.close("test");
+    fx.sql(&format!(
+        "UPDATE audit_log SET kind = 'session_started' WHERE seq = {};",
+        to.seq().get()
+    ));
+    let mismatch = |err: &AuditError| {
+        matches!(err, AuditError::Verification { seq, code: "audit_columns_mismatch", .. }
+            if *seq == to.seq().get())
+    };
+
+    let err = verify(&fx.home, &*fx.secrets, None, false).expect_err("verify");
+    assert!(mismatch(&err), "{err:?}");
+    let store = Store::open(fx.home.path()).expect("store");
+    let vault = postern_vault::VaultKey::generate().expect("key");
+    let err = narrowings_between(&store, &*fx.secrets, &vault, None, to).expect_err("unlock");
+    assert!(mismatch(&err), "{err:?}");
+}
