@@ -33,8 +33,10 @@ pub enum AuditCommand {
         with_arguments: bool,
     },
     /// Accept the log as it is now (after a deliberate restore or cut): verify it, then make
-    /// its head the anchor. A log with an altered record still fails. Engine must be stopped;
-    /// the engine records the re-anchoring in the log when it starts.
+    /// its head the anchor. A log with an altered record still fails. What the records cut may
+    /// have narrowed cannot be read again, so the seal of the settings is voided: after the
+    /// next unlock, bind the credentials again. Engine must be stopped; the engine records the
+    /// re-anchoring in the log when it starts.
     Reanchor {
         /// Yes, records cut from the log's end are gone for good.
         #[arg(long)]
@@ -167,7 +169,7 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
                 .map_err(failed)?;
         }
         AuditCommand::Reanchor { yes: false } => bail!(
-            "re-anchoring accepts the log as it is now: records missing from its end stay missing, and the check that caught it stops complaining. Run again with --yes"
+            "re-anchoring accepts the log as it is now: records missing from its end stay missing, and the check that caught it stops complaining. What they narrowed (an unbind, a removal) cannot be read again, so the seal of the settings is voided and the credentials must be bound again after the next unlock. Run again with --yes"
         ),
         AuditCommand::Reanchor { yes: true } => {
             let vault = match postern_engine::authority::passphrase_known(&keychain) {
@@ -181,6 +183,10 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
                 Some(head) => writeln!(out, "anchored the log at {head}")?,
                 None => writeln!(out, "the log is empty; anchored it as empty")?,
             }
+            writeln!(
+                out,
+                "voided the seal of the settings: after the next unlock, bind the credentials again"
+            )?;
         }
         AuditCommand::RebuildJournals => {
             let vault = sealed_vault(&keychain, "rebuild the journals from the audit log")?;

@@ -287,6 +287,12 @@ pub fn reanchor(
     }
     let checked = check_log(&store, None, key.as_ref(), |_, _, _| Ok(()))?;
     let head = checked.head.unwrap_or_else(empty_anchor);
+    // What the records cut from the log narrowed (an unbind, a removal, stricter settings) is
+    // gone with them, and a seal written before them would vouch for it again: it is voided
+    // before the anchor moves, so the next unlock vouches for nothing it held.
+    crate::authority::void_seal(&store).map_err(|e| AuditError::Store {
+        reason: format!("voiding the seal of the settings: {e}"),
+    })?;
     let previous = read_anchor(secrets).ok().flatten();
     // The log itself will say it was accepted as it is (the engine records the note at its
     // start): noted before the anchor moves, so it never moves untold.

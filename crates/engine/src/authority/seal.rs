@@ -145,6 +145,24 @@ fn stored_specs(store: &Store) -> Pairs {
 
 const SEAL_PURPOSE: &str = "postern settings seal v1";
 
+/// What a voided seal holds in place of the settings: no MAC verifies it, so it vouches for
+/// nothing, and the unlock says why.
+const VOIDED: &str = "voided: the audit log was re-anchored";
+
+/// Voids the seal: the next unlock vouches for nothing it held (no binding, no baseline, the
+/// default settings where they are stricter), as for a seal that does not verify. For a log a
+/// person accepted as it is after it was cut (`postern audit reanchor`): the narrowings its
+/// lost records held cannot be read again, so nothing the seal vouched for before them stands.
+pub(crate) fn void_seal(store: &Store) -> Result<(), postern_store::StoreError> {
+    store.set_setting(
+        SEAL_KEY,
+        &SealedConfig {
+            config: VOIDED.to_owned(),
+            mac: String::new(),
+        },
+    )
+}
+
 /// Writes `authentic` sealed under `key`.
 fn write_seal(store: &Store, authentic: &Authentic, key: &VaultKey) -> Result<(), String> {
     let config = serde_json::to_string(authentic).unwrap_or_default();
@@ -500,6 +518,11 @@ impl Authority {
         } = seal;
         let broken = match (&authentic, &stored) {
             (Some(_), _) => None,
+            (None, Some(sealed)) if sealed.config == VOIDED => Some(
+                "the audit log was re-anchored, so the seal of the settings vouches for nothing it \
+                 held: bind the credentials again"
+                    .to_owned(),
+            ),
             (None, Some(_)) => Some("the seal of the settings does not verify".to_owned()),
             (None, None) => Some("the seal of the settings is missing".to_owned()),
         };
