@@ -3,6 +3,7 @@
 //! keychain.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
@@ -179,10 +180,12 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
                 )?),
                 false => None,
             };
-            match audit::reanchor(home, &keychain, vault.as_ref()).map_err(failed)? {
-                Some(head) => writeln!(out, "anchored the log at {head}")?,
-                None => writeln!(out, "the log is empty; anchored it as empty")?,
-            }
+            let head = audit::reanchor(home, Arc::new(keychain.clone()), vault.as_ref())
+                .map_err(failed)?;
+            writeln!(
+                out,
+                "anchored the log at {head}, after the record of the re-anchoring"
+            )?;
             writeln!(
                 out,
                 "voided the seal of the settings: after the next unlock, bind the credentials again"

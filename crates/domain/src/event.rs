@@ -257,6 +257,11 @@ pub enum Narrowing {
         auto_lock_ms: u64,
         click_window_ms: u64,
     },
+    /// Records are lost from the log (a person accepted it as it is after it was cut, `postern
+    /// audit reanchor`; or a seal names a head the log does not continue from): what they
+    /// narrowed cannot be read again, so a seal older than this vouches for no binding, no
+    /// approved launch and no setting wider than the defaults.
+    LostRecords,
 }
 
 /// Where a person answered an approval request: what the audit log keeps of who approved,

@@ -210,18 +210,24 @@ impl AuditLog {
     /// cannot be used is returned unavailable or quarantined (and says so, loudly, in the log).
     /// Blocking (keychain and disk): call from a blocking context.
     pub fn open(home: &Path, secrets: Arc<dyn SecretStore>) -> AuditLog {
+        // The first record of every engine run.
+        let started = AuditEvent::EngineStarted {
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+        };
+        Self::open_with(home, secrets, started)
+    }
+
+    /// [`AuditLog::open`], its run's first record `first`.
+    fn open_with(home: &Path, secrets: Arc<dyn SecretStore>, first: AuditEvent) -> AuditLog {
         let shared = Arc::new(Shared::default());
         match start::prepare(home, &*secrets) {
             Ok(ready) => {
                 let head = ready.chain.head();
                 let recipient = *ready.chain.recipient();
                 shared.update(|s| s.head = head.map(|h| h.to_string()));
-                // The first record of every engine run.
                 let first = writer::Msg::Event(Box::new(writer::Queued {
-                    event: AuditEvent::EngineStarted {
-                        version: env!("CARGO_PKG_VERSION").into(),
-                        pid: std::process::id(),
-                    },
+                    event: first,
                     time: writer::now(),
                     done: None,
                 }));

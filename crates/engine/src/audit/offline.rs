@@ -5,6 +5,7 @@
 
 use std::fs::{File, TryLockError};
 use std::io::Write;
+use std::sync::Arc;
 
 use postern_audit::{Head, Opener, OpeningKey, RawRecord, SealedRecord, Seq};
 use postern_domain::{AuditEvent, Narrowing, shape};
@@ -13,7 +14,9 @@ use postern_vault::{SecretStore, VaultKey};
 use serde_json::json;
 
 use super::start::empty_anchor;
-use super::{ANCHOR, AuditError, check_log, read_anchor, read_key, read_recipient, walk_log};
+use super::{
+    ANCHOR, AuditError, AuditLog, check_log, read_anchor, read_key, read_recipient, walk_log,
+};
 use crate::Home;
 
 /// Events opened per transaction when the journals are rebuilt.
@@ -265,17 +268,18 @@ pub fn export(
 
 /// Accepts the log as it is now: verifies its structure and hashes (and its bodies, when the
 /// key is in the keychain, opened with `vault` when sealed), then writes its head to the
-/// keychain as the anchor. For a log cut short or rolled back on purpose (a restored backup);
-/// a log with an edited record still fails. Needs the engine stopped. Returns the new anchor
-/// (`None`: an empty log).
+/// keychain as the anchor, voids the seal of the settings and appends the re-anchoring's own
+/// record (a [`Narrowing::LostRecords`]). For a log cut short or rolled back on purpose (a
+/// restored backup); a log with an edited record still fails. Needs the engine stopped.
+/// Returns the head after that record.
 pub fn reanchor(
     home: &Home,
-    secrets: &dyn SecretStore,
+    secrets: Arc<dyn SecretStore>,
     vault: Option<&VaultKey>,
-) -> Result<Option<Head>, AuditError> {
+) -> Result<Head, AuditError> {
     let _lock = lock(home)?;
     let store = Store::open(home.path())?;
-    let key = read_key(secrets, vault)?;
+    let key = read_key(&*secrets, vault)?;
     if let (Some(key), Some(recipient)) = (&key, read_recipient(&store)?)
         && key.recipient() != recipient
     {
@@ -288,23 +292,13 @@ pub fn reanchor(
     let checked = check_log(&store, None, key.as_ref(), |_, _, _| Ok(()))?;
     let head = checked.head.unwrap_or_else(empty_anchor);
     // What the records cut from the log narrowed (an unbind, a removal, stricter settings) is
-    // gone with them, and a seal written before them would vouch for it again: it is voided
-    // before the anchor moves, so the next unlock vouches for nothing it held.
+    // gone with them, and a seal written before them would vouch for it again. The seal in
+    // force is voided before the anchor moves; every older one, put back later, reads the
+    // record below, which narrows it the same way.
     crate::authority::void_seal(&store).map_err(|e| AuditError::Store {
         reason: format!("voiding the seal of the settings: {e}"),
     })?;
-    let previous = read_anchor(secrets).ok().flatten();
-    // The log itself will say it was accepted as it is (the engine records the note at its
-    // start): noted before the anchor moves, so it never moves untold.
-    let from = previous.map_or_else(|| "no anchor".to_owned(), |a| format!("the anchor {a}"));
-    store
-        .note_config_change(
-            &format!("audit log re-anchored by a human at {head} (from {from})"),
-            None,
-        )
-        .map_err(|e| AuditError::Store {
-            reason: format!("noting the re-anchoring: {e}"),
-        })?;
+    let previous = read_anchor(&*secrets).ok().flatten();
     secrets.set(ANCHOR, head.to_string().as_bytes())?;
     // The journals show what the log held before it was cut: projected again from the log
     // accepted as it is (the engine would at its next start, or its next unlock).
@@ -314,7 +308,31 @@ pub fn reanchor(
             catch_up(&mut journals, &store, key, CatchUp::FromStart)?;
         }
     }
-    Ok(checked.head)
+    drop(store);
+    // The log itself says it was accepted as it is, in a record of its own appended here
+    // (not queued in `postern.db`, where a process of the user could take it away before an
+    // engine recorded it), and the anchor moves past it.
+    let from = previous.map_or_else(|| "no anchor".to_owned(), |a| format!("the anchor {a}"));
+    let log = AuditLog::open_with(
+        home.path(),
+        secrets,
+        AuditEvent::ConfigChanged {
+            what: format!("audit log re-anchored by a human at {head} (from {from})"),
+            server: None,
+            narrowing: Some(Narrowing::LostRecords),
+        },
+    );
+    log.close("re-anchored");
+    match log.head() {
+        Some(recorded) if recorded.seq() > head.seq() => Ok(recorded),
+        _ => Err(AuditError::Unavailable {
+            reason: format!(
+                "the log was re-anchored at {head} and the seal of the settings voided, but the \
+                 re-anchoring could not be recorded in the log: {:?}",
+                log.status().state
+            ),
+        }),
+    }
 }
 
 /// A sequence number as SQLite keeps it.
@@ -396,11 +414,12 @@ pub(crate) fn redacted(event: &AuditEvent) -> Result<serde_json::Value, AuditErr
 
 /// The narrowings (`ConfigChanged` records that carry one) the log holds after `from` up to
 /// `to`, in order, each record verified on the way: the rows must chain from `from` (a head
-/// the seal names; from the first record when it names none, or when the log no longer
-/// continues from it, as after a re-anchored cut: its first row after `from` does not chain,
-/// or `from` is past `to`, or at `to` with another hash) to `to` (the writer's own head, which no
-/// row edited in the table can move), so a row deleted, edited or planted there is an error,
-/// never a narrowing skipped. The bodies of `config_changed` records are opened with the
+/// the seal names; from the first record when it names none) to `to` (the writer's own head,
+/// which no row edited in the table can move), so a row deleted, edited or planted there is
+/// an error, never a narrowing skipped. When the log no longer continues from `from` (its
+/// first row after it does not chain, or `from` is past `to`, or at `to` with another hash:
+/// records were lost, as in a re-anchored cut), every narrowing from the first record,
+/// after a [`Narrowing::LostRecords`]. The bodies of `config_changed` records are opened with the
 /// keychain's opening key (a sealed one with `vault`, read once there is one to open).
 pub(crate) fn narrowings_between(
     store: &Store,
@@ -442,7 +461,16 @@ pub(crate) fn narrowings_between(
     };
     // The log continues from `from` when its rows after it chain from it up to `to`; with
     // none after it, only when `from` is `to` itself (the same number with another hash is
-    // another log).
+    // another log). When it does not, records the seal's head came after, or that came after
+    // it, are lost, and what they narrowed with them: the seal vouches for none of what it
+    // held, and every narrowing the log still holds narrows it further.
+    let lost = |read: Result<Vec<Narrowing>, AuditError>| {
+        read.map(|found| {
+            std::iter::once(Narrowing::LostRecords)
+                .chain(found)
+                .collect()
+        })
+    };
     let resumed = from
         .filter(|from| from.seq() < to.seq() || *from == to)
         .map(|from| (from, read(Some(from))));
@@ -453,21 +481,22 @@ pub(crate) fn narrowings_between(
         {
             tracing::warn!(
                 from = %from,
-                "the log does not continue from the seal's head; reading it from the first record"
+                "the log does not continue from the seal's head: the seal vouches for nothing"
             );
-            read(None)
+            lost(read(None))
         }
         Some((_, read)) => read,
-        None => {
-            if let Some(from) = from {
+        None => match from {
+            Some(from) => {
                 tracing::warn!(
                     from = %from,
                     to = %to,
-                    "the seal's head is not in the log; reading it from the first record"
+                    "the seal's head is not in the log: the seal vouches for nothing"
                 );
+                lost(read(None))
             }
-            read(None)
-        }
+            None => read(None),
+        },
     }
 }
 

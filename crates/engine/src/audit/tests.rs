@@ -432,24 +432,32 @@ fn a_cut_tail_is_caught_by_the_anchor_and_reanchor_accepts_it() {
     ));
     drop(log);
 
-    // A human accepts the log as it is: the head becomes the anchor and the log opens again.
-    let head = reanchor(&fx.home, &*fx.secrets, None)
-        .expect("reanchor")
-        .expect("head");
-    assert_eq!(head.seq().get(), 6);
+    // A human accepts the log as it is: the log says so in a record of its own (a narrowing
+    // that voids every seal written before it), anchored, and it opens again.
+    let head = reanchor(&fx.home, Arc::clone(&fx.secrets) as _, None).expect("reanchor");
+    // The re-anchoring's record follows the cut head; its writer's stop follows it.
+    assert_eq!(head.seq().get(), 8);
+    assert_eq!(fx.anchor(), head.to_string());
     // The journals that showed the cut records are projected again from the log as it is.
     verify(&fx.home, &*fx.secrets, None, true).expect("the journals follow the accepted log");
-    // ...and the log will say so: the engine records the queued change at its next start.
-    let changes = postern_store::Store::open(fx.home.path())
-        .expect("store")
-        .take_config_changes()
-        .expect("changes");
-    let whats: Vec<&str> = changes.iter().map(|c| c.what.as_str()).collect();
+    let mut out = Vec::new();
+    export(&fx.home, &*fx.secrets, None, false, &mut out).expect("export");
+    let text = String::from_utf8(out).expect("utf8");
+    let record: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+        .find(|l| l["seq"] == 7)
+        .expect("record 7");
+    assert_eq!(record["seq"], 7);
+    let what = record["event"]["what"].as_str().expect("what");
+    assert!(
+        what.starts_with("audit log re-anchored by a human at 6:")
+            && what.ends_with(&format!("(from the anchor {anchored})")),
+        "{what}"
+    );
     assert_eq!(
-        whats,
-        [format!(
-            "audit log re-anchored by a human at {head} (from the anchor {anchored})"
-        )]
+        record["event"]["narrowing"],
+        json!({"narrowed": "lostRecords"})
     );
     let log = fx.open();
     assert_eq!(log.status().state, AuditState::Ready);
@@ -841,16 +849,11 @@ fn narrowings_are_read_from_the_seals_head_only_when_the_log_continues_from_it()
     assert_eq!(read(None), std::slice::from_ref(&unbound));
     assert_eq!(read(Some(after)), [], "the log continues from after it");
     assert_eq!(read(Some(to)), []);
-    assert_eq!(
-        read(Some(other(after))),
-        std::slice::from_ref(&unbound),
-        "does not chain"
-    );
-    assert_eq!(
-        read(Some(other(to))),
-        [unbound],
-        "the same number, another hash"
-    );
+    // A log that does not continue from the seal's head lost records: the seal vouches for
+    // nothing, and every narrowing the log holds follows.
+    let lost = [postern_domain::Narrowing::LostRecords, unbound];
+    assert_eq!(read(Some(other(after))), lost, "does not chain");
+    assert_eq!(read(Some(other(to))), lost, "the same number, another hash");
 }
 
 #[test]

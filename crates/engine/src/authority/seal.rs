@@ -100,6 +100,11 @@ impl Authentic {
                 };
                 self.settings = strictest(self.settings, narrowed);
             }
+            Narrowing::LostRecords => {
+                self.bindings.clear();
+                self.baselines.clear();
+                self.settings = strictest(self.settings, Settings::default());
+            }
         }
     }
 }

@@ -1305,11 +1305,12 @@ async fn a_binding_undone_while_locked_does_not_come_back_by_a_row() {
     );
 }
 
-/// A log cut back with the store (the log, the binding and the seal of an older day put back
-/// while the engine was stopped) is quarantined; a person who re-anchors it accepts that the
-/// records after the cut are gone, and with them the narrowings they held, which nothing can
-/// read again. So the re-anchoring voids the seal: the unlock after it does not vouch for a
-/// binding the person removed in the records cut, and says why.
+/// A log cut back with the store (the log and the binding of an older day put back while the
+/// engine was stopped) is quarantined; a person who re-anchors it accepts that the records after
+/// the cut are gone, and with them the narrowings they held, which nothing can read again. The
+/// re-anchoring voids the seal and says so in the log, in a narrowing of its own that every
+/// older seal reads: one put back after it, which verifies (the vault key is the same), vouches
+/// no more for a binding the person removed in the records cut.
 #[tokio::test]
 async fn a_reanchored_cut_log_undoes_no_unbind_it_lost() {
     let gate = Gate::new();
@@ -1325,25 +1326,31 @@ async fn a_reanchored_cut_log_undoes_no_unbind_it_lost() {
     gate.audit.close("stop");
     db.execute_batch(
         "DELETE FROM audit_log WHERE seq > (SELECT seq FROM saved_head);
-         INSERT INTO server_credentials SELECT * FROM saved_bindings;
-         UPDATE settings SET value = (SELECT value FROM saved_seal) WHERE key = 'sealed-config';
-         DROP TABLE saved_bindings; DROP TABLE saved_seal; DROP TABLE saved_head;",
+         INSERT INTO server_credentials SELECT * FROM saved_bindings;",
     )
     .expect("put back");
-    drop(db);
     let vault = check_offline(&*gate.secrets, &proof(PASSPHRASE)).expect("the passphrase");
     let err = crate::audit::verify(&gate.home, &*gate.secrets, Some(&vault), false)
         .expect_err("the anchor catches the cut");
     assert!(err.to_string().contains("truncated"), "{err}");
 
-    crate::audit::reanchor(&gate.home, &*gate.secrets, Some(&vault))
+    crate::audit::reanchor(&gate.home, Arc::clone(&gate.secrets) as _, Some(&vault))
         .expect("the person accepts it");
+    db.execute_batch(
+        "UPDATE settings SET value = (SELECT value FROM saved_seal) WHERE key = 'sealed-config';
+         DROP TABLE saved_bindings; DROP TABLE saved_seal; DROP TABLE saved_head;",
+    )
+    .expect("the older seal put back after the re-anchoring");
+    drop(db);
     let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
     let store = Store::open(gate.home.path()).expect("store");
     assert!(
         store.bindings(&label()).expect("bindings").is_empty(),
         "the binding the cut records had removed stays removed"
     );
-    warns(&restarted, "the audit log was re-anchored");
+    warns(
+        &restarted,
+        "credential 'deploy-token' was bound to 'deployer' and is unbound",
+    );
     restarted.audit.close("test");
 }
