@@ -35,9 +35,9 @@ pub enum AuditCommand {
     },
     /// Accept the log as it is now (after a deliberate restore or cut): verify it, then make
     /// its head the anchor. A log with an altered record still fails. What the records cut may
-    /// have narrowed cannot be read again, so the seal of the settings is voided: after the
-    /// next unlock, bind the credentials again. Engine must be stopped; the engine records the
-    /// re-anchoring in the log when it starts.
+    /// have narrowed cannot be read again, so no credential stays bound and no launch stays
+    /// approved: bind them again after the next unlock. Engine must be stopped; the
+    /// re-anchoring is recorded in the log.
     Reanchor {
         /// Yes, records cut from the log's end are gone for good.
         #[arg(long)]
@@ -170,7 +170,7 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
                 .map_err(failed)?;
         }
         AuditCommand::Reanchor { yes: false } => bail!(
-            "re-anchoring accepts the log as it is now: records missing from its end stay missing, and the check that caught it stops complaining. What they narrowed (an unbind, a removal) cannot be read again, so the seal of the settings is voided and the credentials must be bound again after the next unlock. Run again with --yes"
+            "re-anchoring accepts the log as it is now: records missing from its end stay missing, and the check that caught it stops complaining. What they narrowed (an unbind, a removal) cannot be read again, so no credential stays bound and no launch stays approved: bind them again after the next unlock. Run again with --yes"
         ),
         AuditCommand::Reanchor { yes: true } => {
             let vault = match postern_engine::authority::passphrase_known(&keychain) {
@@ -188,7 +188,7 @@ pub fn audit(home: &Home, command: AuditCommand) -> Result<()> {
             )?;
             writeln!(
                 out,
-                "voided the seal of the settings: after the next unlock, bind the credentials again"
+                "no credential stays bound and no launch approved: bind them again after the next unlock"
             )?;
         }
         AuditCommand::RebuildJournals => {

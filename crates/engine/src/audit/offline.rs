@@ -268,8 +268,8 @@ pub fn export(
 
 /// Accepts the log as it is now: verifies its structure and hashes (and its bodies, when the
 /// key is in the keychain, opened with `vault` when sealed), then writes its head to the
-/// keychain as the anchor, voids the seal of the settings and appends the re-anchoring's own
-/// record (a [`Narrowing::LostRecords`]). For a log cut short or rolled back on purpose (a
+/// keychain as the anchor, narrows the seal of the settings by the loss and appends the
+/// re-anchoring's own record (a [`Narrowing::LostRecords`]). For a log cut short or rolled back on purpose (a
 /// restored backup); a log with an edited record still fails. Needs the engine stopped.
 /// Returns the head after that record.
 pub fn reanchor(
@@ -293,10 +293,12 @@ pub fn reanchor(
     let head = checked.head.unwrap_or_else(empty_anchor);
     // What the records cut from the log narrowed (an unbind, a removal, stricter settings) is
     // gone with them, and a seal written before them would vouch for it again. The seal in
-    // force is voided before the anchor moves; every older one, put back later, reads the
-    // record below, which narrows it the same way.
-    crate::authority::void_seal(&store).map_err(|e| AuditError::Store {
-        reason: format!("voiding the seal of the settings: {e}"),
+    // force is narrowed by the loss before the anchor moves; every older one, put back later,
+    // reads the record below, which narrows it the same way.
+    crate::authority::narrow_sealed(&store, vault, Narrowing::LostRecords).map_err(|e| {
+        AuditError::Store {
+            reason: format!("narrowing the seal of the settings: {e}"),
+        }
     })?;
     let previous = read_anchor(&*secrets).ok().flatten();
     secrets.set(ANCHOR, head.to_string().as_bytes())?;
@@ -327,8 +329,8 @@ pub fn reanchor(
         Some(recorded) if recorded.seq() > head.seq() => Ok(recorded),
         _ => Err(AuditError::Unavailable {
             reason: format!(
-                "the log was re-anchored at {head} and the seal of the settings voided, but the \
-                 re-anchoring could not be recorded in the log: {:?}",
+                "the log was re-anchored at {head} and the seal of the settings narrowed, but \
+                 the re-anchoring could not be recorded in the log: {:?}",
                 log.status().state
             ),
         }),

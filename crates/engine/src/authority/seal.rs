@@ -150,22 +150,32 @@ fn stored_specs(store: &Store) -> Pairs {
 
 const SEAL_PURPOSE: &str = "postern settings seal v1";
 
-/// What a voided seal holds in place of the settings: no MAC verifies it, so it vouches for
-/// nothing, and the unlock says why.
-const VOIDED: &str = "voided: the audit log was re-anchored";
+/// Narrows the seal in `store` by `narrowing` where no engine runs (`postern audit reanchor`,
+/// before it moves the anchor): a seal that verifies under `vault` is written again, narrowed.
+/// One that does not verify, or none, vouches for nothing already; without the vault key (no
+/// passphrase set) no seal verifies. Nothing but the seal is written.
+pub(crate) fn narrow_sealed(
+    store: &Store,
+    vault: Option<&VaultKey>,
+    narrowing: Narrowing,
+) -> Result<(), String> {
+    let Some(vault) = vault else {
+        return Ok(());
+    };
+    let stored: Option<SealedConfig> = store.setting(SEAL_KEY).map_err(|e| e.to_string())?;
+    let Some(mut authentic) = stored.as_ref().and_then(|sealed| verified(sealed, vault)) else {
+        return Ok(());
+    };
+    authentic.narrow(narrowing);
+    write_seal(store, &authentic, vault)
+}
 
-/// Voids the seal: the next unlock vouches for nothing it held (no binding, no baseline, the
-/// default settings where they are stricter), as for a seal that does not verify. For a log a
-/// person accepted as it is after it was cut (`postern audit reanchor`): the narrowings its
-/// lost records held cannot be read again, so nothing the seal vouched for before them stands.
-pub(crate) fn void_seal(store: &Store) -> Result<(), postern_store::StoreError> {
-    store.set_setting(
-        SEAL_KEY,
-        &SealedConfig {
-            config: VOIDED.to_owned(),
-            mac: String::new(),
-        },
-    )
+/// What `sealed` vouches for, if it verifies under `key`.
+fn verified(sealed: &SealedConfig, key: &VaultKey) -> Option<Authentic> {
+    let mac = BASE64.decode(&sealed.mac).ok()?;
+    key.verify_mac(SEAL_PURPOSE, sealed.config.as_bytes(), &mac)
+        .then(|| serde_json::from_str::<Authentic>(&sealed.config).ok())
+        .flatten()
 }
 
 /// Writes `authentic` sealed under `key`.
@@ -284,12 +294,7 @@ impl Authority {
             .lock()
             .ok()
             .and_then(|store| store.setting(SEAL_KEY).ok().flatten());
-        let authentic = stored.as_ref().and_then(|sealed| {
-            let mac = BASE64.decode(&sealed.mac).ok()?;
-            key.verify_mac(SEAL_PURPOSE, sealed.config.as_bytes(), &mac)
-                .then(|| serde_json::from_str::<Authentic>(&sealed.config).ok())
-                .flatten()
-        });
+        let authentic = stored.as_ref().and_then(|sealed| verified(sealed, key));
         (stored, authentic)
     }
 
@@ -523,11 +528,6 @@ impl Authority {
         } = seal;
         let broken = match (&authentic, &stored) {
             (Some(_), _) => None,
-            (None, Some(sealed)) if sealed.config == VOIDED => Some(
-                "the audit log was re-anchored, so the seal of the settings vouches for nothing it \
-                 held: bind the credentials again"
-                    .to_owned(),
-            ),
             (None, Some(_)) => Some("the seal of the settings does not verify".to_owned()),
             (None, None) => Some("the seal of the settings is missing".to_owned()),
         };

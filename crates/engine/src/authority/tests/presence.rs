@@ -1305,16 +1305,13 @@ async fn a_binding_undone_while_locked_does_not_come_back_by_a_row() {
     );
 }
 
-/// A log cut back with the store (the log and the binding of an older day put back while the
-/// engine was stopped) is quarantined; a person who re-anchors it accepts that the records after
-/// the cut are gone, and with them the narrowings they held, which nothing can read again. The
-/// re-anchoring voids the seal and says so in the log, in a narrowing of its own that every
-/// older seal reads: one put back after it, which verifies (the vault key is the same), vouches
-/// no more for a binding the person removed in the records cut.
-#[tokio::test]
-async fn a_reanchored_cut_log_undoes_no_unbind_it_lost() {
-    let gate = Gate::new();
-    let name = bound_deploy_token(&gate);
+/// The unbind cut from the log, for the re-anchoring tests: `deployer` bound to
+/// `deploy-token` and its seal kept aside by the agent, the person's unbind, then, with the
+/// engine stopped, the log cut back to before the unbind and the binding's row put back. The
+/// anchor catches the cut. Returns the connection (the kept seal is `saved_seal`) and the
+/// vault key, as the person's passphrase gives it.
+fn cut_log_with_the_binding_put_back(gate: &Gate) -> (rusqlite::Connection, VaultKey) {
+    let name = bound_deploy_token(gate);
     let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
     db.execute_batch(
         "CREATE TABLE saved_bindings AS SELECT * FROM server_credentials;
@@ -1333,15 +1330,19 @@ async fn a_reanchored_cut_log_undoes_no_unbind_it_lost() {
     let err = crate::audit::verify(&gate.home, &*gate.secrets, Some(&vault), false)
         .expect_err("the anchor catches the cut");
     assert!(err.to_string().contains("truncated"), "{err}");
+    (db, vault)
+}
 
-    crate::audit::reanchor(&gate.home, Arc::clone(&gate.secrets) as _, Some(&vault))
-        .expect("the person accepts it");
+/// The agent's older seal, kept by [`cut_log_with_the_binding_put_back`], put back.
+fn older_seal_put_back(db: &rusqlite::Connection) {
     db.execute_batch(
-        "UPDATE settings SET value = (SELECT value FROM saved_seal) WHERE key = 'sealed-config';
-         DROP TABLE saved_bindings; DROP TABLE saved_seal; DROP TABLE saved_head;",
+        "UPDATE settings SET value = (SELECT value FROM saved_seal) WHERE key = 'sealed-config';",
     )
-    .expect("the older seal put back after the re-anchoring");
-    drop(db);
+    .expect("the older seal put back");
+}
+
+/// After the unlock on `gate`'s home, the binding the cut records had removed stays removed.
+fn the_unbind_holds(gate: &Gate) {
     let restarted = Gate::on(&gate.home, Arc::clone(&gate.secrets));
     let store = Store::open(gate.home.path()).expect("store");
     assert!(
@@ -1353,4 +1354,49 @@ async fn a_reanchored_cut_log_undoes_no_unbind_it_lost() {
         "credential 'deploy-token' was bound to 'deployer' and is unbound",
     );
     restarted.audit.close("test");
+}
+
+/// A log cut back with the store (the log and the binding of an older day put back while the
+/// engine was stopped) is quarantined; a person who re-anchors it accepts that the records after
+/// the cut are gone, and with them the narrowings they held, which nothing can read again. The
+/// re-anchoring says so in the log, in a narrowing of its own that every older seal reads: one
+/// put back after it, which verifies (the vault key is the same), vouches no more for a binding
+/// the person removed in the records cut.
+#[tokio::test]
+async fn a_reanchored_cut_log_undoes_no_unbind_it_lost() {
+    let gate = Gate::new();
+    let (db, vault) = cut_log_with_the_binding_put_back(&gate);
+    crate::audit::reanchor(&gate.home, Arc::clone(&gate.secrets) as _, Some(&vault))
+        .expect("the person accepts it");
+    older_seal_put_back(&db);
+    drop(db);
+    the_unbind_holds(&gate);
+}
+
+/// A re-anchoring that moved the anchor and could not write its record (here the log's public
+/// key was taken from the store, so the log would not open) has narrowed the seal in force
+/// before it moved the anchor: the older seal the agent put back before the re-anchoring
+/// vouches no more for the binding the cut records removed.
+#[tokio::test]
+async fn a_reanchoring_that_cannot_record_itself_has_narrowed_the_seal_first() {
+    let gate = Gate::new();
+    let (db, vault) = cut_log_with_the_binding_put_back(&gate);
+    older_seal_put_back(&db);
+    let recipient: String = db
+        .query_row(
+            "DELETE FROM meta WHERE key = 'audit.recipient' RETURNING value",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the public key taken");
+    let err = crate::audit::reanchor(&gate.home, Arc::clone(&gate.secrets) as _, Some(&vault))
+        .expect_err("the record cannot be written");
+    assert!(err.to_string().contains("could not be recorded"), "{err}");
+    db.execute(
+        "INSERT INTO meta (key, value) VALUES ('audit.recipient', ?1)",
+        [recipient],
+    )
+    .expect("the public key back");
+    drop(db);
+    the_unbind_holds(&gate);
 }
