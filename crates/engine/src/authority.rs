@@ -65,7 +65,6 @@ pub use presence::{
 };
 use release::{Approved, Carry};
 pub use retry::RETRY_WINDOW_MS;
-pub(crate) use seal::narrow_sealed;
 
 pub use postern_domain::decision::{SessionMode, SettingsUpdate, VaultState};
 

@@ -5,17 +5,18 @@
 
 use std::fs::{File, TryLockError};
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use postern_audit::{Head, Opener, OpeningKey, RawRecord, SealedRecord, Seq};
 use postern_domain::{AuditEvent, Narrowing, shape};
 use postern_store::{JournalSnapshot, JournalWriter, Opened, Store};
-use postern_vault::{SecretStore, VaultKey};
+use postern_vault::{Secret, SecretStore, VaultError, VaultKey};
 use serde_json::json;
 
 use super::start::empty_anchor;
 use super::{
-    ANCHOR, AuditError, AuditLog, check_log, read_anchor, read_key, read_recipient, walk_log,
+    ANCHOR, AuditError, AuditLog, check_log, read_anchor, read_key, read_recipient, relock,
+    walk_log,
 };
 use crate::Home;
 
@@ -268,8 +269,8 @@ pub fn export(
 
 /// Accepts the log as it is now: verifies its structure and hashes (and its bodies, when the
 /// key is in the keychain, opened with `vault` when sealed), then writes its head to the
-/// keychain as the anchor, narrows the seal of the settings by the loss and appends the
-/// re-anchoring's own record (a [`Narrowing::LostRecords`]). For a log cut short or rolled back on purpose (a
+/// keychain as the anchor, after the re-anchoring's own record (a [`Narrowing::LostRecords`])
+/// appended to it. For a log cut short or rolled back on purpose (a
 /// restored backup); a log with an edited record still fails. Needs the engine stopped.
 /// Returns the head after that record.
 pub fn reanchor(
@@ -291,17 +292,7 @@ pub fn reanchor(
     }
     let checked = check_log(&store, None, key.as_ref(), |_, _, _| Ok(()))?;
     let head = checked.head.unwrap_or_else(empty_anchor);
-    // What the records cut from the log narrowed (an unbind, a removal, stricter settings) is
-    // gone with them, and a seal written before them would vouch for it again. The seal in
-    // force is narrowed by the loss before the anchor moves; every older one, put back later,
-    // reads the record below, which narrows it the same way.
-    crate::authority::narrow_sealed(&store, vault, Narrowing::LostRecords).map_err(|e| {
-        AuditError::Store {
-            reason: format!("narrowing the seal of the settings: {e}"),
-        }
-    })?;
     let previous = read_anchor(&*secrets).ok().flatten();
-    secrets.set(ANCHOR, head.to_string().as_bytes())?;
     // The journals show what the log held before it was cut: projected again from the log
     // accepted as it is (the engine would at its next start, or its next unlock).
     if let Some(key) = &key {
@@ -311,13 +302,20 @@ pub fn reanchor(
         }
     }
     drop(store);
-    // The log itself says it was accepted as it is, in a record of its own appended here
-    // (not queued in `postern.db`, where a process of the user could take it away before an
-    // engine recorded it), and the anchor moves past it.
+    // What the records cut from the log narrowed (an unbind, a removal, stricter settings) is
+    // gone with them, and every seal written before them would vouch for it again. The log
+    // itself says it was accepted as it is, in a record of its own appended here (not queued in
+    // `postern.db`, where a process of the user could take it away before an engine recorded
+    // it): a narrowing every such seal reads. The keychain's anchor moves only past it, once it
+    // is committed.
     let from = previous.map_or_else(|| "no anchor".to_owned(), |a| format!("the anchor {a}"));
+    let accepting = Arc::new(Accepting {
+        keychain: Arc::clone(&secrets),
+        head: Mutex::new(Some(head.to_string())),
+    });
     let log = AuditLog::open_with(
         home.path(),
-        secrets,
+        Arc::clone(&accepting) as Arc<dyn SecretStore>,
         AuditEvent::ConfigChanged {
             what: format!("audit log re-anchored by a human at {head} (from {from})"),
             server: None,
@@ -325,15 +323,50 @@ pub fn reanchor(
         },
     );
     log.close("re-anchored");
+    let anchored = read_anchor(&*secrets).ok().flatten();
     match log.head() {
-        Some(recorded) if recorded.seq() > head.seq() => Ok(recorded),
+        Some(recorded) if recorded.seq() > head.seq() && anchored == Some(recorded) => Ok(recorded),
         _ => Err(AuditError::Unavailable {
             reason: format!(
-                "the log was re-anchored at {head} and the seal of the settings narrowed, but \
-                 the re-anchoring could not be recorded in the log: {:?}",
+                "the re-anchoring could not be recorded in the log, so the log is not \
+                 re-anchored (run it again): {:?}",
                 log.status().state
             ),
         }),
+    }
+}
+
+/// The keychain as the re-anchoring's own log sees it: its anchor reads as the head the
+/// person accepts until that log writes its own, after its first record is committed. So the
+/// keychain's anchor moves past that record or not at all, and a re-anchoring stopped before
+/// the record is durable leaves the log as quarantined as it found it.
+#[derive(Debug)]
+struct Accepting {
+    keychain: Arc<dyn SecretStore>,
+    /// The accepted head, until the log writes an anchor.
+    head: Mutex<Option<String>>,
+}
+
+impl SecretStore for Accepting {
+    fn get(&self, name: &str) -> Result<Option<Secret<Vec<u8>>>, VaultError> {
+        if name == ANCHOR
+            && let Some(head) = relock(&self.head).as_ref()
+        {
+            return Ok(Some(Secret::new(head.as_bytes().to_vec())));
+        }
+        self.keychain.get(name)
+    }
+
+    fn set(&self, name: &str, value: &[u8]) -> Result<(), VaultError> {
+        self.keychain.set(name, value)?;
+        if name == ANCHOR {
+            *relock(&self.head) = None;
+        }
+        Ok(())
+    }
+
+    fn delete(&self, name: &str) -> Result<bool, VaultError> {
+        self.keychain.delete(name)
     }
 }
 

@@ -150,26 +150,6 @@ fn stored_specs(store: &Store) -> Pairs {
 
 const SEAL_PURPOSE: &str = "postern settings seal v1";
 
-/// Narrows the seal in `store` by `narrowing` where no engine runs (`postern audit reanchor`,
-/// before it moves the anchor): a seal that verifies under `vault` is written again, narrowed.
-/// One that does not verify, or none, vouches for nothing already; without the vault key (no
-/// passphrase set) no seal verifies. Nothing but the seal is written.
-pub(crate) fn narrow_sealed(
-    store: &Store,
-    vault: Option<&VaultKey>,
-    narrowing: Narrowing,
-) -> Result<(), String> {
-    let Some(vault) = vault else {
-        return Ok(());
-    };
-    let stored: Option<SealedConfig> = store.setting(SEAL_KEY).map_err(|e| e.to_string())?;
-    let Some(mut authentic) = stored.as_ref().and_then(|sealed| verified(sealed, vault)) else {
-        return Ok(());
-    };
-    authentic.narrow(narrowing);
-    write_seal(store, &authentic, vault)
-}
-
 /// What `sealed` vouches for, if it verifies under `key`.
 fn verified(sealed: &SealedConfig, key: &VaultKey) -> Option<Authentic> {
     let mac = BASE64.decode(&sealed.mac).ok()?;
@@ -276,7 +256,22 @@ impl Authority {
                     bindings,
                     baselines,
                     credentials: Some(credentials),
-                    log_head: self.inner.audit.head().map(|head| head.to_string()),
+                    // While the log takes nothing (unavailable, quarantined) its writer has no
+                    // head, and the narrowings after the seal's head were not read: the seal
+                    // names that head again, so the next unlock reads them, and never the whole
+                    // log as if the seal were older than every record.
+                    log_head: self
+                        .inner
+                        .audit
+                        .head()
+                        .map(|head| head.to_string())
+                        .or_else(|| {
+                            let sealed: Option<SealedConfig> =
+                                store.setting(SEAL_KEY).ok().flatten();
+                            sealed
+                                .and_then(|sealed| verified(&sealed, key))
+                                .and_then(|authentic| authentic.log_head)
+                        }),
                 };
                 write_seal(&store, &authentic, key)
             });

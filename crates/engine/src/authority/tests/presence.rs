@@ -1373,15 +1373,13 @@ async fn a_reanchored_cut_log_undoes_no_unbind_it_lost() {
     the_unbind_holds(&gate);
 }
 
-/// A re-anchoring that moved the anchor and could not write its record (here the log's public
-/// key was taken from the store, so the log would not open) has narrowed the seal in force
-/// before it moved the anchor: the older seal the agent put back before the re-anchoring
-/// vouches no more for the binding the cut records removed.
+/// A re-anchoring that cannot write its record (here the log's public key was taken from the
+/// store, so its log would not open) leaves the anchor where it was: the log stays
+/// quarantined, and an older seal put back then is narrowed by the re-anchoring run again.
 #[tokio::test]
-async fn a_reanchoring_that_cannot_record_itself_has_narrowed_the_seal_first() {
+async fn a_reanchoring_that_cannot_record_itself_leaves_the_log_quarantined() {
     let gate = Gate::new();
     let (db, vault) = cut_log_with_the_binding_put_back(&gate);
-    older_seal_put_back(&db);
     let recipient: String = db
         .query_row(
             "DELETE FROM meta WHERE key = 'audit.recipient' RETURNING value",
@@ -1391,12 +1389,60 @@ async fn a_reanchoring_that_cannot_record_itself_has_narrowed_the_seal_first() {
         .expect("the public key taken");
     let err = crate::audit::reanchor(&gate.home, Arc::clone(&gate.secrets) as _, Some(&vault))
         .expect_err("the record cannot be written");
-    assert!(err.to_string().contains("could not be recorded"), "{err}");
+    assert!(err.to_string().contains("run it again"), "{err}");
     db.execute(
         "INSERT INTO meta (key, value) VALUES ('audit.recipient', ?1)",
         [recipient],
     )
     .expect("the public key back");
+    let err = crate::audit::verify(&gate.home, &*gate.secrets, Some(&vault), false)
+        .expect_err("still quarantined");
+    assert!(err.to_string().contains("truncated"), "{err}");
+    older_seal_put_back(&db);
+    crate::audit::reanchor(&gate.home, Arc::clone(&gate.secrets) as _, Some(&vault))
+        .expect("the person runs it again");
     drop(db);
     the_unbind_holds(&gate);
+}
+
+/// An unlock while the log takes nothing (quarantined: its writer has no head) reads no
+/// narrowing, so the seal it writes names the head the seal before it named: the next unlock
+/// reads the narrowings after that head, never the whole log again (where a re-anchoring's
+/// `LostRecords` of long ago would drop every binding).
+#[tokio::test]
+async fn a_seal_written_while_the_log_is_quarantined_names_the_head_it_named() {
+    let gate = Gate::new();
+    bound_deploy_token(&gate);
+    let named = |gate: &Gate| -> Value {
+        let sealed: Value = Store::open(gate.home.path())
+            .expect("store")
+            .setting("sealed-config")
+            .expect("read")
+            .expect("a seal");
+        let config: Value =
+            serde_json::from_str(sealed["config"].as_str().expect("config")).expect("json");
+        config["logHead"].clone()
+    };
+    let before = named(&gate);
+    assert!(before.is_string(), "{before}");
+    gate.audit.close("stop");
+    let db = rusqlite::Connection::open(gate.home.path().join("postern.db")).expect("db");
+    db.execute(
+        "UPDATE audit_log SET sealed = CAST(zeroblob(80) AS BLOB) WHERE seq = 2",
+        [],
+    )
+    .expect("a row edited");
+    drop(db);
+    let quarantined = Started::on(&gate.home, &gate.secrets);
+    assert!(
+        matches!(
+            quarantined.audit.status().state,
+            crate::audit::AuditState::Quarantined { .. }
+        ),
+        "{:?}",
+        quarantined.audit.status()
+    );
+    assert!(unlock_started(&quarantined).expect("unlock"), "unlocked");
+    assert_eq!(named(&gate), before);
+    quarantined.audit.close("test");
 }
