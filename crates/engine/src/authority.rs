@@ -144,6 +144,10 @@ struct State {
     clock_offset: i128,
     /// Credential releases humans approved (per run, server, identity).
     releases: HashSet<Approved>,
+    /// The head named by the seal the last unlock opened: what the settings in force were
+    /// narrowed through when that unlock read no narrowing (the log had no head). A seal
+    /// written while the log still has none names it (`seal_config`).
+    sealed_head: Option<String>,
     /// Approvals waiting for the relaunch they caused.
     carries: Vec<Carry>,
     /// Decisions given after the agent stopped waiting, for its identical retry.
@@ -216,6 +220,7 @@ impl Authority {
                 last_activity: now,
                 clock_offset: i128::from(now) - i128::from(clock.monotonic_ms()),
                 releases: HashSet::new(),
+                sealed_head: None,
                 carries: Vec::new(),
                 later: Vec::new(),
                 leaks: Vec::new(),

@@ -324,8 +324,30 @@ pub fn reanchor(
     );
     log.close("re-anchored");
     let anchored = read_anchor(&*secrets).ok().flatten();
+    // Its record is the first after the accepted head (a batch that fails is dropped, and the
+    // run's stop could be committed without it).
+    let recorded_first = |recorded: Head| -> Result<bool, AuditError> {
+        let mut first = None;
+        walk_log(
+            &Store::open(home.path())?,
+            Some(head),
+            recorded.seq().get() as i64,
+            Some(recorded),
+            |_, header| {
+                first.get_or_insert(header.kind().as_str() == "config_changed");
+                Ok(())
+            },
+        )?;
+        Ok(first == Some(true))
+    };
     match log.head() {
-        Some(recorded) if recorded.seq() > head.seq() && anchored == Some(recorded) => Ok(recorded),
+        Some(recorded)
+            if recorded.seq() > head.seq()
+                && anchored == Some(recorded)
+                && recorded_first(recorded)? =>
+        {
+            Ok(recorded)
+        }
         _ => Err(AuditError::Unavailable {
             reason: format!(
                 "the re-anchoring could not be recorded in the log, so the log is not \

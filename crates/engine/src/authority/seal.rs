@@ -257,21 +257,15 @@ impl Authority {
                     baselines,
                     credentials: Some(credentials),
                     // While the log takes nothing (unavailable, quarantined) its writer has no
-                    // head, and the narrowings after the seal's head were not read: the seal
-                    // names that head again, so the next unlock reads them, and never the whole
-                    // log as if the seal were older than every record.
+                    // head, and the unlock read no narrowing after the head of the seal it
+                    // opened: the seal names that head again, so the next unlock reads them,
+                    // and never the whole log as if the seal were older than every record.
                     log_head: self
                         .inner
                         .audit
                         .head()
                         .map(|head| head.to_string())
-                        .or_else(|| {
-                            let sealed: Option<SealedConfig> =
-                                store.setting(SEAL_KEY).ok().flatten();
-                            sealed
-                                .and_then(|sealed| verified(&sealed, key))
-                                .and_then(|authentic| authentic.log_head)
-                        }),
+                        .or_else(|| state.sealed_head.clone()),
                 };
                 write_seal(&store, &authentic, key)
             });
@@ -521,6 +515,7 @@ impl Authority {
             authentic,
             narrowed,
         } = seal;
+        state.sealed_head = authentic.as_ref().and_then(|a| a.log_head.clone());
         let broken = match (&authentic, &stored) {
             (Some(_), _) => None,
             (None, Some(_)) => Some("the seal of the settings does not verify".to_owned()),
