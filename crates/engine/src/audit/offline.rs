@@ -268,11 +268,10 @@ pub fn export(
 }
 
 /// Accepts the log as it is now: verifies its structure and hashes (and its bodies, when the
-/// key is in the keychain, opened with `vault` when sealed), then writes its head to the
-/// keychain as the anchor, after the re-anchoring's own record (a [`Narrowing::LostRecords`])
-/// appended to it. For a log cut short or rolled back on purpose (a
-/// restored backup); a log with an edited record still fails. Needs the engine stopped.
-/// Returns the head after that record.
+/// key is in the keychain, opened with `vault` when sealed), appends the re-anchoring's own
+/// record (a [`Narrowing::LostRecords`]) and, once it is committed, makes the head after it the
+/// keychain's anchor. For a log cut short or rolled back on purpose (a restored backup); a log
+/// with an edited record still fails. Needs the engine stopped. Returns the new anchor.
 pub fn reanchor(
     home: &Home,
     secrets: Arc<dyn SecretStore>,
@@ -475,8 +474,8 @@ pub(crate) fn redacted(event: &AuditEvent) -> Result<serde_json::Value, AuditErr
 /// which no row edited in the table can move), so a row deleted, edited or planted there is
 /// an error, never a narrowing skipped. When the log no longer continues from `from` (its
 /// first row after it does not chain, or `from` is past `to`, or at `to` with another hash:
-/// records were lost, as in a re-anchored cut), every narrowing from the first record,
-/// after a [`Narrowing::LostRecords`]. The bodies of `config_changed` records are opened with the
+/// records were lost, as in a re-anchored cut), every narrowing from the first record, after
+/// a [`Narrowing::LostRecords`]. The bodies of `config_changed` records are opened with the
 /// keychain's opening key (a sealed one with `vault`, read once there is one to open).
 pub(crate) fn narrowings_between(
     store: &Store,
